@@ -1,0 +1,94 @@
+// Command podpatch is the podpatch admission webhook and its offline tools: `render` shows
+// what policies do to objects, `lint` validates policy ConfigMaps.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/pflag"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+// usageError is bad command-line use: exit status 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+
+// exitError carries an exit status without a message of its own (it has been printed).
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+const usage = `podpatch shapes the Pods and Services that Dask, Spark, Ray and Flink generate.
+
+Usage:
+  podpatch render -f FILE [-f FILE…] --policies PATH [--policies PATH…] [flags]
+  podpatch lint PATH…
+  podpatch version
+
+Run "podpatch COMMAND --help" for a command's flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run executes one command and returns the exit status.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "podpatch: internal error: %v\n", r)
+			code = 1
+		}
+	}()
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "render":
+		err = runRender(args[1:], stdin, stdout, stderr)
+	case "lint":
+		err = runLint(args[1:], stdin, stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "podpatch", version)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		err = usageError{fmt.Errorf("unknown command %q", args[0])}
+	}
+	var ue usageError
+	var ee exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, pflag.ErrHelp):
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "podpatch %s: %v\n", args[0], err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "podpatch %s: %v\n", args[0], err)
+		return 1
+	}
+}
+
+// parseFlags parses a command's flags; bad flags are usage errors.
+func parseFlags(fs *pflag.FlagSet, args []string, stderr io.Writer) error {
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/podpatch/podpatch/policies"
+)
+
+// policyOptions are the flags that decide how policy ConfigMaps are read.
+type policyOptions struct {
+	PlatformNamespace     string
+	NamespaceAllowedField []string
+}
+
+func (o *policyOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.PlatformNamespace, "platform-namespace", policies.DefaultPlatformNamespace,
+		"namespace whose policy ConfigMaps apply to every namespace")
+	fs.StringSliceVar(&o.NamespaceAllowedField, "namespace-allowed-fields", policies.DefaultNamespaceAllowedFields,
+		"fields namespace policies may set (prefix service. for Service fields)")
+}
+
+// Options builds the engine's options.
+func (o *policyOptions) Options() (policies.Options, error) {
+	if o.PlatformNamespace == "" {
+		return policies.Options{}, usageError{errors.New("--platform-namespace must not be empty")}
+	}
+	allowed, err := policies.ParseAllowedFields(o.NamespaceAllowedField)
+	if err != nil {
+		return policies.Options{}, usageError{fmt.Errorf("--namespace-allowed-fields: %w", err)}
+	}
+	return policies.Options{PlatformNamespace: o.PlatformNamespace, NamespaceAllowed: allowed}, nil
+}
+
+// renderOptions are the flags of `podpatch render`.
+type renderOptions struct {
+	policyOptions
+	Files           []string
+	Policies        []string
+	Namespace       string
+	NamespaceLabels map[string]string
+	Explain         bool
+}
+
+func (o *renderOptions) AddFlags(fs *pflag.FlagSet) {
+	o.policyOptions.AddFlags(fs)
+	fs.StringArrayVarP(&o.Files, "filename", "f", nil, "objects to patch: a YAML or JSON file, or - for stdin (repeatable)")
+	fs.StringArrayVar(&o.Policies, "policies", nil, "policy ConfigMap file or directory (repeatable)")
+	fs.StringVar(&o.Namespace, "namespace", "default", "namespace of objects (and policy ConfigMaps) that have none")
+	fs.StringToStringVar(&o.NamespaceLabels, "namespace-labels", nil, "labels of the objects' namespace, k=v,…")
+	fs.BoolVar(&o.Explain, "explain", false, "print which policies matched each object and which fields they set")
+}
+
+func (o *renderOptions) Validate() error {
+	if len(o.Files) == 0 {
+		return usageError{errors.New("at least one -f FILE is required")}
+	}
+	if len(o.Policies) == 0 {
+		return usageError{errors.New("at least one --policies PATH is required")}
+	}
+	stdins := 0
+	for _, f := range append(append([]string{}, o.Files...), o.Policies...) {
+		if f == "-" {
+			stdins++
+		}
+	}
+	if stdins > 1 {
+		return usageError{errors.New("standard input (-) can be read only once")}
+	}
+	return nil
+}
+
+func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	o := &renderOptions{}
+	fs := pflag.NewFlagSet("render", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected arguments %s", strings.Join(fs.Args(), " "))}
+	}
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	opts, err := o.Options()
+	if err != nil {
+		return err
+	}
+	cms, err := policies.ReadConfigMapFiles(o.Policies, o.Namespace, stdin)
+	if err != nil {
+		return err
+	}
+	set, probs := policies.Compile(cms, opts)
+	if len(probs) > 0 {
+		fmt.Fprintln(stderr, policies.ProblemLines(probs))
+		return fmt.Errorf("%d invalid policy ConfigMap(s); run podpatch lint for details", len(probs))
+	}
+	for _, f := range o.Files {
+		data, err := policies.ReadInput(f, stdin)
+		if err != nil {
+			return err
+		}
+		docs, err := policies.SplitDocuments(strings.NewReader(string(data)))
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		out, err := set.Render(docs, policies.RenderOptions{Namespace: o.Namespace, NamespaceLabels: o.NamespaceLabels, Explain: o.Explain})
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		if _, err := stdout.Write(out); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+package policies
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	jsonstrict "sigs.k8s.io/json"
+)
+
+// SourcedConfigMap is a policy ConfigMap and the file it was read from.
+type SourcedConfigMap struct {
+	File      string
+	ConfigMap *corev1.ConfigMap
+}
+
+// ReadConfigMapFiles reads ConfigMaps from files and directories (recursively: *.yaml, *.yml
+// and *.json, skipping kustomization files), in a stable order. A ConfigMap without
+// metadata.namespace gets defaultNamespace, as `kubectl apply` would give it. "-" reads stdin.
+func ReadConfigMapFiles(paths []string, defaultNamespace string, stdin io.Reader) ([]SourcedConfigMap, error) {
+	var out []SourcedConfigMap
+	for _, p := range paths {
+		files, err := expandPath(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range files {
+			cms, err := readConfigMapFile(f, defaultNamespace, stdin)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", f, err)
+			}
+			out = append(out, cms...)
+		}
+	}
+	return out, nil
+}
+
+// expandPath lists the policy files of a path: the file itself, or a directory's files.
+func expandPath(p string) ([]string, error) {
+	if p == "-" {
+		return []string{p}, nil
+	}
+	info, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if !info.IsDir() {
+		return []string{p}, nil
+	}
+	var files []string
+	err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() || strings.HasPrefix(name, "kustomization.") || strings.HasPrefix(name, ".") {
+			return nil
+		}
+		switch filepath.Ext(name) {
+		case ".yaml", ".yml", ".json":
+			files = append(files, path)
+		}
+		return nil
+	})
+	sort.Strings(files)
+	return files, err
+}
+
+// ReadInput reads a file, or stdin for "-".
+func ReadInput(path string, stdin io.Reader) ([]byte, error) {
+	if path == "-" {
+		if stdin == nil {
+			return nil, errors.New("no standard input")
+		}
+		return io.ReadAll(stdin)
+	}
+	return os.ReadFile(path)
+}
+
+func readConfigMapFile(path, defaultNamespace string, stdin io.Reader) ([]SourcedConfigMap, error) {
+	data, err := ReadInput(path, stdin)
+	if err != nil {
+		return nil, err
+	}
+	docs, err := SplitDocuments(strings.NewReader(string(data)))
+	if err != nil {
+		return nil, err
+	}
+	var out []SourcedConfigMap
+	for _, d := range docs {
+		cms, err := decodeConfigMaps(d.JSON)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", d.Index, err)
+		}
+		for _, cm := range cms {
+			if cm.Namespace == "" {
+				cm.Namespace = defaultNamespace
+			}
+			out = append(out, SourcedConfigMap{File: path, ConfigMap: cm})
+		}
+	}
+	return out, nil
+}
+
+// decodeConfigMaps decodes a ConfigMap, or a List of them, strictly.
+func decodeConfigMaps(js []byte) ([]*corev1.ConfigMap, error) {
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if err := jsonstrict.UnmarshalCaseSensitivePreserveInts(js, &head); err != nil {
+		return nil, err
+	}
+	switch {
+	case head.Kind == "ConfigMap" && head.APIVersion == "v1":
+		cm := &corev1.ConfigMap{}
+		if err := strictInto(js, cm); err != nil {
+			return nil, err
+		}
+		return []*corev1.ConfigMap{cm}, nil
+	case head.Kind == "List" || head.Kind == "ConfigMapList":
+		var list struct {
+			APIVersion string            `json:"apiVersion"`
+			Kind       string            `json:"kind"`
+			Metadata   map[string]any    `json:"metadata"`
+			Items      []json.RawMessage `json:"items"`
+		}
+		if err := strictInto(js, &list); err != nil {
+			return nil, err
+		}
+		var out []*corev1.ConfigMap
+		for i, it := range list.Items {
+			cms, err := decodeConfigMaps(it)
+			if err != nil {
+				return nil, fmt.Errorf("items[%d]: %w", i, err)
+			}
+			out = append(out, cms...)
+		}
+		return out, nil
+	default:
+		return nil, fmt.Errorf("expected a v1 ConfigMap, got %s %s", head.APIVersion, head.Kind)
+	}
+}
+
+// strictInto decodes JSON into v, rejecting unknown and duplicate fields.
+func strictInto(js []byte, v any) error {
+	strict, err := jsonstrict.UnmarshalStrict(js, v)
+	if err != nil {
+		return err
+	}
+	if len(strict) > 0 {
+		msgs := make([]string, len(strict))
+		for i, e := range strict {
+			msgs[i] = e.Error()
+		}
+		return errors.New(strings.Join(msgs, "; "))
+	}
+	return nil
+}

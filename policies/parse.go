@@ -1,0 +1,424 @@
+package policies
+
+import (
+	"bytes"
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	jsonstrict "sigs.k8s.io/json"
+)
+
+// Options says how ConfigMaps are scoped and what namespace policies may set.
+type Options struct {
+	// PlatformNamespace holds the platform-wide policies.
+	PlatformNamespace string
+	// NamespaceAllowed is what namespace policies may set.
+	NamespaceAllowed AllowedFields
+	// WithResourceVersion appends `@<resourceVersion>` of the ConfigMap to provenance entries.
+	WithResourceVersion bool
+}
+
+// DefaultOptions returns the options of SPEC §3.
+func DefaultOptions() Options {
+	allowed, err := ParseAllowedFields(DefaultNamespaceAllowedFields)
+	if err != nil {
+		panic(err) // the built-in list is a constant; a failure is a programming error
+	}
+	return Options{PlatformNamespace: DefaultPlatformNamespace, NamespaceAllowed: allowed}
+}
+
+// Scope says where a policy applies.
+type Scope string
+
+// The two scopes.
+const (
+	// ScopePlatform policies live in the platform namespace and apply everywhere.
+	ScopePlatform Scope = "platform"
+	// ScopeNamespace policies apply only to objects in their own namespace.
+	ScopeNamespace Scope = "namespace"
+)
+
+// Policy is one validated, compiled PodTemplatePatch. It is immutable once parsed.
+type Policy struct {
+	// Namespace, ConfigMap and Key locate the document; Index is its position in the key's stream.
+	Namespace, ConfigMap, Key string
+	Index                     int
+	// Name is metadata.name of the document.
+	Name     string
+	Scope    Scope
+	Mode     Mode
+	Priority int32
+	// Ref is the provenance entry: <namespace>/<configmap>/<name>[@<resourceVersion>].
+	Ref string
+
+	match    matcher
+	template map[string]any // {"metadata": …, "spec": …} as written, nulls kept
+	service  map[string]any
+}
+
+// Problem is one thing wrong with a policy ConfigMap, located so a person can find it.
+type Problem struct {
+	// Key is the data key, empty for problems of the ConfigMap itself.
+	Key string
+	// Policy is the document's name, or #N (N from 1) when it has none; empty outside documents.
+	Policy string
+	Err    *field.Error
+}
+
+// String renders `<data key>: <policy>: <field path>: <message>`, with "-" for what is unknown.
+func (p Problem) String() string {
+	dash := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	}
+	return dash(p.Key) + ": " + dash(p.Policy) + ": " + dash(p.Err.Field) + ": " + p.Err.ErrorBody()
+}
+
+// Problems is every problem of one ConfigMap.
+type Problems []Problem
+
+// Error joins the problems, one per line.
+func (ps Problems) Error() string {
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		lines[i] = p.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// ScopeOf returns the scope of policies in a ConfigMap of the given namespace.
+func (o Options) ScopeOf(namespace string) Scope {
+	if namespace == o.PlatformNamespace {
+		return ScopePlatform
+	}
+	return ScopeNamespace
+}
+
+// ParseConfigMap validates a policy ConfigMap and compiles its documents. It returns either
+// every policy or, when anything is wrong, no policy and every problem: a ConfigMap is never
+// half-applied.
+func ParseConfigMap(cm *corev1.ConfigMap, opts Options) ([]*Policy, Problems) {
+	var probs Problems
+	cmProblem := func(err *field.Error) { probs = append(probs, Problem{Err: err}) }
+	if v, ok := cm.Labels[PolicyLabel]; !ok || v != "true" {
+		cmProblem(field.Required(field.NewPath("metadata", "labels").Key(PolicyLabel),
+			`must be "true": podpatch reads only ConfigMaps carrying this label`))
+	}
+	for _, k := range sortedKeys(cm.BinaryData) {
+		probs = append(probs, Problem{Key: k, Err: field.Forbidden(field.NewPath("binaryData").Key(k),
+			"policies must be YAML text in data")})
+	}
+	if len(cm.Data) == 0 {
+		cmProblem(field.Required(field.NewPath("data"), "a policy ConfigMap needs at least one <name>.yaml key"))
+	}
+	scope := opts.ScopeOf(cm.Namespace)
+	var out []*Policy
+	names := map[string]string{} // policy name -> data key that defined it
+	for _, key := range sortedKeys(cm.Data) {
+		keyPath := field.NewPath("data").Key(key)
+		if !strings.HasSuffix(key, ".yaml") && !strings.HasSuffix(key, ".yml") {
+			probs = append(probs, Problem{Key: key, Err: field.Invalid(keyPath, key, "data keys must end in .yaml or .yml")})
+			continue
+		}
+		docs, err := SplitDocuments(strings.NewReader(cm.Data[key]))
+		if err != nil {
+			probs = append(probs, Problem{Key: key, Err: field.Invalid(keyPath, "", "not valid YAML: "+err.Error())})
+			continue
+		}
+		if len(docs) == 0 {
+			probs = append(probs, Problem{Key: key, Err: field.Required(keyPath, "holds no PodTemplatePatch document")})
+		}
+		for i, d := range docs {
+			p, errs := parseDocument(d.JSON, scope, opts)
+			label := p.Name
+			if label == "" {
+				label = fmt.Sprintf("#%d", i+1)
+			}
+			if p.Name != "" {
+				if prev, dup := names[p.Name]; dup {
+					errs = append(errs, field.Duplicate(field.NewPath("metadata", "name"),
+						p.Name+" (also defined in data key "+prev+")"))
+				}
+				names[p.Name] = key
+			}
+			for _, e := range errs {
+				probs = append(probs, Problem{Key: key, Policy: label, Err: e})
+			}
+			if len(errs) == 0 {
+				p.Namespace, p.ConfigMap, p.Key, p.Index, p.Scope = cm.Namespace, cm.Name, key, i, scope
+				p.Ref = cm.Namespace + "/" + cm.Name + "/" + p.Name
+				if opts.WithResourceVersion && cm.ResourceVersion != "" {
+					p.Ref += "@" + cm.ResourceVersion
+				}
+				out = append(out, p)
+			}
+		}
+	}
+	if len(probs) > 0 {
+		return nil, probs
+	}
+	return out, nil
+}
+
+// parseDocument decodes and validates one PodTemplatePatch. The returned policy always carries
+// the name (when it has one) so that problems can be attributed.
+func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorList) {
+	p := &Policy{}
+	var doc Document
+	strictErrs, err := jsonstrict.UnmarshalStrict(js, &doc)
+	if err != nil {
+		return p, field.ErrorList{decodeError(err)}
+	}
+	p.Name = doc.Metadata.Name
+	var errs field.ErrorList
+	for _, se := range strictErrs {
+		fe, ok := se.(jsonstrict.FieldError)
+		if !ok {
+			errs = append(errs, field.Invalid(nil, "", se.Error()))
+			continue
+		}
+		detail := "unknown field: check its spelling and indentation"
+		if strings.Contains(se.Error(), "duplicate field") {
+			detail = "duplicate field"
+		}
+		errs = append(errs, field.Forbidden(pathOf(fe.FieldPath()), detail))
+	}
+	raw, err := decodeObject(js)
+	if err != nil {
+		return p, append(errs, field.Invalid(nil, "", err.Error()))
+	}
+
+	if doc.APIVersion != APIVersion {
+		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), doc.APIVersion, []string{APIVersion}))
+	}
+	if doc.Kind != DocumentKind {
+		errs = append(errs, field.NotSupported(field.NewPath("kind"), doc.Kind, []string{DocumentKind}))
+	}
+	namePath := field.NewPath("metadata", "name")
+	if doc.Metadata.Name == "" {
+		errs = append(errs, field.Required(namePath, "every policy needs a name, unique within its ConfigMap"))
+	} else {
+		for _, msg := range validation.IsDNS1123Label(doc.Metadata.Name) {
+			errs = append(errs, field.Invalid(namePath, doc.Metadata.Name, msg))
+		}
+	}
+	errs = append(errs, metav1validation.ValidateLabels(doc.Metadata.Labels, field.NewPath("metadata", "labels"))...)
+
+	spec := doc.Spec
+	specPath := field.NewPath("spec")
+	p.Mode, p.Priority = spec.Mode, spec.Priority
+	if p.Mode == "" {
+		p.Mode = ModeMerge
+	}
+	switch p.Mode {
+	case ModeDefault, ModeMerge:
+	case ModeEnforce:
+		if scope == ScopeNamespace {
+			errs = append(errs, field.Forbidden(specPath.Child("mode"), "enforce is for platform policies only"))
+		}
+	default:
+		errs = append(errs, field.NotSupported(specPath.Child("mode"), spec.Mode,
+			[]string{string(ModeDefault), string(ModeMerge), string(ModeEnforce)}))
+	}
+	var mErrs field.ErrorList
+	p.match, mErrs = compileMatch(spec.Match, scope, specPath.Child("match"))
+	errs = append(errs, mErrs...)
+
+	rawSpec, _ := raw["spec"].(map[string]any)
+	if spec.Template == nil && spec.Service == nil {
+		errs = append(errs, field.Required(specPath.Child("template"), "a policy needs template, service, or both"))
+	}
+	if spec.Template != nil {
+		fld := specPath.Child("template")
+		p.template, _ = rawSpec["template"].(map[string]any)
+		errs = append(errs, validateTemplatePatch(spec.Template, fld)...)
+		errs = append(errs, checkNulls(p.template, p.Mode, fld)...)
+		if scope == ScopeNamespace {
+			errs = append(errs, checkAllowed(p.template, opts.NamespaceAllowed.template, opts.NamespaceAllowed.String(), fld)...)
+		}
+	}
+	if spec.Service != nil {
+		fld := specPath.Child("service")
+		p.service, _ = rawSpec["service"].(map[string]any)
+		errs = append(errs, validateServicePatch(spec.Service, fld)...)
+		errs = append(errs, checkNulls(p.service, p.Mode, fld)...)
+		if scope == ScopeNamespace {
+			errs = append(errs, checkAllowed(p.service, opts.NamespaceAllowed.service, opts.NamespaceAllowed.String(), fld)...)
+		}
+	}
+	return p, errs
+}
+
+// typeErrorField finds the field path in a JSON type error ("… Go struct field Document.spec.priority of type int32").
+var typeErrorField = regexp.MustCompile(`Go struct field [A-Za-z0-9_]+\.(\S+) of type (\S+)`)
+
+// decodeError turns a decoding error into a field error at the field it names.
+func decodeError(err error) *field.Error {
+	msg := err.Error()
+	if m := typeErrorField.FindStringSubmatch(msg); m != nil {
+		return field.Invalid(pathOf(m[1]), "", "wrong type: want "+m[2])
+	}
+	return field.Invalid(nil, "", "cannot decode: "+strings.TrimPrefix(msg, "json: "))
+}
+
+// pathOf converts a dotted JSON path such as "spec.template.spec.containers[0].imagee" into a
+// field.Path. Map keys that contain dots cannot be told apart here; they are rare in such errors.
+func pathOf(dotted string) *field.Path {
+	var p *field.Path
+	for _, part := range strings.Split(dotted, ".") {
+		name, idx, hasIdx := strings.Cut(part, "[")
+		if p == nil {
+			p = field.NewPath(name)
+		} else {
+			p = p.Child(name)
+		}
+		for hasIdx {
+			var n int
+			var rest string
+			if _, err := fmt.Sscanf(idx, "%d]", &n); err != nil {
+				break
+			}
+			p = p.Index(n)
+			_, rest, hasIdx = strings.Cut(idx, "[")
+			idx = rest
+		}
+	}
+	return p
+}
+
+// checkNulls allows `null` only as the value of an object member in merge and enforce
+// policies, where it removes that key.
+func checkNulls(v any, mode Mode, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	var walk func(v any, fld *field.Path, inList bool)
+	walk = func(v any, fld *field.Path, inList bool) {
+		switch t := v.(type) {
+		case nil:
+			switch {
+			case inList:
+				errs = append(errs, field.Invalid(fld, nil, "null is not allowed in a list"))
+			case mode == ModeDefault:
+				errs = append(errs, field.Invalid(fld, nil, "null removes a field only in merge or enforce mode"))
+			}
+		case map[string]any:
+			for _, k := range sortedKeys(t) {
+				walk(t[k], fld.Child(k), false)
+			}
+		case []any:
+			for i, item := range t {
+				walk(item, fld.Index(i), true)
+			}
+		}
+	}
+	if m, ok := v.(map[string]any); ok {
+		walk(m, fld, false)
+	}
+	return errs
+}
+
+// matcher is the compiled form of Match.
+type matcher struct {
+	managers          []Manager
+	roles             []Role
+	clusters, groups  []string
+	namespaces        []string
+	selector          labels.Selector // nil: any
+	namespaceSelector labels.Selector // nil: any
+}
+
+func compileMatch(m Match, scope Scope, fld *field.Path) (matcher, field.ErrorList) {
+	var c matcher
+	var errs field.ErrorList
+	for i, mg := range m.Managers {
+		if !slices.Contains(Managers, mg) {
+			errs = append(errs, field.NotSupported(fld.Child("managers").Index(i), mg, managerNames()))
+			continue
+		}
+		c.managers = appendUnique(c.managers, mg)
+	}
+	for i, r := range m.Roles {
+		role, ok := roleAliases[r]
+		if !ok {
+			errs = append(errs, field.NotSupported(fld.Child("roles").Index(i), r, sortedKeys(roleAliases)))
+			continue
+		}
+		c.roles = appendUnique(c.roles, role)
+	}
+	globs := func(name string, in []string) []string {
+		for i, g := range in {
+			if _, err := path.Match(g, ""); err != nil || g == "" {
+				errs = append(errs, field.Invalid(fld.Child(name).Index(i), g, "not a valid shell glob"))
+			}
+		}
+		return in
+	}
+	c.clusters, c.groups = globs("clusters", m.Clusters), globs("groups", m.Groups)
+	c.selector = compileSelector(m.Selector, fld.Child("selector"), &errs)
+	if scope == ScopeNamespace {
+		if m.Namespaces != nil {
+			errs = append(errs, field.Forbidden(fld.Child("namespaces"), "platform policies only: a namespace policy applies to its own namespace"))
+		}
+		if m.NamespaceSelector != nil {
+			errs = append(errs, field.Forbidden(fld.Child("namespaceSelector"), "platform policies only: a namespace policy applies to its own namespace"))
+		}
+		return c, errs
+	}
+	c.namespaces = globs("namespaces", m.Namespaces)
+	c.namespaceSelector = compileSelector(m.NamespaceSelector, fld.Child("namespaceSelector"), &errs)
+	return c, errs
+}
+
+func compileSelector(ls *metav1.LabelSelector, fld *field.Path, errs *field.ErrorList) labels.Selector {
+	if ls == nil {
+		return nil
+	}
+	if e := metav1validation.ValidateLabelSelector(ls, metav1validation.LabelSelectorValidationOptions{}, fld); len(e) > 0 {
+		*errs = append(*errs, e...)
+		return nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(ls)
+	if err != nil {
+		*errs = append(*errs, field.Invalid(fld, "", err.Error()))
+		return nil
+	}
+	return sel
+}
+
+func managerNames() []string {
+	out := make([]string, len(Managers))
+	for i, m := range Managers {
+		out[i] = string(m)
+	}
+	return out
+}
+
+func appendUnique[T comparable](s []T, v T) []T {
+	if slices.Contains(s, v) {
+		return s
+	}
+	return append(s, v)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// isBlank reports whether a YAML text holds no document.
+func isBlank(b []byte) bool { return len(bytes.TrimSpace(b)) == 0 }

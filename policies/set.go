@@ -1,0 +1,199 @@
+package policies
+
+import (
+	"cmp"
+	"path"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// bucket is the index key: choosing policies for an object looks only at its own bucket.
+type bucket struct {
+	manager Manager
+	role    Role
+	kind    Kind
+}
+
+// index holds, per bucket, policies in application order: by mode (default, merge, enforce),
+// then priority, ConfigMap name, data key and document order.
+type index map[bucket][]*Policy
+
+// Set is an immutable, compiled collection of policies. It is safe for concurrent use.
+type Set struct {
+	platform   index
+	namespaces map[string]index
+	counts     map[Scope]int
+}
+
+// NewSet compiles policies into a Set. Policies are indexed by scope (and namespace), manager,
+// role and kind, so the cost of an admission does not grow with unrelated policies.
+func NewSet(ps []*Policy) *Set {
+	s := &Set{platform: index{}, namespaces: map[string]index{}, counts: map[Scope]int{}}
+	for _, p := range ps {
+		s.counts[p.Scope]++
+		idx := s.platform
+		if p.Scope == ScopeNamespace {
+			if idx = s.namespaces[p.Namespace]; idx == nil {
+				idx = index{}
+				s.namespaces[p.Namespace] = idx
+			}
+		}
+		for _, b := range p.buckets() {
+			idx[b] = append(idx[b], p)
+		}
+	}
+	for _, idx := range append([]index{s.platform}, mapValues(s.namespaces)...) {
+		for _, list := range idx {
+			slices.SortStableFunc(list, comparePolicies)
+		}
+	}
+	return s
+}
+
+// Count returns how many policies of a scope the set holds.
+func (s *Set) Count(scope Scope) int { return s.counts[scope] }
+
+func comparePolicies(a, b *Policy) int {
+	return cmp.Or(
+		cmp.Compare(modeRank(a.Mode), modeRank(b.Mode)),
+		cmp.Compare(a.Priority, b.Priority),
+		cmp.Compare(a.ConfigMap, b.ConfigMap),
+		cmp.Compare(a.Key, b.Key),
+		cmp.Compare(a.Index, b.Index),
+	)
+}
+
+func modeRank(m Mode) int {
+	switch m {
+	case ModeDefault:
+		return 0
+	case ModeMerge:
+		return 1
+	default:
+		return 2
+	}
+}
+
+// buckets lists every (manager, role, kind) this policy can apply to.
+func (p *Policy) buckets() []bucket {
+	managers, roles := p.match.managers, p.match.roles
+	if len(managers) == 0 {
+		managers = Managers
+	}
+	if len(roles) == 0 {
+		roles = Roles
+	}
+	var kinds []Kind
+	if p.template != nil {
+		kinds = append(kinds, KindPod)
+	}
+	if p.service != nil {
+		kinds = append(kinds, KindService)
+	}
+	var out []bucket
+	for _, m := range managers {
+		for _, r := range roles {
+			for _, k := range kinds {
+				out = append(out, bucket{m, r, k})
+			}
+		}
+	}
+	return out
+}
+
+// subject is what matching looks at.
+type subject struct {
+	id              Identity
+	kind            Kind
+	namespace       string
+	labels          labels.Set
+	namespaceLabels labels.Set
+}
+
+// matches checks the parts of the match that the index does not already decide.
+func (m *matcher) matches(s *subject) bool {
+	if len(m.clusters) > 0 && !anyGlob(m.clusters, s.id.Cluster) {
+		return false
+	}
+	if len(m.groups) > 0 && !anyGlob(m.groups, s.id.Group) {
+		return false
+	}
+	if len(m.namespaces) > 0 && !anyGlob(m.namespaces, s.namespace) {
+		return false
+	}
+	if m.selector != nil && !m.selector.Matches(s.labels) {
+		return false
+	}
+	if m.namespaceSelector != nil && !m.namespaceSelector.Matches(s.namespaceLabels) {
+		return false
+	}
+	return true
+}
+
+func anyGlob(globs []string, name string) bool {
+	for _, g := range globs {
+		if ok, _ := path.Match(g, name); ok { // patterns were validated when parsed
+			return true
+		}
+	}
+	return false
+}
+
+// layers is the stack of SPEC §3 for one object, low to high, without the object itself
+// (which sits between defaults and merges).
+type layers struct {
+	platformDefault, namespaceDefault []*Policy
+	platformMerge, namespaceMerge     []*Policy
+	enforce                           []*Policy
+}
+
+// all lists the policies in provenance order.
+func (l *layers) all() []*Policy {
+	return slices.Concat(l.platformDefault, l.namespaceDefault, l.platformMerge, l.namespaceMerge, l.enforce)
+}
+
+func (l *layers) empty() bool {
+	return len(l.platformDefault)+len(l.namespaceDefault)+len(l.platformMerge)+len(l.namespaceMerge)+len(l.enforce) == 0
+}
+
+// selectLayers chooses the policies that match the subject and sorts them into layers.
+func (s *Set) selectLayers(sub *subject, skip bool) layers {
+	var l layers
+	b := bucket{sub.id.Manager, sub.id.Role, sub.kind}
+	for _, p := range s.platform[b] {
+		if (skip && p.Mode != ModeEnforce) || !p.match.matches(sub) {
+			continue
+		}
+		switch p.Mode {
+		case ModeDefault:
+			l.platformDefault = append(l.platformDefault, p)
+		case ModeMerge:
+			l.platformMerge = append(l.platformMerge, p)
+		default:
+			l.enforce = append(l.enforce, p)
+		}
+	}
+	if skip {
+		return l
+	}
+	for _, p := range s.namespaces[sub.namespace][b] {
+		if !p.match.matches(sub) {
+			continue
+		}
+		if p.Mode == ModeDefault {
+			l.namespaceDefault = append(l.namespaceDefault, p)
+		} else {
+			l.namespaceMerge = append(l.namespaceMerge, p)
+		}
+	}
+	return l
+}
+
+func mapValues[K comparable, V any](m map[K]V) []V {
+	out := make([]V, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
