@@ -29,7 +29,7 @@ var DefaultNamespaceAllowedFields = []string{
 type AllowedFields struct {
 	template [][]string
 	service  [][]string
-	spec     []string
+	entries  []string
 }
 
 // ParseAllowedFields compiles entries such as "spec.containers[*].resources" or
@@ -51,14 +51,14 @@ func ParseAllowedFields(entries []string) (AllowedFields, error) {
 			return AllowedFields{}, fmt.Errorf("allowed field %q: %w", e, err)
 		}
 		*target = append(*target, segs)
-		a.spec = append(a.spec, e)
+		a.entries = append(a.entries, e)
 	}
-	sort.Strings(a.spec)
+	sort.Strings(a.entries)
 	return a, nil
 }
 
-// String lists the entries, for messages.
-func (a AllowedFields) String() string { return strings.Join(a.spec, ", ") }
+// String lists the entries, as the flag takes them.
+func (a AllowedFields) String() string { return strings.Join(a.entries, ",") }
 
 func splitAllowedPath(p string) ([]string, error) {
 	var segs []string
@@ -80,8 +80,16 @@ func splitAllowedPath(p string) ([]string, error) {
 
 // check reports every field set in raw (a template or service patch) that no allowed entry
 // covers. A list item's merge key (`name`) is allowed wherever a path runs through the list.
-func checkAllowed(raw any, allowed [][]string, all string, fld *field.Path) field.ErrorList {
+func checkAllowed(raw any, allowed [][]string, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList
+	names := make([]string, len(allowed))
+	for i, a := range allowed {
+		names[i] = strings.ReplaceAll(strings.Join(a, "."), ".[*]", "[*]")
+	}
+	all := strings.Join(names, ", ")
+	if all == "" {
+		all = "nothing"
+	}
 	var walk func(v any, segs []string, fld *field.Path)
 	walk = func(v any, segs []string, fld *field.Path) {
 		switch t := v.(type) {

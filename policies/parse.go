@@ -1,8 +1,9 @@
 package policies
 
 import (
-	"bytes"
+	"encoding/json"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"path"
 	"regexp"
 	"slices"
@@ -83,7 +84,20 @@ func (p Problem) String() string {
 		}
 		return s
 	}
-	return dash(p.Key) + ": " + dash(p.Policy) + ": " + dash(p.Err.Field) + ": " + p.Err.ErrorBody()
+	path := p.Err.Field
+	if path == "<nil>" {
+		path = ""
+	}
+	return oneLine(dash(p.Key) + ": " + dash(p.Policy) + ": " + dash(path) + ": " + p.Err.ErrorBody())
+}
+
+// oneLine folds a multi-line message (YAML parser errors have several) into one line.
+func oneLine(s string) string {
+	lines := strings.Split(s, "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return strings.Join(slices.DeleteFunc(lines, func(l string) bool { return l == "" }), "; ")
 }
 
 // Problems is every problem of one ConfigMap.
@@ -176,13 +190,26 @@ func ParseConfigMap(cm *corev1.ConfigMap, opts Options) ([]*Policy, Problems) {
 // the name (when it has one) so that problems can be attributed.
 func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorList) {
 	p := &Policy{}
+	raw, err := decodeObject(js)
+	if err != nil {
+		return p, field.ErrorList{field.Invalid(nil, "", err.Error())}
+	}
+	if meta, ok := raw["metadata"].(map[string]any); ok {
+		p.Name, _ = meta["name"].(string)
+	}
+	// Bad quantities stop a typed decode at the first one, without a path: find them all in
+	// the raw tree first and decode a copy in which they are zero.
+	errs := checkQuantities(raw, nil)
+	if len(errs) > 0 {
+		if js, err = encodeJSON(zeroBadQuantities(clean(raw))); err != nil {
+			return p, append(errs, field.InternalError(nil, err))
+		}
+	}
 	var doc Document
 	strictErrs, err := jsonstrict.UnmarshalStrict(js, &doc)
 	if err != nil {
-		return p, field.ErrorList{decodeError(err)}
+		return p, append(errs, decodeError(err))
 	}
-	p.Name = doc.Metadata.Name
-	var errs field.ErrorList
 	for _, se := range strictErrs {
 		fe, ok := se.(jsonstrict.FieldError)
 		if !ok {
@@ -194,10 +221,6 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 			detail = "duplicate field"
 		}
 		errs = append(errs, field.Forbidden(pathOf(fe.FieldPath()), detail))
-	}
-	raw, err := decodeObject(js)
-	if err != nil {
-		return p, append(errs, field.Invalid(nil, "", err.Error()))
 	}
 
 	if doc.APIVersion != APIVersion {
@@ -246,7 +269,7 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 		errs = append(errs, validateTemplatePatch(spec.Template, fld)...)
 		errs = append(errs, checkNulls(p.template, p.Mode, fld)...)
 		if scope == ScopeNamespace {
-			errs = append(errs, checkAllowed(p.template, opts.NamespaceAllowed.template, opts.NamespaceAllowed.String(), fld)...)
+			errs = append(errs, checkAllowed(p.template, opts.NamespaceAllowed.template, fld)...)
 		}
 	}
 	if spec.Service != nil {
@@ -255,7 +278,7 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 		errs = append(errs, validateServicePatch(spec.Service, fld)...)
 		errs = append(errs, checkNulls(p.service, p.Mode, fld)...)
 		if scope == ScopeNamespace {
-			errs = append(errs, checkAllowed(p.service, opts.NamespaceAllowed.service, opts.NamespaceAllowed.String(), fld)...)
+			errs = append(errs, checkAllowed(p.service, opts.NamespaceAllowed.service, fld)...)
 		}
 	}
 	return p, errs
@@ -420,5 +443,72 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// isBlank reports whether a YAML text holds no document.
-func isBlank(b []byte) bool { return len(bytes.TrimSpace(b)) == 0 }
+// quantityFields hold resource quantities: maps of them, or (sizeLimit) one.
+var quantityFields = map[string]bool{"limits": true, "requests": true, "overhead": true, "sizeLimit": true}
+
+// checkQuantities reports every value under a quantity field that does not parse.
+func checkQuantities(v any, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	walkQuantities(v, fld, func(q any, at *field.Path) bool {
+		if !validQuantity(q) {
+			errs = append(errs, field.Invalid(at, q, "not a valid resource quantity (e.g. 500m, 2Gi, 1)"))
+			return true
+		}
+		return false
+	})
+	return errs
+}
+
+// zeroBadQuantities replaces invalid quantities with "0", in place.
+func zeroBadQuantities(v any) any {
+	walkQuantities(v, nil, func(q any, _ *field.Path) bool { return !validQuantity(q) })
+	return v
+}
+
+// walkQuantities calls visit for every quantity in a document tree; when visit returns true
+// the quantity is replaced by "0".
+func walkQuantities(v any, fld *field.Path, visit func(q any, at *field.Path) bool) {
+	child := func(fld *field.Path, k string) *field.Path {
+		if fld == nil {
+			return field.NewPath(k)
+		}
+		return fld.Child(k)
+	}
+	switch t := v.(type) {
+	case map[string]any:
+		for _, k := range sortedKeys(t) {
+			x := t[k]
+			if !quantityFields[k] {
+				walkQuantities(x, child(fld, k), visit)
+				continue
+			}
+			if m, ok := x.(map[string]any); ok {
+				for _, rk := range sortedKeys(m) {
+					if m[rk] != nil && visit(m[rk], child(fld, k).Key(rk)) {
+						m[rk] = "0"
+					}
+				}
+			} else if x != nil && k == "sizeLimit" && visit(x, child(fld, k)) {
+				t[k] = "0"
+			}
+		}
+	case []any:
+		for i, x := range t {
+			walkQuantities(x, fld.Index(i), visit)
+		}
+	}
+}
+
+func validQuantity(v any) bool {
+	var s string
+	switch t := v.(type) {
+	case string:
+		s = t
+	case json.Number:
+		s = t.String()
+	default:
+		return false
+	}
+	_, err := resource.ParseQuantity(s)
+	return err == nil
+}

@@ -391,7 +391,9 @@ func TestValidateTemplatePatch(t *testing.T) {
 
 func TestValidateServicePatch(t *testing.T) {
 	spec := func(s corev1.ServiceSpec) *ServicePatch { return &ServicePatch{Spec: s} }
-	port := func(p corev1.ServicePort) *ServicePatch { return spec(corev1.ServiceSpec{Ports: []corev1.ServicePort{p}}) }
+	port := func(p corev1.ServicePort) *ServicePatch {
+		return spec(corev1.ServiceSpec{Ports: []corev1.ServicePort{p}})
+	}
 
 	valid := &ServicePatch{
 		Metadata: PatchMetadata{
