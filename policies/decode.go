@@ -86,8 +86,20 @@ func SplitDocuments(r io.Reader) ([]RawDocument, error) {
 		if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
 			continue
 		}
-		docs = append(docs, RawDocument{JSON: js, Text: text, Index: i})
+		docs = append(docs, RawDocument{JSON: js, Text: trimSeparator(text), Index: i})
 	}
+}
+
+// trimSeparator drops the `---` line the YAML reader leaves at the start of a stream's first
+// document, so that printing a document after our own separator does not add an empty one.
+func trimSeparator(text []byte) []byte {
+	if !bytes.HasPrefix(text, []byte("---")) {
+		return text
+	}
+	if i := bytes.IndexByte(text, '\n'); i >= 0 {
+		return text[i+1:]
+	}
+	return nil
 }
 
 // isJSON peeks at the first non-space byte of the stream.

@@ -74,12 +74,17 @@ func (s *Set) Apply(in Input) (Result, error) {
 		return res, nil
 	}
 
+	if in.Kind == KindPod {
+		for _, p := range l.all() {
+			insertSidecars(obj, p.template)
+		}
+	}
 	pass := func(ps []*Policy, fill bool) {
 		m := newMerger(in.Kind, fill)
 		for _, p := range ps {
 			var before any
 			if in.Explain {
-				before = clean(obj)
+				before = deepCopy(obj)
 			}
 			m.mergeMap(obj, p.patchFor(in.Kind))
 			if in.Explain {

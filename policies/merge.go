@@ -2,6 +2,7 @@ package policies
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 )
 
@@ -90,6 +91,57 @@ func (m merger) mergeMap(dst, patch map[string]any) {
 	}
 }
 
+// oneOf lists, by the field that holds an object, groups of members of which the object may
+// have only one: the source of a volume, value or valueFrom of an env var, the handler of a
+// probe or lifecycle hook. The patch's choice replaces the object's when overriding (as
+// strategic merge's retainKeys does) and yields to it when filling, so a merge never makes an
+// object the API server would reject.
+var oneOf = map[string][]string{
+	"env":            {"value", "valueFrom"},
+	"livenessProbe":  {"exec", "httpGet", "tcpSocket", "grpc"},
+	"readinessProbe": {"exec", "httpGet", "tcpSocket", "grpc"},
+	"startupProbe":   {"exec", "httpGet", "tcpSocket", "grpc"},
+	"postStart":      {"exec", "httpGet", "tcpSocket", "sleep"},
+	"preStop":        {"exec", "httpGet", "tcpSocket", "sleep"},
+}
+
+// mergeOneOf merges an object held by field, honouring its one-of group; volumes' group is
+// every member but the name.
+func (m merger) mergeOneOf(field string, dst, patch map[string]any) {
+	group := oneOf[field]
+	in := func(k string) bool { return slices.Contains(group, k) }
+	if field == "volumes" {
+		in = func(k string) bool { return k != "name" }
+	}
+	if group == nil && field != "volumes" {
+		m.mergeMap(dst, patch)
+		return
+	}
+	var chosen []string
+	for k, v := range patch {
+		if in(k) && v != nil {
+			chosen = append(chosen, k)
+		}
+	}
+	var held []string
+	for k, v := range dst {
+		if in(k) && v != nil && !slices.Contains(chosen, k) {
+			held = append(held, k)
+		}
+	}
+	for k, pv := range patch {
+		if len(chosen) > 0 && len(held) > 0 && in(k) && m.fill {
+			continue // the object already chose another member: keep it
+		}
+		m.mergeEntry(dst, k, pv)
+	}
+	if len(chosen) > 0 && !m.fill {
+		for _, k := range held {
+			delete(dst, k)
+		}
+	}
+}
+
 // mergeEntry merges one member. A null patch value removes the key (override mode only); a
 // null object value counts as unset.
 func (m merger) mergeEntry(dst map[string]any, k string, pv any) {
@@ -103,28 +155,27 @@ func (m merger) mergeEntry(dst map[string]any, k string, pv any) {
 		}
 		return
 	}
+	// An object value of another shape than the patch's (a list where the patch has an
+	// object) is invalid for the API server anyway: it counts as unset, in both modes, so that
+	// defaults and overrides compose the same way on every admission.
 	switch p := pv.(type) {
 	case map[string]any:
 		d, ok := dv.(map[string]any)
-		switch {
-		case !present:
+		if !present || !ok {
 			d = map[string]any{}
 			m.mergeObject(k, d, p)
 			if len(d) > 0 || len(p) == 0 {
 				dst[k] = d
+			} else if present {
+				delete(dst, k)
 			}
-		case ok:
-			m.mergeObject(k, d, p)
-		case !m.fill: // a different type in the object: the patch wins
-			dst[k] = clean(p)
+			return
 		}
+		m.mergeObject(k, d, p)
 	case []any:
 		d, ok := dv.([]any)
 		if present && !ok {
-			if !m.fill {
-				dst[k] = clean(p)
-			}
-			return
+			present, d = false, nil
 		}
 		merged, keyed := m.mergeList(k, d, p)
 		switch {
@@ -134,6 +185,8 @@ func (m merger) mergeEntry(dst map[string]any, k string, pv any) {
 			}
 		case present || len(merged) > 0:
 			dst[k] = merged
+		default:
+			delete(dst, k)
 		}
 	default:
 		if !present || !m.fill {
@@ -142,13 +195,16 @@ func (m merger) mergeEntry(dst map[string]any, k string, pv any) {
 	}
 }
 
-// mergeObject merges a nested object, with the special rules of pod affinity.
+// mergeObject merges a nested object, with the special rules of pod affinity and one-of groups.
 func (m merger) mergeObject(k string, dst, patch map[string]any) {
-	if m.pod && k == "affinity" {
+	switch {
+	case m.pod && k == "affinity":
 		m.mergeAffinity(dst, patch)
-		return
+	case m.pod:
+		m.mergeOneOf(k, dst, patch)
+	default:
+		m.mergeMap(dst, patch)
 	}
-	m.mergeMap(dst, patch)
 }
 
 // mergeList merges lists that have a merge key; keyed is false for lists to be replaced.
@@ -157,13 +213,13 @@ func (m merger) mergeList(k string, dst, patch []any) (out []any, keyed bool) {
 		return m.mergeContainers(dst, patch), true
 	}
 	if key, ok := m.lists[k]; ok {
-		return m.mergeKeyed(dst, patch, key), true
+		return m.mergeKeyed(k, dst, patch, key), true
 	}
 	return nil, false
 }
 
 // mergeKeyed merges items with the same key and appends the others.
-func (m merger) mergeKeyed(dst, patch []any, key listKey) []any {
+func (m merger) mergeKeyed(field string, dst, patch []any, key listKey) []any {
 	for _, it := range patch {
 		pm, ok := it.(map[string]any)
 		if !ok {
@@ -171,7 +227,11 @@ func (m merger) mergeKeyed(dst, patch []any, key listKey) []any {
 		}
 		if i := findKey(dst, key, key(pm)); i >= 0 {
 			if dm, ok := dst[i].(map[string]any); ok {
-				m.mergeMap(dm, pm)
+				if m.pod {
+					m.mergeOneOf(field, dm, pm)
+				} else {
+					m.mergeMap(dm, pm)
+				}
 				continue
 			}
 		}
@@ -191,26 +251,25 @@ func findKey(list []any, key listKey, want string) int {
 
 var byName = keyOf([]string{"name"}, nil)
 
-// mergeContainers merges containers by name. "*" applies to every container the list had
-// before this patch; a named container the object lacks is appended only when the patch
-// gives a whole container (it has an image), never as a broken partial one. A named entry is
-// more specific than "*": it is applied after "*" when overriding and before it when filling.
+// mergeContainers merges containers by name. A named container the object lacks is appended
+// only when the patch gives a whole container (it has an image), never as a broken partial
+// one. "*" then applies to every container, sidecars included, so that re-invoking admission
+// (which sees the sidecar as an existing container) gives the same pod. A named entry is more
+// specific than "*": it is applied after "*" when overriding and before it when filling.
 func (m merger) mergeContainers(dst, patch []any) []any {
-	existing := len(dst)
+	dst = appendSidecars(dst, patch)
 	stars := func() {
 		for _, it := range patch {
 			pm, ok := it.(map[string]any)
 			if !ok || pm["name"] != "*" {
 				continue
 			}
-			for _, c := range dst[:existing] {
-				cm, ok := c.(map[string]any)
-				if !ok {
-					continue
-				}
-				for k, v := range pm {
-					if k != "name" {
-						m.mergeEntry(cm, k, v)
+			for _, c := range dst {
+				if cm, ok := c.(map[string]any); ok {
+					for k, v := range pm {
+						if k != "name" {
+							m.mergeEntry(cm, k, v)
+						}
 					}
 				}
 			}
@@ -219,7 +278,6 @@ func (m merger) mergeContainers(dst, patch []any) []any {
 	if !m.fill {
 		stars()
 	}
-	var sidecars []any
 	for _, it := range patch {
 		pm, ok := it.(map[string]any)
 		if !ok || pm["name"] == "*" {
@@ -229,16 +287,54 @@ func (m merger) mergeContainers(dst, patch []any) []any {
 			if cm, ok := dst[i].(map[string]any); ok {
 				m.mergeMap(cm, pm)
 			}
-			continue
-		}
-		if _, whole := pm["image"]; whole {
-			sidecars = append(sidecars, clean(pm))
 		}
 	}
 	if m.fill {
 		stars()
 	}
-	return append(dst, sidecars...)
+	return dst
+}
+
+// appendSidecars appends the whole containers (with an image) of patch that dst lacks.
+func appendSidecars(dst, patch []any) []any {
+	for _, it := range patch {
+		pm, ok := it.(map[string]any)
+		if !ok || pm["name"] == "*" {
+			continue
+		}
+		if _, whole := pm["image"]; whole && findKey(dst, byName, byName(pm)) < 0 {
+			dst = append(dst, clean(pm))
+		}
+	}
+	return dst
+}
+
+// insertSidecars adds every sidecar a pod patch brings before any layer is applied, so that
+// all layers, defaults included, see the same containers on first admission as on a re-invoked
+// one.
+func insertSidecars(pod, patch map[string]any) {
+	pspec, ok := patch["spec"].(map[string]any)
+	if !ok {
+		return
+	}
+	for list := range containerLists {
+		pl, ok := pspec[list].([]any)
+		if !ok {
+			continue
+		}
+		spec, ok := pod["spec"].(map[string]any)
+		if !ok {
+			spec = map[string]any{}
+			pod["spec"] = spec
+		}
+		dl, ok := spec[list].([]any)
+		if !ok && spec[list] != nil {
+			continue // not a list: leave the object's value to the merge rules
+		}
+		if out := appendSidecars(dl, pl); len(out) > len(dl) {
+			spec[list] = out
+		}
+	}
 }
 
 // mergeAffinity applies SPEC §3's affinity rules: a policy's required node selector
@@ -265,9 +361,9 @@ func (m merger) mergeAffinity(dst, patch map[string]any) {
 	}
 }
 
-// andNodeSelector ANDs the policy's single node selector term into every term of the object.
-// A requirement on a key the term already constrains replaces it when overriding and is
-// left out when filling.
+// andNodeSelector ANDs the policy's single node selector term into every term of the object:
+// each requirement the term does not already hold is added. Requirements are never replaced,
+// so the object's own constraints keep holding too (SPEC §3).
 func (m merger) andNodeSelector(dst map[string]any, field string, pv any) {
 	pSel, ok := pv.(map[string]any)
 	dSel, dok := dst[field].(map[string]any)
@@ -279,38 +375,19 @@ func (m merger) andNodeSelector(dst map[string]any, field string, pv any) {
 	}
 	pTerm, _ := pTerms[0].(map[string]any)
 	for _, t := range dTerms {
-		term, ok := t.(map[string]any)
-		if !ok {
-			continue
-		}
-		for _, list := range []string{"matchExpressions", "matchFields"} {
-			reqs, _ := pTerm[list].([]any)
-			if len(reqs) == 0 {
-				continue
+		if term, ok := t.(map[string]any); ok {
+			for _, list := range []string{"matchExpressions", "matchFields"} {
+				m.union(term, list, pTerm[list])
 			}
-			existing, _ := term[list].([]any)
-			for _, r := range reqs {
-				rm, ok := r.(map[string]any)
-				if !ok {
-					continue
-				}
-				i := findKey(existing, byKey, byKey(rm))
-				switch {
-				case i < 0:
-					existing = append(existing, clean(rm))
-				case !m.fill:
-					existing[i] = clean(rm)
-				}
-			}
-			term[list] = existing
 		}
 	}
 }
 
-var byKey = keyOf([]string{"key"}, nil)
-
 // union appends the patch's items that the object's list does not already hold.
 func (m merger) union(dst map[string]any, field string, pv any) {
+	if pv == nil {
+		return
+	}
 	pl, ok := pv.([]any)
 	dl, dok := dst[field].([]any)
 	if !ok || !dok {
@@ -337,6 +414,26 @@ func canonical(v any) string {
 		return ""
 	}
 	return string(b)
+}
+
+// deepCopy copies a JSON tree as it is, nulls included.
+func deepCopy(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, x := range t {
+			out[k] = deepCopy(x)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			out[i] = deepCopy(x)
+		}
+		return out
+	default:
+		return v
+	}
 }
 
 // clean deep-copies a patch value for insertion into an object, dropping null members (they

@@ -36,7 +36,8 @@ var profiles = []profile{
 	{
 		manager: ManagerSpark, roleKey: "spark-role",
 		roles:       map[string]Role{"driver": RoleScheduler, "executor": RoleWorker},
-		clusterKeys: []string{"spark-app-name", "spark-app-selector"},
+		// The spark-operator's UI Service selects by sparkoperator.k8s.io/app-name only.
+		clusterKeys: []string{"spark-app-name", "spark-app-selector", "sparkoperator.k8s.io/app-name"},
 	},
 	{
 		manager: ManagerRay, roleKey: "ray.io/node-type",

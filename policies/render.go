@@ -31,95 +31,62 @@ var workloadKinds = map[string][]string{
 
 // Render patches every object of a stream and returns the YAML documents to print, in input
 // order. Pods and Services go through Apply as the webhook would; workloads have their pod
-// template patched as a Pod; a List contributes its items; other objects, and objects no
+// template patched as a Pod; a List has its items patched; other objects, and objects no
 // policy matched, are printed exactly as they came in.
 func (s *Set) Render(docs []RawDocument, opts RenderOptions) ([]byte, error) {
 	var out bytes.Buffer
 	for _, d := range docs {
-		obj, err := decodeObject(d.JSON)
-		if err != nil {
+		if err := s.renderDocument(&out, d, opts); err != nil {
 			return nil, fmt.Errorf("document %d: %w", d.Index, err)
-		}
-		items := []renderItem{{obj: obj, json: d.JSON, text: d.Text}}
-		if kind, _ := obj["kind"].(string); strings.HasSuffix(kind, "List") && obj["items"] != nil {
-			list, ok := obj["items"].([]any)
-			if !ok {
-				return nil, fmt.Errorf("document %d: items: expected a list", d.Index)
-			}
-			items = items[:0]
-			for i, it := range list {
-				m, ok := it.(map[string]any)
-				if !ok {
-					return nil, fmt.Errorf("document %d: items[%d]: expected an object", d.Index, i)
-				}
-				js, err := encodeJSON(m)
-				if err != nil {
-					return nil, err
-				}
-				items = append(items, renderItem{obj: m, json: js})
-			}
-		}
-		for i, it := range items {
-			where := fmt.Sprintf("document %d", d.Index)
-			if it.text == nil {
-				where += fmt.Sprintf(": items[%d]", i)
-			}
-			if err := s.renderOne(&out, it, opts); err != nil {
-				return nil, fmt.Errorf("%s: %w", where, err)
-			}
 		}
 	}
 	return out.Bytes(), nil
 }
 
-type renderItem struct {
-	obj  map[string]any
-	json []byte
-	text []byte // nil for List items
-}
-
-func (s *Set) renderOne(out *bytes.Buffer, it renderItem, opts RenderOptions) error {
-	kind, _ := it.obj["kind"].(string)
-	if kind == "" {
-		return fmt.Errorf("object has no kind")
+func (s *Set) renderDocument(out *bytes.Buffer, d RawDocument, opts RenderOptions) error {
+	obj, err := decodeObject(d.JSON)
+	if err != nil {
+		return err
 	}
-	meta, _ := it.obj["metadata"].(map[string]any)
-	ns, _ := meta["namespace"].(string)
-	if ns == "" {
-		ns = opts.Namespace
-	}
-	in := Input{Namespace: ns, NamespaceLabels: opts.NamespaceLabels, Explain: opts.Explain}
-	var res Result
-	var patched []byte
-	var err error
-	switch {
-	case kind == string(KindPod) || kind == string(KindService):
-		in.Kind, in.Object = Kind(kind), it.json
-		if res, err = s.Apply(in); err != nil {
-			return err
+	var explain bytes.Buffer
+	changed := false
+	if kind, _ := obj["kind"].(string); strings.HasSuffix(kind, "List") && obj["items"] != nil {
+		items, ok := obj["items"].([]any)
+		if !ok {
+			return fmt.Errorf("items: expected a list")
 		}
-		patched = res.Object
-	case workloadKinds[kind] != nil:
-		if res, patched, err = s.applyTemplate(it.obj, workloadKinds[kind], in); err != nil {
-			return err
-		}
-	}
-	out.WriteString("---\n")
-	if opts.Explain {
-		writeExplain(out, kind, meta, ns, res)
-	}
-	if !res.Changed {
-		text := it.text
-		if text == nil {
-			if text, err = yaml.JSONToYAML(it.json); err != nil {
-				return err
+		for i, it := range items {
+			item, ok := it.(map[string]any)
+			if !ok {
+				return fmt.Errorf("items[%d]: expected an object", i)
+			}
+			patched, err := s.renderObject(&explain, item, opts)
+			if err != nil {
+				return fmt.Errorf("items[%d]: %w", i, err)
+			}
+			if patched != nil {
+				items[i], changed = patched, true
 			}
 		}
-		out.Write(bytes.TrimRight(text, "\n"))
+	} else {
+		patched, err := s.renderObject(&explain, obj, opts)
+		if err != nil {
+			return err
+		}
+		obj, changed = patched, patched != nil
+	}
+	out.WriteString("---\n")
+	out.Write(explain.Bytes())
+	if !changed {
+		out.Write(bytes.TrimRight(d.Text, "\n"))
 		out.WriteString("\n")
 		return nil
 	}
-	y, err := yaml.JSONToYAML(patched)
+	js, err := encodeJSON(obj)
+	if err != nil {
+		return err
+	}
+	y, err := yaml.JSONToYAML(js)
 	if err != nil {
 		return err
 	}
@@ -127,41 +94,83 @@ func (s *Set) renderOne(out *bytes.Buffer, it renderItem, opts RenderOptions) er
 	return nil
 }
 
-// applyTemplate patches a workload's pod template as a Pod in the workload's namespace.
-func (s *Set) applyTemplate(obj map[string]any, at []string, in Input) (Result, []byte, error) {
+// renderObject patches one object and returns it, or nil when nothing matched; with
+// opts.Explain it writes the explanation to explain.
+func (s *Set) renderObject(explain *bytes.Buffer, obj map[string]any, opts RenderOptions) (map[string]any, error) {
+	kind, _ := obj["kind"].(string)
+	if kind == "" {
+		return nil, fmt.Errorf("object has no kind")
+	}
+	meta, _ := obj["metadata"].(map[string]any)
+	ns, _ := meta["namespace"].(string)
+	if ns == "" {
+		ns = opts.Namespace
+	}
+	in := Input{Namespace: ns, NamespaceLabels: opts.NamespaceLabels, Explain: opts.Explain}
+	var res Result
+	var patched map[string]any
+	var err error
+	switch {
+	case kind == string(KindPod) || kind == string(KindService):
+		if in.Object, err = encodeJSON(obj); err != nil {
+			return nil, err
+		}
+		in.Kind = Kind(kind)
+		if res, err = s.Apply(in); err != nil {
+			return nil, err
+		}
+		if res.Changed {
+			if patched, err = decodeObject(res.Object); err != nil {
+				return nil, err
+			}
+		}
+	case workloadKinds[kind] != nil:
+		if res, err = s.applyTemplate(obj, workloadKinds[kind], in); err != nil {
+			return nil, err
+		}
+		if res.Changed {
+			patched = obj
+		}
+	}
+	if opts.Explain {
+		writeExplain(explain, kind, meta, ns, res)
+	}
+	return patched, nil
+}
+
+// applyTemplate patches a workload's pod template, in place, as a Pod in the workload's namespace.
+func (s *Set) applyTemplate(obj map[string]any, at []string, in Input) (Result, error) {
 	parent := obj
 	for _, k := range at[:len(at)-1] {
 		next, ok := parent[k].(map[string]any)
 		if !ok {
-			return Result{}, nil, nil // no template: nothing to patch
+			return Result{}, nil // no template: nothing to patch
 		}
 		parent = next
 	}
 	tmpl, ok := parent[at[len(at)-1]].(map[string]any)
 	if !ok {
-		return Result{}, nil, nil
+		return Result{}, nil
 	}
-	meta, _ := tmpl["metadata"].(map[string]any)
-	pod := map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": tmpl["spec"]}
-	if meta == nil {
-		pod["metadata"] = map[string]any{}
+	meta, ok := tmpl["metadata"].(map[string]any)
+	if !ok {
+		meta = map[string]any{}
 	}
-	js, err := encodeJSON(pod)
+	js, err := encodeJSON(map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": tmpl["spec"]})
 	if err != nil {
-		return Result{}, nil, err
+		return Result{}, err
 	}
 	in.Kind, in.Object = KindPod, js
 	res, err := s.Apply(in)
 	if err != nil || !res.Changed {
-		return res, nil, err
+		return res, err
 	}
-	patchedPod, err := decodeObject(res.Object)
+	pod, err := decodeObject(res.Object)
 	if err != nil {
-		return res, nil, err
+		return res, err
 	}
-	tmpl["metadata"], tmpl["spec"] = patchedPod["metadata"], patchedPod["spec"]
-	out, err := encodeJSON(obj)
-	return res, out, err
+	tmpl["metadata"], tmpl["spec"] = pod["metadata"], pod["spec"]
+	return res, nil
 }
 
 // writeExplain writes what happened to one object as YAML comments.

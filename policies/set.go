@@ -131,7 +131,12 @@ func (m *matcher) matches(s *subject) bool {
 	return true
 }
 
+// anyGlob matches a name against globs; an object without the name (a scheduler has no worker
+// group) never matches a policy that asks for one.
 func anyGlob(globs []string, name string) bool {
+	if name == "" {
+		return false
+	}
 	for _, g := range globs {
 		if ok, _ := path.Match(g, name); ok { // patterns were validated when parsed
 			return true
