@@ -79,8 +79,9 @@ func (s *Set) Apply(in Input) (Result, error) {
 			insertSidecars(obj, p.template)
 		}
 	}
+	var mismatch error
 	pass := func(ps []*Policy, fill bool) {
-		m := newMerger(in.Kind, fill)
+		m := newMerger(in.Kind, fill, &mismatch)
 		for _, p := range ps {
 			var before any
 			if in.Explain {
@@ -99,6 +100,9 @@ func (s *Set) Apply(in Input) (Result, error) {
 	pass(l.namespaceMerge, false)
 	pass(l.enforce, false)
 
+	if mismatch != nil {
+		return Result{Object: in.Object, Recognised: true, Identity: id}, fmt.Errorf("%s not patched: %w", strings.ToLower(string(in.Kind)), mismatch)
+	}
 	res.Applied = l.all()
 	refs := make([]string, len(res.Applied))
 	for i, p := range res.Applied {

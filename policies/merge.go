@@ -2,6 +2,7 @@ package policies
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -75,13 +76,23 @@ type merger struct {
 	lists map[string]listKey
 	pod   bool
 	fill  bool
+	// mismatch records the first field where the object's value has another shape than the
+	// patch's (a string where the policy sets a list): such an object is not patched at all.
+	mismatch *error
 }
 
-func newMerger(kind Kind, fill bool) merger {
+func newMerger(kind Kind, fill bool, mismatch *error) merger {
 	if kind == KindService {
-		return merger{lists: serviceLists, fill: fill}
+		return merger{lists: serviceLists, fill: fill, mismatch: mismatch}
 	}
-	return merger{lists: podLists, pod: true, fill: fill}
+	return merger{lists: podLists, pod: true, fill: fill, mismatch: mismatch}
+}
+
+// shapeMismatch records that the object's field k has another shape than the patch's.
+func (m merger) shapeMismatch(k string, dv, pv any) {
+	if *m.mismatch == nil {
+		*m.mismatch = fmt.Errorf("field %q: the object has %s where a policy sets %s", k, typeName(dv), typeName(pv))
+	}
 }
 
 // mergeMap merges every member of patch into dst.
@@ -155,27 +166,26 @@ func (m merger) mergeEntry(dst map[string]any, k string, pv any) {
 		}
 		return
 	}
-	// An object value of another shape than the patch's (a list where the patch has an
-	// object) is invalid for the API server anyway: it counts as unset, in both modes, so that
-	// defaults and overrides compose the same way on every admission.
 	switch p := pv.(type) {
 	case map[string]any:
 		d, ok := dv.(map[string]any)
-		if !present || !ok {
+		switch {
+		case !present:
 			d = map[string]any{}
 			m.mergeObject(k, d, p)
 			if len(d) > 0 || len(p) == 0 {
 				dst[k] = d
-			} else if present {
-				delete(dst, k)
 			}
-			return
+		case ok:
+			m.mergeObject(k, d, p)
+		default:
+			m.shapeMismatch(k, dv, pv)
 		}
-		m.mergeObject(k, d, p)
 	case []any:
 		d, ok := dv.([]any)
 		if present && !ok {
-			present, d = false, nil
+			m.shapeMismatch(k, dv, pv)
+			return
 		}
 		merged, keyed := m.mergeList(k, d, p)
 		switch {
@@ -185,12 +195,15 @@ func (m merger) mergeEntry(dst map[string]any, k string, pv any) {
 			}
 		case present || len(merged) > 0:
 			dst[k] = merged
-		default:
-			delete(dst, k)
 		}
 	default:
-		if !present || !m.fill {
-			dst[k] = pv
+		switch dv.(type) {
+		case map[string]any, []any:
+			m.shapeMismatch(k, dv, pv)
+		default:
+			if !present || !m.fill {
+				dst[k] = pv
+			}
 		}
 	}
 }
@@ -362,26 +375,48 @@ func (m merger) mergeAffinity(dst, patch map[string]any) {
 }
 
 // andNodeSelector ANDs the policy's single node selector term into every term of the object:
-// each requirement the term does not already hold is added. Requirements are never replaced,
-// so the object's own constraints keep holding too (SPEC §3).
+// each requirement the term does not already hold is added, so the object's own constraints
+// keep holding too (SPEC §3). A default policy adds no requirement on a key the term already
+// constrains: there the object has chosen. An object without terms gets the policy's.
 func (m merger) andNodeSelector(dst map[string]any, field string, pv any) {
 	pSel, ok := pv.(map[string]any)
 	dSel, dok := dst[field].(map[string]any)
 	pTerms, _ := pSel["nodeSelectorTerms"].([]any)
 	dTerms, _ := dSel["nodeSelectorTerms"].([]any)
-	if !ok || !dok || len(pTerms) != 1 || len(dTerms) == 0 {
+	if !ok || !dok || len(pTerms) != 1 {
 		m.mergeEntry(dst, field, pv)
+		return
+	}
+	if len(dTerms) == 0 {
+		dSel["nodeSelectorTerms"] = clean(pTerms)
 		return
 	}
 	pTerm, _ := pTerms[0].(map[string]any)
 	for _, t := range dTerms {
-		if term, ok := t.(map[string]any); ok {
-			for _, list := range []string{"matchExpressions", "matchFields"} {
-				m.union(term, list, pTerm[list])
+		term, ok := t.(map[string]any)
+		if !ok {
+			continue
+		}
+		for _, list := range []string{"matchExpressions", "matchFields"} {
+			reqs, _ := pTerm[list].([]any)
+			if m.fill {
+				reqs = slices.DeleteFunc(slices.Clone(reqs), func(r any) bool { return constrains(term[list], r) })
+			}
+			if len(reqs) > 0 {
+				m.union(term, list, reqs)
 			}
 		}
 	}
 }
+
+// constrains reports whether a requirement list already has a requirement on req's key.
+func constrains(list, req any) bool {
+	rm, _ := req.(map[string]any)
+	l, _ := list.([]any)
+	return findKey(l, byKey, byKey(rm)) >= 0
+}
+
+var byKey = keyOf([]string{"key"}, nil)
 
 // union appends the patch's items that the object's list does not already hold.
 func (m merger) union(dst map[string]any, field string, pv any) {

@@ -198,12 +198,12 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 		p.Name, _ = meta["name"].(string)
 	}
 	// Bad quantities stop a typed decode at the first one, without a path: find them all in
-	// the raw tree first and decode a copy in which they are zero.
-	errs := checkQuantities(raw, nil)
-	if len(errs) > 0 {
-		if js, err = encodeJSON(zeroBadQuantities(clean(raw))); err != nil {
-			return p, append(errs, field.InternalError(nil, err))
-		}
+	// the raw tree first. The typed decode reads a copy in which they are zero and null
+	// quantities (removals) are left out, so that they are not compared as zero.
+	typed := deepCopy(raw)
+	errs := sanitizeQuantities(typed)
+	if js, err = encodeJSON(typed); err != nil {
+		return p, append(errs, field.InternalError(nil, err))
 	}
 	var doc Document
 	strictErrs, err := jsonstrict.UnmarshalStrict(js, &doc)
@@ -446,27 +446,22 @@ func sortedKeys[V any](m map[string]V) []string {
 // quantityFields hold resource quantities: maps of them, or (sizeLimit) one.
 var quantityFields = map[string]bool{"limits": true, "requests": true, "overhead": true, "sizeLimit": true}
 
-// checkQuantities reports every value under a quantity field that does not parse.
-func checkQuantities(v any, fld *field.Path) field.ErrorList {
+// sanitizeQuantities reports every value under a quantity field that does not parse and, in
+// place, replaces it with "0" and drops null quantities.
+func sanitizeQuantities(v any) field.ErrorList {
 	var errs field.ErrorList
-	walkQuantities(v, fld, func(q any, at *field.Path) bool {
-		if !validQuantity(q) {
-			errs = append(errs, field.Invalid(at, q, "not a valid resource quantity (e.g. 500m, 2Gi, 1)"))
-			return true
+	walkQuantities(v, nil, func(q any, at *field.Path) bool {
+		if validQuantity(q) {
+			return false
 		}
-		return false
+		errs = append(errs, field.Invalid(at, q, "not a valid resource quantity (e.g. 500m, 2Gi, 1)"))
+		return true
 	})
 	return errs
 }
 
-// zeroBadQuantities replaces invalid quantities with "0", in place.
-func zeroBadQuantities(v any) any {
-	walkQuantities(v, nil, func(q any, _ *field.Path) bool { return !validQuantity(q) })
-	return v
-}
-
 // walkQuantities calls visit for every quantity in a document tree; when visit returns true
-// the quantity is replaced by "0".
+// the quantity is replaced by "0". Null quantities are removed, unvisited.
 func walkQuantities(v any, fld *field.Path, visit func(q any, at *field.Path) bool) {
 	child := func(fld *field.Path, k string) *field.Path {
 		if fld == nil {
@@ -484,7 +479,10 @@ func walkQuantities(v any, fld *field.Path, visit func(q any, at *field.Path) bo
 			}
 			if m, ok := x.(map[string]any); ok {
 				for _, rk := range sortedKeys(m) {
-					if m[rk] != nil && visit(m[rk], child(fld, k).Key(rk)) {
+					switch {
+					case m[rk] == nil:
+						delete(m, rk)
+					case visit(m[rk], child(fld, k).Key(rk)):
 						m[rk] = "0"
 					}
 				}

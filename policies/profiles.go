@@ -35,7 +35,7 @@ var profiles = []profile{
 	},
 	{
 		manager: ManagerSpark, roleKey: "spark-role",
-		roles:       map[string]Role{"driver": RoleScheduler, "executor": RoleWorker},
+		roles: map[string]Role{"driver": RoleScheduler, "executor": RoleWorker},
 		// The spark-operator's UI Service selects by sparkoperator.k8s.io/app-name only.
 		clusterKeys: []string{"spark-app-name", "spark-app-selector", "sparkoperator.k8s.io/app-name"},
 	},
