@@ -29,6 +29,8 @@ const usage = `podpatch shapes the Pods and Services that Dask, Spark, Ray and F
 Usage:
   podpatch render -f FILE [-f FILE…] --policies PATH [--policies PATH…] [flags]
   podpatch lint PATH…
+  podpatch serve [flags]
+  podpatch certs --service NAME --namespace NS --out DIR
   podpatch version
 
 Run "podpatch COMMAND --help" for a command's flags.
@@ -56,6 +58,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 		err = runRender(args[1:], stdin, stdout, stderr)
 	case "lint":
 		err = runLint(args[1:], stdin, stdout, stderr)
+	case "certs":
+		err = runCerts(args[1:], stdout, stderr)
+	case "serve":
+		err = runServe(args[1:], stderr)
 	case "version":
 		fmt.Fprintln(stdout, "podpatch", version)
 	case "help", "-h", "--help":

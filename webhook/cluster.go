@@ -1,0 +1,143 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/podpatch/podpatch/policies"
+)
+
+// maxEventMessage keeps Event messages within what the API server accepts.
+const maxEventMessage = 1000
+
+// ClusterFeed keeps a Store current from the API server: an informer on ConfigMaps labelled
+// podpatch.io/policy=true only (the webhook never holds every ConfigMap of the cluster) and a
+// metadata-only informer on Namespaces for their labels.
+type ClusterFeed struct {
+	store    *Store
+	cache    cache.Cache
+	recorder record.EventRecorder
+	events   record.EventBroadcaster
+}
+
+// NewClusterFeed builds the informers and the Event recorder. It does not start them.
+func NewClusterFeed(cfg *rest.Config, opts policies.Options, m *Metrics, log logr.Logger) (*ClusterFeed, *Store, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, nil, err
+	}
+	sel := labels.SelectorFromSet(labels.Set{policies.PolicyLabel: "true"})
+	c, err := cache.New(cfg, cache.Options{
+		Scheme:   scheme,
+		ByObject: map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {Label: sel}},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("policy cache: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	events := record.NewBroadcaster()
+	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	f := &ClusterFeed{cache: c, events: events,
+		recorder: events.NewRecorder(scheme, corev1.EventSource{Component: "podpatch"})}
+	f.store = NewStore(opts, m, func(cm *corev1.ConfigMap, probs policies.Problems) {
+		log.Info("policy ConfigMap fails to compile; keeping its last good version",
+			"namespace", cm.Namespace, "name", cm.Name, "problems", len(probs))
+		msg := probs.Error()
+		if len(msg) > maxEventMessage {
+			msg = msg[:maxEventMessage-3] + "..."
+		}
+		f.recorder.Event(cm, corev1.EventTypeWarning, "InvalidPolicy", msg)
+	})
+	return f, f.store, nil
+}
+
+// Start runs the informers until ctx is done; the store is marked synced once they have
+// listed everything.
+func (f *ClusterFeed) Start(ctx context.Context) error {
+	defer f.events.Shutdown()
+	cmInf, err := f.cache.GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		return err
+	}
+	if _, err := cmInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { f.upsert(obj) },
+		UpdateFunc: func(_, obj any) { f.upsert(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if cm, ok := obj.(*corev1.ConfigMap); ok {
+				f.store.Delete(types.NamespacedName{Namespace: cm.Namespace, Name: cm.Name})
+			}
+		},
+	}); err != nil {
+		return err
+	}
+	nsMeta := &metav1.PartialObjectMetadata{}
+	nsMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	nsInf, err := f.cache.GetInformer(ctx, nsMeta)
+	if err != nil {
+		return err
+	}
+	if _, err := nsInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { f.namespace(obj, false) },
+		UpdateFunc: func(_, obj any) { f.namespace(obj, false) },
+		DeleteFunc: func(obj any) { f.namespace(obj, true) },
+	}); err != nil {
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- f.cache.Start(ctx) }()
+	if !f.cache.WaitForCacheSync(ctx) {
+		if err := <-errc; err != nil {
+			return err
+		}
+		return errors.New("policy cache did not sync")
+	}
+	f.store.MarkSynced()
+	return <-errc
+}
+
+func (f *ClusterFeed) upsert(obj any) {
+	if cm, ok := obj.(*corev1.ConfigMap); ok {
+		f.store.Upsert(cm)
+	}
+}
+
+func (f *ClusterFeed) namespace(obj any, deleted bool) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	ns, ok := obj.(client.Object)
+	if !ok {
+		return
+	}
+	if deleted {
+		f.store.SetNamespaceLabels(ns.GetName(), nil)
+		return
+	}
+	l := ns.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	f.store.SetNamespaceLabels(ns.GetName(), l)
+}

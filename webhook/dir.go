@@ -1,0 +1,142 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	corev1 "k8s.io/api/core/v1"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podpatch/podpatch/policies"
+)
+
+// DirFeed keeps a Store current from ConfigMap YAML files in a directory, for running without
+// a cluster. It polls: ConfigMap volume mounts swap a symlink, which file-change notifications
+// report unreliably, and a poll every few seconds costs nothing.
+type DirFeed struct {
+	Dir      string
+	Interval time.Duration
+	store    *Store
+	log      logr.Logger
+	seen     string                            // fingerprint of the last scan
+	byFile   map[string][]types.NamespacedName // ConfigMaps each file defined
+}
+
+// NewDirFeed returns a feed for dir and the store it fills.
+func NewDirFeed(dir string, interval time.Duration, opts policies.Options, m *Metrics, log logr.Logger) (*DirFeed, *Store) {
+	f := &DirFeed{Dir: dir, Interval: interval, log: log, byFile: map[string][]types.NamespacedName{}}
+	f.store = NewStore(opts, m, func(cm *corev1.ConfigMap, probs policies.Problems) {
+		log.Info("policy ConfigMap fails to compile; keeping its last good version",
+			"namespace", cm.Namespace, "name", cm.Name, "problems", probs.Error())
+	})
+	return f, f.store
+}
+
+// Load scans the directory once and applies what changed. A file that cannot be read keeps
+// the ConfigMaps it defined before.
+func (f *DirFeed) Load() error {
+	fp, files, err := fingerprint(f.Dir)
+	if err != nil {
+		return err
+	}
+	if fp == f.seen && f.store.Synced() {
+		return nil
+	}
+	f.seen = fp
+	var firstErr error
+	next := map[string][]types.NamespacedName{}
+	for _, file := range files {
+		cms, err := policies.ReadConfigMapFiles([]string{file}, "default", nil)
+		if err != nil {
+			f.log.Error(err, "policy file unreadable; keeping what it defined before", "file", file)
+			next[file] = f.byFile[file]
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		for _, s := range cms {
+			f.store.Upsert(s.ConfigMap)
+			next[file] = append(next[file], types.NamespacedName{Namespace: s.ConfigMap.Namespace, Name: s.ConfigMap.Name})
+		}
+	}
+	live := map[types.NamespacedName]bool{}
+	for _, keys := range next {
+		for _, k := range keys {
+			live[k] = true
+		}
+	}
+	for _, keys := range f.byFile {
+		for _, k := range keys {
+			if !live[k] {
+				f.store.Delete(k)
+			}
+		}
+	}
+	f.byFile = next
+	if !f.store.Synced() {
+		f.store.MarkSynced()
+	}
+	return firstErr
+}
+
+// Start loads the directory, then polls it until ctx is done.
+func (f *DirFeed) Start(ctx context.Context) error {
+	if err := f.Load(); err != nil && !f.store.Synced() {
+		return fmt.Errorf("policy directory %s: %w", f.Dir, err)
+	}
+	t := time.NewTicker(f.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := f.Load(); err != nil {
+				f.log.Error(err, "reloading policy directory", "dir", f.Dir)
+			}
+		}
+	}
+}
+
+// fingerprint lists the policy files below dir with their sizes and modification times.
+func fingerprint(dir string) (string, []string, error) {
+	var parts, files []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != dir && strings.HasPrefix(name, ".") {
+				return filepath.SkipDir // ConfigMap volumes keep old versions in ..data-like dirs
+			}
+			return nil
+		}
+		if strings.HasPrefix(name, ".") || strings.HasPrefix(name, "kustomization.") {
+			return nil
+		}
+		switch filepath.Ext(name) {
+		case ".yaml", ".yml", ".json":
+		default:
+			return nil
+		}
+		info, err := os.Stat(path) // follows symlinks
+		if err != nil {
+			return err
+		}
+		files = append(files, path)
+		parts = append(parts, fmt.Sprintf("%s:%d:%d", path, info.Size(), info.ModTime().UnixNano()))
+		return nil
+	})
+	sort.Strings(files)
+	sort.Strings(parts)
+	return strings.Join(parts, "\n"), files, err
+}

@@ -1,0 +1,68 @@
+package webhook
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are podpatch's own Prometheus metrics. Every label is bounded: managers, roles,
+// kinds, results and reasons are small fixed sets; no object or policy names.
+type Metrics struct {
+	admissions  *prometheus.CounterVec
+	warnings    *prometheus.CounterVec
+	validations *prometheus.CounterVec
+	policies    *prometheus.GaugeVec
+	invalid     prometheus.Gauge
+	reloads     *prometheus.CounterVec
+}
+
+// NewMetrics creates the metrics and registers them with reg (controller-runtime's registry
+// in the server, so they sit next to its webhook latency histograms).
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "podpatch_admission_requests_total",
+			Help: "Mutating admission requests by kind, recognised manager and role, and result (patched, unchanged, unrecognised, ignored, error).",
+		}, []string{"kind", "manager", "role", "result"}),
+		warnings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "podpatch_admission_warnings_total",
+			Help: "Admission warnings returned, by reason (invalid_policy: a policy ConfigMap failed to compile and its last good version was used; apply_error: the object could not be patched and was allowed unchanged).",
+		}, []string{"reason"}),
+		validations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "podpatch_policy_validations_total",
+			Help: "Policy ConfigMap validation requests by result (allowed, denied).",
+		}, []string{"result"}),
+		policies: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "podpatch_policies",
+			Help: "Compiled policies being served, by scope (platform, namespace).",
+		}, []string{"scope"}),
+		invalid: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "podpatch_policy_configmaps_invalid",
+			Help: "Policy ConfigMaps whose current version fails to compile (their last good version, if any, is served).",
+		}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "podpatch_policy_reloads_total",
+			Help: "Policy ConfigMap compilations by result (ok, invalid, deleted).",
+		}, []string{"result"}),
+	}
+	var err error
+	register := func(c prometheus.Collector) prometheus.Collector {
+		if e := reg.Register(c); e != nil {
+			// A second server in one process (tests) shares the first one's collectors.
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(e, &are) {
+				return are.ExistingCollector
+			}
+			err = errors.Join(err, e)
+		}
+		return c
+	}
+	m.admissions = register(m.admissions).(*prometheus.CounterVec)
+	m.warnings = register(m.warnings).(*prometheus.CounterVec)
+	m.validations = register(m.validations).(*prometheus.CounterVec)
+	m.policies = register(m.policies).(*prometheus.GaugeVec)
+	m.invalid = register(m.invalid).(prometheus.Gauge)
+	m.reloads = register(m.reloads).(*prometheus.CounterVec)
+	return m, err
+}

@@ -1,0 +1,100 @@
+// Package webhook is podpatch's admission adapter: it decodes AdmissionReviews, runs the
+// policy engine and answers with a JSONPatch; it validates policy ConfigMaps; it keeps the
+// compiled policies current from an informer or a directory; and it serves it all over TLS.
+package webhook
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/podpatch/podpatch/policies"
+)
+
+// Mutator patches Pods and Services on CREATE with the matching policies. It never denies:
+// a policy problem or an object it cannot patch is allowed unchanged, with a warning.
+type Mutator struct {
+	Source            Source
+	Metrics           *Metrics
+	PlatformNamespace string
+}
+
+var _ admission.Handler = (*Mutator)(nil)
+
+// Handle implements admission.Handler. Dry-run requests are handled the same way: the
+// handler has no side effects.
+func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if bad := checkRequest(req); bad != nil {
+		return *bad
+	}
+	kind := policies.Kind(req.Kind.Kind)
+	if req.Kind.Group != "" || (kind != policies.KindPod && kind != policies.KindService) ||
+		req.Operation != admissionv1.Create {
+		m.count(kind, policies.Identity{}, "ignored")
+		return admission.Allowed("podpatch handles only Pod and Service creation")
+	}
+	if len(req.Object.Raw) == 0 {
+		m.count(kind, policies.Identity{}, "error")
+		return admission.Errored(http.StatusBadRequest, errNoObject)
+	}
+	snap := m.Source.Snapshot()
+	res, err := snap.Set.Apply(policies.Input{
+		Kind:            kind,
+		Object:          req.Object.Raw,
+		Namespace:       req.Namespace,
+		NamespaceLabels: m.Source.NamespaceLabels(req.Namespace),
+	})
+	log := logr.FromContextOrDiscard(ctx).WithValues("kind", kind, "namespace", req.Namespace, "uid", req.UID)
+	if err != nil {
+		log.Error(err, "object could not be patched; allowed unchanged")
+		m.count(kind, res.Identity, "error")
+		m.Metrics.warnings.WithLabelValues("apply_error").Inc()
+		return admission.Allowed("").WithWarnings("podpatch could not apply policies: " + err.Error())
+	}
+	var warnings []string
+	if res.Recognised {
+		warnings = m.invalidWarnings(snap, req.Namespace)
+	}
+	if !res.Changed {
+		result := "unchanged"
+		if !res.Recognised {
+			result = "unrecognised"
+		}
+		m.count(kind, res.Identity, result)
+		return admission.Allowed("").WithWarnings(warnings...)
+	}
+	m.count(kind, res.Identity, "patched")
+	log.V(1).Info("patched", "manager", res.Identity.Manager, "role", res.Identity.Role, "policies", len(res.Applied))
+	return admission.PatchResponseFromRaw(req.Object.Raw, res.Object).WithWarnings(warnings...)
+}
+
+// invalidWarnings names the broken policy ConfigMaps that could have applied to an object in ns.
+func (m *Mutator) invalidWarnings(snap *Snapshot, ns string) []string {
+	var broken []string
+	for _, scopeNS := range []string{m.PlatformNamespace, ns} {
+		for _, name := range snap.Invalid[scopeNS] {
+			broken = append(broken, scopeNS+"/"+name)
+		}
+		if ns == m.PlatformNamespace {
+			break
+		}
+	}
+	if len(broken) == 0 {
+		return nil
+	}
+	m.Metrics.warnings.WithLabelValues("invalid_policy").Inc()
+	return []string{"podpatch: policy ConfigMap(s) " + strings.Join(broken, ", ") +
+		" fail to compile; their last good version was applied (see podpatch lint or their InvalidPolicy events)"}
+}
+
+func (m *Mutator) count(kind policies.Kind, id policies.Identity, result string) {
+	k := string(kind)
+	if kind != policies.KindPod && kind != policies.KindService {
+		k = "other"
+	}
+	m.Metrics.admissions.WithLabelValues(k, string(id.Manager), string(id.Role), result).Inc()
+}

@@ -1,0 +1,97 @@
+package webhook
+
+import (
+	"k8s.io/apimachinery/pkg/types"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/podpatch/podpatch/policies"
+)
+
+// TestStoreKeepsLastGood: an invalid new version of a ConfigMap leaves the old one in force,
+// is reported once, and a delete removes whatever was there.
+func TestStoreKeepsLastGood(t *testing.T) {
+	var reported []string
+	s := NewStore(policies.DefaultOptions(), newTestMetrics(t), func(cm *corev1.ConfigMap, p policies.Problems) {
+		reported = append(reported, cm.Name+": "+p.Error())
+	})
+	require.Empty(t, s.Upsert(policyCM("team-a", "labels", strings.Replace(labelPolicy, "%s", "a", 1))))
+	require.False(t, s.Synced())
+	require.Zero(t, s.Snapshot().Set.Count(policies.ScopeNamespace), "nothing published before the first sync")
+	s.MarkSynced()
+	require.Equal(t, 1, s.Snapshot().Set.Count(policies.ScopeNamespace))
+
+	require.NotEmpty(t, s.Upsert(policyCM("team-a", "labels", "not: [valid")))
+	require.Len(t, reported, 1)
+	require.Contains(t, reported[0], "labels: p.yaml")
+	snap := s.Snapshot()
+	require.Equal(t, 1, snap.Set.Count(policies.ScopeNamespace), "last good version kept")
+	require.Equal(t, []string{"labels"}, snap.Invalid["team-a"])
+
+	s.Delete(keyOf("team-a", "labels"))
+	require.Zero(t, s.Snapshot().Set.Count(policies.ScopeNamespace))
+	require.Empty(t, s.Snapshot().Invalid)
+}
+
+// TestDirFeed adds, changes, breaks and deletes a policy file and watches the next admission
+// change accordingly.
+func TestDirFeed(t *testing.T) {
+	dir := t.TempDir()
+	m := newTestMetrics(t)
+	feed, store := NewDirFeed(dir, time.Hour, policies.DefaultOptions(), m, logr.Discard())
+	h := &admission.Webhook{Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
+	admit := func() string {
+		t.Helper()
+		require.NoError(t, feed.Load())
+		_, resp := post(t, h, review(t, "Pod", "team-a", admissionv1.Create, []byte(workerPod), false), "application/json")
+		require.NotNil(t, resp)
+		return string(applyResponse(t, []byte(workerPod), resp))
+	}
+	write := func(name, team string) {
+		t.Helper()
+		cm := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: labels\n  namespace: team-a\n  labels: {podpatch.io/policy: \"true\"}\ndata:\n  p.yaml: |\n" +
+			indent(strings.Replace(labelPolicy, "%s", team, 1), "    ")
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, []byte(cm), 0o644))
+		// make the change visible even on filesystems with coarse modification times
+		future := time.Now().Add(time.Duration(len(team)) * time.Second)
+		require.NoError(t, os.Chtimes(path, future, future))
+	}
+
+	require.NotContains(t, admit(), `"team"`, "no policies yet")
+	require.True(t, store.Synced())
+
+	write("labels.yaml", "a")
+	require.Contains(t, admit(), `"team":"a"`, "added")
+
+	write("labels.yaml", "bb")
+	require.Contains(t, admit(), `"team":"bb"`, "changed")
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "labels.yaml"), []byte("this: [is not yaml"), 0o644))
+	require.Error(t, feed.Load(), "an unreadable file is reported")
+	require.Contains(t, admit(), `"team":"bb"`, "broken file: last good version kept")
+
+	require.NoError(t, os.Remove(filepath.Join(dir, "labels.yaml")))
+	require.NotContains(t, admit(), `"team"`, "deleted")
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i := range lines {
+		lines[i] = prefix + lines[i]
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+func keyOf(ns, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: ns, Name: name}
+}
