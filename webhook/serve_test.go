@@ -142,4 +142,3 @@ func TestServe(t *testing.T) {
 	require.Error(t, err, "stopped accepting")
 	require.True(t, strings.Contains(err.Error(), "refused") || strings.Contains(err.Error(), "reset"), err.Error())
 }
-
