@@ -48,6 +48,8 @@ type Options struct {
 	SecretName                     string
 	MutatingWebhookConfiguration   string
 	ValidatingWebhookConfiguration string
+	CAValidity, CertValidity       time.Duration
+	RotationOverlap                time.Duration
 }
 
 // NewOptions returns the defaults of SPEC §5.
@@ -70,6 +72,9 @@ func NewOptions() *Options {
 		SecretName:                     "podpatch-tls",
 		MutatingWebhookConfiguration:   "podpatch",
 		ValidatingWebhookConfiguration: "podpatch",
+		CAValidity:                     certs.DefaultCAValidity,
+		CertValidity:                   certs.DefaultCertValidity,
+		RotationOverlap:                certs.DefaultOverlap,
 	}
 }
 
@@ -93,6 +98,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SecretName, "secret-name", o.SecretName, "Secret holding the self-signed CA and certificate")
 	fs.StringVar(&o.MutatingWebhookConfiguration, "mutating-webhook-configuration", o.MutatingWebhookConfiguration, "MutatingWebhookConfiguration to inject the CA into (self-signed)")
 	fs.StringVar(&o.ValidatingWebhookConfiguration, "validating-webhook-configuration", o.ValidatingWebhookConfiguration, "ValidatingWebhookConfiguration to inject the CA into (self-signed)")
+	fs.DurationVar(&o.CAValidity, "self-signed-ca-validity", o.CAValidity, "lifetime of the self-signed CA; it is rotated when a third remains")
+	fs.DurationVar(&o.CertValidity, "self-signed-cert-validity", o.CertValidity, "lifetime of the serving certificate; renewed when a third remains")
+	fs.DurationVar(&o.RotationOverlap, "self-signed-rotation-overlap", o.RotationOverlap, "how long a new CA is published next to the old one before the serving certificate switches to it")
 }
 
 // Validate checks the options and compiles the policy options.
@@ -187,7 +195,7 @@ func Run(ctx context.Context, o *Options, log logr.Logger) error {
 		selfSigned, err = certs.NewSelfSigned(certs.SelfSignedOptions{
 			Client: c, Namespace: o.Namespace, SecretName: o.SecretName, ServiceName: o.ServiceName,
 			MutatingWebhookConfiguration: o.MutatingWebhookConfiguration, ValidatingWebhookConfiguration: o.ValidatingWebhookConfiguration,
-			CertDir: o.CertDir,
+			CertDir: o.CertDir, CAValidity: o.CAValidity, CertValidity: o.CertValidity, Overlap: o.RotationOverlap,
 		})
 		if err != nil {
 			return err
