@@ -4,20 +4,26 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 FUZZTIME ?= 5s
 
-.PHONY: all build demo test vet fmt-check unit fuzz bench clean
+.PHONY: all build demo dev test vet fmt-check unit fuzz bench clean control-plane
 
 all: build
 
 build: bin/podpatch
 
-bin/podpatch: $(shell find cmd policies -name '*.go' -not -name '*_test.go') go.mod go.sum
+bin/podpatch: $(shell find cmd policies webhook certs -name '*.go' -not -name '*_test.go') go.mod go.sum
 	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/podpatch
 
-## demo: render the example policies onto the cluster managers' objects and show what changed.
-demo: bin/podpatch
-	@hack/demo.sh bin/podpatch
+## demo: a real kube-apiserver calling podpatch over TLS with the example policies; prints what
+## podpatch changed in each Dask, Spark and Ray object the API server stored, then tears down.
+demo: control-plane bin/podpatch
+	@$(GO) run ./test/demo --root .
 
-## test: vet, formatting, unit and golden tests, CLI tests against the built binary, brief fuzzing.
+## dev: the same, but keeps running and prints a kubeconfig for kubectl.
+dev: control-plane bin/podpatch
+	@$(GO) run ./test/demo --root . --keep
+
+## test: vet, formatting, unit and golden tests, CLI tests against the built binary, end-to-end
+## tests against a real kube-apiserver (built from source on first use), brief fuzzing.
 test: vet fmt-check unit fuzz
 
 vet:
@@ -27,7 +33,11 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-unit:
+## control-plane: kube-apiserver and etcd for the end-to-end tests, built from source once into bin/.
+control-plane bin/kube-apiserver bin/etcd:
+	@hack/build-control-plane.sh bin
+
+unit: control-plane
 	$(GO) test -count=1 ./...
 
 fuzz:

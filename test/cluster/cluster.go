@@ -1,0 +1,307 @@
+// Package cluster runs podpatch behind a real control plane on this machine: kube-apiserver
+// and etcd built from source into bin/ (started through controller-runtime's envtest), the
+// podpatch binary, and the webhook configurations built from manifests/ with only their client
+// config pointing at the local server. The end-to-end tests and `make demo` share it.
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/podpatch/podpatch/certs"
+)
+
+// ControlPlane is a running kube-apiserver and etcd with an admin client and kubeconfig.
+type ControlPlane struct {
+	Config     *rest.Config
+	Client     client.Client
+	Scheme     *runtime.Scheme
+	Kubeconfig string
+	env        *envtest.Environment
+}
+
+// Start runs kube-apiserver and etcd from binDir, installing the CRDs in crdDirs. dir holds
+// the kubeconfig file.
+func Start(binDir, dir string, crdDirs ...string) (*ControlPlane, error) {
+	for _, b := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
+			return nil, fmt.Errorf("%s missing: run `make control-plane`: %w", b, err)
+		}
+	}
+	c := &ControlPlane{Scheme: runtime.NewScheme()}
+	if err := clientgoscheme.AddToScheme(c.Scheme); err != nil {
+		return nil, err
+	}
+	c.env = &envtest.Environment{BinaryAssetsDirectory: binDir, CRDDirectoryPaths: crdDirs, ErrorIfCRDPathMissing: true}
+	var err error
+	if c.Config, err = c.env.Start(); err != nil {
+		return nil, fmt.Errorf("start control plane: %w", err)
+	}
+	if err := c.setup(dir); err != nil {
+		return nil, errors.Join(err, c.Stop())
+	}
+	return c, nil
+}
+
+func (c *ControlPlane) setup(dir string) error {
+	var err error
+	if c.Client, err = client.New(c.Config, client.Options{Scheme: c.Scheme}); err != nil {
+		return err
+	}
+	user, err := c.env.AddUser(envtest.User{Name: "podpatch", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return err
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return err
+	}
+	c.Kubeconfig = filepath.Join(dir, "kubeconfig")
+	return os.WriteFile(c.Kubeconfig, kc, 0o600)
+}
+
+// Stop stops the control plane.
+func (c *ControlPlane) Stop() error { return c.env.Stop() }
+
+// CertManagerCRDs finds deploy/crds in the cert-manager module this build uses.
+func CertManagerCRDs() (string, error) {
+	out, err := exec.Command("go", "list", "-m", "-json", "github.com/cert-manager/cert-manager").Output()
+	if err != nil {
+		return "", fmt.Errorf("go list cert-manager: %w", err)
+	}
+	var mod struct{ Dir string }
+	if err := json.Unmarshal(out, &mod); err != nil {
+		return "", err
+	}
+	return filepath.Join(mod.Dir, "deploy", "crds"), nil
+}
+
+// BuildPodpatch builds the podpatch binary from the repository at root.
+func BuildPodpatch(root, out string) error {
+	build := exec.Command("go", "build", "-o", out, "./cmd/podpatch")
+	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+	return build.Run()
+}
+
+// ServingCerts writes a CA and a serving certificate valid for "localhost" (the host of the
+// rewritten webhook client config) into dir and returns the CA.
+func ServingCerts(dir string) ([]byte, error) {
+	b, err := certs.Generate(certs.GenerateOptions{Service: "localhost", Namespace: "podpatch-system"})
+	if err != nil {
+		return nil, err
+	}
+	return b.CACert, certs.WriteFiles(dir, b)
+}
+
+// FreePort returns a loopback port that is free now.
+func FreePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Podpatch is a `podpatch serve` process.
+type Podpatch struct {
+	Port                   int
+	MetricsAddr, ProbeAddr string
+	// Output collects what the process logged.
+	Output *bytes.Buffer
+	cmd    *exec.Cmd
+	done   chan error
+}
+
+// StartPodpatch runs `podpatch serve` on free loopback ports (port 0: pick one) against the
+// kubeconfig and waits until /readyz answers. extra are further flags.
+func StartPodpatch(bin, kubeconfig, certDir string, port int, extra ...string) (*Podpatch, error) {
+	ports := []*int{&port, new(int), new(int)}
+	for _, p := range ports {
+		if *p != 0 {
+			continue
+		}
+		var err error
+		if *p, err = FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	p := &Podpatch{Port: port, Output: &bytes.Buffer{}, done: make(chan error, 1),
+		MetricsAddr: fmt.Sprintf("127.0.0.1:%d", *ports[1]), ProbeAddr: fmt.Sprintf("127.0.0.1:%d", *ports[2])}
+	args := append([]string{"serve", "--kubeconfig", kubeconfig, "--host", "127.0.0.1",
+		"--port", fmt.Sprint(port), "--cert-dir", certDir,
+		"--metrics-bind-address", p.MetricsAddr, "--health-probe-bind-address", p.ProbeAddr,
+		"--log-level", "debug"}, extra...)
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = p.Output, p.Output
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case err := <-p.done:
+			return nil, fmt.Errorf("podpatch exited before it was ready: %v\n%s", err, p.Output)
+		default:
+		}
+		if resp, err := http.Get("http://" + p.ProbeAddr + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, errors.Join(fmt.Errorf("podpatch not ready after 60s:\n%s", p.Output), p.Stop())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Stop sends SIGTERM and waits; a clean shutdown exits with status 0.
+func (p *Podpatch) Stop() error {
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case err := <-p.done:
+		return err
+	case <-time.After(30 * time.Second):
+		return errors.Join(errors.New("podpatch did not stop on SIGTERM"), p.cmd.Process.Kill())
+	}
+}
+
+// URL is where the API server reaches this podpatch.
+func (p *Podpatch) URL() string { return fmt.Sprintf("https://localhost:%d", p.Port) }
+
+// MetricSum sums a counter or gauge over every label set.
+func (p *Podpatch) MetricSum(name string) (float64, error) {
+	resp, err := http.Get("http://" + p.MetricsAddr + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	var sum float64
+	for _, m := range families[name].GetMetric() {
+		sum += metricValue(m)
+	}
+	return sum, nil
+}
+
+func metricValue(m *dto.Metric) float64 {
+	if m.GetCounter() != nil {
+		return m.GetCounter().GetValue()
+	}
+	return m.GetGauge().GetValue()
+}
+
+// Kustomize builds a kustomization with the kustomize Go API, as `kubectl apply -k` would.
+func Kustomize(dir string) ([]*unstructured.Unstructured, error) {
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	resMap, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	for _, r := range resMap.Resources() {
+		m, err := r.Map()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, &unstructured.Unstructured{Object: m})
+	}
+	return out, nil
+}
+
+// WebhookConfigurations picks the two webhook configurations out of built manifests and
+// rewrites only their client config: the URL of the local podpatch and a CA bundle (nil keeps
+// the manifests' own, for cert-manager's injector or podpatch --self-signed to fill).
+func WebhookConfigurations(objs []*unstructured.Unstructured, url string, caBundle []byte) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	for _, o := range objs {
+		var into any
+		switch o.GetKind() {
+		case "MutatingWebhookConfiguration":
+			into = mwc
+		case "ValidatingWebhookConfiguration":
+			into = vwc
+		default:
+			continue
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, into); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(mwc.Webhooks) == 0 || len(vwc.Webhooks) == 0 {
+		return nil, nil, errors.New("the manifests hold no webhook configurations")
+	}
+	rewrite := func(cc *admissionregistrationv1.WebhookClientConfig) error {
+		if cc.Service == nil || cc.Service.Path == nil {
+			return errors.New("a webhook's client config names no Service path")
+		}
+		u := url + *cc.Service.Path
+		cc.URL, cc.Service = &u, nil
+		if caBundle != nil {
+			cc.CABundle = caBundle
+		}
+		return nil
+	}
+	var errs []error
+	for i := range mwc.Webhooks {
+		errs = append(errs, rewrite(&mwc.Webhooks[i].ClientConfig))
+	}
+	for i := range vwc.Webhooks {
+		errs = append(errs, rewrite(&vwc.Webhooks[i].ClientConfig))
+	}
+	return mwc, vwc, errors.Join(errs...)
+}
+
+// Apply creates objects, updating those that exist.
+func Apply(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) error {
+	for _, o := range objs {
+		o := o.DeepCopy()
+		err := c.Create(ctx, o)
+		if err != nil && client.IgnoreAlreadyExists(err) == nil {
+			cur := &unstructured.Unstructured{}
+			cur.SetGroupVersionKind(o.GroupVersionKind())
+			if err := c.Get(ctx, client.ObjectKeyFromObject(o), cur); err != nil {
+				return err
+			}
+			o.SetResourceVersion(cur.GetResourceVersion())
+			err = c.Update(ctx, o)
+		}
+		if err != nil {
+			return fmt.Errorf("%s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,232 @@
+// Command demo is `make demo`: it starts a real kube-apiserver and etcd (built from source into
+// bin/), runs podpatch with the example policies, installs the webhook configurations from
+// manifests/, creates the Dask, Spark and Ray objects of the fixtures through the API server and
+// prints, for each, what podpatch changed in the stored object. With --keep (`make dev`) it
+// keeps running and prints a kubeconfig for kubectl.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pmezard/go-difflib/difflib"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/test/cluster"
+)
+
+var demoObjects = []string{
+	"dask-operator/scheduler-pod.yaml",
+	"dask-operator/worker-pod.yaml",
+	"dask-operator/scheduler-service.yaml",
+	"spark/driver-pod.yaml",
+	"spark/executor-pod.yaml",
+	"spark/driver-service.yaml",
+	"kuberay/head-pod.yaml",
+	"kuberay/worker-pod.yaml",
+	"kuberay/head-service.yaml",
+}
+
+func main() {
+	root := flag.String("root", ".", "repository root")
+	keep := flag.Bool("keep", false, "keep the cluster running after the demo (make dev)")
+	flag.Parse()
+	if err := run(*root, *keep); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func run(root string, keep bool) (err error) {
+	start := time.Now()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	tmp, err := os.MkdirTemp("", "podpatch-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	step("starting kube-apiserver and etcd from bin/")
+	cp, err := cluster.Start(filepath.Join(root, "bin"), tmp)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, cp.Stop()) }()
+	for _, ns := range []string{"podpatch-system", "spark-jobs"} {
+		if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+	}
+
+	step("starting podpatch serve (TLS, policies from the API server)")
+	certDir := filepath.Join(tmp, "certs")
+	ca, err := cluster.ServingCerts(certDir)
+	if err != nil {
+		return err
+	}
+	pp, err := cluster.StartPodpatch(filepath.Join(root, "bin", "podpatch"), cp.Kubeconfig, certDir, 0)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, pp.Stop()) }()
+
+	step("installing the webhook configurations from manifests/base and the policies from manifests/examples")
+	base, err := cluster.Kustomize(filepath.Join(root, "manifests", "base"))
+	if err != nil {
+		return err
+	}
+	mwc, vwc, err := cluster.WebhookConfigurations(base, pp.URL(), ca)
+	if err != nil {
+		return err
+	}
+	for _, o := range []client.Object{mwc, vwc} {
+		if err := cp.Client.Create(ctx, o); err != nil {
+			return err
+		}
+	}
+	examples, err := cluster.Kustomize(filepath.Join(root, "manifests", "examples"))
+	if err != nil {
+		return err
+	}
+	if err := cluster.Apply(ctx, cp.Client, examples); err != nil {
+		return err
+	}
+	cms, err := policies.ReadConfigMapFiles([]string{filepath.Join(root, "manifests", "examples")}, "default", nil)
+	if err != nil {
+		return err
+	}
+	set, probs := policies.Compile(cms, policies.DefaultOptions())
+	if len(probs) > 0 {
+		return errors.New(policies.ProblemLines(probs))
+	}
+	if err := waitForPolicies(ctx, pp, set); err != nil {
+		return err
+	}
+
+	for _, f := range demoObjects {
+		if err := show(ctx, cp.Client, set, filepath.Join(root, "policies", "testdata", "fixtures", f)); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+	}
+	step(fmt.Sprintf("done in %s", time.Since(start).Round(100*time.Millisecond)))
+	if !keep {
+		return nil
+	}
+	kc := filepath.Join(os.TempDir(), "podpatch-dev.kubeconfig")
+	data, err := os.ReadFile(cp.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(kc, data, 0o600); err != nil {
+		return err
+	}
+	fmt.Printf("\nThe cluster keeps running. Try:\n  export KUBECONFIG=%s\n  kubectl get pods -A\n  kubectl apply -f <your policy ConfigMap or a Dask/Spark/Ray pod>\nPress Ctrl-C to stop.\n", kc)
+	<-ctx.Done()
+	return nil
+}
+
+func step(msg string) { fmt.Printf("\n==> %s\n", msg) }
+
+// waitForPolicies waits until podpatch serves every example policy and the API server calls it.
+func waitForPolicies(ctx context.Context, pp *cluster.Podpatch, set *policies.Set) error {
+	want := float64(set.Count(policies.ScopePlatform) + set.Count(policies.ScopeNamespace))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := pp.MetricSum("podpatch_policies")
+		if err == nil && n == want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("podpatch serves %v policies, want %v (%v)", n, want, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// show creates one fixture through the API server, reads back what was stored and prints
+// the difference podpatch made.
+func show(ctx context.Context, c client.Client, set *policies.Set, path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	js, err := yaml.YAMLToJSON(b)
+	if err != nil {
+		return err
+	}
+	sent := &unstructured.Unstructured{}
+	if err := sent.UnmarshalJSON(js); err != nil {
+		return err
+	}
+	obj := sent.DeepCopy()
+	if err := c.Create(ctx, obj); err != nil {
+		return err
+	}
+	stored := &unstructured.Unstructured{}
+	stored.SetGroupVersionKind(obj.GroupVersionKind())
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), stored); err != nil {
+		return err
+	}
+	// What render predicts, to pick podpatch's fields out of all the API server stored.
+	res, err := set.Apply(policies.Input{Kind: policies.Kind(sent.GetKind()), Object: js, Namespace: sent.GetNamespace()})
+	if err != nil {
+		return err
+	}
+	predicted := map[string]any{}
+	if err := yaml.Unmarshal(res.Object, &predicted); err != nil {
+		return err
+	}
+	projected := cluster.Project(predicted, stored.Object)
+
+	fmt.Printf("\n--- %s %s/%s\n", stored.GetKind(), stored.GetNamespace(), stored.GetName())
+	fmt.Printf("    %s: %s\n", policies.AppliedAnnotation, stored.GetAnnotations()[policies.AppliedAnnotation])
+	before, err := yaml.Marshal(sent.Object)
+	if err != nil {
+		return err
+	}
+	after, err := yaml.Marshal(projected)
+	if err != nil {
+		return err
+	}
+	diff, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+		A: difflib.SplitLines(string(before)), B: difflib.SplitLines(string(after)),
+		FromFile: "as created", ToFile: "as stored", Context: 1,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Print(indent(diff))
+	if !cluster.Subset(predicted, stored.Object) {
+		fmt.Println("    note: the stored object differs from podpatch render's prediction in the fields above")
+	}
+	return nil
+}
+
+func indent(s string) string {
+	var b bytes.Buffer
+	for _, line := range strings.SplitAfter(s, "\n") {
+		if line != "" {
+			b.WriteString("    " + line)
+		}
+	}
+	return b.String()
+}
