@@ -10,6 +10,7 @@ package policies_test
 import (
 	"bytes"
 	"encoding/json"
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -273,6 +274,13 @@ func checkApply(t *testing.T, set *policies.Set, kind policies.Kind, obj []byte)
 			}
 		}
 	}
+
+	// The JSONPatch the webhook returns turns the input into exactly the rendered object.
+	patch, err := jsonpatch.DecodePatch(res.Patch)
+	require.NoError(t, err, "invalid JSONPatch %s", res.Patch)
+	patched, err := patch.Apply(obj)
+	require.NoError(t, err, "JSONPatch %s does not apply to %s", res.Patch, obj)
+	require.JSONEq(t, string(res.Object), string(patched), "JSONPatch %s", res.Patch)
 
 	in.Object = res.Object
 	again, err := set.Apply(in)

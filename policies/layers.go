@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -18,12 +19,16 @@ type Input struct {
 	NamespaceLabels map[string]string
 	// Explain records, for each applied policy, which fields it changed.
 	Explain bool
+	// PatchOnly leaves Result.Object unset: the webhook needs only the JSONPatch.
+	PatchOnly bool
 }
 
 // Result is the outcome of Apply.
 type Result struct {
 	// Object is the patched JSON; when no policy matched it is Input.Object itself.
 	Object []byte
+	// Patch is the JSONPatch (RFC 6902) from Input.Object to Object; nil when unchanged.
+	Patch []byte
 	// Changed is false when no policy matched.
 	Changed bool
 	// Recognised is false for objects no profile recognises; Identity is then empty.
@@ -48,19 +53,27 @@ type Change struct {
 // idempotent: applying its result again gives the same object.
 func (s *Set) Apply(in Input) (Result, error) {
 	res := Result{Object: in.Object}
-	obj, err := decodeObject(in.Object)
-	if err != nil {
-		return res, fmt.Errorf("decode %s: %w", strings.ToLower(string(in.Kind)), err)
+	if !json.Valid(in.Object) {
+		return res, fmt.Errorf("decode %s: not valid JSON", strings.ToLower(string(in.Kind)))
 	}
-	meta, _ := obj["metadata"].(map[string]any)
-	objLabels := stringMap(meta["labels"])
+	obj, ok := expand(json.RawMessage(in.Object)).(map[string]any)
+	if !ok {
+		return res, fmt.Errorf("decode %s: expected a JSON object", strings.ToLower(string(in.Kind)))
+	}
+	if in.Explain {
+		expandAll(obj)
+	}
+	meta, _ := getMap(obj, "metadata")
+	labelsV, _ := get(meta, "labels")
+	objLabels := stringMap(labelsV)
 	var selector map[string]string
 	if in.Kind == KindService {
-		spec, _ := obj["spec"].(map[string]any)
-		selector = stringMap(spec["selector"])
+		spec, _ := getMap(obj, "spec")
+		selectorV, _ := get(spec, "selector")
+		selector = stringMap(selectorV)
 	}
-	id, ok := Recognise(in.Kind, objLabels, selector)
-	if !ok {
+	id, recognised := Recognise(in.Kind, objLabels, selector)
+	if !recognised {
 		return res, nil
 	}
 	res.Recognised, res.Identity = true, id
@@ -112,11 +125,17 @@ func (s *Set) Apply(in Input) (Result, error) {
 	if in.Explain {
 		res.Changes = orderChanges(res.Changes, res.Applied)
 	}
-	out, err := encodeJSON(obj)
-	if err != nil {
+	var err error
+	if res.Patch, err = jsonPatch(json.RawMessage(in.Object), obj); err != nil {
+		return res, fmt.Errorf("diff %s: %w", strings.ToLower(string(in.Kind)), err)
+	}
+	res.Changed = true
+	if in.PatchOnly {
+		return res, nil
+	}
+	if res.Object, err = encodeJSON(obj); err != nil {
 		return res, fmt.Errorf("encode %s: %w", strings.ToLower(string(in.Kind)), err)
 	}
-	res.Object, res.Changed = out, true
 	return res, nil
 }
 
@@ -150,12 +169,12 @@ func orderChanges(cs []Change, applied []*Policy) []Change {
 }
 
 func setAnnotation(obj map[string]any, key, value string) {
-	meta, ok := obj["metadata"].(map[string]any)
+	meta, ok := getMap(obj, "metadata")
 	if !ok {
 		meta = map[string]any{}
 		obj["metadata"] = meta
 	}
-	ann, ok := meta["annotations"].(map[string]any)
+	ann, ok := getMap(meta, "annotations")
 	if !ok {
 		ann = map[string]any{}
 		meta["annotations"] = ann

@@ -16,7 +16,7 @@ func keyOf(fields []string, defaults map[string]string) listKey {
 	return func(item map[string]any) string {
 		var b strings.Builder
 		for _, f := range fields {
-			s := scalarString(item[f])
+			s := scalarString(expand(item[f]))
 			if s == "" {
 				s = defaults[f]
 			}
@@ -135,7 +135,7 @@ func (m merger) mergeOneOf(field string, dst, patch map[string]any) {
 		}
 	}
 	var held []string
-	for k, v := range dst {
+	for k, v := range dst { // raw members are objects or lists, never null: no need to decode
 		if in(k) && v != nil && !slices.Contains(chosen, k) {
 			held = append(held, k)
 		}
@@ -156,7 +156,7 @@ func (m merger) mergeOneOf(field string, dst, patch map[string]any) {
 // mergeEntry merges one member. A null patch value removes the key (override mode only); a
 // null object value counts as unset.
 func (m merger) mergeEntry(dst map[string]any, k string, pv any) {
-	dv, present := dst[k]
+	dv, present := get(dst, k)
 	if present && dv == nil {
 		present = false
 	}
@@ -239,7 +239,7 @@ func (m merger) mergeKeyed(field string, dst, patch []any, key listKey) []any {
 			continue
 		}
 		if i := findKey(dst, key, key(pm)); i >= 0 {
-			if dm, ok := dst[i].(map[string]any); ok {
+			if dm, ok := at(dst, i).(map[string]any); ok {
 				if m.pod {
 					m.mergeOneOf(field, dm, pm)
 				} else {
@@ -254,8 +254,8 @@ func (m merger) mergeKeyed(field string, dst, patch []any, key listKey) []any {
 }
 
 func findKey(list []any, key listKey, want string) int {
-	for i, it := range list {
-		if im, ok := it.(map[string]any); ok && key(im) == want {
+	for i := range list {
+		if im, ok := at(list, i).(map[string]any); ok && key(im) == want {
 			return i
 		}
 	}
@@ -277,8 +277,8 @@ func (m merger) mergeContainers(dst, patch []any) []any {
 			if !ok || pm["name"] != "*" {
 				continue
 			}
-			for _, c := range dst {
-				if cm, ok := c.(map[string]any); ok {
+			for i := range dst {
+				if cm, ok := at(dst, i).(map[string]any); ok {
 					for k, v := range pm {
 						if k != "name" {
 							m.mergeEntry(cm, k, v)
@@ -297,7 +297,7 @@ func (m merger) mergeContainers(dst, patch []any) []any {
 			continue
 		}
 		if i := findKey(dst, byName, byName(pm)); i >= 0 {
-			if cm, ok := dst[i].(map[string]any); ok {
+			if cm, ok := at(dst, i).(map[string]any); ok {
 				m.mergeMap(cm, pm)
 			}
 		}
@@ -335,13 +335,14 @@ func insertSidecars(pod, patch map[string]any) {
 		if !ok {
 			continue
 		}
-		spec, ok := pod["spec"].(map[string]any)
+		spec, ok := getMap(pod, "spec")
 		if !ok {
 			spec = map[string]any{}
 			pod["spec"] = spec
 		}
-		dl, ok := spec[list].([]any)
-		if !ok && spec[list] != nil {
+		dv, _ := get(spec, list)
+		dl, ok := dv.([]any)
+		if !ok && dv != nil {
 			continue // not a list: leave the object's value to the merge rules
 		}
 		if out := appendSidecars(dl, pl); len(out) > len(dl) {
@@ -356,7 +357,7 @@ func insertSidecars(pod, patch map[string]any) {
 func (m merger) mergeAffinity(dst, patch map[string]any) {
 	for k, pv := range patch {
 		pm, ok := pv.(map[string]any)
-		dm, dok := dst[k].(map[string]any)
+		dm, dok := getMap(dst, k)
 		if !ok || !dok || (k != "nodeAffinity" && k != "podAffinity" && k != "podAntiAffinity") {
 			m.mergeEntry(dst, k, pv)
 			continue
@@ -380,9 +381,13 @@ func (m merger) mergeAffinity(dst, patch map[string]any) {
 // constrains: there the object has chosen. An object without terms gets the policy's.
 func (m merger) andNodeSelector(dst map[string]any, field string, pv any) {
 	pSel, ok := pv.(map[string]any)
-	dSel, dok := dst[field].(map[string]any)
+	dSel, dok := getMap(dst, field)
 	pTerms, _ := pSel["nodeSelectorTerms"].([]any)
-	dTerms, _ := dSel["nodeSelectorTerms"].([]any)
+	var dTerms []any
+	if dok {
+		v, _ := get(dSel, "nodeSelectorTerms")
+		dTerms, _ = v.([]any)
+	}
 	if !ok || !dok || len(pTerms) != 1 {
 		m.mergeEntry(dst, field, pv)
 		return
@@ -392,15 +397,16 @@ func (m merger) andNodeSelector(dst map[string]any, field string, pv any) {
 		return
 	}
 	pTerm, _ := pTerms[0].(map[string]any)
-	for _, t := range dTerms {
-		term, ok := t.(map[string]any)
+	for i := range dTerms {
+		term, ok := at(dTerms, i).(map[string]any)
 		if !ok {
 			continue
 		}
 		for _, list := range []string{"matchExpressions", "matchFields"} {
 			reqs, _ := pTerm[list].([]any)
 			if m.fill {
-				reqs = slices.DeleteFunc(slices.Clone(reqs), func(r any) bool { return constrains(term[list], r) })
+				existing, _ := get(term, list)
+				reqs = slices.DeleteFunc(slices.Clone(reqs), func(r any) bool { return constrains(existing, r) })
 			}
 			if len(reqs) > 0 {
 				m.union(term, list, reqs)
@@ -424,14 +430,16 @@ func (m merger) union(dst map[string]any, field string, pv any) {
 		return
 	}
 	pl, ok := pv.([]any)
-	dl, dok := dst[field].([]any)
+	dv, _ := get(dst, field)
+	dl, dok := dv.([]any)
 	if !ok || !dok {
 		m.mergeEntry(dst, field, pv)
 		return
 	}
 	seen := make(map[string]bool, len(dl))
-	for _, it := range dl {
-		seen[canonical(it)] = true
+	for i := range dl {
+		dl[i] = expandAll(dl[i])
+		seen[canonical(dl[i])] = true
 	}
 	for _, it := range pl {
 		if c := canonical(it); !seen[c] {

@@ -47,6 +47,7 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		Object:          req.Object.Raw,
 		Namespace:       req.Namespace,
 		NamespaceLabels: m.Source.NamespaceLabels(req.Namespace),
+		PatchOnly:       true,
 	})
 	log := logr.FromContextOrDiscard(ctx).WithValues("kind", kind, "namespace", req.Namespace, "uid", req.UID)
 	if err != nil {
@@ -69,7 +70,10 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	m.count(kind, res.Identity, "patched")
 	log.V(1).Info("patched", "manager", res.Identity.Manager, "role", res.Identity.Role, "policies", len(res.Applied))
-	return admission.PatchResponseFromRaw(req.Object.Raw, res.Object).WithWarnings(warnings...)
+	patchType := admissionv1.PatchTypeJSONPatch
+	resp := admission.Allowed("").WithWarnings(warnings...)
+	resp.Patch, resp.PatchType = res.Patch, &patchType
+	return resp
 }
 
 // invalidWarnings names the broken policy ConfigMaps that could have applied to an object in ns.

@@ -42,7 +42,7 @@ type staticSource struct {
 func (s staticSource) Snapshot() *Snapshot                      { return s.snap }
 func (s staticSource) NamespaceLabels(string) map[string]string { return s.labels }
 
-func newTestMetrics(t *testing.T) *Metrics {
+func newTestMetrics(t testing.TB) *Metrics {
 	t.Helper()
 	m, err := NewMetrics(prometheus.NewRegistry())
 	require.NoError(t, err)
@@ -50,7 +50,7 @@ func newTestMetrics(t *testing.T) *Metrics {
 }
 
 // review builds an AdmissionReview request body.
-func review(t *testing.T, kind, namespace string, op admissionv1.Operation, obj []byte, dryRun bool) []byte {
+func review(t testing.TB, kind, namespace string, op admissionv1.Operation, obj []byte, dryRun bool) []byte {
 	t.Helper()
 	group := "" // Pods, Services and ConfigMaps are all in the core group
 	ar := admissionv1.AdmissionReview{

@@ -1,0 +1,197 @@
+package policies
+
+import (
+	"bytes"
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// The object being patched is decoded lazily: an object or list is decoded one level at a time,
+// when the merge first looks inside it, and its members stay raw JSON (json.RawMessage) until
+// then. Scalars are decoded with their parent. Subtrees no policy touches are never decoded,
+// and the JSONPatch is computed by walking only what was decoded (jsonpatch.go).
+
+// expand decodes raw JSON one level: objects to map[string]any and lists to []any whose
+// object and list members stay raw (sub-slices of the input, not copies); scalars fully. The
+// input was validated once, as a whole, so the scan here does not validate again. Anything
+// that is not raw JSON is returned as it is.
+func expand(v any) any {
+	raw, ok := v.(json.RawMessage)
+	if !ok {
+		return v
+	}
+	raw = bytes.TrimSpace(raw)
+	switch firstByte(raw) {
+	case '{':
+		out := make(map[string]any, 8)
+		i := 1
+		for {
+			i = skipSpace(raw, i)
+			if i >= len(raw) || raw[i] == '}' {
+				return out
+			}
+			if raw[i] == ',' {
+				i = skipSpace(raw, i+1)
+			}
+			kEnd := skipValue(raw, i)
+			key := unquote(raw[i:kEnd])
+			i = skipSpace(raw, kEnd)
+			if i < len(raw) && raw[i] == ':' {
+				i = skipSpace(raw, i+1)
+			}
+			vEnd := skipValue(raw, i)
+			out[key] = scalarOrRaw(raw[i:vEnd])
+			i = vEnd
+		}
+	case '[':
+		out := make([]any, 0, 4)
+		i := 1
+		for {
+			i = skipSpace(raw, i)
+			if i >= len(raw) || raw[i] == ']' {
+				return out
+			}
+			if raw[i] == ',' {
+				i = skipSpace(raw, i+1)
+			}
+			end := skipValue(raw, i)
+			out = append(out, scalarOrRaw(raw[i:end]))
+			i = end
+		}
+	default:
+		return scalarOrRaw(raw)
+	}
+}
+
+// scalarOrRaw decodes a scalar and keeps objects and lists raw.
+func scalarOrRaw(r json.RawMessage) any {
+	switch firstByte(r) {
+	case '{', '[':
+		return r
+	case '"':
+		return unquote(r)
+	case 't':
+		return true
+	case 'f':
+		return false
+	case 'n':
+		return nil
+	default:
+		return json.Number(r)
+	}
+}
+
+// unquote decodes a JSON string; strings without escapes (and valid UTF-8, which
+// encoding/json would otherwise repair) are copied directly.
+func unquote(r []byte) string {
+	if len(r) >= 2 && bytes.IndexByte(r, '\\') < 0 && utf8.Valid(r) {
+		return string(r[1 : len(r)-1])
+	}
+	var s string
+	if json.Unmarshal(r, &s) != nil {
+		return string(r)
+	}
+	return s
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the end of the (valid) JSON value starting at b[i].
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		for j := i + 1; j < len(b); j++ {
+			switch b[j] {
+			case '\\':
+				j++
+			case '"':
+				return j + 1
+			}
+		}
+		return len(b)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				j = skipValue(b, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(b)
+	default:
+		j := i
+		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\n' && b[j] != '\t' && b[j] != '\r' {
+			j++
+		}
+		return j
+	}
+}
+
+func firstByte(r []byte) byte {
+	r = bytes.TrimLeft(r, " \t\r\n")
+	if len(r) == 0 {
+		return 0
+	}
+	return r[0]
+}
+
+// get returns m[k] decoded one level, storing the decoded form back.
+func get(m map[string]any, k string) (any, bool) {
+	v, ok := m[k]
+	if !ok {
+		return nil, false
+	}
+	if _, raw := v.(json.RawMessage); raw {
+		v = expand(v)
+		m[k] = v
+	}
+	return v, true
+}
+
+// getMap returns m[k] when it is an object, decoded one level.
+func getMap(m map[string]any, k string) (map[string]any, bool) {
+	v, _ := get(m, k)
+	out, ok := v.(map[string]any)
+	return out, ok
+}
+
+// at returns l[i] decoded one level, storing the decoded form back.
+func at(l []any, i int) any {
+	if _, raw := l[i].(json.RawMessage); raw {
+		l[i] = expand(l[i])
+	}
+	return l[i]
+}
+
+// expandAll decodes a tree completely, in place where it can, and returns it.
+func expandAll(v any) any {
+	switch t := expand(v).(type) {
+	case map[string]any:
+		for k, x := range t {
+			t[k] = expandAll(x)
+		}
+		return t
+	case []any:
+		for i, x := range t {
+			t[i] = expandAll(x)
+		}
+		return t
+	default:
+		return t
+	}
+}
