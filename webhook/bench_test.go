@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/podpatch/podpatch/policies"
 )
@@ -26,7 +25,7 @@ func BenchmarkHandler(b *testing.B) {
 	docs, err := policies.SplitDocuments(bytes.NewReader(raw))
 	require.NoError(b, err)
 	m := newTestMetrics(b)
-	h := &admission.Webhook{Handler: &Mutator{Source: staticSource{snap: &Snapshot{Set: set}}, Metrics: m,
+	h := &Review{Handler: &Mutator{Source: staticSource{snap: &Snapshot{Set: set}}, Metrics: m,
 		PlatformNamespace: policies.DefaultPlatformNamespace}}
 	body := review(b, "Pod", "default", admissionv1.Create, docs[0].JSON, false)
 	b.ReportAllocs()

@@ -12,7 +12,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/podpatch/podpatch/policies"
 )
@@ -42,7 +41,7 @@ func TestMutateEdges(t *testing.T) {
 	store := NewStore(policies.DefaultOptions(), m, nil)
 	require.Empty(t, store.Upsert(policyCM("team-a", "labels", strings.Replace(labelPolicy, "%s", "a", 1))))
 	store.MarkSynced()
-	h := &admission.Webhook{Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
+	h := &Review{Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
 
 	good := func() {
 		t.Helper()
@@ -139,7 +138,7 @@ func TestMutateEdges(t *testing.T) {
 // TestValidate denies invalid policy ConfigMaps with lint's messages and allows the rest.
 func TestValidate(t *testing.T) {
 	m := newTestMetrics(t)
-	h := &admission.Webhook{Handler: &Validator{Options: policies.DefaultOptions(), Metrics: m}}
+	h := &Review{Handler: &Validator{Options: policies.DefaultOptions(), Metrics: m}}
 	send := func(cm *corev1.ConfigMap, op admissionv1.Operation) *admissionv1.AdmissionResponse {
 		t.Helper()
 		cm.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}

@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
@@ -131,7 +130,7 @@ func TestMutateGolden(t *testing.T) {
 			require.NoError(t, err)
 			set, probs := policies.Compile(cms, opts)
 			require.Empty(t, probs)
-			h := &admission.Webhook{Handler: &Mutator{
+			h := &Review{Handler: &Mutator{
 				Source:            staticSource{snap: &Snapshot{Set: set}, labels: args.NamespaceLabels},
 				Metrics:           newTestMetrics(t),
 				PlatformNamespace: opts.PlatformNamespace,

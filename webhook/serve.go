@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/podpatch/podpatch/certs"
 	"github.com/podpatch/podpatch/policies"
@@ -163,8 +162,8 @@ func Run(ctx context.Context, o *Options, log logr.Logger) error {
 		Host: o.Host, Port: o.Port, CertDir: o.CertDir,
 		TLSOpts: certs.ServingOptions{CertDir: o.CertDir, EnableHTTP2: o.EnableHTTP2}.TLSOpts(),
 	})
-	srv.Register("/mutate", &admission.Webhook{Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: o.PlatformNamespace}})
-	srv.Register("/validate", &admission.Webhook{Handler: &Validator{Options: popts, Metrics: m}})
+	srv.Register("/mutate", &Review{Log: log.WithName("mutate"), Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: o.PlatformNamespace}})
+	srv.Register("/validate", &Review{Log: log.WithName("validate"), Handler: &Validator{Options: popts, Metrics: m}})
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

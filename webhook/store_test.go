@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/podpatch/podpatch/policies"
 )
@@ -48,7 +47,7 @@ func TestDirFeed(t *testing.T) {
 	dir := t.TempDir()
 	m := newTestMetrics(t)
 	feed, store := NewDirFeed(dir, time.Hour, policies.DefaultOptions(), m, logr.Discard())
-	h := &admission.Webhook{Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
+	h := &Review{Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
 	admit := func() string {
 		t.Helper()
 		require.NoError(t, feed.Load())
