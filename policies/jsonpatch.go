@@ -13,11 +13,11 @@ import (
 // being read; decoded subtrees are compared with the original decoded to the same depth.
 // Lists are compared item by item, appended items are added, and a list that got shorter is
 // replaced whole.
-func jsonPatch(orig json.RawMessage, cur any) ([]byte, error) {
+func jsonPatch(t *tree, orig json.RawMessage, cur any) ([]byte, error) {
 	if len(orig) == 0 {
 		return nil, nil
 	}
-	w := &patchWriter{}
+	w := &patchWriter{t: t}
 	w.buf.WriteByte('[')
 	if err := w.diff(orig, cur, ""); err != nil {
 		return nil, err
@@ -27,6 +27,7 @@ func jsonPatch(orig json.RawMessage, cur any) ([]byte, error) {
 }
 
 type patchWriter struct {
+	t   *tree
 	buf bytes.Buffer
 	n   int
 }
@@ -61,7 +62,7 @@ func (w *patchWriter) diff(orig, cur any, path string) error {
 	}
 	switch c := cur.(type) {
 	case map[string]any:
-		o, ok := expand(orig).(map[string]any)
+		o, ok := w.t.original(orig).(map[string]any)
 		if !ok {
 			return w.op("replace", path, cur, true)
 		}
@@ -87,7 +88,7 @@ func (w *patchWriter) diff(orig, cur any, path string) error {
 		}
 		return nil
 	case []any:
-		o, ok := expand(orig).([]any)
+		o, ok := w.t.original(orig).([]any)
 		if !ok || len(c) < len(o) {
 			return w.op("replace", path, cur, true)
 		}

@@ -56,20 +56,21 @@ func (s *Set) Apply(in Input) (Result, error) {
 	if !json.Valid(in.Object) {
 		return res, fmt.Errorf("decode %s: not valid JSON", strings.ToLower(string(in.Kind)))
 	}
-	obj, ok := expand(json.RawMessage(in.Object)).(map[string]any)
+	t := newTree()
+	obj, ok := t.decode(json.RawMessage(in.Object)).(map[string]any)
 	if !ok {
 		return res, fmt.Errorf("decode %s: expected a JSON object", strings.ToLower(string(in.Kind)))
 	}
 	if in.Explain {
 		expandAll(obj)
 	}
-	meta, _ := getMap(obj, "metadata")
-	labelsV, _ := get(meta, "labels")
+	meta, _ := t.getMap(obj, "metadata")
+	labelsV, _ := t.get(meta, "labels")
 	objLabels := stringMap(labelsV)
 	var selector map[string]string
 	if in.Kind == KindService {
-		spec, _ := getMap(obj, "spec")
-		selectorV, _ := get(spec, "selector")
+		spec, _ := t.getMap(obj, "spec")
+		selectorV, _ := t.get(spec, "selector")
 		selector = stringMap(selectorV)
 	}
 	id, recognised := Recognise(in.Kind, objLabels, selector)
@@ -89,12 +90,12 @@ func (s *Set) Apply(in Input) (Result, error) {
 
 	if in.Kind == KindPod {
 		for _, p := range l.all() {
-			insertSidecars(obj, p.template)
+			insertSidecars(t, obj, p.template)
 		}
 	}
 	var mismatch error
 	pass := func(ps []*Policy, fill bool) {
-		m := newMerger(in.Kind, fill, &mismatch)
+		m := newMerger(t, in.Kind, fill, &mismatch)
 		for _, p := range ps {
 			var before any
 			if in.Explain {
@@ -121,12 +122,12 @@ func (s *Set) Apply(in Input) (Result, error) {
 	for i, p := range res.Applied {
 		refs[i] = p.Ref
 	}
-	setAnnotation(obj, AppliedAnnotation, strings.Join(refs, ","))
+	setAnnotation(t, obj, AppliedAnnotation, strings.Join(refs, ","))
 	if in.Explain {
 		res.Changes = orderChanges(res.Changes, res.Applied)
 	}
 	var err error
-	if res.Patch, err = jsonPatch(json.RawMessage(in.Object), obj); err != nil {
+	if res.Patch, err = jsonPatch(t, json.RawMessage(in.Object), obj); err != nil {
 		return res, fmt.Errorf("diff %s: %w", strings.ToLower(string(in.Kind)), err)
 	}
 	res.Changed = true
@@ -168,13 +169,13 @@ func orderChanges(cs []Change, applied []*Policy) []Change {
 	return out
 }
 
-func setAnnotation(obj map[string]any, key, value string) {
-	meta, ok := getMap(obj, "metadata")
+func setAnnotation(t *tree, obj map[string]any, key, value string) {
+	meta, ok := t.getMap(obj, "metadata")
 	if !ok {
 		meta = map[string]any{}
 		obj["metadata"] = meta
 	}
-	ann, ok := getMap(meta, "annotations")
+	ann, ok := t.getMap(meta, "annotations")
 	if !ok {
 		ann = map[string]any{}
 		meta["annotations"] = ann

@@ -3,6 +3,8 @@ package policies
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -150,30 +152,62 @@ func firstByte(r []byte) byte {
 	return r[0]
 }
 
+// tree tracks the lazy decoding of one object: for every node it decodes, the node's
+// original members, so that the JSONPatch is computed without decoding anything twice.
+type tree struct {
+	origins map[*byte]any
+}
+
+func newTree() *tree { return &tree{origins: make(map[*byte]any, 16)} }
+
+// decode expands raw JSON one level and remembers the original members.
+func (t *tree) decode(raw json.RawMessage) any {
+	v := expand(raw)
+	if len(raw) > 0 {
+		switch x := v.(type) {
+		case map[string]any:
+			t.origins[&raw[0]] = maps.Clone(x)
+		case []any:
+			t.origins[&raw[0]] = slices.Clone(x)
+		}
+	}
+	return v
+}
+
+// original returns the original members of a raw node, decoding it if the merge never did.
+func (t *tree) original(v any) any {
+	if raw, ok := v.(json.RawMessage); ok && len(raw) > 0 {
+		if o, seen := t.origins[&raw[0]]; seen {
+			return o
+		}
+	}
+	return expand(v)
+}
+
 // get returns m[k] decoded one level, storing the decoded form back.
-func get(m map[string]any, k string) (any, bool) {
+func (t *tree) get(m map[string]any, k string) (any, bool) {
 	v, ok := m[k]
 	if !ok {
 		return nil, false
 	}
-	if _, raw := v.(json.RawMessage); raw {
-		v = expand(v)
+	if raw, isRaw := v.(json.RawMessage); isRaw {
+		v = t.decode(raw)
 		m[k] = v
 	}
 	return v, true
 }
 
 // getMap returns m[k] when it is an object, decoded one level.
-func getMap(m map[string]any, k string) (map[string]any, bool) {
-	v, _ := get(m, k)
+func (t *tree) getMap(m map[string]any, k string) (map[string]any, bool) {
+	v, _ := t.get(m, k)
 	out, ok := v.(map[string]any)
 	return out, ok
 }
 
 // at returns l[i] decoded one level, storing the decoded form back.
-func at(l []any, i int) any {
-	if _, raw := l[i].(json.RawMessage); raw {
-		l[i] = expand(l[i])
+func (t *tree) at(l []any, i int) any {
+	if raw, isRaw := l[i].(json.RawMessage); isRaw {
+		l[i] = t.decode(raw)
 	}
 	return l[i]
 }

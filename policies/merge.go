@@ -79,13 +79,14 @@ type merger struct {
 	// mismatch records the first field where the object's value has another shape than the
 	// patch's (a string where the policy sets a list): such an object is not patched at all.
 	mismatch *error
+	t        *tree
 }
 
-func newMerger(kind Kind, fill bool, mismatch *error) merger {
+func newMerger(t *tree, kind Kind, fill bool, mismatch *error) merger {
 	if kind == KindService {
-		return merger{lists: serviceLists, fill: fill, mismatch: mismatch}
+		return merger{lists: serviceLists, fill: fill, mismatch: mismatch, t: t}
 	}
-	return merger{lists: podLists, pod: true, fill: fill, mismatch: mismatch}
+	return merger{lists: podLists, pod: true, fill: fill, mismatch: mismatch, t: t}
 }
 
 // shapeMismatch records that the object's field k has another shape than the patch's.
@@ -156,7 +157,7 @@ func (m merger) mergeOneOf(field string, dst, patch map[string]any) {
 // mergeEntry merges one member. A null patch value removes the key (override mode only); a
 // null object value counts as unset.
 func (m merger) mergeEntry(dst map[string]any, k string, pv any) {
-	dv, present := get(dst, k)
+	dv, present := m.t.get(dst, k)
 	if present && dv == nil {
 		present = false
 	}
@@ -238,8 +239,8 @@ func (m merger) mergeKeyed(field string, dst, patch []any, key listKey) []any {
 		if !ok {
 			continue
 		}
-		if i := findKey(dst, key, key(pm)); i >= 0 {
-			if dm, ok := at(dst, i).(map[string]any); ok {
+		if i := findKey(m.t, dst, key, key(pm)); i >= 0 {
+			if dm, ok := m.t.at(dst, i).(map[string]any); ok {
 				if m.pod {
 					m.mergeOneOf(field, dm, pm)
 				} else {
@@ -253,9 +254,9 @@ func (m merger) mergeKeyed(field string, dst, patch []any, key listKey) []any {
 	return dst
 }
 
-func findKey(list []any, key listKey, want string) int {
+func findKey(t *tree, list []any, key listKey, want string) int {
 	for i := range list {
-		if im, ok := at(list, i).(map[string]any); ok && key(im) == want {
+		if im, ok := t.at(list, i).(map[string]any); ok && key(im) == want {
 			return i
 		}
 	}
@@ -270,7 +271,7 @@ var byName = keyOf([]string{"name"}, nil)
 // (which sees the sidecar as an existing container) gives the same pod. A named entry is more
 // specific than "*": it is applied after "*" when overriding and before it when filling.
 func (m merger) mergeContainers(dst, patch []any) []any {
-	dst = appendSidecars(dst, patch)
+	dst = appendSidecars(m.t, dst, patch)
 	stars := func() {
 		for _, it := range patch {
 			pm, ok := it.(map[string]any)
@@ -278,7 +279,7 @@ func (m merger) mergeContainers(dst, patch []any) []any {
 				continue
 			}
 			for i := range dst {
-				if cm, ok := at(dst, i).(map[string]any); ok {
+				if cm, ok := m.t.at(dst, i).(map[string]any); ok {
 					for k, v := range pm {
 						if k != "name" {
 							m.mergeEntry(cm, k, v)
@@ -296,8 +297,8 @@ func (m merger) mergeContainers(dst, patch []any) []any {
 		if !ok || pm["name"] == "*" {
 			continue
 		}
-		if i := findKey(dst, byName, byName(pm)); i >= 0 {
-			if cm, ok := at(dst, i).(map[string]any); ok {
+		if i := findKey(m.t, dst, byName, byName(pm)); i >= 0 {
+			if cm, ok := m.t.at(dst, i).(map[string]any); ok {
 				m.mergeMap(cm, pm)
 			}
 		}
@@ -309,13 +310,13 @@ func (m merger) mergeContainers(dst, patch []any) []any {
 }
 
 // appendSidecars appends the whole containers (with an image) of patch that dst lacks.
-func appendSidecars(dst, patch []any) []any {
+func appendSidecars(t *tree, dst, patch []any) []any {
 	for _, it := range patch {
 		pm, ok := it.(map[string]any)
 		if !ok || pm["name"] == "*" {
 			continue
 		}
-		if _, whole := pm["image"]; whole && findKey(dst, byName, byName(pm)) < 0 {
+		if _, whole := pm["image"]; whole && findKey(t, dst, byName, byName(pm)) < 0 {
 			dst = append(dst, clean(pm))
 		}
 	}
@@ -325,7 +326,7 @@ func appendSidecars(dst, patch []any) []any {
 // insertSidecars adds every sidecar a pod patch brings before any layer is applied, so that
 // all layers, defaults included, see the same containers on first admission as on a re-invoked
 // one.
-func insertSidecars(pod, patch map[string]any) {
+func insertSidecars(t *tree, pod, patch map[string]any) {
 	pspec, ok := patch["spec"].(map[string]any)
 	if !ok {
 		return
@@ -335,17 +336,17 @@ func insertSidecars(pod, patch map[string]any) {
 		if !ok {
 			continue
 		}
-		spec, ok := getMap(pod, "spec")
+		spec, ok := t.getMap(pod, "spec")
 		if !ok {
 			spec = map[string]any{}
 			pod["spec"] = spec
 		}
-		dv, _ := get(spec, list)
+		dv, _ := t.get(spec, list)
 		dl, ok := dv.([]any)
 		if !ok && dv != nil {
 			continue // not a list: leave the object's value to the merge rules
 		}
-		if out := appendSidecars(dl, pl); len(out) > len(dl) {
+		if out := appendSidecars(t, dl, pl); len(out) > len(dl) {
 			spec[list] = out
 		}
 	}
@@ -357,7 +358,7 @@ func insertSidecars(pod, patch map[string]any) {
 func (m merger) mergeAffinity(dst, patch map[string]any) {
 	for k, pv := range patch {
 		pm, ok := pv.(map[string]any)
-		dm, dok := getMap(dst, k)
+		dm, dok := m.t.getMap(dst, k)
 		if !ok || !dok || (k != "nodeAffinity" && k != "podAffinity" && k != "podAntiAffinity") {
 			m.mergeEntry(dst, k, pv)
 			continue
@@ -381,11 +382,11 @@ func (m merger) mergeAffinity(dst, patch map[string]any) {
 // constrains: there the object has chosen. An object without terms gets the policy's.
 func (m merger) andNodeSelector(dst map[string]any, field string, pv any) {
 	pSel, ok := pv.(map[string]any)
-	dSel, dok := getMap(dst, field)
+	dSel, dok := m.t.getMap(dst, field)
 	pTerms, _ := pSel["nodeSelectorTerms"].([]any)
 	var dTerms []any
 	if dok {
-		v, _ := get(dSel, "nodeSelectorTerms")
+		v, _ := m.t.get(dSel, "nodeSelectorTerms")
 		dTerms, _ = v.([]any)
 	}
 	if !ok || !dok || len(pTerms) != 1 {
@@ -398,15 +399,15 @@ func (m merger) andNodeSelector(dst map[string]any, field string, pv any) {
 	}
 	pTerm, _ := pTerms[0].(map[string]any)
 	for i := range dTerms {
-		term, ok := at(dTerms, i).(map[string]any)
+		term, ok := m.t.at(dTerms, i).(map[string]any)
 		if !ok {
 			continue
 		}
 		for _, list := range []string{"matchExpressions", "matchFields"} {
 			reqs, _ := pTerm[list].([]any)
 			if m.fill {
-				existing, _ := get(term, list)
-				reqs = slices.DeleteFunc(slices.Clone(reqs), func(r any) bool { return constrains(existing, r) })
+				existing, _ := m.t.get(term, list)
+				reqs = slices.DeleteFunc(slices.Clone(reqs), func(r any) bool { return constrains(m.t, existing, r) })
 			}
 			if len(reqs) > 0 {
 				m.union(term, list, reqs)
@@ -416,10 +417,10 @@ func (m merger) andNodeSelector(dst map[string]any, field string, pv any) {
 }
 
 // constrains reports whether a requirement list already has a requirement on req's key.
-func constrains(list, req any) bool {
+func constrains(t *tree, list, req any) bool {
 	rm, _ := req.(map[string]any)
 	l, _ := list.([]any)
-	return findKey(l, byKey, byKey(rm)) >= 0
+	return findKey(t, l, byKey, byKey(rm)) >= 0
 }
 
 var byKey = keyOf([]string{"key"}, nil)
@@ -430,7 +431,7 @@ func (m merger) union(dst map[string]any, field string, pv any) {
 		return
 	}
 	pl, ok := pv.([]any)
-	dv, _ := get(dst, field)
+	dv, _ := m.t.get(dst, field)
 	dl, dok := dv.([]any)
 	if !ok || !dok {
 		m.mergeEntry(dst, field, pv)
