@@ -478,7 +478,9 @@ func (s *SelfSigned) renewalTime(c *x509.Certificate) (time.Time, error) {
 	if s.opts.RenewBefore > 0 {
 		rb = &metav1.Duration{Duration: s.opts.RenewBefore}
 	}
-	rt, err := pki.RenewalTime(c.NotBefore, c.NotAfter, rb, nil, nil)
+	// Count the lifetime from issuance: NotBefore is backdated, and at short validities the
+	// backdate would otherwise put the renewal time before issuance (renewing every round).
+	rt, err := pki.RenewalTime(c.NotBefore.Add(backdate), c.NotAfter, rb, nil, nil)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("computing renewal time of %q: %w", c.Subject.CommonName, err)
 	}

@@ -645,3 +645,32 @@ func TestNewSelfSignedRejectsBadOptions(t *testing.T) {
 	assert.Equal(t, DefaultOverlap, s.opts.Overlap)
 	assert.NotNil(t, s.opts.Now)
 }
+
+// TestSelfSignedShortValidity: with lifetimes shorter than the 5-minute backdate, renewals are
+// still due a third before expiry counted from issuance, not at every round.
+func TestSelfSignedShortValidity(t *testing.T) {
+	var writes atomic.Int64
+	c := countWrites(newCluster(t), &writes)
+	clk := &clock{now: testNow}
+	o := testOptions(c, t.TempDir(), clk.Now)
+	o.CAValidity, o.CertValidity, o.Overlap = 90*time.Second, 30*time.Second, 5*time.Second
+	s := newSelfSigned(t, o)
+	next, err := s.Reconcile(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 20*time.Second, next, "the serving certificate is due two thirds into its 30 s")
+	first := getSecret(t, c)
+
+	writes.Store(0)
+	clk.Add(10 * time.Second)
+	_, err = s.Reconcile(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, writes.Load(), "nothing is due 10 s after issuance")
+	assert.Equal(t, first.ResourceVersion, getSecret(t, c).ResourceVersion)
+
+	clk.Add(11 * time.Second)
+	_, err = s.Reconcile(context.Background())
+	require.NoError(t, err)
+	renewed := getSecret(t, c)
+	assert.NotEqual(t, first.Data[CertFile], renewed.Data[CertFile], "renewed 21 s after issuance")
+	assert.Equal(t, first.Data[CACertFile], renewed.Data[CACertFile], "by the same CA")
+}

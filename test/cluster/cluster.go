@@ -232,11 +232,17 @@ func Kustomize(dir string) ([]*unstructured.Unstructured, error) {
 	}
 	var out []*unstructured.Unstructured
 	for _, r := range resMap.Resources() {
-		m, err := r.Map()
+		// Through JSON, so numbers are int64/float64 as everywhere else (r.Map keeps YAML's int,
+		// which Unstructured cannot deep-copy).
+		js, err := r.MarshalJSON()
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, &unstructured.Unstructured{Object: m})
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(js); err != nil {
+			return nil, err
+		}
+		out = append(out, u)
 	}
 	return out, nil
 }
