@@ -2,6 +2,8 @@ package policies
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -94,7 +96,7 @@ func checkAllowed(raw any, allowed [][]string, fld *field.Path) field.ErrorList 
 	walk = func(v any, segs []string, fld *field.Path) {
 		switch t := v.(type) {
 		case map[string]any:
-			for _, k := range sortedKeys(t) {
+			for _, k := range slices.Sorted(maps.Keys(t)) {
 				next := append(segs[:len(segs):len(segs)], k)
 				switch {
 				case coveredBy(next, allowed):

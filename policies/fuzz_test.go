@@ -11,9 +11,11 @@ import (
 	"bytes"
 	"encoding/json"
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -340,12 +342,12 @@ func FuzzParseConfigMap(f *testing.F) {
 		f.Add(text, false)
 	}
 	for _, s := range exampleConfigMaps(f) {
-		for _, k := range sortedKeys(s.ConfigMap.Data) {
+		for _, k := range slices.Sorted(maps.Keys(s.ConfigMap.Data)) {
 			add(s.ConfigMap.Data[k])
 		}
 	}
 	every := parseConfigMapYAML(f, everyRulePolicies)
-	for _, k := range sortedKeys(every.Data) {
+	for _, k := range slices.Sorted(maps.Keys(every.Data)) {
 		add(every.Data[k])
 	}
 	add(every.Data["merge.yaml"] + "---\n" + every.Data["default.yaml"])
@@ -395,13 +397,4 @@ func FuzzParseConfigMap(f *testing.F) {
 			}
 		}
 	})
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

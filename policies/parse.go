@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -130,7 +130,7 @@ func ParseConfigMap(cm *corev1.ConfigMap, opts Options) ([]*Policy, Problems) {
 		cmProblem(field.Required(field.NewPath("metadata", "labels").Key(PolicyLabel),
 			`must be "true": podpatch reads only ConfigMaps carrying this label`))
 	}
-	for _, k := range sortedKeys(cm.BinaryData) {
+	for _, k := range slices.Sorted(maps.Keys(cm.BinaryData)) {
 		probs = append(probs, Problem{Key: k, Err: field.Forbidden(field.NewPath("binaryData").Key(k),
 			"policies must be YAML text in data")})
 	}
@@ -140,7 +140,7 @@ func ParseConfigMap(cm *corev1.ConfigMap, opts Options) ([]*Policy, Problems) {
 	scope := opts.ScopeOf(cm.Namespace)
 	var out []*Policy
 	names := map[string]string{} // policy name -> data key that defined it
-	for _, key := range sortedKeys(cm.Data) {
+	for _, key := range slices.Sorted(maps.Keys(cm.Data)) {
 		keyPath := field.NewPath("data").Key(key)
 		if !strings.HasSuffix(key, ".yaml") && !strings.HasSuffix(key, ".yml") {
 			probs = append(probs, Problem{Key: key, Err: field.Invalid(keyPath, key, "data keys must end in .yaml or .yml")})
@@ -263,23 +263,24 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 	if spec.Template == nil && spec.Service == nil {
 		errs = append(errs, field.Required(specPath.Child("template"), "a policy needs template, service, or both"))
 	}
-	if spec.Template != nil {
-		fld := specPath.Child("template")
-		p.template, _ = rawSpec["template"].(map[string]any)
-		errs = append(errs, validateTemplatePatch(spec.Template, fld)...)
-		errs = append(errs, checkNulls(p.template, p.Mode, fld)...)
+	// Each part is validated as Kubernetes validates its fields, for nulls, and for scope.
+	part := func(name string, validate func(*field.Path) field.ErrorList, allowed [][]string) map[string]any {
+		fld := specPath.Child(name)
+		raw, _ := rawSpec[name].(map[string]any)
+		errs = append(errs, validate(fld)...)
+		errs = append(errs, checkNulls(raw, p.Mode, fld)...)
 		if scope == ScopeNamespace {
-			errs = append(errs, checkAllowed(p.template, opts.NamespaceAllowed.template, fld)...)
+			errs = append(errs, checkAllowed(raw, allowed, fld)...)
 		}
+		return raw
+	}
+	if spec.Template != nil {
+		p.template = part("template", func(fld *field.Path) field.ErrorList { return validateTemplatePatch(spec.Template, fld) },
+			opts.NamespaceAllowed.template)
 	}
 	if spec.Service != nil {
-		fld := specPath.Child("service")
-		p.service, _ = rawSpec["service"].(map[string]any)
-		errs = append(errs, validateServicePatch(spec.Service, fld)...)
-		errs = append(errs, checkNulls(p.service, p.Mode, fld)...)
-		if scope == ScopeNamespace {
-			errs = append(errs, checkAllowed(p.service, opts.NamespaceAllowed.service, fld)...)
-		}
+		p.service = part("service", func(fld *field.Path) field.ErrorList { return validateServicePatch(spec.Service, fld) },
+			opts.NamespaceAllowed.service)
 	}
 	return p, errs
 }
@@ -336,7 +337,7 @@ func checkNulls(v any, mode Mode, fld *field.Path) field.ErrorList {
 				errs = append(errs, field.Invalid(fld, nil, "null removes a field only in merge or enforce mode"))
 			}
 		case map[string]any:
-			for _, k := range sortedKeys(t) {
+			for _, k := range slices.Sorted(maps.Keys(t)) {
 				walk(t[k], fld.Child(k), false)
 			}
 		case []any:
@@ -374,7 +375,7 @@ func compileMatch(m Match, scope Scope, fld *field.Path) (matcher, field.ErrorLi
 	for i, r := range m.Roles {
 		role, ok := roleAliases[r]
 		if !ok {
-			errs = append(errs, field.NotSupported(fld.Child("roles").Index(i), r, sortedKeys(roleAliases)))
+			errs = append(errs, field.NotSupported(fld.Child("roles").Index(i), r, slices.Sorted(maps.Keys(roleAliases))))
 			continue
 		}
 		c.roles = appendUnique(c.roles, role)
@@ -434,15 +435,6 @@ func appendUnique[T comparable](s []T, v T) []T {
 	return append(s, v)
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // quantityFields hold resource quantities: maps of them, or (sizeLimit) one.
 var quantityFields = map[string]bool{"limits": true, "requests": true, "overhead": true, "sizeLimit": true}
 
@@ -471,14 +463,14 @@ func walkQuantities(v any, fld *field.Path, visit func(q any, at *field.Path) bo
 	}
 	switch t := v.(type) {
 	case map[string]any:
-		for _, k := range sortedKeys(t) {
+		for _, k := range slices.Sorted(maps.Keys(t)) {
 			x := t[k]
 			if !quantityFields[k] {
 				walkQuantities(x, child(fld, k), visit)
 				continue
 			}
 			if m, ok := x.(map[string]any); ok {
-				for _, rk := range sortedKeys(m) {
+				for _, rk := range slices.Sorted(maps.Keys(m)) {
 					switch {
 					case m[rk] == nil:
 						delete(m, rk)

@@ -54,13 +54,8 @@ func (o *certsOptions) generateOptions() certs.GenerateOptions {
 // to a directory, for installs that manage certificates themselves.
 func runCerts(args []string, stdout, stderr io.Writer) error {
 	o := &certsOptions{}
-	fs := pflag.NewFlagSet("certs", pflag.ContinueOnError)
-	o.AddFlags(fs)
-	if err := parseFlags(fs, args, stderr); err != nil {
+	if _, err := parseCommand("certs", args, stderr, false, o); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected arguments %s", strings.Join(fs.Args(), " "))}
 	}
 	if err := o.Validate(); err != nil {
 		return err

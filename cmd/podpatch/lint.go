@@ -23,19 +23,18 @@ func (o *lintOptions) AddFlags(fs *pflag.FlagSet) {
 
 func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	o := &lintOptions{}
-	fs := pflag.NewFlagSet("lint", pflag.ContinueOnError)
-	o.AddFlags(fs)
-	if err := parseFlags(fs, args, stderr); err != nil {
+	paths, err := parseCommand("lint", args, stderr, true, o)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() == 0 {
+	if len(paths) == 0 {
 		return usageError{errors.New("name at least one policy file or directory")}
 	}
 	opts, err := o.Options()
 	if err != nil {
 		return err
 	}
-	cms, err := policies.ReadConfigMapFiles(fs.Args(), o.Namespace, stdin)
+	cms, err := policies.ReadConfigMapFiles(paths, o.Namespace, stdin)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/pflag"
 )
@@ -87,14 +88,22 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 	}
 }
 
-// parseFlags parses a command's flags; bad flags are usage errors.
-func parseFlags(fs *pflag.FlagSet, args []string, stderr io.Writer) error {
+// parseCommand parses a command's flags into its options; bad flags, and positional arguments
+// for a command that takes none, are usage errors. It returns the positional arguments.
+func parseCommand(name string, args []string, stderr io.Writer, positional bool, opts ...interface{ AddFlags(*pflag.FlagSet) }) ([]string, error) {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	for _, o := range opts {
+		o.AddFlags(fs)
+	}
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			return err
+			return nil, err
 		}
-		return usageError{err}
+		return nil, usageError{err}
 	}
-	return nil
+	if !positional && fs.NArg() > 0 {
+		return nil, usageError{fmt.Errorf("unexpected arguments %s", strings.Join(fs.Args(), " "))}
+	}
+	return fs.Args(), nil
 }

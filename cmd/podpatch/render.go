@@ -76,13 +76,8 @@ func (o *renderOptions) Validate() error {
 
 func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	o := &renderOptions{}
-	fs := pflag.NewFlagSet("render", pflag.ContinueOnError)
-	o.AddFlags(fs)
-	if err := parseFlags(fs, args, stderr); err != nil {
+	if _, err := parseCommand("render", args, stderr, false, o); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected arguments %s", strings.Join(fs.Args(), " "))}
 	}
 	if err := o.Validate(); err != nil {
 		return err

@@ -29,14 +29,8 @@ func (o *logOptions) AddFlags(fs *pflag.FlagSet) {
 func runServe(args []string, stderr io.Writer) error {
 	o := webhook.NewOptions()
 	lo := &logOptions{}
-	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	o.AddFlags(fs)
-	lo.AddFlags(fs)
-	if err := parseFlags(fs, args, stderr); err != nil {
+	if _, err := parseCommand("serve", args, stderr, false, o, lo); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected arguments %v", fs.Args())}
 	}
 	if _, err := o.Validate(); err != nil {
 		return usageError{err}
