@@ -3,7 +3,6 @@ package policies
 import (
 	"reflect"
 	"sort"
-	"strconv"
 )
 
 // diffPaths lists the paths at which two JSON trees differ: leaves of objects, container-like
@@ -88,4 +87,3 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-var _ = strconv.Itoa
