@@ -86,4 +86,3 @@ func join(path, key string) string {
 	}
 	return path + "." + key
 }
-
