@@ -40,15 +40,9 @@ func decodeObject(raw []byte) (map[string]any, error) {
 	return obj, nil
 }
 
-// encodeJSON encodes a generic value without HTML escaping and without a trailing newline.
+// encodeJSON encodes a generic value without HTML escaping.
 func encodeJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return appendJSON(make([]byte, 0, 1024), v)
 }
 
 // RawDocument is one document of a YAML or JSON stream: its JSON form and the exact text it

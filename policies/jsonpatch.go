@@ -27,9 +27,10 @@ func jsonPatch(t *tree, orig json.RawMessage, cur any) ([]byte, error) {
 }
 
 type patchWriter struct {
-	t   *tree
-	buf bytes.Buffer
-	n   int
+	t       *tree
+	buf     bytes.Buffer
+	scratch []byte
+	n       int
 }
 
 func (w *patchWriter) op(op, path string, value any, withValue bool) error {
@@ -40,14 +41,15 @@ func (w *patchWriter) op(op, path string, value any, withValue bool) error {
 	w.buf.WriteString(`{"op":"`)
 	w.buf.WriteString(op)
 	w.buf.WriteString(`","path":`)
-	w.buf.WriteString(strconv.Quote(path))
+	w.scratch = appendJSONString(w.scratch[:0], path)
+	w.buf.Write(w.scratch)
 	if withValue {
 		w.buf.WriteString(`,"value":`)
-		b, err := encodeJSON(value)
-		if err != nil {
+		var err error
+		if w.scratch, err = appendJSON(w.scratch[:0], value); err != nil {
 			return err
 		}
-		w.buf.Write(b)
+		w.buf.Write(w.scratch)
 	}
 	w.buf.WriteByte('}')
 	return nil
