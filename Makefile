@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 FUZZTIME ?= 5s
 
-.PHONY: all build demo dev test vet fmt-check unit fuzz bench clean control-plane
+.PHONY: all build demo dev test vet fmt-check unit fuzz bench bench-engine clean control-plane
 
 all: build
 
@@ -46,7 +46,13 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./policies || exit 1; \
 	done
 
+## bench: one run of every benchmark (stages, whole handler, HTTPS load against podpatch and two
+## reference servers, end to end through kube-apiserver); regenerates docs/benchmarks.md and .png.
 bench:
+	@hack/bench.sh
+
+## bench-engine: the policy engine's own Go benchmarks only.
+bench-engine:
 	$(GO) test -run '^$$' -bench . -benchmem ./policies
 
 clean:

@@ -110,21 +110,13 @@ func skipValue(b []byte, i int) int {
 	}
 	switch b[i] {
 	case '"':
-		for j := i + 1; j < len(b); j++ {
-			switch b[j] {
-			case '\\':
-				j++
-			case '"':
-				return j + 1
-			}
-		}
-		return len(b)
+		return skipString(b, i)
 	case '{', '[':
 		depth := 0
 		for j := i; j < len(b); j++ {
 			switch b[j] {
 			case '"':
-				j = skipValue(b, j) - 1
+				j = skipString(b, j) - 1
 			case '{', '[':
 				depth++
 			case '}', ']':
@@ -144,12 +136,24 @@ func skipValue(b []byte, i int) int {
 	}
 }
 
-func firstByte(r []byte) byte {
-	r = bytes.TrimLeft(r, " \t\r\n")
-	if len(r) == 0 {
-		return 0
+// skipString returns the end of the string starting at b[i] (a quote): the next quote that
+// an even number of backslashes precede.
+func skipString(b []byte, i int) int {
+	for j := i + 1; ; {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return len(b)
+		}
+		j += k
+		escapes := 0
+		for p := j - 1; p > i && b[p] == '\\'; p-- {
+			escapes++
+		}
+		if escapes%2 == 0 {
+			return j + 1
+		}
+		j++
 	}
-	return r[0]
 }
 
 // tree tracks the lazy decoding of one object: for every node it decodes, the node's
@@ -228,4 +232,13 @@ func expandAll(v any) any {
 	default:
 		return t
 	}
+}
+
+// firstByte is the first byte of JSON text after white space, 0 if none.
+func firstByte(r []byte) byte {
+	r = bytes.TrimLeft(r, " \t\r\n")
+	if len(r) == 0 {
+		return 0
+	}
+	return r[0]
 }

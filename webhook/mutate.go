@@ -48,6 +48,7 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		Namespace:       req.Namespace,
 		NamespaceLabels: m.Source.NamespaceLabels(req.Namespace),
 		PatchOnly:       true,
+		Validated:       true, // decoded from the review as JSON
 	})
 	log := logr.FromContextOrDiscard(ctx).WithValues("kind", kind, "namespace", req.Namespace, "uid", req.UID)
 	if err != nil {

@@ -10,6 +10,9 @@ import (
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
@@ -30,10 +33,10 @@ var _ http.Handler = (*Review)(nil)
 
 // ServeHTTP implements http.Handler.
 func (rv *Review) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var review admissionv1.AdmissionReview
+	var review reviewIn
 	resp := rv.decode(r, &review)
 	if resp == nil {
-		req := admission.Request{AdmissionRequest: *review.Request}
+		req := review.Request.admission()
 		out := rv.handle(r.Context(), req)
 		if err := out.Complete(req); err != nil {
 			out = admission.Errored(http.StatusInternalServerError, fmt.Errorf("encode response: %w", err))
@@ -53,8 +56,37 @@ func (rv *Review) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// reviewIn is the part of an AdmissionReview the handlers read: decoding only these fields
+// skips the user info, the old object and the options of every request.
+type reviewIn struct {
+	metav1.TypeMeta `json:",inline"`
+	Request         *requestIn `json:"request"`
+}
+
+type requestIn struct {
+	UID         types.UID                   `json:"uid"`
+	Kind        metav1.GroupVersionKind     `json:"kind"`
+	Resource    metav1.GroupVersionResource `json:"resource"`
+	SubResource string                      `json:"subResource"`
+	Name        string                      `json:"name"`
+	Namespace   string                      `json:"namespace"`
+	Operation   admissionv1.Operation       `json:"operation"`
+	Object      json.RawMessage             `json:"object"`
+	DryRun      *bool                       `json:"dryRun"`
+}
+
+func (r *requestIn) admission() admission.Request {
+	if string(r.Object) == "null" { // as runtime.RawExtension decodes it
+		r.Object = nil
+	}
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID: r.UID, Kind: r.Kind, Resource: r.Resource, SubResource: r.SubResource, Name: r.Name,
+		Namespace: r.Namespace, Operation: r.Operation, Object: runtime.RawExtension{Raw: r.Object}, DryRun: r.DryRun,
+	}}
+}
+
 // decode reads and checks the review; a non-nil response is the error to answer with.
-func (rv *Review) decode(r *http.Request, review *admissionv1.AdmissionReview) *admission.Response {
+func (rv *Review) decode(r *http.Request, review *reviewIn) *admission.Response {
 	fail := func(code int32, err error) *admission.Response {
 		resp := admission.Errored(code, err)
 		return &resp

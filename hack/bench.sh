@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# `make bench`: one command, one run, one report (issue 5). Builds what it needs, then
+#
+#   1. Go benchmarks of each stage of the request path and of the whole handler (test/bench),
+#   2. CPU profiles of the whole handler into docs/profiles/ (pprof + `go tool pprof -top`),
+#   3. HTTPS load runs on loopback against `podpatch serve --policy-dir` and the two reference
+#      servers (allow-only, idiomatic), and the end-to-end run through kube-apiserver
+#      (test/bench/run),
+#
+# and regenerates docs/benchmarks.md and docs/benchmarks.png. About 7 minutes on 2 cores once
+# the control plane is built (the first `make control-plane` takes about 6 more).
+#
+# Usage: hack/bench.sh
+# Environment: GO (go), BENCHTIME (1s), BENCH_COUNT (3: rounds of the whole-handler benchmarks),
+#   PROFILE_BENCHTIME (3s), LOAD_DURATION (10s), LOAD_RATES (500,1000,2000,5000), LOAD_WORKERS (16),
+#   SKIP_E2E (unset).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+GO=${GO:-go}
+BENCHTIME=${BENCHTIME:-1s}
+BENCH_COUNT=${BENCH_COUNT:-3}
+PROFILE_BENCHTIME=${PROFILE_BENCHTIME:-3s}
+LOAD_DURATION=${LOAD_DURATION:-10s}
+LOAD_RATES=${LOAD_RATES:-500,1000,2000,5000}
+LOAD_WORKERS=${LOAD_WORKERS:-16}
+
+started=$(date +%s)
+loadavg=$(cut -d' ' -f1-3 /proc/loadavg)
+revision="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if [[ -n $(git status --porcelain -- policies webhook cmd certs 2>/dev/null) ]]; then
+	revision+=" with uncommitted changes in policies/, webhook/, cmd/ or certs/"
+fi
+work=$(mktemp -d "${TMPDIR:-/tmp}/podpatch-bench.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+commands=$work/commands.txt
+echo "# make bench runs hack/bench.sh, which runs:" >"$commands"
+
+step() { printf '\n==> %s\n' "$*" >&2; }
+
+# quote ARGS...: the arguments as a shell would need them typed.
+quote() {
+	local a out=()
+	for a in "$@"; do
+		if [[ $a =~ ^[A-Za-z0-9_./=,:@%+-]+$ ]]; then
+			out+=("$a")
+		else
+			out+=("'${a//\'/\'\\\'\'}'")
+		fi
+	done
+	local line="${out[*]}"
+	line=${line//$work/\$WORK}
+	echo "${line//$root\//}"
+}
+
+# run CMD...: records CMD for the report (paths relative to the repository root, the scratch
+# directory as $WORK) and runs it.
+run() {
+	quote "$@" >>"$commands"
+	"$@"
+}
+
+step "building bin/podpatch, the reference servers and the control plane"
+version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
+run hack/build-control-plane.sh bin
+run "$GO" build -ldflags "-X main.version=$version" -o bin/podpatch ./cmd/podpatch
+run "$GO" build -o bin/bench-allow ./test/bench/allow
+run "$GO" build -o bin/bench-idiomatic ./test/bench/idiomatic
+run "$GO" build -o "$work/bench-run" ./test/bench/run
+
+step "Go benchmarks (test/bench): stages and whole handler, 1 and 10 containers, 5 / 1,000 / 10,000 policies"
+run "$GO" test ./test/bench -run '^$' -bench '^Benchmark(Stages|Load)$' -benchmem -benchtime "$BENCHTIME" \
+	-o "$work/bench.test" | tee "$work/gobench.txt"
+# The whole-handler and reference benchmarks carry the goals: BENCH_COUNT rounds of all of them
+# (rounds rather than -count, so that a change in the machine's other load reaches every
+# configuration alike); the report takes the median.
+for ((i = 1; i <= BENCH_COUNT; i++)); do
+	run "$GO" test ./test/bench -run '^$' -bench '^Benchmark(Handler|Reference)$' -benchmem -benchtime "$BENCHTIME" \
+		-o "$work/bench.test" | tee -a "$work/gobench.txt"
+done
+
+step "CPU profiles of the whole handler (docs/profiles/)"
+rm -rf docs/profiles
+mkdir -p docs/profiles
+for p in "1 5" "1 10000" "10 5"; do
+	read -r c n <<<"$p"
+	name=handler-${c}c-${n}p
+	run "$GO" test ./test/bench -run '^$' -bench "^BenchmarkHandler/policies=$n/containers=$c\$" -benchtime "$PROFILE_BENCHTIME" \
+		-o "$work/bench.test" -cpuprofile "$root/docs/profiles/$name.pprof" >/dev/null
+	focus='bench_test\.serve$'
+	for view in "" -cum; do
+		out=docs/profiles/$name${view:+.cum}.txt
+		echo "$(quote "$GO" tool pprof -top $view -relative_percentages -nodecount 60 -focus "$focus" "docs/profiles/$name.pprof") > $out" >>"$commands"
+		"$GO" tool pprof -top $view -relative_percentages -nodecount 60 -focus "$focus" "docs/profiles/$name.pprof" >"$out" 2>/dev/null
+	done
+done
+
+step "load runs, end-to-end run and report"
+args=(--root . --bin bin --work "$work" --go-bench "$work/gobench.txt" --profiles docs/profiles
+	--commands "$commands" --out docs/benchmarks.md --plot docs/benchmarks.png
+	--started "$started" --loadavg "$loadavg" --revision "$revision" --bench-rounds "$BENCH_COUNT"
+	--duration "$LOAD_DURATION" --rates "$LOAD_RATES" --workers "$LOAD_WORKERS")
+if [[ -n ${SKIP_E2E:-} ]]; then
+	args+=(--skip-e2e)
+fi
+# The driver reads the commands file, so record its own line first.
+quote "$work/bench-run" "${args[@]}" >>"$commands"
+"$work/bench-run" "${args[@]}"
+
+step "done in $(($(date +%s) - started))s: docs/benchmarks.md, docs/benchmarks.png, docs/profiles/"
