@@ -91,8 +91,9 @@ func (s *Set) Apply(in Input) (Result, error) {
 		return res, nil
 	}
 
+	res.Applied = l.all()
 	if in.Kind == KindPod {
-		for _, p := range l.all() {
+		for _, p := range res.Applied {
 			insertSidecars(t, obj, p.template)
 		}
 	}
@@ -120,7 +121,6 @@ func (s *Set) Apply(in Input) (Result, error) {
 	if mismatch != nil {
 		return Result{Object: in.Object, Recognised: true, Identity: id}, fmt.Errorf("%s not patched: %w", strings.ToLower(string(in.Kind)), mismatch)
 	}
-	res.Applied = l.all()
 	refs := make([]string, len(res.Applied))
 	for i, p := range res.Applied {
 		refs[i] = p.Ref

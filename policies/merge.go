@@ -453,50 +453,35 @@ func (m merger) union(dst map[string]any, field string, pv any) {
 
 // canonical is a stable text form of a value (object keys sorted), for equality.
 func canonical(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil { // generic JSON trees always marshal
+	b, err := encodeJSON(v)
+	if err != nil { // generic JSON trees always encode
 		return ""
 	}
 	return string(b)
 }
 
 // deepCopy copies a JSON tree as it is, nulls included.
-func deepCopy(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(t))
-		for k, x := range t {
-			out[k] = deepCopy(x)
-		}
-		return out
-	case []any:
-		out := make([]any, len(t))
-		for i, x := range t {
-			out[i] = deepCopy(x)
-		}
-		return out
-	default:
-		return v
-	}
-}
+func deepCopy(v any) any { return copyTree(v, false) }
 
 // clean deep-copies a patch value for insertion into an object, dropping null members (they
 // remove keys, and there is nothing to remove in a new value). Policies are shared and
 // immutable, so nothing of theirs may be aliased into an object.
-func clean(v any) any {
+func clean(v any) any { return copyTree(v, true) }
+
+func copyTree(v any, dropNulls bool) any {
 	switch t := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(t))
 		for k, x := range t {
-			if x != nil {
-				out[k] = clean(x)
+			if x != nil || !dropNulls {
+				out[k] = copyTree(x, dropNulls)
 			}
 		}
 		return out
 	case []any:
 		out := make([]any, len(t))
 		for i, x := range t {
-			out[i] = clean(x)
+			out[i] = copyTree(x, dropNulls)
 		}
 		return out
 	default:
