@@ -62,6 +62,11 @@ func TestMutateEdges(t *testing.T) {
 			require.False(t, resp.Allowed)
 			require.Equal(t, int32(http.StatusBadRequest), resp.Result.Code)
 		}},
+		{"JSON that is no admission request", []byte(`{"apiVersion":"v1","kind":"Pod","request":{}}`), "application/json", func(t *testing.T, _ int, resp *admissionv1.AdmissionResponse) {
+			require.NotNil(t, resp)
+			require.False(t, resp.Allowed)
+			require.Equal(t, int32(http.StatusBadRequest), resp.Result.Code)
+		}},
 		{"empty body", nil, "application/json", func(t *testing.T, _ int, resp *admissionv1.AdmissionResponse) {
 			require.NotNil(t, resp)
 			require.False(t, resp.Allowed)

@@ -28,9 +28,6 @@ var _ admission.Handler = (*Mutator)(nil)
 // Handle implements admission.Handler. Dry-run requests are handled the same way: the
 // handler has no side effects.
 func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if bad := checkRequest(req); bad != nil {
-		return *bad
-	}
 	kind := policies.Kind(req.Kind.Kind)
 	if req.Kind.Group != "" || (kind != policies.KindPod && kind != policies.KindService) ||
 		req.Operation != admissionv1.Create {

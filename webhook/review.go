@@ -107,7 +107,9 @@ func (rv *Review) decode(r *http.Request, review *reviewIn) *admission.Response 
 	if err := json.Unmarshal(body, review); err != nil {
 		return fail(http.StatusBadRequest, fmt.Errorf("decode AdmissionReview: %w", err))
 	}
-	if review.Request == nil {
+	// An empty or foreign JSON document decodes to no request at all: a client error, not an
+	// object to allow.
+	if rq := review.Request; rq == nil || rq.Kind.Kind == "" || rq.UID == "" || rq.Operation == "" {
 		return fail(http.StatusBadRequest, errNoRequest)
 	}
 	return nil

@@ -20,16 +20,6 @@ var (
 	errNoRequest = errors.New("not an admission request: no kind, uid or operation")
 )
 
-// checkRequest rejects bodies that decode to no request at all (an empty or foreign JSON
-// document): they are client errors, not objects to allow.
-func checkRequest(req admission.Request) *admission.Response {
-	if req.Kind.Kind == "" || req.UID == "" || req.Operation == "" {
-		r := admission.Errored(http.StatusBadRequest, errNoRequest)
-		return &r
-	}
-	return nil
-}
-
 // Validator denies policy ConfigMaps that do not compile, with the messages of `podpatch lint`,
 // so that `kubectl apply` of a broken policy fails with the field path.
 type Validator struct {
@@ -41,9 +31,6 @@ var _ admission.Handler = (*Validator)(nil)
 
 // Handle implements admission.Handler.
 func (v *Validator) Handle(_ context.Context, req admission.Request) admission.Response {
-	if bad := checkRequest(req); bad != nil {
-		return *bad
-	}
 	if req.Kind.Group != "" || req.Kind.Kind != "ConfigMap" ||
 		(req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
 		return admission.Allowed("podpatch validates only ConfigMap creation and updates")
