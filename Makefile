@@ -14,7 +14,7 @@ bin/podpatch: $(shell find cmd policies webhook certs -name '*.go' -not -name '*
 	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/podpatch
 
 ## demo: a real kube-apiserver calling podpatch over TLS with the example policies; prints what
-## podpatch changed in each Dask, Spark and Ray object the API server stored, then tears down.
+## podpatch changed in each Dask, Spark, Ray and Flink object the API server stored, then tears down.
 demo: control-plane bin/podpatch
 	@$(GO) run ./test/demo --root .
 

@@ -1,7 +1,10 @@
 package cluster
 
 import (
+	"fmt"
 	"reflect"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"sigs.k8s.io/yaml"
 )
@@ -122,4 +125,38 @@ func numbers(v any) any {
 		return v
 	}
 	return out
+}
+
+// CanonicalQuantities rewrites, in place, every quantity under a "limits" or "requests" object
+// in its canonical form, as the API server stores it ("1.000" is "1", "2048Mi" is "2Gi"), so
+// an object as sent and as stored compare alike.
+func CanonicalQuantities(v any) error {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, child := range x {
+			if q, ok := child.(map[string]any); ok && (k == "limits" || k == "requests") {
+				for name, val := range q {
+					s, ok := val.(string)
+					if !ok {
+						continue
+					}
+					parsed, err := resource.ParseQuantity(s)
+					if err != nil {
+						return fmt.Errorf("%s[%s]: %w", k, name, err)
+					}
+					q[name] = parsed.String()
+				}
+			}
+			if err := CanonicalQuantities(child); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, item := range x {
+			if err := CanonicalQuantities(item); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

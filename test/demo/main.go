@@ -1,6 +1,6 @@
 // Command demo is `make demo`: it starts a real kube-apiserver and etcd (built from source into
 // bin/), runs podpatch with the example policies, installs the webhook configurations from
-// manifests/, creates the Dask, Spark and Ray objects of the fixtures through the API server and
+// manifests/, creates the Dask, Spark, Ray and Flink objects of the fixtures through the API server and
 // prints, for each, what podpatch changed in the stored object. With --keep (`make dev`) it
 // keeps running and prints a kubeconfig for kubectl.
 package main
@@ -28,18 +28,6 @@ import (
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/test/cluster"
 )
-
-var demoObjects = []string{
-	"dask-operator/scheduler-pod.yaml",
-	"dask-operator/worker-pod.yaml",
-	"dask-operator/scheduler-service.yaml",
-	"spark/driver-pod.yaml",
-	"spark/executor-pod.yaml",
-	"spark/driver-service.yaml",
-	"kuberay/head-pod.yaml",
-	"kuberay/worker-pod.yaml",
-	"kuberay/head-service.yaml",
-}
 
 func main() {
 	root := flag.String("root", ".", "repository root")
@@ -118,8 +106,8 @@ func run(root string, keep bool) (err error) {
 		return err
 	}
 
-	for _, f := range demoObjects {
-		if err := show(ctx, cp.Client, set, filepath.Join(root, "policies", "testdata", "fixtures", f)); err != nil {
+	for _, f := range cluster.ManagerFixtures {
+		if err := show(ctx, cp.Client, set, filepath.Join(root, cluster.FixtureDir, f)); err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
 	}
@@ -194,6 +182,12 @@ func show(ctx context.Context, c client.Client, set *policies.Set, path string) 
 	predicted := map[string]any{}
 	if err := yaml.Unmarshal(res.Object, &predicted); err != nil {
 		return err
+	}
+	// The API server writes quantities in canonical form; so do the sides compared here.
+	for _, m := range []map[string]any{sent.Object, predicted, stored.Object} {
+		if err := cluster.CanonicalQuantities(m); err != nil {
+			return err
+		}
 	}
 	projected := cluster.Project(predicted, stored.Object)
 

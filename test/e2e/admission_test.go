@@ -14,26 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/test/cluster"
 )
-
-// managerFixtures are objects shaped as each cluster manager generates them.
-var managerFixtures = []string{
-	"dask-operator/scheduler-pod.yaml",
-	"dask-operator/worker-pod.yaml",
-	"dask-operator/scheduler-service.yaml",
-	"dask-operator/job-runner-pod.yaml",
-	"spark/driver-pod.yaml",
-	"spark/executor-pod.yaml",
-	"spark/driver-service.yaml",
-	"kuberay/head-pod.yaml",
-	"kuberay/worker-pod.yaml",
-	"kuberay/head-service.yaml",
-	"flink/jobmanager-pod.yaml",
-	"flink/taskmanager-pod.yaml",
-	"flink/rest-service.yaml",
-}
-
-const fixtureDir = "policies/testdata/fixtures/"
 
 // daskWorker is a small Dask worker Pod in a namespace.
 func daskWorker(ns, name string) *corev1.Pod {
@@ -72,9 +54,9 @@ func TestAdmission(t *testing.T) {
 	}
 
 	t.Run("every manager's objects are stored as render predicts", func(t *testing.T) {
-		for _, f := range managerFixtures {
-			obj := readObject(t, fixtureDir+f)
-			want := render(t, fixtureDir+f, "manifests/examples")
+		for _, f := range cluster.ManagerFixtures {
+			obj := readObject(t, cluster.FixtureDir+f)
+			want := render(t, cluster.FixtureDir+f, "manifests/examples")
 			require.NotEmpty(t, want.GetAnnotations()[policies.AppliedAnnotation], "%s: the examples apply to every manager", f)
 			require.NoError(t, k8s.Create(contextBackground(), obj), f)
 			t.Cleanup(func() { _ = k8s.Delete(contextBackground(), obj) })

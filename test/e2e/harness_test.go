@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -167,34 +166,11 @@ func render(t *testing.T, file string, policyPaths ...string) *unstructured.Unst
 	return fromYAML(t, out)
 }
 
-// normalize returns the object's fields with resource quantities in canonical form ("1.000"
-// is stored as "1", "2147483648" as "2Gi"), so both sides of a comparison print them alike.
+// normalize returns a copy of the object's fields with resource quantities in canonical form.
 func normalize(t *testing.T, u *unstructured.Unstructured) map[string]any {
 	t.Helper()
-	var walk func(v any)
-	walk = func(v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			for k, child := range x {
-				if q, ok := child.(map[string]any); ok && (k == "limits" || k == "requests") {
-					for name, val := range q {
-						if s, ok := val.(string); ok {
-							parsed, err := resource.ParseQuantity(s)
-							require.NoError(t, err, "%s[%s]", k, name)
-							q[name] = parsed.String()
-						}
-					}
-				}
-				walk(child)
-			}
-		case []any:
-			for _, item := range x {
-				walk(item)
-			}
-		}
-	}
 	m := u.DeepCopy().Object
-	walk(m)
+	require.NoError(t, cluster.CanonicalQuantities(m))
 	return m
 }
 
