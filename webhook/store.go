@@ -119,22 +119,6 @@ func (s *Store) Delete(key types.NamespacedName) {
 	}
 }
 
-// Keys lists the ConfigMaps the store knows, valid or not.
-func (s *Store) Keys() []types.NamespacedName {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []types.NamespacedName
-	for k := range s.good {
-		out = append(out, k)
-	}
-	for k := range s.invalid {
-		if _, ok := s.good[k]; !ok {
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
 // publish compiles and swaps in a new Snapshot; s.mu must be held.
 func (s *Store) publish() {
 	var all []*policies.Policy
