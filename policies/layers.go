@@ -2,6 +2,7 @@ package policies
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -24,7 +25,13 @@ type Input struct {
 	// Validated says Object is known to be valid JSON (the webhook decoded the review that
 	// carries it), so Apply does not scan it again.
 	Validated bool
+	// Done, when set, is the webhook's request budget: once it is closed Apply stops between
+	// steps and returns an error wrapping ErrStopped, leaving the object unpatched.
+	Done <-chan struct{}
 }
+
+// ErrStopped is returned (wrapped) by Apply when Input.Done closed before it finished.
+var ErrStopped = errors.New("stopped: the request budget ran out")
 
 // Result is the outcome of Apply.
 type Result struct {
