@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -57,7 +58,9 @@ type RawDocument struct {
 }
 
 // SplitDocuments reads a multi-document YAML stream or a stream of JSON values. Documents that
-// hold nothing (only comments or whitespace) are dropped. Duplicate keys are errors.
+// hold nothing (only comments or whitespace) are dropped. Duplicate keys are errors, and so are
+// YAML anchors and aliases and nesting beyond MaxDepth (limits.go). The caller bounds the
+// stream's size.
 func SplitDocuments(r io.Reader) ([]RawDocument, error) {
 	br := bufio.NewReader(r)
 	if isJSON(br) {
@@ -71,6 +74,9 @@ func SplitDocuments(r io.Reader) ([]RawDocument, error) {
 			return docs, nil
 		}
 		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		if err := checkYAML(text); err != nil {
 			return nil, fmt.Errorf("document %d: %w", i, err)
 		}
 		js, err := yaml.YAMLToJSONStrict(text)
@@ -123,7 +129,13 @@ func splitJSON(r io.Reader) ([]RawDocument, error) {
 		if errors.Is(err, io.EOF) {
 			return docs, nil
 		}
+		if err != nil && strings.Contains(err.Error(), "exceeded max depth") { // the decoder's own bound, beyond ours
+			err = fmt.Errorf("%w: nested deeper than %d levels", ErrTooLarge, MaxDepth)
+		}
 		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		if err := checkJSONDepth(raw); err != nil {
 			return nil, fmt.Errorf("document %d: %w", i, err)
 		}
 		if err := checkDuplicateKeys(raw); err != nil {

@@ -73,15 +73,20 @@ func expandPath(p string) ([]string, error) {
 	return files, err
 }
 
-// ReadInput reads a file, or stdin for "-".
+// ReadInput reads a file, or stdin for "-", of at most MaxFileBytes.
 func ReadInput(path string, stdin io.Reader) ([]byte, error) {
 	if path == "-" {
 		if stdin == nil {
 			return nil, errors.New("no standard input")
 		}
-		return io.ReadAll(stdin)
+		return readBounded(stdin, MaxFileBytes)
 	}
-	return os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readBounded(f, MaxFileBytes)
 }
 
 func readConfigMapFile(path, defaultNamespace string, stdin io.Reader) ([]SourcedConfigMap, error) {

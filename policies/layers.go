@@ -99,15 +99,19 @@ func (s *Set) Apply(in Input) (Result, error) {
 	}
 
 	res.Applied = l.all()
+	st := &applyState{t: t, done: in.Done}
 	if in.Kind == KindPod {
+		m := newMerger(st, in.Kind, false)
 		for _, p := range res.Applied {
-			insertSidecars(t, obj, p.template)
+			m.insertSidecars(obj, p.template)
 		}
 	}
-	var mismatch error
 	pass := func(ps []*Policy, fill bool) {
-		m := newMerger(t, in.Kind, fill, &mismatch)
+		m := newMerger(st, in.Kind, fill)
 		for _, p := range ps {
+			if st.stopped() {
+				return
+			}
 			var before any
 			if in.Explain {
 				before = deepCopy(obj)
@@ -125,8 +129,8 @@ func (s *Set) Apply(in Input) (Result, error) {
 	pass(l.namespaceMerge, false)
 	pass(l.enforce, false)
 
-	if mismatch != nil {
-		return Result{Object: in.Object, Recognised: true, Identity: id}, fmt.Errorf("%s not patched: %w", strings.ToLower(string(in.Kind)), mismatch)
+	if st.stopped() {
+		return Result{Object: in.Object, Recognised: true, Identity: id}, fmt.Errorf("%s not patched: %w", strings.ToLower(string(in.Kind)), st.err)
 	}
 	refs := make([]string, len(res.Applied))
 	for i, p := range res.Applied {

@@ -160,9 +160,15 @@ func skipString(b []byte, i int) int {
 // original members, so that the JSONPatch is computed without decoding anything twice.
 type tree struct {
 	origins map[*byte]any
+	indexes map[indexKey]*listIndex
+	// keyed counts the list items ever indexed: linear merging keeps it within the items of
+	// the object's lists and the patches' (limits_test.go).
+	keyed int
 }
 
-func newTree() *tree { return &tree{origins: make(map[*byte]any, 16)} }
+func newTree() *tree {
+	return &tree{origins: make(map[*byte]any, 16), indexes: make(map[indexKey]*listIndex)}
+}
 
 // decode expands raw JSON one level and remembers the original members.
 func (t *tree) decode(raw json.RawMessage) any {
@@ -241,4 +247,67 @@ func firstByte(r []byte) byte {
 		return 0
 	}
 	return r[0]
+}
+
+// listIndex maps the keys of a list's items to the position of the first item with that key, so
+// that merging a patch list into an object list is linear in both.
+type listIndex struct {
+	key listKey
+	pos map[string]int
+	n   int // items indexed
+}
+
+func (x *listIndex) has(k string) bool {
+	_, ok := x.pos[k]
+	return ok
+}
+
+// add records an item appended at position i.
+func (x *listIndex) add(k string, i int) {
+	if _, dup := x.pos[k]; !dup {
+		x.pos[k] = i
+	}
+	x.n = i + 1
+}
+
+// extend indexes the items of list not indexed yet.
+func (x *listIndex) extend(t *tree, list []any) {
+	t.keyed += len(list) - x.n
+	for i := x.n; i < len(list); i++ {
+		if m, ok := t.at(list, i).(map[string]any); ok {
+			if k := x.key(m); !x.has(k) {
+				x.pos[k] = i
+			}
+		}
+	}
+	x.n = len(list)
+}
+
+// indexKey identifies a list of the object by its backing array, and the kind of key.
+type indexKey struct {
+	first *any
+	name  string
+}
+
+// index returns the index of a list of the object under a key function named name, built once
+// per apply (every policy of every layer merges into the same lists) and extended with the
+// items appended since.
+func (t *tree) index(list []any, name string, key listKey) *listIndex {
+	if len(list) > 0 {
+		if x := t.indexes[indexKey{&list[0], name}]; x != nil && x.n <= len(list) {
+			x.extend(t, list)
+			return x
+		}
+	}
+	x := &listIndex{key: key, pos: make(map[string]int, len(list))}
+	x.extend(t, list)
+	t.keep(list, name, x)
+	return x
+}
+
+// keep remembers an index for a list, which appends may have moved.
+func (t *tree) keep(list []any, name string, x *listIndex) {
+	if len(list) > 0 {
+		t.indexes[indexKey{&list[0], name}] = x
+	}
 }

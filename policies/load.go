@@ -1,6 +1,11 @@
 package policies
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
 
 // FileProblems are the problems of one ConfigMap read from a file.
 type FileProblems struct {
@@ -24,15 +29,29 @@ func (f FileProblems) Lines() []string {
 func Compile(cms []SourcedConfigMap, opts Options) (*Set, []FileProblems) {
 	var all []*Policy
 	var probs []FileProblems
+	files := map[string]string{} // namespace/name -> file
 	for _, s := range cms {
+		name := s.ConfigMap.Namespace + "/" + s.ConfigMap.Name
+		files[name] = s.File
 		ps, errs := ParseConfigMap(s.ConfigMap, opts)
 		if len(errs) > 0 {
-			probs = append(probs, FileProblems{File: s.File, ConfigMap: s.ConfigMap.Namespace + "/" + s.ConfigMap.Name, Problems: errs})
+			probs = append(probs, FileProblems{File: s.File, ConfigMap: name, Problems: errs})
 			continue
 		}
 		all = append(all, ps...)
 	}
-	return NewSet(all), probs
+	set := NewSet(all)
+	for _, name := range set.Dropped() {
+		probs = append(probs, FileProblems{File: files[name], ConfigMap: name, Problems: Problems{{Err: TooManyNamespacePolicies()}}})
+	}
+	return set, probs
+}
+
+// TooManyNamespacePolicies is the problem of a ConfigMap left out of a Set (Set.Dropped).
+func TooManyNamespacePolicies() *field.Error {
+	return field.Forbidden(field.NewPath("data"), fmt.Sprintf(
+		"left out: its namespace already holds %d policies in ConfigMaps named before it (the limit per namespace)",
+		MaxNamespacePolicies))
 }
 
 // ProblemLines flattens problems into lint lines.

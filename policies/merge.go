@@ -70,29 +70,73 @@ var serviceLists = map[string]listKey{
 // containerLists are merged by name with the "*" wildcard and the sidecar rule.
 var containerLists = map[string]bool{"containers": true, "initContainers": true, "ephemeralContainers": true}
 
+// containerListNames are containerLists in a fixed order, for a deterministic result.
+var containerListNames = []string{"containers", "initContainers", "ephemeralContainers"}
+
 // merger applies one patch to an object tree in place. In fill mode (policies with
 // `mode: default`) the patch only sets what the object leaves unset; otherwise it overrides.
 type merger struct {
 	lists map[string]listKey
 	pod   bool
 	fill  bool
-	// mismatch records the first field where the object's value has another shape than the
-	// patch's (a string where the policy sets a list): such an object is not patched at all.
-	mismatch *error
-	t        *tree
+	st    *applyState
+	t     *tree
 }
 
-func newMerger(t *tree, kind Kind, fill bool, mismatch *error) merger {
-	if kind == KindService {
-		return merger{lists: serviceLists, fill: fill, mismatch: mismatch, t: t}
+// applyState is what one Apply carries across its layers: the first error, which leaves the
+// object unpatched, and the work done so far.
+type applyState struct {
+	t *tree
+	// err is the first reason not to patch: a field whose shape differs from the patch's (a
+	// string where a policy sets a list), too much work, or the request's budget.
+	err error
+	// work counts the nodes written into the object, bounded by MaxMergeWork.
+	work int
+	done <-chan struct{}
+}
+
+// stopped reports whether the apply must stop, recording why.
+func (st *applyState) stopped() bool {
+	if st.err != nil {
+		return true
 	}
-	return merger{lists: podLists, pod: true, fill: fill, mismatch: mismatch, t: t}
+	select {
+	case <-st.done:
+		st.err = ErrStopped
+		return true
+	default:
+		return false
+	}
+}
+
+func newMerger(st *applyState, kind Kind, fill bool) merger {
+	if kind == KindService {
+		return merger{lists: serviceLists, fill: fill, st: st, t: st.t}
+	}
+	return merger{lists: podLists, pod: true, fill: fill, st: st, t: st.t}
 }
 
 // shapeMismatch records that the object's field k has another shape than the patch's.
 func (m merger) shapeMismatch(k string, dv, pv any) {
-	if *m.mismatch == nil {
-		*m.mismatch = fmt.Errorf("field %q: the object has %s where a policy sets %s", k, typeName(dv), typeName(pv))
+	if m.st.err == nil {
+		m.st.err = fmt.Errorf("field %q: the object has %s where a policy sets %s", k, typeName(dv), typeName(pv))
+	}
+}
+
+// clean deep-copies a patch value for insertion into the object, dropping null members (they
+// remove keys, and there is nothing to remove in a new value), and counts the work. Policies are
+// shared and immutable, so nothing of theirs may be aliased into an object.
+func (m merger) clean(v any) any {
+	out, n := copyTree(v, true)
+	m.count(n)
+	return out
+}
+
+// count adds n values written into the object to the work, and stops the apply beyond
+// MaxMergeWork.
+func (m merger) count(n int) {
+	if m.st.work += n; m.st.work > MaxMergeWork && m.st.err == nil {
+		m.st.err = fmt.Errorf("%w: the policies would write more than %d values into the object", ErrTooLarge, MaxMergeWork)
 	}
 }
 
@@ -157,6 +201,9 @@ func (m merger) mergeOneOf(field string, dst, patch map[string]any) {
 // mergeEntry merges one member. A null patch value removes the key (override mode only); a
 // null object value counts as unset.
 func (m merger) mergeEntry(dst map[string]any, k string, pv any) {
+	if m.st.err != nil {
+		return
+	}
 	dv, present := m.t.get(dst, k)
 	if present && dv == nil {
 		present = false
@@ -192,7 +239,7 @@ func (m merger) mergeEntry(dst map[string]any, k string, pv any) {
 		switch {
 		case !keyed: // lists without a merge key are replaced, as strategic merge does
 			if !present || !m.fill {
-				dst[k] = clean(p)
+				dst[k] = m.clean(p)
 			}
 		case present || len(merged) > 0:
 			dst[k] = merged
@@ -204,6 +251,7 @@ func (m merger) mergeEntry(dst map[string]any, k string, pv any) {
 		default:
 			if !present || !m.fill {
 				dst[k] = pv
+				m.count(1)
 			}
 		}
 	}
@@ -232,14 +280,17 @@ func (m merger) mergeList(k string, dst, patch []any) (out []any, keyed bool) {
 	return nil, false
 }
 
-// mergeKeyed merges items with the same key and appends the others.
+// mergeKeyed merges items with the same key and appends the others. The object's items are
+// found through an index kept for the whole apply, so merging is linear in both lists.
 func (m merger) mergeKeyed(field string, dst, patch []any, key listKey) []any {
+	idx := m.t.index(dst, field, key)
 	for _, it := range patch {
 		pm, ok := it.(map[string]any)
 		if !ok {
 			continue
 		}
-		if i := findKey(m.t, dst, key, key(pm)); i >= 0 {
+		k := key(pm)
+		if i, found := idx.pos[k]; found {
 			if dm, ok := m.t.at(dst, i).(map[string]any); ok {
 				if m.pod {
 					m.mergeOneOf(field, dm, pm)
@@ -249,18 +300,11 @@ func (m merger) mergeKeyed(field string, dst, patch []any, key listKey) []any {
 				continue
 			}
 		}
-		dst = append(dst, clean(pm))
+		dst = append(dst, m.clean(pm))
+		idx.add(k, len(dst)-1)
 	}
+	m.t.keep(dst, field, idx)
 	return dst
-}
-
-func findKey(t *tree, list []any, key listKey, want string) int {
-	for i := range list {
-		if im, ok := t.at(list, i).(map[string]any); ok && key(im) == want {
-			return i
-		}
-	}
-	return -1
 }
 
 var byName = keyOf([]string{"name"}, nil)
@@ -271,7 +315,7 @@ var byName = keyOf([]string{"name"}, nil)
 // (which sees the sidecar as an existing container) gives the same pod. A named entry is more
 // specific than "*": it is applied after "*" when overriding and before it when filling.
 func (m merger) mergeContainers(dst, patch []any) []any {
-	dst = appendSidecars(m.t, dst, patch)
+	dst = m.appendSidecars(dst, patch)
 	stars := func() {
 		for _, it := range patch {
 			pm, ok := it.(map[string]any)
@@ -279,6 +323,9 @@ func (m merger) mergeContainers(dst, patch []any) []any {
 				continue
 			}
 			for i := range dst {
+				if m.st.stopped() {
+					return
+				}
 				if cm, ok := m.t.at(dst, i).(map[string]any); ok {
 					for k, v := range pm {
 						if k != "name" {
@@ -292,12 +339,13 @@ func (m merger) mergeContainers(dst, patch []any) []any {
 	if !m.fill {
 		stars()
 	}
+	idx := m.t.index(dst, "containers", byName)
 	for _, it := range patch {
 		pm, ok := it.(map[string]any)
 		if !ok || pm["name"] == "*" {
 			continue
 		}
-		if i := findKey(m.t, dst, byName, byName(pm)); i >= 0 {
+		if i, found := idx.pos[byName(pm)]; found {
 			if cm, ok := m.t.at(dst, i).(map[string]any); ok {
 				m.mergeMap(cm, pm)
 			}
@@ -310,15 +358,26 @@ func (m merger) mergeContainers(dst, patch []any) []any {
 }
 
 // appendSidecars appends the whole containers (with an image) of patch that dst lacks.
-func appendSidecars(t *tree, dst, patch []any) []any {
+func (m merger) appendSidecars(dst, patch []any) []any {
+	var idx *listIndex
 	for _, it := range patch {
 		pm, ok := it.(map[string]any)
 		if !ok || pm["name"] == "*" {
 			continue
 		}
-		if _, whole := pm["image"]; whole && findKey(t, dst, byName, byName(pm)) < 0 {
-			dst = append(dst, clean(pm))
+		if _, whole := pm["image"]; !whole {
+			continue
 		}
+		if idx == nil {
+			idx = m.t.index(dst, "containers", byName)
+		}
+		if k := byName(pm); !idx.has(k) {
+			dst = append(dst, m.clean(pm))
+			idx.add(k, len(dst)-1)
+		}
+	}
+	if idx != nil {
+		m.t.keep(dst, "containers", idx)
 	}
 	return dst
 }
@@ -326,27 +385,27 @@ func appendSidecars(t *tree, dst, patch []any) []any {
 // insertSidecars adds every sidecar a pod patch brings before any layer is applied, so that
 // all layers, defaults included, see the same containers on first admission as on a re-invoked
 // one.
-func insertSidecars(t *tree, pod, patch map[string]any) {
+func (m merger) insertSidecars(pod, patch map[string]any) {
 	pspec, ok := patch["spec"].(map[string]any)
 	if !ok {
 		return
 	}
-	for list := range containerLists {
+	for _, list := range containerListNames {
 		pl, ok := pspec[list].([]any)
 		if !ok {
 			continue
 		}
-		spec, ok := t.getMap(pod, "spec")
+		spec, ok := m.t.getMap(pod, "spec")
 		if !ok {
 			spec = map[string]any{}
 			pod["spec"] = spec
 		}
-		dv, _ := t.get(spec, list)
+		dv, _ := m.t.get(spec, list)
 		dl, ok := dv.([]any)
 		if !ok && dv != nil {
 			continue // not a list: leave the object's value to the merge rules
 		}
-		if out := appendSidecars(t, dl, pl); len(out) > len(dl) {
+		if out := m.appendSidecars(dl, pl); len(out) > len(dl) {
 			spec[list] = out
 		}
 	}
@@ -394,7 +453,7 @@ func (m merger) andNodeSelector(dst map[string]any, field string, pv any) {
 		return
 	}
 	if len(dTerms) == 0 {
-		dSel["nodeSelectorTerms"] = clean(pTerms)
+		dSel["nodeSelectorTerms"] = m.clean(pTerms)
 		return
 	}
 	pTerm, _ := pTerms[0].(map[string]any)
@@ -420,7 +479,7 @@ func (m merger) andNodeSelector(dst map[string]any, field string, pv any) {
 func constrains(t *tree, list, req any) bool {
 	rm, _ := req.(map[string]any)
 	l, _ := list.([]any)
-	return findKey(t, l, byKey, byKey(rm)) >= 0
+	return t.index(l, "requirements", byKey).has(byKey(rm))
 }
 
 var byKey = keyOf([]string{"key"}, nil)
@@ -437,19 +496,19 @@ func (m merger) union(dst map[string]any, field string, pv any) {
 		m.mergeEntry(dst, field, pv)
 		return
 	}
-	seen := make(map[string]bool, len(dl))
-	for i := range dl {
-		dl[i] = expandAll(dl[i])
-		seen[canonical(dl[i])] = true
-	}
+	idx := m.t.index(dl, field, canonicalItem)
 	for _, it := range pl {
-		if c := canonical(it); !seen[c] {
-			seen[c] = true
-			dl = append(dl, clean(it))
+		if c := canonical(it); !idx.has(c) {
+			dl = append(dl, m.clean(it))
+			idx.add(c, len(dl)-1)
 		}
 	}
+	m.t.keep(dl, field, idx)
 	dst[field] = dl
 }
+
+// canonicalItem keys a list item by its whole value, for lists unioned as sets.
+func canonicalItem(item map[string]any) string { return canonical(item) }
 
 // canonical is a stable text form of a value (object keys sorted), for equality.
 func canonical(v any) string {
@@ -461,30 +520,33 @@ func canonical(v any) string {
 }
 
 // deepCopy copies a JSON tree as it is, nulls included.
-func deepCopy(v any) any { return copyTree(v, false) }
+func deepCopy(v any) any {
+	out, _ := copyTree(v, false)
+	return out
+}
 
-// clean deep-copies a patch value for insertion into an object, dropping null members (they
-// remove keys, and there is nothing to remove in a new value). Policies are shared and
-// immutable, so nothing of theirs may be aliased into an object.
-func clean(v any) any { return copyTree(v, true) }
-
-func copyTree(v any, dropNulls bool) any {
+// copyTree copies a tree and counts the nodes it copied.
+func copyTree(v any, dropNulls bool) (any, int) {
 	switch t := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(t))
+		n := 1
 		for k, x := range t {
 			if x != nil || !dropNulls {
-				out[k] = copyTree(x, dropNulls)
+				c, cn := copyTree(x, dropNulls)
+				out[k], n = c, n+cn
 			}
 		}
-		return out
+		return out, n
 	case []any:
 		out := make([]any, len(t))
+		n := 1
 		for i, x := range t {
-			out[i] = copyTree(x, dropNulls)
+			c, cn := copyTree(x, dropNulls)
+			out[i], n = c, n+cn
 		}
-		return out
+		return out, n
 	default:
-		return v
+		return v, 1
 	}
 }

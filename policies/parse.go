@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"maps"
 	"path"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -137,9 +138,21 @@ func ParseConfigMap(cm *corev1.ConfigMap, opts Options) ([]*Policy, Problems) {
 	if len(cm.Data) == 0 {
 		cmProblem(field.Required(field.NewPath("data"), "a policy ConfigMap needs at least one <name>.yaml key"))
 	}
+	size := 0
+	for k, v := range cm.Data {
+		size += len(k) + len(v)
+	}
+	for k, v := range cm.BinaryData {
+		size += len(k) + len(v)
+	}
+	if size > MaxConfigMapBytes {
+		cmProblem(field.TooLong(field.NewPath("data"), "", MaxConfigMapBytes))
+		return nil, probs // nothing more is read of it
+	}
 	scope := opts.ScopeOf(cm.Namespace)
 	var out []*Policy
 	names := map[string]string{} // policy name -> data key that defined it
+	documents := 0
 	for _, key := range slices.Sorted(maps.Keys(cm.Data)) {
 		keyPath := field.NewPath("data").Key(key)
 		if !strings.HasSuffix(key, ".yaml") && !strings.HasSuffix(key, ".yml") {
@@ -153,6 +166,10 @@ func ParseConfigMap(cm *corev1.ConfigMap, opts Options) ([]*Policy, Problems) {
 		}
 		if len(docs) == 0 {
 			probs = append(probs, Problem{Key: key, Err: field.Required(keyPath, "holds no PodTemplatePatch document")})
+		}
+		if documents += len(docs); documents > MaxDocuments {
+			probs = append(probs, Problem{Key: key, Err: field.TooMany(field.NewPath("data"), documents, MaxDocuments)})
+			break
 		}
 		for i, d := range docs {
 			p, errs := parseDocument(d.JSON, scope, opts)
@@ -190,6 +207,12 @@ func ParseConfigMap(cm *corev1.ConfigMap, opts Options) ([]*Policy, Problems) {
 // the name (when it has one) so that problems can be attributed.
 func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorList) {
 	p := &Policy{}
+	if len(js) > MaxPolicyBytes {
+		return p, field.ErrorList{field.TooLong(nil, "", MaxPolicyBytes)}
+	}
+	if err := checkJSONDepth(js); err != nil {
+		return p, field.ErrorList{field.Invalid(nil, "", err.Error())}
+	}
 	raw, err := decodeObject(js)
 	if err != nil {
 		return p, field.ErrorList{field.Invalid(nil, "", err.Error())}
@@ -197,11 +220,14 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 	if meta, ok := raw["metadata"].(map[string]any); ok {
 		p.Name, _ = meta["name"].(string)
 	}
-	// Bad quantities stop a typed decode at the first one, without a path: find them all in
-	// the raw tree first. The typed decode reads a copy in which they are zero and null
-	// quantities (removals) are left out, so that they are not compared as zero.
+	errs := checkPolicyLimits(raw)
+	// A typed decode stops at the first bad quantity or wrong type, without a path: find them
+	// all in the raw tree first. The typed decode reads a copy in which bad quantities are zero,
+	// values of the wrong type are left out, and null quantities (removals) are left out, so
+	// that they are not compared as zero.
 	typed := deepCopy(raw)
-	errs := sanitizeQuantities(typed)
+	errs = append(errs, sanitizeQuantities(typed)...)
+	errs = append(errs, sanitizeTypes(typed, reflect.TypeFor[Document](), nil)...)
 	if js, err = encodeJSON(typed); err != nil {
 		return p, append(errs, field.InternalError(nil, err))
 	}
@@ -381,8 +407,15 @@ func compileMatch(m Match, scope Scope, fld *field.Path) (matcher, field.ErrorLi
 		c.roles = appendUnique(c.roles, role)
 	}
 	globs := func(name string, in []string) []string {
+		if len(in) > MaxGlobs {
+			errs = append(errs, field.TooMany(fld.Child(name), len(in), MaxGlobs))
+			return nil
+		}
 		for i, g := range in {
-			if _, err := path.Match(g, ""); err != nil || g == "" {
+			switch _, err := path.Match(g, ""); {
+			case len(g) > MaxGlobBytes:
+				errs = append(errs, field.TooLong(fld.Child(name).Index(i), "", MaxGlobBytes))
+			case err != nil || g == "":
 				errs = append(errs, field.Invalid(fld.Child(name).Index(i), g, "not a valid shell glob"))
 			}
 		}

@@ -2,10 +2,12 @@ package policies
 
 import (
 	"cmp"
+	"maps"
 	"path"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // bucket is the index key: choosing policies for an object looks only at its own bucket.
@@ -24,12 +26,16 @@ type Set struct {
 	platform   index
 	namespaces map[string]index
 	counts     map[Scope]int
+	dropped    []string
 }
 
 // NewSet compiles policies into a Set. Policies are indexed by scope (and namespace), manager,
-// role and kind, so the cost of an admission does not grow with unrelated policies.
+// role and kind, so the cost of an admission does not grow with unrelated policies. A namespace
+// keeps at most MaxNamespacePolicies policies: its ConfigMaps are taken in name order and those
+// beyond the limit are left out whole (Dropped).
 func NewSet(ps []*Policy) *Set {
 	s := &Set{platform: index{}, namespaces: map[string]index{}, counts: map[Scope]int{}}
+	ps, s.dropped = capNamespaces(ps)
 	for _, p := range ps {
 		s.counts[p.Scope]++
 		idx := s.platform
@@ -49,6 +55,45 @@ func NewSet(ps []*Policy) *Set {
 		}
 	}
 	return s
+}
+
+// Dropped lists, as namespace/name, the ConfigMaps left out because their namespace holds more
+// than MaxNamespacePolicies policies.
+func (s *Set) Dropped() []string { return s.dropped }
+
+// capNamespaces leaves out the ConfigMaps of a namespace, in name order, from the first one that
+// takes its namespace beyond MaxNamespacePolicies policies.
+func capNamespaces(ps []*Policy) ([]*Policy, []string) {
+	perCM := map[[2]string]int{} // {namespace, configmap} -> policies
+	for _, p := range ps {
+		if p.Scope == ScopeNamespace {
+			perCM[[2]string{p.Namespace, p.ConfigMap}]++
+		}
+	}
+	over := map[[2]string]bool{}
+	running := map[string]int{}
+	for _, cm := range slices.SortedFunc(maps.Keys(perCM), func(a, b [2]string) int {
+		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+	}) {
+		if running[cm[0]] += perCM[cm]; running[cm[0]] > MaxNamespacePolicies {
+			over[cm] = true
+		}
+	}
+	if len(over) == 0 {
+		return ps, nil
+	}
+	kept := make([]*Policy, 0, len(ps))
+	for _, p := range ps {
+		if !over[[2]string{p.Namespace, p.ConfigMap}] {
+			kept = append(kept, p)
+		}
+	}
+	dropped := make([]string, 0, len(over))
+	for cm := range over {
+		dropped = append(dropped, cm[0]+"/"+cm[1])
+	}
+	slices.Sort(dropped)
+	return kept, dropped
 }
 
 // Count returns how many policies of a scope the set holds.
@@ -134,7 +179,10 @@ func (m *matcher) matches(s *subject) bool {
 // anyGlob matches a name against globs; an object without the name (a scheduler has no worker
 // group) never matches a policy that asks for one.
 func anyGlob(globs []string, name string) bool {
-	if name == "" {
+	// Names come from label values and namespace names, at most 63 bytes where Kubernetes
+	// validates them; a longer one (labels are not yet validated in mutating admission) is no
+	// match, which keeps path.Match's cost within MaxGlobBytes × 63.
+	if name == "" || len(name) > validation.LabelValueMaxLength {
 		return false
 	}
 	for _, g := range globs {

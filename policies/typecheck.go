@@ -1,0 +1,153 @@
+package policies
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// A typed decode stops at the first value of the wrong type and names no list index or map key,
+// so one mistake would hide every other problem of a policy. sanitizeTypes finds them all first,
+// walking the generic tree next to the Go type it will be decoded into, and drops each bad value
+// so that the typed decode that follows succeeds and validation can report the rest.
+
+var (
+	quantityType    = reflect.TypeFor[resource.Quantity]()
+	intOrStringType = reflect.TypeFor[intstr.IntOrString]()
+	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+)
+
+// sanitizeTypes reports every value of v that cannot decode into t, and removes it from v.
+// Unknown fields are left for the strict decode to report; nulls are left for checkNulls.
+func sanitizeTypes(v any, t reflect.Type, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	var walk func(v any, t reflect.Type, fld *field.Path) bool
+	walk = func(v any, t reflect.Type, fld *field.Path) bool {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if v == nil {
+			return true
+		}
+		ok := true
+		switch {
+		case t == quantityType:
+			ok = isString(v) || isNumber(v)
+		case t == intOrStringType:
+			ok = isString(v) || isInteger(v, 32)
+		case reflect.PointerTo(t).Implements(unmarshalerType):
+			// Decoded by its own rules (times, …): the typed decode reports it.
+		default:
+			switch t.Kind() {
+			case reflect.Struct:
+				m, isMap := v.(map[string]any)
+				if ok = isMap; ok {
+					for _, k := range sortedKeys(m) {
+						if ft, known := jsonField(t, k); known && !walk(m[k], ft, fld.Child(k)) {
+							delete(m, k)
+						}
+					}
+				}
+			case reflect.Map:
+				m, isMap := v.(map[string]any)
+				if ok = isMap; ok {
+					for _, k := range sortedKeys(m) {
+						if !walk(m[k], t.Elem(), fld.Key(k)) {
+							delete(m, k)
+						}
+					}
+				}
+			case reflect.Slice:
+				if t.Elem().Kind() == reflect.Uint8 {
+					ok = isString(v)
+					break
+				}
+				l, isList := v.([]any)
+				if ok = isList; ok {
+					for i := range l {
+						if !walk(l[i], t.Elem(), fld.Index(i)) {
+							l[i] = nil
+						}
+					}
+				}
+			case reflect.String:
+				ok = isString(v)
+			case reflect.Bool:
+				_, ok = v.(bool)
+			case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+				ok = isInteger(v, t.Bits())
+			case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+				n, isNum := v.(json.Number)
+				_, err := strconv.ParseUint(string(n), 10, t.Bits())
+				ok = isNum && err == nil
+			case reflect.Float32, reflect.Float64:
+				ok = isNumber(v)
+			}
+		}
+		if !ok {
+			errs = append(errs, field.Invalid(fld, "", "wrong type: want "+t.String()))
+		}
+		return ok
+	}
+	walk(v, t, fld)
+	return errs
+}
+
+// jsonField finds the type of the struct field that a JSON member named k decodes into,
+// looking into inlined embedded structs.
+func jsonField(t reflect.Type, k string) (reflect.Type, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" && opts == "" {
+			continue
+		}
+		if f.Anonymous && (name == "" || strings.Contains(opts, "inline")) {
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				if inner, ok := jsonField(ft, k); ok {
+					return inner, true
+				}
+				continue
+			}
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if name == k {
+			return f.Type, true
+		}
+	}
+	return nil, false
+}
+
+func isString(v any) bool {
+	_, ok := v.(string)
+	return ok
+}
+
+func isNumber(v any) bool {
+	_, ok := v.(json.Number)
+	return ok
+}
+
+func isInteger(v any, bits int) bool {
+	n, ok := v.(json.Number)
+	if !ok {
+		return false
+	}
+	_, err := strconv.ParseInt(string(n), 10, bits)
+	return err == nil
+}
+
+func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
