@@ -153,7 +153,9 @@ func TestPolicyListsAndStringsAreBounded(t *testing.T) {
 		{"node requirements", "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: LIST}]}}}",
 			func(i int) string { return fmt.Sprintf("{key: k%d, operator: Exists}", i) }},
 		{"preferred terms", "affinity: {nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: LIST}}",
-			func(i int) string { return fmt.Sprintf("{weight: 1, preference: {matchExpressions: [{key: k%d, operator: Exists}]}}", i) }},
+			func(i int) string {
+				return fmt.Sprintf("{weight: 1, preference: {matchExpressions: [{key: k%d, operator: Exists}]}}", i)
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := problemText(t, DefaultPlatformNamespace, listPolicy(n, tc.item, tc.at))
@@ -278,9 +280,13 @@ func everyListPolicy(name, mode string) string {
 		"      containers: [{name: '*', env: %s}]\n",
 		name, mode,
 		items(func(i int) string { return fmt.Sprintf("{key: z%s%d, operator: Exists}", name, i) }),
-		items(func(i int) string { return fmt.Sprintf("{topologyKey: z%s%d, whenUnsatisfiable: ScheduleAnyway, maxSkew: 1}", name, i) }),
+		items(func(i int) string {
+			return fmt.Sprintf("{topologyKey: z%s%d, whenUnsatisfiable: ScheduleAnyway, maxSkew: 1}", name, i)
+		}),
 		items(func(i int) string { return fmt.Sprintf("{key: z%s%d, operator: Exists}", name, i) }),
-		items(func(i int) string { return fmt.Sprintf("{weight: 1, preference: {matchExpressions: [{key: z%s%d, operator: Exists}]}}", name, i) }),
+		items(func(i int) string {
+			return fmt.Sprintf("{weight: 1, preference: {matchExpressions: [{key: z%s%d, operator: Exists}]}}", name, i)
+		}),
 		items(func(i int) string { return fmt.Sprintf("{name: Z%s%d, value: v}", name, i) }),
 	)
 }

@@ -3,8 +3,8 @@ package policies
 import (
 	"encoding/json"
 	"maps"
-	"slices"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
