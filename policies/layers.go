@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // Input is one object to patch.
@@ -48,6 +50,8 @@ type Result struct {
 	Applied []*Policy
 	// Changes says, with Input.Explain, which fields each applied policy changed.
 	Changes []Change
+	// Warnings say what was left out: the webhook returns them as admission warnings.
+	Warnings []string
 }
 
 // Change is what one policy did to one object.
@@ -93,21 +97,88 @@ func (s *Set) Apply(in Input) (Result, error) {
 		ns = in.Namespace
 	}
 	sub := &subject{id: id, kind: in.Kind, namespace: ns, labels: objLabels, namespaceLabels: in.NamespaceLabels}
-	l := s.selectLayers(sub, objLabels[SkipLabel] == "true")
+	skip := objLabels[SkipLabel] == "true"
+	l := s.selectLayers(sub, skip)
 	if l.empty() {
 		return res, nil
 	}
+	out, err := s.fixedPoint(in, sub, skip, l)
+	if err != nil && !errors.Is(err, ErrStopped) && l.hasNamespace() {
+		// A namespace policy must never switch the platform's policies off: without them.
+		platform := l.platformOnly()
+		if platform.empty() {
+			return res, err
+		}
+		var perr error
+		if out, perr = s.fixedPoint(in, sub, skip, platform); perr != nil {
+			return res, err
+		}
+		out.Warnings = append(out.Warnings, "namespace policies left out: "+err.Error())
+		err = nil
+	}
+	if err != nil {
+		return res, err
+	}
+	out.Recognised, out.Identity = true, id
+	return out, nil
+}
 
+// MaxSelectionRounds bounds how often one admission re-selects policies because labels that
+// policies set make other policies' selectors match (or stop matching).
+const MaxSelectionRounds = 4
+
+// fixedPoint applies the layers and, while the labels they set change which policies match,
+// selects again and applies the new selection to the object as it came in, so that a second
+// admission of the result selects the same policies and changes nothing. Beyond
+// MaxSelectionRounds the selection oscillates: the object is not patched.
+func (s *Set) fixedPoint(in Input, sub *subject, skip bool, l layers) (Result, error) {
+	for round := 1; ; round++ {
+		res, labels, err := s.applyLayers(in, sub.id.Manager, l)
+		if err != nil {
+			return res, err
+		}
+		next := s.selectLayers(&subject{id: sub.id, kind: sub.kind, namespace: sub.namespace, labels: labels, namespaceLabels: sub.namespaceLabels}, skip)
+		if next.equal(l) {
+			return res, nil
+		}
+		if round == MaxSelectionRounds {
+			return Result{Object: in.Object}, fmt.Errorf("%s not patched: the labels policies set change which policies match for more than %d rounds (their selectors contradict each other)",
+				strings.ToLower(string(in.Kind)), MaxSelectionRounds)
+		}
+		l = next
+	}
+}
+
+// applyLayers applies one selection of layers to the object as it came in, and returns the
+// result and the labels of the patched object.
+func (s *Set) applyLayers(in Input, manager Manager, l layers) (Result, labels.Set, error) {
+	res := Result{Object: in.Object}
+	t := newTree()
+	obj, _ := t.decode(json.RawMessage(in.Object)).(map[string]any)
+	if in.Explain {
+		expandAll(obj)
+	}
 	res.Applied = l.all()
 	st := &applyState{t: t, done: in.Done}
+	var owned map[string]bool
 	if in.Kind == KindPod {
+		// Platform sidecars first, so that a namespace policy cannot claim their names; they
+		// are out of the namespace policies' reach (SPEC §3).
 		m := newMerger(st, in.Kind, false)
-		for _, p := range res.Applied {
+		for _, p := range l.platform() {
+			m.insertSidecars(obj, p.template)
+			owned = sidecarNames(p.template, owned)
+		}
+		for _, p := range l.namespace() {
 			m.insertSidecars(obj, p.template)
 		}
 	}
-	pass := func(ps []*Policy, fill bool) {
+	pass := func(ps []*Policy, fill bool, namespace bool) {
 		m := newMerger(st, in.Kind, fill)
+		m.manager = manager
+		if namespace {
+			m.owned = owned
+		}
 		for _, p := range ps {
 			if st.stopped() {
 				return
@@ -123,15 +194,18 @@ func (s *Set) Apply(in Input) (Result, error) {
 		}
 	}
 	// Defaults sit below the object: fill, highest precedence first, so the first to set a field wins.
-	pass(reversed(l.namespaceDefault), true)
-	pass(reversed(l.platformDefault), true)
-	pass(l.platformMerge, false)
-	pass(l.namespaceMerge, false)
-	pass(l.enforce, false)
+	pass(reversed(l.namespaceDefault), true, true)
+	pass(reversed(l.platformDefault), true, false)
+	pass(l.platformMerge, false, false)
+	pass(l.namespaceMerge, false, true)
+	pass(l.enforce, false, false)
 
 	if st.stopped() {
-		return Result{Object: in.Object, Recognised: true, Identity: id}, fmt.Errorf("%s not patched: %w", strings.ToLower(string(in.Kind)), st.err)
+		return Result{Object: in.Object}, nil, fmt.Errorf("%s not patched: %w", strings.ToLower(string(in.Kind)), st.err)
 	}
+	meta, _ := t.getMap(obj, "metadata")
+	labelsV, _ := t.get(meta, "labels")
+	patchedLabels := stringMap(labelsV)
 	refs := make([]string, len(res.Applied))
 	for i, p := range res.Applied {
 		refs[i] = p.Ref
@@ -142,16 +216,16 @@ func (s *Set) Apply(in Input) (Result, error) {
 	}
 	var err error
 	if res.Patch, err = jsonPatch(t, json.RawMessage(in.Object), obj); err != nil {
-		return res, fmt.Errorf("diff %s: %w", strings.ToLower(string(in.Kind)), err)
+		return res, nil, fmt.Errorf("diff %s: %w", strings.ToLower(string(in.Kind)), err)
 	}
 	res.Changed = true
 	if in.PatchOnly {
-		return res, nil
+		return res, patchedLabels, nil
 	}
 	if res.Object, err = encodeJSON(obj); err != nil {
-		return res, fmt.Errorf("encode %s: %w", strings.ToLower(string(in.Kind)), err)
+		return res, nil, fmt.Errorf("encode %s: %w", strings.ToLower(string(in.Kind)), err)
 	}
-	return res, nil
+	return res, patchedLabels, nil
 }
 
 // patchFor returns the part of the policy that applies to a kind.

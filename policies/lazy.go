@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -274,10 +275,20 @@ func (x *listIndex) add(k string, i int) {
 func (x *listIndex) extend(t *tree, list []any) {
 	t.keyed += len(list) - x.n
 	for i := x.n; i < len(list); i++ {
-		if m, ok := t.at(list, i).(map[string]any); ok {
-			if k := x.key(m); !x.has(k) {
-				x.pos[k] = i
+		var k string
+		switch item := list[i].(type) {
+		case json.RawMessage:
+			var ok bool
+			if k, ok = x.key.ofRaw(item); !ok {
+				continue
 			}
+		case map[string]any:
+			k = x.key.of(item)
+		default:
+			continue
+		}
+		if !x.has(k) {
+			x.pos[k] = i
 		}
 	}
 	x.n = len(list)
@@ -309,5 +320,90 @@ func (t *tree) index(list []any, name string, key listKey) *listIndex {
 func (t *tree) keep(list []any, name string, x *listIndex) {
 	if len(list) > 0 {
 		t.indexes[indexKey{&list[0], name}] = x
+	}
+}
+
+// eachMember calls f with the name (unquoted only when it has escapes) and raw value of every
+// member of a raw JSON object.
+func eachMember(raw []byte, f func(name, value []byte)) {
+	raw = bytes.TrimSpace(raw)
+	for i := 1; ; {
+		i = skipSpace(raw, i)
+		if i >= len(raw) || raw[i] == '}' {
+			return
+		}
+		if raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+		kEnd := skipValue(raw, i)
+		name := raw[i:kEnd]
+		if len(name) >= 2 {
+			name = name[1 : len(name)-1]
+		}
+		if bytes.IndexByte(name, '\\') >= 0 {
+			name = []byte(unquote(raw[i:kEnd]))
+		}
+		i = skipSpace(raw, kEnd)
+		if i < len(raw) && raw[i] == ':' {
+			i = skipSpace(raw, i+1)
+		}
+		vEnd := skipValue(raw, i)
+		f(name, raw[i:vEnd])
+		i = vEnd
+	}
+}
+
+// appendCanonical appends the canonical form of raw JSON — what encodeJSON writes for it once
+// decoded: object members sorted by name, strings re-quoted — without decoding it into maps.
+func appendCanonical(b, raw []byte) []byte {
+	raw = bytes.TrimSpace(raw)
+	switch firstByte(raw) {
+	case '{':
+		type member struct {
+			name  string
+			value []byte
+		}
+		var ms []member
+		eachMember(raw, func(name, value []byte) {
+			for i := range ms { // a repeated name: the last wins, as decoding does
+				if ms[i].name == string(name) {
+					ms[i].value = value
+					return
+				}
+			}
+			ms = append(ms, member{string(name), value})
+		})
+		slices.SortFunc(ms, func(a, b member) int { return strings.Compare(a.name, b.name) })
+		b = append(b, '{')
+		for i, m := range ms {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, m.name)
+			b = append(b, ':')
+			b = appendCanonical(b, m.value)
+		}
+		return append(b, '}')
+	case '[':
+		b = append(b, '[')
+		for i, j := 1, 0; ; j++ {
+			i = skipSpace(raw, i)
+			if i >= len(raw) || raw[i] == ']' {
+				return append(b, ']')
+			}
+			if raw[i] == ',' {
+				i = skipSpace(raw, i+1)
+			}
+			end := skipValue(raw, i)
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = appendCanonical(b, raw[i:end])
+			i = end
+		}
+	case '"':
+		return appendJSONString(b, unquote(raw))
+	default:
+		return append(b, raw...)
 	}
 }

@@ -26,11 +26,11 @@ const (
 	// MaxFileBytes bounds one file (or stdin) read by lint, render and --policy-dir.
 	MaxFileBytes = 8 << 20
 	// MaxDocuments bounds the policies of one ConfigMap (all data keys together).
-	MaxDocuments = 32
+	MaxDocuments = 16
 	// MaxPolicyBytes bounds one policy document, in its JSON form.
-	MaxPolicyBytes = 64 << 10
+	MaxPolicyBytes = 32 << 10
 	// MaxListItems bounds every list of a policy (tolerations, env, containers, …).
-	MaxListItems = 128
+	MaxListItems = 64
 	// MaxStringBytes bounds every string of a policy but annotation values, which Kubernetes
 	// bounds together (256 KiB) and MaxPolicyBytes bounds here.
 	MaxStringBytes = 4 << 10
@@ -45,10 +45,10 @@ const (
 	// MaxNamespacePolicies bounds the policies of one namespace: the ConfigMaps (in name order)
 	// beyond it are left out whole and reported, so one namespace cannot make every admission
 	// in it slow.
-	MaxNamespacePolicies = 64
+	MaxNamespacePolicies = 32
 	// MaxMergeWork bounds the nodes one admission may write into an object. A patched object
 	// beyond it could not be stored anyway (etcd takes 1.5 MiB); the object is left unpatched.
-	MaxMergeWork = 1 << 20
+	MaxMergeWork = 1 << 18
 )
 
 // ErrTooLarge is wrapped by every error about input beyond a limit.

@@ -113,7 +113,7 @@ func TestSizesAreBounded(t *testing.T) {
 	require.Contains(t, probs.Error(), "data: Too long: may not be more than 1048576 bytes")
 
 	policy := docHead + "spec:\n  template:\n    metadata:\n      annotations: {a: " + strings.Repeat("x", MaxPolicyBytes) + "}\n"
-	require.Contains(t, problemText(t, DefaultPlatformNamespace, policy), "p.yaml: #1: -: Too long: may not be more than 65536 bytes")
+	require.Contains(t, problemText(t, DefaultPlatformNamespace, policy), fmt.Sprintf("p.yaml: #1: -: Too long: may not be more than %d bytes", MaxPolicyBytes))
 
 	_, err := ReadInput("-", strings.NewReader(strings.Repeat("#", MaxFileBytes+1)))
 	require.ErrorIs(t, err, ErrTooLarge)
@@ -123,7 +123,7 @@ func TestSizesAreBounded(t *testing.T) {
 	for i := range MaxDocuments + 1 {
 		fmt.Fprintf(&docs, "---\napiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: p%d}\nspec: {template: {metadata: {labels: {a: b}}}}\n", i)
 	}
-	require.Contains(t, problemText(t, "team-a", docs.String()), "data: Too many: 33: must have at most 32 items")
+	require.Contains(t, problemText(t, "team-a", docs.String()), fmt.Sprintf("data: Too many: %d: must have at most %d items", MaxDocuments+1, MaxDocuments))
 }
 
 // listPolicy is a namespace policy setting n items of one list.
@@ -159,7 +159,7 @@ func TestPolicyListsAndStringsAreBounded(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := problemText(t, DefaultPlatformNamespace, listPolicy(n, tc.item, tc.at))
-			require.Contains(t, got, "Too many: 129: must have at most 128 items")
+			require.Contains(t, got, fmt.Sprintf("Too many: %d: must have at most %d items", MaxListItems+1, MaxListItems))
 			ps, probs := ParseConfigMap(policyConfigMap(DefaultPlatformNamespace,
 				map[string]string{"p.yaml": listPolicy(MaxListItems, tc.item, tc.at)}), DefaultOptions())
 			require.Empty(t, probs, "the limit itself is accepted")
@@ -188,9 +188,9 @@ func TestGlobsAreBounded(t *testing.T) {
 
 func TestNamespacePoliciesAreBounded(t *testing.T) {
 	var cms []SourcedConfigMap
-	for c := range 5 { // 5 ConfigMaps of 20 policies: the fourth takes the namespace beyond 64
+	for c := range 5 { // 5 ConfigMaps of 10 policies: the fourth takes the namespace beyond 32
 		var docs strings.Builder
-		for i := range 20 {
+		for i := range 10 {
 			fmt.Fprintf(&docs, "---\napiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: p%d}\nspec: {template: {metadata: {labels: {a: b}}}}\n", i)
 		}
 		cm := policyConfigMap("team-a", map[string]string{"p.yaml": docs.String()})
@@ -198,9 +198,9 @@ func TestNamespacePoliciesAreBounded(t *testing.T) {
 		cms = append(cms, SourcedConfigMap{File: cm.Name + ".yaml", ConfigMap: cm})
 	}
 	set, probs := Compile(cms, DefaultOptions())
-	require.Equal(t, 60, set.Count(ScopeNamespace))
+	require.Equal(t, 30, set.Count(ScopeNamespace))
 	require.Equal(t, []string{"team-a/cm-3", "team-a/cm-4"}, set.Dropped())
-	require.Contains(t, ProblemLines(probs), "cm-3.yaml: team-a/cm-3: -: -: data: Forbidden: left out: its namespace already holds 64 policies")
+	require.Contains(t, ProblemLines(probs), "cm-3.yaml: team-a/cm-3: -: -: data: Forbidden: left out: its namespace already holds 32 policies")
 }
 
 func TestLintReportsEveryError(t *testing.T) {
@@ -293,12 +293,18 @@ func everyListPolicy(name, mode string) string {
 
 func TestKeyedMergesAreLinear(t *testing.T) {
 	const n, policies = 5000, 32
-	var docs strings.Builder
-	for i := range policies {
-		docs.WriteString(everyListPolicy(fmt.Sprintf("p%d", i), "merge"))
+	var ps []*Policy
+	for c := range policies / MaxDocuments {
+		var docs strings.Builder
+		for i := range MaxDocuments {
+			docs.WriteString(everyListPolicy(fmt.Sprintf("c%dp%d", c, i), "merge"))
+		}
+		cm := policyConfigMap("team-a", map[string]string{"p.yaml": docs.String()})
+		cm.Name = fmt.Sprintf("cm-%d", c)
+		cps, probs := ParseConfigMap(cm, DefaultOptions())
+		require.Empty(t, probs)
+		ps = append(ps, cps...)
 	}
-	ps, probs := ParseConfigMap(policyConfigMap("team-a", map[string]string{"p.yaml": docs.String()}), DefaultOptions())
-	require.Empty(t, probs)
 	set := NewSet(ps)
 	obj := hostileObject(1, n)
 
@@ -328,11 +334,82 @@ func TestMergeWorkIsBounded(t *testing.T) {
 	set := NewSet(ps)
 	_, err := set.Apply(Input{Kind: KindPod, Object: hostileObject(3000, 1), Namespace: "team-a"})
 	require.ErrorIs(t, err, ErrTooLarge)
-	require.ErrorContains(t, err, "more than 1048576 values")
+	require.ErrorContains(t, err, fmt.Sprintf("more than %d values", MaxMergeWork))
 
 	// The request's budget: a closed Done stops Apply before it writes anything.
 	done := make(chan struct{})
 	close(done)
 	_, err = set.Apply(Input{Kind: KindPod, Object: hostileObject(1, 1), Namespace: "team-a", Done: done})
 	require.True(t, errors.Is(err, ErrStopped), "%v", err)
+}
+
+// worstCaseSet is the largest policy set lint accepts for one object: MaxNamespacePolicies
+// namespace policies (default and merge) and as many platform policies (default, merge and
+// enforce), every one at MaxListItems in every list merged by key.
+func worstCaseSet(tb testing.TB) *Set {
+	var all []*Policy
+	modes := map[string][]string{DefaultPlatformNamespace: {"default", "merge", "enforce"}, "team-a": {"default", "merge"}}
+	for ns, ms := range modes {
+		for c := 0; c*MaxDocuments < MaxNamespacePolicies; c++ {
+			var docs strings.Builder
+			for i := range MaxDocuments {
+				docs.WriteString(everyListPolicy(fmt.Sprintf("c%dp%d", c, i), ms[(c*MaxDocuments+i)%len(ms)]))
+			}
+			cm := policyConfigMap(ns, map[string]string{"p.yaml": docs.String()})
+			cm.Name = fmt.Sprintf("cm-%d", c)
+			ps, probs := ParseConfigMap(cm, DefaultOptions())
+			require.Empty(tb, probs)
+			all = append(all, ps...)
+		}
+	}
+	set := NewSet(all)
+	require.Empty(tb, set.Dropped())
+	return set
+}
+
+// BenchmarkWorstCase applies the worst set lint accepts to a Pod near the largest the API
+// server takes (3 MiB of JSON) with long lists in every field merged by key.
+func BenchmarkWorstCase(b *testing.B) {
+	set := worstCaseSet(b)
+	for _, shape := range []struct{ containers, items int }{{1, 12000}, {10, 1500}, {200, 60}} {
+		obj := hostileObject(shape.containers, shape.items)
+		b.Run(fmt.Sprintf("containers=%d/items=%d", shape.containers, shape.items), func(b *testing.B) {
+			b.ReportAllocs()
+			b.ReportMetric(float64(len(obj))/(1<<20), "MiB-object")
+			var res Result
+			var err error
+			for b.Loop() {
+				res, err = set.Apply(Input{Kind: KindPod, Object: obj, Namespace: "team-a", Validated: true, PatchOnly: true})
+			}
+			b.ReportMetric(float64(len(res.Applied)), "policies")
+			b.ReportMetric(float64(len(res.Patch))/(1<<20), "MiB-patch")
+			if err != nil {
+				b.Logf("not patched: %v", err)
+			}
+		})
+	}
+}
+
+// BenchmarkWorstCaseFloor is the same object with one small policy touching every list: the
+// cost of decoding and indexing the object's long lists, without the policies' volume.
+func BenchmarkWorstCaseFloor(b *testing.B) {
+	doc := "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: floor}\nspec:\n  template:\n    spec:\n" +
+		"      tolerations: [{key: zz, operator: Exists}]\n      topologySpreadConstraints: [{topologyKey: zz, whenUnsatisfiable: ScheduleAnyway, maxSkew: 1}]\n" +
+		"      affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: zz, operator: Exists}]}]}," +
+		" preferredDuringSchedulingIgnoredDuringExecution: [{weight: 1, preference: {matchExpressions: [{key: zz, operator: Exists}]}}]}}\n" +
+		"      containers: [{name: '*', env: [{name: ZZ, value: v}]}]\n"
+	ps, probs := ParseConfigMap(policyConfigMap("team-a", map[string]string{"p.yaml": doc}), DefaultOptions())
+	require.Empty(b, probs)
+	set := NewSet(ps)
+	for _, shape := range []struct{ containers, items int }{{1, 12000}, {10, 1500}} {
+		obj := hostileObject(shape.containers, shape.items)
+		b.Run(fmt.Sprintf("containers=%d/items=%d", shape.containers, shape.items), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := set.Apply(Input{Kind: KindPod, Object: obj, Namespace: "team-a", Validated: true, PatchOnly: true}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -7,23 +7,78 @@ import (
 	"strings"
 )
 
-// listKey returns the identity of a list item, for lists merged item by item.
-type listKey func(item map[string]any) string
+// listKey is the identity of a list item, for lists merged item by item: the values of some
+// fields, or (whole) the item's canonical form, for lists unioned as sets.
+type listKey struct {
+	fields []string
+	// defaults fill a field the item leaves out, so that {operator: Equal} and no operator are
+	// the same toleration.
+	defaults map[string]string
+	whole    bool
+}
 
-// keyOf builds a listKey from fields; defaults fill a field the item leaves out, so that
-// {operator: Equal} and no operator are the same toleration.
 func keyOf(fields []string, defaults map[string]string) listKey {
-	return func(item map[string]any) string {
-		var b strings.Builder
-		for _, f := range fields {
-			s := scalarString(expand(item[f]))
-			if s == "" {
-				s = defaults[f]
-			}
-			b.WriteString(s)
-			b.WriteByte(0)
+	return listKey{fields: fields, defaults: defaults}
+}
+
+// of returns the key of a decoded item.
+func (k listKey) of(item map[string]any) string {
+	if k.whole {
+		return canonical(item)
+	}
+	var b strings.Builder
+	for _, f := range k.fields {
+		s := scalarString(expand(item[f]))
+		if s == "" {
+			s = k.defaults[f]
 		}
-		return b.String()
+		b.WriteString(s)
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// ofRaw returns the key of an item still raw, without decoding it, so that indexing the long
+// lists of a large object costs a scan and not a decode; false when it is not an object.
+func (k listKey) ofRaw(raw json.RawMessage) (string, bool) {
+	if firstByte(raw) != '{' {
+		return "", false
+	}
+	if k.whole {
+		return string(appendCanonical(nil, raw)), true
+	}
+	vals := make([]string, len(k.fields))
+	eachMember(raw, func(name, value []byte) {
+		for i, f := range k.fields {
+			if string(name) == f {
+				vals[i] = rawScalarString(value)
+			}
+		}
+	})
+	var b strings.Builder
+	for i, f := range k.fields {
+		if vals[i] == "" {
+			vals[i] = k.defaults[f]
+		}
+		b.WriteString(vals[i])
+		b.WriteByte(0)
+	}
+	return b.String(), true
+}
+
+// rawScalarString is scalarString of a raw value.
+func rawScalarString(v []byte) string {
+	switch firstByte(v) {
+	case '"':
+		return unquote(v)
+	case 't':
+		return "true"
+	case 'f':
+		return "false"
+	case '{', '[', 'n', 0:
+		return ""
+	default:
+		return string(v)
 	}
 }
 
@@ -81,6 +136,10 @@ type merger struct {
 	fill  bool
 	st    *applyState
 	t     *tree
+	// manager made the object: "@main" names its main container.
+	manager Manager
+	// owned are the containers platform policies add, which namespace policies' entries skip.
+	owned map[string]bool
 }
 
 // applyState is what one Apply carries across its layers: the first error, which leaves the
@@ -272,7 +331,7 @@ func (m merger) mergeObject(k string, dst, patch map[string]any) {
 // mergeList merges lists that have a merge key; keyed is false for lists to be replaced.
 func (m merger) mergeList(k string, dst, patch []any) (out []any, keyed bool) {
 	if m.pod && containerLists[k] {
-		return m.mergeContainers(dst, patch), true
+		return m.mergeContainers(k, dst, patch), true
 	}
 	if key, ok := m.lists[k]; ok {
 		return m.mergeKeyed(k, dst, patch, key), true
@@ -289,7 +348,7 @@ func (m merger) mergeKeyed(field string, dst, patch []any, key listKey) []any {
 		if !ok {
 			continue
 		}
-		k := key(pm)
+		k := key.of(pm)
 		if i, found := idx.pos[k]; found {
 			if dm, ok := m.t.at(dst, i).(map[string]any); ok {
 				if m.pod {
@@ -312,26 +371,24 @@ var byName = keyOf([]string{"name"}, nil)
 // mergeContainers merges containers by name. A named container the object lacks is appended
 // only when the patch gives a whole container (it has an image), never as a broken partial
 // one. "*" then applies to every container, sidecars included, so that re-invoking admission
-// (which sees the sidecar as an existing container) gives the same pod. A named entry is more
-// specific than "*": it is applied after "*" when overriding and before it when filling.
-func (m merger) mergeContainers(dst, patch []any) []any {
+// (which sees the sidecar as an existing container) gives the same pod; "@main" applies to the
+// manager's main container (mainContainer). A named entry is more specific than "*": it is
+// applied after "*" when overriding and before it when filling. Containers the platform adds are
+// skipped by namespace policies (m.owned).
+func (m merger) mergeContainers(list string, dst, patch []any) []any {
 	dst = m.appendSidecars(dst, patch)
 	stars := func() {
 		for _, it := range patch {
 			pm, ok := it.(map[string]any)
-			if !ok || pm["name"] != "*" {
+			if !ok || pm["name"] != wildcardContainer {
 				continue
 			}
 			for i := range dst {
 				if m.st.stopped() {
 					return
 				}
-				if cm, ok := m.t.at(dst, i).(map[string]any); ok {
-					for k, v := range pm {
-						if k != "name" {
-							m.mergeEntry(cm, k, v)
-						}
-					}
+				if cm, ok := m.t.at(dst, i).(map[string]any); ok && !m.owned[byName.of(cm)] {
+					m.mergeItem(cm, pm)
 				}
 			}
 		}
@@ -342,12 +399,19 @@ func (m merger) mergeContainers(dst, patch []any) []any {
 	idx := m.t.index(dst, "containers", byName)
 	for _, it := range patch {
 		pm, ok := it.(map[string]any)
-		if !ok || pm["name"] == "*" {
+		if !ok || pm["name"] == wildcardContainer {
 			continue
 		}
-		if i, found := idx.pos[byName(pm)]; found {
+		name := byName.of(pm)
+		if pm["name"] == mainContainerName {
+			if list != "containers" {
+				continue
+			}
+			name = mainContainer(m.t, dst, m.manager) + "\x00"
+		}
+		if i, found := idx.pos[name]; found && !m.owned[name] {
 			if cm, ok := m.t.at(dst, i).(map[string]any); ok {
-				m.mergeMap(cm, pm)
+				m.mergeItem(cm, pm)
 			}
 		}
 	}
@@ -357,12 +421,70 @@ func (m merger) mergeContainers(dst, patch []any) []any {
 	return dst
 }
 
+// mergeItem merges a container entry into a container, but for its name.
+func (m merger) mergeItem(dst, patch map[string]any) {
+	for k, v := range patch {
+		if k != "name" {
+			m.mergeEntry(dst, k, v)
+		}
+	}
+}
+
+// mainContainerName addresses the manager's main container in a policy.
+const mainContainerName = "@main"
+
+// mainContainerNames are the names each manager gives the container that runs its process.
+var mainContainerNames = map[Manager][]string{
+	ManagerDask:        {"worker", "scheduler", "job", "dask-container"},
+	ManagerDaskGateway: {"dask-worker", "dask-scheduler"},
+	ManagerSpark:       {"spark-kubernetes-driver", "spark-kubernetes-executor"},
+	ManagerFlink:       {"flink-main-container"},
+}
+
+// mainContainer names the manager's main container of a containers list: the one with the
+// manager's conventional name, else the first (KubeRay always runs Ray in the first).
+func mainContainer(t *tree, containers []any, manager Manager) string {
+	first := ""
+	for i := range containers {
+		c, ok := t.at(containers, i).(map[string]any)
+		if !ok {
+			continue
+		}
+		name, _ := c["name"].(string)
+		if first == "" {
+			first = name
+		}
+		if slices.Contains(mainContainerNames[manager], name) {
+			return name
+		}
+	}
+	return first
+}
+
+// sidecarNames adds to names the whole containers (with an image) a pod patch brings.
+func sidecarNames(patch map[string]any, names map[string]bool) map[string]bool {
+	pspec, _ := patch["spec"].(map[string]any)
+	for _, list := range containerListNames {
+		pl, _ := pspec[list].([]any)
+		for _, it := range pl {
+			pm, ok := it.(map[string]any)
+			if _, whole := pm["image"]; ok && whole && pm["name"] != wildcardContainer {
+				if names == nil {
+					names = map[string]bool{}
+				}
+				names[byName.of(pm)] = true
+			}
+		}
+	}
+	return names
+}
+
 // appendSidecars appends the whole containers (with an image) of patch that dst lacks.
 func (m merger) appendSidecars(dst, patch []any) []any {
 	var idx *listIndex
 	for _, it := range patch {
 		pm, ok := it.(map[string]any)
-		if !ok || pm["name"] == "*" {
+		if !ok || pm["name"] == wildcardContainer || pm["name"] == mainContainerName {
 			continue
 		}
 		if _, whole := pm["image"]; !whole {
@@ -371,7 +493,7 @@ func (m merger) appendSidecars(dst, patch []any) []any {
 		if idx == nil {
 			idx = m.t.index(dst, "containers", byName)
 		}
-		if k := byName(pm); !idx.has(k) {
+		if k := byName.of(pm); !idx.has(k) {
 			dst = append(dst, m.clean(pm))
 			idx.add(k, len(dst)-1)
 		}
@@ -479,7 +601,7 @@ func (m merger) andNodeSelector(dst map[string]any, field string, pv any) {
 func constrains(t *tree, list, req any) bool {
 	rm, _ := req.(map[string]any)
 	l, _ := list.([]any)
-	return t.index(l, "requirements", byKey).has(byKey(rm))
+	return t.index(l, "requirements", byKey).has(byKey.of(rm))
 }
 
 var byKey = keyOf([]string{"key"}, nil)
@@ -508,7 +630,7 @@ func (m merger) union(dst map[string]any, field string, pv any) {
 }
 
 // canonicalItem keys a list item by its whole value, for lists unioned as sets.
-func canonicalItem(item map[string]any) string { return canonical(item) }
+var canonicalItem = listKey{whole: true}
 
 // canonical is a stable text form of a value (object keys sorted), for equality.
 func canonical(v any) string {

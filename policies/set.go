@@ -206,6 +206,24 @@ func (l *layers) all() []*Policy {
 	return slices.Concat(l.platformDefault, l.namespaceDefault, l.platformMerge, l.namespaceMerge, l.enforce)
 }
 
+// platform and namespace list the policies of each scope, in provenance order.
+func (l *layers) platform() []*Policy {
+	return slices.Concat(l.platformDefault, l.platformMerge, l.enforce)
+}
+
+func (l *layers) namespace() []*Policy { return slices.Concat(l.namespaceDefault, l.namespaceMerge) }
+
+func (l *layers) hasNamespace() bool { return len(l.namespaceDefault)+len(l.namespaceMerge) > 0 }
+
+// platformOnly is the selection without namespace policies.
+func (l *layers) platformOnly() layers {
+	return layers{platformDefault: l.platformDefault, platformMerge: l.platformMerge, enforce: l.enforce}
+}
+
+func (l *layers) equal(o layers) bool {
+	return slices.Equal(l.all(), o.all())
+}
+
 func (l *layers) empty() bool {
 	return len(l.platformDefault)+len(l.namespaceDefault)+len(l.platformMerge)+len(l.namespaceMerge)+len(l.enforce) == 0
 }
