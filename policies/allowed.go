@@ -80,8 +80,31 @@ func splitAllowedPath(p string) ([]string, error) {
 	return segs, nil
 }
 
-// check reports every field set in raw (a template or service patch) that no allowed entry
-// covers. A list item's merge key (`name`) is allowed wherever a path runs through the list.
+// secretPaths reach Secrets. They are outside the allow-list even under an allowed parent
+// (spec.containers[*].env): someone who may edit only ConfigMaps in a namespace must not expose
+// its Secrets to user code. An entry that names one (or a path inside it) allows it.
+var secretPaths = [][]string{
+	{"spec", "containers", "[*]", "env", "[*]", "valueFrom", "secretKeyRef"},
+	{"spec", "containers", "[*]", "envFrom", "[*]", "secretRef"},
+	{"spec", "initContainers", "[*]", "env", "[*]", "valueFrom", "secretKeyRef"},
+	{"spec", "initContainers", "[*]", "envFrom", "[*]", "secretRef"},
+	{"spec", "volumes", "[*]", "secret"},
+	{"spec", "volumes", "[*]", "projected", "sources", "[*]", "secret"},
+}
+
+// keyedLists are the lists a patch merges item by item; any other list replaces the object's
+// whole, an effect on every path below it.
+func keyedList(name string) bool {
+	_, pod := podLists[name]
+	_, svc := serviceLists[name]
+	return pod || svc || containerLists[name]
+}
+
+// checkAllowed reports every effect of raw (a template or service patch) outside the allowed
+// entries: every path it sets, replaces or removes must lie inside one (SPEC §3). A null or a
+// list replaced whole on the way to an allowed path reaches what is not allowed, so it is
+// refused; a list item's merge key (`name`) is allowed wherever a path runs through the list;
+// Secret references need an entry of their own.
 func checkAllowed(raw any, allowed [][]string, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	names := make([]string, len(allowed))
@@ -92,31 +115,66 @@ func checkAllowed(raw any, allowed [][]string, fld *field.Path) field.ErrorList 
 	if all == "" {
 		all = "nothing"
 	}
-	var walk func(v any, segs []string, fld *field.Path)
-	walk = func(v any, segs []string, fld *field.Path) {
+	forbid := func(fld *field.Path, why string) {
+		errs = append(errs, field.Forbidden(fld, why+"namespace policies may set only: "+all))
+	}
+	var walk func(v any, segs []string, covered bool, fld *field.Path)
+	walk = func(v any, segs []string, covered bool, fld *field.Path) {
 		switch t := v.(type) {
 		case map[string]any:
 			for _, k := range slices.Sorted(maps.Keys(t)) {
 				next := append(segs[:len(segs):len(segs)], k)
+				inside := covered || coveredBy(next, allowed)
+				if secret := secretPathAt(next); secret != nil && !namesPath(secret, allowed) {
+					forbid(fld.Child(k), "a Secret reference, allowed only when the platform names it; ")
+					continue
+				}
 				switch {
-				case coveredBy(next, allowed):
-				case leadsTo(next, allowed):
-					walk(t[k], next, fld.Child(k))
-				case k == "name" && len(segs) > 0 && segs[len(segs)-1] == "[*]":
+				case inside && t[k] == nil:
+				case inside:
+					walk(t[k], next, true, fld.Child(k))
+				case k == "name" && len(segs) > 0 && segs[len(segs)-1] == "[*]" && t[k] != nil:
+				case !leadsTo(next, allowed):
+					forbid(fld.Child(k), "")
+				case t[k] == nil:
+					forbid(fld.Child(k), "null removes fields outside the allowed ones; ")
 				default:
-					errs = append(errs, field.Forbidden(fld.Child(k),
-						"namespace policies may set only: "+all))
+					if _, isList := t[k].([]any); isList && !keyedList(k) {
+						forbid(fld.Child(k), "this list replaces the object's whole, fields outside the allowed ones included; ")
+						continue
+					}
+					walk(t[k], next, false, fld.Child(k))
 				}
 			}
 		case []any:
 			next := append(segs[:len(segs):len(segs)], "[*]")
 			for i, item := range t {
-				walk(item, next, fld.Index(i))
+				walk(item, next, covered, fld.Index(i))
 			}
 		}
 	}
-	walk(raw, nil, fld)
+	walk(raw, nil, false, fld)
 	return errs
+}
+
+// secretPathAt returns the Secret path p is, if any.
+func secretPathAt(p []string) []string {
+	for _, s := range secretPaths {
+		if len(s) == len(p) && equalSegs(s, p) {
+			return s
+		}
+	}
+	return nil
+}
+
+// namesPath reports whether an allowed entry is p or lies inside it.
+func namesPath(p []string, allowed [][]string) bool {
+	for _, a := range allowed {
+		if len(a) >= len(p) && equalSegs(p, a[:len(p)]) {
+			return true
+		}
+	}
+	return false
 }
 
 // coveredBy reports whether some allowed path is a prefix of p.

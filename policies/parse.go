@@ -295,6 +295,7 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 		raw, _ := rawSpec[name].(map[string]any)
 		errs = append(errs, validate(fld)...)
 		errs = append(errs, checkNulls(raw, p.Mode, fld)...)
+		errs = append(errs, checkReserved(raw, name == "service", fld)...)
 		if scope == ScopeNamespace {
 			errs = append(errs, checkAllowed(raw, allowed, fld)...)
 		}
@@ -534,4 +535,36 @@ func validQuantity(v any) bool {
 	}
 	_, err := resource.ParseQuantity(s)
 	return err == nil
+}
+
+// checkReserved refuses every policy that sets or removes a reserved label (ReservedLabels), in
+// the labels of a patch or in a Service's selector, which decides what the Service is.
+func checkReserved(raw map[string]any, service bool, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	reserved := ReservedLabels()
+	paths := [][]string{{"metadata", "labels"}}
+	if service {
+		paths = append(paths, []string{"spec", "selector"})
+	}
+	for _, at := range paths {
+		v, present := raw[at[0]]
+		m, _ := v.(map[string]any)
+		lv, lpresent := m[at[1]]
+		if (present && v == nil) || (lpresent && lv == nil) {
+			where := fld.Child(at[0])
+			if v != nil {
+				where = where.Child(at[1])
+			}
+			errs = append(errs, field.Forbidden(where, "null would remove reserved labels, by which podpatch and the cluster managers recognise objects"))
+			continue
+		}
+		labels, _ := lv.(map[string]any)
+		for _, k := range slices.Sorted(maps.Keys(labels)) {
+			if slices.Contains(reserved, k) {
+				errs = append(errs, field.Forbidden(fld.Child(at[0], at[1]).Key(k),
+					"reserved: podpatch and the cluster managers recognise objects by this label, so no policy may set or remove it"))
+			}
+		}
+	}
+	return errs
 }

@@ -1,5 +1,10 @@
 package policies
 
+import (
+	"maps"
+	"slices"
+)
+
 // Identity is what a profile recognises in an object: which manager made it, what part it
 // plays, and the names of its cluster and worker group.
 type Identity struct {
@@ -102,4 +107,24 @@ func Recognise(kind Kind, labels, selector map[string]string) (Identity, bool) {
 		id.Group = lookup(pr.groupKey)
 	}
 	return id, true
+}
+
+// ReservedLabels are the labels no policy may set, change or remove (SPEC §3): the skip label
+// and every label a profile reads to recognise an object and its role, cluster and group.
+// Changing them would change which policies match, or what the manager finds.
+func ReservedLabels() []string {
+	seen := map[string]bool{SkipLabel: true}
+	for _, pr := range profiles {
+		seen[pr.roleKey] = true
+		if pr.requireKey != "" {
+			seen[pr.requireKey] = true
+		}
+		for _, k := range pr.clusterKeys {
+			seen[k] = true
+		}
+		if pr.groupKey != "" {
+			seen[pr.groupKey] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
 }

@@ -185,10 +185,13 @@ func validateContainersPatch(containers []corev1.Container, fld *field.Path) fie
 		case "":
 			errs = append(errs, field.Required(namePath,
 				"the name of the container to patch, or \"*\" for every container"))
-		case wildcardContainer:
+		case wildcardContainer, mainContainerName:
 			if c.Image != "" {
 				errs = append(errs, field.Forbidden(p.Child("image"),
-					"\"*\" applies to every container; name one container to add a sidecar"))
+					strconv.Quote(c.Name)+" applies to "+map[string]string{wildcardContainer: "every container", mainContainerName: "the main container"}[c.Name]+"; name one container to add a sidecar"))
+			}
+			if c.Name == mainContainerName && !strings.HasSuffix(fld.String(), ".containers") {
+				errs = append(errs, field.Invalid(namePath, c.Name, "the manager's main container is one of containers"))
 			}
 		default:
 			errs = append(errs, invalidIf(namePath, c.Name, validation.IsDNS1123Label(c.Name))...)
