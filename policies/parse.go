@@ -269,6 +269,7 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 		raw, _ := rawSpec[name].(map[string]any)
 		errs = append(errs, validate(fld)...)
 		errs = append(errs, checkNulls(raw, p.Mode, fld)...)
+		errs = append(errs, validateRemovals(name, raw, p.Mode, fld)...)
 		if scope == ScopeNamespace {
 			errs = append(errs, checkAllowed(raw, allowed, fld)...)
 		}
