@@ -296,6 +296,7 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 		errs = append(errs, validate(fld)...)
 		errs = append(errs, checkNulls(raw, p.Mode, fld)...)
 		errs = append(errs, checkReserved(raw, name == "service", fld)...)
+		errs = append(errs, validateRemovals(name, raw, p.Mode, fld)...)
 		if scope == ScopeNamespace {
 			errs = append(errs, checkAllowed(raw, allowed, fld)...)
 		}

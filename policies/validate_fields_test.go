@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
 )
 
 // fieldErrorCase is one row of the field validation tables: a partial object and the single
@@ -75,6 +76,16 @@ func TestValidateTemplatePatch(t *testing.T) {
 		return container(corev1.Container{Name: "*", Resources: corev1.ResourceRequirements{Requests: requests, Limits: limits}})
 	}
 	q := resource.MustParse
+	volume := func(v corev1.Volume) *TemplatePatch { return spec(corev1.PodSpec{Volumes: []corev1.Volume{v}}) }
+	emptyDir := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+	worker := func(c corev1.Container) *TemplatePatch {
+		c.Name = "worker"
+		return container(c)
+	}
+	tcpProbe := func(p corev1.Probe) *corev1.Probe {
+		p.TCPSocket = &corev1.TCPSocketAction{Port: intstr.FromInt32(8788)}
+		return &p
+	}
 	appSelector := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "dask"}}
 
 	valid := &TemplatePatch{
@@ -161,6 +172,49 @@ func TestValidateTemplatePatch(t *testing.T) {
 	cases := []fieldErrorCase[TemplatePatch]{
 		{name: "valid policy with many fields", patch: valid},
 		{name: "empty template", patch: &TemplatePatch{}},
+		{name: "valid pod fields that Kubernetes checks together", patch: spec(corev1.PodSpec{
+			Hostname: "worker-0", Subdomain: "dask-workers", ActiveDeadlineSeconds: new(int64(3600)),
+			DNSPolicy: corev1.DNSNone, DNSConfig: &corev1.PodDNSConfig{Nameservers: []string{"10.0.0.10", "2001:db8::53"}, Searches: []string{"svc.cluster.local.", "my_domain.example"},
+				Options: []corev1.PodDNSConfigOption{{Name: "ndots", Value: new("2")}}},
+			HostAliases:     []corev1.HostAlias{{IP: "10.0.0.5", Hostnames: []string{"db.local"}}},
+			ReadinessGates:  []corev1.PodReadinessGate{{ConditionType: "example.com/ready"}},
+			SchedulingGates: []corev1.PodSchedulingGate{{Name: "example.com/quota"}},
+			OS:              &corev1.PodOS{Name: corev1.Linux}, TerminationGracePeriodSeconds: new(int64(60)),
+			SecurityContext: &corev1.PodSecurityContext{RunAsUser: new(int64(0)), RunAsGroup: new(int64(1000)), FSGroup: new(int64(1000)),
+				SupplementalGroups: []int64{1000}, FSGroupChangePolicy: new(corev1.FSGroupChangeOnRootMismatch),
+				Sysctls:         []corev1.Sysctl{{Name: "net.core.somaxconn", Value: "1024"}, {Name: "net/ipv4/ip_local_port_range", Value: "1024 65535"}},
+				SeccompProfile:  &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: new("profiles/dask.json")},
+				AppArmorProfile: &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeRuntimeDefault}},
+			Volumes: []corev1.Volume{
+				{Name: "scratch"},
+				{Name: "info", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{
+					{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}},
+					{Path: "mem", ResourceFieldRef: &corev1.ResourceFieldSelector{ContainerName: "worker", Resource: "limits.memory"}},
+				}}}},
+				{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{DefaultMode: new(int32(0o440)), Sources: []corev1.VolumeProjection{
+					{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: new(int64(3600))}},
+					{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "ca"}, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+				}}}},
+			},
+			Containers: []corev1.Container{{
+				Name:            "worker",
+				SecurityContext: &corev1.SecurityContext{RunAsUser: new(int64(1000)), AllowPrivilegeEscalation: new(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+				LivenessProbe:   tcpProbe(corev1.Probe{PeriodSeconds: 30, SuccessThreshold: 1, TerminationGracePeriodSeconds: new(int64(5))}),
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromString("http-dashboard"), Path: "/health",
+					Scheme: corev1.URISchemeHTTPS, HTTPHeaders: []corev1.HTTPHeader{{Name: "X-Probe", Value: "1"}}}}, SuccessThreshold: 3},
+				StartupProbe:             &corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 8786}}, FailureThreshold: 30},
+				Lifecycle:                &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 45}}, StopSignal: new(corev1.SIGUSR1)},
+				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+				ResizePolicy:             []corev1.ContainerResizePolicy{{ResourceName: corev1.ResourceCPU, RestartPolicy: corev1.NotRequired}},
+				Env: []corev1.EnvVar{
+					{Name: "TEAM", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.labels['team']"}}},
+					{Name: "MEM", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory"}}},
+					{Name: "X", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}, Key: "x.conf"}}},
+				},
+				VolumeMounts: []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch", SubPathExpr: "$(POD_NAME)", ReadOnly: true,
+					RecursiveReadOnly: new(corev1.RecursiveReadOnlyIfPossible), MountPropagation: new(corev1.MountPropagationNone)}},
+			}},
+		})},
 		{name: "container with only name and resources", patch: resources(nil, corev1.ResourceList{"nvidia.com/gpu": q("1")})},
 
 		// metadata
@@ -268,14 +322,257 @@ func TestValidateTemplatePatch(t *testing.T) {
 			wantField: "spec.template.spec.containers[0].imagePullPolicy", wantType: field.ErrorTypeNotSupported},
 
 		// volumes, imagePullSecrets
-		{name: "volume name", patch: spec(corev1.PodSpec{Volumes: []corev1.Volume{{Name: "Scratch"}}}),
+		{name: "volume name", patch: volume(corev1.Volume{Name: "Scratch", VolumeSource: emptyDir}),
 			wantField: "spec.template.spec.volumes[0].name", wantType: field.ErrorTypeInvalid},
-		{name: "volume name required", patch: spec(corev1.PodSpec{Volumes: []corev1.Volume{{}}}),
+		{name: "volume name required", patch: volume(corev1.Volume{VolumeSource: emptyDir}),
 			wantField: "spec.template.spec.volumes[0].name", wantType: field.ErrorTypeRequired},
-		{name: "volume name duplicate", patch: spec(corev1.PodSpec{Volumes: []corev1.Volume{{Name: "a"}, {Name: "a"}}}),
+		{name: "volume name duplicate", patch: spec(corev1.PodSpec{Volumes: []corev1.Volume{{Name: "a", VolumeSource: emptyDir}, {Name: "a", VolumeSource: emptyDir}}}),
 			wantField: "spec.template.spec.volumes[1].name", wantType: field.ErrorTypeDuplicate},
+		{name: "volume without a source", patch: volume(corev1.Volume{Name: "scratch"})},
+		{name: "volume with two sources", patch: volume(corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{
+			EmptyDir: &corev1.EmptyDirVolumeSource{}, ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}},
+		}}), wantField: "spec.template.spec.volumes[0].configMap", wantType: field.ErrorTypeForbidden, wantDetail: "emptyDir is set"},
+		{name: "volume source without its name patches the object's", patch: volume(corev1.Volume{Name: "conf", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{DefaultMode: new(int32(0o444))},
+		}})},
+		{name: "volume file mode", patch: volume(corev1.Volume{Name: "creds", VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{SecretName: "creds", DefaultMode: new(int32(0o1000))},
+		}}), wantField: "spec.template.spec.volumes[0].secret.defaultMode", wantType: field.ErrorTypeInvalid},
+		{name: "volume item path climbing out", patch: volume(corev1.Volume{Name: "conf", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{Items: []corev1.KeyToPath{{Key: "a", Path: "../a"}}},
+		}}), wantField: "spec.template.spec.volumes[0].configMap.items[0].path", wantType: field.ErrorTypeInvalid},
+		{name: "volume item key required", patch: volume(corev1.Volume{Name: "conf", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{Items: []corev1.KeyToPath{{Path: "a"}}},
+		}}), wantField: "spec.template.spec.volumes[0].configMap.items[0].key", wantType: field.ErrorTypeRequired},
+		{name: "hostPath type", patch: volume(corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
+			HostPath: &corev1.HostPathVolumeSource{Path: "/data", Type: new(corev1.HostPathType("Folder"))},
+		}}), wantField: "spec.template.spec.volumes[0].hostPath.type", wantType: field.ErrorTypeNotSupported},
+		{name: "hostPath with ..", patch: volume(corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
+			HostPath: &corev1.HostPathVolumeSource{Path: "/data/../etc"},
+		}}), wantField: "spec.template.spec.volumes[0].hostPath.path", wantType: field.ErrorTypeInvalid},
+		{name: "emptyDir negative size", patch: volume(corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{
+			EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: new(q("-1Gi"))},
+		}}), wantField: "spec.template.spec.volumes[0].emptyDir.sizeLimit", wantType: field.ErrorTypeInvalid},
+		{name: "nfs relative path", patch: volume(corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
+			NFS: &corev1.NFSVolumeSource{Server: "nfs", Path: "data"},
+		}}), wantField: "spec.template.spec.volumes[0].nfs.path", wantType: field.ErrorTypeInvalid},
+		{name: "projected source with two kinds", patch: volume(corev1.Volume{Name: "p", VolumeSource: corev1.VolumeSource{
+			Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{
+				ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "a"}},
+				Secret:    &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "b"}},
+			}}},
+		}}), wantField: "spec.template.spec.volumes[0].projected.sources[0].configMap", wantType: field.ErrorTypeForbidden},
+		{name: "projected configMap without name", patch: volume(corev1.Volume{Name: "p", VolumeSource: corev1.VolumeSource{
+			Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{ConfigMap: &corev1.ConfigMapProjection{}}}},
+		}}), wantField: "spec.template.spec.volumes[0].projected.sources[0].configMap.name", wantType: field.ErrorTypeRequired},
+		{name: "projected token too short-lived", patch: volume(corev1.Volume{Name: "p", VolumeSource: corev1.VolumeSource{
+			Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{
+				ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: new(int64(60))},
+			}}},
+		}}), wantField: "spec.template.spec.volumes[0].projected.sources[0].serviceAccountToken.expirationSeconds", wantType: field.ErrorTypeInvalid},
+		{name: "projected duplicate path", patch: volume(corev1.Volume{Name: "p", VolumeSource: corev1.VolumeSource{
+			Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+				{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "a"}, Items: []corev1.KeyToPath{{Key: "k", Path: "f"}}}},
+				{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "b"}, Items: []corev1.KeyToPath{{Key: "k", Path: "f"}}}},
+			}},
+		}}), wantField: "spec.template.spec.volumes[0].projected.sources[1].secret.items[0].path", wantType: field.ErrorTypeDuplicate},
+		{name: "downwardAPI file without a reference", patch: volume(corev1.Volume{Name: "info", VolumeSource: corev1.VolumeSource{
+			DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{{Path: "labels"}}},
+		}}), wantField: "spec.template.spec.volumes[0].downwardAPI.items[0]", wantType: field.ErrorTypeRequired},
+		{name: "downwardAPI resource without container", patch: volume(corev1.Volume{Name: "info", VolumeSource: corev1.VolumeSource{
+			DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{{Path: "mem",
+				ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory"}}}},
+		}}), wantField: "spec.template.spec.volumes[0].downwardAPI.items[0].resourceFieldRef.containerName", wantType: field.ErrorTypeRequired},
 		{name: "imagePullSecret name required", patch: spec(corev1.PodSpec{ImagePullSecrets: []corev1.LocalObjectReference{{}}}),
 			wantField: "spec.template.spec.imagePullSecrets[0].name", wantType: field.ErrorTypeRequired},
+
+		// what Kubernetes forbids on create, or computes itself
+		{name: "ephemeral containers", patch: spec(corev1.PodSpec{EphemeralContainers: []corev1.EphemeralContainer{{
+			EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", Image: "busybox"}}}}),
+			wantField: "spec.template.spec.ephemeralContainers", wantType: field.ErrorTypeForbidden, wantDetail: "cannot be set on create"},
+		{name: "priority", patch: spec(corev1.PodSpec{Priority: new(int32(1000))}),
+			wantField: "spec.template.spec.priority", wantType: field.ErrorTypeForbidden, wantDetail: "priorityClassName"},
+		{name: "preemptionPolicy", patch: spec(corev1.PodSpec{PreemptionPolicy: new(corev1.PreemptNever)}),
+			wantField: "spec.template.spec.preemptionPolicy", wantType: field.ErrorTypeForbidden},
+		{name: "overhead", patch: spec(corev1.PodSpec{Overhead: corev1.ResourceList{"cpu": q("100m")}}),
+			wantField: "spec.template.spec.overhead", wantType: field.ErrorTypeForbidden, wantDetail: "RuntimeClass"},
+
+		// pod fields
+		{name: "hostname", patch: spec(corev1.PodSpec{Hostname: "Worker_0"}),
+			wantField: "spec.template.spec.hostname", wantType: field.ErrorTypeInvalid},
+		{name: "subdomain", patch: spec(corev1.PodSpec{Subdomain: "dask.workers"}),
+			wantField: "spec.template.spec.subdomain", wantType: field.ErrorTypeInvalid},
+		{name: "hostnameOverride with hostNetwork", patch: spec(corev1.PodSpec{HostnameOverride: new("worker-0"), HostNetwork: true}),
+			wantField: "spec.template.spec.hostnameOverride", wantType: field.ErrorTypeForbidden},
+		{name: "nodeName", patch: spec(corev1.PodSpec{NodeName: "Node_1"}),
+			wantField: "spec.template.spec.nodeName", wantType: field.ErrorTypeInvalid},
+		{name: "nodeName with schedulingGates", patch: spec(corev1.PodSpec{NodeName: "node-1", SchedulingGates: []corev1.PodSchedulingGate{{Name: "example.com/quota"}}}),
+			wantField: "spec.template.spec.nodeName", wantType: field.ErrorTypeForbidden},
+		{name: "activeDeadlineSeconds 0", patch: spec(corev1.PodSpec{ActiveDeadlineSeconds: new(int64(0))}),
+			wantField: "spec.template.spec.activeDeadlineSeconds", wantType: field.ErrorTypeInvalid},
+		{name: "dnsPolicy None without dnsConfig", patch: spec(corev1.PodSpec{DNSPolicy: corev1.DNSNone}),
+			wantField: "spec.template.spec.dnsConfig", wantType: field.ErrorTypeRequired},
+		{name: "dnsPolicy None without nameservers", patch: spec(corev1.PodSpec{DNSPolicy: corev1.DNSNone, DNSConfig: &corev1.PodDNSConfig{Searches: []string{"svc.cluster.local"}}}),
+			wantField: "spec.template.spec.dnsConfig.nameservers", wantType: field.ErrorTypeRequired},
+		{name: "dnsConfig nameserver", patch: spec(corev1.PodSpec{DNSConfig: &corev1.PodDNSConfig{Nameservers: []string{"dns.local"}}}),
+			wantField: "spec.template.spec.dnsConfig.nameservers[0]", wantType: field.ErrorTypeInvalid},
+		{name: "dnsConfig too many nameservers", patch: spec(corev1.PodSpec{DNSConfig: &corev1.PodDNSConfig{Nameservers: []string{"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"}}}),
+			wantField: "spec.template.spec.dnsConfig.nameservers", wantType: field.ErrorTypeTooMany},
+		{name: "dnsConfig search", patch: spec(corev1.PodSpec{DNSConfig: &corev1.PodDNSConfig{Searches: []string{"bad search"}}}),
+			wantField: "spec.template.spec.dnsConfig.searches[0]", wantType: field.ErrorTypeInvalid},
+		{name: "dnsConfig option name", patch: spec(corev1.PodSpec{DNSConfig: &corev1.PodDNSConfig{Options: []corev1.PodDNSConfigOption{{Value: new("2")}}}}),
+			wantField: "spec.template.spec.dnsConfig.options[0].name", wantType: field.ErrorTypeRequired},
+		{name: "hostAliases ip", patch: spec(corev1.PodSpec{HostAliases: []corev1.HostAlias{{IP: "db", Hostnames: []string{"db.local"}}}}),
+			wantField: "spec.template.spec.hostAliases[0].ip", wantType: field.ErrorTypeInvalid},
+		{name: "hostAliases hostname", patch: spec(corev1.PodSpec{HostAliases: []corev1.HostAlias{{IP: "10.0.0.5", Hostnames: []string{"DB_1"}}}}),
+			wantField: "spec.template.spec.hostAliases[0].hostnames[0]", wantType: field.ErrorTypeInvalid},
+		{name: "readinessGates", patch: spec(corev1.PodSpec{ReadinessGates: []corev1.PodReadinessGate{{ConditionType: "not ready!"}}}),
+			wantField: "spec.template.spec.readinessGates[0].conditionType", wantType: field.ErrorTypeInvalid},
+		{name: "schedulingGates", patch: spec(corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: "not a gate"}}}),
+			wantField: "spec.template.spec.schedulingGates[0]", wantType: field.ErrorTypeInvalid},
+		{name: "schedulingGates duplicate", patch: spec(corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: "a"}, {Name: "a"}}}),
+			wantField: "spec.template.spec.schedulingGates[1]", wantType: field.ErrorTypeDuplicate},
+		{name: "runtimeClassName", patch: spec(corev1.PodSpec{RuntimeClassName: new("Not_Valid")}),
+			wantField: "spec.template.spec.runtimeClassName", wantType: field.ErrorTypeInvalid},
+		{name: "os", patch: spec(corev1.PodSpec{OS: &corev1.PodOS{Name: "plan9"}}),
+			wantField: "spec.template.spec.os.name", wantType: field.ErrorTypeNotSupported},
+		{name: "shareProcessNamespace with hostPID", patch: spec(corev1.PodSpec{ShareProcessNamespace: new(true), HostPID: true}),
+			wantField: "spec.template.spec.shareProcessNamespace", wantType: field.ErrorTypeInvalid},
+		{name: "hostUsers false with hostIPC", patch: spec(corev1.PodSpec{HostUsers: new(false), HostIPC: true}),
+			wantField: "spec.template.spec.hostIPC", wantType: field.ErrorTypeForbidden},
+		{name: "hostNetwork with another hostPort", patch: spec(corev1.PodSpec{HostNetwork: true, Containers: []corev1.Container{{
+			Name: "worker", Ports: []corev1.ContainerPort{{ContainerPort: 9000, HostPort: 9001}}}}}),
+			wantField: "spec.template.spec.containers[0].ports[0].hostPort", wantType: field.ErrorTypeInvalid},
+
+		// security contexts
+		{name: "pod runAsUser -1", patch: spec(corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{RunAsUser: new(int64(-1))}}),
+			wantField: "spec.template.spec.securityContext.runAsUser", wantType: field.ErrorTypeInvalid},
+		{name: "pod runAsGroup -1", patch: spec(corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{RunAsGroup: new(int64(-1))}}),
+			wantField: "spec.template.spec.securityContext.runAsGroup", wantType: field.ErrorTypeInvalid},
+		{name: "pod fsGroup -1", patch: spec(corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{FSGroup: new(int64(-1))}}),
+			wantField: "spec.template.spec.securityContext.fsGroup", wantType: field.ErrorTypeInvalid},
+		{name: "pod supplementalGroups -1", patch: spec(corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{SupplementalGroups: []int64{1000, -1}}}),
+			wantField: "spec.template.spec.securityContext.supplementalGroups[1]", wantType: field.ErrorTypeInvalid},
+		{name: "pod fsGroupChangePolicy", patch: spec(corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{FSGroupChangePolicy: new(corev1.PodFSGroupChangePolicy("Sometimes"))}}),
+			wantField: "spec.template.spec.securityContext.fsGroupChangePolicy", wantType: field.ErrorTypeNotSupported},
+		{name: "pod sysctl name", patch: spec(corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "net/core/Bad Name"}}}}),
+			wantField: "spec.template.spec.securityContext.sysctls[0].name", wantType: field.ErrorTypeInvalid},
+		{name: "pod sysctl duplicate", patch: spec(corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "kernel.shm_rmid_forced"}, {Name: "kernel.shm_rmid_forced"}}}}),
+			wantField: "spec.template.spec.securityContext.sysctls[1].name", wantType: field.ErrorTypeDuplicate},
+		{name: "pod seccomp Localhost without profile", patch: spec(corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost}}}),
+			wantField: "spec.template.spec.securityContext.seccompProfile.localhostProfile", wantType: field.ErrorTypeRequired},
+		{name: "pod seccomp profile without Localhost", patch: spec(corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault, LocalhostProfile: new("p.json")}}}),
+			wantField: "spec.template.spec.securityContext.seccompProfile.localhostProfile", wantType: field.ErrorTypeInvalid},
+		{name: "pod appArmor Localhost without profile", patch: spec(corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{
+			AppArmorProfile: &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeLocalhost}}}),
+			wantField: "spec.template.spec.securityContext.appArmorProfile.localhostProfile", wantType: field.ErrorTypeRequired},
+		{name: "container runAsUser -1", patch: worker(corev1.Container{SecurityContext: &corev1.SecurityContext{RunAsUser: new(int64(-1))}}),
+			wantField: "spec.template.spec.containers[0].securityContext.runAsUser", wantType: field.ErrorTypeInvalid},
+		{name: "container runAsGroup too large", patch: worker(corev1.Container{SecurityContext: &corev1.SecurityContext{RunAsGroup: new(int64(1 << 31))}}),
+			wantField: "spec.template.spec.containers[0].securityContext.runAsGroup", wantType: field.ErrorTypeInvalid},
+		{name: "privileged without privilege escalation", patch: worker(corev1.Container{SecurityContext: &corev1.SecurityContext{
+			Privileged: new(true), AllowPrivilegeEscalation: new(false)}}),
+			wantField: "spec.template.spec.containers[0].securityContext.allowPrivilegeEscalation", wantType: field.ErrorTypeInvalid},
+		{name: "CAP_SYS_ADMIN without privilege escalation", patch: worker(corev1.Container{SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: new(false), Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"CAP_SYS_ADMIN"}}}}),
+			wantField: "spec.template.spec.containers[0].securityContext.allowPrivilegeEscalation", wantType: field.ErrorTypeInvalid},
+		{name: "procMount Unmasked in the host user namespace", patch: worker(corev1.Container{SecurityContext: &corev1.SecurityContext{ProcMount: new(corev1.UnmaskedProcMount)}}),
+			wantField: "spec.template.spec.containers[0].securityContext.procMount", wantType: field.ErrorTypeInvalid, wantDetail: "hostUsers: false"},
+		{name: "procMount Unmasked with hostUsers false", patch: spec(corev1.PodSpec{HostUsers: new(false), Containers: []corev1.Container{{
+			Name: "worker", SecurityContext: &corev1.SecurityContext{ProcMount: new(corev1.UnmaskedProcMount)}}}})},
+
+		// containers: termination, restart, resize
+		{name: "terminationMessagePolicy", patch: worker(corev1.Container{TerminationMessagePolicy: "Always"}),
+			wantField: "spec.template.spec.containers[0].terminationMessagePolicy", wantType: field.ErrorTypeNotSupported},
+		{name: "container restartPolicy", patch: spec(corev1.PodSpec{InitContainers: []corev1.Container{{Name: "setup", RestartPolicy: new(corev1.ContainerRestartPolicy("Sometimes"))}}}),
+			wantField: "spec.template.spec.initContainers[0].restartPolicy", wantType: field.ErrorTypeNotSupported},
+		{name: "resizePolicy resource", patch: worker(corev1.Container{ResizePolicy: []corev1.ContainerResizePolicy{{ResourceName: "nvidia.com/gpu", RestartPolicy: corev1.NotRequired}}}),
+			wantField: "spec.template.spec.containers[0].resizePolicy[0].resourceName", wantType: field.ErrorTypeNotSupported},
+
+		// probes and hooks
+		{name: "probe period negative", patch: worker(corev1.Container{LivenessProbe: tcpProbe(corev1.Probe{PeriodSeconds: -1})}),
+			wantField: "spec.template.spec.containers[0].livenessProbe.periodSeconds", wantType: field.ErrorTypeInvalid},
+		{name: "probe failureThreshold negative", patch: worker(corev1.Container{ReadinessProbe: tcpProbe(corev1.Probe{FailureThreshold: -1})}),
+			wantField: "spec.template.spec.containers[0].readinessProbe.failureThreshold", wantType: field.ErrorTypeInvalid},
+		{name: "probe timeout negative", patch: worker(corev1.Container{ReadinessProbe: tcpProbe(corev1.Probe{TimeoutSeconds: -1})}),
+			wantField: "spec.template.spec.containers[0].readinessProbe.timeoutSeconds", wantType: field.ErrorTypeInvalid},
+		{name: "probe initialDelay negative", patch: worker(corev1.Container{StartupProbe: tcpProbe(corev1.Probe{InitialDelaySeconds: -5})}),
+			wantField: "spec.template.spec.containers[0].startupProbe.initialDelaySeconds", wantType: field.ErrorTypeInvalid},
+		{name: "probe without a handler", patch: worker(corev1.Container{LivenessProbe: &corev1.Probe{PeriodSeconds: 30}}),
+			wantField: "spec.template.spec.containers[0].livenessProbe", wantType: field.ErrorTypeRequired},
+		{name: "probe with two handlers", patch: worker(corev1.Container{LivenessProbe: tcpProbe(corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+			Exec: &corev1.ExecAction{Command: []string{"true"}}}})}),
+			wantField: "spec.template.spec.containers[0].livenessProbe.tcpSocket", wantType: field.ErrorTypeForbidden, wantDetail: "exec is set"},
+		{name: "liveness successThreshold", patch: worker(corev1.Container{LivenessProbe: tcpProbe(corev1.Probe{SuccessThreshold: 2})}),
+			wantField: "spec.template.spec.containers[0].livenessProbe.successThreshold", wantType: field.ErrorTypeInvalid},
+		{name: "readiness successThreshold", patch: worker(corev1.Container{ReadinessProbe: tcpProbe(corev1.Probe{SuccessThreshold: 2})})},
+		{name: "readiness grace period", patch: worker(corev1.Container{ReadinessProbe: tcpProbe(corev1.Probe{TerminationGracePeriodSeconds: new(int64(10))})}),
+			wantField: "spec.template.spec.containers[0].readinessProbe.terminationGracePeriodSeconds", wantType: field.ErrorTypeInvalid},
+		{name: "liveness grace period 0", patch: worker(corev1.Container{LivenessProbe: tcpProbe(corev1.Probe{TerminationGracePeriodSeconds: new(int64(0))})}),
+			wantField: "spec.template.spec.containers[0].livenessProbe.terminationGracePeriodSeconds", wantType: field.ErrorTypeInvalid},
+		{name: "httpGet port 0", patch: worker(corev1.Container{ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+			HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(0)}}}}),
+			wantField: "spec.template.spec.containers[0].readinessProbe.httpGet.port", wantType: field.ErrorTypeInvalid},
+		{name: "httpGet scheme", patch: worker(corev1.Container{ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+			HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromString("http"), Scheme: "FTP"}}}}),
+			wantField: "spec.template.spec.containers[0].readinessProbe.httpGet.scheme", wantType: field.ErrorTypeNotSupported},
+		{name: "exec without command", patch: worker(corev1.Container{LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{}}}}),
+			wantField: "spec.template.spec.containers[0].livenessProbe.exec.command", wantType: field.ErrorTypeRequired},
+		{name: "grpc port", patch: worker(corev1.Container{LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 0}}}}),
+			wantField: "spec.template.spec.containers[0].livenessProbe.grpc.port", wantType: field.ErrorTypeInvalid},
+		{name: "init container probe", patch: spec(corev1.PodSpec{InitContainers: []corev1.Container{{Name: "setup", Image: "busybox",
+			ReadinessProbe: tcpProbe(corev1.Probe{})}}}),
+			wantField: "spec.template.spec.initContainers[0].readinessProbe", wantType: field.ErrorTypeForbidden, wantDetail: "restartPolicy Always"},
+		{name: "sidecar init container probe", patch: spec(corev1.PodSpec{InitContainers: []corev1.Container{{Name: "setup", Image: "busybox",
+			RestartPolicy: new(corev1.ContainerRestartPolicyAlways), ReadinessProbe: tcpProbe(corev1.Probe{})}}})},
+		{name: "preStop sleep beyond the grace period", patch: worker(corev1.Container{Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
+			Sleep: &corev1.SleepAction{Seconds: 600}}}}),
+			wantField: "spec.template.spec.containers[0].lifecycle.preStop.sleep.seconds", wantType: field.ErrorTypeInvalid, wantDetail: "(30;"},
+		{name: "preStop sleep within the policy's grace period", patch: spec(corev1.PodSpec{TerminationGracePeriodSeconds: new(int64(900)), Containers: []corev1.Container{{
+			Name: "worker", Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 600}}}}}})},
+		{name: "postStart without a handler", patch: worker(corev1.Container{Lifecycle: &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{}}}),
+			wantField: "spec.template.spec.containers[0].lifecycle.postStart", wantType: field.ErrorTypeRequired},
+		{name: "stopSignal without os", patch: worker(corev1.Container{Lifecycle: &corev1.Lifecycle{StopSignal: new(corev1.SIGUSR1)}}),
+			wantField: "spec.template.spec.containers[0].lifecycle.stopSignal", wantType: field.ErrorTypeForbidden},
+		{name: "stopSignal on windows", patch: spec(corev1.PodSpec{OS: &corev1.PodOS{Name: corev1.Windows}, Containers: []corev1.Container{{
+			Name: "worker", Lifecycle: &corev1.Lifecycle{StopSignal: new(corev1.SIGUSR1)}}}}),
+			wantField: "spec.template.spec.containers[0].lifecycle.stopSignal", wantType: field.ErrorTypeNotSupported},
+
+		// environment references, mount options
+		{name: "env fieldRef path", patch: worker(corev1.Container{Env: []corev1.EnvVar{{Name: "H", ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.hostname"}}}}}),
+			wantField: "spec.template.spec.containers[0].env[0].valueFrom.fieldRef.fieldPath", wantType: field.ErrorTypeNotSupported},
+		{name: "env fieldRef label key", patch: worker(corev1.Container{Env: []corev1.EnvVar{{Name: "T", ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['bad key']"}}}}}),
+			wantField: "spec.template.spec.containers[0].env[0].valueFrom.fieldRef.fieldPath", wantType: field.ErrorTypeInvalid},
+		{name: "env fieldRef apiVersion", patch: worker(corev1.Container{Env: []corev1.EnvVar{{Name: "N", ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v2", FieldPath: "metadata.name"}}}}}),
+			wantField: "spec.template.spec.containers[0].env[0].valueFrom.fieldRef.apiVersion", wantType: field.ErrorTypeNotSupported},
+		{name: "env resourceFieldRef", patch: worker(corev1.Container{Env: []corev1.EnvVar{{Name: "G", ValueFrom: &corev1.EnvVarSource{
+			ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.nvidia.com/gpu"}}}}}),
+			wantField: "spec.template.spec.containers[0].env[0].valueFrom.resourceFieldRef.resource", wantType: field.ErrorTypeNotSupported},
+		{name: "env configMapKeyRef key", patch: worker(corev1.Container{Env: []corev1.EnvVar{{Name: "X", ValueFrom: &corev1.EnvVarSource{
+			ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}}}),
+			wantField: "spec.template.spec.containers[0].env[0].valueFrom.configMapKeyRef.key", wantType: field.ErrorTypeRequired},
+		{name: "env secretKeyRef name", patch: worker(corev1.Container{Env: []corev1.EnvVar{{Name: "X", ValueFrom: &corev1.EnvVarSource{
+			SecretKeyRef: &corev1.SecretKeySelector{Key: "k"}}}}}),
+			wantField: "spec.template.spec.containers[0].env[0].valueFrom.secretKeyRef.name", wantType: field.ErrorTypeRequired},
+		{name: "envFrom configMapRef name", patch: worker(corev1.Container{EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{}}}}),
+			wantField: "spec.template.spec.containers[0].envFrom[0].configMapRef.name", wantType: field.ErrorTypeRequired},
+		{name: "mount subPath absolute", patch: worker(corev1.Container{VolumeMounts: []corev1.VolumeMount{{Name: "s", MountPath: "/s", SubPath: "/abs"}}}),
+			wantField: "spec.template.spec.containers[0].volumeMounts[0].subPath", wantType: field.ErrorTypeInvalid},
+		{name: "mount subPath and subPathExpr", patch: worker(corev1.Container{VolumeMounts: []corev1.VolumeMount{{Name: "s", MountPath: "/s", SubPath: "a", SubPathExpr: "$(POD)"}}}),
+			wantField: "spec.template.spec.containers[0].volumeMounts[0].subPathExpr", wantType: field.ErrorTypeInvalid},
+		{name: "mount Bidirectional unprivileged", patch: worker(corev1.Container{VolumeMounts: []corev1.VolumeMount{{Name: "s", MountPath: "/s",
+			MountPropagation: new(corev1.MountPropagationBidirectional)}}}),
+			wantField: "spec.template.spec.containers[0].volumeMounts[0].mountPropagation", wantType: field.ErrorTypeForbidden},
+		{name: "mount Bidirectional privileged", patch: worker(corev1.Container{SecurityContext: &corev1.SecurityContext{Privileged: new(true)},
+			VolumeMounts: []corev1.VolumeMount{{Name: "s", MountPath: "/s", MountPropagation: new(corev1.MountPropagationBidirectional)}}})},
+		{name: "mount recursiveReadOnly without readOnly", patch: worker(corev1.Container{VolumeMounts: []corev1.VolumeMount{{Name: "s", MountPath: "/s",
+			RecursiveReadOnly: new(corev1.RecursiveReadOnlyIfPossible)}}}),
+			wantField: "spec.template.spec.containers[0].volumeMounts[0].recursiveReadOnly", wantType: field.ErrorTypeForbidden},
 
 		// node affinity
 		{name: "required node affinity with two terms", patch: requiredNode(expression("a", corev1.NodeSelectorOpExists), expression("b", corev1.NodeSelectorOpExists)),
@@ -407,19 +704,27 @@ func TestValidateServicePatch(t *testing.T) {
 				{Name: "http-dashboard", Port: 8787, TargetPort: intstr.FromString("dashboard"), NodePort: 30087},
 				{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP},
 			},
-			Selector:                 map[string]string{"app.kubernetes.io/name": "dask"},
-			ExternalTrafficPolicy:    corev1.ServiceExternalTrafficPolicyLocal,
-			InternalTrafficPolicy:    new(corev1.ServiceInternalTrafficPolicyCluster),
-			SessionAffinity:          corev1.ServiceAffinityClientIP,
-			LoadBalancerSourceRanges: []string{"10.0.0.0/8", " 192.168.0.0/16 ", "2001:db8::/32"},
-			ClusterIP:                corev1.ClusterIPNone,
-			ClusterIPs:               []string{corev1.ClusterIPNone},
+			Selector:                      map[string]string{"app.kubernetes.io/name": "dask"},
+			ExternalTrafficPolicy:         corev1.ServiceExternalTrafficPolicyLocal,
+			InternalTrafficPolicy:         new(corev1.ServiceInternalTrafficPolicyCluster),
+			SessionAffinity:               corev1.ServiceAffinityClientIP,
+			LoadBalancerSourceRanges:      []string{"10.0.0.0/8", " 192.168.0.0/16 ", "2001:db8::/32"},
+			ExternalIPs:                   []string{"203.0.113.10", "2001:db8::10"},
+			LoadBalancerClass:             new("example.com/internal"),
+			AllocateLoadBalancerNodePorts: new(false),
+			SessionAffinityConfig:         &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: new(int32(600))}},
+			IPFamilyPolicy:                new(corev1.IPFamilyPolicyPreferDualStack),
+			IPFamilies:                    []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol},
+			TrafficDistribution:           new(corev1.ServiceTrafficDistributionPreferClose),
 		},
 	}
 
 	cases := []fieldErrorCase[ServicePatch]{
 		{name: "valid service", patch: valid},
 		{name: "empty service", patch: &ServicePatch{}},
+		{name: "headless service", patch: spec(corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, ClusterIPs: []string{corev1.ClusterIPNone}})},
+		{name: "ExternalName service", patch: spec(corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "dask.example.com."})},
+		{name: "externalTrafficPolicy with externalIPs", patch: spec(corev1.ServiceSpec{ExternalIPs: []string{"203.0.113.10"}, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal})},
 
 		{name: "label key", patch: &ServicePatch{Metadata: PatchMetadata{Labels: map[string]string{"bad key": "x"}}},
 			wantField: "spec.service.metadata.labels", wantType: field.ErrorTypeInvalid},
@@ -439,7 +744,7 @@ func TestValidateServicePatch(t *testing.T) {
 			wantField: "spec.service.spec.ports[1].name", wantType: field.ErrorTypeDuplicate},
 		{name: "port protocol", patch: port(corev1.ServicePort{Port: 80, Protocol: "HTTP"}),
 			wantField: "spec.service.spec.ports[0].protocol", wantType: field.ErrorTypeNotSupported},
-		{name: "nodePort range", patch: port(corev1.ServicePort{Port: 80, NodePort: 70000}),
+		{name: "nodePort range", patch: spec(corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: []corev1.ServicePort{{Port: 80, NodePort: 70000}}}),
 			wantField: "spec.service.spec.ports[0].nodePort", wantType: field.ErrorTypeInvalid},
 		{name: "targetPort number", patch: port(corev1.ServicePort{Port: 80, TargetPort: intstr.FromInt32(70000)}),
 			wantField: "spec.service.spec.ports[0].targetPort", wantType: field.ErrorTypeInvalid},
@@ -449,18 +754,62 @@ func TestValidateServicePatch(t *testing.T) {
 			wantField: "spec.service.spec.selector", wantType: field.ErrorTypeInvalid},
 		{name: "selector value", patch: spec(corev1.ServiceSpec{Selector: map[string]string{"app": "-dask"}}),
 			wantField: "spec.service.spec.selector", wantType: field.ErrorTypeInvalid},
-		{name: "externalTrafficPolicy", patch: spec(corev1.ServiceSpec{ExternalTrafficPolicy: "Global"}),
+		{name: "externalTrafficPolicy", patch: spec(corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: "Global"}),
 			wantField: "spec.service.spec.externalTrafficPolicy", wantType: field.ErrorTypeNotSupported},
 		{name: "internalTrafficPolicy", patch: spec(corev1.ServiceSpec{InternalTrafficPolicy: new(corev1.ServiceInternalTrafficPolicy("Global"))}),
 			wantField: "spec.service.spec.internalTrafficPolicy", wantType: field.ErrorTypeNotSupported},
 		{name: "sessionAffinity", patch: spec(corev1.ServiceSpec{SessionAffinity: "Sticky"}),
 			wantField: "spec.service.spec.sessionAffinity", wantType: field.ErrorTypeNotSupported},
-		{name: "loadBalancerSourceRanges", patch: spec(corev1.ServiceSpec{LoadBalancerSourceRanges: []string{"10.0.0.0/8", "10.1.0.0"}}),
+		{name: "loadBalancerSourceRanges", patch: spec(corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerSourceRanges: []string{"10.0.0.0/8", "10.1.0.0"}}),
 			wantField: "spec.service.spec.loadBalancerSourceRanges[1]", wantType: field.ErrorTypeInvalid},
 		{name: "clusterIP", patch: spec(corev1.ServiceSpec{ClusterIP: "10.96.0.10"}),
 			wantField: "spec.service.spec.clusterIP", wantType: field.ErrorTypeForbidden, wantDetail: "immutable and assigned by the API server"},
 		{name: "clusterIPs", patch: spec(corev1.ServiceSpec{ClusterIPs: []string{"10.96.0.10"}}),
 			wantField: "spec.service.spec.clusterIPs[0]", wantType: field.ErrorTypeForbidden},
+		{name: "externalIPs not an IP", patch: spec(corev1.ServiceSpec{ExternalIPs: []string{"not-an-ip"}}),
+			wantField: "spec.service.spec.externalIPs[0]", wantType: field.ErrorTypeInvalid},
+		{name: "externalIPs loopback", patch: spec(corev1.ServiceSpec{ExternalIPs: []string{"127.0.0.1"}}),
+			wantField: "spec.service.spec.externalIPs[0]", wantType: field.ErrorTypeInvalid, wantDetail: "loopback"},
+		{name: "externalIPs link-local", patch: spec(corev1.ServiceSpec{ExternalIPs: []string{"169.254.1.1"}}),
+			wantField: "spec.service.spec.externalIPs[0]", wantType: field.ErrorTypeInvalid, wantDetail: "link-local"},
+		{name: "externalIPs with a leading zero", patch: spec(corev1.ServiceSpec{ExternalIPs: []string{"10.0.0.010"}}),
+			wantField: "spec.service.spec.externalIPs[0]", wantType: field.ErrorTypeInvalid},
+		{name: "port appProtocol", patch: port(corev1.ServicePort{Name: "m", Port: 9000, AppProtocol: new("not valid!")}),
+			wantField: "spec.service.spec.ports[0].appProtocol", wantType: field.ErrorTypeInvalid},
+		{name: "port and protocol duplicate", patch: spec(corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "a", Port: 80}, {Name: "b", Port: 80, Protocol: corev1.ProtocolTCP}}}),
+			wantField: "spec.service.spec.ports[1]", wantType: field.ErrorTypeDuplicate},
+		{name: "nodePort on a ClusterIP Service", patch: port(corev1.ServicePort{Name: "m", Port: 9000, NodePort: 30080}),
+			wantField: "spec.service.spec.ports[0].nodePort", wantType: field.ErrorTypeForbidden, wantDetail: "type NodePort or LoadBalancer"},
+		{name: "LoadBalancer headless", patch: spec(corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ClusterIP: corev1.ClusterIPNone}),
+			wantField: "spec.service.spec.clusterIP", wantType: field.ErrorTypeInvalid},
+		{name: "ExternalName without externalName", patch: spec(corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName}),
+			wantField: "spec.service.spec.externalName", wantType: field.ErrorTypeRequired},
+		{name: "ExternalName with a bad name", patch: spec(corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "not a name"}),
+			wantField: "spec.service.spec.externalName", wantType: field.ErrorTypeInvalid},
+		{name: "ExternalName with ipFamilyPolicy", patch: spec(corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "a.example.com",
+			IPFamilyPolicy: new(corev1.IPFamilyPolicySingleStack)}),
+			wantField: "spec.service.spec.ipFamilyPolicy", wantType: field.ErrorTypeForbidden},
+		{name: "externalTrafficPolicy on a ClusterIP Service", patch: spec(corev1.ServiceSpec{ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal}),
+			wantField: "spec.service.spec.externalTrafficPolicy", wantType: field.ErrorTypeForbidden},
+		{name: "healthCheckNodePort without Local", patch: spec(corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, HealthCheckNodePort: 30500}),
+			wantField: "spec.service.spec.healthCheckNodePort", wantType: field.ErrorTypeForbidden},
+		{name: "loadBalancerSourceRanges on a ClusterIP Service", patch: spec(corev1.ServiceSpec{LoadBalancerSourceRanges: []string{"10.0.0.0/8"}}),
+			wantField: "spec.service.spec.loadBalancerSourceRanges", wantType: field.ErrorTypeForbidden},
+		{name: "loadBalancerClass on a ClusterIP Service", patch: spec(corev1.ServiceSpec{LoadBalancerClass: new("example.com/lb")}),
+			wantField: "spec.service.spec.loadBalancerClass", wantType: field.ErrorTypeForbidden},
+		{name: "loadBalancerClass name", patch: spec(corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: new("not valid!")}),
+			wantField: "spec.service.spec.loadBalancerClass", wantType: field.ErrorTypeInvalid},
+		{name: "allocateLoadBalancerNodePorts on a ClusterIP Service", patch: spec(corev1.ServiceSpec{AllocateLoadBalancerNodePorts: new(true)}),
+			wantField: "spec.service.spec.allocateLoadBalancerNodePorts", wantType: field.ErrorTypeForbidden},
+		{name: "sessionAffinity timeout", patch: spec(corev1.ServiceSpec{SessionAffinity: corev1.ServiceAffinityClientIP,
+			SessionAffinityConfig: &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: new(int32(0))}}}),
+			wantField: "spec.service.spec.sessionAffinityConfig.clientIP.timeoutSeconds", wantType: field.ErrorTypeInvalid},
+		{name: "ipFamilyPolicy", patch: spec(corev1.ServiceSpec{IPFamilyPolicy: new(corev1.IPFamilyPolicy("DualStack"))}),
+			wantField: "spec.service.spec.ipFamilyPolicy", wantType: field.ErrorTypeNotSupported},
+		{name: "ipFamilies duplicate", patch: spec(corev1.ServiceSpec{IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv4Protocol}}),
+			wantField: "spec.service.spec.ipFamilies[1]", wantType: field.ErrorTypeDuplicate},
+		{name: "trafficDistribution", patch: spec(corev1.ServiceSpec{TrafficDistribution: new("Nearby")}),
+			wantField: "spec.service.spec.trafficDistribution", wantType: field.ErrorTypeNotSupported},
 	}
 	checkFieldErrors(t, cases, validateServicePatch, field.NewPath("spec", "service"))
 }
@@ -496,4 +845,54 @@ func TestValidateTemplatePatchReportsEveryError(t *testing.T) {
 	require.Len(t, errs, 5)
 	assert.Equal(t, "a key", errs[0].BadValue, "labels are reported in key order")
 	assert.Equal(t, errs.ToAggregate().Error(), validateTemplatePatch(patch, fld).ToAggregate().Error())
+}
+
+// TestValidateRemovals checks the part of a policy as written, where nulls and empty strings
+// can still be told from absent fields.
+func TestValidateRemovals(t *testing.T) {
+	cases := []struct {
+		name, part, yaml string
+		mode             Mode
+		wantField        string // empty: no error
+		wantType         field.ErrorType
+	}{
+		{name: "pod spec removed", part: "template", yaml: `{spec: null}`,
+			wantField: "spec.template.spec", wantType: field.ErrorTypeForbidden},
+		{name: "containers removed", part: "template", yaml: `{spec: {containers: null}}`,
+			wantField: "spec.template.spec.containers", wantType: field.ErrorTypeForbidden},
+		{name: "image removed", part: "template", yaml: `{spec: {containers: [{name: worker, image: null}]}}`,
+			wantField: "spec.template.spec.containers[0].image", wantType: field.ErrorTypeForbidden},
+		{name: "init container image empty", part: "template", yaml: `{spec: {initContainers: [{name: setup, image: ""}]}}`,
+			wantField: "spec.template.spec.initContainers[0].image", wantType: field.ErrorTypeRequired},
+		{name: "wildcard image empty", part: "template", yaml: `{spec: {containers: [{name: "*", image: ""}]}}`,
+			wantField: "spec.template.spec.containers[0].image", wantType: field.ErrorTypeRequired},
+		{name: "sidecar image", part: "template", yaml: `{spec: {containers: [{name: shipper, image: "fluent/fluent-bit:3"}]}}`},
+		{name: "other removals", part: "template", yaml: `{spec: {nodeSelector: null, initContainers: null, containers: [{name: worker, args: null}]}}`},
+		{name: "null in default mode is reported by checkNulls", part: "template", yaml: `{spec: null}`, mode: ModeDefault},
+		{name: "service spec removed", part: "service", yaml: `{spec: null}`,
+			wantField: "spec.service.spec", wantType: field.ErrorTypeForbidden},
+		{name: "service ports removed", part: "service", yaml: `{spec: {ports: null}}`,
+			wantField: "spec.service.spec.ports", wantType: field.ErrorTypeForbidden},
+		{name: "headless service ports removed", part: "service", yaml: `{spec: {clusterIP: None, ports: null}}`},
+		{name: "ExternalName service ports removed", part: "service", yaml: `{spec: {type: ExternalName, externalName: a.example.com, ports: null}}`},
+		{name: "service selector removed", part: "service", yaml: `{spec: {selector: null}}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var raw map[string]any
+			require.NoError(t, yaml.Unmarshal([]byte(tc.yaml), &raw))
+			mode := tc.mode
+			if mode == "" {
+				mode = ModeMerge
+			}
+			errs := validateRemovals(tc.part, raw, mode, field.NewPath("spec", tc.part))
+			if tc.wantField == "" {
+				require.Empty(t, errs)
+				return
+			}
+			require.Len(t, errs, 1, "errors: %v", errs)
+			assert.Equal(t, tc.wantField, errs[0].Field)
+			assert.Equal(t, tc.wantType, errs[0].Type)
+		})
+	}
 }
