@@ -10,6 +10,7 @@ package policies_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"maps"
 	"os"
@@ -396,5 +397,76 @@ func FuzzParseConfigMap(f *testing.F) {
 				require.True(t, json.Valid(res.Object), "%s: invalid JSON: %s", name, res.Object)
 			}
 		}
+	})
+}
+
+// FuzzKeyedLists merges long keyed lists: the fuzzer's bytes choose, for every list merged by
+// key (tolerations, env, volumeMounts, ports, volumes, topology spread, node requirements), the
+// keys of up to 200 object items and up to MaxListItems policy items from a small alphabet, so
+// that items collide, repeat and interleave. Apply must keep its invariants (checkApply) on them.
+func FuzzKeyedLists(f *testing.F) {
+	f.Add([]byte("abcabc"), []byte("cba"), uint8(40), uint8(20))
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7}, []byte{7, 7, 7}, uint8(200), uint8(64))
+	f.Add([]byte("x"), []byte(""), uint8(0), uint8(64))
+	f.Fuzz(func(t *testing.T, objKeys, patchKeys []byte, objN, patchN uint8) {
+		key := func(seed []byte, i int) string {
+			if len(seed) == 0 {
+				return fmt.Sprintf("k%d", i%7)
+			}
+			return fmt.Sprintf("k%d", int(seed[i%len(seed)])%13)
+		}
+		pn := min(int(patchN), policies.MaxListItems)
+		// A policy's keys are unique (validation rejects repeats); the object's may repeat.
+		list := func(seed []byte, n int, unique bool, item func(k string, i int) string) string {
+			var items []string
+			seen := map[string]bool{}
+			for i := range n {
+				k := key(seed, i)
+				if unique && seen[k] {
+					continue
+				}
+				seen[k] = true
+				items = append(items, item(k, i))
+			}
+			return "[" + strings.Join(items, ",") + "]"
+		}
+		lists := func(seed []byte, n int, unique bool) map[string]string {
+			list := func(seed []byte, n int, item func(k string, i int) string) string { return list(seed, n, unique, item) }
+			q := func(s string) string { return `"` + s + `"` }
+			return map[string]string{
+				"tolerations": list(seed, n, func(k string, i int) string {
+					return fmt.Sprintf(`{"key":%s,"operator":"Equal","value":"%d","effect":"NoSchedule"}`, q(k), i%3)
+				}),
+				"env":          list(seed, n, func(k string, i int) string { return fmt.Sprintf(`{"name":%s,"value":"%d"}`, q(strings.ToUpper(k)), i) }),
+				"volumeMounts": list(seed, n, func(k string, i int) string { return fmt.Sprintf(`{"name":"v","mountPath":"/%s"}`, k) }),
+				"ports":        list(seed, n, func(k string, i int) string { return fmt.Sprintf(`{"containerPort":%d}`, 1000+len(k)*13+int(k[len(k)-1])) }),
+				"volumes":      list(seed, n, func(k string, i int) string { return fmt.Sprintf(`{"name":%s,"emptyDir":{}}`, q(k)) }),
+				"spread": list(seed, n, func(k string, i int) string {
+					return fmt.Sprintf(`{"topologyKey":%s,"whenUnsatisfiable":"ScheduleAnyway","maxSkew":%d}`, q(k), 1+i%3)
+				}),
+				"requirements": list(seed, n, func(k string, i int) string { return fmt.Sprintf(`{"key":%s,"operator":"Exists"}`, q(k)) }),
+			}
+		}
+		o := lists(objKeys, int(objN), false)
+		pod := fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"w","namespace":"default","labels":{"dask.org/component":"worker","dask.org/cluster-name":"c"}},`+
+			`"spec":{"tolerations":%s,"volumes":%s,"topologySpreadConstraints":%s,`+
+			`"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":%s}]}}},`+
+			`"containers":[{"name":"worker","image":"x","env":%s,"volumeMounts":%s,"ports":%s}]}}`,
+			o["tolerations"], o["volumes"], o["spread"], o["requirements"], o["env"], o["volumeMounts"], o["ports"])
+		p := lists(patchKeys, pn, true)
+		doc := fmt.Sprintf(`{"apiVersion":"podpatch.io/v1alpha1","kind":"PodTemplatePatch","metadata":{"name":"long"},"spec":{"template":{"spec":`+
+			`{"tolerations":%s,"volumes":%s,"topologySpreadConstraints":%s,`+
+			`"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":%s}]}}},`+
+			`"containers":[{"name":"*","env":%s,"volumeMounts":%s,"ports":%s}]}}}}`,
+			p["tolerations"], p["volumes"], p["spread"], p["requirements"], p["env"], p["volumeMounts"], p["ports"])
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "long", Namespace: policies.DefaultPlatformNamespace, Labels: map[string]string{policies.PolicyLabel: "true"}},
+			Data:       map[string]string{"long.yaml": doc},
+		}
+		ps, probs := policies.ParseConfigMap(cm, policies.DefaultOptions())
+		if len(probs) > 0 {
+			return // duplicate keys inside one policy are rejected: nothing to merge
+		}
+		checkApply(t, policies.NewSet(ps), policies.KindPod, []byte(pod))
 	})
 }

@@ -102,7 +102,7 @@ func (s *Set) Apply(in Input) (Result, error) {
 	if l.empty() {
 		return res, nil
 	}
-	out, err := s.fixedPoint(in, sub, skip, l)
+	out, err := s.fixedPoint(in, sub, skip, l, false)
 	if err != nil && !errors.Is(err, ErrStopped) && l.hasNamespace() {
 		// A namespace policy must never switch the platform's policies off: without them.
 		platform := l.platformOnly()
@@ -110,7 +110,7 @@ func (s *Set) Apply(in Input) (Result, error) {
 			return res, err
 		}
 		var perr error
-		if out, perr = s.fixedPoint(in, sub, skip, platform); perr != nil {
+		if out, perr = s.fixedPoint(in, sub, skip, platform, true); perr != nil {
 			return res, err
 		}
 		out.Warnings = append(out.Warnings, "namespace policies left out: "+err.Error())
@@ -130,14 +130,18 @@ const MaxSelectionRounds = 4
 // fixedPoint applies the layers and, while the labels they set change which policies match,
 // selects again and applies the new selection to the object as it came in, so that a second
 // admission of the result selects the same policies and changes nothing. Beyond
-// MaxSelectionRounds the selection oscillates: the object is not patched.
-func (s *Set) fixedPoint(in Input, sub *subject, skip bool, l layers) (Result, error) {
+// MaxSelectionRounds the selection oscillates: the object is not patched (Apply then tries
+// without namespace policies). With platformOnly, namespace policies stay unselected.
+func (s *Set) fixedPoint(in Input, sub *subject, skip bool, l layers, platformOnly bool) (Result, error) {
 	for round := 1; ; round++ {
 		res, labels, err := s.applyLayers(in, sub.id.Manager, l)
 		if err != nil {
 			return res, err
 		}
 		next := s.selectLayers(&subject{id: sub.id, kind: sub.kind, namespace: sub.namespace, labels: labels, namespaceLabels: sub.namespaceLabels}, skip)
+		if platformOnly {
+			next = next.platformOnly()
+		}
 		if next.equal(l) {
 			return res, nil
 		}

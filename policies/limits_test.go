@@ -413,3 +413,34 @@ func BenchmarkWorstCaseFloor(b *testing.B) {
 		})
 	}
 }
+
+func TestNamespacePoliciesCannotSwitchOffThePlatform(t *testing.T) {
+	platform := policyConfigMap(DefaultPlatformNamespace, map[string]string{"p.yaml": docHead +
+		"spec:\n  mode: enforce\n  template: {metadata: {labels: {cost-center: ml}}}\n"})
+	platform.Name = "cost-center"
+	obj := hostileObject(3000, 1)
+	for _, tc := range []struct{ name, team string }{
+		// Work beyond MaxMergeWork: a "*" entry on a pod with thousands of containers.
+		{"too much work", everyListPolicy("a", "merge")},
+		// Selectors that contradict each other: the label one policy sets unselects it.
+		{"oscillating selection", docHead + "spec:\n  match: {selector: {matchExpressions: [{key: flip, operator: DoesNotExist}]}}\n  template: {metadata: {labels: {flip: \"on\"}}}\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			team := policyConfigMap("team-a", map[string]string{"p.yaml": tc.team})
+			var all []*Policy
+			for _, cm := range []*corev1.ConfigMap{platform, team} {
+				ps, probs := ParseConfigMap(cm, DefaultOptions())
+				require.Empty(t, probs)
+				all = append(all, ps...)
+			}
+			res, err := NewSet(all).Apply(Input{Kind: KindPod, Object: obj, Namespace: "team-a"})
+			require.NoError(t, err)
+			require.True(t, res.Changed)
+			require.Len(t, res.Applied, 1, "only the platform's policy")
+			require.Equal(t, "podpatch-system/cost-center/p", res.Applied[0].Ref)
+			require.Len(t, res.Warnings, 1)
+			require.Contains(t, res.Warnings[0], "namespace policies left out")
+			require.Contains(t, string(res.Object), `"cost-center":"ml"`)
+		})
+	}
+}

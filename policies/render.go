@@ -191,6 +191,9 @@ func writeExplain(out *bytes.Buffer, kind string, meta map[string]any, ns string
 		return
 	}
 	fmt.Fprintf(out, "%s\n", describe(res.Identity))
+	for _, w := range res.Warnings {
+		fmt.Fprintf(out, "# podpatch:   warning: %s\n", oneLine(w))
+	}
 	for _, c := range res.Changes {
 		fields := "no change (already set)"
 		if len(c.Fields) > 0 {
