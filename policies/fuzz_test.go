@@ -439,8 +439,10 @@ func FuzzKeyedLists(f *testing.F) {
 				}),
 				"env":          list(seed, n, func(k string, i int) string { return fmt.Sprintf(`{"name":%s,"value":"%d"}`, q(strings.ToUpper(k)), i) }),
 				"volumeMounts": list(seed, n, func(k string, i int) string { return fmt.Sprintf(`{"name":"v","mountPath":"/%s"}`, k) }),
-				"ports":        list(seed, n, func(k string, i int) string { return fmt.Sprintf(`{"containerPort":%d}`, 1000+len(k)*13+int(k[len(k)-1])) }),
-				"volumes":      list(seed, n, func(k string, i int) string { return fmt.Sprintf(`{"name":%s,"emptyDir":{}}`, q(k)) }),
+				"ports": list(seed, n, func(k string, i int) string {
+					return fmt.Sprintf(`{"containerPort":%d}`, 1000+len(k)*13+int(k[len(k)-1]))
+				}),
+				"volumes": list(seed, n, func(k string, i int) string { return fmt.Sprintf(`{"name":%s,"emptyDir":{}}`, q(k)) }),
 				"spread": list(seed, n, func(k string, i int) string {
 					return fmt.Sprintf(`{"topologyKey":%s,"whenUnsatisfiable":"ScheduleAnyway","maxSkew":%d}`, q(k), 1+i%3)
 				}),
