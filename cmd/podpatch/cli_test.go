@@ -67,14 +67,15 @@ const (
 const (
 	workerApplied = "podpatch-system/platform-defaults/worker-requests," +
 		"default/team-overrides/big-workers," +
-		"podpatch-system/cost-center/cost-center"
+		"podpatch-system/cost-center/cost-center," + securityApplied
 	gpuWorkerApplied = "podpatch-system/platform-defaults/worker-requests," +
 		"podpatch-system/gpu-workers/gpu-workers," +
 		"default/team-overrides/big-workers," +
-		"podpatch-system/cost-center/cost-center"
-	schedulerPodApplied     = "podpatch-system/cost-center/cost-center"
-	schedulerServiceApplied = "podpatch-system/platform-defaults/scheduler-internal-lb,podpatch-system/cost-center/cost-center"
-	sparkExecutorApplied    = "podpatch-system/platform-defaults/worker-requests,podpatch-system/spark-spot/spot-executors,podpatch-system/cost-center/cost-center"
+		"podpatch-system/cost-center/cost-center," + securityApplied
+	schedulerPodApplied     = "podpatch-system/cost-center/cost-center," + securityApplied
+	schedulerServiceApplied = "podpatch-system/cost-center/cost-center,podpatch-system/platform-defaults/scheduler-internal-lb"
+	sparkExecutorApplied    = "podpatch-system/platform-defaults/worker-requests,podpatch-system/spark-spot/spot-executors,podpatch-system/cost-center/cost-center," + securityApplied
+	securityApplied         = "podpatch-system/security-baseline/security-baseline"
 )
 
 // result is what one run of the binary printed and returned.
@@ -287,6 +288,7 @@ func TestRenderDaskWorker(t *testing.T) {
 			"--policies", examples+"/team-overrides.yaml",
 			"--policies", examples+"/cost-center.yaml",
 			"--policies", examples+"/gpu-workers.yaml",
+			"--policies", examples+"/security-baseline.yaml",
 			"--policies", examples+"/platform-defaults.yaml"))
 		assert.Equal(t, fromFile, out)
 	})
@@ -493,14 +495,15 @@ func TestRenderExplain(t *testing.T) {
 		}
 	}
 	assert.Equal(t, plain, strings.Join(rest, ""), "--explain only adds # podpatch: comment lines")
-	require.Len(t, explained, 6, "%s", out)
+	require.Len(t, explained, 7, "%s", out)
 	assert.Equal(t, `# podpatch: Pod default/simple-default-worker-3f9c2a1b7e-7d4b9c6f8-*: dask worker, cluster "simple", group "simple-default"`, explained[0])
 	assert.Regexp(t, `^# podpatch:   podpatch-system/platform-defaults/worker-requests \(platform default\): `, explained[1])
 	assert.Regexp(t, `^# podpatch:   default/team-overrides/big-workers \(namespace merge\): .*metadata\.labels\.team`, explained[2])
 	assert.Contains(t, explained[2], "MALLOC_TRIM_THRESHOLD_")
 	assert.Regexp(t, `^# podpatch:   podpatch-system/cost-center/cost-center \(platform enforce\): metadata\.labels\.cost-center$`, explained[3])
-	assert.Equal(t, "# podpatch: Pod default/web: not recognised by any profile, unchanged", explained[4])
-	assert.Equal(t, "# podpatch: ConfigMap default/settings: not recognised by any profile, unchanged", explained[5])
+	assert.Regexp(t, `^# podpatch:   podpatch-system/security-baseline/security-baseline \(platform enforce\): spec\.containers\[worker\]\.securityContext, spec\.securityContext$`, explained[4])
+	assert.Equal(t, "# podpatch: Pod default/web: not recognised by any profile, unchanged", explained[5])
+	assert.Equal(t, "# podpatch: ConfigMap default/settings: not recognised by any profile, unchanged", explained[6])
 	documents(t, out) // the comments keep the output valid YAML
 }
 
