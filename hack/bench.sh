@@ -80,6 +80,10 @@ for ((i = 1; i <= BENCH_COUNT; i++)); do
 		-o "$work/bench.test" | tee -a "$work/gobench.txt"
 done
 
+step "Go benchmarks (policies, webhook): hostile input — the worst policy set lint accepts on a 3 MiB Pod"
+run "$GO" test ./policies -run '^$' -bench '^BenchmarkWorstCase' -benchmem -benchtime 10x \
+	-o "$work/policies.test" | tee -a "$work/gobench.txt"
+
 step "CPU profiles of the whole handler (docs/profiles/)"
 rm -rf docs/profiles
 mkdir -p docs/profiles

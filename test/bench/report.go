@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"github.com/podpatch/podpatch/policies"
+
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -236,6 +239,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 
 	r.writeInProcess(p)
+	r.writeHostile(p)
 	r.writeLoad(p)
 	r.writeE2E(p)
 	r.writeProfiles(p)
@@ -342,6 +346,38 @@ func (r *Report) writeInProcess(p *printer) {
 		if m, ok := r.Bench[fmt.Sprintf("BenchmarkLoad/policies=%d", n)]; ok {
 			p.f("| %s | %s | %s | %.0f |\n", thousands(n), msF(m["cpu-ns/op"]), kb(m["B/op"]), m["allocs/op"])
 		}
+	}
+	p.f("\n")
+}
+
+// writeHostile reports the bounded cost of the worst input (issue 8, README "Limits").
+func (r *Report) writeHostile(p *printer) {
+	var names []string
+	for name := range r.Bench {
+		if strings.HasPrefix(name, "BenchmarkWorstCase") {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	slices.Sort(names)
+	p.f("### Hostile input: the worst policy set lint accepts (issue 8)\n\n")
+	p.f("`policies.BenchmarkWorstCase`: %d namespace policies and as many platform policies, in every layer, every one at\n", policies.MaxNamespacePolicies)
+	p.f("%d items in every list merged by key, applied to a Pod of about 3 MiB whose lists are as long as fit. `Floor`: the same\n", policies.MaxListItems)
+	p.f("Pod with one small policy touching every list (the cost of reading the Pod). A run that ends beyond the work limit\n")
+	p.f("leaves the Pod unpatched (0 policies).\n\n| benchmark | time/op | B/op | allocs/op | policies applied | patch |\n|---|---|---|---|---|---|\n")
+	for _, name := range names {
+		m := r.Bench[name]
+		patch := "–"
+		if v, ok := m["MiB-patch"]; ok {
+			patch = fmt.Sprintf("%.1f MiB", v)
+		}
+		applied := "–"
+		if v, ok := m["policies"]; ok {
+			applied = fmt.Sprintf("%.0f", v)
+		}
+		p.f("| %s | %s | %s | %.0f | %s | %s |\n", strings.TrimPrefix(name, "Benchmark"), msF(m["ns/op"]), kb(m["B/op"]), m["allocs/op"], applied, patch)
 	}
 	p.f("\n")
 }
