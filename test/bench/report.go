@@ -1,13 +1,13 @@
 package bench
 
 import (
-	"github.com/podpatch/podpatch/policies"
-
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/podpatch/podpatch/policies"
 )
 
 // Report is everything one `make bench` run measured.
