@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/test/cluster"
 )
 
@@ -196,4 +197,14 @@ func requireSubset(t *testing.T, want, got any, path string) {
 		require.True(t, present, "%s.%s: missing from the stored object", path, k)
 		requireSubset(t, wv, gv, path+"."+k)
 	}
+}
+
+// examplePolicyCount is how many policies manifests/examples holds, as podpatch_policies counts them.
+func examplePolicyCount(t *testing.T) float64 {
+	t.Helper()
+	cms, err := policies.ReadConfigMapFiles([]string{filepath.Join(repoRoot, "manifests", "examples")}, "default", nil)
+	require.NoError(t, err)
+	set, probs := policies.Compile(cms, policies.DefaultOptions())
+	require.Empty(t, probs)
+	return float64(set.Count(policies.ScopePlatform) + set.Count(policies.ScopeNamespace))
 }
