@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -62,6 +63,8 @@ type Policy struct {
 	Priority int32
 	// Ref is the provenance entry: <namespace>/<configmap>/<name>[@<resourceVersion>].
 	Ref string
+	// hash identifies the policy's content and place, for Set.Generation.
+	hash [sha256.Size]byte
 
 	match    matcher
 	template map[string]any // {"metadata": …, "spec": …} as written, nulls kept
@@ -189,6 +192,7 @@ func ParseConfigMap(cm *corev1.ConfigMap, opts Options) ([]*Policy, Problems) {
 			}
 			if len(errs) == 0 {
 				p.Namespace, p.ConfigMap, p.Key, p.Index, p.Scope = cm.Namespace, cm.Name, key, i, scope
+				p.hash = sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%s\x00%d\x00%s", cm.Namespace, cm.Name, key, i, d.JSON))
 				p.Ref = cm.Namespace + "/" + cm.Name + "/" + p.Name
 				if opts.WithResourceVersion && cm.ResourceVersion != "" {
 					p.Ref += "@" + cm.ResourceVersion

@@ -2,6 +2,8 @@ package policies
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"maps"
 	"path"
 	"slices"
@@ -21,12 +23,23 @@ type bucket struct {
 // then priority, ConfigMap name, data key and document order.
 type index map[bucket][]*Policy
 
-// Set is an immutable, compiled collection of policies. It is safe for concurrent use.
+// Set is an immutable, compiled collection of policies. It is safe for concurrent use. Each
+// namespace's policies (and the platform's) are indexed on their own, so that a change in one
+// namespace is compiled into a new Set that shares every other namespace's index (Replace).
 type Set struct {
-	platform   index
-	namespaces map[string]index
-	counts     map[Scope]int
-	dropped    []string
+	platform   *scopeIndex
+	namespaces map[string]*scopeIndex
+	// namespaced counts the namespace policies; generation is the XOR of every policy's hash.
+	namespaced int
+	generation [sha256.Size]byte
+}
+
+// scopeIndex is the index of the platform's policies or of one namespace's.
+type scopeIndex struct {
+	buckets index
+	count   int
+	dropped []string
+	hash    [sha256.Size]byte
 }
 
 // NewSet compiles policies into a Set. Policies are indexed by scope (and namespace), manager,
@@ -34,70 +47,98 @@ type Set struct {
 // keeps at most MaxNamespacePolicies policies: its ConfigMaps are taken in name order and those
 // beyond the limit are left out whole (Dropped).
 func NewSet(ps []*Policy) *Set {
-	s := &Set{platform: index{}, namespaces: map[string]index{}, counts: map[Scope]int{}}
-	ps, s.dropped = capNamespaces(ps)
+	var platform []*Policy
+	byNS := map[string][]*Policy{}
 	for _, p := range ps {
-		s.counts[p.Scope]++
-		idx := s.platform
 		if p.Scope == ScopeNamespace {
-			if idx = s.namespaces[p.Namespace]; idx == nil {
-				idx = index{}
-				s.namespaces[p.Namespace] = idx
-			}
-		}
-		for _, b := range p.buckets() {
-			idx[b] = append(idx[b], p)
+			byNS[p.Namespace] = append(byNS[p.Namespace], p)
+		} else {
+			platform = append(platform, p)
 		}
 	}
-	for _, idx := range append([]index{s.platform}, mapValues(s.namespaces)...) {
-		for _, list := range idx {
-			slices.SortStableFunc(list, comparePolicies)
-		}
+	s := &Set{platform: newScopeIndex(platform, false), namespaces: make(map[string]*scopeIndex, len(byNS))}
+	xor(&s.generation, s.platform.hash)
+	for ns, nps := range byNS {
+		idx := newScopeIndex(nps, true)
+		s.namespaces[ns] = idx
+		s.namespaced += idx.count
+		xor(&s.generation, idx.hash)
 	}
 	return s
 }
 
+// Replace returns a Set in which the policies of one scope — the platform's, or one namespace's
+// — are ps, sharing every other index with s. Compiling one changed ConfigMap into a Set of
+// thousands costs the size of its namespace, not of the Set.
+func (s *Set) Replace(scope Scope, namespace string, ps []*Policy) *Set {
+	out := *s
+	if scope == ScopePlatform {
+		out.platform = newScopeIndex(ps, false)
+		xor(&out.generation, s.platform.hash)
+		xor(&out.generation, out.platform.hash)
+		return &out
+	}
+	out.namespaces = maps.Clone(s.namespaces)
+	if old := s.namespaces[namespace]; old != nil {
+		out.namespaced -= old.count
+		xor(&out.generation, old.hash)
+		delete(out.namespaces, namespace)
+	}
+	if len(ps) > 0 {
+		idx := newScopeIndex(ps, true)
+		out.namespaces[namespace] = idx
+		out.namespaced += idx.count
+		xor(&out.generation, idx.hash)
+	}
+	return &out
+}
+
+func newScopeIndex(ps []*Policy, capped bool) *scopeIndex {
+	x := &scopeIndex{buckets: index{}}
+	if capped {
+		ps, x.dropped = capNamespaces(ps)
+	}
+	x.count = len(ps)
+	for _, p := range ps {
+		xor(&x.hash, p.hash)
+		for _, b := range p.buckets() {
+			x.buckets[b] = append(x.buckets[b], p)
+		}
+	}
+	for _, list := range x.buckets {
+		slices.SortStableFunc(list, comparePolicies)
+	}
+	return x
+}
+
+func xor(dst *[sha256.Size]byte, h [sha256.Size]byte) {
+	for i := range dst {
+		dst[i] ^= h[i]
+	}
+}
+
+// Generation identifies the policies a Set holds by their content: two replicas that compiled
+// the same ConfigMaps have the same generation, whatever the order of events that led there.
+func (s *Set) Generation() string { return hex.EncodeToString(s.generation[:8]) }
+
 // Dropped lists, as namespace/name, the ConfigMaps left out because their namespace holds more
 // than MaxNamespacePolicies policies.
-func (s *Set) Dropped() []string { return s.dropped }
-
-// capNamespaces leaves out the ConfigMaps of a namespace, in name order, from the first one that
-// takes its namespace beyond MaxNamespacePolicies policies.
-func capNamespaces(ps []*Policy) ([]*Policy, []string) {
-	perCM := map[[2]string]int{} // {namespace, configmap} -> policies
-	for _, p := range ps {
-		if p.Scope == ScopeNamespace {
-			perCM[[2]string{p.Namespace, p.ConfigMap}]++
-		}
+func (s *Set) Dropped() []string {
+	var out []string
+	for _, idx := range s.namespaces {
+		out = append(out, idx.dropped...)
 	}
-	over := map[[2]string]bool{}
-	running := map[string]int{}
-	for _, cm := range slices.SortedFunc(maps.Keys(perCM), func(a, b [2]string) int {
-		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
-	}) {
-		if running[cm[0]] += perCM[cm]; running[cm[0]] > MaxNamespacePolicies {
-			over[cm] = true
-		}
-	}
-	if len(over) == 0 {
-		return ps, nil
-	}
-	kept := make([]*Policy, 0, len(ps))
-	for _, p := range ps {
-		if !over[[2]string{p.Namespace, p.ConfigMap}] {
-			kept = append(kept, p)
-		}
-	}
-	dropped := make([]string, 0, len(over))
-	for cm := range over {
-		dropped = append(dropped, cm[0]+"/"+cm[1])
-	}
-	slices.Sort(dropped)
-	return kept, dropped
+	slices.Sort(out)
+	return out
 }
 
 // Count returns how many policies of a scope the set holds.
-func (s *Set) Count(scope Scope) int { return s.counts[scope] }
+func (s *Set) Count(scope Scope) int {
+	if scope == ScopePlatform {
+		return s.platform.count
+	}
+	return s.namespaced
+}
 
 func comparePolicies(a, b *Policy) int {
 	return cmp.Or(
@@ -232,7 +273,7 @@ func (l *layers) empty() bool {
 func (s *Set) selectLayers(sub *subject, skip bool) layers {
 	var l layers
 	b := bucket{sub.id.Manager, sub.id.Role, sub.kind}
-	for _, p := range s.platform[b] {
+	for _, p := range s.platform.buckets[b] {
 		if (skip && p.Mode != ModeEnforce) || !p.match.matches(sub) {
 			continue
 		}
@@ -248,7 +289,11 @@ func (s *Set) selectLayers(sub *subject, skip bool) layers {
 	if skip {
 		return l
 	}
-	for _, p := range s.namespaces[sub.namespace][b] {
+	var nsBucket []*Policy
+	if idx := s.namespaces[sub.namespace]; idx != nil {
+		nsBucket = idx.buckets[b]
+	}
+	for _, p := range nsBucket {
 		if !p.match.matches(sub) {
 			continue
 		}
@@ -261,10 +306,33 @@ func (s *Set) selectLayers(sub *subject, skip bool) layers {
 	return l
 }
 
-func mapValues[K comparable, V any](m map[K]V) []V {
-	out := make([]V, 0, len(m))
-	for _, v := range m {
-		out = append(out, v)
+// capNamespaces leaves out the ConfigMaps of one namespace's policies, in name order, from the
+// first one that takes the namespace beyond MaxNamespacePolicies policies.
+func capNamespaces(ps []*Policy) ([]*Policy, []string) {
+	if len(ps) <= MaxNamespacePolicies {
+		return ps, nil
 	}
-	return out
+	perCM := map[string]int{}
+	for _, p := range ps {
+		perCM[p.ConfigMap]++
+	}
+	over := map[string]bool{}
+	running := 0
+	for _, cm := range slices.Sorted(maps.Keys(perCM)) {
+		if running += perCM[cm]; running > MaxNamespacePolicies {
+			over[cm] = true
+		}
+	}
+	kept := make([]*Policy, 0, MaxNamespacePolicies)
+	for _, p := range ps {
+		if !over[p.ConfigMap] {
+			kept = append(kept, p)
+		}
+	}
+	dropped := make([]string, 0, len(over))
+	for cm := range over {
+		dropped = append(dropped, ps[0].Namespace+"/"+cm)
+	}
+	slices.Sort(dropped)
+	return kept, dropped
 }
