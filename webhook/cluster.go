@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +27,11 @@ import (
 // maxEventMessage keeps Event messages within what the API server accepts.
 const maxEventMessage = 1000
 
+// PublishDelay is how long a policy change waits before it is served: the changes of that
+// window (the informer's initial list, a resync, `kubectl apply -f dir/`) are compiled into one
+// publish, so a burst costs one new Set and not one per ConfigMap.
+const PublishDelay = 100 * time.Millisecond
+
 // ClusterFeed keeps a Store current from the API server: an informer on ConfigMaps labelled
 // podpatch.io/policy=true only (the webhook never holds every ConfigMap of the cluster) and a
 // metadata-only informer on Namespaces for their labels.
@@ -34,6 +40,7 @@ type ClusterFeed struct {
 	cache    cache.Cache
 	recorder record.EventRecorder
 	events   record.EventBroadcaster
+	changed  chan struct{} // a change waits to be published
 }
 
 // NewClusterFeed builds the informers and the Event recorder. It does not start them.
@@ -56,7 +63,7 @@ func NewClusterFeed(cfg *rest.Config, opts policies.Options, m *Metrics, log log
 	}
 	events := record.NewBroadcaster()
 	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
-	f := &ClusterFeed{cache: c, events: events,
+	f := &ClusterFeed{cache: c, events: events, changed: make(chan struct{}, 1),
 		recorder: events.NewRecorder(scheme, corev1.EventSource{Component: "podpatch"})}
 	f.store = NewStore(opts, m, func(cm *corev1.ConfigMap, probs policies.Problems) {
 		log.Info("policy ConfigMap fails to compile; keeping its last good version",
@@ -87,6 +94,7 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 			}
 			if cm, ok := obj.(*corev1.ConfigMap); ok {
 				f.store.Delete(types.NamespacedName{Namespace: cm.Namespace, Name: cm.Name})
+				f.kick()
 			}
 		},
 	}); err != nil {
@@ -114,12 +122,35 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 		return errors.New("policy cache did not sync")
 	}
 	f.store.MarkSynced()
-	return <-errc
+	for {
+		select {
+		case err := <-errc:
+			return err
+		case <-f.changed:
+		}
+		t := time.NewTimer(PublishDelay)
+		select {
+		case err := <-errc:
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		f.store.Publish()
+	}
 }
 
 func (f *ClusterFeed) upsert(obj any) {
 	if cm, ok := obj.(*corev1.ConfigMap); ok {
 		f.store.Upsert(cm)
+		f.kick()
+	}
+}
+
+// kick says that a change waits to be published.
+func (f *ClusterFeed) kick() {
+	select {
+	case f.changed <- struct{}{}:
+	default:
 	}
 }
 

@@ -4,14 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	corev1 "k8s.io/api/core/v1"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podpatch/podpatch/policies"
@@ -25,13 +26,13 @@ type DirFeed struct {
 	Interval time.Duration
 	store    *Store
 	log      logr.Logger
-	seen     string                            // fingerprint of the last scan
+	files    map[string]string                 // file -> fingerprint (size, modification time) when read
 	byFile   map[string][]types.NamespacedName // ConfigMaps each file defined
 }
 
 // NewDirFeed returns a feed for dir and the store it fills.
 func NewDirFeed(dir string, interval time.Duration, opts policies.Options, m *Metrics, log logr.Logger) (*DirFeed, *Store) {
-	f := &DirFeed{Dir: dir, Interval: interval, log: log, byFile: map[string][]types.NamespacedName{}}
+	f := &DirFeed{Dir: dir, Interval: interval, log: log, files: map[string]string{}, byFile: map[string][]types.NamespacedName{}}
 	f.store = NewStore(opts, m, func(cm *corev1.ConfigMap, probs policies.Problems) {
 		log.Info("policy ConfigMap fails to compile; keeping its last good version",
 			"namespace", cm.Namespace, "name", cm.Name, "problems", probs.Error())
@@ -39,29 +40,31 @@ func NewDirFeed(dir string, interval time.Duration, opts policies.Options, m *Me
 	return f, f.store
 }
 
-// Load scans the directory once and applies what changed. A file that cannot be read keeps
-// the ConfigMaps it defined before.
+// Load scans the directory once, reads only the files that changed since the last scan, and
+// publishes what changed. A file that cannot be read keeps the ConfigMaps it defined before.
 func (f *DirFeed) Load() error {
-	fp, files, err := fingerprint(f.Dir)
+	files, err := fingerprints(f.Dir)
 	if err != nil {
 		return err
 	}
-	if fp == f.seen && f.store.Synced() {
-		return nil
-	}
-	f.seen = fp
 	var firstErr error
-	next := map[string][]types.NamespacedName{}
-	for _, file := range files {
+	next := make(map[string][]types.NamespacedName, len(files))
+	seen := make(map[string]string, len(files))
+	for _, file := range slices.Sorted(maps.Keys(files)) {
+		if files[file] == f.files[file] {
+			next[file], seen[file] = f.byFile[file], f.files[file]
+			continue
+		}
 		cms, err := policies.ReadConfigMapFiles([]string{file}, "default", nil)
 		if err != nil {
 			f.log.Error(err, "policy file unreadable; keeping what it defined before", "file", file)
-			next[file] = f.byFile[file]
+			next[file], seen[file] = f.byFile[file], files[file] // read again once it changes
 			if firstErr == nil {
 				firstErr = err
 			}
 			continue
 		}
+		seen[file] = files[file]
 		for _, s := range cms {
 			f.store.Upsert(s.ConfigMap)
 			next[file] = append(next[file], types.NamespacedName{Namespace: s.ConfigMap.Namespace, Name: s.ConfigMap.Name})
@@ -80,9 +83,11 @@ func (f *DirFeed) Load() error {
 			}
 		}
 	}
-	f.byFile = next
+	f.byFile, f.files = next, seen
 	if !f.store.Synced() {
 		f.store.MarkSynced()
+	} else {
+		f.store.Publish()
 	}
 	return firstErr
 }
@@ -106,9 +111,9 @@ func (f *DirFeed) Start(ctx context.Context) error {
 	}
 }
 
-// fingerprint lists the policy files below dir with their sizes and modification times.
-func fingerprint(dir string) (string, []string, error) {
-	var parts, files []string
+// fingerprints lists the policy files below dir with their sizes and modification times.
+func fingerprints(dir string) (map[string]string, error) {
+	files := map[string]string{}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -132,11 +137,8 @@ func fingerprint(dir string) (string, []string, error) {
 		if err != nil {
 			return err
 		}
-		files = append(files, path)
-		parts = append(parts, fmt.Sprintf("%s:%d:%d", path, info.Size(), info.ModTime().UnixNano()))
+		files[path] = fmt.Sprintf("%d:%d", info.Size(), info.ModTime().UnixNano())
 		return nil
 	})
-	sort.Strings(files)
-	sort.Strings(parts)
-	return strings.Join(parts, "\n"), files, err
+	return files, err
 }

@@ -125,6 +125,7 @@ func TestMutateEdges(t *testing.T) {
 	t.Run("namespace whose policies fail to compile", func(t *testing.T) {
 		probs := store.Upsert(policyCM("team-a", "labels", strings.Replace(labelPolicy, "{team: %s}", "{team: [broken]}", 1)))
 		require.NotEmpty(t, probs)
+		store.Publish()
 		_, resp := post(t, h, review(t, "Pod", "team-a", admissionv1.Create, []byte(workerPod), false), "application/json")
 		require.NotNil(t, resp)
 		require.Contains(t, string(applyResponse(t, []byte(workerPod), resp)), `"team":"a"`, "last good version still applied")

@@ -1,6 +1,8 @@
 package webhook
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -27,28 +29,40 @@ type Source interface {
 	NamespaceLabels(namespace string) map[string]string
 }
 
-// Store compiles policy ConfigMaps as they change and publishes Snapshots. A ConfigMap that
-// fails to compile keeps its last good version. Feeds: the informer (cluster.go) or a
-// directory (dir.go).
+// Store compiles policy ConfigMaps as they change and publishes Snapshots. Each ConfigMap is
+// compiled once per resourceVersion; a ConfigMap that fails to compile keeps its last good
+// version. Changes are collected and published together by Publish, which recompiles only the
+// namespaces they touched (policies.Set.Replace): a burst of events — the informer's initial
+// list, a resync, `kubectl apply` of a directory — costs one publish, and one changed ConfigMap
+// among thousands costs its namespace. Feeds: the informer (cluster.go) or a directory (dir.go).
 type Store struct {
 	opts      policies.Options
 	metrics   *Metrics
 	onInvalid func(cm *corev1.ConfigMap, problems policies.Problems)
 
 	mu      sync.Mutex
-	good    map[types.NamespacedName][]*policies.Policy
-	invalid map[types.NamespacedName]bool
+	entries map[types.NamespacedName]*entry
+	byNS    map[string]map[string]*entry // namespace -> ConfigMap name -> entry
+	dirty   map[string]bool              // namespaces changed since the last publish
+	set     *policies.Set
 	synced  atomic.Bool
 	snap    atomic.Pointer[Snapshot]
 	nsLabel sync.Map // namespace name -> map[string]string
 }
 
+// entry is what the store knows of one ConfigMap.
+type entry struct {
+	resourceVersion string
+	good            []*policies.Policy // the last version that compiled
+	invalid         bool               // the current version does not compile
+}
+
 // NewStore returns an empty store. onInvalid, if set, is told about every ConfigMap version
 // that fails to compile (the cluster feed turns it into an Event).
 func NewStore(opts policies.Options, m *Metrics, onInvalid func(*corev1.ConfigMap, policies.Problems)) *Store {
-	s := &Store{opts: opts, metrics: m, onInvalid: onInvalid,
-		good: map[types.NamespacedName][]*policies.Policy{}, invalid: map[types.NamespacedName]bool{}}
-	s.snap.Store(&Snapshot{Set: policies.NewSet(nil)})
+	s := &Store{opts: opts, metrics: m, onInvalid: onInvalid, entries: map[types.NamespacedName]*entry{},
+		byNS: map[string]map[string]*entry{}, dirty: map[string]bool{}, set: policies.NewSet(nil)}
+	s.snap.Store(&Snapshot{Set: s.set, Invalid: map[string][]string{}})
 	return s
 }
 
@@ -75,7 +89,7 @@ func (s *Store) SetNamespaceLabels(ns string, labels map[string]string) {
 func (s *Store) Synced() bool { return s.synced.Load() }
 
 // MarkSynced publishes everything loaded so far and marks the store ready. Before it, changes
-// are only collected, so a start with many ConfigMaps compiles the Set once.
+// are only collected, so a start with many ConfigMaps compiles each namespace once.
 func (s *Store) MarkSynced() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -83,23 +97,36 @@ func (s *Store) MarkSynced() {
 	s.publish()
 }
 
-// Upsert compiles a ConfigMap. It returns the problems when the ConfigMap is invalid, in which
-// case its last good version stays in force.
+// Upsert compiles a ConfigMap, unless the store already compiled this resourceVersion of it.
+// It returns the problems when the ConfigMap is invalid, in which case its last good version
+// stays in force. The change is served from the next Publish.
 func (s *Store) Upsert(cm *corev1.ConfigMap) policies.Problems {
-	ps, probs := policies.ParseConfigMap(cm, s.opts)
 	key := types.NamespacedName{Namespace: cm.Namespace, Name: cm.Name}
 	s.mu.Lock()
-	if len(probs) > 0 {
-		s.invalid[key] = true
+	if e := s.entries[key]; e != nil && cm.ResourceVersion != "" && e.resourceVersion == cm.ResourceVersion {
+		s.mu.Unlock()
+		return nil // a resync, or the same event twice: compiled already
+	}
+	s.mu.Unlock()
+	ps, probs := policies.ParseConfigMap(cm, s.opts) // outside the lock: compiling is the slow part
+	s.mu.Lock()
+	e := s.entries[key]
+	if e == nil {
+		e = &entry{}
+		s.entries[key] = e
+		if s.byNS[key.Namespace] == nil {
+			s.byNS[key.Namespace] = map[string]*entry{}
+		}
+		s.byNS[key.Namespace][key.Name] = e
+	}
+	e.resourceVersion = cm.ResourceVersion
+	if e.invalid = len(probs) > 0; e.invalid {
 		s.metrics.reloads.WithLabelValues("invalid").Inc()
 	} else {
-		delete(s.invalid, key)
-		s.good[key] = ps
+		e.good = ps
 		s.metrics.reloads.WithLabelValues("ok").Inc()
 	}
-	if s.synced.Load() {
-		s.publish()
-	}
+	s.dirty[key.Namespace] = true
 	s.mu.Unlock()
 	if len(probs) > 0 && s.onInvalid != nil {
 		s.onInvalid(cm, probs)
@@ -107,33 +134,60 @@ func (s *Store) Upsert(cm *corev1.ConfigMap) policies.Problems {
 	return probs
 }
 
-// Delete forgets a ConfigMap.
+// Delete forgets a ConfigMap. The change is served from the next Publish.
 func (s *Store) Delete(key types.NamespacedName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.good, key)
-	delete(s.invalid, key)
+	if s.entries[key] == nil {
+		return
+	}
+	delete(s.entries, key)
+	delete(s.byNS[key.Namespace], key.Name)
+	if len(s.byNS[key.Namespace]) == 0 {
+		delete(s.byNS, key.Namespace)
+	}
+	s.dirty[key.Namespace] = true
 	s.metrics.reloads.WithLabelValues("deleted").Inc()
+}
+
+// Publish serves the changes collected since the last publish, once the store is synced.
+func (s *Store) Publish() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.synced.Load() {
 		s.publish()
 	}
 }
 
-// publish compiles and swaps in a new Snapshot; s.mu must be held.
+// publish recompiles the namespaces changed since the last publish into a new Set and swaps in
+// a Snapshot of it; s.mu must be held.
 func (s *Store) publish() {
-	var all []*policies.Policy
-	for _, ps := range s.good {
-		all = append(all, ps...)
+	for ns := range s.dirty {
+		scope := s.opts.ScopeOf(ns)
+		var ps []*policies.Policy
+		for _, name := range slices.Sorted(maps.Keys(s.byNS[ns])) {
+			ps = append(ps, s.byNS[ns][name].good...)
+		}
+		s.set = s.set.Replace(scope, ns, ps)
 	}
-	snap := &Snapshot{Set: policies.NewSet(all), Invalid: map[string][]string{}}
-	for k := range s.invalid {
-		snap.Invalid[k.Namespace] = append(snap.Invalid[k.Namespace], k.Name)
+	clear(s.dirty)
+	snap := &Snapshot{Set: s.set, Invalid: map[string][]string{}}
+	invalid := 0
+	for ns, cms := range s.byNS {
+		for name, e := range cms {
+			if e.invalid {
+				snap.Invalid[ns] = append(snap.Invalid[ns], name)
+				invalid++
+			}
+		}
 	}
+	// ConfigMaps beyond their namespace's limit are served by none of their policies.
+	invalid += len(s.set.Dropped())
 	for _, names := range snap.Invalid {
 		sort.Strings(names)
 	}
 	s.snap.Store(snap)
-	s.metrics.policies.WithLabelValues(string(policies.ScopePlatform)).Set(float64(snap.Set.Count(policies.ScopePlatform)))
-	s.metrics.policies.WithLabelValues(string(policies.ScopeNamespace)).Set(float64(snap.Set.Count(policies.ScopeNamespace)))
-	s.metrics.invalid.Set(float64(len(s.invalid)))
+	s.metrics.policies.WithLabelValues(string(policies.ScopePlatform)).Set(float64(s.set.Count(policies.ScopePlatform)))
+	s.metrics.policies.WithLabelValues(string(policies.ScopeNamespace)).Set(float64(s.set.Count(policies.ScopeNamespace)))
+	s.metrics.invalid.Set(float64(invalid))
 }

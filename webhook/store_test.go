@@ -1,7 +1,7 @@
 package webhook
 
 import (
-	"k8s.io/apimachinery/pkg/types"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podpatch/podpatch/policies"
 )
@@ -30,6 +32,7 @@ func TestStoreKeepsLastGood(t *testing.T) {
 	require.Equal(t, 1, s.Snapshot().Set.Count(policies.ScopeNamespace))
 
 	require.NotEmpty(t, s.Upsert(policyCM("team-a", "labels", "not: [valid")))
+	s.Publish()
 	require.Len(t, reported, 1)
 	require.Contains(t, reported[0], "labels: p.yaml")
 	snap := s.Snapshot()
@@ -37,6 +40,7 @@ func TestStoreKeepsLastGood(t *testing.T) {
 	require.Equal(t, []string{"labels"}, snap.Invalid["team-a"])
 
 	s.Delete(keyOf("team-a", "labels"))
+	s.Publish()
 	require.Zero(t, s.Snapshot().Set.Count(policies.ScopeNamespace))
 	require.Empty(t, s.Snapshot().Invalid)
 }
@@ -93,4 +97,54 @@ func indent(s, prefix string) string {
 
 func keyOf(ns, name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: ns, Name: name}
+}
+
+// TestStoreCompilesOncePerVersion: a resync (the same resourceVersion again) compiles nothing,
+// a burst of changes is served by one Publish, and the directory feed reads only changed files.
+func TestStoreCompilesOncePerVersion(t *testing.T) {
+	m := newTestMetrics(t)
+	s := NewStore(policies.DefaultOptions(), m, nil)
+	compiled := func() float64 { return testutil.ToFloat64(m.reloads.WithLabelValues("ok")) }
+	for i := range 50 {
+		cm := policyCM(fmt.Sprintf("team-%d", i%5), fmt.Sprintf("labels-%d", i), strings.Replace(labelPolicy, "%s", "a", 1))
+		cm.ResourceVersion = "1"
+		require.Empty(t, s.Upsert(cm))
+	}
+	require.Zero(t, s.Snapshot().Set.Count(policies.ScopeNamespace), "a burst is served only once published")
+	s.MarkSynced()
+	require.Equal(t, 50, s.Snapshot().Set.Count(policies.ScopeNamespace))
+	require.Equal(t, 50.0, compiled())
+
+	before := s.Snapshot()
+	for i := range 50 { // a resync: the same versions again
+		cm := policyCM(fmt.Sprintf("team-%d", i%5), fmt.Sprintf("labels-%d", i), strings.Replace(labelPolicy, "%s", "a", 1))
+		cm.ResourceVersion = "1"
+		require.Empty(t, s.Upsert(cm))
+	}
+	require.Equal(t, 50.0, compiled(), "nothing compiled again")
+	s.Publish()
+	require.Equal(t, before.Set.Generation(), s.Snapshot().Set.Generation())
+
+	cm := policyCM("team-0", "labels-0", strings.Replace(labelPolicy, "%s", "b", 1))
+	cm.ResourceVersion = "2"
+	require.Empty(t, s.Upsert(cm))
+	s.Publish()
+	require.Equal(t, 51.0, compiled())
+	require.NotEqual(t, before.Set.Generation(), s.Snapshot().Set.Generation())
+
+	dir := t.TempDir()
+	dm := newTestMetrics(t)
+	feed, _ := NewDirFeed(dir, time.Hour, policies.DefaultOptions(), dm, logr.Discard())
+	for i := range 20 {
+		body := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: labels-" + fmt.Sprint(i) + "\n  namespace: team-a\n  labels: {podpatch.io/policy: \"true\"}\ndata:\n  p.yaml: |\n" +
+			indent(strings.Replace(labelPolicy, "%s", "a", 1), "    ")
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("p%d.yaml", i)), []byte(body), 0o644))
+	}
+	require.NoError(t, feed.Load())
+	require.NoError(t, feed.Load())
+	require.Equal(t, 20.0, testutil.ToFloat64(dm.reloads.WithLabelValues("ok")), "an unchanged directory is not read again")
+	future := time.Now().Add(time.Hour)
+	require.NoError(t, os.Chtimes(filepath.Join(dir, "p3.yaml"), future, future))
+	require.NoError(t, feed.Load())
+	require.Equal(t, 21.0, testutil.ToFloat64(dm.reloads.WithLabelValues("ok")), "only the changed file is read")
 }
