@@ -80,6 +80,12 @@ func SplitDocuments(r io.Reader) ([]RawDocument, error) {
 			return nil, fmt.Errorf("document %d: %w", i, err)
 		}
 		js, err := yaml.YAMLToJSONStrict(text)
+		if err != nil && strings.Contains(err.Error(), "exceeded max depth") { // the parser's own bound, beyond ours
+			err = fmt.Errorf("%w: nested deeper than %d levels", ErrTooLarge, MaxDepth)
+		}
+		if err == nil {
+			err = checkJSONDepth(js)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("document %d: %w", i, err)
 		}

@@ -70,6 +70,9 @@ func readBounded(r io.Reader, limit int64) ([]byte, error) {
 // aliases, nesting beyond MaxDepth and more than MaxYAMLNodes nodes. It parses without
 // expanding aliases, so its own cost is linear in the text.
 func checkYAML(text []byte) error {
+	if !mayHaveAnchors(text) {
+		return nil // no alias to expand: converting it is linear, and its depth is checked after
+	}
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(text))
 	if err := dec.Decode(&root); err != nil {
@@ -105,6 +108,24 @@ func checkYAML(text []byte) error {
 		return nil
 	}
 	return walk(&root, 0)
+}
+
+// mayHaveAnchors reports whether a YAML text may hold an anchor or an alias: a & or * where a
+// token can start. It errs on the side of yes (in a comment, say); quoted "*" is no token.
+func mayHaveAnchors(text []byte) bool {
+	for i, c := range text {
+		if c != '&' && c != '*' {
+			continue
+		}
+		if i == 0 {
+			return true
+		}
+		switch text[i-1] {
+		case ' ', '\t', '\n', '\r', '[', '{', ',':
+			return true
+		}
+	}
+	return false
 }
 
 // checkJSONDepth refuses JSON nested deeper than MaxDepth; it scans without decoding.
