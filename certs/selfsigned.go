@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +43,10 @@ const (
 	// (SHA-256, hex) was last published to the webhook configurations, and when.
 	annotationBundleHash  = "podpatch.io/ca-bundle-sha256"
 	annotationPublishedAt = "podpatch.io/ca-bundle-published-at"
+	// annotationIssuedCAs lists the SHA-256 fingerprints (hex, comma-separated)
+	// of the CAs in ca-bundle.crt, all of which podpatch generated: only
+	// those stay in the bundle (see plan).
+	annotationIssuedCAs = "podpatch.io/issued-ca-sha256"
 
 	defaultMaxRequeue = time.Hour
 	minRequeue        = time.Second
@@ -95,7 +100,9 @@ type SelfSignedOptions struct {
 //
 // The Secret (type Opaque) holds ca.crt and ca.key (the CA that signs),
 // tls.crt and tls.key (the serving certificate) and ca-bundle.crt (every
-// unexpired CA, published as the webhooks' caBundle). A CA rotation therefore
+// unexpired CA podpatch generated, published as the webhooks' caBundle; the
+// annotation podpatch.io/issued-ca-sha256 records which those are, and any
+// other certificate found in ca-bundle.crt is dropped). A CA rotation therefore
 // happens in steps, so that the API server never meets a certificate it
 // cannot verify: the new CA joins the bundle and the bundle is published;
 // after Overlap the serving certificate is re-issued by the new CA; once the
@@ -265,17 +272,21 @@ func (s *SelfSigned) reconcileOnce(ctx context.Context, log logr.Logger) (time.D
 
 	// 1. A valid CA and serving certificate, renewed when due; the serving
 	// certificate stays with the CA that signed it for now.
-	desired, ch, err := s.plan(secret.Data, now, false)
+	desired, issued, ch, err := s.plan(secret.Data, secret.Annotations[annotationIssuedCAs], now, false)
 	if err != nil {
 		return 0, err
+	}
+	if ch.foreign > 0 {
+		log.Info("dropping certificates that podpatch did not issue from ca-bundle.crt", "count", ch.foreign)
 	}
 	switch {
 	case !exists:
 		secret = &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{
-				Namespace: key.Namespace,
-				Name:      key.Name,
-				Labels:    map[string]string{"app.kubernetes.io/managed-by": "podpatch"},
+				Namespace:   key.Namespace,
+				Name:        key.Name,
+				Labels:      map[string]string{"app.kubernetes.io/managed-by": "podpatch"},
+				Annotations: map[string]string{annotationIssuedCAs: issued},
 			},
 			Type: corev1.SecretTypeOpaque,
 			Data: desired,
@@ -286,6 +297,7 @@ func (s *SelfSigned) reconcileOnce(ctx context.Context, log logr.Logger) (time.D
 		log.Info("created certificate Secret")
 	case ch.any():
 		secret.Data = desired
+		setAnnotation(secret, annotationIssuedCAs, issued)
 		if err := s.opts.Client.Update(ctx, secret); err != nil {
 			return 0, fmt.Errorf("updating Secret %s: %w", key, err)
 		}
@@ -308,11 +320,8 @@ func (s *SelfSigned) reconcileOnce(ctx context.Context, log logr.Logger) (time.D
 	if injected || secret.Annotations[annotationBundleHash] != hash {
 		// Publishing counts from now also when this replica had to repair a
 		// caBundle that someone (a replica with a stale view) had overwritten.
-		if secret.Annotations == nil {
-			secret.Annotations = map[string]string{}
-		}
-		secret.Annotations[annotationBundleHash] = hash
-		secret.Annotations[annotationPublishedAt] = now.UTC().Format(time.RFC3339)
+		setAnnotation(secret, annotationBundleHash, hash)
+		setAnnotation(secret, annotationPublishedAt, now.UTC().Format(time.RFC3339))
 		if err := s.opts.Client.Update(ctx, secret); err != nil {
 			return 0, fmt.Errorf("recording CA bundle publication on Secret %s: %w", key, err)
 		}
@@ -322,12 +331,13 @@ func (s *SelfSigned) reconcileOnce(ctx context.Context, log logr.Logger) (time.D
 	// certificate may move to the current CA.
 	publishedAt, ok := publicationTime(secret.Annotations, bundle)
 	if ok && !now.Before(publishedAt.Add(s.opts.Overlap)) {
-		switched, ch, err := s.plan(desired, now, true)
+		switched, issued, ch, err := s.plan(desired, secret.Annotations[annotationIssuedCAs], now, true)
 		if err != nil {
 			return 0, err
 		}
 		if ch.any() {
 			secret.Data = switched
+			setAnnotation(secret, annotationIssuedCAs, issued)
 			if err := s.opts.Client.Update(ctx, secret); err != nil {
 				return 0, fmt.Errorf("updating Secret %s: %w", key, err)
 			}
@@ -341,28 +351,44 @@ func (s *SelfSigned) reconcileOnce(ctx context.Context, log logr.Logger) (time.D
 	return s.requeueAfter(desired, publishedAt, ok, now)
 }
 
-// changes says what plan changed.
-type changes struct{ ca, serving, bundle bool }
+// changes says what plan changed, and how many certificates it dropped from
+// the bundle because podpatch did not issue them.
+type changes struct {
+	ca, serving, bundle, issued bool
+	foreign                     int
+}
 
-func (c changes) any() bool { return c.ca || c.serving || c.bundle }
+func (c changes) any() bool { return c.ca || c.serving || c.bundle || c.issued }
 
-// plan computes the Secret data due at now from the current data, keeping all
-// that is still good:
+// plan computes the Secret data due at now from the current data, and the
+// record of the CAs podpatch issued (annotationIssuedCAs) from the current
+// one, keeping all that is still good:
 //   - a new CA when there is none usable or the current one is within its
 //     renewal window;
 //   - the bundle: the CAs of the old bundle, the previous and the current CA,
-//     less those that have expired;
+//     less those that have expired and those podpatch did not issue. podpatch
+//     issued the current CA, the previous one if the Secret holds its key
+//     (that also adopts the CA of a Secret written before the record existed),
+//     and those the record names, which it wrote when each was the current CA.
+//     Anything else in ca-bundle.crt (a CA appended by hand, say) would let
+//     its holder serve as podpatch to the API server, and is dropped: the
+//     record, not the bundle, says what podpatch issued;
 //   - a new serving certificate, signed by the current CA, when the current one
 //     is unusable, is due for renewal, or (only if maySwitch) was signed by an
 //     older CA. A serving certificate from an older CA is otherwise kept even
 //     when due, because the current CA may not be published yet.
-func (s *SelfSigned) plan(data map[string][]byte, now time.Time, maySwitch bool) (map[string][]byte, changes, error) {
+func (s *SelfSigned) plan(data map[string][]byte, issued string, now time.Time, maySwitch bool) (map[string][]byte, string, changes, error) {
 	var ch changes
+	ours := map[string]bool{}
+	for _, fp := range strings.Split(issued, ",") {
+		ours[fp] = fp != ""
+	}
 	ca, err := parseCA(data[secretCACert], data[secretCAKey])
 	if err == nil {
+		ours[fingerprint(ca.cert)] = true // its key is here: podpatch signed with it
 		rt, rtErr := s.renewalTime(ca.cert)
 		if rtErr != nil {
-			return nil, ch, rtErr
+			return nil, "", ch, rtErr
 		}
 		if !now.Before(rt) {
 			err = errors.New("CA due for renewal")
@@ -371,10 +397,11 @@ func (s *SelfSigned) plan(data map[string][]byte, now time.Time, maySwitch bool)
 	if err != nil {
 		ca, err = newCA(s.opts.ServiceName+"."+s.opts.Namespace, now, s.opts.CAValidity)
 		if err != nil {
-			return nil, ch, err
+			return nil, "", ch, err
 		}
 		ch.ca = true
 	}
+	ours[fingerprint(ca.cert)] = true
 
 	// An undecodable old bundle or CA contributes nothing: the bundle is
 	// rebuilt from what remains, and a serving certificate that chained only to
@@ -389,18 +416,29 @@ func (s *SelfSigned) plan(data map[string][]byte, now time.Time, maySwitch bool)
 	candidates = append(candidates, ca.cert)
 	var bundle []*x509.Certificate
 	var bundlePEM []byte
+	var fingerprints []string
 	for _, c := range candidates {
-		if !c.IsCA || now.After(c.NotAfter) || containsCert(bundle, c) {
+		if containsCert(bundle, c) {
+			continue
+		}
+		if !ours[fingerprint(c)] {
+			ch.foreign++
+			continue
+		}
+		if !c.IsCA || now.After(c.NotAfter) {
 			continue
 		}
 		p, err := pki.EncodeX509(c)
 		if err != nil {
-			return nil, ch, fmt.Errorf("encoding CA bundle: %w", err)
+			return nil, "", ch, fmt.Errorf("encoding CA bundle: %w", err)
 		}
 		bundle = append(bundle, c)
 		bundlePEM = append(bundlePEM, p...)
+		fingerprints = append(fingerprints, fingerprint(c))
 	}
 	ch.bundle = !bytes.Equal(bundlePEM, data[secretCABundle])
+	issuedOut := strings.Join(fingerprints, ",")
+	ch.issued = issuedOut != issued
 
 	serving, err := s.checkServing(data[secretCert], data[secretKey], bundle, now)
 	reissue := err != nil
@@ -408,7 +446,7 @@ func (s *SelfSigned) plan(data map[string][]byte, now time.Time, maySwitch bool)
 		if issuedBy(serving.cert, ca.cert) {
 			rt, rtErr := s.renewalTime(serving.cert)
 			if rtErr != nil {
-				return nil, ch, rtErr
+				return nil, "", ch, rtErr
 			}
 			reissue = !now.Before(rt)
 		} else {
@@ -418,7 +456,7 @@ func (s *SelfSigned) plan(data map[string][]byte, now time.Time, maySwitch bool)
 	if reissue {
 		serving, err = newServingCert(ca, s.dnsNames, now, s.opts.CertValidity)
 		if err != nil {
-			return nil, ch, err
+			return nil, "", ch, err
 		}
 		ch.serving = true
 	}
@@ -435,7 +473,7 @@ func (s *SelfSigned) plan(data map[string][]byte, now time.Time, maySwitch bool)
 	// A Secret edited by hand may hold key/value pairs of ours that no longer parse.
 	ch.ca = ch.ca || !bytes.Equal(data[secretCACert], ca.certPEM) || !bytes.Equal(data[secretCAKey], ca.keyPEM)
 	ch.serving = ch.serving || !bytes.Equal(data[secretCert], serving.certPEM) || !bytes.Equal(data[secretKey], serving.keyPEM)
-	return out, ch, nil
+	return out, issuedOut, ch, nil
 }
 
 // checkServing parses the serving certificate and key and checks that they
@@ -650,6 +688,21 @@ func publicationTime(annotations map[string]string, bundle []byte) (time.Time, b
 		return time.Time{}, false
 	}
 	return t, true
+}
+
+// fingerprint is the SHA-256 of a certificate's DER, in hex.
+func fingerprint(c *x509.Certificate) string {
+	sum := sha256.Sum256(c.Raw)
+	return hex.EncodeToString(sum[:])
+}
+
+func setAnnotation(obj client.Object, key, value string) {
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[key] = value
+	obj.SetAnnotations(a)
 }
 
 func bundleHash(bundle []byte) string {

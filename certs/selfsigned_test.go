@@ -674,3 +674,113 @@ func TestSelfSignedShortValidity(t *testing.T) {
 	assert.NotEqual(t, first.Data[CertFile], renewed.Data[CertFile], "renewed 21 s after issuance")
 	assert.Equal(t, first.Data[CACertFile], renewed.Data[CACertFile], "by the same CA")
 }
+
+// TestSelfSignedDropsForeignCAs appends CAs podpatch did not issue to the
+// Secret's ca-bundle.crt (and puts one in place of ca.crt): none survives the
+// next round, none is ever published, through a CA rotation too.
+func TestSelfSignedDropsForeignCAs(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	dir := t.TempDir()
+	clk := &clock{now: testNow}
+	s := newSelfSigned(t, testOptions(c, dir, clk.Now))
+	_, err := s.Reconcile(ctx)
+	require.NoError(t, err)
+	orig := getSecret(t, c)
+	ca1 := mustCert(t, orig.Data["ca.crt"])
+	assert.Equal(t, fingerprint(ca1), orig.Annotations[annotationIssuedCAs], "the record names the CA podpatch created")
+
+	intruder, err := newCA("intruder", testNow, 2*DefaultCAValidity)
+	require.NoError(t, err)
+	// Named like podpatch's own CAs: names prove nothing.
+	lookalike, err := newCA(testService+"."+testNamespace, testNow, 2*DefaultCAValidity)
+	require.NoError(t, err)
+	requireNotPublished := func(when string) {
+		t.Helper()
+		bundles, err := caBundles(c)
+		require.NoError(t, err)
+		for _, b := range bundles {
+			for _, cert := range mustCerts(t, b) {
+				assert.False(t, cert.Equal(intruder.cert) || cert.Equal(lookalike.cert), "%s: a foreign CA is published", when)
+			}
+		}
+	}
+	appendForeign := func() {
+		t.Helper()
+		sec := getSecret(t, c)
+		sec.Data["ca-bundle.crt"] = append(append(append([]byte{}, sec.Data["ca-bundle.crt"]...), intruder.certPEM...), lookalike.certPEM...)
+		require.NoError(t, c.Update(ctx, sec))
+	}
+
+	appendForeign()
+	clk.Add(time.Hour)
+	_, err = s.Reconcile(ctx)
+	require.NoError(t, err)
+	sec := getSecret(t, c)
+	assert.Equal(t, string(orig.Data["ca-bundle.crt"]), string(sec.Data["ca-bundle.crt"]), "the foreign CAs are gone")
+	assert.Equal(t, string(orig.Data["ca.crt"]), string(sec.Data["ca.crt"]), "same CA")
+	assert.Equal(t, string(orig.Data["tls.crt"]), string(sec.Data["tls.crt"]), "same serving certificate")
+	assert.Equal(t, string(orig.Data["ca-bundle.crt"]), string(publishedBundle(t, c)))
+	requireNotPublished("after the next round")
+
+	// Appended again just before the CA rotation: the new bundle holds the
+	// old and the new CA, and nothing else.
+	appendForeign()
+	clk.Add(DefaultCAValidity - DefaultCAValidity/3)
+	_, err = s.Reconcile(ctx)
+	require.NoError(t, err)
+	sec = getSecret(t, c)
+	ca2 := mustCert(t, sec.Data["ca.crt"])
+	require.False(t, ca2.Equal(ca1), "the CA was rotated")
+	bundle := mustCerts(t, sec.Data["ca-bundle.crt"])
+	require.Len(t, bundle, 2)
+	assert.True(t, bundle[0].Equal(ca1))
+	assert.True(t, bundle[1].Equal(ca2))
+	assert.Equal(t, fingerprint(ca1)+","+fingerprint(ca2), sec.Annotations[annotationIssuedCAs])
+	requireNotPublished("after the rotation")
+	clk.Add(DefaultOverlap)
+	_, err = s.Reconcile(ctx)
+	require.NoError(t, err)
+	assert.Len(t, mustCerts(t, getSecret(t, c).Data["ca-bundle.crt"]), 2, "the previous CA, whose key is gone, stays by the record")
+
+	// A foreign CA in place of ca.crt, without its key, is not adopted: podpatch
+	// makes a new CA and the foreign one never reaches the bundle.
+	sec = getSecret(t, c)
+	sec.Data["ca.crt"] = intruder.certPEM
+	require.NoError(t, c.Update(ctx, sec))
+	clk.Add(time.Hour)
+	_, err = s.Reconcile(ctx)
+	require.NoError(t, err)
+	sec = getSecret(t, c)
+	ca3 := mustCert(t, sec.Data["ca.crt"])
+	assert.False(t, ca3.Equal(intruder.cert))
+	assert.False(t, ca3.Equal(ca2))
+	for _, cert := range mustCerts(t, sec.Data["ca-bundle.crt"]) {
+		assert.False(t, cert.Equal(intruder.cert), "the foreign ca.crt is not in the bundle")
+	}
+	requireNotPublished("after ca.crt was replaced")
+}
+
+// TestSelfSignedAdoptsUnrecordedSecret checks a Secret written before the
+// record of issued CAs existed: its CA, whose key it holds, is adopted
+// without touching the certificates.
+func TestSelfSignedAdoptsUnrecordedSecret(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	clk := &clock{now: testNow}
+	s := newSelfSigned(t, testOptions(c, t.TempDir(), clk.Now))
+	_, err := s.Reconcile(ctx)
+	require.NoError(t, err)
+	sec := getSecret(t, c)
+	orig := sec.DeepCopy()
+	delete(sec.Annotations, annotationIssuedCAs)
+	require.NoError(t, c.Update(ctx, sec))
+
+	clk.Add(time.Hour)
+	_, err = s.Reconcile(ctx)
+	require.NoError(t, err)
+	sec = getSecret(t, c)
+	assert.Equal(t, orig.Data, sec.Data, "nothing re-issued, nothing dropped")
+	assert.Equal(t, orig.Annotations[annotationIssuedCAs], sec.Annotations[annotationIssuedCAs])
+	assert.Equal(t, orig.Annotations[annotationPublishedAt], sec.Annotations[annotationPublishedAt], "the bundle was not republished")
+}

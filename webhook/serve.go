@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -32,6 +33,7 @@ type Options struct {
 	Port                   int
 	CertDir                string
 	EnableHTTP2            bool
+	ClientCAFile           string
 	PlatformNamespace      string
 	NamespaceAllowedFields []string
 	PolicyDir              string
@@ -83,6 +85,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Port, "port", o.Port, "HTTPS port of the webhook")
 	fs.StringVar(&o.CertDir, "cert-dir", o.CertDir, "directory holding tls.crt and tls.key; reloaded when they change")
 	fs.BoolVar(&o.EnableHTTP2, "enable-http2", o.EnableHTTP2, "serve HTTP/2 (off: CVE-2023-44487 rapid reset)")
+	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "require client certificates signed by a CA in this PEM file (kube-apiserver's webhook credentials); reloaded when it changes")
 	fs.StringVar(&o.PlatformNamespace, "platform-namespace", o.PlatformNamespace, "namespace whose policy ConfigMaps apply to every namespace")
 	fs.StringSliceVar(&o.NamespaceAllowedFields, "namespace-allowed-fields", o.NamespaceAllowedFields, "fields namespace policies may set (prefix service. for Service fields)")
 	fs.StringVar(&o.PolicyDir, "policy-dir", o.PolicyDir, "serve policy ConfigMaps from YAML files in this directory instead of the cluster")
@@ -110,6 +113,11 @@ func (o *Options) Validate() (policies.Options, error) {
 	}
 	if o.CertDir == "" {
 		errs = append(errs, errors.New("--cert-dir must not be empty"))
+	}
+	if o.ClientCAFile != "" {
+		if _, err := certs.ReadCABundle(o.ClientCAFile); err != nil {
+			errs = append(errs, fmt.Errorf("--client-ca-file: %w", err))
+		}
 	}
 	if o.PlatformNamespace == "" {
 		errs = append(errs, errors.New("--platform-namespace must not be empty"))
@@ -160,7 +168,7 @@ func Run(ctx context.Context, o *Options, log logr.Logger) error {
 
 	srv := webhook.NewServer(webhook.Options{
 		Host: o.Host, Port: o.Port, CertDir: o.CertDir,
-		TLSOpts: certs.ServingOptions{CertDir: o.CertDir, EnableHTTP2: o.EnableHTTP2}.TLSOpts(),
+		TLSOpts: certs.ServingOptions{CertDir: o.CertDir, EnableHTTP2: o.EnableHTTP2, ClientCAFile: o.ClientCAFile}.TLSOpts(),
 	})
 	srv.Register("/mutate", &Review{Log: log.WithName("mutate"), Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: o.PlatformNamespace}})
 	srv.Register("/validate", &Review{Log: log.WithName("validate"), Handler: &Validator{Options: popts, Metrics: m}})
@@ -215,7 +223,7 @@ func Run(ctx context.Context, o *Options, log logr.Logger) error {
 		mux := http.NewServeMux()
 		mux.Handle("/healthz", http.StripPrefix("/healthz", &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}))
 		mux.Handle("/readyz", http.StripPrefix("/readyz", &healthz.Handler{Checks: map[string]healthz.Checker{
-			"policies": ready, "webhook": srv.StartedChecker()}}))
+			"policies": ready, "webhook": latch(srv.StartedChecker())}}))
 		start("health probes", serveHTTP(o.HealthProbeBindAddress, mux, o.ShutdownTimeout))
 	}
 	if o.MetricsBindAddress != "0" {
@@ -256,6 +264,24 @@ func serveHTTP(addr string, h http.Handler, grace time.Duration) func(context.Co
 			return err
 		}
 		return <-done
+	}
+}
+
+// latch passes once check has passed once. The webhook server's check dials
+// it over TLS; once it answers it keeps listening until podpatch stops, and
+// with --client-ca-file every dial without a client certificate would log a
+// TLS handshake error at each readiness probe.
+func latch(check healthz.Checker) healthz.Checker {
+	var passed atomic.Bool
+	return func(r *http.Request) error {
+		if passed.Load() {
+			return nil
+		}
+		if err := check(r); err != nil {
+			return err
+		}
+		passed.Store(true)
+		return nil
 	}
 }
 

@@ -40,23 +40,34 @@ type ControlPlane struct {
 	Client     client.Client
 	Scheme     *runtime.Scheme
 	Kubeconfig string
-	env        *envtest.Environment
+	// WebhookClientCA signed the client certificate kube-apiserver presents to every webhook
+	// that asks for one; WebhookClientCAFile holds its certificate, for
+	// `podpatch serve --client-ca-file`.
+	WebhookClientCA     *ClientCA
+	WebhookClientCAFile string
+	env                 *envtest.Environment
+	dir                 string
 }
 
 // Start runs kube-apiserver and etcd from binDir, installing the CRDs in crdDirs. dir holds
-// the kubeconfig file.
+// the kubeconfig file and the API server's webhook client credentials.
 func Start(binDir, dir string, crdDirs ...string) (*ControlPlane, error) {
 	for _, b := range []string{"kube-apiserver", "etcd"} {
 		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
 			return nil, fmt.Errorf("%s missing: run `make control-plane`: %w", b, err)
 		}
 	}
-	c := &ControlPlane{Scheme: runtime.NewScheme()}
+	c := &ControlPlane{Scheme: runtime.NewScheme(), dir: dir}
 	if err := clientgoscheme.AddToScheme(c.Scheme); err != nil {
 		return nil, err
 	}
+	ca, admission, err := webhookClientCredentials(dir)
+	if err != nil {
+		return nil, fmt.Errorf("webhook client credentials: %w", err)
+	}
+	c.WebhookClientCA, c.WebhookClientCAFile = ca, filepath.Join(dir, webhookClientCAFile)
 	c.env = &envtest.Environment{BinaryAssetsDirectory: binDir, CRDDirectoryPaths: crdDirs, ErrorIfCRDPathMissing: true}
-	var err error
+	c.env.ControlPlane.GetAPIServer().Configure().Set("admission-control-config-file", admission)
 	if c.Config, err = c.env.Start(); err != nil {
 		return nil, fmt.Errorf("start control plane: %w", err)
 	}
@@ -81,6 +92,26 @@ func (c *ControlPlane) setup(dir string) error {
 	}
 	c.Kubeconfig = filepath.Join(dir, "kubeconfig")
 	return os.WriteFile(c.Kubeconfig, kc, 0o600)
+}
+
+// UserKubeconfig writes a kubeconfig for a user the API server authenticates by client
+// certificate, with only what RBAC grants name and groups, and returns its path. A name
+// system:serviceaccount:NAMESPACE:NAME is matched by RBAC subjects of kind ServiceAccount.
+func (c *ControlPlane) UserKubeconfig(name string, groups ...string) (string, error) {
+	user, err := c.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		return "", err
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp(c.dir, "user-*.kubeconfig")
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(kc)
+	return f.Name(), errors.Join(err, f.Close())
 }
 
 // Stop stops the control plane.

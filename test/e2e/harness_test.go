@@ -57,6 +57,12 @@ func startPodpatch(t *testing.T, certDir string, extra ...string) *podpatchProce
 // for configurations that must name the URL before podpatch starts.
 func startPodpatchOnPort(t *testing.T, port int, certDir string, extra ...string) *podpatchProcess {
 	t.Helper()
+	return startPodpatchAs(t, kubeconfig, port, certDir, extra...)
+}
+
+// startPodpatchAs is startPodpatchOnPort with the API server identity of a kubeconfig.
+func startPodpatchAs(t *testing.T, kubeconfig string, port int, certDir string, extra ...string) *podpatchProcess {
+	t.Helper()
 	pp, err := cluster.StartPodpatch(podpatchBin, kubeconfig, certDir, port, extra...)
 	require.NoError(t, err)
 	p := &podpatchProcess{Podpatch: pp, certDir: certDir}

@@ -26,6 +26,9 @@ var (
 	scheme      *runtime.Scheme
 	kubeconfig  string
 	podpatchBin string
+	// controlPlane also holds the client CA of the certificate the API server presents to
+	// webhooks, and makes kubeconfigs for less privileged users.
+	controlPlane *cluster.ControlPlane
 )
 
 func TestMain(m *testing.M) {
@@ -59,7 +62,7 @@ func runMain(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "e2e: stop control plane: %v\n", err)
 		}
 	}()
-	restConfig, k8s, scheme, kubeconfig = cp.Config, cp.Client, cp.Scheme, cp.Kubeconfig
+	controlPlane, restConfig, k8s, scheme, kubeconfig = cp, cp.Config, cp.Client, cp.Scheme, cp.Kubeconfig
 	podpatchBin = filepath.Join(tmp, "podpatch")
 	if err := cluster.BuildPodpatch(repoRoot, podpatchBin); err != nil {
 		return fail("build podpatch: %v", err)

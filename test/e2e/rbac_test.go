@@ -1,0 +1,201 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cert-manager/cert-manager/pkg/util/pki"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/test/cluster"
+)
+
+// podpatchServiceAccount is the user name of the manifests' ServiceAccount: RBAC subjects of
+// kind ServiceAccount match it whatever authenticated it.
+const podpatchServiceAccount = "system:serviceaccount:podpatch-system:podpatch"
+
+// TestRBACRules pins the manifests' RBAC to what podpatch uses: the informers list and watch
+// ConfigMaps and Namespaces, the Event recorder creates and patches Events, and the
+// self-signed mode reaches its Secret and webhook configurations by name (creating the Secret
+// cannot be narrowed by name).
+func TestRBACRules(t *testing.T) {
+	core := func(resources []string, verbs ...string) rbacv1.PolicyRule {
+		return rbacv1.PolicyRule{APIGroups: []string{""}, Resources: resources, Verbs: verbs}
+	}
+	base := map[string][]rbacv1.PolicyRule{
+		"ClusterRole/podpatch": {
+			core([]string{"configmaps", "namespaces"}, "list", "watch"),
+			core([]string{"events"}, "create", "patch"),
+		},
+	}
+	selfSigned := map[string][]rbacv1.PolicyRule{
+		"Role/podpatch-self-signed": {
+			core([]string{"secrets"}, "create"),
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"podpatch-tls"}, Verbs: []string{"get", "update", "patch"}},
+		},
+		"ClusterRole/podpatch-self-signed": {{
+			APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"},
+			ResourceNames: []string{"podpatch"}, Verbs: []string{"get", "update", "patch"},
+		}},
+	}
+	for dir, want := range map[string][]map[string][]rbacv1.PolicyRule{
+		"manifests/base":                  {base},
+		"manifests/overlays/cert-manager": {base},
+		"manifests/overlays/self-signed":  {base, selfSigned},
+	} {
+		all := map[string][]rbacv1.PolicyRule{}
+		for _, w := range want {
+			for k, v := range w {
+				all[k] = v
+			}
+		}
+		require.Equal(t, all, roleRules(t, kustomizeBuild(t, dir)), dir)
+	}
+}
+
+// roleRules returns the rules of every Role and ClusterRole in built manifests.
+func roleRules(t *testing.T, objs []*unstructured.Unstructured) map[string][]rbacv1.PolicyRule {
+	t.Helper()
+	out := map[string][]rbacv1.PolicyRule{}
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Role", "ClusterRole":
+			role := &rbacv1.ClusterRole{}
+			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, role))
+			out[o.GetKind()+"/"+o.GetName()] = role.Rules
+		}
+	}
+	return out
+}
+
+// TestLeastPrivilege runs podpatch, self-signed and requiring the API server's client
+// certificate, as the manifests' ServiceAccount with only the self-signed overlay's RBAC: it
+// becomes ready, patches a Pod the API server sends it, reports an invalid policy as an Event,
+// and a second replica's first round drops a CA someone appended to the Secret's bundle.
+func TestLeastPrivilege(t *testing.T) {
+	ctx := contextBackground()
+	secretKey := client.ObjectKey{Namespace: podpatchTLSNamespace, Name: podpatchTLSSecret}
+	require.True(t, apierrors.IsNotFound(k8s.Get(ctx, secretKey, &corev1.Secret{})), "Secret %s must not exist yet", secretKey)
+	t.Cleanup(func() { // registered first: runs once podpatch has stopped
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: secretKey.Namespace, Name: secretKey.Name}}
+		if err := k8s.Delete(contextBackground(), s); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete Secret %s: %v", secretKey, err)
+		}
+	})
+
+	built := kustomizeBuild(t, "manifests/overlays/self-signed")
+	var rbac []*unstructured.Unstructured
+	for _, o := range built {
+		if o.GetAPIVersion() == "rbac.authorization.k8s.io/v1" {
+			rbac = append(rbac, o)
+		}
+	}
+	require.Len(t, rbac, 6)
+	applyManifests(t, rbac)
+	applyManifests(t, kustomizeBuild(t, "manifests/examples"))
+	sa, err := controlPlane.UserKubeconfig(podpatchServiceAccount, "system:serviceaccounts", "system:serviceaccounts:podpatch-system")
+	require.NoError(t, err)
+	asSA := clientFor(t, sa)
+	require.Eventually(t, func() bool { // RBAC reaches the authorizer's cache shortly after it is written
+		return asSA.List(ctx, &corev1.ConfigMapList{}, client.InNamespace("team-a")) == nil
+	}, 10*time.Second, 100*time.Millisecond, "the ServiceAccount may list ConfigMaps")
+	policy := &corev1.ConfigMap{}
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: "podpatch-system", Name: "cost-center"}, policy))
+	err = asSA.Get(ctx, client.ObjectKeyFromObject(policy), &corev1.ConfigMap{})
+	require.True(t, apierrors.IsForbidden(err), "no get on ConfigMaps: %v", err)
+	err = asSA.List(ctx, &corev1.SecretList{}, client.InNamespace("podpatch-system"))
+	require.True(t, apierrors.IsForbidden(err), "no list on Secrets: %v", err)
+
+	port := freePort(t)
+	mwc, vwc := webhookConfigurations(t, built, fmt.Sprintf("https://localhost:%d", port), nil)
+	installWebhooks(t, mwc, vwc)
+	flags := []string{"--self-signed", "--namespace", podpatchTLSNamespace, "--secret-name", podpatchTLSSecret,
+		"--mutating-webhook-configuration", mwc.Name, "--validating-webhook-configuration", vwc.Name,
+		"--service-name", "localhost", // the API server dials https://localhost:PORT (see TestSelfSigned)
+		"--client-ca-file", controlPlane.WebhookClientCAFile}
+	p := startPodpatchAs(t, sa, port, t.TempDir(), flags...)
+	requireCABundlePublished(t, mwc.Name, vwc.Name, secretKey)
+	require.Eventually(t, func() bool { return p.metricSum(t, "podpatch_policies") == 6 },
+		30*time.Second, 100*time.Millisecond, "podpatch never saw the 6 example policies")
+
+	require.Eventually(t, func() bool { return patchedByExamples(dryRunCreate(t, daskWorker("team-a", "probe"))) },
+		30*time.Second, 200*time.Millisecond, "the API server never got a patch from podpatch")
+	pod := daskWorker("team-a", "least-privilege")
+	require.NoError(t, k8s.Create(ctx, pod))
+	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), pod) })
+	stored := &corev1.Pod{}
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(pod), stored))
+	require.True(t, patchedByExamples(stored), "stored pod: %v %v", stored.Labels, stored.Annotations)
+
+	// An invalid policy (written while nothing validates policies) becomes an Event.
+	require.NoError(t, k8s.Delete(ctx, vwc))
+	require.Eventually(t, func() bool {
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "least-privilege-broken", Labels: map[string]string{policies.PolicyLabel: "true"}},
+			Data:       map[string]string{"p.yaml": policyYAML("broken", "nodeSelector: {pool: [not, a, string]}")},
+		}
+		return k8s.Create(ctx, cm) == nil
+	}, 20*time.Second, 200*time.Millisecond, "the invalid policy is stored once the validating webhook is gone")
+	t.Cleanup(func() {
+		_ = k8s.Delete(contextBackground(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "least-privilege-broken"}})
+	})
+	require.Eventually(t, func() bool {
+		events := &corev1.EventList{}
+		require.NoError(t, k8s.List(ctx, events, client.InNamespace("team-a")))
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == "least-privilege-broken" && e.Reason == "InvalidPolicy" {
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 200*time.Millisecond, "InvalidPolicy Event")
+
+	// A CA appended to the Secret's bundle is dropped by the next round (a second replica's
+	// first), and the configurations get the bundle without it.
+	foreign, err := cluster.NewClientCA("appended-by-hand")
+	require.NoError(t, err)
+	secret := &corev1.Secret{}
+	require.NoError(t, k8s.Get(ctx, secretKey, secret))
+	own := bytes.Clone(secret.Data["ca-bundle.crt"])
+	secret.Data["ca-bundle.crt"] = append(bytes.Clone(own), foreign.CertPEM...)
+	require.NoError(t, k8s.Update(ctx, secret))
+	startPodpatchAs(t, sa, 0, t.TempDir(), flags...)
+	require.Eventually(t, func() bool {
+		s := &corev1.Secret{}
+		require.NoError(t, k8s.Get(ctx, secretKey, s))
+		return bytes.Equal(own, s.Data["ca-bundle.crt"])
+	}, 20*time.Second, 100*time.Millisecond, "the appended CA left the Secret")
+	cur := mwc.DeepCopy()
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(mwc), cur))
+	for _, w := range cur.Webhooks {
+		cas, err := pki.DecodeX509CertificateSetBytes(w.ClientConfig.CABundle)
+		require.NoError(t, err)
+		for _, c := range cas {
+			assert.False(t, strings.Contains(c.Subject.CommonName, "appended-by-hand"), "webhook %s trusts the appended CA", w.Name)
+		}
+		assert.Equal(t, string(own), string(w.ClientConfig.CABundle), "webhook %s", w.Name)
+	}
+}
+
+// clientFor is a client with the identity of a kubeconfig.
+func clientFor(t *testing.T, kubeconfig string) client.Client {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	require.NoError(t, err)
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	require.NoError(t, err)
+	return c
+}

@@ -1,0 +1,38 @@
+package webhook
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/require"
+
+	"github.com/podpatch/podpatch/certs"
+)
+
+// TestClientCAFileFlag checks that --client-ca-file is bound and that a file
+// which holds no CA certificate is refused before anything starts.
+func TestClientCAFileFlag(t *testing.T) {
+	dir := t.TempDir()
+	b, err := certs.Generate(certs.GenerateOptions{Service: "kube-apiserver", Namespace: "kube-system"})
+	require.NoError(t, err)
+	good := filepath.Join(dir, "ca.crt")
+	require.NoError(t, os.WriteFile(good, b.CACert, 0o644))
+	bad := filepath.Join(dir, "bad.crt")
+	require.NoError(t, os.WriteFile(bad, b.Key, 0o600))
+
+	for file, wantErr := range map[string]bool{"": false, good: false, bad: true, filepath.Join(dir, "missing"): true} {
+		o := NewOptions()
+		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		require.NoError(t, fs.Parse([]string{"--client-ca-file=" + file}))
+		require.Equal(t, file, o.ClientCAFile)
+		_, err := o.Validate()
+		if wantErr {
+			require.ErrorContains(t, err, "--client-ca-file", file)
+		} else {
+			require.NoError(t, err, file)
+		}
+	}
+}
