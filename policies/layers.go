@@ -135,8 +135,8 @@ const MaxSelectionRounds = 4
 func (s *Set) fixedPoint(in Input, sub *subject, skip bool, l layers, platformOnly bool) (Result, error) {
 	for round := 1; ; round++ {
 		res, labels, err := s.applyLayers(in, sub.id.Manager, l)
-		if err != nil {
-			return res, err
+		if err != nil || !setsLabels(l.all(), in.Kind) {
+			return res, err // without labels set by policies, the selection cannot change
 		}
 		next := s.selectLayers(&subject{id: sub.id, kind: sub.kind, namespace: sub.namespace, labels: labels, namespaceLabels: sub.namespaceLabels}, skip)
 		if platformOnly {
@@ -151,6 +151,16 @@ func (s *Set) fixedPoint(in Input, sub *subject, skip bool, l layers, platformOn
 		}
 		l = next
 	}
+}
+
+// setsLabels reports whether any of the policies sets or removes a label of a kind of object.
+func setsLabels(ps []*Policy, kind Kind) bool {
+	for _, p := range ps {
+		if meta, ok := p.patchFor(kind)["metadata"].(map[string]any); ok && meta["labels"] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // applyLayers applies one selection of layers to the object as it came in, and returns the
