@@ -27,10 +27,13 @@ type Validator struct {
 	Metrics *Metrics
 }
 
-var _ admission.Handler = (*Validator)(nil)
+var (
+	_ admission.Handler = (*Validator)(nil)
+	_ Fallback          = (*Validator)(nil)
+)
 
 // Handle implements admission.Handler.
-func (v *Validator) Handle(_ context.Context, req admission.Request) admission.Response {
+func (v *Validator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Kind.Group != "" || req.Kind.Kind != "ConfigMap" ||
 		(req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
 		return admission.Allowed("podpatch validates only ConfigMap creation and updates")
@@ -48,12 +51,24 @@ func (v *Validator) Handle(_ context.Context, req admission.Request) admission.R
 	if cm.Namespace == "" {
 		cm.Namespace = req.Namespace
 	}
+	if ctx.Err() != nil {
+		return v.Fallback(req, ReasonBudgetExceeded)
+	}
 	if _, probs := policies.ParseConfigMap(cm, v.Options); len(probs) > 0 {
 		v.Metrics.validations.WithLabelValues("denied").Inc()
 		return admission.Denied("invalid podpatch policy:\n" + strings.Join(problemLines(cm.Namespace+"/"+cm.Name+": ", probs), "\n"))
 	}
 	v.Metrics.validations.WithLabelValues("allowed").Inc()
 	return admission.Allowed("")
+}
+
+// Fallback implements Fallback: a policy ConfigMap that could not be validated in time is
+// allowed, with a warning, as failurePolicy Ignore would allow it; it is compiled when it
+// arrives in the informer, and if it fails its last good version is kept and an InvalidPolicy
+// Event says why.
+func (v *Validator) Fallback(_ admission.Request, _ Reason) admission.Response {
+	return admission.Allowed("").WithWarnings("podpatch could not validate this policy ConfigMap in time; " +
+		"if it is invalid it will not be applied, and an InvalidPolicy event will say why (podpatch lint checks it offline)")
 }
 
 // maxListedProblems is how many problems of one policy ConfigMap a denial, a log line or an
