@@ -12,11 +12,10 @@ import (
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 )
 
-// ServingOptions configure the webhook's HTTPS listener. The listener itself
-// is controller-runtime's webhook server: pass CertDir as
-// webhook.Options.CertDir and TLSOpts() as webhook.Options.TLSOpts; its
-// certwatcher reloads tls.crt and tls.key from CertDir without dropping
-// connections.
+// ServingOptions configure the webhook's HTTPS listener (webhook's tlsServer,
+// which takes TLSOpts() as controller-runtime's webhook.Options.TLSOpts would);
+// controller-runtime's certwatcher reloads tls.crt and tls.key from CertDir
+// without dropping connections.
 type ServingOptions struct {
 	// CertDir holds tls.crt and tls.key (and ca.crt, which the server does not read).
 	CertDir string
@@ -25,7 +24,7 @@ type ServingOptions struct {
 	// (CVE-2023-44487, CVE-2023-39325; GHSA-qppj-fm5r-hxr3,
 	// GHSA-4374-p667-p6c8): kubebuilder's scaffold makes the same choice, and
 	// the API server calls webhooks over HTTP/1.1 just as well.
-	// controller-runtime's webhook server would otherwise offer only "h2".
+	// Go's default, and controller-runtime's webhook server, would offer "h2".
 	EnableHTTP2 bool
 	// ClientCAFile, when set, makes the server require a client certificate
 	// that chains to one of the CA certificates in this PEM file: the

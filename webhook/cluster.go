@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -68,11 +69,7 @@ func NewClusterFeed(cfg *rest.Config, opts policies.Options, m *Metrics, log log
 	f.store = NewStore(opts, m, func(cm *corev1.ConfigMap, probs policies.Problems) {
 		log.Info("policy ConfigMap fails to compile; keeping its last good version",
 			"namespace", cm.Namespace, "name", cm.Name, "problems", len(probs))
-		msg := probs.Error()
-		if len(msg) > maxEventMessage {
-			msg = msg[:maxEventMessage-3] + "..."
-		}
-		f.recorder.Event(cm, corev1.EventTypeWarning, "InvalidPolicy", msg)
+		f.recorder.Event(cm, corev1.EventTypeWarning, "InvalidPolicy", invalidPolicyMessage(probs))
 	})
 	return f, f.store, nil
 }
@@ -137,6 +134,16 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 		}
 		f.store.Publish()
 	}
+}
+
+// invalidPolicyMessage is the InvalidPolicy Event's message: the first problems, cut to what
+// the API server accepts.
+func invalidPolicyMessage(probs policies.Problems) string {
+	msg := strings.Join(problemLines("", probs), "\n")
+	if len(msg) > maxEventMessage {
+		msg = strings.ToValidUTF8(msg[:maxEventMessage-3], "") + "..."
+	}
+	return msg
 }
 
 func (f *ClusterFeed) upsert(obj any) {

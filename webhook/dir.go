@@ -35,7 +35,7 @@ func NewDirFeed(dir string, interval time.Duration, opts policies.Options, m *Me
 	f := &DirFeed{Dir: dir, Interval: interval, log: log, files: map[string]string{}, byFile: map[string][]types.NamespacedName{}}
 	f.store = NewStore(opts, m, func(cm *corev1.ConfigMap, probs policies.Problems) {
 		log.Info("policy ConfigMap fails to compile; keeping its last good version",
-			"namespace", cm.Namespace, "name", cm.Name, "problems", probs.Error())
+			"namespace", cm.Namespace, "name", cm.Name, "count", len(probs), "problems", problemLines("", probs))
 	})
 	return f, f.store
 }

@@ -15,6 +15,8 @@ type Metrics struct {
 	policies    *prometheus.GaugeVec
 	invalid     prometheus.Gauge
 	reloads     *prometheus.CounterVec
+	exceeded    *prometheus.CounterVec
+	inFlight    prometheus.Gauge
 }
 
 // NewMetrics creates the metrics and registers them with reg (controller-runtime's registry
@@ -23,11 +25,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_admission_requests_total",
-			Help: "Mutating admission requests by kind, recognised manager and role, and result (patched, unchanged, unrecognised, ignored, error).",
+			Help: "Mutating admission requests by kind, recognised manager and role, and result (patched, unchanged, unrecognised, ignored, error, budget_exceeded).",
 		}, []string{"kind", "manager", "role", "result"}),
 		warnings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_admission_warnings_total",
-			Help: "Admission warnings returned, by reason (invalid_policy: a policy ConfigMap failed to compile and its last good version was used; apply_error: the object could not be patched and was allowed unchanged).",
+			Help: "Admission warnings returned, by reason (invalid_policy: a policy ConfigMap failed to compile and its last good version was used; apply_error: the object could not be patched and was allowed unchanged; budget_exceeded: the request budget ran out and the object was allowed unchanged or the policy unvalidated; overloaded: every request slot stayed busy for the whole budget).",
 		}, []string{"reason"}),
 		validations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_policy_validations_total",
@@ -45,6 +47,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "podpatch_policy_reloads_total",
 			Help: "Policy ConfigMap compilations by result (ok, invalid, deleted).",
 		}, []string{"result"}),
+		exceeded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "podpatch_budget_exceeded_total",
+			Help: "Requests answered without being handled because the request budget ran out or the request was cancelled, by webhook (mutate, validate) and stage (wait: no free slot, the server is overloaded; read: the body did not arrive; handle: the policies took too long).",
+		}, []string{"webhook", "stage"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "podpatch_requests_in_flight",
+			Help: "Admission requests holding one of the --max-in-flight slots (being read or handled).",
+		}),
 	}
 	var err error
 	register := func(c prometheus.Collector) prometheus.Collector {
@@ -64,5 +74,21 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.policies = register(m.policies).(*prometheus.GaugeVec)
 	m.invalid = register(m.invalid).(prometheus.Gauge)
 	m.reloads = register(m.reloads).(*prometheus.CounterVec)
+	m.exceeded = register(m.exceeded).(*prometheus.CounterVec)
+	m.inFlight = register(m.inFlight).(prometheus.Gauge)
 	return m, err
+}
+
+// budgetExceeded counts a request answered without being handled; m may be nil.
+func (m *Metrics) budgetExceeded(webhook, stage string) {
+	if m != nil {
+		m.exceeded.WithLabelValues(webhook, stage).Inc()
+	}
+}
+
+// warned counts an admission warning; m may be nil.
+func (m *Metrics) warned(reason Reason) {
+	if m != nil {
+		m.warnings.WithLabelValues(string(reason)).Inc()
+	}
 }

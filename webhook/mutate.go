@@ -5,6 +5,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 
@@ -23,10 +24,13 @@ type Mutator struct {
 	PlatformNamespace string
 }
 
-var _ admission.Handler = (*Mutator)(nil)
+var (
+	_ admission.Handler = (*Mutator)(nil)
+	_ Fallback          = (*Mutator)(nil)
+)
 
 // Handle implements admission.Handler. Dry-run requests are handled the same way: the
-// handler has no side effects.
+// handler has no side effects. The policies stop when ctx is done (the request budget).
 func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	kind := policies.Kind(req.Kind.Kind)
 	if req.Kind.Group != "" || (kind != policies.KindPod && kind != policies.KindService) ||
@@ -38,6 +42,10 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		m.count(kind, policies.Identity{}, "error")
 		return admission.Errored(http.StatusBadRequest, errNoObject)
 	}
+	if ctx.Err() != nil {
+		m.count(kind, policies.Identity{}, "budget_exceeded")
+		return m.Fallback(req, ReasonBudgetExceeded)
+	}
 	snap := m.Source.Snapshot()
 	res, err := snap.Set.Apply(policies.Input{
 		Kind:            kind,
@@ -46,8 +54,13 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		NamespaceLabels: m.Source.NamespaceLabels(req.Namespace),
 		PatchOnly:       true,
 		Validated:       true, // decoded from the review as JSON
+		Done:            ctx.Done(),
 	})
 	log := logr.FromContextOrDiscard(ctx).WithValues("kind", kind, "namespace", req.Namespace, "uid", req.UID)
+	if errors.Is(err, policies.ErrStopped) || (err != nil && ctx.Err() != nil) {
+		m.count(kind, res.Identity, "budget_exceeded")
+		return m.Fallback(req, ReasonBudgetExceeded)
+	}
 	if err != nil {
 		log.Error(err, "object could not be patched; allowed unchanged")
 		m.count(kind, res.Identity, "error")
@@ -72,6 +85,15 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 	resp := admission.Allowed("").WithWarnings(warnings...)
 	resp.Patch, resp.PatchType = res.Patch, &patchType
 	return resp
+}
+
+// Fallback implements Fallback: the object is allowed unchanged, with a warning; never denied.
+func (m *Mutator) Fallback(_ admission.Request, reason Reason) admission.Response {
+	why := "its request budget ran out"
+	if reason == ReasonOverloaded {
+		why = "it was overloaded"
+	}
+	return admission.Allowed("").WithWarnings("podpatch did not apply policies because " + why + "; the object was admitted unchanged")
 }
 
 // invalidWarnings names the broken policy ConfigMaps that could have applied to an object in ns.

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"time"
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -16,44 +18,169 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
-// maxReviewSize bounds a request body, as controller-runtime does (7 MiB).
-const maxReviewSize = 7 << 20
+// maxReviewSize bounds a request body. kube-apiserver accepts request bodies of at most 3 MiB
+// (MaxRequestBodyBytes in k8s.io/apiserver's server config: twice etcd's 1.5 MiB request
+// limit), and its AdmissionReview wraps the object, as JSON, with the request's kind, resource
+// and userInfo. 4 MiB leaves a quarter for that wrapper and for re-encoding (a YAML or
+// protobuf request body reaches webhooks as JSON); an object larger than that could not be
+// stored in etcd anyway. controller-runtime's 7 MiB would only let every request slot hold
+// more memory, for no review the API server can send.
+const maxReviewSize = 4 << 20
+
+// headGrace is how long a request that will not be handled (its budget is spent) may take to
+// deliver the head of its body, which carries the uid its answer needs. The API server sends
+// the whole body at once, so this is only a bound; it keeps the answer within the webhook's
+// timeout, which is longer than the budget.
+const headGrace = 100 * time.Millisecond
+
+var (
+	errTooLarge  = fmt.Errorf("request entity is too large; limit is %d bytes", maxReviewSize)
+	errOutOfTime = errors.New("the request budget ran out")
+)
 
 // Review serves AdmissionReviews (admission.k8s.io/v1, and v1beta1 which has the same shape)
 // over HTTP for an admission.Handler. It does what controller-runtime's admission.Webhook
 // does — size limit, content type, panic recovery, a response of the request's version — with
 // one plain JSON decode of the review instead of the apimachinery codec, which decodes the
 // whole review twice: on the admission path of every pod that is most of the cost.
+//
+// It also bounds every request: a slot (shared by the endpoints) is taken before the body is
+// read, and the wait, the read and the handler all run under one budget. A request that runs
+// out of it gets the handler's Fallback answer and is counted.
 type Review struct {
 	Handler admission.Handler
 	Log     logr.Logger
+	// Name is the endpoint ("mutate", "validate"): the webhook label of its metrics.
+	Name string
+	// Budget bounds each request from its arrival to its answer; it must be below the
+	// webhook's timeoutSeconds so that the answer arrives in time. Zero: no budget.
+	Budget time.Duration
+	// Slots bounds the requests read and handled at once; nil: no bound.
+	Slots *Slots
+	// Metrics counts the requests that ran out of budget; nil: not counted.
+	Metrics *Metrics
 }
 
 var _ http.Handler = (*Review)(nil)
 
 // ServeHTTP implements http.Handler.
 func (rv *Review) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var review reviewIn
-	resp := rv.decode(r, &review)
-	if resp == nil {
-		req := review.Request.admission()
-		out := rv.handle(r.Context(), req)
-		if err := out.Complete(req); err != nil {
-			out = admission.Errored(http.StatusInternalServerError, fmt.Errorf("encode response: %w", err))
-			out.UID = req.UID
-		}
-		resp = &out
+	ctx := r.Context() // cancelled when the API server gives up on the request
+	if rv.Budget > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, rv.Budget)
+		defer cancel()
 	}
-	if review.APIVersion == "" {
-		review.APIVersion, review.Kind = admissionv1.SchemeGroupVersion.String(), "AdmissionReview"
+	if err := rv.Slots.acquire(ctx); err != nil {
+		rv.giveUp(w, r, nil, stageWait)
+		return
+	}
+	defer rv.Slots.release()
+	if rv.Metrics != nil {
+		rv.Metrics.inFlight.Inc()
+		defer rv.Metrics.inFlight.Dec()
+	}
+
+	var review reviewIn
+	body, err := rv.read(ctx, w, r)
+	if errors.Is(err, errOutOfTime) {
+		rv.giveUp(w, r, body, stageRead)
+		return
+	}
+	if err == nil {
+		err = decode(body, &review)
+	}
+	if err != nil {
+		// Without a decoded request there is no uid to answer with: this is no admission
+		// response, and the HTTP status says so (the API server applies its failurePolicy).
+		code := int32(http.StatusBadRequest)
+		if errors.Is(err, errTooLarge) {
+			code = http.StatusRequestEntityTooLarge
+		}
+		resp := admission.Errored(code, err)
+		rv.write(w, review.TypeMeta, &resp, int(code))
+		return
+	}
+
+	req := review.Request.admission()
+	out := rv.handle(ctx, req)
+	if ctx.Err() != nil {
+		// Work stops at the budget, whatever the handler managed: past it the API server may
+		// have given up already. The request gets the fallback answer.
+		rv.Metrics.budgetExceeded(rv.Name, stageHandle)
+		if fb, ok := rv.Handler.(Fallback); ok {
+			out = fb.Fallback(req, ReasonBudgetExceeded)
+			rv.Metrics.warned(ReasonBudgetExceeded)
+		}
+		rv.Log.Info("request budget ran out; answered with the fallback", "uid", req.UID, "stage", stageHandle)
+	}
+	rv.complete(w, review.TypeMeta, req, out)
+}
+
+// complete sends the handler's answer to req.
+func (rv *Review) complete(w http.ResponseWriter, tm metav1.TypeMeta, req admission.Request, out admission.Response) {
+	if err := out.Complete(req); err != nil {
+		out = admission.Errored(http.StatusInternalServerError, fmt.Errorf("encode response: %w", err))
+		out.UID = req.UID
+	}
+	rv.write(w, tm, &out, http.StatusOK)
+}
+
+// write sends an AdmissionReview carrying resp, of the request's version.
+func (rv *Review) write(w http.ResponseWriter, tm metav1.TypeMeta, resp *admission.Response, status int) {
+	if tm.APIVersion == "" {
+		tm.APIVersion, tm.Kind = admissionv1.SchemeGroupVersion.String(), "AdmissionReview"
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
 	if err := json.NewEncoder(w).Encode(admissionv1.AdmissionReview{
-		TypeMeta: review.TypeMeta,
+		TypeMeta: tm,
 		Response: &resp.AdmissionResponse,
 	}); err != nil {
 		rv.Log.Error(err, "writing the admission response failed", "uid", resp.UID)
 	}
+}
+
+// giveUp answers a request that will not be handled. The handler's fallback needs the
+// request's uid, so the head of the body is read (at most maxHeadSize bytes, head being what
+// was read already); without a uid or a fallback the answer is an HTTP 503 and the API server
+// applies the webhook's failurePolicy. The rest of the body is never read.
+func (rv *Review) giveUp(w http.ResponseWriter, r *http.Request, head []byte, stage string) {
+	rv.Metrics.budgetExceeded(rv.Name, stage)
+	reason := ReasonBudgetExceeded
+	if stage == stageWait {
+		reason = ReasonOverloaded
+	}
+	if len(head) < maxHeadSize && r.Body != nil {
+		// The budget is spent (the read deadline with it): a short new one for the rest of the
+		// head, which is in the socket's buffers already when the API server is the client.
+		rc := http.NewResponseController(w)
+		if err := rc.SetReadDeadline(time.Now().Add(headGrace)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			rv.Log.Error(err, "setting the read deadline failed")
+		}
+		more, err := io.ReadAll(io.LimitReader(r.Body, int64(maxHeadSize-len(head))))
+		if err != nil {
+			// What was read before the error is still searched for the uid.
+			rv.Log.V(1).Info("reading the head of an unhandled request failed", "error", err.Error())
+		}
+		head = append(head, more...)
+	}
+	tm, uid := reviewHead(head[:min(len(head), maxHeadSize)])
+	log := rv.Log.WithValues("uid", uid, "stage", stage, "reason", reason)
+	if stage == stageWait {
+		log = log.V(1) // under overload, a line per request would add to it
+	}
+	fb, ok := rv.Handler.(Fallback)
+	if uid == "" || !ok {
+		log.Info("request not handled; answered 503")
+		resp := admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("podpatch did not handle the request: %s", reason))
+		rv.write(w, tm, &resp, http.StatusServiceUnavailable)
+		return
+	}
+	log.Info("request not handled; answered with the fallback")
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: uid}}
+	rv.Metrics.warned(reason)
+	rv.complete(w, tm, req, fb.Fallback(req, reason))
 }
 
 // reviewIn is the part of an AdmissionReview the handlers read: decoding only these fields
@@ -71,8 +198,19 @@ type requestIn struct {
 	Name        string                      `json:"name"`
 	Namespace   string                      `json:"namespace"`
 	Operation   admissionv1.Operation       `json:"operation"`
-	Object      json.RawMessage             `json:"object"`
+	Object      aliasJSON                   `json:"object"`
 	DryRun      *bool                       `json:"dryRun"`
+}
+
+// aliasJSON is a JSON value that aliases the input it was decoded from, where a
+// json.RawMessage copies it: the object is the bulk of a review, and aliasing holds the body
+// once instead of twice. decode's caller owns the body and never reuses it, so this is safe.
+type aliasJSON []byte
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (a *aliasJSON) UnmarshalJSON(b []byte) error {
+	*a = b
+	return nil
 }
 
 func (r *requestIn) admission() admission.Request {
@@ -85,32 +223,67 @@ func (r *requestIn) admission() admission.Request {
 	}}
 }
 
-// decode reads and checks the review; a non-nil response is the error to answer with.
-func (rv *Review) decode(r *http.Request, review *reviewIn) *admission.Response {
-	fail := func(code int32, err error) *admission.Response {
-		resp := admission.Errored(code, err)
-		return &resp
+// read reads the body, at most maxReviewSize bytes, within the budget: the connection's read
+// deadline is the budget's, so a client that trickles its body holds its slot no longer than
+// that. errOutOfTime comes with what was read. The deadline is cleared only once the whole body
+// is read: otherwise net/http reads on to discard the rest before it writes the answer, and a
+// client that stalls would hold the answer back.
+func (rv *Review) read(ctx context.Context, w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	deadline := false
+	if dl, ok := ctx.Deadline(); ok {
+		switch err := rc.SetReadDeadline(dl); {
+		case err == nil:
+			deadline = true
+		case !errors.Is(err, http.ErrNotSupported): // httptest's recorder does not support it
+			rv.Log.Error(err, "setting the read deadline failed")
+		}
 	}
-	if r.Body == nil || r.Body == http.NoBody {
-		return fail(http.StatusBadRequest, errors.New("request body is empty"))
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return nil, errors.New("request body is empty")
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewSize+1))
-	if err != nil {
-		return fail(http.StatusBadRequest, fmt.Errorf("read request: %w", err))
-	}
-	if len(body) > maxReviewSize {
-		return fail(http.StatusRequestEntityTooLarge, fmt.Errorf("request entity is too large; limit is %d bytes", maxReviewSize))
+	if r.ContentLength > maxReviewSize {
+		return nil, errTooLarge
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
-		return fail(http.StatusBadRequest, fmt.Errorf("contentType=%s, expected application/json", ct))
+		return nil, fmt.Errorf("contentType=%s, expected application/json", ct)
 	}
+	var body []byte
+	var err error
+	if r.ContentLength > 0 { // one allocation of the right size
+		body = make([]byte, r.ContentLength)
+		var n int
+		n, err = io.ReadFull(r.Body, body)
+		body = body[:n]
+	} else {
+		body, err = io.ReadAll(io.LimitReader(r.Body, maxReviewSize+1))
+		if err == nil && len(body) > maxReviewSize {
+			return nil, errTooLarge
+		}
+	}
+	if err != nil {
+		if ne, ok := errors.AsType[net.Error](err); ctx.Err() != nil || (ok && ne.Timeout()) {
+			return body, errOutOfTime
+		}
+		return nil, fmt.Errorf("read request: %w", err)
+	}
+	if deadline {
+		if err := rc.SetReadDeadline(time.Time{}); err != nil {
+			rv.Log.Error(err, "clearing the read deadline failed")
+		}
+	}
+	return body, nil
+}
+
+// decode decodes and checks a review.
+func decode(body []byte, review *reviewIn) error {
 	if err := json.Unmarshal(body, review); err != nil {
-		return fail(http.StatusBadRequest, fmt.Errorf("decode AdmissionReview: %w", err))
+		return fmt.Errorf("decode AdmissionReview: %w", err)
 	}
 	// An empty or foreign JSON document decodes to no request at all: a client error, not an
 	// object to allow.
 	if rq := review.Request; rq == nil || rq.Kind.Kind == "" || rq.UID == "" || rq.Operation == "" {
-		return fail(http.StatusBadRequest, errNoRequest)
+		return errNoRequest
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -42,6 +44,11 @@ type Options struct {
 	MetricsBindAddress     string
 	HealthProbeBindAddress string
 	ShutdownTimeout        time.Duration
+	RequestBudget          time.Duration
+	MaxInFlight            int
+	// MemoryLimit is the container's memory limit (a quantity, e.g. 256Mi or bytes); the Go
+	// runtime's soft limit is set to memoryLimitShare of it.
+	MemoryLimit string
 
 	SelfSigned                     bool
 	Namespace                      string
@@ -67,7 +74,10 @@ func NewOptions() *Options {
 		PolicyDirInterval:              2 * time.Second,
 		MetricsBindAddress:             ":8080",
 		HealthProbeBindAddress:         ":8081",
-		ShutdownTimeout:                30 * time.Second,
+		ShutdownTimeout:                25 * time.Second,
+		RequestBudget:                  1500 * time.Millisecond,
+		MaxInFlight:                    defaultMaxInFlight,
+		MemoryLimit:                    os.Getenv("MEMORY_LIMIT"),
 		Namespace:                      ns,
 		ServiceName:                    "podpatch",
 		SecretName:                     "podpatch-tls",
@@ -93,7 +103,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file (default: in-cluster configuration)")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "address of /metrics (0 disables)")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "address of /healthz and /readyz (0 disables)")
-	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight requests may take after SIGTERM")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight requests may take after SIGTERM; keep it below the Pod's terminationGracePeriodSeconds")
+	fs.DurationVar(&o.RequestBudget, "request-budget", o.RequestBudget, "time a request may take, waiting and reading included; past it the object is admitted unchanged with a warning. Keep it below the webhooks' timeoutSeconds")
+	fs.IntVar(&o.MaxInFlight, "max-in-flight", o.MaxInFlight, "requests read and handled at once; others wait, within their budget, for a slot")
+	fs.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit, "the container's memory limit (default $MEMORY_LIMIT); the Go runtime's soft memory limit is set to 85% of it unless GOMEMLIMIT is set")
 	fs.BoolVar(&o.SelfSigned, "self-signed", o.SelfSigned, "generate and rotate a CA and serving certificate, kept in a Secret, and inject the CA into the webhook configurations")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace of podpatch's Service and Secret (default $POD_NAMESPACE)")
 	fs.StringVar(&o.ServiceName, "service-name", o.ServiceName, "podpatch's Service, named in the serving certificate")
@@ -128,11 +141,65 @@ func (o *Options) Validate() (policies.Options, error) {
 	if o.PolicyDir != "" && o.PolicyDirInterval <= 0 {
 		errs = append(errs, errors.New("--policy-dir-interval must be positive"))
 	}
+	if o.RequestBudget <= 0 {
+		errs = append(errs, errors.New("--request-budget must be positive"))
+	}
+	if o.MaxInFlight < 1 {
+		errs = append(errs, errors.New("--max-in-flight must be at least 1"))
+	}
+	if o.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
+	}
+	if _, err := o.memoryLimit(); err != nil {
+		errs = append(errs, err)
+	}
 	allowed, err := policies.ParseAllowedFields(o.NamespaceAllowedFields)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--namespace-allowed-fields: %w", err))
 	}
 	return policies.Options{PlatformNamespace: o.PlatformNamespace, NamespaceAllowed: allowed}, errors.Join(errs...)
+}
+
+// defaultMaxInFlight is the default of --max-in-flight. It is fixed rather than a multiple of
+// GOMAXPROCS because memory, not CPU, is what it bounds: a review of maxReviewSize costs the
+// policy engine some 25 MiB while it is handled. BenchmarkConcurrentMaxReviews (8 such
+// reviews at once) measures a peak live heap of 105-130 MiB and a peak RSS of 216-222 MiB with
+// 4 slots, against the manifests' 256 Mi limit; with 8 slots the live heap nears 190 MiB,
+// whatever the node's CPU count. Ordinary pods are admitted in well under a millisecond, so 4
+// slots are rarely all busy.
+const defaultMaxInFlight = 4
+
+// memoryLimitShare is the share of the container's memory limit given to the Go runtime as its
+// soft limit: the heap grows up to it, so the rest is headroom for what the runtime does not
+// count (the binary's pages) and for the GC to catch up before the kernel's OOM killer would.
+// At 0.9 BenchmarkConcurrentMaxReviews peaked at 242 MiB of RSS, too close to 256 Mi.
+const memoryLimitShare = 0.85
+
+// memoryLimit parses --memory-limit; 0 when unset.
+func (o *Options) memoryLimit() (int64, error) {
+	if o.MemoryLimit == "" {
+		return 0, nil
+	}
+	q, err := resource.ParseQuantity(o.MemoryLimit)
+	if err != nil || q.Sign() <= 0 {
+		return 0, fmt.Errorf("--memory-limit %q: want a positive quantity such as 256Mi", o.MemoryLimit)
+	}
+	return q.Value(), nil
+}
+
+// setMemoryLimit gives the Go runtime a soft memory limit below the container's, so that the
+// GC works harder near it instead of the process being OOM-killed. An explicit GOMEMLIMIT wins.
+func setMemoryLimit(limit int64, log logr.Logger) {
+	if limit <= 0 {
+		return
+	}
+	if v := os.Getenv("GOMEMLIMIT"); v != "" {
+		log.Info("GOMEMLIMIT is set; --memory-limit ignored", "GOMEMLIMIT", v)
+		return
+	}
+	soft := int64(float64(limit) * memoryLimitShare)
+	debug.SetMemoryLimit(soft)
+	log.Info("Go soft memory limit set", "containerLimit", limit, "softLimit", soft)
 }
 
 // Run serves until ctx is done, then finishes in-flight requests and returns nil.
@@ -142,6 +209,11 @@ func Run(ctx context.Context, o *Options, log logr.Logger) error {
 		return err
 	}
 	ctx = logr.NewContext(ctx, log)
+	memLimit, err := o.memoryLimit()
+	if err != nil {
+		return err
+	}
+	setMemoryLimit(memLimit, log)
 	m, err := NewMetrics(crmetrics.Registry)
 	if err != nil {
 		return err
@@ -166,12 +238,19 @@ func Run(ctx context.Context, o *Options, log logr.Logger) error {
 		}
 	}
 
-	srv := webhook.NewServer(webhook.Options{
-		Host: o.Host, Port: o.Port, CertDir: o.CertDir,
+	// controller-runtime's webhook server only routes and instruments (its Register); tlsServer
+	// serves, with --shutdown-timeout as its grace.
+	routes := webhook.NewServer(webhook.Options{})
+	slots := NewSlots(o.MaxInFlight) // shared: memory is bounded across both endpoints
+	routes.Register("/mutate", &Review{Name: "mutate", Log: log.WithName("mutate"), Budget: o.RequestBudget, Slots: slots, Metrics: m,
+		Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: o.PlatformNamespace}})
+	routes.Register("/validate", &Review{Name: "validate", Log: log.WithName("validate"), Budget: o.RequestBudget, Slots: slots, Metrics: m,
+		Handler: &Validator{Options: popts, Metrics: m}})
+	srv := &tlsServer{
+		Addr: hostPort(o.Host, o.Port), CertDir: o.CertDir, Handler: routes.WebhookMux(), Grace: o.ShutdownTimeout,
 		TLSOpts: certs.ServingOptions{CertDir: o.CertDir, EnableHTTP2: o.EnableHTTP2, ClientCAFile: o.ClientCAFile}.TLSOpts(),
-	})
-	srv.Register("/mutate", &Review{Log: log.WithName("mutate"), Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: o.PlatformNamespace}})
-	srv.Register("/validate", &Review{Log: log.WithName("validate"), Handler: &Validator{Options: popts, Metrics: m}})
+		Log:     log.WithName("server"),
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -232,7 +311,8 @@ func Run(ctx context.Context, o *Options, log logr.Logger) error {
 		start("metrics", serveHTTP(o.MetricsBindAddress, mux, o.ShutdownTimeout))
 	}
 	start("webhook", srv.Start)
-	log.Info("podpatch serving", "port", o.Port, "policyDir", o.PolicyDir, "selfSigned", o.SelfSigned)
+	log.Info("podpatch serving", "port", o.Port, "policyDir", o.PolicyDir, "selfSigned", o.SelfSigned,
+		"requestBudget", o.RequestBudget, "maxInFlight", o.MaxInFlight)
 
 	var first error
 	for i := 0; i < running; i++ {

@@ -17,8 +17,12 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/certs"
 	"github.com/podpatch/podpatch/policies"
@@ -97,14 +101,10 @@ func TestServe(t *testing.T) {
 	require.JSONEq(t, string(want.Object), string(got))
 
 	// Metrics and liveness.
-	mresp, err := http.Get("http://" + o.MetricsBindAddress + "/metrics")
-	require.NoError(t, err)
-	metrics, err := io.ReadAll(mresp.Body)
-	require.NoError(t, err)
-	require.NoError(t, mresp.Body.Close())
-	require.Contains(t, string(metrics), `podpatch_admission_requests_total{kind="Pod",manager="dask",result="patched",role="worker"}`)
-	require.Contains(t, string(metrics), fmt.Sprintf(`podpatch_policies{scope="platform"} %d`, set.Count(policies.ScopePlatform)))
-	require.Contains(t, string(metrics), "controller_runtime_webhook_latency_seconds")
+	metrics := scrape(t, o.MetricsBindAddress)
+	require.Contains(t, metrics, `podpatch_admission_requests_total{kind="Pod",manager="dask",result="patched",role="worker"}`)
+	require.Contains(t, metrics, fmt.Sprintf(`podpatch_policies{scope="platform"} %d`, set.Count(policies.ScopePlatform)))
+	require.Contains(t, metrics, "controller_runtime_webhook_latency_seconds")
 	hresp, err := http.Get("http://" + o.HealthProbeBindAddress + "/healthz")
 	require.NoError(t, err)
 	require.NoError(t, hresp.Body.Close())
@@ -119,9 +119,17 @@ func TestServe(t *testing.T) {
 	require.NoError(t, err)
 	_, err = conn.Write(body[:len(body)/2])
 	require.NoError(t, err)
-	time.Sleep(100 * time.Millisecond) // the server has read the headers: the connection is active
+	require.Eventually(t, func() bool { // the request holds a slot: it is being read
+		return strings.Contains(scrape(t, o.MetricsBindAddress), "\npodpatch_requests_in_flight 1\n")
+	}, 10*time.Second, 10*time.Millisecond)
 	cancel()
-	time.Sleep(200 * time.Millisecond) // shutdown has begun and is waiting for the request
+	require.Eventually(t, func() bool { // shutdown has begun: no new connections
+		c, err := net.Dial("tcp", webhookAddr)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	}, 10*time.Second, 10*time.Millisecond)
 	_, err = conn.Write(body[len(body)/2:])
 	require.NoError(t, err)
 	r, err := http.ReadResponse(bufio.NewReader(conn), nil)
@@ -141,4 +149,67 @@ func TestServe(t *testing.T) {
 	_, err = client.Post("https://"+webhookAddr+"/mutate", "application/json", bytes.NewReader(body))
 	require.Error(t, err, "stopped accepting")
 	require.True(t, strings.Contains(err.Error(), "refused") || strings.Contains(err.Error(), "reset"), err.Error())
+}
+
+// scrape returns the text of a /metrics endpoint; empty when it does not answer.
+func scrape(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// TestManifestBudgets checks the Deployment against the webhook configurations: the request
+// budget ends before either webhook's timeout, requests in flight at SIGTERM finish before the
+// kubelet's SIGKILL, the memory limit reaches podpatch, and its slots fit in it.
+func TestManifestBudgets(t *testing.T) {
+	read := func(name string, into any) {
+		t.Helper()
+		b, err := os.ReadFile("../manifests/base/" + name)
+		require.NoError(t, err)
+		require.NoError(t, yaml.UnmarshalStrict(b, into))
+	}
+	var dep appsv1.Deployment
+	read("deployment.yaml", &dep)
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	read("mutatingwebhook.yaml", &mwc)
+	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+	read("validatingwebhook.yaml", &vwc)
+
+	c := dep.Spec.Template.Spec.Containers[0]
+	require.Equal(t, "serve", c.Args[0])
+	o := NewOptions()
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	require.NoError(t, fs.Parse(c.Args[1:]))
+
+	require.NotEmpty(t, mwc.Webhooks)
+	for _, w := range mwc.Webhooks {
+		require.Less(t, o.RequestBudget, time.Duration(*w.TimeoutSeconds)*time.Second, w.Name)
+	}
+	for _, w := range vwc.Webhooks {
+		require.Less(t, o.RequestBudget, time.Duration(*w.TimeoutSeconds)*time.Second, w.Name)
+	}
+	require.NotNil(t, dep.Spec.Template.Spec.TerminationGracePeriodSeconds)
+	require.Less(t, o.ShutdownTimeout, time.Duration(*dep.Spec.Template.Spec.TerminationGracePeriodSeconds)*time.Second)
+
+	limit := c.Resources.Limits.Memory()
+	require.False(t, limit.IsZero(), "the container needs a memory limit")
+	var fromLimit bool
+	for _, e := range c.Env {
+		if e.Name == "MEMORY_LIMIT" && e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil {
+			ref := e.ValueFrom.ResourceFieldRef
+			fromLimit = ref.Resource == "limits.memory" && ref.ContainerName == c.Name &&
+				(ref.Divisor.IsZero() || ref.Divisor.Value() == 1) // bytes, as --memory-limit reads them
+		}
+	}
+	require.True(t, fromLimit, "MEMORY_LIMIT must come from the container's limits.memory, in bytes")
+	require.Equal(t, int64(manifestMemoryLimit), limit.Value(),
+		"BenchmarkConcurrentMaxReviews measures against manifestMemoryLimit; keep them equal")
+	require.Equal(t, defaultMaxInFlight, o.MaxInFlight, "the benchmark measures the default number of slots")
 }

@@ -27,10 +27,13 @@ type Validator struct {
 	Metrics *Metrics
 }
 
-var _ admission.Handler = (*Validator)(nil)
+var (
+	_ admission.Handler = (*Validator)(nil)
+	_ Fallback          = (*Validator)(nil)
+)
 
 // Handle implements admission.Handler.
-func (v *Validator) Handle(_ context.Context, req admission.Request) admission.Response {
+func (v *Validator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Kind.Group != "" || req.Kind.Kind != "ConfigMap" ||
 		(req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
 		return admission.Allowed("podpatch validates only ConfigMap creation and updates")
@@ -48,14 +51,50 @@ func (v *Validator) Handle(_ context.Context, req admission.Request) admission.R
 	if cm.Namespace == "" {
 		cm.Namespace = req.Namespace
 	}
+	if ctx.Err() != nil {
+		return v.Fallback(req, ReasonBudgetExceeded)
+	}
 	if _, probs := policies.ParseConfigMap(cm, v.Options); len(probs) > 0 {
 		v.Metrics.validations.WithLabelValues("denied").Inc()
-		lines := make([]string, len(probs))
-		for i, p := range probs {
-			lines[i] = cm.Namespace + "/" + cm.Name + ": " + p.String()
-		}
-		return admission.Denied("invalid podpatch policy:\n" + strings.Join(lines, "\n"))
+		return admission.Denied("invalid podpatch policy:\n" + strings.Join(problemLines(cm.Namespace+"/"+cm.Name+": ", probs), "\n"))
 	}
 	v.Metrics.validations.WithLabelValues("allowed").Inc()
 	return admission.Allowed("")
+}
+
+// Fallback implements Fallback: a policy ConfigMap that could not be validated in time is
+// allowed, with a warning, as failurePolicy Ignore would allow it; it is compiled when it
+// arrives in the informer, and if it fails its last good version is kept and an InvalidPolicy
+// Event says why.
+func (v *Validator) Fallback(_ admission.Request, _ Reason) admission.Response {
+	return admission.Allowed("").WithWarnings("podpatch could not validate this policy ConfigMap in time; " +
+		"if it is invalid it will not be applied, and an InvalidPolicy event will say why (podpatch lint checks it offline)")
+}
+
+// maxListedProblems is how many problems of one policy ConfigMap a denial, a log line or an
+// InvalidPolicy Event lists; the rest are counted ("and K more"). A hostile ConfigMap can have
+// tens of thousands, and every one of those answers must stay small; `podpatch lint` lists
+// them all.
+const maxListedProblems = 20
+
+// maxProblemLine bounds one listed problem: a message quotes the offending value, which a
+// policy can make as long as a ConfigMap allows.
+const maxProblemLine = 1024
+
+// problemLines renders the first maxListedProblems problems, each prefixed, and a last line
+// "and K more problems" for the rest.
+func problemLines(prefix string, probs policies.Problems) []string {
+	n := min(len(probs), maxListedProblems)
+	lines := make([]string, 0, n+1)
+	for _, p := range probs[:n] {
+		line := prefix + p.String()
+		if len(line) > maxProblemLine {
+			line = strings.ToValidUTF8(line[:maxProblemLine-3], "") + "..."
+		}
+		lines = append(lines, line)
+	}
+	if more := len(probs) - n; more > 0 {
+		lines = append(lines, fmt.Sprintf("and %d more problems", more))
+	}
+	return lines
 }

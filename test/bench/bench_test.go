@@ -132,7 +132,8 @@ func mutator(tb testing.TB, s *policySet) http.Handler {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &webhook.Review{Log: logr.Discard(),
+	o := webhook.NewOptions()
+	return &webhook.Review{Name: "mutate", Log: logr.Discard(), Budget: o.RequestBudget, Slots: webhook.NewSlots(o.MaxInFlight), Metrics: m,
 		Handler: &webhook.Mutator{Source: s.store, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
 }
 

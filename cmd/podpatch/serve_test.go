@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+)
+
+// TestServeSIGTERM runs `podpatch serve` and sends it SIGTERM while a request is in flight:
+// it stops accepting connections, answers that request in full and exits 0, which it does only
+// when the requests finished within --shutdown-timeout.
+func TestServeSIGTERM(t *testing.T) {
+	certDir := t.TempDir()
+	r := podpatch(t, "", "certs", "--service", "podpatch", "--namespace", "podpatch-system", "--out", certDir)
+	require.Equal(t, 0, r.code, r.stderr)
+	addr, metricsAddr, probeAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	host, port, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+
+	var stderr bytes.Buffer
+	cmd := exec.Command(podpatchBin, "serve", "--policy-dir", examples, "--cert-dir", certDir,
+		"--host", host, "--port", port, "--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr,
+		// A budget longer than the test's steps: the request must finish, not fall back.
+		"--request-budget", "1m", "--shutdown-timeout", "50s")
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	waited := false
+	t.Cleanup(func() {
+		if !waited {
+			require.NoError(t, cmd.Process.Kill())
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("podpatch serve:\n%s", stderr.String())
+		}
+	})
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + probeAddr + "/readyz")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, time.Minute, 50*time.Millisecond, "podpatch serve never became ready")
+
+	// Headers and half the body on the wire: the request holds a slot, being read.
+	ca, err := os.ReadFile(filepath.Join(certDir, "ca.crt"))
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(ca))
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "podpatch.podpatch-system.svc"})
+	require.NoError(t, err)
+	defer conn.Close()
+	body := workerReview(t)
+	_, err = fmt.Fprintf(conn, "POST /mutate HTTP/1.1\r\nHost: podpatch\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	require.NoError(t, err)
+	_, err = conn.Write(body[:len(body)/2])
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return strings.Contains(scrape(t, metricsAddr), "\npodpatch_requests_in_flight 1\n")
+	}, 30*time.Second, 20*time.Millisecond)
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.Eventually(t, func() bool { // no new connections once shutdown begins
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	}, 30*time.Second, 20*time.Millisecond)
+	select {
+	case err := <-exited:
+		waited = true
+		t.Fatalf("podpatch exited with a request in flight: %v", err)
+	default:
+	}
+
+	_, err = conn.Write(body[len(body)/2:])
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var out admissionv1.AdmissionReview
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	require.NoError(t, resp.Body.Close())
+	require.True(t, out.Response.Allowed)
+	require.NotEmpty(t, out.Response.Patch, "the request in flight is answered in full")
+	require.Empty(t, out.Response.Warnings)
+
+	select {
+	case err := <-exited:
+		waited = true
+		require.NoError(t, err, "podpatch exits 0 once the requests in flight are answered")
+	case <-time.After(2 * time.Minute):
+		t.Fatal("podpatch did not exit after SIGTERM")
+	}
+}
+
+// workerReview is an AdmissionReview creating the Dask worker fixture in namespace default.
+func workerReview(t *testing.T) []byte {
+	t.Helper()
+	obj, err := yaml.YAMLToJSON([]byte(readFile(t, daskWorker)))
+	require.NoError(t, err)
+	b, err := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID:       "sigterm",
+			Kind:      metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+			Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+			Namespace: "default",
+			Operation: admissionv1.Create,
+			Object:    runtime.RawExtension{Raw: obj},
+		},
+	})
+	require.NoError(t, err)
+	return b
+}
+
+// freeAddr returns a loopback address whose port is free now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// scrape returns the text of a /metrics endpoint; empty when it does not answer.
+func scrape(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}

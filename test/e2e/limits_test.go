@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/podpatch/podpatch/policies"
+)
+
+// warnings collects the admission warnings the API server relays to a client.
+type warnings struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, text)
+}
+
+func (w *warnings) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.seen
+	w.seen = nil
+	return out
+}
+
+// warningClient is a clientset whose responses' warnings are collected.
+func warningClient(t *testing.T) (*kubernetes.Clientset, *warnings) {
+	t.Helper()
+	w := &warnings{}
+	cfg := rest.CopyConfig(restConfig)
+	cfg.WarningHandler = w
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	return cs, w
+}
+
+// TestRequestBudget runs podpatch with a budget that is always spent: the API server still
+// creates Pods (unpatched) and policy ConfigMaps (unvalidated), and relays podpatch's warning;
+// an invalid policy let in that way is still caught when it is compiled.
+func TestRequestBudget(t *testing.T) {
+	certDir, ca := servingCerts(t)
+	p := startPodpatch(t, certDir, "--request-budget=1ns")
+	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
+	installWebhooks(t, mwc, vwc)
+	applyManifests(t, kustomizeBuild(t, "manifests/examples"))
+	cs, w := warningClient(t)
+
+	var pod *corev1.Pod
+	require.Eventually(t, func() bool {
+		var err error
+		pod, err = cs.CoreV1().Pods("default").Create(contextBackground(), daskWorker("default", "over-budget"),
+			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		require.NoError(t, err, "failurePolicy or not, a Pod is never refused for podpatch's budget")
+		return strings.Contains(strings.Join(w.take(), "\n"), "podpatch did not apply policies because its request budget ran out")
+	}, 30*time.Second, 200*time.Millisecond, "the API server never relayed podpatch's warning")
+	require.Empty(t, pod.Annotations[policies.AppliedAnnotation], "admitted unchanged")
+	require.Positive(t, p.metricSum(t, "podpatch_budget_exceeded_total"))
+
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "unvalidated",
+			Labels: map[string]string{policies.PolicyLabel: "true"}},
+		Data: map[string]string{"p.yaml": policyYAML("broken", "tolerations: [{key: spot, operator: Exits}]")},
+	}
+	_, err := cs.CoreV1().ConfigMaps("team-a").Create(contextBackground(), cm, metav1.CreateOptions{})
+	require.NoError(t, err, "a policy that could not be validated in time is let in")
+	t.Cleanup(func() {
+		_ = cs.CoreV1().ConfigMaps("team-a").Delete(contextBackground(), cm.Name, metav1.DeleteOptions{})
+	})
+	require.Contains(t, strings.Join(w.take(), "\n"), "podpatch could not validate this policy ConfigMap in time")
+	require.Eventually(t, func() bool {
+		events, err := cs.CoreV1().Events("team-a").List(contextBackground(), metav1.ListOptions{})
+		require.NoError(t, err)
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == cm.Name && e.Reason == "InvalidPolicy" && strings.Contains(e.Message, "tolerations[0].operator") {
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 200*time.Millisecond, "the policy is still checked when it is compiled")
+}
+
+// TestHostilePolicy: a policy ConfigMap with tens of thousands of problems is denied with a
+// bounded message that lists the first ones and counts the rest.
+func TestHostilePolicy(t *testing.T) {
+	certDir, ca := servingCerts(t)
+	p := startPodpatch(t, certDir)
+	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
+	installWebhooks(t, mwc, vwc)
+
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "hostile",
+			Labels: map[string]string{policies.PolicyLabel: "true"}},
+		Data: map[string]string{},
+	}
+	for i := range 20000 {
+		cm.Data[fmt.Sprintf("k%05d", i)] = "x" // data keys must end in .yaml
+	}
+	var msg string
+	require.Eventually(t, func() bool {
+		err := k8s.Create(contextBackground(), cm.DeepCopy())
+		if err == nil {
+			require.NoError(t, k8s.Delete(contextBackground(), cm.DeepCopy()))
+			return false // the validating webhook is not in force yet
+		}
+		msg = err.Error()
+		return true
+	}, 30*time.Second, 200*time.Millisecond)
+	require.Contains(t, msg, "denied the request")
+	require.Contains(t, msg, "team-a/hostile: k00000: ")
+	require.Regexp(t, `and \d+ more problems`, msg)
+	require.Less(t, len(msg), 32<<10, "the denial is bounded")
+	require.Zero(t, p.metricSum(t, "podpatch_budget_exceeded_total"))
+}

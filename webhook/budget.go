@@ -1,0 +1,144 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// Reason says why a request was answered without being handled; it is the reason label of
+// podpatch_admission_warnings_total.
+type Reason string
+
+const (
+	// ReasonBudgetExceeded: the request budget ran out, or the API server gave up, before the
+	// request was handled.
+	ReasonBudgetExceeded Reason = "budget_exceeded"
+	// ReasonOverloaded: every request slot stayed busy for the whole budget.
+	ReasonOverloaded Reason = "overloaded"
+)
+
+// The stages at which a request can run out of budget: the stage label of
+// podpatch_budget_exceeded_total.
+const (
+	stageWait   = "wait"   // waiting for a slot
+	stageRead   = "read"   // reading the body
+	stageHandle = "handle" // the handler
+)
+
+// Fallback is implemented by handlers that have an answer for a request they did not handle:
+// the server was overloaded or the budget ran out. A handler without one gets an HTTP 503, and
+// the API server applies the webhook's failurePolicy.
+type Fallback interface {
+	Fallback(req admission.Request, reason Reason) admission.Response
+}
+
+// Slots bounds how many requests are read and handled at once. A request holds its slot from
+// before its body is read until its answer is written, so memory is bounded by the number of
+// slots times the largest review, whatever the number of connections.
+type Slots struct{ c chan struct{} }
+
+// NewSlots returns n slots.
+func NewSlots(n int) *Slots { return &Slots{c: make(chan struct{}, n)} }
+
+// acquire takes a slot, waiting until ctx is done. A free slot is taken even when ctx is done
+// already, so that "overloaded" means exactly that every slot was busy. A nil *Slots is
+// unbounded.
+func (s *Slots) acquire(ctx context.Context) error {
+	if s == nil {
+		return nil
+	}
+	select {
+	case s.c <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case s.c <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// release returns a slot taken by acquire.
+func (s *Slots) release() {
+	if s != nil {
+		<-s.c
+	}
+}
+
+// maxHeadSize bounds what is read of a request that will not be handled, to find the uid its
+// answer must carry. kube-apiserver writes apiVersion, kind and then request.uid first
+// (admission.k8s.io/v1 field order), so the uid is within the first hundred bytes; the rest of
+// the head allows for clients that order fields differently.
+const maxHeadSize = 4 << 10
+
+// reviewHead finds the apiVersion, kind and request.uid at the start of an AdmissionReview
+// without decoding (or holding) the rest: the head may be cut anywhere. The uid is empty when
+// it is not in the head.
+func reviewHead(head []byte) (metav1.TypeMeta, types.UID) {
+	var tm metav1.TypeMeta
+	var uid types.UID
+	dec := json.NewDecoder(bytes.NewReader(head))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return tm, ""
+	}
+	str := func(dst *string) bool { return dec.Decode(dst) == nil }
+	skip := func() bool {
+		var v json.RawMessage
+		return dec.Decode(&v) == nil
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return tm, uid
+		}
+		switch k {
+		case "apiVersion":
+			if !str(&tm.APIVersion) {
+				return tm, uid
+			}
+		case "kind":
+			if !str(&tm.Kind) {
+				return tm, uid
+			}
+		case "request":
+			if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+				return tm, uid
+			}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return tm, uid
+				}
+				if k != "uid" {
+					if !skip() {
+						return tm, uid
+					}
+					continue
+				}
+				var s string
+				if !str(&s) {
+					return tm, uid
+				}
+				uid = types.UID(s)
+				if tm.APIVersion != "" {
+					return tm, uid
+				}
+			}
+			if _, err := dec.Token(); err != nil { // the request's closing brace
+				return tm, uid
+			}
+		default:
+			if !skip() {
+				return tm, uid
+			}
+		}
+	}
+	return tm, uid
+}

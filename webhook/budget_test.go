@@ -1,0 +1,455 @@
+package webhook
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/podpatch/podpatch/certs"
+	"github.com/podpatch/podpatch/policies"
+)
+
+// teamStore serves the label policy of labelPolicy in namespace team-a.
+func teamStore(t testing.TB, m *Metrics) *Store {
+	t.Helper()
+	store := NewStore(policies.DefaultOptions(), m, nil)
+	require.Empty(t, store.Upsert(policyCM("team-a", "labels", strings.Replace(labelPolicy, "%s", "a", 1))))
+	store.MarkSynced()
+	return store
+}
+
+// countingBody counts what the handler reads of a request body.
+type countingBody struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func (c *countingBody) Close() error { return nil }
+
+// requireFallback checks an allowed-unchanged answer with one warning containing want.
+func requireFallback(t *testing.T, rec *httptest.ResponseRecorder, resp *admissionv1.AdmissionResponse, uid, want string) {
+	t.Helper()
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.NotNil(t, resp)
+	require.True(t, resp.Allowed)
+	require.Empty(t, resp.Patch)
+	require.Equal(t, types.UID(uid), resp.UID, "the API server rejects an answer without the request's uid")
+	require.Len(t, resp.Warnings, 1)
+	require.Contains(t, resp.Warnings[0], want)
+}
+
+// TestBudgetExceeded: a request whose budget is spent, or whose context the API server
+// cancelled, is allowed unchanged with a warning and counted; the handler keeps serving.
+func TestBudgetExceeded(t *testing.T) {
+	m := newTestMetrics(t)
+	store := teamStore(t, m)
+	mutator := &Mutator{Source: store, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}
+	body := review(t, "Pod", "team-a", admissionv1.Create, []byte(workerPod), false)
+
+	t.Run("budget of 1ns", func(t *testing.T) {
+		h := &Review{Name: "mutate", Handler: mutator, Budget: time.Nanosecond, Metrics: m}
+		rec, resp := post(t, h, body, "application/json")
+		requireFallback(t, rec, resp, "uid-Pod", "request budget ran out")
+		require.Equal(t, 1.0, testutil.ToFloat64(m.exceeded.WithLabelValues("mutate", stageHandle)))
+		require.Equal(t, 1.0, testutil.ToFloat64(m.warnings.WithLabelValues(string(ReasonBudgetExceeded))))
+		require.Equal(t, 1.0, testutil.ToFloat64(m.admissions.WithLabelValues("Pod", "", "", "budget_exceeded")))
+	})
+	t.Run("request cancelled by the API server", func(t *testing.T) {
+		h := &Review{Name: "mutate", Handler: mutator, Metrics: m} // no budget: only the request's context
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		req := httptest.NewRequest(http.MethodPost, "/mutate", bytes.NewReader(body)).WithContext(ctx)
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var out admissionv1.AdmissionReview
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &out))
+		requireFallback(t, rec, out.Response, "uid-Pod", "request budget ran out")
+		require.Equal(t, 2.0, testutil.ToFloat64(m.exceeded.WithLabelValues("mutate", stageHandle)))
+	})
+	t.Run("an answer after the budget is overruled", func(t *testing.T) {
+		// Work stops at the budget: a handler that finishes after it, whatever it answers,
+		// is replaced by the fallback.
+		late := admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
+			<-ctx.Done()
+			return mutator.Handle(context.Background(), req) // a full, patched answer
+		})
+		h := &Review{Name: "mutate", Handler: fallbackHandler{late, mutator}, Budget: time.Millisecond, Metrics: m}
+		rec, resp := post(t, h, body, "application/json")
+		requireFallback(t, rec, resp, "uid-Pod", "request budget ran out")
+	})
+	t.Run("validate", func(t *testing.T) {
+		bad := policyCM("team-a", "bad", strings.Replace(labelPolicy, "labels: {team: %s}", "labelz: {team: a}", 1))
+		bad.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}
+		raw, err := json.Marshal(bad)
+		require.NoError(t, err)
+		h := &Review{Name: "validate", Handler: &Validator{Options: policies.DefaultOptions(), Metrics: m}, Budget: time.Nanosecond, Metrics: m}
+		rec, resp := post(t, h, review(t, "ConfigMap", "team-a", admissionv1.Create, raw, false), "application/json")
+		requireFallback(t, rec, resp, "uid-ConfigMap", "could not validate this policy ConfigMap in time")
+		require.Equal(t, 1.0, testutil.ToFloat64(m.exceeded.WithLabelValues("validate", stageHandle)))
+	})
+
+	// Unbounded, the same request is patched.
+	_, resp := post(t, &Review{Handler: mutator}, body, "application/json")
+	require.Contains(t, string(applyResponse(t, []byte(workerPod), resp)), `"team":"a"`)
+}
+
+// fallbackHandler is a test handler with the Mutator's fallback.
+type fallbackHandler struct {
+	admission.Handler
+	fb Fallback
+}
+
+func (h fallbackHandler) Fallback(req admission.Request, reason Reason) admission.Response {
+	return h.fb.Fallback(req, reason)
+}
+
+// blocker holds a request slot: it is inside its handler until released.
+type blocker struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func newBlocker() *blocker {
+	return &blocker{entered: make(chan struct{}, 16), release: make(chan struct{})}
+}
+
+func (b *blocker) Handle(context.Context, admission.Request) admission.Response {
+	b.entered <- struct{}{}
+	<-b.release
+	return admission.Allowed("")
+}
+
+// TestOverloaded: when every slot stays busy for a request's whole budget, the request is
+// allowed unchanged with a warning and counted, and only the head of its body is read.
+func TestOverloaded(t *testing.T) {
+	m := newTestMetrics(t)
+	slots := NewSlots(1)
+	b := newBlocker()
+	busy := &Review{Name: "validate", Handler: b, Slots: slots, Metrics: m}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		post(t, busy, review(t, "Pod", "team-a", admissionv1.Create, []byte(workerPod), false), "application/json")
+	}()
+	<-b.entered // the only slot is taken
+	require.Equal(t, 1.0, testutil.ToFloat64(m.inFlight))
+
+	h := &Review{Name: "mutate", Slots: slots, Metrics: m, Budget: 10 * time.Millisecond,
+		Handler: &Mutator{Source: teamStore(t, m), Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
+	big := review(t, "Pod", "team-a", admissionv1.Create, maxSizePod(t, maxReviewSize-4096), false)
+	body := &countingBody{r: bytes.NewReader(big)}
+	req := httptest.NewRequest(http.MethodPost, "/mutate", body)
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	var out admissionv1.AdmissionReview
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &out))
+	requireFallback(t, rec, out.Response, "uid-Pod", "overloaded")
+	require.Equal(t, "admission.k8s.io/v1", out.APIVersion)
+	require.LessOrEqual(t, body.n.Load(), int64(maxHeadSize), "a request without a slot must not read its body")
+	require.Equal(t, 1.0, testutil.ToFloat64(m.exceeded.WithLabelValues("mutate", stageWait)))
+	require.Equal(t, 1.0, testutil.ToFloat64(m.warnings.WithLabelValues(string(ReasonOverloaded))))
+
+	// A client that puts the uid after the object cannot be answered from the head: 503, and
+	// the API server applies its failurePolicy.
+	late := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"object":{"x":"` +
+		strings.Repeat("a", 2*maxHeadSize) + `"},"uid":"u"}}`)
+	rec, resp := post(t, h, late, "application/json")
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	require.NotNil(t, resp)
+	require.False(t, resp.Allowed)
+	require.Equal(t, 2.0, testutil.ToFloat64(m.exceeded.WithLabelValues("mutate", stageWait)))
+
+	close(b.release)
+	<-done
+	require.Equal(t, 0.0, testutil.ToFloat64(m.inFlight))
+	_, resp = post(t, h, review(t, "Pod", "team-a", admissionv1.Create, []byte(workerPod), false), "application/json")
+	require.Contains(t, string(applyResponse(t, []byte(workerPod), resp)), `"team":"a"`, "a free slot serves again")
+}
+
+// TestBodyTooLarge: a body larger than any review the API server sends is refused with 413
+// before it is read, whether its length is announced or not.
+func TestBodyTooLarge(t *testing.T) {
+	h := &Review{Handler: &Mutator{Source: teamStore(t, newTestMetrics(t)), Metrics: newTestMetrics(t)}}
+	huge := bytes.Repeat([]byte(" "), maxReviewSize+1)
+	for _, chunked := range []bool{false, true} {
+		t.Run(fmt.Sprintf("chunked=%v", chunked), func(t *testing.T) {
+			body := &countingBody{r: bytes.NewReader(huge)}
+			req := httptest.NewRequest(http.MethodPost, "/mutate", body)
+			req.ContentLength = int64(len(huge))
+			if chunked {
+				req.ContentLength = -1
+			}
+			req.Header.Set("Content-Type", "application/json")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code)
+			var out admissionv1.AdmissionReview
+			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &out))
+			require.False(t, out.Response.Allowed)
+			require.Contains(t, out.Response.Result.Message, "request entity is too large; limit is 4194304 bytes")
+			if !chunked {
+				require.Zero(t, body.n.Load(), "an announced length over the limit is refused unread")
+			} else {
+				require.LessOrEqual(t, body.n.Load(), int64(maxReviewSize+1))
+			}
+		})
+	}
+	// The largest accepted review is served.
+	_, resp := post(t, h, review(t, "Pod", "team-a", admissionv1.Create, maxSizePod(t, maxReviewSize-4096), false), "application/json")
+	require.NotNil(t, resp)
+	require.True(t, resp.Allowed)
+	require.NotEmpty(t, resp.Patch)
+}
+
+// TestSlowBody: a client that sends half its body and stalls holds its slot no longer than the
+// budget, and is answered from what it sent (over a real connection: the read deadline).
+func TestSlowBody(t *testing.T) {
+	m := newTestMetrics(t)
+	h := &Review{Name: "mutate", Slots: NewSlots(1), Metrics: m, Budget: 50 * time.Millisecond,
+		Handler: &Mutator{Source: teamStore(t, m), Metrics: m}}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	body := review(t, "Pod", "team-a", admissionv1.Create, []byte(workerPod), false)
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = fmt.Fprintf(conn, "POST /mutate HTTP/1.1\r\nHost: podpatch\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	require.NoError(t, err)
+	_, err = conn.Write(body[:len(body)/2])
+	require.NoError(t, err)
+	r, err := http.ReadResponse(bufio.NewReader(conn), nil) // the rest never comes
+	require.NoError(t, err)
+	var out admissionv1.AdmissionReview
+	require.NoError(t, json.NewDecoder(r.Body).Decode(&out))
+	require.NoError(t, r.Body.Close())
+	require.Equal(t, http.StatusOK, r.StatusCode)
+	require.True(t, out.Response.Allowed)
+	require.Equal(t, types.UID("uid-Pod"), out.Response.UID)
+	require.Empty(t, out.Response.Patch)
+	require.Contains(t, out.Response.Warnings[0], "request budget ran out")
+	require.Equal(t, 1.0, testutil.ToFloat64(m.exceeded.WithLabelValues("mutate", stageRead)))
+
+	// The slot is free again.
+	resp, err := http.Post(srv.URL+"/mutate", "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	require.NoError(t, resp.Body.Close())
+	require.NotEmpty(t, out.Response.Patch)
+
+	// A budget spent before the body is read (the read deadline is past): the head is still
+	// read, for the uid, and the answer is the fallback, not an error.
+	spent := httptest.NewServer(&Review{Name: "mutate", Metrics: m, Budget: time.Nanosecond,
+		Handler: &Mutator{Source: teamStore(t, m), Metrics: m}})
+	defer spent.Close()
+	resp, err = http.Post(spent.URL+"/mutate", "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	out = admissionv1.AdmissionReview{}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.True(t, out.Response.Allowed)
+	require.Equal(t, types.UID("uid-Pod"), out.Response.UID)
+	require.Empty(t, out.Response.Patch)
+}
+
+// TestConcurrentLargeReviews sends twice as many maximum-size reviews as there are slots, at
+// once: every one is patched, and no more than the slots are ever handled together.
+func TestConcurrentLargeReviews(t *testing.T) {
+	const slots, requests = 4, 8
+	m := newTestMetrics(t)
+	mutator := &Mutator{Source: teamStore(t, m), Metrics: m}
+	var now, peak atomic.Int32
+	counting := admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
+		n := now.Add(1)
+		defer now.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		return mutator.Handle(ctx, req)
+	})
+	h := &Review{Name: "mutate", Handler: counting, Slots: NewSlots(slots), Metrics: m}
+	pod := maxSizePod(t, maxReviewSize-4096)
+	body := review(t, "Pod", "team-a", admissionv1.Create, pod, false)
+	var wg sync.WaitGroup
+	results := make([]*admissionv1.AdmissionResponse, requests)
+	for i := range requests {
+		wg.Go(func() {
+			req := httptest.NewRequest(http.MethodPost, "/mutate", bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			var out admissionv1.AdmissionReview
+			if json.Unmarshal(rec.Body.Bytes(), &out) == nil {
+				results[i] = out.Response
+			}
+		})
+	}
+	wg.Wait()
+	for i, resp := range results {
+		require.NotNil(t, resp, "request %d", i)
+		require.Contains(t, string(applyResponse(t, pod, resp)), `"team":"a"`, "request %d", i)
+	}
+	require.LessOrEqual(t, peak.Load(), int32(slots))
+	require.Equal(t, float64(requests), testutil.ToFloat64(m.admissions.WithLabelValues("Pod", "dask", "worker", "patched")))
+	require.Zero(t, testutil.CollectAndCount(m.exceeded))
+	require.Equal(t, 0.0, testutil.ToFloat64(m.inFlight))
+}
+
+// TestReviewHead finds the uid a fallback answer needs in the first bytes of a review.
+func TestReviewHead(t *testing.T) {
+	full := review(t, "Pod", "team-a", admissionv1.Create, []byte(workerPod), false)
+	cases := []struct {
+		name    string
+		head    []byte
+		version string
+		uid     types.UID
+	}{
+		{"whole review", full, "admission.k8s.io/v1", "uid-Pod"},
+		{"cut after the uid", full[:bytes.Index(full, []byte(`uid-Pod`))+10], "admission.k8s.io/v1", "uid-Pod"},
+		{"cut inside the uid", full[:bytes.Index(full, []byte(`uid-Pod`))+3], "admission.k8s.io/v1", ""},
+		{"v1beta1", []byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1beta1","request":{"uid":"u1"`), "admission.k8s.io/v1beta1", "u1"},
+		{"uid before apiVersion", []byte(`{"request":{"kind":{"kind":"Pod"},"uid":"u2"},"apiVersion":"admission.k8s.io/v1"}`), "admission.k8s.io/v1", "u2"},
+		{"uid after a cut object", []byte(`{"apiVersion":"admission.k8s.io/v1","request":{"object":{"a":[1,2`), "admission.k8s.io/v1", ""},
+		{"uid of a nested object is not the request's", []byte(`{"apiVersion":"admission.k8s.io/v1","request":{"object":{"uid":"no"}}}`), "admission.k8s.io/v1", ""},
+		{"not JSON", []byte(`<html>`), "", ""},
+		{"not an object", []byte(`[{"request":{"uid":"x"}}]`), "", ""},
+		{"empty", nil, "", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tm, uid := reviewHead(c.head)
+			require.Equal(t, c.version, tm.APIVersion)
+			require.Equal(t, c.uid, uid)
+		})
+	}
+}
+
+// TestTLSServerShutdown: once its context is done the server refuses new connections, lets the
+// request in flight finish, and returns nil; a request that does not finish within the grace
+// makes it return an error instead of waiting.
+func TestTLSServerShutdown(t *testing.T) {
+	certDir, pool := testCerts(t)
+	start := func(h http.Handler, grace time.Duration) (string, context.CancelFunc, chan error) {
+		s := &tlsServer{Addr: freeAddr(t), CertDir: certDir, Handler: h, Grace: grace, Log: logr.Discard()}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Start(ctx) }()
+		require.Eventually(t, func() bool { return s.StartedChecker()(nil) == nil }, 10*time.Second, 10*time.Millisecond)
+		return s.Addr, cancel, done
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsClientConfig(pool)}}
+	b := newBlocker()
+	h := &Review{Handler: b}
+	addr, cancel, done := start(h, time.Minute)
+	body := review(t, "Pod", "team-a", admissionv1.Create, []byte(workerPod), false)
+	answered := make(chan *http.Response, 1)
+	go func() {
+		resp, err := client.Post("https://"+addr+"/mutate", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- resp
+	}()
+	<-b.entered
+	cancel() // SIGTERM
+	require.Eventually(t, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	}, 10*time.Second, 10*time.Millisecond, "new connections are refused once shutdown begins")
+	select {
+	case err := <-done:
+		t.Fatalf("returned with a request in flight: %v", err)
+	default:
+	}
+	close(b.release)
+	resp := <-answered
+	require.NotNil(t, resp)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NoError(t, resp.Body.Close())
+	require.NoError(t, <-done)
+
+	// A request that never finishes: the server gives up after the grace.
+	stuck := newBlocker()
+	addr, cancel, done = start(&Review{Handler: stuck}, 50*time.Millisecond)
+	go func() {
+		resp, err := client.Post("https://"+addr+"/mutate", "application/json", bytes.NewReader(body))
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-stuck.entered
+	cancel()
+	err := <-done
+	require.ErrorContains(t, err, "requests in flight did not finish within 50ms")
+	close(stuck.release)
+}
+
+// maxSizePod is the Dask worker Pod of workerPod padded with environment variables to size
+// bytes of JSON.
+func maxSizePod(t testing.TB, size int) []byte {
+	t.Helper()
+	var pod corev1.Pod
+	require.NoError(t, json.Unmarshal([]byte(workerPod), &pod))
+	value := strings.Repeat("v", 200)
+	raw, err := json.Marshal(pod)
+	require.NoError(t, err)
+	entry := len(fmt.Sprintf(`{"name":"PAD_%07d","value":"%s"},`, 0, value))
+	for i := 0; len(raw)+entry+64 < size; i++ { // 64: the env list's own brackets
+		pod.Spec.Containers[0].Env = append(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("PAD_%07d", i), Value: value})
+		raw = append(raw, make([]byte, entry)...) // account without re-encoding every time
+	}
+	raw, err = json.Marshal(pod)
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(raw), size)
+	return raw
+}
+
+// testCerts writes a serving certificate for podpatch.podpatch-system.svc and returns its
+// directory and CA pool.
+func testCerts(t testing.TB) (string, *x509.CertPool) {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := certs.Generate(certs.GenerateOptions{Service: "podpatch", Namespace: "podpatch-system"})
+	require.NoError(t, err)
+	require.NoError(t, certs.WriteFiles(dir, b))
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(b.CACert))
+	return dir, pool
+}
+
+// tlsClientConfig trusts pool and names the service of testCerts' certificate.
+func tlsClientConfig(pool *x509.CertPool) *tls.Config {
+	return &tls.Config{RootCAs: pool, ServerName: "podpatch.podpatch-system.svc"}
+}

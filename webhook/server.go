@@ -1,0 +1,106 @@
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+)
+
+// tlsServer serves the admission endpoints over TLS. It replaces controller-runtime's
+// webhook.Server.Start, whose graceful shutdown waits a fixed minute (longer than a Pod's
+// default 30 s termination grace, so the kubelet's SIGKILL would cut requests off) and whose
+// requests inherit the server's context (so SIGTERM would cancel the requests it is meant to
+// let finish). The handler is still that server's mux, which keeps controller-runtime's
+// controller_runtime_webhook_* metrics; tls.crt and tls.key are reloaded by the same
+// certwatcher.
+type tlsServer struct {
+	Addr    string
+	CertDir string
+	TLSOpts []func(*tls.Config)
+	Handler http.Handler
+	// Grace is how long in-flight requests may take once ctx is done.
+	Grace time.Duration
+	Log   logr.Logger
+
+	started atomic.Bool
+}
+
+// Start serves until ctx is done, then stops accepting connections and waits at most Grace
+// for the requests in flight; it returns an error if they did not finish.
+func (s *tlsServer) Start(ctx context.Context) error {
+	cfg := &tls.Config{}
+	for _, op := range s.TLSOpts {
+		op(cfg)
+	}
+	if cfg.GetCertificate == nil {
+		cw, err := certwatcher.New(filepath.Join(s.CertDir, "tls.crt"), filepath.Join(s.CertDir, "tls.key"))
+		if err != nil {
+			return err
+		}
+		cfg.GetCertificate = cw.GetCertificate
+		go func() {
+			if err := cw.Start(ctx); err != nil {
+				s.Log.Error(err, "certificate watcher stopped")
+			}
+		}()
+	}
+	ln, err := tls.Listen("tcp", s.Addr, cfg)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler: s.Handler,
+		// Headers are tiny in admission requests; the body is bounded by the request budget.
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       90 * time.Second, // as http.DefaultTransport keeps connections
+		MaxHeaderBytes:    64 << 10,
+		// BaseContext is left alone: a request's context ends with the request, not with the
+		// server, so that SIGTERM lets requests in flight finish.
+	}
+	done := make(chan error, 1)
+	go func() {
+		<-ctx.Done()
+		s.Log.Info("shutting down the webhook server", "grace", s.Grace)
+		sctx, cancel := context.WithTimeout(context.Background(), s.Grace)
+		defer cancel()
+		err := srv.Shutdown(sctx)
+		if err != nil {
+			err = fmt.Errorf("requests in flight did not finish within %s: %w", s.Grace, errors.Join(err, srv.Close()))
+		}
+		done <- err
+	}()
+	s.started.Store(true)
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return <-done
+}
+
+// StartedChecker reports ready once the server accepts TLS connections.
+func (s *tlsServer) StartedChecker() healthz.Checker {
+	return func(*http.Request) error {
+		if !s.started.Load() {
+			return errors.New("webhook server has not been started yet")
+		}
+		d := &net.Dialer{Timeout: 10 * time.Second}
+		conn, err := tls.DialWithDialer(d, "tcp", s.Addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only reachability is checked
+		if err != nil {
+			return fmt.Errorf("webhook server is not reachable: %w", err)
+		}
+		return conn.Close()
+	}
+}
+
+// hostPort joins a host (empty: all addresses) and a port.
+func hostPort(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
