@@ -6,6 +6,7 @@ package webhook
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -70,6 +71,16 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 	var warnings []string
 	if res.Recognised {
 		warnings = m.invalidWarnings(snap, req.Namespace)
+	}
+	for _, w := range res.Warnings { // namespace policies left out so that the platform's apply
+		m.Metrics.warnings.WithLabelValues("namespace_policies_left_out").Inc()
+		log.Info("namespace policies left out", "reason", w)
+		warnings = append(warnings, "podpatch: "+w)
+	}
+	if names := snap.Dropped[req.Namespace]; res.Recognised && len(names) > 0 {
+		m.Metrics.warnings.WithLabelValues("namespace_limit").Inc()
+		warnings = append(warnings, fmt.Sprintf("podpatch: policy ConfigMap(s) %s/%s are left out: the namespace holds more than %d policies",
+			req.Namespace, strings.Join(names, ", "+req.Namespace+"/"), policies.MaxNamespacePolicies))
 	}
 	if !res.Changed {
 		result := "unchanged"

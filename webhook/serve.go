@@ -157,7 +157,9 @@ func (o *Options) Validate() (policies.Options, error) {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--namespace-allowed-fields: %w", err))
 	}
-	return policies.Options{PlatformNamespace: o.PlatformNamespace, NamespaceAllowed: allowed}, errors.Join(errs...)
+	// The webhook's provenance entries carry the ConfigMap's resourceVersion (SPEC §3), so that
+	// an object shows which version of a policy shaped it.
+	return policies.Options{PlatformNamespace: o.PlatformNamespace, NamespaceAllowed: allowed, WithResourceVersion: true}, errors.Join(errs...)
 }
 
 // defaultMaxInFlight is the default of --max-in-flight. It is fixed rather than a multiple of
@@ -301,8 +303,10 @@ func Run(ctx context.Context, o *Options, log logr.Logger) error {
 	if o.HealthProbeBindAddress != "0" {
 		mux := http.NewServeMux()
 		mux.Handle("/healthz", http.StripPrefix("/healthz", &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}))
-		mux.Handle("/readyz", http.StripPrefix("/readyz", &healthz.Handler{Checks: map[string]healthz.Checker{
-			"policies": ready, "webhook": latch(srv.StartedChecker())}}))
+		readyz := http.StripPrefix("/readyz", &healthz.Handler{Checks: map[string]healthz.Checker{
+			"policies": ready, "webhook": latch(srv.StartedChecker())}})
+		mux.Handle("/readyz", withGeneration(readyz, store))
+		mux.Handle("/readyz/", withGeneration(readyz, store))
 		start("health probes", serveHTTP(o.HealthProbeBindAddress, mux, o.ShutdownTimeout))
 	}
 	if o.MetricsBindAddress != "0" {
@@ -323,6 +327,19 @@ func Run(ctx context.Context, o *Options, log logr.Logger) error {
 		cancel() // one component stopping stops them all
 	}
 	return first
+}
+
+// withGeneration says which policy generation this replica serves: in a header of every
+// readiness answer and, with ?verbose, in its last line, so that replicas can be compared.
+func withGeneration(h http.Handler, store *Store) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gen := store.Snapshot().Set.Generation()
+		w.Header().Set("X-Podpatch-Policy-Generation", gen)
+		h.ServeHTTP(w, r)
+		if r.URL.Query().Has("verbose") {
+			fmt.Fprintf(w, "policy generation: %s\n", gen)
+		}
+	})
 }
 
 // serveHTTP runs a plain HTTP server until ctx is done, then shuts it down gracefully.

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -19,6 +20,8 @@ type Snapshot struct {
 	Set *policies.Set
 	// Invalid lists, by namespace, the ConfigMaps whose current version fails to compile.
 	Invalid map[string][]string
+	// Dropped lists, by namespace, the ConfigMaps its limit of policies leaves out.
+	Dropped map[string][]string
 }
 
 // Source is what the admission handler needs from a policy store.
@@ -182,7 +185,12 @@ func (s *Store) publish() {
 		}
 	}
 	// ConfigMaps beyond their namespace's limit are served by none of their policies.
-	invalid += len(s.set.Dropped())
+	snap.Dropped = map[string][]string{}
+	for _, d := range s.set.Dropped() {
+		ns, name, _ := strings.Cut(d, "/")
+		snap.Dropped[ns] = append(snap.Dropped[ns], name)
+		invalid++
+	}
 	for _, names := range snap.Invalid {
 		sort.Strings(names)
 	}
@@ -190,4 +198,6 @@ func (s *Store) publish() {
 	s.metrics.policies.WithLabelValues(string(policies.ScopePlatform)).Set(float64(s.set.Count(policies.ScopePlatform)))
 	s.metrics.policies.WithLabelValues(string(policies.ScopeNamespace)).Set(float64(s.set.Count(policies.ScopeNamespace)))
 	s.metrics.invalid.Set(float64(invalid))
+	s.metrics.generation.Reset()
+	s.metrics.generation.WithLabelValues(s.set.Generation()).Set(1)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -176,9 +178,30 @@ func render(t *testing.T, file string, policyPaths ...string) *unstructured.Unst
 // normalize returns a copy of the object's fields with resource quantities in canonical form.
 func normalize(t *testing.T, u *unstructured.Unstructured) map[string]any {
 	t.Helper()
-	m := u.DeepCopy().Object
+	c := u.DeepCopy()
+	if ann := c.GetAnnotations(); ann[policies.AppliedAnnotation] != "" {
+		ann[policies.AppliedAnnotation] = withoutVersions(t, ann[policies.AppliedAnnotation])
+		c.SetAnnotations(ann)
+	}
+	m := c.Object
 	require.NoError(t, cluster.CanonicalQuantities(m))
 	return m
+}
+
+// withoutVersions drops the @<resourceVersion> the webhook adds to every provenance entry
+// (render, reading files, has none), checking that each stored entry carries one.
+func withoutVersions(t *testing.T, applied string) string {
+	t.Helper()
+	entries := strings.Split(applied, ",")
+	for i, e := range entries {
+		ref, rv, ok := strings.Cut(e, "@")
+		if ok {
+			_, err := strconv.ParseUint(rv, 10, 64)
+			require.NoError(t, err, "provenance entry %q: @ and not a resourceVersion", e)
+		}
+		entries[i] = ref
+	}
+	return strings.Join(entries, ",")
 }
 
 // requireSubset checks that every field of want is in what the API server stored (which adds
