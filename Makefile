@@ -45,10 +45,12 @@ unit: control-plane
 	$(GO) test -count=1 ./...
 
 fuzz:
-	@for t in $$($(GO) test -list '^Fuzz' ./policies | grep '^Fuzz'); do \
-		n=$(FUZZTIME); [ $$t = FuzzKeyedLists ] && n=$(FUZZTIME_LISTS); \
-		echo "fuzz $$t ($$n)"; \
-		$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $$n ./policies || exit 1; \
+	@for pkg in ./policies ./policies/internal/jsontree; do \
+		for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			n=$(FUZZTIME); [ $$t = FuzzKeyedLists ] && n=$(FUZZTIME_LISTS); \
+			echo "fuzz $$pkg $$t ($$n)"; \
+			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $$n $$pkg || exit 1; \
+		done; \
 	done
 
 ## bench: one run of every benchmark (stages, whole handler, HTTPS load against podpatch and two

@@ -41,11 +41,6 @@ func decodeObject(raw []byte) (map[string]any, error) {
 	return obj, nil
 }
 
-// encodeJSON encodes a generic value without HTML escaping.
-func encodeJSON(v any) ([]byte, error) {
-	return appendJSON(make([]byte, 0, 1024), v)
-}
-
 // RawDocument is one document of a YAML or JSON stream: its JSON form and the exact text it
 // was read from, so that untouched objects can be printed as they came in.
 type RawDocument struct {

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/podpatch/podpatch/policies/internal/jsontree"
 )
 
 // Input is one object to patch.
@@ -70,21 +72,21 @@ func (s *Set) Apply(in Input) (Result, error) {
 	if !in.Validated && !json.Valid(in.Object) {
 		return res, fmt.Errorf("decode %s: not valid JSON", strings.ToLower(string(in.Kind)))
 	}
-	t := newTree()
-	obj, ok := t.decode(json.RawMessage(in.Object)).(map[string]any)
+	t := jsontree.New()
+	obj, ok := t.Decode(json.RawMessage(in.Object)).(map[string]any)
 	if !ok {
 		return res, fmt.Errorf("decode %s: expected a JSON object", strings.ToLower(string(in.Kind)))
 	}
 	if in.Explain {
-		expandAll(obj)
+		jsontree.ExpandAll(obj)
 	}
-	meta, _ := t.getMap(obj, "metadata")
-	labelsV, _ := t.get(meta, "labels")
+	meta, _ := t.GetMap(obj, "metadata")
+	labelsV, _ := t.Get(meta, "labels")
 	objLabels := stringMap(labelsV)
 	var selector map[string]string
 	if in.Kind == KindService {
-		spec, _ := t.getMap(obj, "spec")
-		selectorV, _ := t.get(spec, "selector")
+		spec, _ := t.GetMap(obj, "spec")
+		selectorV, _ := t.Get(spec, "selector")
 		selector = stringMap(selectorV)
 	}
 	id, recognised := Recognise(in.Kind, objLabels, selector)
@@ -167,10 +169,10 @@ func setsLabels(ps []*Policy, kind Kind) bool {
 // result and the labels of the patched object.
 func (s *Set) applyLayers(in Input, manager Manager, l layers) (Result, labels.Set, error) {
 	res := Result{Object: in.Object}
-	t := newTree()
-	obj, _ := t.decode(json.RawMessage(in.Object)).(map[string]any)
+	t := jsontree.New()
+	obj, _ := t.Decode(json.RawMessage(in.Object)).(map[string]any)
 	if in.Explain {
-		expandAll(obj)
+		jsontree.ExpandAll(obj)
 	}
 	res.Applied = l.all()
 	st := &applyState{t: t, done: in.Done}
@@ -217,8 +219,8 @@ func (s *Set) applyLayers(in Input, manager Manager, l layers) (Result, labels.S
 	if st.stopped() {
 		return Result{Object: in.Object}, nil, fmt.Errorf("%s not patched: %w", strings.ToLower(string(in.Kind)), st.err)
 	}
-	meta, _ := t.getMap(obj, "metadata")
-	labelsV, _ := t.get(meta, "labels")
+	meta, _ := t.GetMap(obj, "metadata")
+	labelsV, _ := t.Get(meta, "labels")
 	patchedLabels := stringMap(labelsV)
 	refs := make([]string, len(res.Applied))
 	for i, p := range res.Applied {
@@ -229,14 +231,14 @@ func (s *Set) applyLayers(in Input, manager Manager, l layers) (Result, labels.S
 		res.Changes = orderChanges(res.Changes, res.Applied)
 	}
 	var err error
-	if res.Patch, err = jsonPatch(t, json.RawMessage(in.Object), obj); err != nil {
+	if res.Patch, err = jsontree.Diff(t, json.RawMessage(in.Object), obj); err != nil {
 		return res, nil, fmt.Errorf("diff %s: %w", strings.ToLower(string(in.Kind)), err)
 	}
 	res.Changed = true
 	if in.PatchOnly {
 		return res, patchedLabels, nil
 	}
-	if res.Object, err = encodeJSON(obj); err != nil {
+	if res.Object, err = jsontree.Encode(obj); err != nil {
 		return res, nil, fmt.Errorf("encode %s: %w", strings.ToLower(string(in.Kind)), err)
 	}
 	return res, patchedLabels, nil
@@ -271,13 +273,13 @@ func orderChanges(cs []Change, applied []*Policy) []Change {
 	return out
 }
 
-func setAnnotation(t *tree, obj map[string]any, key, value string) {
-	meta, ok := t.getMap(obj, "metadata")
+func setAnnotation(t *jsontree.Tree, obj map[string]any, key, value string) {
+	meta, ok := t.GetMap(obj, "metadata")
 	if !ok {
 		meta = map[string]any{}
 		obj["metadata"] = meta
 	}
-	ann, ok := t.getMap(meta, "annotations")
+	ann, ok := t.GetMap(meta, "annotations")
 	if !ok {
 		ann = map[string]any{}
 		meta["annotations"] = ann

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/podpatch/podpatch/policies/internal/jsontree"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -130,18 +132,8 @@ func mayHaveAnchors(text []byte) bool {
 
 // checkJSONDepth refuses JSON nested deeper than MaxDepth; it scans without decoding.
 func checkJSONDepth(js []byte) error {
-	depth := 0
-	for i := 0; i < len(js); i++ {
-		switch js[i] {
-		case '"':
-			i = skipString(js, i) - 1
-		case '{', '[':
-			if depth++; depth > MaxDepth {
-				return fmt.Errorf("%w: nested deeper than %d levels", ErrTooLarge, MaxDepth)
-			}
-		case '}', ']':
-			depth--
-		}
+	if err := jsontree.CheckDepth(js, MaxDepth); err != nil {
+		return fmt.Errorf("%w: nested deeper than %d levels", ErrTooLarge, MaxDepth)
 	}
 	return nil
 }

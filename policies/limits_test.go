@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podpatch/podpatch/policies/internal/jsontree"
 )
 
 // policyConfigMap wraps data keys into a policy ConfigMap of a namespace.
@@ -314,8 +316,8 @@ func TestKeyedMergesAreLinear(t *testing.T) {
 	res, err := set.Apply(in)
 	require.NoError(t, err)
 	require.True(t, res.Changed)
-	tr := newTree()
-	root := tr.decode(json.RawMessage(obj)).(map[string]any)
+	tr := jsontree.New()
+	root := tr.Decode(json.RawMessage(obj)).(map[string]any)
 	st := &applyState{t: tr}
 	m := newMerger(st, KindPod, false)
 	for _, p := range ps {
@@ -324,7 +326,7 @@ func TestKeyedMergesAreLinear(t *testing.T) {
 	require.NoError(t, st.err)
 	objectItems := 6 * n // tolerations, spread, requirements, preferred, env, and the term's requirements again
 	added := policies * MaxListItems * 5
-	require.LessOrEqual(t, tr.keyed, 2*(objectItems+added), "indexed %d items for %d in the object and %d added", tr.keyed, objectItems, added)
+	require.LessOrEqual(t, tr.Indexed(), 2*(objectItems+added), "indexed %d items for %d in the object and %d added", tr.Indexed(), objectItems, added)
 }
 
 func TestMergeWorkIsBounded(t *testing.T) {

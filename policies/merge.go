@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/podpatch/podpatch/policies/internal/jsontree"
 )
 
 // listKey is the identity of a list item, for lists merged item by item: the values of some
@@ -21,14 +23,14 @@ func keyOf(fields []string, defaults map[string]string) listKey {
 	return listKey{fields: fields, defaults: defaults}
 }
 
-// of returns the key of a decoded item.
-func (k listKey) of(item map[string]any) string {
+// Of returns the key of a decoded item.
+func (k listKey) Of(item map[string]any) string {
 	if k.whole {
-		return canonical(item)
+		return jsontree.Canonical(item)
 	}
 	var b strings.Builder
 	for _, f := range k.fields {
-		s := scalarString(expand(item[f]))
+		s := scalarString(jsontree.Expand(item[f]))
 		if s == "" {
 			s = k.defaults[f]
 		}
@@ -38,17 +40,17 @@ func (k listKey) of(item map[string]any) string {
 	return b.String()
 }
 
-// ofRaw returns the key of an item still raw, without decoding it, so that indexing the long
+// OfRaw returns the key of an item still raw, without decoding it, so that indexing the long
 // lists of a large object costs a scan and not a decode; false when it is not an object.
-func (k listKey) ofRaw(raw json.RawMessage) (string, bool) {
-	if firstByte(raw) != '{' {
+func (k listKey) OfRaw(raw json.RawMessage) (string, bool) {
+	if jsontree.FirstByte(raw) != '{' {
 		return "", false
 	}
 	if k.whole {
-		return string(appendCanonical(nil, raw)), true
+		return string(jsontree.AppendCanonical(nil, raw)), true
 	}
 	vals := make([]string, len(k.fields))
-	eachMember(raw, func(name, value []byte) {
+	jsontree.EachMember(raw, func(name, value []byte) {
 		for i, f := range k.fields {
 			if string(name) == f {
 				vals[i] = rawScalarString(value)
@@ -68,9 +70,9 @@ func (k listKey) ofRaw(raw json.RawMessage) (string, bool) {
 
 // rawScalarString is scalarString of a raw value.
 func rawScalarString(v []byte) string {
-	switch firstByte(v) {
+	switch jsontree.FirstByte(v) {
 	case '"':
-		return unquote(v)
+		return jsontree.Unquote(v)
 	case 't':
 		return "true"
 	case 'f':
@@ -135,7 +137,7 @@ type merger struct {
 	pod   bool
 	fill  bool
 	st    *applyState
-	t     *tree
+	t     *jsontree.Tree
 	// manager made the object: "@main" names its main container.
 	manager Manager
 	// owned are the containers platform policies add, which namespace policies' entries skip.
@@ -145,7 +147,7 @@ type merger struct {
 // applyState is what one Apply carries across its layers: the first error, which leaves the
 // object unpatched, and the work done so far.
 type applyState struct {
-	t *tree
+	t *jsontree.Tree
 	// err is the first reason not to patch: a field whose shape differs from the patch's (a
 	// string where a policy sets a list), too much work, or the request's budget.
 	err error
@@ -263,7 +265,7 @@ func (m merger) mergeEntry(dst map[string]any, k string, pv any) {
 	if m.st.err != nil {
 		return
 	}
-	dv, present := m.t.get(dst, k)
+	dv, present := m.t.Get(dst, k)
 	if present && dv == nil {
 		present = false
 	}
@@ -342,15 +344,15 @@ func (m merger) mergeList(k string, dst, patch []any) (out []any, keyed bool) {
 // mergeKeyed merges items with the same key and appends the others. The object's items are
 // found through an index kept for the whole apply, so merging is linear in both lists.
 func (m merger) mergeKeyed(field string, dst, patch []any, key listKey) []any {
-	idx := m.t.index(dst, field, key)
+	idx := m.t.Index(dst, field, key)
 	for _, it := range patch {
 		pm, ok := it.(map[string]any)
 		if !ok {
 			continue
 		}
-		k := key.of(pm)
-		if i, found := idx.pos[k]; found {
-			if dm, ok := m.t.at(dst, i).(map[string]any); ok {
+		k := key.Of(pm)
+		if i, found := idx.Pos[k]; found {
+			if dm, ok := m.t.At(dst, i).(map[string]any); ok {
 				if m.pod {
 					m.mergeOneOf(field, dm, pm)
 				} else {
@@ -360,9 +362,9 @@ func (m merger) mergeKeyed(field string, dst, patch []any, key listKey) []any {
 			}
 		}
 		dst = append(dst, m.clean(pm))
-		idx.add(k, len(dst)-1)
+		idx.Add(k, len(dst)-1)
 	}
-	m.t.keep(dst, field, idx)
+	m.t.Keep(dst, field, idx)
 	return dst
 }
 
@@ -387,7 +389,7 @@ func (m merger) mergeContainers(list string, dst, patch []any) []any {
 				if m.st.stopped() {
 					return
 				}
-				if cm, ok := m.t.at(dst, i).(map[string]any); ok && !m.owned[byName.of(cm)] {
+				if cm, ok := m.t.At(dst, i).(map[string]any); ok && !m.owned[byName.Of(cm)] {
 					m.mergeItem(cm, pm)
 				}
 			}
@@ -396,21 +398,21 @@ func (m merger) mergeContainers(list string, dst, patch []any) []any {
 	if !m.fill {
 		stars()
 	}
-	idx := m.t.index(dst, "containers", byName)
+	idx := m.t.Index(dst, "containers", byName)
 	for _, it := range patch {
 		pm, ok := it.(map[string]any)
 		if !ok || pm["name"] == wildcardContainer {
 			continue
 		}
-		name := byName.of(pm)
+		name := byName.Of(pm)
 		if pm["name"] == mainContainerName {
 			if list != "containers" {
 				continue
 			}
 			name = mainContainer(m.t, dst, m.manager) + "\x00"
 		}
-		if i, found := idx.pos[name]; found && !m.owned[name] {
-			if cm, ok := m.t.at(dst, i).(map[string]any); ok {
+		if i, found := idx.Pos[name]; found && !m.owned[name] {
+			if cm, ok := m.t.At(dst, i).(map[string]any); ok {
 				m.mergeItem(cm, pm)
 			}
 		}
@@ -443,10 +445,10 @@ var mainContainerNames = map[Manager][]string{
 
 // mainContainer names the manager's main container of a containers list: the one with the
 // manager's conventional name, else the first (KubeRay always runs Ray in the first).
-func mainContainer(t *tree, containers []any, manager Manager) string {
+func mainContainer(t *jsontree.Tree, containers []any, manager Manager) string {
 	first := ""
 	for i := range containers {
-		c, ok := t.at(containers, i).(map[string]any)
+		c, ok := t.At(containers, i).(map[string]any)
 		if !ok {
 			continue
 		}
@@ -472,7 +474,7 @@ func sidecarNames(patch map[string]any, names map[string]bool) map[string]bool {
 				if names == nil {
 					names = map[string]bool{}
 				}
-				names[byName.of(pm)] = true
+				names[byName.Of(pm)] = true
 			}
 		}
 	}
@@ -481,7 +483,7 @@ func sidecarNames(patch map[string]any, names map[string]bool) map[string]bool {
 
 // appendSidecars appends the whole containers (with an image) of patch that dst lacks.
 func (m merger) appendSidecars(dst, patch []any) []any {
-	var idx *listIndex
+	var idx *jsontree.Index
 	for _, it := range patch {
 		pm, ok := it.(map[string]any)
 		if !ok || pm["name"] == wildcardContainer || pm["name"] == mainContainerName {
@@ -491,15 +493,15 @@ func (m merger) appendSidecars(dst, patch []any) []any {
 			continue
 		}
 		if idx == nil {
-			idx = m.t.index(dst, "containers", byName)
+			idx = m.t.Index(dst, "containers", byName)
 		}
-		if k := byName.of(pm); !idx.has(k) {
+		if k := byName.Of(pm); !idx.Has(k) {
 			dst = append(dst, m.clean(pm))
-			idx.add(k, len(dst)-1)
+			idx.Add(k, len(dst)-1)
 		}
 	}
 	if idx != nil {
-		m.t.keep(dst, "containers", idx)
+		m.t.Keep(dst, "containers", idx)
 	}
 	return dst
 }
@@ -517,12 +519,12 @@ func (m merger) insertSidecars(pod, patch map[string]any) {
 		if !ok {
 			continue
 		}
-		spec, ok := m.t.getMap(pod, "spec")
+		spec, ok := m.t.GetMap(pod, "spec")
 		if !ok {
 			spec = map[string]any{}
 			pod["spec"] = spec
 		}
-		dv, _ := m.t.get(spec, list)
+		dv, _ := m.t.Get(spec, list)
 		dl, ok := dv.([]any)
 		if !ok && dv != nil {
 			continue // not a list: leave the object's value to the merge rules
@@ -539,7 +541,7 @@ func (m merger) insertSidecars(pod, patch map[string]any) {
 func (m merger) mergeAffinity(dst, patch map[string]any) {
 	for k, pv := range patch {
 		pm, ok := pv.(map[string]any)
-		dm, dok := m.t.getMap(dst, k)
+		dm, dok := m.t.GetMap(dst, k)
 		if !ok || !dok || (k != "nodeAffinity" && k != "podAffinity" && k != "podAntiAffinity") {
 			m.mergeEntry(dst, k, pv)
 			continue
@@ -563,11 +565,11 @@ func (m merger) mergeAffinity(dst, patch map[string]any) {
 // constrains: there the object has chosen. An object without terms gets the policy's.
 func (m merger) andNodeSelector(dst map[string]any, field string, pv any) {
 	pSel, ok := pv.(map[string]any)
-	dSel, dok := m.t.getMap(dst, field)
+	dSel, dok := m.t.GetMap(dst, field)
 	pTerms, _ := pSel["nodeSelectorTerms"].([]any)
 	var dTerms []any
 	if dok {
-		v, _ := m.t.get(dSel, "nodeSelectorTerms")
+		v, _ := m.t.Get(dSel, "nodeSelectorTerms")
 		dTerms, _ = v.([]any)
 	}
 	if !ok || !dok || len(pTerms) != 1 {
@@ -580,14 +582,14 @@ func (m merger) andNodeSelector(dst map[string]any, field string, pv any) {
 	}
 	pTerm, _ := pTerms[0].(map[string]any)
 	for i := range dTerms {
-		term, ok := m.t.at(dTerms, i).(map[string]any)
+		term, ok := m.t.At(dTerms, i).(map[string]any)
 		if !ok {
 			continue
 		}
 		for _, list := range []string{"matchExpressions", "matchFields"} {
 			reqs, _ := pTerm[list].([]any)
 			if m.fill {
-				existing, _ := m.t.get(term, list)
+				existing, _ := m.t.Get(term, list)
 				reqs = slices.DeleteFunc(slices.Clone(reqs), func(r any) bool { return constrains(m.t, existing, r) })
 			}
 			if len(reqs) > 0 {
@@ -598,10 +600,10 @@ func (m merger) andNodeSelector(dst map[string]any, field string, pv any) {
 }
 
 // constrains reports whether a requirement list already has a requirement on req's key.
-func constrains(t *tree, list, req any) bool {
+func constrains(t *jsontree.Tree, list, req any) bool {
 	rm, _ := req.(map[string]any)
 	l, _ := list.([]any)
-	return t.index(l, "requirements", byKey).has(byKey.of(rm))
+	return t.Index(l, "requirements", byKey).Has(byKey.Of(rm))
 }
 
 var byKey = keyOf([]string{"key"}, nil)
@@ -612,34 +614,25 @@ func (m merger) union(dst map[string]any, field string, pv any) {
 		return
 	}
 	pl, ok := pv.([]any)
-	dv, _ := m.t.get(dst, field)
+	dv, _ := m.t.Get(dst, field)
 	dl, dok := dv.([]any)
 	if !ok || !dok {
 		m.mergeEntry(dst, field, pv)
 		return
 	}
-	idx := m.t.index(dl, field, canonicalItem)
+	idx := m.t.Index(dl, field, canonicalItem)
 	for _, it := range pl {
-		if c := canonical(it); !idx.has(c) {
+		if c := jsontree.Canonical(it); !idx.Has(c) {
 			dl = append(dl, m.clean(it))
-			idx.add(c, len(dl)-1)
+			idx.Add(c, len(dl)-1)
 		}
 	}
-	m.t.keep(dl, field, idx)
+	m.t.Keep(dl, field, idx)
 	dst[field] = dl
 }
 
 // canonicalItem keys a list item by its whole value, for lists unioned as sets.
 var canonicalItem = listKey{whole: true}
-
-// canonical is a stable text form of a value (object keys sorted), for equality.
-func canonical(v any) string {
-	b, err := encodeJSON(v)
-	if err != nil { // generic JSON trees always encode
-		return ""
-	}
-	return string(b)
-}
 
 // deepCopy copies a JSON tree as it is, nulls included.
 func deepCopy(v any) any {

@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	jsonstrict "sigs.k8s.io/json"
+
+	"github.com/podpatch/podpatch/policies/internal/jsontree"
 )
 
 // Options says how ConfigMaps are scoped and what namespace policies may set.
@@ -232,7 +234,7 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 	typed := deepCopy(raw)
 	errs = append(errs, sanitizeQuantities(typed)...)
 	errs = append(errs, sanitizeTypes(typed, reflect.TypeFor[Document](), nil)...)
-	if js, err = encodeJSON(typed); err != nil {
+	if js, err = jsontree.Encode(typed); err != nil {
 		return p, append(errs, field.InternalError(nil, err))
 	}
 	var doc Document

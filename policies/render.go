@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/podpatch/podpatch/policies/internal/jsontree"
 )
 
 // RenderOptions are the offline stand-ins for what the webhook learns from the request.
@@ -82,7 +84,7 @@ func (s *Set) renderDocument(out *bytes.Buffer, d RawDocument, opts RenderOption
 		out.WriteString("\n")
 		return nil
 	}
-	js, err := encodeJSON(obj)
+	js, err := jsontree.Encode(obj)
 	if err != nil {
 		return err
 	}
@@ -112,7 +114,7 @@ func (s *Set) renderObject(explain *bytes.Buffer, obj map[string]any, opts Rende
 	var err error
 	switch {
 	case kind == string(KindPod) || kind == string(KindService):
-		if in.Object, err = encodeJSON(obj); err != nil {
+		if in.Object, err = jsontree.Encode(obj); err != nil {
 			return nil, err
 		}
 		in.Kind = Kind(kind)
@@ -156,7 +158,7 @@ func (s *Set) applyTemplate(obj map[string]any, at []string, in Input) (Result, 
 	if !ok {
 		meta = map[string]any{}
 	}
-	js, err := encodeJSON(map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": tmpl["spec"]})
+	js, err := jsontree.Encode(map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": tmpl["spec"]})
 	if err != nil {
 		return Result{}, err
 	}

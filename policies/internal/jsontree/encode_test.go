@@ -1,4 +1,4 @@
-package policies
+package jsontree
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ func FuzzAppendJSONString(f *testing.F) {
 		enc := json.NewEncoder(&want)
 		enc.SetEscapeHTML(false)
 		require.NoError(t, enc.Encode(s))
-		require.Equal(t, string(bytes.TrimSuffix(want.Bytes(), []byte("\n"))), string(appendJSONString(nil, s)))
+		require.Equal(t, string(bytes.TrimSuffix(want.Bytes(), []byte("\n"))), string(AppendString(nil, s)))
 	})
 }
 
@@ -29,7 +29,7 @@ func TestAppendJSON(t *testing.T) {
 		"a": map[string]any{"z": map[string]any{}, "y": []any{}},
 		"c": json.RawMessage(`{"kept":"as is"}`),
 	}
-	got, err := encodeJSON(tree)
+	got, err := Encode(tree)
 	require.NoError(t, err)
 	require.Equal(t, `{"a":{"y":[],"z":{}},"b":[1.50,true,false,null,"x<y"],"c":{"kept":"as is"}}`, string(got))
 }

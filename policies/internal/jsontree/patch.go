@@ -1,19 +1,21 @@
-package policies
+package jsontree
 
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 )
 
-// jsonPatch writes the RFC 6902 operations that turn the original JSON (orig) into the
+// Diff writes the RFC 6902 operations that turn the original JSON (orig) into the
 // patched tree (cur). Subtrees of cur still raw were never touched and are skipped without
 // being read; decoded subtrees are compared with the original decoded to the same depth.
 // Lists are compared item by item, appended items are added, and a list that got shorter is
 // replaced whole.
-func jsonPatch(t *tree, orig json.RawMessage, cur any) ([]byte, error) {
+func Diff(t *Tree, orig json.RawMessage, cur any) ([]byte, error) {
 	if len(orig) == 0 {
 		return nil, nil
 	}
@@ -27,7 +29,7 @@ func jsonPatch(t *tree, orig json.RawMessage, cur any) ([]byte, error) {
 }
 
 type patchWriter struct {
-	t       *tree
+	t       *Tree
 	buf     bytes.Buffer
 	scratch []byte
 	n       int
@@ -41,12 +43,12 @@ func (w *patchWriter) op(op, path string, value any, withValue bool) error {
 	w.buf.WriteString(`{"op":"`)
 	w.buf.WriteString(op)
 	w.buf.WriteString(`","path":`)
-	w.scratch = appendJSONString(w.scratch[:0], path)
+	w.scratch = AppendString(w.scratch[:0], path)
 	w.buf.Write(w.scratch)
 	if withValue {
 		w.buf.WriteString(`,"value":`)
 		var err error
-		if w.scratch, err = appendJSON(w.scratch[:0], value); err != nil {
+		if w.scratch, err = AppendJSON(w.scratch[:0], value); err != nil {
 			return err
 		}
 		w.buf.Write(w.scratch)
@@ -59,7 +61,7 @@ func (w *patchWriter) op(op, path string, value any, withValue bool) error {
 // the patched tree at the same path. A patched member still raw was never decoded, so it is the
 // original: nothing is inserted raw, and lists are never reordered.
 func (w *patchWriter) diff(orig, cur any, path string) error {
-	if isRaw(cur) {
+	if IsRaw(cur) {
 		return nil
 	}
 	switch c := cur.(type) {
@@ -68,14 +70,14 @@ func (w *patchWriter) diff(orig, cur any, path string) error {
 		if !ok {
 			return w.op("replace", path, cur, true)
 		}
-		for k := range o {
+		for _, k := range slices.Sorted(maps.Keys(o)) { // sorted: the same patch, byte for byte, every time
 			if _, kept := c[k]; !kept {
 				if err := w.op("remove", path+"/"+escapePointer(k), nil, false); err != nil {
 					return err
 				}
 			}
 		}
-		for k := range c {
+		for _, k := range slices.Sorted(maps.Keys(c)) {
 			p := path + "/" + escapePointer(k)
 			ov, had := o[k]
 			if !had {
@@ -106,14 +108,15 @@ func (w *patchWriter) diff(orig, cur any, path string) error {
 		}
 		return nil
 	default:
-		if isRaw(orig) || !reflect.DeepEqual(orig, cur) {
+		if IsRaw(orig) || !reflect.DeepEqual(orig, cur) {
 			return w.op("replace", path, cur, true)
 		}
 		return nil
 	}
 }
 
-func isRaw(v any) bool {
+// IsRaw reports whether v is a member not decoded yet.
+func IsRaw(v any) bool {
 	_, ok := v.(json.RawMessage)
 	return ok
 }

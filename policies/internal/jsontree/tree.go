@@ -1,4 +1,4 @@
-package policies
+package jsontree
 
 import (
 	"bytes"
@@ -14,17 +14,17 @@ import (
 // then. Scalars are decoded with their parent. Subtrees no policy touches are never decoded,
 // and the JSONPatch is computed by walking only what was decoded (jsonpatch.go).
 
-// expand decodes raw JSON one level: objects to map[string]any and lists to []any whose
+// Expand decodes raw JSON one level: objects to map[string]any and lists to []any whose
 // object and list members stay raw (sub-slices of the input, not copies); scalars fully. The
 // input was validated once, as a whole, so the scan here does not validate again. Anything
 // that is not raw JSON is returned as it is.
-func expand(v any) any {
+func Expand(v any) any {
 	raw, ok := v.(json.RawMessage)
 	if !ok {
 		return v
 	}
 	raw = bytes.TrimSpace(raw)
-	switch firstByte(raw) {
+	switch FirstByte(raw) {
 	case '{':
 		out := make(map[string]any, 8)
 		i := 1
@@ -37,7 +37,7 @@ func expand(v any) any {
 				i = skipSpace(raw, i+1)
 			}
 			kEnd := skipValue(raw, i)
-			key := unquote(raw[i:kEnd])
+			key := Unquote(raw[i:kEnd])
 			i = skipSpace(raw, kEnd)
 			if i < len(raw) && raw[i] == ':' {
 				i = skipSpace(raw, i+1)
@@ -68,11 +68,11 @@ func expand(v any) any {
 
 // scalarOrRaw decodes a scalar and keeps objects and lists raw.
 func scalarOrRaw(r json.RawMessage) any {
-	switch firstByte(r) {
+	switch FirstByte(r) {
 	case '{', '[':
 		return r
 	case '"':
-		return unquote(r)
+		return Unquote(r)
 	case 't':
 		return true
 	case 'f':
@@ -84,9 +84,9 @@ func scalarOrRaw(r json.RawMessage) any {
 	}
 }
 
-// unquote decodes a JSON string; strings without escapes (and valid UTF-8, which
+// Unquote decodes a JSON string; strings without escapes (and valid UTF-8, which
 // encoding/json would otherwise repair) are copied directly.
-func unquote(r []byte) string {
+func Unquote(r []byte) string {
 	if len(r) >= 2 && bytes.IndexByte(r, '\\') < 0 && utf8.Valid(r) {
 		return string(r[1 : len(r)-1])
 	}
@@ -157,23 +157,27 @@ func skipString(b []byte, i int) int {
 	}
 }
 
-// tree tracks the lazy decoding of one object: for every node it decodes, the node's
+// Tree tracks the lazy decoding of one object: for every node it decodes, the node's
 // original members, so that the JSONPatch is computed without decoding anything twice.
-type tree struct {
+type Tree struct {
 	origins map[*byte]any
-	indexes map[indexKey]*listIndex
-	// keyed counts the list items ever indexed: linear merging keeps it within the items of
-	// the object's lists and the patches' (limits_test.go).
+	indexes map[indexKey]*Index
+	// keyed counts the list items ever indexed (Indexed).
 	keyed int
 }
 
-func newTree() *tree {
-	return &tree{origins: make(map[*byte]any, 16), indexes: make(map[indexKey]*listIndex)}
+// Indexed counts the list items this tree ever indexed: linear merging keeps it within the
+// items of the object's lists and the patches'.
+func (t *Tree) Indexed() int { return t.keyed }
+
+// New returns a tree for decoding one object.
+func New() *Tree {
+	return &Tree{origins: make(map[*byte]any, 16), indexes: make(map[indexKey]*Index)}
 }
 
-// decode expands raw JSON one level and remembers the original members.
-func (t *tree) decode(raw json.RawMessage) any {
-	v := expand(raw)
+// Decode expands raw JSON one level and remembers the original members.
+func (t *Tree) Decode(raw json.RawMessage) any {
+	v := Expand(raw)
 	if len(raw) > 0 {
 		switch x := v.(type) {
 		case map[string]any:
@@ -186,54 +190,54 @@ func (t *tree) decode(raw json.RawMessage) any {
 }
 
 // original returns the original members of a raw node, decoding it if the merge never did.
-func (t *tree) original(v any) any {
+func (t *Tree) original(v any) any {
 	if raw, ok := v.(json.RawMessage); ok && len(raw) > 0 {
 		if o, seen := t.origins[&raw[0]]; seen {
 			return o
 		}
 	}
-	return expand(v)
+	return Expand(v)
 }
 
-// get returns m[k] decoded one level, storing the decoded form back.
-func (t *tree) get(m map[string]any, k string) (any, bool) {
+// Get returns m[k] decoded one level, storing the decoded form back.
+func (t *Tree) Get(m map[string]any, k string) (any, bool) {
 	v, ok := m[k]
 	if !ok {
 		return nil, false
 	}
 	if raw, isRaw := v.(json.RawMessage); isRaw {
-		v = t.decode(raw)
+		v = t.Decode(raw)
 		m[k] = v
 	}
 	return v, true
 }
 
-// getMap returns m[k] when it is an object, decoded one level.
-func (t *tree) getMap(m map[string]any, k string) (map[string]any, bool) {
-	v, _ := t.get(m, k)
+// GetMap returns m[k] when it is an object, decoded one level.
+func (t *Tree) GetMap(m map[string]any, k string) (map[string]any, bool) {
+	v, _ := t.Get(m, k)
 	out, ok := v.(map[string]any)
 	return out, ok
 }
 
-// at returns l[i] decoded one level, storing the decoded form back.
-func (t *tree) at(l []any, i int) any {
+// At returns l[i] decoded one level, storing the decoded form back.
+func (t *Tree) At(l []any, i int) any {
 	if raw, isRaw := l[i].(json.RawMessage); isRaw {
-		l[i] = t.decode(raw)
+		l[i] = t.Decode(raw)
 	}
 	return l[i]
 }
 
-// expandAll decodes a tree completely, in place where it can, and returns it.
-func expandAll(v any) any {
-	switch t := expand(v).(type) {
+// ExpandAll decodes a tree completely, in place where it can, and returns it.
+func ExpandAll(v any) any {
+	switch t := Expand(v).(type) {
 	case map[string]any:
 		for k, x := range t {
-			t[k] = expandAll(x)
+			t[k] = ExpandAll(x)
 		}
 		return t
 	case []any:
 		for i, x := range t {
-			t[i] = expandAll(x)
+			t[i] = ExpandAll(x)
 		}
 		return t
 	default:
@@ -241,8 +245,8 @@ func expandAll(v any) any {
 	}
 }
 
-// firstByte is the first byte of JSON text after white space, 0 if none.
-func firstByte(r []byte) byte {
+// FirstByte is the first byte of JSON text after white space, 0 if none.
+func FirstByte(r []byte) byte {
 	r = bytes.TrimLeft(r, " \t\r\n")
 	if len(r) == 0 {
 		return 0
@@ -250,45 +254,47 @@ func firstByte(r []byte) byte {
 	return r[0]
 }
 
-// listIndex maps the keys of a list's items to the position of the first item with that key, so
+// Index maps the keys of a list's items to the position of the first item with that key, so
 // that merging a patch list into an object list is linear in both.
-type listIndex struct {
-	key listKey
-	pos map[string]int
+type Index struct {
+	key Key
+	// Pos is the position of the first item with each key.
+	Pos map[string]int
 	n   int // items indexed
 }
 
-func (x *listIndex) has(k string) bool {
-	_, ok := x.pos[k]
+// Has reports whether an item with key k is indexed.
+func (x *Index) Has(k string) bool {
+	_, ok := x.Pos[k]
 	return ok
 }
 
-// add records an item appended at position i.
-func (x *listIndex) add(k string, i int) {
-	if _, dup := x.pos[k]; !dup {
-		x.pos[k] = i
+// Add records an item appended at position i.
+func (x *Index) Add(k string, i int) {
+	if _, dup := x.Pos[k]; !dup {
+		x.Pos[k] = i
 	}
 	x.n = i + 1
 }
 
 // extend indexes the items of list not indexed yet.
-func (x *listIndex) extend(t *tree, list []any) {
+func (x *Index) extend(t *Tree, list []any) {
 	t.keyed += len(list) - x.n
 	for i := x.n; i < len(list); i++ {
 		var k string
 		switch item := list[i].(type) {
 		case json.RawMessage:
 			var ok bool
-			if k, ok = x.key.ofRaw(item); !ok {
+			if k, ok = x.key.OfRaw(item); !ok {
 				continue
 			}
 		case map[string]any:
-			k = x.key.of(item)
+			k = x.key.Of(item)
 		default:
 			continue
 		}
-		if !x.has(k) {
-			x.pos[k] = i
+		if !x.Has(k) {
+			x.Pos[k] = i
 		}
 	}
 	x.n = len(list)
@@ -300,32 +306,32 @@ type indexKey struct {
 	name  string
 }
 
-// index returns the index of a list of the object under a key function named name, built once
+// Index returns the index of a list of the object under a key function named name, built once
 // per apply (every policy of every layer merges into the same lists) and extended with the
 // items appended since.
-func (t *tree) index(list []any, name string, key listKey) *listIndex {
+func (t *Tree) Index(list []any, name string, key Key) *Index {
 	if len(list) > 0 {
 		if x := t.indexes[indexKey{&list[0], name}]; x != nil && x.n <= len(list) {
 			x.extend(t, list)
 			return x
 		}
 	}
-	x := &listIndex{key: key, pos: make(map[string]int, len(list))}
+	x := &Index{key: key, Pos: make(map[string]int, len(list))}
 	x.extend(t, list)
-	t.keep(list, name, x)
+	t.Keep(list, name, x)
 	return x
 }
 
-// keep remembers an index for a list, which appends may have moved.
-func (t *tree) keep(list []any, name string, x *listIndex) {
+// Keep remembers an index for a list, which appends may have moved.
+func (t *Tree) Keep(list []any, name string, x *Index) {
 	if len(list) > 0 {
 		t.indexes[indexKey{&list[0], name}] = x
 	}
 }
 
-// eachMember calls f with the name (unquoted only when it has escapes) and raw value of every
+// EachMember calls f with the name (unquoted only when it has escapes) and raw value of every
 // member of a raw JSON object.
-func eachMember(raw []byte, f func(name, value []byte)) {
+func EachMember(raw []byte, f func(name, value []byte)) {
 	raw = bytes.TrimSpace(raw)
 	for i := 1; ; {
 		i = skipSpace(raw, i)
@@ -341,7 +347,7 @@ func eachMember(raw []byte, f func(name, value []byte)) {
 			name = name[1 : len(name)-1]
 		}
 		if bytes.IndexByte(name, '\\') >= 0 {
-			name = []byte(unquote(raw[i:kEnd]))
+			name = []byte(Unquote(raw[i:kEnd]))
 		}
 		i = skipSpace(raw, kEnd)
 		if i < len(raw) && raw[i] == ':' {
@@ -353,18 +359,18 @@ func eachMember(raw []byte, f func(name, value []byte)) {
 	}
 }
 
-// appendCanonical appends the canonical form of raw JSON — what encodeJSON writes for it once
+// AppendCanonical appends the canonical form of raw JSON — what encodeJSON writes for it once
 // decoded: object members sorted by name, strings re-quoted — without decoding it into maps.
-func appendCanonical(b, raw []byte) []byte {
+func AppendCanonical(b, raw []byte) []byte {
 	raw = bytes.TrimSpace(raw)
-	switch firstByte(raw) {
+	switch FirstByte(raw) {
 	case '{':
 		type member struct {
 			name  string
 			value []byte
 		}
 		var ms []member
-		eachMember(raw, func(name, value []byte) {
+		EachMember(raw, func(name, value []byte) {
 			for i := range ms { // a repeated name: the last wins, as decoding does
 				if ms[i].name == string(name) {
 					ms[i].value = value
@@ -379,9 +385,9 @@ func appendCanonical(b, raw []byte) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, m.name)
+			b = AppendString(b, m.name)
 			b = append(b, ':')
-			b = appendCanonical(b, m.value)
+			b = AppendCanonical(b, m.value)
 		}
 		return append(b, '}')
 	case '[':
@@ -398,11 +404,11 @@ func appendCanonical(b, raw []byte) []byte {
 			if j > 0 {
 				b = append(b, ',')
 			}
-			b = appendCanonical(b, raw[i:end])
+			b = AppendCanonical(b, raw[i:end])
 			i = end
 		}
 	case '"':
-		return appendJSONString(b, unquote(raw))
+		return AppendString(b, Unquote(raw))
 	default:
 		return append(b, raw...)
 	}

@@ -1,4 +1,4 @@
-package policies
+package jsontree
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 // appendJSON appends the JSON encoding of a generic tree (objects with sorted keys, as
 // encoding/json writes them, without HTML escaping). Raw members are copied as they are. It
 // avoids encoding/json's reflection, which was most of the cost of answering an admission.
-func appendJSON(b []byte, v any) ([]byte, error) {
+func AppendJSON(b []byte, v any) ([]byte, error) {
 	switch t := v.(type) {
 	case nil:
 		return append(b, "null"...), nil
@@ -20,7 +20,7 @@ func appendJSON(b []byte, v any) ([]byte, error) {
 		}
 		return append(b, "false"...), nil
 	case string:
-		return appendJSONString(b, t), nil
+		return AppendString(b, t), nil
 	case json.Number:
 		if t == "" {
 			return append(b, '0'), nil
@@ -34,10 +34,10 @@ func appendJSON(b []byte, v any) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, k)
+			b = AppendString(b, k)
 			b = append(b, ':')
 			var err error
-			if b, err = appendJSON(b, t[k]); err != nil {
+			if b, err = AppendJSON(b, t[k]); err != nil {
 				return nil, err
 			}
 		}
@@ -49,7 +49,7 @@ func appendJSON(b []byte, v any) ([]byte, error) {
 				b = append(b, ',')
 			}
 			var err error
-			if b, err = appendJSON(b, x); err != nil {
+			if b, err = AppendJSON(b, x); err != nil {
 				return nil, err
 			}
 		}
@@ -67,7 +67,7 @@ const hexDigits = "0123456789abcdef"
 
 // appendJSONString quotes s as encoding/json does with HTML escaping off: control characters,
 // quotes and backslashes escaped, invalid UTF-8 replaced by U+FFFD, U+2028 and U+2029 escaped.
-func appendJSONString(b []byte, s string) []byte {
+func AppendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
