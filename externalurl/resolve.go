@@ -102,8 +102,9 @@ type Result struct {
 	Source Source
 	Reason string
 	// Invalid: the reason is a mistake in the Service's annotations (a template that fails,
-	// a port it does not have), not something that may still come (a load balancer).
-	Invalid bool
+	// a port it does not have). Pending: the URL waits for a load balancer's address, which
+	// normally comes.
+	Invalid, Pending bool
 }
 
 // Annotations returns the wanted value of every result annotation; "" means absent.
@@ -156,6 +157,7 @@ func Resolve(in Input) Result {
 	}
 
 	host, hostPort, source, why := address(in, port)
+	res.Pending = host == "" && svc.Spec.Type == corev1.ServiceTypeLoadBalancer && len(svc.Status.LoadBalancer.Ingress) == 0
 	text := strings.TrimSpace(svc.Annotations[policies.ExternalURLTemplateAnnotation])
 	if text != "" {
 		tmpl, err := policies.ParseURLTemplate(text)
@@ -181,7 +183,7 @@ func Resolve(in Input) Result {
 		if err != nil {
 			return res.invalid(fmt.Sprintf("%s: %v", policies.ExternalURLTemplateAnnotation, err))
 		}
-		res.URL, res.Source = url, SourceTemplate
+		res.URL, res.Source, res.Pending = url, SourceTemplate, false
 		return res
 	}
 	if host == "" {
@@ -194,7 +196,7 @@ func Resolve(in Input) Result {
 }
 
 func (r Result) invalid(reason string) Result {
-	r.Reason, r.Invalid = reason, true
+	r.Reason, r.Invalid, r.Pending = reason, true, false
 	return r
 }
 

@@ -38,10 +38,12 @@ func svc(opts ...svcOpt) *corev1.Service {
 }
 
 func typ(t corev1.ServiceType) svcOpt { return func(s *corev1.Service) { s.Spec.Type = t } }
-func ann(k, v string) svcOpt       { return func(s *corev1.Service) { s.Annotations[k] = v } }
-func noAnn(k string) svcOpt        { return func(s *corev1.Service) { delete(s.Annotations, k) } }
+func ann(k, v string) svcOpt          { return func(s *corev1.Service) { s.Annotations[k] = v } }
+func noAnn(k string) svcOpt           { return func(s *corev1.Service) { delete(s.Annotations, k) } }
 func ingress(in ...corev1.LoadBalancerIngress) svcOpt {
-	return func(s *corev1.Service) { s.Spec.Type, s.Status.LoadBalancer.Ingress = corev1.ServiceTypeLoadBalancer, in }
+	return func(s *corev1.Service) {
+		s.Spec.Type, s.Status.LoadBalancer.Ingress = corev1.ServiceTypeLoadBalancer, in
+	}
 }
 func ports(p ...corev1.ServicePort) svcOpt { return func(s *corev1.Service) { s.Spec.Ports = p } }
 func shape(name string, labels, selector map[string]string, p []corev1.ServicePort) svcOpt {
@@ -69,6 +71,7 @@ func TestResolve(t *testing.T) {
 		source  Source
 		reason  string
 		invalid bool
+		pending bool
 	}{
 		// Requests.
 		{name: "no request", svc: svc(noAnn(policies.ProvideExternalURLAnnotation), ingress(corev1.LoadBalancerIngress{IP: "203.0.113.1"}))},
@@ -87,7 +90,7 @@ func TestResolve(t *testing.T) {
 		{name: "load balancer pending: node port meanwhile", svc: svc(typ(corev1.ServiceTypeLoadBalancer)), nodePorts: true, nodes: nodes,
 			url: "http://198.51.100.2:30787", source: SourceNodePort},
 		{name: "load balancer pending, node ports off", svc: svc(typ(corev1.ServiceTypeLoadBalancer)), nodes: nodes,
-			reason: "the load balancer has no address yet, and node-port resolution is off"},
+			reason: "the load balancer has no address yet, and node-port resolution is off", pending: true},
 		{name: "node port: ExternalIP first, ready node whose name sorts first", svc: svc(typ(corev1.ServiceTypeNodePort)), nodePorts: true, nodes: nodes,
 			url: "http://198.51.100.2:30787", source: SourceNodePort},
 		{name: "node port: configured order", svc: svc(typ(corev1.ServiceTypeNodePort)), nodePorts: true, nodes: nodes,
@@ -140,7 +143,7 @@ func TestResolve(t *testing.T) {
 		{name: "template: host and node port", svc: svc(typ(corev1.ServiceTypeNodePort), template("http://${host}:${port}/status")), nodePorts: true, nodes: nodes,
 			url: "http://198.51.100.2:30787/status", source: SourceTemplate},
 		{name: "template: host not known yet", svc: svc(typ(corev1.ServiceTypeLoadBalancer), template("https://${host}/")),
-			reason: "podpatch.io/external-url-template uses the host: the load balancer has no address yet"},
+			reason: "podpatch.io/external-url-template uses the host: the load balancer has no address yet", pending: true},
 		{name: "template: parse error", svc: svc(template("https://{{.Cluster")), reason: "podpatch.io/external-url-template: parse:", invalid: true},
 		{name: "template: unknown token", svc: svc(template("https://${clustr}")), reason: "unknown token ${clustr}", invalid: true},
 		{name: "template: not a URL", svc: svc(template("${cluster}")), reason: "not an absolute URL", invalid: true},
@@ -160,6 +163,7 @@ func TestResolve(t *testing.T) {
 			require.Equal(t, c.url, got.URL)
 			require.Equal(t, c.source, got.Source)
 			require.Equal(t, c.invalid, got.Invalid)
+			require.Equal(t, c.pending, got.Pending)
 			if c.reason == "" {
 				require.Empty(t, got.Reason)
 			} else {
