@@ -103,7 +103,7 @@ func TestServe(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, mresp.Body.Close())
 	require.Contains(t, string(metrics), `podpatch_admission_requests_total{kind="Pod",manager="dask",result="patched",role="worker"}`)
-	require.Contains(t, string(metrics), `podpatch_policies{scope="platform"} 5`)
+	require.Contains(t, string(metrics), `podpatch_policies{scope="platform"} 7`)
 	require.Contains(t, string(metrics), "controller_runtime_webhook_latency_seconds")
 	hresp, err := http.Get("http://" + o.HealthProbeBindAddress + "/healthz")
 	require.NoError(t, err)

@@ -43,8 +43,9 @@ func TestAdmission(t *testing.T) {
 	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
 	installWebhooks(t, mwc, vwc)
 	applyManifests(t, kustomizeBuild(t, "manifests/examples"))
-	require.Eventually(t, func() bool { return p.metricSum(t, "podpatch_policies") == 6 },
-		30*time.Second, 100*time.Millisecond, "podpatch never saw the 6 example policies")
+	examples := examplePolicyCount(t)
+	require.Eventually(t, func() bool { return p.metricSum(t, "podpatch_policies") == examples },
+		30*time.Second, 100*time.Millisecond, "podpatch never saw the %v example policies", examples)
 	require.Eventually(t, func() bool {
 		return dryRunCreate(t, daskWorker("default", "probe")).Annotations[policies.AppliedAnnotation] != ""
 	}, 30*time.Second, 200*time.Millisecond, "the API server never called podpatch")

@@ -81,8 +81,9 @@ func TestCertManager(t *testing.T) {
 	}
 	p := startPodpatch(t, certDir)
 	applyManifests(t, kustomizeBuild(t, "manifests/examples"))
-	require.Eventually(t, func() bool { return p.metricSum(t, "podpatch_policies") == 6 },
-		30*time.Second, 100*time.Millisecond, "podpatch never saw the 6 example policies")
+	examples := examplePolicyCount(t)
+	require.Eventually(t, func() bool { return p.metricSum(t, "podpatch_policies") == examples },
+		30*time.Second, 100*time.Millisecond, "podpatch never saw the %v example policies", examples)
 
 	mwc, vwc := webhookConfigurations(t, objs, p.url(), nil)
 	for _, o := range []client.Object{mwc, vwc} {

@@ -110,8 +110,9 @@ func TestSelfSigned(t *testing.T) {
 	firstCA, err := pki.DecodeX509CertificateBytes(secret.Data["ca.crt"])
 	require.NoError(t, err)
 	requireCABundlePublished(t, mwc.Name, vwc.Name, secretKey)
-	require.Eventually(t, func() bool { return p.metricSum(t, "podpatch_policies") == 6 },
-		30*time.Second, 100*time.Millisecond, "podpatch never saw the 6 example policies")
+	examples := examplePolicyCount(t)
+	require.Eventually(t, func() bool { return p.metricSum(t, "podpatch_policies") == examples },
+		30*time.Second, 100*time.Millisecond, "podpatch never saw the %v example policies", examples)
 	require.Eventually(t, func() bool {
 		pod := daskWorker("default", "self-signed-probe")
 		return k8s.Create(ctx, pod, client.DryRunAll) == nil && patchedByExamples(pod)
