@@ -225,7 +225,7 @@ func fuzzSet(tb testing.TB) *policies.Set {
 	cms := append(exampleConfigMaps(tb), policies.SourcedConfigMap{File: "every-rule", ConfigMap: parseConfigMapYAML(tb, everyRulePolicies)})
 	set, probs := policies.Compile(cms, policies.DefaultOptions())
 	require.Empty(tb, probs, "%s", policies.ProblemLines(probs))
-	require.Equal(tb, 9, set.Count(policies.ScopePlatform))
+	require.Equal(tb, 10, set.Count(policies.ScopePlatform))
 	return set
 }
 

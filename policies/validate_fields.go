@@ -68,6 +68,7 @@ func validatePatchMetadata(m *PatchMetadata, fld *field.Path) field.ErrorList {
 		// The key alone: the total size is checked once below.
 		errs = append(errs, apivalidation.ValidateAnnotations(map[string]string{k: ""}, annotations)...)
 	}
+	errs = append(errs, validateExternalURLAnnotations(m.Annotations, annotations)...)
 	if err := apivalidation.ValidateAnnotationsSize(m.Annotations); err != nil {
 		errs = append(errs, field.TooLong(annotations, "", apivalidation.TotalAnnotationSizeLimitB))
 	}

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/podpatch/podpatch/certs"
+	"github.com/podpatch/podpatch/externalurl"
 	"github.com/podpatch/podpatch/policies"
 )
 
@@ -58,6 +59,9 @@ type Options struct {
 	ValidatingWebhookConfiguration string
 	CAValidity, CertValidity       time.Duration
 	RotationOverlap                time.Duration
+
+	// ExternalURL configures the external URL resolver (SPEC §6).
+	ExternalURL externalurl.Options
 }
 
 // NewOptions returns the defaults of SPEC §5.
@@ -86,6 +90,7 @@ func NewOptions() *Options {
 		CAValidity:                     certs.DefaultCAValidity,
 		CertValidity:                   certs.DefaultCertValidity,
 		RotationOverlap:                certs.DefaultOverlap,
+		ExternalURL:                    externalurl.NewOptions(),
 	}
 }
 
@@ -116,6 +121,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.CAValidity, "self-signed-ca-validity", o.CAValidity, "lifetime of the self-signed CA; it is rotated when a third remains")
 	fs.DurationVar(&o.CertValidity, "self-signed-cert-validity", o.CertValidity, "lifetime of the serving certificate; renewed when a third remains")
 	fs.DurationVar(&o.RotationOverlap, "self-signed-rotation-overlap", o.RotationOverlap, "how long a new CA is published next to the old one before the serving certificate switches to it")
+	o.ExternalURL.AddFlags(fs)
 }
 
 // Validate checks the options and compiles the policy options.
@@ -151,6 +157,9 @@ func (o *Options) Validate() (policies.Options, error) {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
 	}
 	if _, err := o.memoryLimit(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.ExternalURL.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	allowed, err := policies.ParseAllowedFields(o.NamespaceAllowedFields)
@@ -270,6 +279,13 @@ func Run(ctx context.Context, o *Options, log logr.Logger) error {
 	start := func(name string, f func(context.Context) error) { running++; run(name, f) }
 
 	start("policies", feed.Start)
+	if o.ExternalURL.Enabled && cfg != nil { // SPEC §6; not with --policy-dir alone, which needs no cluster
+		r, err := externalurl.New(cfg, o.ExternalURL, o.Namespace, crmetrics.Registry, log.WithName("external-url"))
+		if err != nil {
+			return err
+		}
+		start("external URLs", r.Start)
+	}
 	var selfSigned *certs.SelfSigned
 	if o.SelfSigned {
 		scheme, err := certScheme()

@@ -73,7 +73,7 @@ const (
 		"default/team-overrides/big-workers," +
 		"podpatch-system/cost-center/cost-center," + securityApplied
 	schedulerPodApplied     = "podpatch-system/cost-center/cost-center," + securityApplied
-	schedulerServiceApplied = "podpatch-system/cost-center/cost-center,podpatch-system/platform-defaults/scheduler-internal-lb"
+	schedulerServiceApplied = "podpatch-system/external-urls/external-urls,podpatch-system/cost-center/cost-center,podpatch-system/platform-defaults/scheduler-internal-lb"
 	sparkExecutorApplied    = "podpatch-system/platform-defaults/worker-requests,podpatch-system/spark-spot/spot-executors,podpatch-system/cost-center/cost-center," + securityApplied
 	securityApplied         = "podpatch-system/security-baseline/security-baseline"
 )

@@ -1,7 +1,8 @@
 // Command demo is `make demo`: it starts a real kube-apiserver and etcd (built from source into
 // bin/), runs podpatch with the example policies, installs the webhook configurations from
 // manifests/, creates the Dask, Spark, Ray and Flink objects of the fixtures through the API server and
-// prints, for each, what podpatch changed in the stored object. With --keep (`make dev`) it
+// prints, for each, what podpatch changed in the stored object, then the external URLs podpatch
+// resolved for the scheduler and driver Services (SPEC §6). With --keep (`make dev`) it
 // keeps running and prints a kubeconfig for kubectl.
 package main
 
@@ -110,6 +111,9 @@ func run(root string, keep bool) (err error) {
 		if err := show(ctx, cp.Client, set, filepath.Join(root, cluster.FixtureDir, f)); err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
+	}
+	if err := showExternalURLs(ctx, cp.Client); err != nil {
+		return err
 	}
 	step(fmt.Sprintf("done in %s", time.Since(start).Round(100*time.Millisecond)))
 	if !keep {

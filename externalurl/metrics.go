@@ -1,0 +1,55 @@
+package externalurl
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Outcomes counted besides the sources, as the source label of podpatch_external_url_resolutions_total.
+const (
+	outcomePending    = "pending"
+	outcomeUnresolved = "unresolved"
+	outcomeInvalid    = "invalid"
+)
+
+// Metrics are the resolver's Prometheus metrics; labels are bounded (managers and sources).
+type Metrics struct {
+	resolutions *prometheus.CounterVec
+	leader      prometheus.Gauge
+	writes      *prometheus.CounterVec
+}
+
+// NewMetrics creates the metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		resolutions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "podpatch_external_url_resolutions_total",
+			Help: "Changes of a Service's external URL, by recognised manager (none: unrecognised) and source (template, load-balancer, node-port; pending, unresolved, invalid when there is no URL).",
+		}, []string{"manager", "source"}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "podpatch_external_url_leader",
+			Help: "1 while this replica holds the external URL resolver's lease and is the one that writes.",
+		}),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "podpatch_external_url_writes_total",
+			Help: "Patches of result annotations on Services, by result (ok, conflict, error).",
+		}, []string{"result"}),
+	}
+	var err error
+	register := func(c prometheus.Collector) prometheus.Collector {
+		if e := reg.Register(c); e != nil {
+			// A second resolver in one process (tests) shares the first one's collectors.
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(e, &are) {
+				return are.ExistingCollector
+			}
+			err = errors.Join(err, e)
+		}
+		return c
+	}
+	m.resolutions = register(m.resolutions).(*prometheus.CounterVec)
+	m.leader = register(m.leader).(prometheus.Gauge)
+	m.writes = register(m.writes).(*prometheus.CounterVec)
+	return m, err
+}

@@ -1,0 +1,525 @@
+package externalurl
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/podpatch/podpatch/policies"
+)
+
+// FieldManager is the manager podpatch's patches of result annotations are recorded under.
+const FieldManager = "podpatch-external-url"
+
+// Event reasons, on the Service and on its owner.
+const (
+	ReasonResolved   = "ExternalURLResolved"
+	ReasonPending    = "ExternalURLPending"
+	ReasonUnresolved = "ExternalURLUnresolved"
+	ReasonInvalid    = "ExternalURLInvalid"
+	ReasonRemoved    = "ExternalURLRemoved"
+)
+
+// workers reconcile Services in parallel; resolution is cheap, the patch is what waits.
+const workers = 2
+
+// maxEventMessage keeps Event messages within what the API server accepts.
+const maxEventMessage = 1000
+
+// Resolver keeps the external URL of every requesting Service current. Every replica
+// campaigns for a Lease; only the holder watches Services (and Nodes) and writes, so two
+// replicas never race on the same annotation.
+type Resolver struct {
+	opts     Options
+	types    []corev1.NodeAddressType
+	cs       kubernetes.Interface
+	meta     metadata.Interface
+	lock     resourcelock.Interface
+	identity string
+	metrics  *Metrics
+	log      logr.Logger
+	events   record.EventBroadcaster
+	recorder record.EventRecorder
+}
+
+// New builds a resolver from validated options; namespace is podpatch's own, where the Lease
+// lives unless LeaseNamespace says otherwise; metrics are registered with reg. It does not
+// start anything.
+func New(cfg *rest.Config, o Options, namespace string, reg prometheus.Registerer, log logr.Logger) (*Resolver, error) {
+	m, err := NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	cfg = rest.AddUserAgent(rest.CopyConfig(cfg), FieldManager)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return nil, err
+	}
+	ns := o.LeaseNamespace
+	if ns == "" {
+		ns = namespace
+	}
+	identity := host + "_" + string(uuid.NewUUID())
+	r := &Resolver{opts: o, types: o.addressTypes(), cs: cs, meta: meta, identity: identity, metrics: m, log: log,
+		events: record.NewBroadcaster()}
+	r.recorder = r.events.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: "podpatch"})
+	r.lock = &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: ns, Name: o.LeaseName},
+		Client:     cs.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
+	}
+	return r, nil
+}
+
+// Identity is this replica's name in the Lease.
+func (r *Resolver) Identity() string { return r.identity }
+
+// Start campaigns for the Lease until ctx is done, resolving while it leads. Losing the lease
+// does not stop the process (the webhook keeps serving): the replica campaigns again. The
+// lease is released on shutdown, so another replica takes over within a retry period.
+func (r *Resolver) Start(ctx context.Context) error {
+	r.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: r.cs.CoreV1().Events("")})
+	defer r.events.Shutdown()
+	for ctx.Err() == nil {
+		var started atomic.Bool
+		done := make(chan struct{})
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock: r.lock, Name: r.opts.LeaseName, ReleaseOnCancel: true,
+			LeaseDuration: r.opts.LeaseDuration, RenewDeadline: r.opts.RenewDeadline, RetryPeriod: r.opts.RetryPeriod,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(lctx context.Context) {
+					defer close(done)
+					started.Store(true)
+					r.lead(lctx)
+				},
+				OnStoppedLeading: func() {},
+			},
+		})
+		if err != nil {
+			return err
+		}
+		le.Run(ctx)
+		if started.Load() {
+			<-done // one term at a time in this process
+		}
+		if ctx.Err() == nil {
+			r.log.Info("lost the external URL lease; campaigning again", "identity", r.identity)
+		}
+	}
+	return nil
+}
+
+// lead is one term: informers, workers, until the lease is lost or ctx is done.
+func (r *Resolver) lead(ctx context.Context) {
+	if ctx.Err() != nil { // the term ended before it began
+		return
+	}
+	r.metrics.leader.Set(1)
+	defer r.metrics.leader.Set(0)
+	r.log.Info("leading the external URL resolver", "identity", r.identity, "lease", r.opts.LeaseName)
+	t := &term{Resolver: r, reported: map[string]string{},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "external-url"})}
+	t.run(ctx)
+}
+
+// term holds what one leadership term watches.
+type term struct {
+	*Resolver
+	services cache.SharedIndexInformer
+	nodes    cache.SharedIndexInformer // nil without node ports
+	queue    workqueue.TypedRateLimitingInterface[string]
+
+	mu       sync.Mutex
+	reported map[string]string // Service key -> the last unresolved reason reported
+}
+
+func (t *term) run(ctx context.Context) {
+	defer t.queue.ShutDown()
+	sel := t.opts.ServiceSelector
+	factory := informers.NewSharedInformerFactoryWithOptions(t.cs, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }),
+		informers.WithTransform(stripService))
+	defer factory.Shutdown()
+	t.services = factory.Core().V1().Services().Informer()
+	synced := []cache.InformerSynced{t.services.HasSynced}
+	if _, err := t.services.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { t.serviceChanged(nil, o) },
+		UpdateFunc: func(old, o any) { t.serviceChanged(old, o) },
+		DeleteFunc: t.serviceDeleted,
+	}); err != nil {
+		t.log.Error(err, "watching Services")
+		return
+	}
+	if t.opts.NodePorts {
+		nf := informers.NewSharedInformerFactoryWithOptions(t.cs, 0, informers.WithTransform(stripNode))
+		defer nf.Shutdown()
+		t.nodes = nf.Core().V1().Nodes().Informer()
+		synced = append(synced, t.nodes.HasSynced)
+		if _, err := t.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { t.nodesChanged() },
+			UpdateFunc: t.nodeUpdated,
+			DeleteFunc: func(any) { t.nodesChanged() },
+		}); err != nil {
+			t.log.Error(err, "watching Nodes")
+			return
+		}
+		nf.Start(ctx.Done())
+	}
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return
+	}
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for t.next(ctx) {
+			}
+		})
+	}
+	<-ctx.Done()
+	t.queue.ShutDown()
+	wg.Wait()
+}
+
+// stripService keeps whole only the Services the resolver acts on: those that ask for a URL
+// and those that still carry a result to remove. Of every other Service, the cache holds a
+// stub, so watching every Service costs little memory.
+func stripService(obj any) (any, error) {
+	s, ok := obj.(*corev1.Service)
+	if !ok {
+		return obj, nil
+	}
+	if RequestOf(s.Annotations).Any() || HasResults(s.Annotations) {
+		// Of the managed fields, only podpatch's own entries: they say which results it wrote.
+		var own []metav1.ManagedFieldsEntry
+		for _, e := range s.ManagedFields {
+			if e.Manager == FieldManager {
+				own = append(own, e)
+			}
+		}
+		s.ManagedFields = own
+		return s, nil
+	}
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace, UID: s.UID,
+		ResourceVersion: s.ResourceVersion}}, nil
+}
+
+// stripNode keeps of a Node only its addresses and readiness.
+func stripNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion}}
+	out.Status.Addresses = n.Status.Addresses
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			out.Status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
+	return out, nil
+}
+
+// nodeOf is what resolution reads of a (stripped) Node.
+func nodeOf(n *corev1.Node) Node {
+	out := Node{Name: n.Name, Addresses: n.Status.Addresses}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+			out.NotReady = true
+		}
+	}
+	return out
+}
+
+// relevant says whether the resolver acts on an object: it asks, or carries a result.
+func relevant(obj any) (*corev1.Service, bool) {
+	s, ok := obj.(*corev1.Service)
+	if !ok {
+		return nil, false
+	}
+	return s, RequestOf(s.Annotations).Any() || HasResults(s.Annotations)
+}
+
+// ownedResults are the result annotations podpatch wrote, by its managed-fields entries.
+// Without a request, only those are removed: a Service that never asked is never touched, even
+// when someone set a result annotation by hand.
+func ownedResults(s *corev1.Service) map[string]bool {
+	owned := map[string]bool{}
+	for _, e := range s.ManagedFields {
+		if e.Manager != FieldManager || e.FieldsV1 == nil {
+			continue
+		}
+		var fields struct {
+			Metadata struct {
+				Annotations map[string]json.RawMessage `json:"f:annotations"`
+			} `json:"f:metadata"`
+		}
+		if json.Unmarshal(e.FieldsV1.Raw, &fields) != nil {
+			continue
+		}
+		for _, k := range ResultAnnotations {
+			if _, ok := fields.Metadata.Annotations["f:"+k]; ok {
+				owned[k] = true
+			}
+		}
+	}
+	return owned
+}
+
+func (t *term) serviceChanged(old, obj any) {
+	_, was := relevant(old)
+	if s, is := relevant(obj); s != nil && (is || was) {
+		t.queue.Add(cache.MetaObjectToName(s).String())
+	}
+}
+
+func (t *term) serviceDeleted(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if s, ok := obj.(*corev1.Service); ok {
+		t.mu.Lock()
+		delete(t.reported, cache.MetaObjectToName(s).String())
+		t.mu.Unlock()
+	}
+}
+
+func (t *term) nodeUpdated(old, obj any) {
+	o, ok1 := old.(*corev1.Node)
+	n, ok2 := obj.(*corev1.Node)
+	if ok1 && ok2 && equalNodes(nodeOf(o), nodeOf(n)) {
+		return // a heartbeat, not an address or readiness change
+	}
+	t.nodesChanged()
+}
+
+func equalNodes(a, b Node) bool {
+	if a.Name != b.Name || a.NotReady != b.NotReady || len(a.Addresses) != len(b.Addresses) {
+		return false
+	}
+	for i := range a.Addresses {
+		if a.Addresses[i] != b.Addresses[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// nodesChanged re-resolves every requesting Service a node address can resolve.
+func (t *term) nodesChanged() {
+	for _, obj := range t.services.GetStore().List() {
+		s, ok := relevant(obj)
+		if ok && (s.Spec.Type == corev1.ServiceTypeNodePort || s.Spec.Type == corev1.ServiceTypeLoadBalancer) {
+			t.queue.Add(cache.MetaObjectToName(s).String())
+		}
+	}
+}
+
+func (t *term) next(ctx context.Context) bool {
+	key, quit := t.queue.Get()
+	if quit {
+		return false
+	}
+	defer t.queue.Done(key)
+	if err := t.reconcile(ctx, key); err != nil {
+		if ctx.Err() == nil {
+			t.log.V(1).Info("external URL not written; retrying", "service", key, "error", err.Error())
+			t.queue.AddRateLimited(key)
+		}
+		return true
+	}
+	t.queue.Forget(key)
+	return true
+}
+
+func (t *term) listNodes() []Node {
+	if t.nodes == nil {
+		return nil
+	}
+	objs := t.nodes.GetStore().List()
+	out := make([]Node, 0, len(objs))
+	for _, o := range objs {
+		if n, ok := o.(*corev1.Node); ok {
+			out = append(out, nodeOf(n))
+		}
+	}
+	return out
+}
+
+// reconcile resolves one Service from the caches and patches only the result annotations that
+// differ, under the resourceVersion it resolved, so a stale resolution is never written.
+func (t *term) reconcile(ctx context.Context, key string) error {
+	obj, exists, err := t.services.GetStore().GetByKey(key)
+	if err != nil || !exists {
+		return err
+	}
+	s := obj.(*corev1.Service)
+	res := Resolve(Input{Service: s, NodePorts: t.opts.NodePorts, Nodes: t.listNodes(), AddressTypes: t.types})
+	changes := map[string]any{}
+	owned := ownedResults(s)
+	for k, want := range res.Annotations() {
+		cur, has := s.Annotations[k]
+		switch {
+		case want == "" && has && (res.Request.Any() || owned[k]):
+			changes[k] = nil
+		case want != "" && cur != want:
+			changes[k] = want
+		}
+	}
+	if len(changes) > 0 {
+		body, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": s.ResourceVersion, "annotations": changes}})
+		if err != nil {
+			return err
+		}
+		_, err = t.cs.CoreV1().Services(s.Namespace).Patch(ctx, s.Name, types.MergePatchType, body,
+			metav1.PatchOptions{FieldManager: FieldManager})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case apierrors.IsConflict(err):
+			t.metrics.writes.WithLabelValues("conflict").Inc()
+			return err // the cache has, or will have, the newer version
+		case err != nil:
+			t.metrics.writes.WithLabelValues("error").Inc()
+			return err
+		}
+		t.metrics.writes.WithLabelValues("ok").Inc()
+	}
+	t.report(ctx, s, res, len(changes) > 0)
+	return nil
+}
+
+// report emits the Events and counts the outcome when it changed: a new URL, a new reason for
+// having none, or the results removed with the request.
+func (t *term) report(ctx context.Context, s *corev1.Service, res Result, wrote bool) {
+	key := cache.MetaObjectToName(s).String()
+	before := s.Annotations[policies.ExternalURLAnnotation]
+	if before == "" {
+		before = s.Annotations[policies.SparkResolvedExternalURIAnnotation]
+	}
+	manager := string(res.Identity.Manager)
+	if manager == "" {
+		manager = "none"
+	}
+	t.mu.Lock()
+	last, seen := t.reported[key]
+	switch {
+	case res.URL != "":
+		t.reported[key] = ""
+	case res.Request.Any():
+		t.reported[key] = res.Reason
+	default:
+		delete(t.reported, key)
+	}
+	t.mu.Unlock()
+
+	switch {
+	case res.URL != "":
+		if res.URL == before {
+			return
+		}
+		t.metrics.resolutions.WithLabelValues(manager, string(res.Source)).Inc()
+		t.emit(ctx, s, corev1.EventTypeNormal, ReasonResolved, fmt.Sprintf("%s (%s)", res.URL, res.Source))
+	case res.Request.Any():
+		if seen && last == res.Reason && before == "" {
+			return
+		}
+		typ, reason, outcome := corev1.EventTypeWarning, ReasonUnresolved, outcomeUnresolved
+		switch {
+		case res.Invalid:
+			reason, outcome = ReasonInvalid, outcomeInvalid
+		case res.Pending:
+			typ, reason, outcome = corev1.EventTypeNormal, ReasonPending, outcomePending
+		}
+		t.metrics.resolutions.WithLabelValues(manager, outcome).Inc()
+		t.emit(ctx, s, typ, reason, "no external URL: "+res.Reason)
+	case wrote:
+		t.emit(ctx, s, corev1.EventTypeNormal, ReasonRemoved, "the request was removed, and with it the external URL")
+	}
+}
+
+// emit records an Event on the Service and on its owner.
+func (t *term) emit(ctx context.Context, s *corev1.Service, typ, reason, msg string) {
+	if len(msg) > maxEventMessage {
+		msg = msg[:maxEventMessage-3] + "..."
+	}
+	svc := &corev1.ObjectReference{APIVersion: "v1", Kind: "Service", Namespace: s.Namespace, Name: s.Name,
+		UID: s.UID, ResourceVersion: s.ResourceVersion}
+	t.recorder.Event(svc, typ, reason, msg)
+	if owner := t.owner(ctx, s); owner != nil {
+		t.recorder.Event(owner, typ, reason, fmt.Sprintf("Service %s: %s", s.Name, msg))
+	}
+}
+
+// controllerOf is an object's controller reference, else its first owner reference.
+func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
+	for i := range refs {
+		if refs[i].Controller != nil && *refs[i].Controller {
+			return &refs[i]
+		}
+	}
+	if len(refs) > 0 {
+		return &refs[0]
+	}
+	return nil
+}
+
+// owner finds whom a user looks at for this Service: the owning custom resource (DaskCluster,
+// RayCluster, SparkApplication, …) or, for a plain spark-submit driver, the driver Pod. Flink's
+// native integration puts a Deployment between its REST Service and the FlinkDeployment, so
+// one Deployment is looked through (a metadata read, only when an Event is due).
+func (t *term) owner(ctx context.Context, s *corev1.Service) *corev1.ObjectReference {
+	ref := controllerOf(s.OwnerReferences)
+	if ref == nil {
+		return nil
+	}
+	if ref.APIVersion == "apps/v1" && ref.Kind == "Deployment" {
+		gvr := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		d, err := t.meta.Resource(gvr).Namespace(s.Namespace).Get(rctx, ref.Name, metav1.GetOptions{})
+		switch {
+		case err != nil:
+			t.log.V(1).Info("owner Deployment not read; the Event goes to it", "service", s.Name, "error", err.Error())
+		case d.UID == ref.UID:
+			if up := controllerOf(d.OwnerReferences); up != nil {
+				ref = up
+			}
+		}
+	}
+	return &corev1.ObjectReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID, Namespace: s.Namespace}
+}
