@@ -2,6 +2,7 @@ package policies
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -102,6 +103,22 @@ func TestApplyGolden(t *testing.T) {
 			got, err := set.Render(docs, opts)
 			require.NoError(t, err)
 			checkGolden(t, filepath.Join(c.dir, "want.yaml"), got)
+
+			// The webhook's patch is the same bytes every time (map order must not leak).
+			for _, d := range docs {
+				var head struct{ Kind Kind }
+				if json.Unmarshal(d.JSON, &head) != nil || (head.Kind != KindPod && head.Kind != KindService) {
+					continue
+				}
+				in := Input{Kind: head.Kind, Object: d.JSON, Namespace: opts.Namespace, NamespaceLabels: opts.NamespaceLabels, PatchOnly: true}
+				first, err := set.Apply(in)
+				require.NoError(t, err)
+				for range 10 {
+					next, err := set.Apply(in)
+					require.NoError(t, err)
+					require.Equal(t, string(first.Patch), string(next.Patch), "document %d: the patch must be deterministic", d.Index)
+				}
+			}
 
 			again, err := SplitDocuments(bytes.NewReader(got))
 			require.NoError(t, err)
