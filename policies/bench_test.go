@@ -26,11 +26,14 @@ func BenchmarkApply(b *testing.B) {
 			require.NoError(b, err)
 			in := policies.Input{Kind: policies.KindPod, Object: pod, Namespace: bench.Namespace}
 			for _, mode := range []string{"patch", "object"} {
-				in.PatchOnly = mode == "patch"
+				apply := set.Apply
+				if mode == "patch" {
+					apply = set.Patch
+				}
 				b.Run(fmt.Sprintf("policies=%d/containers=%d/%s", n, c, mode), func(b *testing.B) {
 					b.ReportAllocs()
 					for b.Loop() {
-						res, err := set.Apply(in)
+						res, err := apply(in)
 						if err != nil || len(res.Applied) != len(bench.MatchingLayers()) {
 							b.Fatalf("applied %d policies, err %v", len(res.Applied), err)
 						}

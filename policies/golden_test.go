@@ -110,11 +110,11 @@ func TestApplyGolden(t *testing.T) {
 				if json.Unmarshal(d.JSON, &head) != nil || (head.Kind != KindPod && head.Kind != KindService) {
 					continue
 				}
-				in := Input{Kind: head.Kind, Object: d.JSON, Namespace: opts.Namespace, NamespaceLabels: opts.NamespaceLabels, PatchOnly: true}
-				first, err := set.Apply(in)
+				in := Input{Kind: head.Kind, Object: d.JSON, Namespace: opts.Namespace, NamespaceLabels: opts.NamespaceLabels}
+				first, err := set.Patch(in)
 				require.NoError(t, err)
 				for range 10 {
-					next, err := set.Apply(in)
+					next, err := set.Patch(in)
 					require.NoError(t, err)
 					require.Equal(t, string(first.Patch), string(next.Patch), "document %d: the patch must be deterministic", d.Index)
 				}

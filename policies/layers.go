@@ -22,13 +22,8 @@ type Input struct {
 	Namespace string
 	// NamespaceLabels are the labels of the object's namespace, for match.namespaceSelector.
 	NamespaceLabels map[string]string
-	// Explain records, for each applied policy, which fields it changed.
+	// Explain records, for each applied policy, which fields it changed (Apply only).
 	Explain bool
-	// PatchOnly leaves Result.Object unset: the webhook needs only the JSONPatch.
-	PatchOnly bool
-	// Validated says Object is known to be valid JSON (the webhook decoded the review that
-	// carries it), so Apply does not scan it again.
-	Validated bool
 	// Done, when set, is the webhook's request budget: once it is closed Apply stops between
 	// steps and returns an error wrapping ErrStopped, leaving the object unpatched.
 	Done <-chan struct{}
@@ -64,12 +59,23 @@ type Change struct {
 }
 
 // Apply patches one object with the matching policies of the set, in the layer order of
-// SPEC §3, working on the raw JSON so that fields unknown to this build survive. It is the
-// single code path of both the webhook and `podpatch render`. It is deterministic and
-// idempotent: applying its result again gives the same object.
-func (s *Set) Apply(in Input) (Result, error) {
+// SPEC §3, working on the raw JSON so that fields unknown to this build survive, and returns the
+// patched object (and, with Input.Explain, what each policy changed): `podpatch render` and the
+// audit. It is deterministic and idempotent: applying its result again gives the same object.
+func (s *Set) Apply(in Input) (Result, error) { return s.apply(in, false) }
+
+// Patch is Apply for the webhook: it returns only the JSONPatch (Result.Object stays the input),
+// and trusts that Object is valid JSON, decoded once already with the review that carries it.
+// It is the very same code path as Apply, so admission produces what `render` prints.
+func (s *Set) Patch(in Input) (Result, error) {
+	in.Explain = false
+	return s.apply(in, true)
+}
+
+// apply is Apply, or Patch with patchOnly.
+func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	res := Result{Object: in.Object}
-	if !in.Validated && !json.Valid(in.Object) {
+	if !patchOnly && !json.Valid(in.Object) {
 		return res, fmt.Errorf("decode %s: not valid JSON", strings.ToLower(string(in.Kind)))
 	}
 	t := jsontree.New()
@@ -104,7 +110,7 @@ func (s *Set) Apply(in Input) (Result, error) {
 	if l.empty() {
 		return res, nil
 	}
-	out, err := s.fixedPoint(in, sub, skip, l, false)
+	out, err := s.fixedPoint(in, patchOnly, sub, skip, l, false)
 	if err != nil && !errors.Is(err, ErrStopped) && l.hasNamespace() {
 		// A namespace policy must never switch the platform's policies off: without them.
 		platform := l.platformOnly()
@@ -112,7 +118,7 @@ func (s *Set) Apply(in Input) (Result, error) {
 			return res, err
 		}
 		var perr error
-		if out, perr = s.fixedPoint(in, sub, skip, platform, true); perr != nil {
+		if out, perr = s.fixedPoint(in, patchOnly, sub, skip, platform, true); perr != nil {
 			return res, err
 		}
 		out.Warnings = append(out.Warnings, "namespace policies left out: "+err.Error())
@@ -134,9 +140,9 @@ const MaxSelectionRounds = 4
 // admission of the result selects the same policies and changes nothing. Beyond
 // MaxSelectionRounds the selection oscillates: the object is not patched (Apply then tries
 // without namespace policies). With platformOnly, namespace policies stay unselected.
-func (s *Set) fixedPoint(in Input, sub *subject, skip bool, l layers, platformOnly bool) (Result, error) {
+func (s *Set) fixedPoint(in Input, patchOnly bool, sub *subject, skip bool, l layers, platformOnly bool) (Result, error) {
 	for round := 1; ; round++ {
-		res, labels, err := s.applyLayers(in, sub.id.Manager, l)
+		res, labels, err := s.applyLayers(in, patchOnly, sub.id.Manager, l)
 		if err != nil || !setsLabels(l.all(), in.Kind) {
 			return res, err // without labels set by policies, the selection cannot change
 		}
@@ -167,7 +173,7 @@ func setsLabels(ps []*Policy, kind Kind) bool {
 
 // applyLayers applies one selection of layers to the object as it came in, and returns the
 // result and the labels of the patched object.
-func (s *Set) applyLayers(in Input, manager Manager, l layers) (Result, labels.Set, error) {
+func (s *Set) applyLayers(in Input, patchOnly bool, manager Manager, l layers) (Result, labels.Set, error) {
 	res := Result{Object: in.Object}
 	t := jsontree.New()
 	obj, _ := t.Decode(json.RawMessage(in.Object)).(map[string]any)
@@ -235,7 +241,7 @@ func (s *Set) applyLayers(in Input, manager Manager, l layers) (Result, labels.S
 		return res, nil, fmt.Errorf("diff %s: %w", strings.ToLower(string(in.Kind)), err)
 	}
 	res.Changed = true
-	if in.PatchOnly {
+	if patchOnly {
 		return res, patchedLabels, nil
 	}
 	if res.Object, err = jsontree.Encode(obj); err != nil {

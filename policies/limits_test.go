@@ -312,8 +312,8 @@ func TestKeyedMergesAreLinear(t *testing.T) {
 
 	// Apply, then count the list items indexed: every list of the object once, plus what the
 	// policies added — not the object's lists once per policy or per patch item.
-	in := Input{Kind: KindPod, Object: obj, Namespace: "team-a", Validated: true}
-	res, err := set.Apply(in)
+	in := Input{Kind: KindPod, Object: obj, Namespace: "team-a"}
+	res, err := set.Patch(in)
 	require.NoError(t, err)
 	require.True(t, res.Changed)
 	tr := jsontree.New()
@@ -381,7 +381,7 @@ func BenchmarkWorstCase(b *testing.B) {
 			var res Result
 			var err error
 			for b.Loop() {
-				res, err = set.Apply(Input{Kind: KindPod, Object: obj, Namespace: "team-a", Validated: true, PatchOnly: true})
+				res, err = set.Patch(Input{Kind: KindPod, Object: obj, Namespace: "team-a"})
 			}
 			b.ReportMetric(float64(len(res.Applied)), "policies")
 			b.ReportMetric(float64(len(res.Patch))/(1<<20), "MiB-patch")
@@ -408,7 +408,7 @@ func BenchmarkWorstCaseFloor(b *testing.B) {
 		b.Run(fmt.Sprintf("containers=%d/items=%d", shape.containers, shape.items), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := set.Apply(Input{Kind: KindPod, Object: obj, Namespace: "team-a", Validated: true, PatchOnly: true}); err != nil {
+				if _, err := set.Patch(Input{Kind: KindPod, Object: obj, Namespace: "team-a"}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -48,13 +48,11 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		return m.Fallback(req, ReasonBudgetExceeded)
 	}
 	snap := m.Source.Snapshot()
-	res, err := snap.Set.Apply(policies.Input{
+	res, err := snap.Set.Patch(policies.Input{
 		Kind:            kind,
 		Object:          req.Object.Raw,
 		Namespace:       req.Namespace,
 		NamespaceLabels: m.Source.NamespaceLabels(req.Namespace),
-		PatchOnly:       true,
-		Validated:       true, // decoded from the review as JSON
 		Done:            ctx.Done(),
 	})
 	log := logr.FromContextOrDiscard(ctx).WithValues("kind", kind, "namespace", req.Namespace, "uid", req.UID)

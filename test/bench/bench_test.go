@@ -207,7 +207,7 @@ var admissionCodec = func() k8sruntime.Decoder {
 //   - decode: the AdmissionReview with encoding/json, as webhook.Review does;
 //     decode-codec: with controller-runtime's apimachinery codec, as admission.Webhook does;
 //   - apply: policies.Set.Apply as webhook.Mutator calls it (recognise, select, merge and the
-//     JSONPatch, PatchOnly); apply-object: as `podpatch render` calls it (the patched object);
+//     JSONPatch, Set.Patch); apply-object: as `podpatch render` calls it (the patched object);
 //   - diff: jsonpatch.CreatePatch from the object to the patched object, which is what
 //     admission.PatchResponseFromRaw does (the idiomatic way, and podpatch's before Apply
 //     returned the patch);
@@ -226,9 +226,7 @@ func BenchmarkStages(b *testing.B) {
 				if len(res.Applied) != 5 {
 					b.Fatalf("%d policies applied, want 5", len(res.Applied))
 				}
-				patchOnly := in
-				patchOnly.PatchOnly = true
-				pres, err := s.set.Apply(patchOnly)
+				pres, err := s.set.Patch(in)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -252,7 +250,7 @@ func BenchmarkStages(b *testing.B) {
 				})
 				b.Run("apply", func(b *testing.B) {
 					loop(b, func() error {
-						_, err := s.set.Apply(patchOnly)
+						_, err := s.set.Patch(in)
 						return err
 					})
 				})

@@ -311,7 +311,7 @@ func (r *Report) writeInProcess(p *printer) {
 	}
 	p.f("\n### Stages of the request path (CPU/op, allocs/op)\n\n")
 	p.f("On podpatch's path: *decode* the AdmissionReview with `encoding/json` (as `webhook.Review` does); *apply*:\n")
-	p.f("`policies.Set.Apply` as `webhook.Mutator` calls it (recognise, select, merge, and the JSONPatch: `PatchOnly`);\n")
+	p.f("`policies.Set.Patch` as `webhook.Mutator` calls it (recognise, select, merge, and the JSONPatch);\n")
 	p.f("*encode*: `Response.Complete` and the JSON encoding of the answer. For comparison: *decode (codec)* with\n")
 	p.f("controller-runtime's apimachinery codec, as `admission.Webhook` does; *apply → object*, `Apply` as\n")
 	p.f("`podpatch render` calls it; *diff*, `jsonpatch.CreatePatch` of the whole object, as\n")
