@@ -40,6 +40,17 @@ func TestRBACRules(t *testing.T) {
 			core([]string{"configmaps", "namespaces"}, "list", "watch"),
 			core([]string{"events"}, "create", "patch"),
 		},
+		// The external URL resolver: Services it watches and patches, the Deployment between a
+		// Flink Service and its FlinkDeployment, Nodes for node ports, and its Lease.
+		"ClusterRole/podpatch-external-url": {
+			core([]string{"services"}, "get", "list", "watch", "patch"),
+			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get"}},
+		},
+		"ClusterRole/podpatch-external-url-nodes": {core([]string{"nodes"}, "list", "watch")},
+		"Role/podpatch-leader-election": {
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"podpatch-external-url"}, Verbs: []string{"get", "update"}},
+		},
 	}
 	selfSigned := map[string][]rbacv1.PolicyRule{
 		"Role/podpatch-self-signed": {
@@ -103,7 +114,7 @@ func TestLeastPrivilege(t *testing.T) {
 			rbac = append(rbac, o)
 		}
 	}
-	require.Len(t, rbac, 6)
+	require.Len(t, rbac, 12) // Roles, ClusterRoles and their bindings: base, external URLs, self-signed
 	applyManifests(t, rbac)
 	applyManifests(t, kustomizeBuild(t, "manifests/examples"))
 	sa, err := controlPlane.UserKubeconfig(podpatchServiceAccount, "system:serviceaccounts", "system:serviceaccounts:podpatch-system")
