@@ -8,7 +8,7 @@ FUZZTIME ?= 20000x
 # FuzzKeyedLists builds objects with hundreds of list items: fewer, larger executions.
 FUZZTIME_LISTS ?= 2000x
 
-.PHONY: all build demo dev test vet fmt-check unit fuzz bench bench-engine clean control-plane
+.PHONY: all build demo dev test vet fmt-check lint unit fuzz bench bench-engine clean control-plane
 
 all: build
 
@@ -28,7 +28,7 @@ dev: control-plane bin/podpatch
 
 ## test: vet, formatting, unit and golden tests, CLI tests against the built binary, end-to-end
 ## tests against a real kube-apiserver (built from source on first use), brief fuzzing.
-test: vet fmt-check unit fuzz
+test: vet fmt-check lint unit fuzz
 
 vet:
 	$(GO) vet ./...
@@ -37,12 +37,20 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+## lint: staticcheck and goimports (grouping: standard library, others, podpatch), pinned in
+## test/tools/lint and built into bin/ once.
+lint:
+	@hack/build-lint.sh bin
+	bin/staticcheck ./...
+	@out=$$(bin/goimports -l -local github.com/podpatch/podpatch $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "goimports needed (-local github.com/podpatch/podpatch):"; echo "$$out"; exit 1; fi
+
 ## control-plane: kube-apiserver and etcd for the end-to-end tests, built from source once into bin/.
 control-plane bin/kube-apiserver bin/etcd:
 	@hack/build-control-plane.sh bin
 
 unit: control-plane
-	$(GO) test -count=1 ./...
+	PODPATCH_E2E=required $(GO) test -count=1 ./...
 
 fuzz:
 	@for pkg in ./policies ./policies/internal/jsontree; do \

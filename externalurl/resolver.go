@@ -287,7 +287,7 @@ func ownedResults(s *corev1.Service) map[string]bool {
 				Annotations map[string]json.RawMessage `json:"f:annotations"`
 			} `json:"f:metadata"`
 		}
-		if json.Unmarshal(e.FieldsV1.Raw, &fields) != nil {
+		if json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields) != nil {
 			continue
 		}
 		for _, k := range ResultAnnotations {

@@ -13,10 +13,10 @@ import (
 // The cache keeps whole only what the resolver acts on, and of the managed fields only
 // podpatch's, which say which results it wrote.
 func TestStripService(t *testing.T) {
-	mine := metav1.ManagedFieldsEntry{Manager: FieldManager, FieldsV1: &metav1.FieldsV1{
-		Raw: []byte(`{"f:metadata":{"f:annotations":{"f:podpatch.io/external-url":{},"f:podpatch.io/external-url-source":{}}}}`)}}
-	theirs := metav1.ManagedFieldsEntry{Manager: "kubectl", FieldsV1: &metav1.FieldsV1{
-		Raw: []byte(`{"f:metadata":{"f:annotations":{"f:spark-job.alpha.apache.org/resolvedExternalUri":{}}}}`)}}
+	mine := metav1.ManagedFieldsEntry{Manager: FieldManager, FieldsV1: metav1.NewFieldsV1(
+		`{"f:metadata":{"f:annotations":{"f:podpatch.io/external-url":{},"f:podpatch.io/external-url-source":{}}}}`)}
+	theirs := metav1.ManagedFieldsEntry{Manager: "kubectl", FieldsV1: metav1.NewFieldsV1(
+		`{"f:metadata":{"f:annotations":{"f:spark-job.alpha.apache.org/resolvedExternalUri":{}}}}`)}
 	asking := svc(ports(corev1.ServicePort{Name: "http", Port: 80}))
 	asking.ManagedFields = []metav1.ManagedFieldsEntry{theirs, mine}
 	asking.Annotations[policies.ExternalURLAnnotation] = "http://x"

@@ -10,9 +10,9 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Policy text and objects are hostile input on a fail-open path (SPEC §3 "Limits"): a namespace

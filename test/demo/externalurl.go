@@ -89,7 +89,7 @@ func waitForAnnotation(ctx context.Context, c client.Client, key client.ObjectKe
 			return s, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("Service %s: no %s after 30s", key, annotation)
+			return nil, fmt.Errorf("service %s: no %s after 30s", key, annotation)
 		}
 		select {
 		case <-ctx.Done():

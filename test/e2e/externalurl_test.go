@@ -75,7 +75,7 @@ func TestExternalURL(t *testing.T) {
 		var own []string
 		for _, e := range getService(t, svc.Name).ManagedFields {
 			if e.Manager == externalurl.FieldManager {
-				own = append(own, string(e.FieldsV1.Raw))
+				own = append(own, e.FieldsV1.GetRawString())
 			}
 		}
 		require.Equal(t, []string{`{"f:metadata":{"f:annotations":{"f:podpatch.io/external-url":{},"f:podpatch.io/external-url-source":{}}}}`}, own)
