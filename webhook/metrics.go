@@ -15,6 +15,7 @@ type Metrics struct {
 	policies    *prometheus.GaugeVec
 	invalid     prometheus.Gauge
 	reloads     *prometheus.CounterVec
+	obs         observations // observe.go
 }
 
 // NewMetrics creates the metrics and registers them with reg (controller-runtime's registry
@@ -64,5 +65,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.policies = register(m.policies).(*prometheus.GaugeVec)
 	m.invalid = register(m.invalid).(prometheus.Gauge)
 	m.reloads = register(m.reloads).(*prometheus.CounterVec)
+	m.obs.register(register)
 	return m, err
 }

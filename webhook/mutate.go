@@ -7,6 +7,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -39,6 +40,7 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Errored(http.StatusBadRequest, errNoObject)
 	}
 	snap := m.Source.Snapshot()
+	start := time.Now()
 	res, err := snap.Set.Apply(policies.Input{
 		Kind:            kind,
 		Object:          req.Object.Raw,
@@ -47,6 +49,7 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		PatchOnly:       true,
 		Validated:       true, // decoded from the review as JSON
 	})
+	m.Metrics.observeApply(kind, res.Identity.Manager, start)
 	log := logr.FromContextOrDiscard(ctx).WithValues("kind", kind, "namespace", req.Namespace, "uid", req.UID)
 	if err != nil {
 		log.Error(err, "object could not be patched; allowed unchanged")

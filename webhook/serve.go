@@ -162,8 +162,8 @@ func Run(ctx context.Context, o *Options, log logr.Logger) error {
 		Host: o.Host, Port: o.Port, CertDir: o.CertDir,
 		TLSOpts: certs.ServingOptions{CertDir: o.CertDir, EnableHTTP2: o.EnableHTTP2}.TLSOpts(),
 	})
-	srv.Register("/mutate", &Review{Log: log.WithName("mutate"), Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: o.PlatformNamespace}})
-	srv.Register("/validate", &Review{Log: log.WithName("validate"), Handler: &Validator{Options: popts, Metrics: m}})
+	srv.Register("/mutate", m.instrument("mutate", &Review{Log: log.WithName("mutate"), Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: o.PlatformNamespace}}))
+	srv.Register("/validate", m.instrument("validate", &Review{Log: log.WithName("validate"), Handler: &Validator{Options: popts, Metrics: m}}))
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -211,6 +211,7 @@ func Run(ctx context.Context, o *Options, log logr.Logger) error {
 		}
 		return nil
 	}
+	m.observeReadiness(ready, srv.StartedChecker())
 	if o.HealthProbeBindAddress != "0" {
 		mux := http.NewServeMux()
 		mux.Handle("/healthz", http.StripPrefix("/healthz", &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}))
@@ -223,6 +224,7 @@ func Run(ctx context.Context, o *Options, log logr.Logger) error {
 		mux.Handle("/metrics", promhttp.HandlerFor(crmetrics.Registry, promhttp.HandlerOpts{}))
 		start("metrics", serveHTTP(o.MetricsBindAddress, mux, o.ShutdownTimeout))
 	}
+	start("certificate expiry", certs.WatchExpiry(o.CertDir, m.setCertificateExpiry))
 	start("webhook", srv.Start)
 	log.Info("podpatch serving", "port", o.Port, "policyDir", o.PolicyDir, "selfSigned", o.SelfSigned)
 
