@@ -260,4 +260,3 @@ func containerArgs(t *testing.T, obj *unstructured.Unstructured) []string {
 	}
 	return args
 }
-
