@@ -32,7 +32,7 @@ Usage:
   podpatch lint PATH…
   podpatch serve [flags]
   podpatch certs --service NAME --namespace NS --out DIR
-  podpatch uninstall-webhooks --mutating NAME --validating NAME
+  podpatch uninstall-webhooks --mutating NAME --validating NAME [--secret NS/NAME]
   podpatch check [--namespace NS] [--expect-policy NS/CONFIGMAP/POLICY]
   podpatch version
 

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -64,6 +65,9 @@ func runMain(m *testing.M) int {
 		}
 	}()
 	restConfig, k8s, kubeconfig = cp.Config, cp.Client, cp.Kubeconfig
+	if err := cmapi.AddToScheme(cp.Scheme); err != nil { // the client reads Certificates
+		return fail("%v", err)
+	}
 	podpatchBin = filepath.Join(tmp, "podpatch")
 	if err := cluster.BuildPodpatch(repoRoot, podpatchBin); err != nil {
 		return fail("build podpatch: %v", err)
