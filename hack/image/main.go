@@ -110,4 +110,3 @@ func sourceDate(root string) time.Time {
 	}
 	return time.Unix(0, 0).UTC()
 }
-
