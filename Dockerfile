@@ -8,6 +8,7 @@ COPY cmd/ cmd/
 COPY policies/ policies/
 COPY webhook/ webhook/
 COPY certs/ certs/
+COPY lifecycle/ lifecycle/
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /podpatch ./cmd/podpatch
 

@@ -8,13 +8,13 @@ FUZZTIME ?= 20000x
 # FuzzKeyedLists builds objects with hundreds of list items: fewer, larger executions.
 FUZZTIME_LISTS ?= 2000x
 
-.PHONY: all build demo dev test vet fmt-check lint unit fuzz bench bench-engine clean control-plane
+.PHONY: all build demo dev test vet fmt-check lint unit fuzz bench bench-engine clean control-plane image test-chart test-image
 
 all: build
 
 build: bin/podpatch
 
-bin/podpatch: $(shell find cmd policies webhook certs -name '*.go' -not -name '*_test.go') go.mod go.sum
+bin/podpatch: $(shell find cmd policies webhook certs lifecycle -name '*.go' -not -name '*_test.go') go.mod go.sum
 	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/podpatch
 
 ## demo: a real kube-apiserver calling podpatch over TLS with the example policies; prints what
@@ -27,8 +27,9 @@ dev: control-plane bin/podpatch
 	@$(GO) run ./test/demo --root . --keep
 
 ## test: vet, formatting, unit and golden tests, CLI tests against the built binary, end-to-end
-## tests against a real kube-apiserver (built from source on first use), brief fuzzing.
-test: vet fmt-check lint unit fuzz
+## tests against a real kube-apiserver (built from source on first use), the Helm chart and the
+## image (modules of their own), brief fuzzing.
+test: vet fmt-check lint unit test-chart test-image fuzz
 
 vet:
 	$(GO) vet ./...
@@ -51,6 +52,22 @@ control-plane bin/kube-apiserver bin/etcd:
 
 unit: control-plane
 	PODPATCH_E2E=required $(GO) test -count=1 ./...
+
+## test-chart: the Helm chart with the Helm SDK against kube-apiserver: a values matrix dry-run,
+## agreement with the kustomize overlays, install/test/upgrade/uninstall, dashboard and alert metrics.
+test-chart: control-plane
+	cd test/chart && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -count=1 ./...
+
+## test-image: builds the image tarball and checks its config, layer and binary.
+test-image:
+	cd hack/image && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) test -count=1 ./...
+
+## image: podpatch's OCI image as a tarball, built without a Docker engine (go-containerregistry);
+## `docker load -i $(IMAGE_TAR)` or `ctr images import $(IMAGE_TAR)`. IMAGE_ARCH picks the GOARCH.
+IMAGE_TAR  ?= dist/podpatch-image.tar
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+image:
+	cd hack/image && GOWORK=off $(GO) run . --root ../.. --out $(abspath $(IMAGE_TAR)) --version $(VERSION) --arch $(IMAGE_ARCH)
 
 fuzz:
 	@for pkg in ./policies ./policies/internal/jsontree; do \

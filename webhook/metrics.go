@@ -17,7 +17,7 @@ type Metrics struct {
 	reloads     *prometheus.CounterVec
 	exceeded    *prometheus.CounterVec
 	inFlight    prometheus.Gauge
-	generation  *prometheus.GaugeVec
+	obs         observations // observe.go
 }
 
 // NewMetrics creates the metrics and registers them with reg (controller-runtime's registry
@@ -56,10 +56,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "podpatch_requests_in_flight",
 			Help: "Admission requests holding one of the --max-in-flight slots (being read or handled).",
 		}),
-		generation: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "podpatch_policy_generation_info",
-			Help: "Always 1, labelled with the generation this replica serves: a content hash of its compiled policies. Replicas that agree have the same one (one series per replica).",
-		}, []string{"generation"}),
 	}
 	var err error
 	register := func(c prometheus.Collector) prometheus.Collector {
@@ -81,7 +77,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.reloads = register(m.reloads).(*prometheus.CounterVec)
 	m.exceeded = register(m.exceeded).(*prometheus.CounterVec)
 	m.inFlight = register(m.inFlight).(prometheus.Gauge)
-	m.generation = register(m.generation).(*prometheus.GaugeVec)
+	m.obs.register(register)
 	return m, err
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -48,6 +49,7 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		return m.Fallback(req, ReasonBudgetExceeded)
 	}
 	snap := m.Source.Snapshot()
+	start := time.Now()
 	res, err := snap.Set.Patch(policies.Input{
 		Kind:            kind,
 		Object:          req.Object.Raw,
@@ -55,6 +57,7 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		NamespaceLabels: m.Source.NamespaceLabels(req.Namespace),
 		Done:            ctx.Done(),
 	})
+	m.Metrics.observeApply(kind, res.Identity.Manager, start)
 	log := logr.FromContextOrDiscard(ctx).WithValues("kind", kind, "namespace", req.Namespace, "uid", req.UID)
 	if errors.Is(err, policies.ErrStopped) || (err != nil && ctx.Err() != nil) {
 		m.count(kind, res.Identity, "budget_exceeded")

@@ -253,10 +253,10 @@ func Run(ctx context.Context, o *Options, log logr.Logger) error {
 	// serves, with --shutdown-timeout as its grace.
 	routes := webhook.NewServer(webhook.Options{})
 	slots := NewSlots(o.MaxInFlight) // shared: memory is bounded across both endpoints
-	routes.Register("/mutate", &Review{Name: "mutate", Log: log.WithName("mutate"), Budget: o.RequestBudget, Slots: slots, Metrics: m,
-		Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: o.PlatformNamespace}})
-	routes.Register("/validate", &Review{Name: "validate", Log: log.WithName("validate"), Budget: o.RequestBudget, Slots: slots, Metrics: m,
-		Handler: &Validator{Options: popts, Metrics: m}})
+	routes.Register("/mutate", m.instrument("mutate", &Review{Name: "mutate", Log: log.WithName("mutate"), Budget: o.RequestBudget, Slots: slots, Metrics: m,
+		Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: o.PlatformNamespace}}))
+	routes.Register("/validate", m.instrument("validate", &Review{Name: "validate", Log: log.WithName("validate"), Budget: o.RequestBudget, Slots: slots, Metrics: m,
+		Handler: &Validator{Options: popts, Metrics: m}}))
 	srv := &tlsServer{
 		Addr: hostPort(o.Host, o.Port), CertDir: o.CertDir, Handler: routes.WebhookMux(), Grace: o.ShutdownTimeout,
 		TLSOpts: certs.ServingOptions{CertDir: o.CertDir, EnableHTTP2: o.EnableHTTP2, ClientCAFile: o.ClientCAFile}.TLSOpts(),
@@ -316,6 +316,7 @@ func Run(ctx context.Context, o *Options, log logr.Logger) error {
 		}
 		return nil
 	}
+	m.observeReadiness(ready, srv.StartedChecker())
 	if o.HealthProbeBindAddress != "0" {
 		mux := http.NewServeMux()
 		mux.Handle("/healthz", http.StripPrefix("/healthz", &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}))
@@ -330,6 +331,7 @@ func Run(ctx context.Context, o *Options, log logr.Logger) error {
 		mux.Handle("/metrics", promhttp.HandlerFor(crmetrics.Registry, promhttp.HandlerOpts{}))
 		start("metrics", serveHTTP(o.MetricsBindAddress, mux, o.ShutdownTimeout))
 	}
+	start("certificate expiry", certs.WatchExpiry(o.CertDir, m.setCertificateExpiry))
 	start("webhook", srv.Start)
 	log.Info("podpatch serving", "port", o.Port, "policyDir", o.PolicyDir, "selfSigned", o.SelfSigned,
 		"requestBudget", o.RequestBudget, "maxInFlight", o.MaxInFlight)

@@ -198,6 +198,5 @@ func (s *Store) publish() {
 	s.metrics.policies.WithLabelValues(string(policies.ScopePlatform)).Set(float64(s.set.Count(policies.ScopePlatform)))
 	s.metrics.policies.WithLabelValues(string(policies.ScopeNamespace)).Set(float64(s.set.Count(policies.ScopeNamespace)))
 	s.metrics.invalid.Set(float64(invalid))
-	s.metrics.generation.Reset()
-	s.metrics.generation.WithLabelValues(s.set.Generation()).Set(1)
+	s.metrics.setGeneration(s.set.Generation())
 }

@@ -32,6 +32,8 @@ Usage:
   podpatch lint PATH…
   podpatch serve [flags]
   podpatch certs --service NAME --namespace NS --out DIR
+  podpatch uninstall-webhooks --mutating NAME --validating NAME [--secret NS/NAME]
+  podpatch check [--namespace NS] [--expect-policy NS/CONFIGMAP/POLICY]
   podpatch version
 
 Run "podpatch COMMAND --help" for a command's flags.
@@ -63,6 +65,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 		err = runCerts(args[1:], stdout, stderr)
 	case "serve":
 		err = runServe(args[1:], stderr)
+	case "uninstall-webhooks":
+		err = runUninstall(args[1:], stdout, stderr)
+	case "check":
+		err = runCheck(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "podpatch", version)
 	case "help", "-h", "--help":

@@ -1,0 +1,38 @@
+// Package lifecycle is what installers run around `podpatch serve`: removing podpatch's webhook
+// configurations before an uninstall (the Helm chart's pre-delete hook), so that an uninstall
+// never leaves a webhook pointing at nothing, and the post-install check (`helm test`) that the
+// API server's path to podpatch works — the CA bundle verifies the serving certificate, the
+// webhook answers, and a dry-run Pod comes back patched.
+package lifecycle
+
+import (
+	"errors"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// NewClient returns a client for what this package reads and writes (webhook configurations
+// and Pods), from a kubeconfig file or, when kubeconfig is empty, the in-cluster configuration
+// (a hook's ServiceAccount).
+func NewClient(kubeconfig string) (client.Client, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := runtime.NewScheme()
+	if err := errors.Join(corev1.AddToScheme(s), admissionregistrationv1.AddToScheme(s)); err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: s})
+}

@@ -1,0 +1,262 @@
+package chart
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// rendered is a release rendered without a cluster, as `helm template` does.
+type rendered struct {
+	// objects are the release's manifest, in Helm's install order; hooks are the hook objects.
+	objects, hooks []*unstructured.Unstructured
+	notes          string
+}
+
+// loadChart loads manifests/chart/podpatch as `helm install` would from a directory.
+func loadChart(t *testing.T) *chart.Chart {
+	t.Helper()
+	c, err := loader.Load(chartDir)
+	require.NoError(t, err)
+	return c
+}
+
+// readValues reads a values file of testdata.
+func readValues(t *testing.T, path string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	v := map[string]any{}
+	require.NoError(t, yaml.Unmarshal(b, &v), path)
+	return v
+}
+
+// renderChart renders the chart with values as release name in namespace ns, against the
+// Kubernetes version of bin/kube-apiserver and with the prometheus-operator APIs present.
+func renderChart(t *testing.T, name, ns string, values map[string]any) (*rendered, error) {
+	t.Helper()
+	inst := action.NewInstall(&action.Configuration{})
+	inst.DryRun, inst.ClientOnly, inst.Replace = true, true, true
+	inst.ReleaseName, inst.Namespace = name, ns
+	inst.KubeVersion = &chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
+	inst.APIVersions = chartutil.VersionSet{"monitoring.coreos.com/v1", "cert-manager.io/v1"}
+	rel, err := inst.Run(loadChart(t), values)
+	if err != nil {
+		return nil, err
+	}
+	r := &rendered{notes: rel.Info.Notes}
+	r.objects = splitObjects(t, rel.Manifest)
+	for _, h := range rel.Hooks {
+		r.hooks = append(r.hooks, splitObjects(t, h.Manifest)...)
+	}
+	return r, nil
+}
+
+// splitObjects parses a stream of YAML documents in order.
+func splitObjects(t *testing.T, manifest string) []*unstructured.Unstructured {
+	t.Helper()
+	docs := releaseutil.SplitManifests(manifest)
+	keys := make([]string, 0, len(docs))
+	for k := range docs {
+		keys = append(keys, k)
+	}
+	// SplitManifests names documents manifest-0, manifest-1, …: sort by number.
+	slices.SortFunc(keys, func(a, b string) int {
+		if len(a) != len(b) {
+			return len(a) - len(b)
+		}
+		return strings.Compare(a, b)
+	})
+	var out []*unstructured.Unstructured
+	for _, k := range keys {
+		js, err := yaml.YAMLToJSON([]byte(docs[k]))
+		require.NoError(t, err, docs[k])
+		if strings.TrimSpace(string(js)) == "null" {
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		require.NoError(t, u.UnmarshalJSON(js), docs[k])
+		out = append(out, u)
+	}
+	return out
+}
+
+func objectsOfKind(objs []*unstructured.Unstructured, kind string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func oneOfKind(t *testing.T, objs []*unstructured.Unstructured, kind string) *unstructured.Unstructured {
+	t.Helper()
+	found := objectsOfKind(objs, kind)
+	require.Len(t, found, 1, "objects of kind %s", kind)
+	return found[0]
+}
+
+// dryRunCreate creates every object with server-side dry-run and strict field validation: the
+// API server's own validation (and the CRDs' schemas) judge what the chart renders.
+func dryRunCreate(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for _, o := range objs {
+		err := k8s.Create(context.Background(), o.DeepCopy(), client.DryRunAll, client.FieldValidation("Strict"))
+		require.NoError(t, err, "%s %s/%s", o.GetKind(), o.GetNamespace(), o.GetName())
+	}
+}
+
+// TestRenderMatrix renders the chart under every values file of testdata/values and creates
+// each object (hooks included) with server-side dry-run against the real API server.
+func TestRenderMatrix(t *testing.T) {
+	checks := map[string]func(t *testing.T, r *rendered){
+		"defaults.yaml": func(t *testing.T, r *rendered) {
+			dep := oneOfKind(t, r.objects, "Deployment")
+			require.Contains(t, containerArgs(t, dep), "--self-signed", "self-signed TLS is the default")
+			require.Empty(t, objectsOfKind(r.objects, "Certificate"))
+			require.Len(t, objectsOfKind(r.hooks, "Job"), 1, "the pre-delete hook")
+			require.Len(t, objectsOfKind(r.hooks, "Pod"), 1, "the helm test Pod")
+		},
+		"cert-manager.yaml": func(t *testing.T, r *rendered) {
+			require.Len(t, objectsOfKind(r.objects, "Issuer"), 1)
+			crt := oneOfKind(t, r.objects, "Certificate")
+			require.Equal(t, "podpatch-system/podpatch", oneOfKind(t, r.objects, "MutatingWebhookConfiguration").GetAnnotations()["cert-manager.io/inject-ca-from"])
+			secret, _, _ := unstructured.NestedString(crt.Object, "spec", "secretName")
+			vol, _, _ := unstructured.NestedSlice(oneOfKind(t, r.objects, "Deployment").Object, "spec", "template", "spec", "volumes")
+			require.Equal(t, secret, vol[0].(map[string]any)["secret"].(map[string]any)["secretName"], "podpatch serves the Certificate's Secret")
+		},
+		"cert-manager-issuer.yaml": func(t *testing.T, r *rendered) {
+			require.Empty(t, objectsOfKind(r.objects, "Issuer"), "an issuerRef replaces the chart's Issuer")
+			ref, _, _ := unstructured.NestedStringMap(oneOfKind(t, r.objects, "Certificate").Object, "spec", "issuerRef")
+			require.Equal(t, map[string]string{"name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}, ref)
+		},
+		"existing-secret.yaml": func(t *testing.T, r *rendered) {
+			for _, wh := range webhookEntries(t, r.objects) {
+				require.NotEmpty(t, wh.ClientConfig.CABundle, wh.Name)
+			}
+			vol, _, _ := unstructured.NestedSlice(oneOfKind(t, r.objects, "Deployment").Object, "spec", "template", "spec", "volumes")
+			require.Equal(t, "my-podpatch-certs", vol[0].(map[string]any)["secret"].(map[string]any)["secretName"])
+		},
+		"everything.yaml": func(t *testing.T, r *rendered) {
+			for _, kind := range []string{"ServiceMonitor", "PodMonitor", "PrometheusRule", "NetworkPolicy"} {
+				require.Len(t, objectsOfKind(r.objects, kind), 1, kind)
+			}
+			require.Len(t, objectsOfKind(r.objects, "ConfigMap"), 1+len(exampleFiles(t)), "the dashboard and the example policies")
+			entries := webhookEntries(t, r.objects)
+			byName := map[string]int{}
+			for i, e := range entries {
+				byName[e.Name] = i
+			}
+			require.NotContains(t, byName, "flink.podpatch.io", "flink is disabled")
+			dask := entries[byName["dask.podpatch.io"]]
+			require.Equal(t, "Fail", string(*dask.FailurePolicy))
+			require.Equal(t, int32(5), *dask.TimeoutSeconds)
+			require.Len(t, dask.MatchConditions, 1)
+			require.Equal(t, "Never", string(*entries[byName["ray.podpatch.io"]].ReinvocationPolicy))
+			require.Equal(t, "IfNeeded", string(*entries[byName["spark.podpatch.io"]].ReinvocationPolicy))
+			args := containerArgs(t, oneOfKind(t, r.objects, "Deployment"))
+			require.Contains(t, args, "--platform-namespace=platform")
+			require.Contains(t, args, "--service-name=pp-podpatch")
+			require.Contains(t, args, "--log-level=debug")
+			for _, cm := range objectsOfKind(r.objects, "ConfigMap") {
+				if cm.GetLabels()["podpatch.io/policy"] == "true" {
+					require.Contains(t, []string{"platform", "default"}, cm.GetNamespace(), cm.GetName())
+				}
+			}
+		},
+		"webhook-url.yaml": func(t *testing.T, r *rendered) {
+			for _, wh := range webhookEntries(t, r.objects) {
+				require.Nil(t, wh.ClientConfig.Service, wh.Name)
+				require.True(t, strings.HasPrefix(*wh.ClientConfig.URL, "https://podpatch.example.com:8443/"), *wh.ClientConfig.URL)
+			}
+			require.Empty(t, objectsOfKind(r.objects, "PodDisruptionBudget"))
+			require.Empty(t, objectsOfKind(r.hooks, "Job"), "the uninstall hook is off")
+		},
+	}
+	files, err := filepath.Glob(filepath.Join("testdata", "values", "*.yaml"))
+	require.NoError(t, err)
+	require.Len(t, files, len(checks), "every values file has its checks")
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			values := readValues(t, f)
+			name, _ := values["releaseNameForTest"].(string)
+			delete(values, "releaseNameForTest")
+			if name == "" {
+				name = "podpatch"
+			}
+			ns := "podpatch-system"
+			if pn, _ := values["platformNamespace"].(string); pn != "" {
+				ns = pn
+			}
+			r, err := renderChart(t, name, ns, values)
+			require.NoError(t, err)
+			require.NotEmpty(t, r.notes)
+			check := checks[filepath.Base(f)]
+			require.NotNil(t, check, "no checks for %s", f)
+			check(t, r)
+			dryRunCreate(t, r.objects)
+			dryRunCreate(t, r.hooks)
+		})
+	}
+}
+
+// TestSchemaRejects renders values that values.schema.json must refuse.
+func TestSchemaRejects(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "invalid", "*.yaml"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			b, err := os.ReadFile(f)
+			require.NoError(t, err)
+			// The first line says what the error must contain: "# want: …".
+			first, _, _ := strings.Cut(string(b), "\n")
+			want, ok := strings.CutPrefix(first, "# want: ")
+			require.True(t, ok, "%s starts with # want: <message>", f)
+			_, err = renderChart(t, "podpatch", "podpatch-system", readValues(t, f))
+			require.ErrorContains(t, err, strings.TrimSpace(want))
+		})
+	}
+}
+
+// webhookEntries returns the entries of the one MutatingWebhookConfiguration.
+func webhookEntries(t *testing.T, objs []*unstructured.Unstructured) []admissionregistrationv1.MutatingWebhook {
+	t.Helper()
+	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(oneOfKind(t, objs, "MutatingWebhookConfiguration").Object, mwc))
+	return mwc.Webhooks
+}
+
+// containerArgs returns the first container's args of a workload.
+func containerArgs(t *testing.T, obj *unstructured.Unstructured) []string {
+	t.Helper()
+	path := []string{"spec", "template", "spec", "containers"}
+	if obj.GetKind() == "Pod" {
+		path = []string{"spec", "containers"}
+	}
+	cs, _, err := unstructured.NestedSlice(obj.Object, path...)
+	require.NoError(t, err)
+	require.NotEmpty(t, cs)
+	var args []string
+	for _, a := range cs[0].(map[string]any)["args"].([]any) {
+		args = append(args, a.(string))
+	}
+	return args
+}

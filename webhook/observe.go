@@ -1,0 +1,107 @@
+package webhook
+
+import (
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+
+	"github.com/podpatch/podpatch/policies"
+)
+
+// latencyBuckets resolve the range that matters for an admission webhook: sub-millisecond
+// patches up to the API server's timeout (2 s in the manifests) and a little beyond.
+var latencyBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5}
+
+// observations are the metrics a dashboard and alerts need beyond the counters of metrics.go:
+// latencies, the policy generation each replica serves, the serving certificate's expiry and
+// readiness. Labels stay bounded: webhook is mutate or validate, kind and manager are the fixed
+// sets of metrics.go, and hash has one value per replica at a time.
+type observations struct {
+	admission  *prometheus.HistogramVec
+	apply      *prometheus.HistogramVec
+	generation *prometheus.GaugeVec
+	certExpiry prometheus.Gauge
+	ready      prometheus.GaugeFunc
+	readyCheck atomic.Pointer[func() bool]
+}
+
+// register creates the observations and registers them through reg, which returns the
+// collector already registered under the same name, if any.
+func (o *observations) register(reg func(prometheus.Collector) prometheus.Collector) {
+	o.admission = reg(prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "podpatch_admission_duration_seconds",
+		Help:    "Time from reading an AdmissionReview to writing the response, by webhook (mutate, validate).",
+		Buckets: latencyBuckets,
+	}, []string{"webhook"})).(*prometheus.HistogramVec)
+	o.apply = reg(prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "podpatch_policy_apply_duration_seconds",
+		Help:    "Time spent applying the policy layers to one object, by kind (Pod, Service) and recognised manager (empty: none).",
+		Buckets: latencyBuckets,
+	}, []string{"kind", "manager"})).(*prometheus.HistogramVec)
+	o.generation = reg(prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "podpatch_policy_generation_info",
+		Help: "Always 1, labelled with the generation (a content hash, policies.Set.Generation) of the policies this replica serves; replicas with different hashes serve different policies.",
+	}, []string{"hash"})).(*prometheus.GaugeVec)
+	o.certExpiry = reg(prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "podpatch_certificate_expiry_timestamp_seconds",
+		Help: "Expiry (NotAfter, Unix seconds) of the serving certificate, set when it is loaded or reloaded.",
+	})).(prometheus.Gauge)
+	o.ready = reg(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "podpatch_ready",
+		Help: "1 when this replica passes its readiness checks (policies synced, webhook server answering), else 0.",
+	}, o.readyValue)).(prometheus.GaugeFunc)
+}
+
+// instrument measures every request a webhook handler serves.
+func (m *Metrics) instrument(webhook string, h http.Handler) http.Handler {
+	obs := m.obs.admission.WithLabelValues(webhook)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		defer func() { obs.Observe(time.Since(start).Seconds()) }()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// observeApply records how long applying policies to one object took.
+func (m *Metrics) observeApply(kind policies.Kind, manager policies.Manager, start time.Time) {
+	k := string(kind)
+	if kind != policies.KindPod && kind != policies.KindService {
+		k = "other"
+	}
+	m.obs.apply.WithLabelValues(k, string(manager)).Observe(time.Since(start).Seconds())
+}
+
+// setGeneration publishes the generation of the policies being served; the previous one is
+// removed, so a replica exports one series.
+func (m *Metrics) setGeneration(generation string) {
+	m.obs.generation.Reset()
+	m.obs.generation.WithLabelValues(generation).Set(1)
+}
+
+// setCertificateExpiry records the serving certificate's expiry.
+func (m *Metrics) setCertificateExpiry(notAfter time.Time) {
+	m.obs.certExpiry.Set(float64(notAfter.Unix()))
+}
+
+// observeReadiness makes podpatch_ready report the outcome of the readiness checks.
+func (m *Metrics) observeReadiness(checks ...healthz.Checker) {
+	ready := func() bool {
+		for _, c := range checks {
+			if c(nil) != nil {
+				return false
+			}
+		}
+		return true
+	}
+	m.obs.readyCheck.Store(&ready)
+}
+
+func (o *observations) readyValue() float64 {
+	if f := o.readyCheck.Load(); f != nil && (*f)() {
+		return 1
+	}
+	return 0
+}
