@@ -152,7 +152,7 @@ func FuzzDiff(f *testing.F) {
 	f.Add([]byte(`{"a":[1,{"b":"c"}],"d":{"e":null}}`), []byte{3, 1, 0, 4})
 	f.Add([]byte(`{"x~y/z":{"\u00e9":"\u2028"}}`), []byte{3, 2})
 	f.Fuzz(func(t *testing.T, doc []byte, ops []byte) {
-		if !json.Valid(doc) || FirstByte(doc) != '{' || CheckDepth(doc, 64) != nil {
+		if !json.Valid(doc) || FirstByte(doc) != '{' || CheckDepth(doc, 64) != nil || hasEmptyKey(ExpandAll(json.RawMessage(doc))) {
 			return
 		}
 		tr := New()
@@ -187,4 +187,24 @@ func FuzzDiff(f *testing.F) {
 		require.NoError(t, err)
 		require.JSONEq(t, string(viaRef), string(got))
 	})
+}
+
+// hasEmptyKey reports an object member named "": its JSON pointer ("//x") is right (RFC 6901),
+// but evanphx/json-patch does not resolve it, and no Kubernetes object has one.
+func hasEmptyKey(v any) bool {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, x := range t {
+			if k == "" || hasEmptyKey(x) {
+				return true
+			}
+		}
+	case []any:
+		for _, x := range t {
+			if hasEmptyKey(x) {
+				return true
+			}
+		}
+	}
+	return false
 }
