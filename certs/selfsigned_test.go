@@ -616,7 +616,7 @@ func TestNewSelfSignedRejectsBadOptions(t *testing.T) {
 		"no cert dir":           {func(o *SelfSignedOptions) { o.CertDir = "" }, "a certificate directory is required"},
 		"no namespace":          {func(o *SelfSignedOptions) { o.Namespace = "" }, `namespace ""`},
 		"bad secret":            {func(o *SelfSignedOptions) { o.SecretName = "Certs!" }, `Secret name "Certs!"`},
-		"bad service":           {func(o *SelfSignedOptions) { o.ServiceName = "1svc" }, `Service name "1svc"`},
+		"bad service":           {func(o *SelfSignedOptions) { o.ServiceName = "1svc" }, `service name "1svc"`},
 		"bad webhook name":      {func(o *SelfSignedOptions) { o.MutatingWebhookConfiguration = "A B" }, `MutatingWebhookConfiguration name "A B"`},
 		"negative overlap":      {func(o *SelfSignedOptions) { o.Overlap = -time.Second }, "overlap -1s is negative"},
 		"cert outlives CA":      {func(o *SelfSignedOptions) { o.CAValidity = day; o.CertValidity = 2 * day }, "exceeds CA validity"},
