@@ -79,7 +79,10 @@ type SelfSignedOptions struct {
 // tls.crt and tls.key (the serving certificate) and ca-bundle.crt (every
 // unexpired CA podpatch generated, published as the webhooks' caBundle; the
 // annotation podpatch.io/issued-ca-sha256 records which those are, and any
-// other certificate found in ca-bundle.crt is dropped). A CA rotation therefore
+// other certificate found in ca-bundle.crt is dropped). The caBundle fields
+// are written by server-side apply under the field manager
+// CAInjectorFieldManager, which owns them and nothing else of the webhook
+// configurations. A CA rotation therefore
 // happens in steps, so that the API server never meets a certificate it
 // cannot verify: the new CA joins the bundle and the bundle is published;
 // after Overlap the serving certificate is re-issued by the new CA; once the
