@@ -7,17 +7,22 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
 )
 
-// Names of the files WriteFiles writes; tls.crt and tls.key are what
-// controller-runtime's webhook server reads by default.
+// Names of the files WriteFiles writes, which are also the keys of those
+// certificates in podpatch's self-signed Secret: the keys of a
+// kubernetes.io/tls Secret as cert-manager writes it. tls.crt and tls.key are
+// what controller-runtime's webhook server reads by default.
 const (
 	// CACertFile holds the CA certificate.
-	CACertFile = "ca.crt"
+	CACertFile = cmmeta.TLSCAKey
 	// CertFile holds the serving certificate.
-	CertFile = "tls.crt"
+	CertFile = corev1.TLSCertKey
 	// KeyFile holds the serving certificate's private key.
-	KeyFile = "tls.key"
+	KeyFile = corev1.TLSPrivateKeyKey
 )
 
 // WriteFiles writes b's CA certificate, serving certificate and key to dir as
@@ -43,15 +48,7 @@ func WriteFiles(dir string, b Bundle) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("writing certificates: %w", err)
 	}
-	for _, f := range []struct {
-		name string
-		data []byte
-		mode os.FileMode
-	}{
-		{CACertFile, b.CACert, 0o644},
-		{KeyFile, b.Key, 0o600},
-		{CertFile, b.Cert, 0o644},
-	} {
+	for _, f := range files(b) {
 		if err := writeAtomic(dir, f.name, f.data, f.mode); err != nil {
 			return fmt.Errorf("writing certificates: %w", err)
 		}
@@ -59,12 +56,28 @@ func WriteFiles(dir string, b Bundle) error {
 	return nil
 }
 
+// file is one of the files WriteFiles writes.
+type file struct {
+	name string
+	data []byte
+	mode os.FileMode
+}
+
+// files are b's files in the order WriteFiles replaces them.
+func files(b Bundle) []file {
+	return []file{
+		{CACertFile, b.CACert, 0o644},
+		{KeyFile, b.Key, 0o600},
+		{CertFile, b.Cert, 0o644},
+	}
+}
+
 // filesEqual reports whether dir already holds exactly b's CA certificate,
 // certificate and key. A missing or unreadable file counts as different.
 func filesEqual(dir string, b Bundle) bool {
-	for name, want := range map[string][]byte{CACertFile: b.CACert, CertFile: b.Cert, KeyFile: b.Key} {
-		got, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil || !bytes.Equal(got, want) {
+	for _, f := range files(b) {
+		got, err := os.ReadFile(filepath.Join(dir, f.name))
+		if err != nil || !bytes.Equal(got, f.data) {
 			return false
 		}
 	}

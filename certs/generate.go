@@ -56,6 +56,7 @@ type Bundle struct {
 
 // Validate reports whether the options can produce certificates: the names
 // must be valid Service and namespace names and the validities not negative.
+// NewSelfSigned checks its names and validities with it too.
 func (o GenerateOptions) Validate() error {
 	var errs []error
 	if msgs := validation.IsDNS1035Label(o.Service); len(msgs) > 0 {

@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -202,6 +203,10 @@ func countWrites(c client.WithWatch, n *atomic.Int64) client.WithWatch {
 			n.Add(1)
 			return c.Patch(ctx, obj, p, opts...)
 		},
+		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+			n.Add(1)
+			return c.Apply(ctx, obj, opts...)
+		},
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
 			n.Add(1)
 			return c.Delete(ctx, obj, opts...)
@@ -217,7 +222,7 @@ func TestSelfSignedSecondReconcileChangesNothing(t *testing.T) {
 	s := newSelfSigned(t, testOptions(c, dir, clk.Now))
 	_, err := s.Reconcile(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, int64(4), writes.Load(), "create the Secret, update both webhook configurations, record the publication")
+	assert.Equal(t, int64(4), writes.Load(), "create the Secret, apply caBundle to both webhook configurations, record the publication")
 
 	before := getSecret(t, c)
 	stats := map[string]os.FileInfo{}
@@ -616,7 +621,7 @@ func TestNewSelfSignedRejectsBadOptions(t *testing.T) {
 		"no cert dir":           {func(o *SelfSignedOptions) { o.CertDir = "" }, "a certificate directory is required"},
 		"no namespace":          {func(o *SelfSignedOptions) { o.Namespace = "" }, `namespace ""`},
 		"bad secret":            {func(o *SelfSignedOptions) { o.SecretName = "Certs!" }, `Secret name "Certs!"`},
-		"bad service":           {func(o *SelfSignedOptions) { o.ServiceName = "1svc" }, `Service name "1svc"`},
+		"bad service":           {func(o *SelfSignedOptions) { o.ServiceName = "1svc" }, `service name "1svc"`},
 		"bad webhook name":      {func(o *SelfSignedOptions) { o.MutatingWebhookConfiguration = "A B" }, `MutatingWebhookConfiguration name "A B"`},
 		"negative overlap":      {func(o *SelfSignedOptions) { o.Overlap = -time.Second }, "overlap -1s is negative"},
 		"cert outlives CA":      {func(o *SelfSignedOptions) { o.CAValidity = day; o.CertValidity = 2 * day }, "exceeds CA validity"},

@@ -58,7 +58,9 @@ const rotationOverlap = 5 * time.Second
 // TestSelfSigned installs the self-signed overlay's webhook configurations with an empty
 // caBundle, so that only podpatch's own CA injection can make the API server's TLS handshake
 // succeed, and goes through certificate renewals and a CA rotation with two replicas while the
-// API server keeps admitting Pods with failurePolicy Fail.
+// API server keeps admitting Pods with failurePolicy Fail. The configurations are installed
+// and changed by server-side apply as a GitOps tool would: its change survives the rotation,
+// and podpatch's field manager owns only the caBundle fields.
 func TestSelfSigned(t *testing.T) {
 	ctx := contextBackground()
 	secretKey := client.ObjectKey{Namespace: podpatchTLSNamespace, Name: podpatchTLSSecret}
@@ -88,7 +90,8 @@ func TestSelfSigned(t *testing.T) {
 	for i := range vwc.Webhooks {
 		require.Empty(t, vwc.Webhooks[i].ClientConfig.CABundle, "the overlay leaves caBundle to podpatch")
 	}
-	installWebhooks(t, mwc, vwc)
+	// A GitOps tool installs them by server-side apply; podpatch shares them with it.
+	installWebhooksAsGitOps(t, mwc, vwc)
 	history := watchTLSSecret(t, secretKey)
 
 	flags := append([]string{"--self-signed",
@@ -117,6 +120,10 @@ func TestSelfSigned(t *testing.T) {
 		pod := daskWorker("default", "self-signed-probe")
 		return k8s.Create(ctx, pod, client.DryRunAll) == nil && patchedByExamples(pod)
 	}, 30*time.Second, 200*time.Millisecond, "the API server never reached podpatch with the injected caBundle")
+	// The GitOps tool syncs a change to the configurations, without force: podpatch owns none
+	// of the fields the tool applies, so nothing conflicts, and the change survives rotations.
+	changeAsGitOps(mwc, vwc)
+	applyAsGitOps(t, mwc, vwc)
 
 	// A second replica shares the Secret. The API server never calls it, but it reconciles the
 	// same Secret and configurations on its own schedule.
@@ -202,6 +209,8 @@ func TestSelfSigned(t *testing.T) {
 	requireCABundlePublished(t, mwc.Name, vwc.Name, secretKey)
 	requireConverged(t, secretKey, p, p2)
 	requireQuietSecret(t, secretKey, 3*time.Second)
+	requireFieldOwners(t, mwc.Name, vwc.Name)
+	applyAsGitOps(t, mwc, vwc) // and the tool's next sync, after the rotation, does not conflict either
 }
 
 // firstFew keeps a failure list short enough to read.
