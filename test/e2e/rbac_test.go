@@ -59,7 +59,7 @@ func TestRBACRules(t *testing.T) {
 		},
 		"ClusterRole/podpatch-self-signed": {{
 			APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"},
-			ResourceNames: []string{"podpatch"}, Verbs: []string{"get", "update", "patch"},
+			ResourceNames: []string{"podpatch"}, Verbs: []string{"get", "patch"},
 		}},
 	}
 	for dir, want := range map[string][]map[string][]rbacv1.PolicyRule{
