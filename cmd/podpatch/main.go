@@ -32,6 +32,7 @@ Usage:
   podpatch lint PATH…
   podpatch serve [flags]
   podpatch certs --service NAME --namespace NS --out DIR
+  podpatch audit [--namespace NS | -A] [-o table|json|yaml]
   podpatch version
 
 Run "podpatch COMMAND --help" for a command's flags.
@@ -63,6 +64,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 		err = runCerts(args[1:], stdout, stderr)
 	case "serve":
 		err = runServe(args[1:], stderr)
+	case "audit":
+		err = runAudit(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "podpatch", version)
 	case "help", "-h", "--help":
