@@ -40,16 +40,14 @@ func differs(a, b any, key, path string, out *[]string) bool {
 		for k, av := range am {
 			bv, ok := bm[k]
 			if !ok {
-				if !isZero(av) {
-					*out = append(*out, join(path, k))
-				}
+				missing(av, join(path, k), memberKey(key, k), out)
 				continue
 			}
 			diffInto(av, bv, join(path, k), memberKey(key, k), out)
 		}
 		for k, bv := range bm {
-			if _, ok := am[k]; !ok && !isZero(bv) {
-				*out = append(*out, join(path, k))
+			if _, ok := am[k]; !ok {
+				missing(bv, join(path, k), memberKey(key, k), out)
 			}
 		}
 		return false
@@ -89,6 +87,19 @@ func differs(a, b any, key, path string, out *[]string) bool {
 		return !(isZero(a) && isZero(b)) // an object or list against something else
 	}
 	return !sameScalar(a, b, key)
+}
+
+// missing records a value only one side has: an object by its members (a policy adding an
+// annotation to an object without annotations changes metadata.annotations.<key>), anything
+// else whole, unless it is a zero value.
+func missing(v any, path, key string, out *[]string) {
+	if m, ok := v.(map[string]any); ok && len(m) > 0 {
+		diffInto(map[string]any{}, m, path, key, out)
+		return
+	}
+	if !isZero(v) {
+		*out = append(*out, path)
+	}
 }
 
 // memberKey is the key differs is given for member k of the object found at key: members of

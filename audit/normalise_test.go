@@ -82,7 +82,7 @@ func TestCheckAttributesFieldsToTheDecidingPolicy(t *testing.T) {
 	require.True(t, ok)
 	require.True(t, f.Drift)
 	require.Equal(t, NeverPatched, f.Reason)
-	require.Equal(t, []string{"spec.containers[worker].resources.limits.memory", "spec.nodeSelector"}, f.Fields)
+	require.Equal(t, []string{"spec.containers[worker].resources.limits.memory", "spec.nodeSelector.pool"}, f.Fields)
 	require.Len(t, f.Policies, 2)
 	require.Equal(t, "podpatch-system/p/gpu@7", f.Policies[0].Ref)
 	require.False(t, f.Policies[0].Drift, "gpu's memory is overridden by pool: %v", f.Policies[0].Fields)
@@ -103,6 +103,7 @@ func TestFieldDiff(t *testing.T) {
 		{"quantity-looking string elsewhere", `{"labels":{"size":"1"}}`, `{"labels":{"size":"1000m"}}`, []string{"labels.size"}},
 		{"zero value dropped", `{"spec":{}}`, `{"spec":{"hostNetwork":false,"nodeSelector":{}}}`, nil},
 		{"missing value", `{"spec":{}}`, `{"spec":{"hostNetwork":true}}`, []string{"spec.hostNetwork"}},
+		{"missing object by its members", `{"metadata":{}}`, `{"metadata":{"annotations":{"a":"1","b":{"c":"2"}}}}`, []string{"metadata.annotations.a", "metadata.annotations.b.c"}},
 		{"named items", `{"c":[{"name":"a","x":1},{"name":"b"}]}`, `{"c":[{"name":"a","x":2},{"name":"b"},{"name":"s"}]}`, []string{"c[a].x", "c[s]"}},
 		{"other lists whole", `{"t":[{"k":"a"}]}`, `{"t":[{"k":"a"},{"k":"b"}]}`, []string{"t"}},
 		{"numbers by value", `{"n":30}`, `{"n":30.0}`, nil},

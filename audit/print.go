@@ -72,7 +72,7 @@ func writeTable(w io.Writer, rep *Report) error {
 	if rep.Namespace == "" {
 		scope = "all namespaces"
 	}
-	fmt.Fprintf(&b, "%d of %d recognised object(s) policies match drift from their policies (%s: %d pod(s), %d service(s) read; policy generation %s)\n",
+	fmt.Fprintf(&b, "%d of %d audited object(s) drift from their policies (%s: %d pod(s) and %d service(s) read; policy generation %s)\n",
 		rep.Stats.Drifted, rep.Stats.Checked, scope, rep.Stats.Pods, rep.Stats.Services, rep.Generation)
 	_, err := io.WriteString(w, b.String())
 	return err

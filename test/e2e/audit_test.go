@@ -141,7 +141,7 @@ func TestAudit(t *testing.T) {
 	table := runAudit(t, "-n", "audit-down")
 	require.Equal(t, 3, table.code, table.stderr)
 	require.Contains(t, table.stdout, "NAMESPACE  ")
-	require.Contains(t, table.stdout, fmt.Sprintf("%d of %d recognised object(s)", len(down), len(down)))
+	require.Contains(t, table.stdout, fmt.Sprintf("%d of %d audited object(s) drift", len(down), len(down)))
 	t.Logf("podpatch audit -n audit-down:\n%s", table.stdout)
 
 	// podpatch up: what it admits is stored patched, and an audit of it finds nothing.
@@ -165,7 +165,7 @@ func TestAudit(t *testing.T) {
 	require.Empty(t, rep.Objects, "objects podpatch admitted, as the API server stored them, do not drift")
 	clean := runAudit(t, "-n", "audit-up")
 	require.Equal(t, 0, clean.code, clean.stderr)
-	require.Equal(t, fmt.Sprintf("0 of %d recognised object(s) policies match drift from their policies (namespace audit-up: %d pod(s), %d service(s) read; policy generation %s)\n",
+	require.Equal(t, fmt.Sprintf("0 of %d audited object(s) drift from their policies (namespace audit-up: %d pod(s) and %d service(s) read; policy generation %s)\n",
 		len(up), rep.Stats.Pods, rep.Stats.Services, rep.Generation), clean.stdout)
 
 	// The cost-center policy changes: every object it shaped is reported, with the old version.
