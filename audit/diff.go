@@ -13,9 +13,8 @@ import (
 // differ, in the form of `render --explain`: object keys joined by dots, items of lists of
 // named objects (containers, env, volumes) by [name], other lists as a whole.
 //
-// What the API server does to what it stores does not count: a key one side lacks and the
-// other holds with a zero value (the API server drops omitempty zeros a policy may write), and
-// resource quantities equal in value (the API server stores `1000m` as `1`).
+// Resource quantities compare by value (the API server stores `1000m` as `1`), numbers too;
+// Check gives both objects the API server's encoding first (canonical).
 func fieldDiff(live, want any) []string {
 	var out []string
 	diffInto(live, want, "", "", &out)
@@ -84,22 +83,20 @@ func differs(a, b any, key, path string, out *[]string) bool {
 		return false
 	}
 	if aok || bok || am != nil || bm != nil {
-		return !(isZero(a) && isZero(b)) // an object or list against something else
+		return true // an object or list against something else
 	}
 	return !sameScalar(a, b, key)
 }
 
 // missing records a value only one side has: an object by its members (a policy adding an
 // annotation to an object without annotations changes metadata.annotations.<key>), anything
-// else whole, unless it is a zero value.
+// else whole.
 func missing(v any, path, key string, out *[]string) {
 	if m, ok := v.(map[string]any); ok && len(m) > 0 {
 		diffInto(map[string]any{}, m, path, key, out)
 		return
 	}
-	if !isZero(v) {
-		*out = append(*out, path)
-	}
+	*out = append(*out, path)
 }
 
 // memberKey is the key differs is given for member k of the object found at key: members of
@@ -172,26 +169,6 @@ func byName(l []any) map[string]any {
 		m[n] = o
 	}
 	return m
-}
-
-// isZero reports whether a JSON value is what the API server drops from omitempty fields.
-func isZero(v any) bool {
-	switch t := v.(type) {
-	case nil:
-		return true
-	case map[string]any:
-		return len(t) == 0
-	case []any:
-		return len(t) == 0
-	case string:
-		return t == ""
-	case bool:
-		return !t
-	case json.Number:
-		f, ok := new(big.Float).SetString(t.String())
-		return ok && f.Sign() == 0
-	}
-	return false
 }
 
 func join(path, key string) string {

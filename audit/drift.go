@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podpatch/podpatch/policies"
@@ -167,11 +168,11 @@ func Check(set *policies.Set, obj Object) (Finding, bool, error) {
 	if res, err = set.Apply(in); err != nil {
 		return f, true, fmt.Errorf("%s %s/%s: %w", strings.ToLower(string(obj.Kind)), m.Namespace, m.Name, err)
 	}
-	live, err := decode(obj.JSON)
+	live, err := canonical(obj.Kind, obj.JSON)
 	if err != nil {
 		return f, true, err
 	}
-	want, err := decode(res.Object)
+	want, err := canonical(obj.Kind, res.Object)
 	if err != nil {
 		return f, true, err
 	}
@@ -216,6 +217,27 @@ func onlyProvenance(patch []byte) (bool, error) {
 	return true, nil
 }
 
+// canonical is an object as the API server would store it, as far as encoding goes: through
+// the Go type, which drops the zero values of omitempty fields (a policy's `hostNetwork:
+// false`) but keeps those of pointers (`allowPrivilegeEscalation: false` is not unset), and
+// writes quantities canonically (`1000m` is `1`). Fields this build does not know are left out
+// of the comparison. An object the type cannot hold is compared as it is.
+func canonical(kind policies.Kind, b []byte) (any, error) {
+	var typed any
+	switch kind {
+	case policies.KindPod:
+		typed = &corev1.Pod{}
+	case policies.KindService:
+		typed = &corev1.Service{}
+	}
+	if typed != nil && json.Unmarshal(b, typed) == nil {
+		if out, err := json.Marshal(typed); err == nil {
+			b = out
+		}
+	}
+	return decode(b)
+}
+
 func decode(b []byte) (any, error) {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
@@ -230,7 +252,9 @@ func dropProvenance(obj any) {
 	m, _ := obj.(map[string]any)
 	meta, _ := m["metadata"].(map[string]any)
 	if ann, ok := meta["annotations"].(map[string]any); ok {
-		delete(ann, policies.AppliedAnnotation)
+		if delete(ann, policies.AppliedAnnotation); len(ann) == 0 {
+			delete(meta, "annotations") // as the API server stores an empty map
+		}
 	}
 }
 

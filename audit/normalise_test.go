@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -69,6 +70,31 @@ func TestCheckIgnoresWhatTheAPIServerNormalises(t *testing.T) {
 		Owner: &Owner{APIVersion: "kubernetes.dask.org/v1", Kind: "DaskWorkerGroup", Name: "c-default", UID: "o1"}}, f.Cluster)
 }
 
+// TestCheckKeepsPointerFalse: a policy's false for a pointer field (allowPrivilegeEscalation)
+// is not what an unset field means, unlike a plain bool's false that the API server drops.
+func TestCheckKeepsPointerFalse(t *testing.T) {
+	set := setOf(t, `apiVersion: podpatch.io/v1alpha1
+kind: PodTemplatePatch
+metadata: {name: baseline}
+spec:
+  mode: enforce
+  template:
+    spec:
+      hostNetwork: false
+      containers: [{name: "*", securityContext: {allowPrivilegeEscalation: false}}]
+`)
+	pod := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"w","namespace":"team-a","labels":{"dask.org/component":"worker","dask.org/cluster-name":"c"},
+ "annotations":{"podpatch.io/applied":"podpatch-system/p/baseline@7"}},"spec":{"containers":[{"name":"worker","image":"dask"%s}]}}`
+	f, _, err := Check(set, Object{Kind: policies.KindPod, JSON: fmt.Appendf(nil, pod, `,"securityContext":{"allowPrivilegeEscalation":false}`)})
+	require.NoError(t, err)
+	require.False(t, f.Drift, "%v", f.Fields)
+	f, _, err = Check(set, Object{Kind: policies.KindPod, JSON: fmt.Appendf(nil, pod, "")})
+	require.NoError(t, err)
+	require.True(t, f.Drift)
+	require.Equal(t, ChangedSinceAdmission, f.Reason)
+	require.Equal(t, []string{"spec.containers[worker].securityContext.allowPrivilegeEscalation"}, f.Fields)
+}
+
 // TestCheckAttributesFieldsToTheDecidingPolicy: a field two policies set belongs to the later
 // layer's; a real difference in a quantity is drift.
 func TestCheckAttributesFieldsToTheDecidingPolicy(t *testing.T) {
@@ -101,7 +127,6 @@ func TestFieldDiff(t *testing.T) {
 		{"number quantity", `{"r":{"requests":{"cpu":"2"}}}`, `{"r":{"requests":{"cpu":2}}}`, nil},
 		{"different quantities", `{"r":{"limits":{"cpu":"1"}}}`, `{"r":{"limits":{"cpu":"1001m"}}}`, []string{"r.limits.cpu"}},
 		{"quantity-looking string elsewhere", `{"labels":{"size":"1"}}`, `{"labels":{"size":"1000m"}}`, []string{"labels.size"}},
-		{"zero value dropped", `{"spec":{}}`, `{"spec":{"hostNetwork":false,"nodeSelector":{}}}`, nil},
 		{"missing value", `{"spec":{}}`, `{"spec":{"hostNetwork":true}}`, []string{"spec.hostNetwork"}},
 		{"missing object by its members", `{"metadata":{}}`, `{"metadata":{"annotations":{"a":"1","b":{"c":"2"}}}}`, []string{"metadata.annotations.a", "metadata.annotations.b.c"}},
 		{"named items", `{"c":[{"name":"a","x":1},{"name":"b"}]}`, `{"c":[{"name":"a","x":2},{"name":"b"},{"name":"s"}]}`, []string{"c[a].x", "c[s]"}},

@@ -185,6 +185,9 @@ func TestAudit(t *testing.T) {
 			}
 		}
 	}
+	older := runAudit(t, "-n", "audit-up")
+	require.Equal(t, 3, older.code, older.stderr)
+	t.Logf("podpatch audit -n audit-up, after the cost-center change:\n%s", older.stdout)
 	yamlRun := runAudit(t, "-n", "audit-up", "-o", "yaml")
 	require.Equal(t, 3, yamlRun.code)
 	require.Contains(t, yamlRun.stdout, "reason: older-policy-version")
