@@ -285,6 +285,15 @@ func TestAuditReports(t *testing.T) {
 		return false
 	}, 30*time.Second, 200*time.Millisecond, "a PolicyDrift Event on the DaskCluster that owns the scheduler Service")
 
+	// A second replica stands by: only the holder of the Lease audits.
+	standbyCerts, _ := servingCerts(t)
+	standby := startPodpatchAs(t, sa, 0, standbyCerts, "--audit-interval", "1s", "--namespace", "podpatch-system")
+	after = rounds()
+	require.Eventually(t, func() bool { return rounds() >= after+2 }, 30*time.Second, 100*time.Millisecond)
+	require.Zero(t, standby.metricSum(t, "podpatch_audit_rounds_total"), "the standby replica does not audit")
+	require.Zero(t, standby.metricSum(t, "podpatch_drift_objects"))
+	standby.stop(t)
+
 	// The CRDs arrive: Reports follow, without a restart.
 	applyManifests(t, crds)
 	reportKey := client.ObjectKey{Namespace: "audit-reports", Name: audit.ReportName}
