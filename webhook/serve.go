@@ -25,6 +25,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/certs"
 	"github.com/podpatch/podpatch/externalurl"
 	"github.com/podpatch/podpatch/policies"
@@ -50,6 +51,9 @@ type Options struct {
 	// MemoryLimit is the container's memory limit (a quantity, e.g. 256Mi or bytes); the Go
 	// runtime's soft limit is set to memoryLimitShare of it.
 	MemoryLimit string
+	// AuditInterval is the time between two rounds of the leader-elected drift audit; 0 turns
+	// it off (see audit.Periodic).
+	AuditInterval time.Duration
 
 	SelfSigned                     bool
 	Namespace                      string
@@ -112,6 +116,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RequestBudget, "request-budget", o.RequestBudget, "time a request may take, waiting and reading included; past it the object is admitted unchanged with a warning. Keep it below the webhooks' timeoutSeconds")
 	fs.IntVar(&o.MaxInFlight, "max-in-flight", o.MaxInFlight, "requests read and handled at once; others wait, within their budget, for a slot")
 	fs.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit, "the container's memory limit (default $MEMORY_LIMIT); the Go runtime's soft memory limit is set to 85% of it unless GOMEMLIMIT is set")
+	fs.DurationVar(&o.AuditInterval, "audit-interval", o.AuditInterval, "every this often, the elected replica audits recognised Pods and Services for drift from their policies and writes OpenReports Reports, a metric and Events (0: off; needs RBAC to list Pods and Services, see manifests/components/openreports)")
 	fs.BoolVar(&o.SelfSigned, "self-signed", o.SelfSigned, "generate and rotate a CA and serving certificate, kept in a Secret, and inject the CA into the webhook configurations")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace of podpatch's Service and Secret (default $POD_NAMESPACE)")
 	fs.StringVar(&o.ServiceName, "service-name", o.ServiceName, "podpatch's Service, named in the serving certificate")
@@ -152,6 +157,9 @@ func (o *Options) Validate() (policies.Options, error) {
 	}
 	if o.MaxInFlight < 1 {
 		errs = append(errs, errors.New("--max-in-flight must be at least 1"))
+	}
+	if o.AuditInterval < 0 {
+		errs = append(errs, errors.New("--audit-interval must not be negative"))
 	}
 	if o.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
@@ -231,7 +239,7 @@ func Run(ctx context.Context, o *Options, log logr.Logger) error {
 	}
 
 	var cfg *rest.Config
-	needCluster := o.PolicyDir == "" || o.SelfSigned
+	needCluster := o.PolicyDir == "" || o.SelfSigned || o.AuditInterval > 0
 	if needCluster {
 		if cfg, err = restConfig(o.Kubeconfig); err != nil {
 			return err
@@ -285,6 +293,15 @@ func Run(ctx context.Context, o *Options, log logr.Logger) error {
 			return err
 		}
 		start("external URLs", r.Start)
+	}
+	if o.AuditInterval > 0 {
+		a, err := audit.NewPeriodic(audit.PeriodicOptions{Config: cfg, Interval: o.AuditInterval, LeaseNamespace: o.Namespace,
+			Policies: func() *policies.Set { return store.Snapshot().Set }, NamespaceLabels: store.NamespaceLabels,
+			Ready: store.Synced, Registry: crmetrics.Registry, Log: log.WithName("audit")})
+		if err != nil {
+			return err
+		}
+		start("audit", a.Start)
 	}
 	var selfSigned *certs.SelfSigned
 	if o.SelfSigned {

@@ -1,0 +1,215 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/podpatch/podpatch/policies"
+)
+
+// Stats counts what one audit read and found.
+type Stats struct {
+	// Pods and Services are the objects listed (Pods are listed by the profiles' selectors).
+	Pods     int `json:"pods"`
+	Services int `json:"services"`
+	// Checked are the recognised objects that policies match.
+	Checked int `json:"checked"`
+	Drifted int `json:"drifted"`
+	// Errors are objects the engine could not patch (the webhook would admit them unchanged).
+	Errors int `json:"errors"`
+}
+
+// Audit checks every recognised Pod and Service of the cluster, or of a namespace, against a
+// policy set, one page of objects at a time.
+type Audit struct {
+	Reader *Reader
+	Set    *policies.Set
+	// NamespaceLabels gives a namespace's labels, for match.namespaceSelector.
+	NamespaceLabels func(namespace string) map[string]string
+	// Owners, when set, resolves owners one level up (see Owners).
+	Owners *Owners
+	// OnFinding gets every audited object, drifting or not.
+	OnFinding func(Finding)
+	// OnError gets every object that could not be checked; the audit goes on.
+	OnError func(error)
+	// Progress, when set, is told the counts after every page.
+	Progress func(Stats)
+}
+
+// Run audits a namespace ("" for every namespace).
+func (a *Audit) Run(ctx context.Context, namespace string) (Stats, error) {
+	var st Stats
+	seen := map[string]bool{} // Pod UIDs: a Pod two profiles' selectors select is audited once
+	check := func(kind policies.Kind) func(json.RawMessage) error {
+		return func(raw json.RawMessage) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			m := metaOf(raw)
+			if kind == policies.KindPod {
+				if m.UID != "" {
+					if seen[m.UID] {
+						return nil
+					}
+					seen[m.UID] = true
+				}
+				st.Pods++
+			} else {
+				st.Services++
+			}
+			obj := Object{Kind: kind, JSON: raw}
+			if a.NamespaceLabels != nil {
+				obj.NamespaceLabels = a.NamespaceLabels(m.Namespace)
+			}
+			f, ok, err := Check(a.Set, obj)
+			if err != nil {
+				st.Errors++
+				if a.OnError != nil {
+					a.OnError(err)
+				}
+				return nil
+			}
+			if !ok {
+				return nil
+			}
+			st.Checked++
+			if f.Drift {
+				st.Drifted++
+			}
+			f.Cluster.Owner = a.Owners.Resolve(ctx, f.Namespace, f.Cluster.Owner)
+			if a.OnFinding != nil {
+				a.OnFinding(f)
+			}
+			return nil
+		}
+	}
+	progress := func(fn func(json.RawMessage) error) func(json.RawMessage) error {
+		if a.Progress == nil {
+			return fn
+		}
+		n := 0
+		return func(raw json.RawMessage) error {
+			err := fn(raw)
+			if n++; n%100 == 0 {
+				a.Progress(st)
+			}
+			return err
+		}
+	}
+	for _, sel := range policies.ObjectSelectors() {
+		if err := a.Reader.Each(ctx, "pods", namespace, sel.String(), progress(check(policies.KindPod))); err != nil {
+			return st, err
+		}
+	}
+	if err := a.Reader.Each(ctx, "services", namespace, "", progress(check(policies.KindService))); err != nil {
+		return st, err
+	}
+	if a.Progress != nil {
+		a.Progress(st)
+	}
+	return st, nil
+}
+
+// metaOf reads an object's UID and namespace.
+func metaOf(raw json.RawMessage) (m struct{ UID, Namespace string }) {
+	var v struct {
+		Metadata struct {
+			UID       string `json:"uid"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(raw, &v) == nil {
+		m.UID, m.Namespace = v.Metadata.UID, v.Metadata.Namespace
+	}
+	return m
+}
+
+// Report is what `podpatch audit` prints: the objects that drift, and what was read.
+type Report struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Namespace is the audited namespace; empty for all.
+	Namespace string `json:"namespace,omitempty"`
+	// Generation identifies the policies audited against (as podpatch serve's /readyz does).
+	Generation string    `json:"policyGeneration"`
+	Stats      Stats     `json:"stats"`
+	Objects    []Finding `json:"objects"`
+}
+
+// ClusterAudit is one `podpatch audit`: it reads the policies and the objects of a cluster and
+// reports the objects that drift.
+type ClusterAudit struct {
+	Reader *Reader
+	// Options say how policy ConfigMaps are scoped; provenance entries are compared with
+	// @resourceVersion whatever they say.
+	Options policies.Options
+	// Namespace is the namespace to audit, "" for all.
+	Namespace string
+	// Warn is told what the audit leaves out (invalid policy ConfigMaps, unpatchable objects).
+	Warn     func(string)
+	Progress func(Stats)
+}
+
+// Run reads the policies, audits the objects and returns the report.
+func (c *ClusterAudit) Run(ctx context.Context) (*Report, error) {
+	warn := c.Warn
+	if warn == nil {
+		warn = func(string) {}
+	}
+	set, err := c.policies(ctx, warn)
+	if err != nil {
+		return nil, err
+	}
+	labels, err := c.Reader.NamespaceLabels(ctx, c.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{APIVersion: policies.APIVersion, Kind: "AuditReport", Namespace: c.Namespace, Generation: set.Generation(),
+		Objects: []Finding{}}
+	a := &Audit{Reader: c.Reader, Set: set, Owners: c.Reader.Owners(), Progress: c.Progress,
+		NamespaceLabels: func(ns string) map[string]string { return labels[ns] },
+		OnFinding: func(f Finding) {
+			if f.Drift {
+				rep.Objects = append(rep.Objects, f)
+			}
+		},
+		OnError: func(err error) { warn(err.Error()) },
+	}
+	if rep.Stats, err = a.Run(ctx, c.Namespace); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(rep.Objects, func(a, b Finding) int {
+		return strings.Compare(a.Namespace+"\x00"+string(a.Kind)+"\x00"+a.Name, b.Namespace+"\x00"+string(b.Kind)+"\x00"+b.Name)
+	})
+	return rep, nil
+}
+
+// policies compiles the policy ConfigMaps the audit needs. One that fails to compile is left
+// out, with a warning: the webhook serves its last good version, which a fresh reader cannot
+// know.
+func (c *ClusterAudit) policies(ctx context.Context, warn func(string)) (*policies.Set, error) {
+	cms, err := c.Reader.PolicyConfigMaps(ctx, c.Options.PlatformNamespace, c.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	opts := c.Options
+	opts.WithResourceVersion = true
+	var all []*policies.Policy
+	for _, cm := range cms {
+		ps, probs := policies.ParseConfigMap(cm, opts)
+		if len(probs) > 0 {
+			warn(fmt.Sprintf("policy ConfigMap %s/%s fails to compile (%d problem(s); see podpatch lint): left out of the audit",
+				cm.Namespace, cm.Name, len(probs)))
+			continue
+		}
+		all = append(all, ps...)
+	}
+	set := policies.NewSet(all)
+	for _, d := range set.Dropped() {
+		warn(fmt.Sprintf("policy ConfigMap %s: left out, beyond its namespace's %d policies (as podpatch serve does)", d, policies.MaxNamespacePolicies))
+	}
+	return set, nil
+}

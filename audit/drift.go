@@ -1,0 +1,349 @@
+// Package audit finds the Pods and Services that run without the shape their policies give
+// them (SPEC §7): podpatch fails open, so an object created while the webhook was down, before
+// a policy existed or under an older version of one, is admitted as it came. The check applies
+// the current policies to the live object with the engine the webhook and `podpatch render`
+// use (policies.Set.Apply) and reports what that would change, never changing anything itself:
+// running Pods are mostly immutable.
+//
+// drift.go is the pure core (one object in, one Finding out); read.go lists the cluster,
+// audit.go runs the check over it, print.go writes the `podpatch audit` report, and
+// periodic.go, reports.go and events.go are the leader-elected audit of `podpatch serve`.
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podpatch/podpatch/policies"
+)
+
+// Reason says why an object drifts from its policies.
+type Reason string
+
+// The reasons of SPEC §7.
+const (
+	// NeverPatched: the object has no podpatch.io/applied annotation although policies match
+	// it — it was admitted while podpatch was down or unreachable (the fail-open signal).
+	NeverPatched Reason = "never-patched"
+	// OlderPolicyVersion: its provenance names other versions (@resourceVersion) of its
+	// policies, or other policies, than those that match it now.
+	OlderPolicyVersion Reason = "older-policy-version"
+	// ChangedSinceAdmission: its provenance is current, yet its fields differ — someone
+	// changed them after admission (or a policy changed without podpatch recording versions).
+	ChangedSinceAdmission Reason = "changed-since-admission"
+)
+
+// Text is the reason in words, for tables and Event messages.
+func (r Reason) Text() string { return strings.ReplaceAll(string(r), "-", " ") }
+
+// Object is one live Pod or Service as the API server stored it (defaults and all).
+type Object struct {
+	Kind policies.Kind
+	// JSON is the object as read from the API server; list items may lack kind and apiVersion.
+	JSON []byte
+	// NamespaceLabels are the labels of its namespace, for match.namespaceSelector.
+	NamespaceLabels map[string]string
+}
+
+// Finding is the audit of one recognised object that policies match.
+type Finding struct {
+	Kind      policies.Kind `json:"kind"`
+	Namespace string        `json:"namespace"`
+	Name      string        `json:"name"`
+	UID       string        `json:"uid,omitempty"`
+	Cluster   Cluster       `json:"cluster"`
+	// Drift says that the current policies would change the object.
+	Drift  bool   `json:"drift"`
+	Reason Reason `json:"reason,omitempty"`
+	// Fields are the paths the current policies would change, in `render --explain`'s form.
+	Fields []string `json:"fields,omitempty"`
+	// Applied is the object's provenance annotation, one entry per policy, as stored.
+	Applied []string `json:"applied,omitempty"`
+	// Policies are the policies that match the object now, in layer order, and what each
+	// would change.
+	Policies []PolicyResult `json:"policies"`
+
+	owners []metav1.OwnerReference
+}
+
+// Cluster is the compute cluster an object belongs to.
+type Cluster struct {
+	Manager policies.Manager `json:"manager"`
+	Role    policies.Role    `json:"role"`
+	Name    string           `json:"name"`
+	Group   string           `json:"group,omitempty"`
+	// Owner is the object's controller (one level up through a ReplicaSet or a Pod when the
+	// reader can see it): the DaskCluster, RayCluster, SparkApplication, … it belongs to.
+	Owner *Owner `json:"owner,omitempty"`
+}
+
+// Owner names the resource that owns an object.
+type Owner struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+	UID        string `json:"uid,omitempty"`
+}
+
+// String is Kind/name.
+func (o *Owner) String() string {
+	if o == nil {
+		return ""
+	}
+	return o.Kind + "/" + o.Name
+}
+
+// PolicyResult is one policy matching one object.
+type PolicyResult struct {
+	// Ref is the policy's provenance entry: namespace/configmap/name@resourceVersion.
+	Ref   string         `json:"ref"`
+	Scope policies.Scope `json:"scope"`
+	Mode  policies.Mode  `json:"mode"`
+	Drift bool           `json:"drift"`
+	// Fields are the differing paths this policy decides (the last policy to set a field
+	// decides it, as in the layer order).
+	Fields []string `json:"fields,omitempty"`
+
+	policy *policies.Policy
+}
+
+// objectMeta is what the audit reads of an object's metadata.
+type objectMeta struct {
+	Metadata struct {
+		Name            string                  `json:"name"`
+		GenerateName    string                  `json:"generateName"`
+		Namespace       string                  `json:"namespace"`
+		UID             string                  `json:"uid"`
+		Annotations     map[string]string       `json:"annotations"`
+		OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
+	} `json:"metadata"`
+}
+
+// Check applies the current policies to a live object and says whether, and how, they would
+// change it. ok is false when no profile recognises the object or no policy matches it: there
+// is nothing to audit. The provenance annotation does not count as a change (it is compared on
+// its own, for the reason); nor do what the API server adds or normalises — defaults the
+// policies do not set, zero values it drops, quantities it canonicalises (`1000m` is `1`).
+func Check(set *policies.Set, obj Object) (Finding, bool, error) {
+	var meta objectMeta
+	if err := json.Unmarshal(obj.JSON, &meta); err != nil {
+		return Finding{}, false, fmt.Errorf("decode %s: %w", strings.ToLower(string(obj.Kind)), err)
+	}
+	m := meta.Metadata
+	in := policies.Input{Kind: obj.Kind, Object: obj.JSON, Namespace: m.Namespace, NamespaceLabels: obj.NamespaceLabels}
+	res, err := set.Patch(in) // obj.JSON was decoded above: valid JSON
+	if err != nil {
+		return Finding{}, false, fmt.Errorf("%s %s/%s: %w", strings.ToLower(string(obj.Kind)), m.Namespace, m.Name, err)
+	}
+	if !res.Recognised || !res.Changed {
+		return Finding{}, false, nil
+	}
+	f := Finding{Kind: obj.Kind, Namespace: m.Namespace, Name: m.Name, UID: m.UID, owners: m.OwnerReferences,
+		Cluster: Cluster{Manager: res.Identity.Manager, Role: res.Identity.Role, Name: res.Identity.Cluster, Group: res.Identity.Group,
+			Owner: directOwner(m.OwnerReferences)},
+		Applied: splitApplied(m.Annotations[policies.AppliedAnnotation])}
+	if f.Name == "" {
+		f.Name = m.GenerateName + "*"
+	}
+	f.Policies = make([]PolicyResult, len(res.Applied))
+	for i, p := range res.Applied {
+		f.Policies[i] = PolicyResult{Ref: p.Ref, Scope: p.Scope, Mode: p.Mode, policy: p}
+	}
+	only, err := onlyProvenance(res.Patch)
+	if err != nil {
+		return f, true, err
+	}
+	if only {
+		return f, true, nil // the common case: the policies would add nothing but the annotation
+	}
+	// Something besides provenance would change: apply again, explained, to find the fields
+	// and the policies that decide them.
+	in.Explain = true
+	if res, err = set.Apply(in); err != nil {
+		return f, true, fmt.Errorf("%s %s/%s: %w", strings.ToLower(string(obj.Kind)), m.Namespace, m.Name, err)
+	}
+	live, err := canonical(obj.Kind, obj.JSON)
+	if err != nil {
+		return f, true, err
+	}
+	want, err := canonical(obj.Kind, res.Object)
+	if err != nil {
+		return f, true, err
+	}
+	dropProvenance(live)
+	dropProvenance(want)
+	if f.Fields = fieldDiff(live, want); len(f.Fields) == 0 {
+		return f, true, nil
+	}
+	f.Drift = true
+	f.Reason = reasonFor(f.Applied, res.Applied)
+	attribute(&f, res.Changes)
+	return f, true, nil
+}
+
+// onlyProvenance reports whether a JSONPatch does nothing but write the provenance annotation.
+func onlyProvenance(patch []byte) (bool, error) {
+	if len(patch) == 0 {
+		return true, nil
+	}
+	var ops []struct {
+		Op    string          `json:"op"`
+		Path  string          `json:"path"`
+		Value json.RawMessage `json:"value"`
+	}
+	if err := json.Unmarshal(patch, &ops); err != nil {
+		return false, fmt.Errorf("read patch: %w", err)
+	}
+	const annotations = "/metadata/annotations"
+	applied := annotations + "/" + strings.ReplaceAll(policies.AppliedAnnotation, "/", "~1")
+	for _, op := range ops {
+		switch op.Path {
+		case applied:
+			continue
+		case annotations:
+			var v map[string]json.RawMessage
+			if op.Op == "add" && json.Unmarshal(op.Value, &v) == nil && len(v) == 1 && v[policies.AppliedAnnotation] != nil {
+				continue
+			}
+		}
+		return false, nil
+	}
+	return true, nil
+}
+
+// canonical is an object as the API server would store it, as far as encoding goes: through
+// the Go type, which drops the zero values of omitempty fields (a policy's `hostNetwork:
+// false`) but keeps those of pointers (`allowPrivilegeEscalation: false` is not unset), and
+// writes quantities canonically (`1000m` is `1`). Fields this build does not know are left out
+// of the comparison. An object the type cannot hold is compared as it is.
+func canonical(kind policies.Kind, b []byte) (any, error) {
+	var typed any
+	switch kind {
+	case policies.KindPod:
+		typed = &corev1.Pod{}
+	case policies.KindService:
+		typed = &corev1.Service{}
+	}
+	if typed != nil && json.Unmarshal(b, typed) == nil {
+		if out, err := json.Marshal(typed); err == nil {
+			b = out
+		}
+	}
+	return decode(b)
+}
+
+func decode(b []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, fmt.Errorf("decode: %w", err)
+	}
+	return v, nil
+}
+
+func dropProvenance(obj any) {
+	m, _ := obj.(map[string]any)
+	meta, _ := m["metadata"].(map[string]any)
+	if ann, ok := meta["annotations"].(map[string]any); ok {
+		if delete(ann, policies.AppliedAnnotation); len(ann) == 0 {
+			delete(meta, "annotations") // as the API server stores an empty map
+		}
+	}
+}
+
+// splitApplied reads a provenance annotation into its entries.
+func splitApplied(v string) []string {
+	var out []string
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// reasonFor tells why an object whose fields drift does: no provenance at all, provenance of
+// other policies or other versions of them, or provenance that is current.
+func reasonFor(applied []string, current []*policies.Policy) Reason {
+	if len(applied) == 0 {
+		return NeverPatched
+	}
+	versions := make(map[string]string, len(applied))
+	for _, e := range applied {
+		ref, rv, _ := strings.Cut(e, "@")
+		versions[ref] = rv
+	}
+	if len(versions) != len(current) {
+		return OlderPolicyVersion
+	}
+	for _, p := range current {
+		ref, rv, _ := strings.Cut(p.Ref, "@")
+		had, ok := versions[ref]
+		if !ok || (rv != "" && had != "" && had != rv) {
+			return OlderPolicyVersion
+		}
+	}
+	return ChangedSinceAdmission
+}
+
+// attribute gives each differing field to the policy that decides it: the last one in layer
+// order that changed it (or a field above or below it). A field no policy claims — which the
+// explanation's coarser paths can cause — goes to every policy that changed anything.
+func attribute(f *Finding, changes []policies.Change) {
+	byPolicy := make(map[*policies.Policy][]string, len(changes))
+	for _, c := range changes {
+		byPolicy[c.Policy] = c.Fields
+	}
+	for _, field := range f.Fields {
+		claimed := false
+		for i := len(f.Policies) - 1; i >= 0 && !claimed; i-- {
+			for _, changed := range byPolicy[f.Policies[i].policy] {
+				if related(field, changed) {
+					f.Policies[i].Fields = append(f.Policies[i].Fields, field)
+					claimed = true
+					break
+				}
+			}
+		}
+		if claimed {
+			continue
+		}
+		for i := range f.Policies {
+			if len(byPolicy[f.Policies[i].policy]) > 0 {
+				f.Policies[i].Fields = append(f.Policies[i].Fields, field)
+			}
+		}
+	}
+	for i := range f.Policies {
+		f.Policies[i].Drift = len(f.Policies[i].Fields) > 0
+	}
+}
+
+// related reports whether two paths are the same field or one lies inside the other.
+func related(a, b string) bool {
+	inside := func(x, y string) bool {
+		return strings.HasPrefix(x, y) && (x[len(y)] == '.' || x[len(y)] == '[')
+	}
+	return a == b || (len(a) > len(b) && inside(a, b)) || (len(b) > len(a) && inside(b, a))
+}
+
+// directOwner is the object's controller, else its first owner.
+func directOwner(refs []metav1.OwnerReference) *Owner {
+	if len(refs) == 0 {
+		return nil
+	}
+	pick := refs[0]
+	for _, r := range refs {
+		if r.Controller != nil && *r.Controller {
+			pick = r
+			break
+		}
+	}
+	return &Owner{APIVersion: pick.APIVersion, Kind: pick.Kind, Name: pick.Name, UID: string(pick.UID)}
+}

@@ -1,0 +1,97 @@
+package audit
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+)
+
+// Event reasons on the custom resources that own drifting objects.
+const (
+	// EventDrift says which of a custom resource's objects drift from their policies.
+	EventDrift = "PolicyDrift"
+	// EventDriftResolved says that none does any more.
+	EventDriftResolved = "PolicyDriftResolved"
+	// maxEventsPerRound bounds the Events one round writes; the rest follow in later rounds.
+	maxEventsPerRound = 100
+	// maxEventMessage keeps Event messages within what the API server accepts.
+	maxEventMessage = 1000
+)
+
+// builtinGroups are the API groups whose owners are not a cluster manager's custom resource.
+var builtinGroups = map[string]bool{"": true, "apps": true, "batch": true}
+
+// ownerEvents tells the custom resources (DaskCluster, RayCluster, SparkApplication,
+// FlinkDeployment, …) that own drifting objects, where their users look: an Event when the
+// set of their drifting objects changes, and one when it empties. It remembers what it said
+// to each, so that a steady state writes nothing.
+type ownerEvents struct {
+	recorder record.EventRecorder
+	said     map[ownerKey]string // what the last Event said, by owner
+}
+
+type ownerKey struct {
+	namespace string
+	owner     Owner
+}
+
+func newOwnerEvents(r record.EventRecorder) *ownerEvents {
+	return &ownerEvents{recorder: r, said: map[ownerKey]string{}}
+}
+
+// update writes the Events of one round's findings.
+func (e *ownerEvents) update(findings []Finding) {
+	drifting := map[ownerKey][]string{}
+	for _, f := range findings {
+		o := f.Cluster.Owner
+		if !f.Drift || o == nil || !customResource(o.APIVersion) {
+			continue
+		}
+		k := ownerKey{namespace: f.Namespace, owner: *o}
+		drifting[k] = append(drifting[k], fmt.Sprintf("%s %s (%s: %s)", f.Kind, f.Name, f.Reason.Text(), strings.Join(f.Fields, ", ")))
+	}
+	written := 0
+	for _, k := range slices.SortedFunc(maps.Keys(drifting), compareOwners) {
+		objs := drifting[k]
+		slices.Sort(objs)
+		msg := clip(fmt.Sprintf("%d object(s) drift from their podpatch policies: %s", len(objs), strings.Join(objs, "; ")), maxEventMessage)
+		if e.said[k] == msg || written >= maxEventsPerRound {
+			continue
+		}
+		e.recorder.Event(k.reference(), corev1.EventTypeWarning, EventDrift, msg)
+		e.said[k] = msg
+		written++
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(e.said), compareOwners) {
+		if _, still := drifting[k]; still || written >= maxEventsPerRound {
+			continue
+		}
+		e.recorder.Event(k.reference(), corev1.EventTypeNormal, EventDriftResolved, "no object drifts from its podpatch policies any more")
+		delete(e.said, k)
+		written++
+	}
+}
+
+// forget drops what was said: a new leader starts afresh.
+func (e *ownerEvents) forget() { clear(e.said) }
+
+func (k ownerKey) reference() *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: k.owner.APIVersion, Kind: k.owner.Kind, Namespace: k.namespace,
+		Name: k.owner.Name, UID: types.UID(k.owner.UID)}
+}
+
+func compareOwners(a, b ownerKey) int {
+	return strings.Compare(a.namespace+"/"+a.owner.Kind+"/"+a.owner.Name, b.namespace+"/"+b.owner.Kind+"/"+b.owner.Name)
+}
+
+// customResource reports whether an owner's apiVersion is outside the built-in groups.
+func customResource(apiVersion string) bool {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	return err == nil && !builtinGroups[gv.Group]
+}

@@ -1,0 +1,239 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	openreports "github.com/openreports/reports-api/pkg/client/clientset/versioned"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/podpatch/podpatch/policies"
+)
+
+// DefaultLeaseName is the Lease the replicas of `podpatch serve` elect the auditor with.
+const DefaultLeaseName = "podpatch-audit"
+
+// Leader election timings: client-go's usual ones. A new leader takes over at most
+// leaseDuration after the old one vanished, at once when it stopped cleanly (it releases the
+// Lease); against an audit every few minutes, that is soon enough.
+const (
+	leaseDuration = 15 * time.Second
+	renewDeadline = 10 * time.Second
+	retryPeriod   = 2 * time.Second
+)
+
+// PeriodicOptions configure the audit of `podpatch serve`.
+type PeriodicOptions struct {
+	Config *rest.Config
+	// Interval is the time between the starts of two rounds.
+	Interval time.Duration
+	// LeaseNamespace holds the Lease: podpatch's own namespace.
+	LeaseNamespace string
+	// LeaseName is the Lease (DefaultLeaseName when empty); Identity names this replica in it
+	// (host name and a random suffix when empty).
+	LeaseName, Identity string
+	// Policies returns the policies the webhook serves now: the informer-fed store's, so the
+	// audit compares objects with exactly what admission applies, last good versions included.
+	Policies func() *policies.Set
+	// NamespaceLabels returns a namespace's labels (the store's namespace informer).
+	NamespaceLabels func(string) map[string]string
+	// Ready says that the policies are synced: no round runs before.
+	Ready func() bool
+	// Registry gets the metrics.
+	Registry prometheus.Registerer
+	Log      logr.Logger
+}
+
+// Periodic is the leader-elected audit of `podpatch serve`: every Interval, the elected
+// replica audits every recognised Pod and Service and writes the results as OpenReports
+// Reports (when the CRDs are installed), the podpatch_drift_objects metric, and Events on the
+// custom resources that own drifting objects.
+//
+// Pods and Services are read with paged List calls, one page (500) at a time, and not from an
+// informer: the audit needs each object once per round, while an informer would hold every
+// recognised Pod of the cluster in the webhook's memory (10,000 Pods are 50-100 MiB against a
+// 256 Mi limit) and follow every status update of every Pod between rounds. Policies and
+// namespace labels do come from the webhook's informer cache.
+type Periodic struct {
+	o       PeriodicOptions
+	reader  *Reader
+	reports *reportWriter
+	events  *ownerEvents
+	bcast   record.EventBroadcaster
+	cs      kubernetes.Interface
+	metrics *metrics
+}
+
+// metrics are the audit's Prometheus metrics.
+type metrics struct {
+	drift    *prometheus.GaugeVec
+	rounds   *prometheus.CounterVec
+	duration prometheus.Gauge
+}
+
+func newMetrics(r prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		drift: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "podpatch_drift_objects",
+			Help: "Recognised Pods and Services whose live object differs from what the current policies produce, at the last audit round (leader only)."},
+			[]string{"manager", "role", "reason"}),
+		rounds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "podpatch_audit_rounds_total",
+			Help: "Audit rounds run, by result (ok, error)."}, []string{"result"}),
+		duration: prometheus.NewGauge(prometheus.GaugeOpts{Name: "podpatch_audit_round_seconds",
+			Help: "How long the last audit round took."}),
+	}
+	for _, c := range []prometheus.Collector{m.drift, m.rounds, m.duration} {
+		if err := r.Register(c); err != nil {
+			return nil, fmt.Errorf("register audit metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// NewPeriodic builds the periodic audit; Start runs it.
+func NewPeriodic(o PeriodicOptions) (*Periodic, error) {
+	if o.Interval <= 0 {
+		return nil, errors.New("audit interval must be positive")
+	}
+	if o.LeaseName == "" {
+		o.LeaseName = DefaultLeaseName
+	}
+	if o.Identity == "" {
+		host, _ := os.Hostname() // an empty host name still leaves the random suffix
+		o.Identity = host + "_" + rand.String(8)
+	}
+	reader, err := NewReader(o.Config)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(o.Config)
+	if err != nil {
+		return nil, err
+	}
+	orc, err := openreports.NewForConfig(o.Config)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(o.Registry)
+	if err != nil {
+		return nil, err
+	}
+	bcast := record.NewBroadcaster()
+	rec := bcast.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: "podpatch-audit"})
+	return &Periodic{o: o, reader: reader, cs: cs, bcast: bcast, metrics: m, events: newOwnerEvents(rec),
+		reports: &reportWriter{client: orc, log: o.Log, now: time.Now}}, nil
+}
+
+// Start takes part in the election until ctx is done and, while leading, audits every
+// Interval. It returns nil when ctx is done.
+func (p *Periodic) Start(ctx context.Context) error {
+	p.bcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: p.cs.CoreV1().Events("")})
+	defer p.bcast.Shutdown()
+	cfg := leaderelection.LeaderElectionConfig{
+		Lock: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: p.o.LeaseNamespace, Name: p.o.LeaseName},
+			Client:     p.cs.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: p.o.Identity},
+		},
+		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
+		ReleaseOnCancel: true, Name: p.o.LeaseName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: p.lead,
+			OnStoppedLeading: func() {
+				p.o.Log.Info("no longer the auditor")
+				p.metrics.drift.Reset() // a follower's gauges would double the leader's
+				p.events.forget()
+			},
+		},
+	}
+	for ctx.Err() == nil {
+		le, err := leaderelection.NewLeaderElector(cfg)
+		if err != nil {
+			return err
+		}
+		le.Run(ctx) // returns when leadership is lost or ctx is done; then stand again
+	}
+	return nil
+}
+
+// lead audits every Interval while this replica leads.
+func (p *Periodic) lead(ctx context.Context) {
+	p.o.Log.Info("elected auditor", "interval", p.o.Interval, "identity", p.o.Identity)
+	for !p.o.Ready() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	t := time.NewTicker(p.o.Interval)
+	defer t.Stop()
+	for {
+		p.round(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// round audits the cluster once and writes what it found.
+func (p *Periodic) round(ctx context.Context) {
+	start := time.Now()
+	byNS := map[string][]Finding{}
+	var all []Finding
+	errs := 0
+	a := &Audit{Reader: p.reader, Set: p.o.Policies(), NamespaceLabels: p.o.NamespaceLabels, Owners: p.reader.Owners(),
+		OnFinding: func(f Finding) {
+			all = append(all, f)
+			byNS[f.Namespace] = append(byNS[f.Namespace], f)
+		},
+		OnError: func(err error) {
+			if errs++; errs <= 10 {
+				p.o.Log.Info("object not audited", "error", err.Error())
+			}
+		},
+	}
+	st, err := a.Run(ctx, "")
+	if err != nil {
+		if ctx.Err() == nil {
+			p.o.Log.Error(err, "audit round failed")
+			p.metrics.rounds.WithLabelValues("error").Inc()
+		}
+		return
+	}
+	p.metrics.drift.Reset()
+	for _, f := range all {
+		if f.Drift {
+			p.metrics.drift.WithLabelValues(string(f.Cluster.Manager), string(f.Cluster.Role), string(f.Reason)).Inc()
+		}
+	}
+	p.events.update(all)
+	w, err := p.reports.sync(ctx, byNS)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.o.Log.Error(err, "writing Reports failed")
+			p.metrics.rounds.WithLabelValues("error").Inc()
+		}
+		return
+	}
+	p.metrics.rounds.WithLabelValues("ok").Inc()
+	p.metrics.duration.Set(time.Since(start).Seconds())
+	p.o.Log.Info("audit round done", "pods", st.Pods, "services", st.Services, "checked", st.Checked, "drifted", st.Drifted,
+		"errors", st.Errors, "reportsCreated", w.created, "reportsUpdated", w.updated, "reportsDeleted", w.deleted,
+		"reportsUnchanged", w.unchanged, "duration", time.Since(start).Round(time.Millisecond).String())
+}

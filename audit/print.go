@@ -1,0 +1,140 @@
+package audit
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Formats are the output formats of `podpatch audit`.
+var Formats = []string{"table", "json", "yaml"}
+
+// Write prints a report in a format: a table of the objects that drift followed by, for each,
+// its policies as `render --explain` names them and the fields each would change; or the
+// report as JSON or YAML.
+func Write(w io.Writer, rep *Report, format string) error {
+	switch format {
+	case "json":
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	case "yaml":
+		b, err := yaml.Marshal(rep)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	case "table", "":
+		return writeTable(w, rep)
+	}
+	return fmt.Errorf("unknown output format %q (want %s)", format, strings.Join(Formats, ", "))
+}
+
+func writeTable(w io.Writer, rep *Report) error {
+	var b strings.Builder
+	if len(rep.Objects) > 0 {
+		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAMESPACE\tKIND\tNAME\tMANAGER\tCLUSTER\tROLE\tOWNER\tREASON")
+		for _, f := range rep.Objects {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Namespace, f.Kind, f.Name, f.Cluster.Manager,
+				dash(clusterName(f.Cluster)), f.Cluster.Role, dash(f.Cluster.Owner.String()), f.Reason.Text())
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		for _, f := range rep.Objects {
+			fmt.Fprintf(&b, "\n%s %s/%s: %s\n", f.Kind, f.Namespace, f.Name, f.Reason.Text())
+			for _, p := range f.Policies {
+				fields := "as the policy says"
+				if p.Drift {
+					fields = strings.Join(p.Fields, ", ")
+				}
+				fmt.Fprintf(&b, "  %s (%s %s): %s\n", p.Ref, p.Scope, p.Mode, fields)
+			}
+			applied := "none"
+			if len(f.Applied) > 0 {
+				applied = strings.Join(f.Applied, ",")
+			}
+			fmt.Fprintf(&b, "  applied at admission: %s\n", applied)
+		}
+		b.WriteString("\n")
+	}
+	scope := "namespace " + rep.Namespace
+	if rep.Namespace == "" {
+		scope = "all namespaces"
+	}
+	fmt.Fprintf(&b, "%d of %d audited object(s) drift from their policies (%s: %d pod(s) and %d service(s) read; policy generation %s)\n",
+		rep.Stats.Drifted, rep.Stats.Checked, scope, rep.Stats.Pods, rep.Stats.Services, rep.Generation)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func clusterName(c Cluster) string {
+	if c.Group != "" {
+		return c.Name + "/" + c.Group
+	}
+	return c.Name
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// Progress writes a progress line for an audit that takes longer than a moment: nothing for
+// the first After, then at most one line a second. On a terminal the line is rewritten in
+// place and cleared at the end.
+type Progress struct {
+	W        io.Writer
+	Terminal bool
+	After    time.Duration
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+
+	start, last time.Time
+	shown       bool
+}
+
+func (p *Progress) now() time.Time {
+	if p.Now != nil {
+		return p.Now()
+	}
+	return time.Now()
+}
+
+// Begin starts the clock.
+func (p *Progress) Begin() { p.start = p.now() }
+
+// Update reports the counts so far.
+func (p *Progress) Update(st Stats) {
+	t := p.now()
+	if t.Sub(p.start) < p.After || (p.shown && t.Sub(p.last) < time.Second) {
+		return
+	}
+	p.shown, p.last = true, t
+	line := fmt.Sprintf("podpatch audit: %d pod(s) and %d service(s) read, %d checked, %d drift (%s)",
+		st.Pods, st.Services, st.Checked, st.Drifted, t.Sub(p.start).Round(time.Second))
+	if p.Terminal {
+		fmt.Fprintf(p.W, "\r\033[K%s", line)
+	} else {
+		fmt.Fprintln(p.W, line)
+	}
+}
+
+// Done ends the progress line.
+func (p *Progress) Done() {
+	if p.shown && p.Terminal {
+		fmt.Fprint(p.W, "\r\033[K")
+	}
+}

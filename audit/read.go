@@ -1,0 +1,189 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+
+	"github.com/podpatch/podpatch/policies"
+)
+
+// DefaultPageSize is how many objects one List call returns: a page is all the audit holds of
+// the objects it reads, so memory does not grow with the cluster.
+const DefaultPageSize = 500
+
+// Reader lists what an audit reads from the API server with paged List calls (limit and
+// continue), as raw JSON: the engine patches raw JSON, so nothing this build's Go types do not
+// know is lost on the way, and no object is decoded into a Go struct it does not need.
+type Reader struct {
+	core     rest.Interface
+	meta     metadata.Interface
+	PageSize int64
+}
+
+// NewReader returns a Reader for a cluster.
+func NewReader(cfg *rest.Config) (*Reader, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType, cfg.AcceptContentTypes = "application/json", "application/json" // items are passed on as JSON
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{core: cs.CoreV1().RESTClient(), meta: meta, PageSize: DefaultPageSize}, nil
+}
+
+// Each lists a core/v1 resource ("pods", "services", …) in a namespace ("" for every one),
+// optionally label-selected, a page at a time, and calls fn with each item's JSON. The item
+// is valid only during the call.
+func (r *Reader) Each(ctx context.Context, resource, namespace, selector string, fn func(json.RawMessage) error) error {
+	opts := metav1.ListOptions{Limit: r.PageSize, LabelSelector: selector}
+	for {
+		raw, err := rawResult(r.core.Get().Namespace(namespace).Resource(resource).
+			VersionedParams(&opts, scheme.ParameterCodec).Do(ctx))
+		if err != nil {
+			return fmt.Errorf("list %s: %w", resource, err)
+		}
+		var page struct {
+			Metadata metav1.ListMeta   `json:"metadata"`
+			Items    []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(raw, &page); err != nil {
+			return fmt.Errorf("list %s: %w", resource, err)
+		}
+		for _, it := range page.Items {
+			if err := fn(it); err != nil {
+				return err
+			}
+		}
+		if page.Metadata.Continue == "" {
+			return nil
+		}
+		opts.Continue = page.Metadata.Continue
+	}
+}
+
+// rawResult is a result's body, or its error with the API server's Status (Raw alone gives
+// "unknown" for a refusal).
+func rawResult(res rest.Result) ([]byte, error) {
+	if err := res.Error(); err != nil {
+		return nil, err
+	}
+	return res.Raw()
+}
+
+// PolicyConfigMaps lists the policy ConfigMaps (labelled podpatch.io/policy=true) an audit of
+// a namespace needs — the platform's and that namespace's —, or every one for all namespaces.
+func (r *Reader) PolicyConfigMaps(ctx context.Context, platformNamespace, namespace string) ([]*corev1.ConfigMap, error) {
+	namespaces := []string{""}
+	if namespace != "" {
+		namespaces = []string{platformNamespace}
+		if namespace != platformNamespace {
+			namespaces = append(namespaces, namespace)
+		}
+	}
+	var out []*corev1.ConfigMap
+	for _, ns := range namespaces {
+		err := r.Each(ctx, "configmaps", ns, policies.PolicyLabel+"=true", func(raw json.RawMessage) error {
+			cm := &corev1.ConfigMap{}
+			if err := json.Unmarshal(raw, cm); err != nil {
+				return fmt.Errorf("decode ConfigMap: %w", err)
+			}
+			out = append(out, cm)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// NamespaceLabels returns the labels of one namespace, or of every one for namespace "".
+func (r *Reader) NamespaceLabels(ctx context.Context, namespace string) (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	var meta struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+	}
+	keep := func(raw json.RawMessage) error {
+		if err := json.Unmarshal(raw, &meta); err != nil {
+			return fmt.Errorf("decode Namespace: %w", err)
+		}
+		out[meta.Metadata.Name] = meta.Metadata.Labels
+		return nil
+	}
+	if namespace == "" {
+		return out, r.Each(ctx, "namespaces", "", "", keep)
+	}
+	raw, err := rawResult(r.core.Get().Resource("namespaces").Name(namespace).Do(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("get namespace %s: %w", namespace, err)
+	}
+	return out, keep(raw)
+}
+
+// Owners resolves an object's owner one level up where the direct owner is a built-in
+// intermediate — a ReplicaSet (of a Deployment a custom resource created) or a Pod (Spark
+// executors are owned by their driver) —, so that the audit names the custom resource behind
+// it. Each intermediate is read once per audit (its metadata only); one the reader cannot
+// read (gone, or RBAC) leaves the direct owner.
+type Owners struct {
+	meta metadata.Interface
+	mu   sync.Mutex
+	seen map[string]*Owner
+}
+
+// Owners returns a resolver for one audit round.
+func (r *Reader) Owners() *Owners { return &Owners{meta: r.meta, seen: map[string]*Owner{}} }
+
+var intermediates = map[schema.GroupVersionKind]schema.GroupVersionResource{
+	{Group: "apps", Version: "v1", Kind: "ReplicaSet"}: {Group: "apps", Version: "v1", Resource: "replicasets"},
+	{Version: "v1", Kind: "Pod"}:                       {Version: "v1", Resource: "pods"},
+}
+
+// Resolve returns the owner the audit reports for an object of a namespace.
+func (o *Owners) Resolve(ctx context.Context, namespace string, direct *Owner) *Owner {
+	if o == nil || direct == nil {
+		return direct
+	}
+	gv, err := schema.ParseGroupVersion(direct.APIVersion)
+	if err != nil {
+		return direct
+	}
+	gvr, ok := intermediates[gv.WithKind(direct.Kind)]
+	if !ok {
+		return direct
+	}
+	key := namespace + "/" + direct.Kind + "/" + direct.Name
+	o.mu.Lock()
+	up, done := o.seen[key]
+	o.mu.Unlock()
+	if !done {
+		up = direct
+		m, err := o.meta.Resource(gvr).Namespace(namespace).Get(ctx, direct.Name, metav1.GetOptions{})
+		if err == nil {
+			if owner := directOwner(m.OwnerReferences); owner != nil {
+				up = owner
+			}
+		} else if !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
+			return direct // a passing failure: try again next time
+		}
+		o.mu.Lock()
+		o.seen[key] = up
+		o.mu.Unlock()
+	}
+	return up
+}

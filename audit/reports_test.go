@@ -1,0 +1,79 @@
+package audit
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/podpatch/podpatch/policies"
+)
+
+func reportFindings() []Finding {
+	owner := &Owner{APIVersion: "kubernetes.dask.org/v1", Kind: "DaskCluster", Name: "simple", UID: "o1"}
+	cluster := Cluster{Manager: policies.ManagerDask, Role: policies.RoleWorker, Name: "simple", Owner: owner}
+	return []Finding{
+		{Kind: policies.KindPod, Namespace: "ns", Name: "ok", Cluster: cluster,
+			Policies: []PolicyResult{{Ref: "podpatch-system/cc/cc@5"}}},
+		{Kind: policies.KindPod, Namespace: "ns", Name: "drifts", Cluster: cluster, Drift: true, Reason: NeverPatched,
+			Fields: []string{"metadata.labels.cc"},
+			Policies: []PolicyResult{{Ref: "podpatch-system/cc/cc@5", Drift: true, Fields: []string{"metadata.labels.cc"}},
+				{Ref: "podpatch-system/other/other@6"}}},
+	}
+}
+
+// TestBuildReport: one result per object and policy, failures first, summary of all; an
+// unchanged audit gives a Report equal to the old one, timestamps included.
+func TestBuildReport(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	r := buildReport("ns", reportFindings(), nil, t0)
+	require.Equal(t, 1, r.Summary.Fail)
+	require.Equal(t, 2, r.Summary.Pass)
+	require.Len(t, r.Results, 3)
+	require.Equal(t, resultFail, r.Results[0].Result)
+	require.Equal(t, "podpatch-system/cc/cc", r.Results[0].Policy)
+	require.Equal(t, "drifts", r.Results[0].Subjects[0].Name)
+	require.Equal(t, map[string]string{"manager": "dask", "role": "worker", "cluster": "simple", "owner": "DaskCluster/simple",
+		"ownerAPIVersion": "kubernetes.dask.org/v1", "reason": "never-patched", "fields": "metadata.labels.cc",
+		"policyVersion": "5", "appliedVersion": "none"}, r.Results[0].Properties)
+
+	again := buildReport("ns", reportFindings(), r, t0.Add(time.Hour))
+	require.True(t, sameReport(r, again), "an unchanged audit keeps the Report as it is")
+	require.Equal(t, int64(1000), again.Results[0].Timestamp.Seconds)
+
+	changed := reportFindings()[:1]
+	next := buildReport("ns", changed, r, t0.Add(time.Hour))
+	require.False(t, sameReport(r, next))
+	require.Equal(t, int64(1000), next.Results[0].Timestamp.Seconds, "an unchanged result keeps its timestamp")
+}
+
+// TestBuildReportIsBounded: a namespace of thousands of objects gives a Report etcd can store.
+func TestBuildReportIsBounded(t *testing.T) {
+	var many []Finding
+	for range MaxReportResults {
+		many = append(many, reportFindings()...)
+	}
+	r := buildReport("ns", many, nil, time.Unix(0, 0))
+	require.Len(t, r.Results, MaxReportResults)
+	require.Equal(t, 3*MaxReportResults, r.Summary.Pass+r.Summary.Fail)
+	require.Equal(t, resultFail, r.Results[0].Result)
+	require.NotNil(t, r.Configuration)
+}
+
+// TestOwnerEvents: an Event when an owner's drifting objects change, none while they do not,
+// one when they are gone; built-in owners get none.
+func TestOwnerEvents(t *testing.T) {
+	rec := record.NewFakeRecorder(10)
+	e := newOwnerEvents(rec)
+	fs := reportFindings()
+	e.update(fs)
+	require.Len(t, rec.Events, 1)
+	require.Contains(t, <-rec.Events, "Warning PolicyDrift 1 object(s) drift from their podpatch policies: Pod drifts (never patched: metadata.labels.cc)")
+	e.update(fs)
+	require.Empty(t, rec.Events, "nothing new, nothing said")
+	fs[1].Cluster.Owner = &Owner{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs"}
+	e.update(fs)
+	require.Len(t, rec.Events, 1)
+	require.Contains(t, <-rec.Events, "Normal PolicyDriftResolved")
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/podpatch/podpatch/audit"
+)
+
+// auditExitDrift is the exit status of an audit that found drift (SPEC §7).
+const auditExitDrift = 3
+
+// auditOptions are the flags of `podpatch audit`.
+type auditOptions struct {
+	policyOptions
+	Kubeconfig    string
+	Namespace     string
+	AllNamespaces bool
+	Output        string
+	PageSize      int64
+}
+
+func (o *auditOptions) AddFlags(fs *pflag.FlagSet) {
+	o.policyOptions.AddFlags(fs)
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	fs.StringVarP(&o.Namespace, "namespace", "n", "", "namespace to audit (default: the kubeconfig context's)")
+	fs.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "audit every namespace")
+	fs.StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(audit.Formats, ", "))
+	fs.Int64Var(&o.PageSize, "page-size", audit.DefaultPageSize, "objects per List call")
+}
+
+func (o *auditOptions) Validate() error {
+	if o.AllNamespaces && o.Namespace != "" {
+		return usageError{errors.New("--namespace and --all-namespaces exclude each other")}
+	}
+	if !slices.Contains(audit.Formats, o.Output) {
+		return usageError{fmt.Errorf("--output %q: want one of %s", o.Output, strings.Join(audit.Formats, ", "))}
+	}
+	if o.PageSize < 1 {
+		return usageError{errors.New("--page-size must be at least 1")}
+	}
+	return nil
+}
+
+// runAudit is `podpatch audit`: exit status 0 when no object drifts, 3 when some do, 1 when
+// the audit could not be done or some objects could not be checked.
+func runAudit(args []string, stdout, stderr io.Writer) error {
+	o := &auditOptions{}
+	if _, err := parseCommand("audit", args, stderr, false, o); err != nil {
+		return err
+	}
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	popts, err := o.Options()
+	if err != nil {
+		return err
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.Kubeconfig
+	kc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+	cfg, err := kc.ClientConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	namespace := o.Namespace
+	if namespace == "" && !o.AllNamespaces {
+		if namespace, _, err = kc.Namespace(); err != nil {
+			return fmt.Errorf("kubeconfig: %w", err)
+		}
+	}
+	reader, err := audit.NewReader(cfg)
+	if err != nil {
+		return err
+	}
+	reader.PageSize = o.PageSize
+
+	progress := &audit.Progress{W: stderr, After: time.Second}
+	if f, ok := stderr.(*os.File); ok {
+		progress.Terminal = term.IsTerminal(int(f.Fd()))
+	}
+	c := &audit.ClusterAudit{Reader: reader, Options: popts, Namespace: namespace, Progress: progress.Update,
+		Warn: func(msg string) { fmt.Fprintf(stderr, "podpatch audit: warning: %s\n", msg) }}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	progress.Begin()
+	rep, err := c.Run(ctx)
+	progress.Done()
+	if err != nil {
+		return err
+	}
+	if err := audit.Write(stdout, rep, o.Output); err != nil {
+		return err
+	}
+	switch {
+	case rep.Stats.Errors > 0:
+		return fmt.Errorf("%d object(s) could not be checked", rep.Stats.Errors)
+	case rep.Stats.Drifted > 0:
+		return exitError{auditExitDrift}
+	}
+	return nil
+}
