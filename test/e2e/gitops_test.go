@@ -127,7 +127,7 @@ func fieldOwners(t *testing.T, obj metav1.Object) map[string][]string {
 	for _, e := range obj.GetManagedFields() {
 		assert.Equal(t, metav1.ManagedFieldsOperationApply, e.Operation, "%s of %s", e.Manager, obj.GetName())
 		var fields map[string]any
-		require.NoError(t, json.Unmarshal(e.FieldsV1.Raw, &fields))
+		require.NoError(t, json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields))
 		var walk func(prefix string, m map[string]any)
 		walk = func(prefix string, m map[string]any) {
 			for k, v := range m {
