@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
+	"golang.org/x/sync/errgroup"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -271,20 +272,20 @@ func Run(ctx context.Context, o *Options, log logr.Logger) error {
 		Log:     log.WithName("server"),
 	}
 
+	// The components run as one group: the first to stop, with an error or not, stops them
+	// all, and Run returns the first error.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 4)
-	run := func(name string, f func(context.Context) error) {
-		go func() {
-			err := f(ctx)
-			if err != nil {
-				err = fmt.Errorf("%s: %w", name, err)
+	g, ctx := errgroup.WithContext(ctx)
+	start := func(name string, f func(context.Context) error) {
+		g.Go(func() error {
+			defer cancel()
+			if err := f(ctx); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
 			}
-			errc <- err
-		}()
+			return nil
+		})
 	}
-	running := 0
-	start := func(name string, f func(context.Context) error) { running++; run(name, f) }
 
 	start("policies", feed.Start)
 	if o.ExternalURL.Enabled && cfg != nil { // SPEC §6; not with --policy-dir alone, which needs no cluster
@@ -323,7 +324,8 @@ func Run(ctx context.Context, o *Options, log logr.Logger) error {
 		}
 		start("self-signed certificates", selfSigned.Start)
 		if err := waitFor(ctx, selfSigned.Ready); err != nil {
-			return err
+			cancel()
+			return errors.Join(err, g.Wait())
 		}
 	}
 
@@ -353,15 +355,7 @@ func Run(ctx context.Context, o *Options, log logr.Logger) error {
 	log.Info("podpatch serving", "port", o.Port, "policyDir", o.PolicyDir, "selfSigned", o.SelfSigned,
 		"requestBudget", o.RequestBudget, "maxInFlight", o.MaxInFlight)
 
-	var first error
-	for i := 0; i < running; i++ {
-		err := <-errc
-		if err != nil && first == nil {
-			first = err
-		}
-		cancel() // one component stopping stops them all
-	}
-	return first
+	return g.Wait()
 }
 
 // withGeneration says which policy generation this replica serves: in a header of every
