@@ -2,6 +2,7 @@ package chart
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -61,19 +62,92 @@ func TestChartMatchesKustomize(t *testing.T) {
 	})
 }
 
+// TestChartMatchesComponents holds the chart's optional values to manifests/components: an
+// overlay with a component renders the same objects as the chart with the value that stands
+// for it, field for field (normalised as in TestChartMatchesKustomize).
+func TestChartMatchesComponents(t *testing.T) {
+	for _, tc := range []struct {
+		name, mode, overlay string
+		components          []string
+		values              map[string]any
+	}{
+		{"network-policy", "selfSigned", "self-signed", []string{"network-policy"},
+			map[string]any{"networkPolicy": map[string]any{"enabled": true}}},
+		{"openreports", "selfSigned", "self-signed", []string{"openreports"},
+			map[string]any{"audit": map[string]any{"interval": "10m"}}},
+		{"external-urls-without-node-ports", "selfSigned", "self-signed", []string{"external-urls-without-node-ports"},
+			map[string]any{"externalURLs": map[string]any{"nodePorts": false}}},
+		// All of them, in the order the chart adds their flags.
+		{"all/certManager", "certManager", "cert-manager", []string{"external-urls-without-node-ports", "openreports", "network-policy"},
+			map[string]any{
+				"externalURLs":  map[string]any{"nodePorts": false},
+				"audit":         map[string]any{"interval": "10m"},
+				"networkPolicy": map[string]any{"enabled": true},
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			overlay := t.TempDir()
+			kustomization := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\ncomponents:\n",
+				relPath(t, overlay, filepath.Join("manifests", "overlays", tc.overlay)))
+			for _, c := range tc.components {
+				kustomization += "  - " + relPath(t, overlay, filepath.Join("manifests", "components", c)) + "\n"
+			}
+			require.NoError(t, os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o644))
+			built, err := cluster.Kustomize(overlay)
+			require.NoError(t, err)
+			var want []*unstructured.Unstructured
+			for _, o := range built {
+				if o.GetKind() != "Namespace" {
+					want = append(want, o)
+				}
+			}
+			tc.values["tls"] = map[string]any{"mode": tc.mode}
+			r, err := renderChart(t, "podpatch", "podpatch-system", tc.values)
+			require.NoError(t, err)
+			requireSameObjects(t, want, r.objects)
+		})
+	}
+}
+
+// relPath is the path from dir to a directory of the repository: kustomize refuses absolute
+// paths to kustomizations.
+func relPath(t *testing.T, dir, repoDir string) string {
+	t.Helper()
+	rel, err := filepath.Rel(dir, filepath.Join(repoRoot, repoDir))
+	require.NoError(t, err)
+	return rel
+}
+
 // TestChartExamplesAreCopies checks that the chart's files/examples are byte for byte the
 // files of manifests/examples (Helm reads only files inside the chart).
 func TestChartExamplesAreCopies(t *testing.T) {
-	files := exampleFiles(t)
-	copies, err := filepath.Glob(filepath.Join(chartDir, "files", "examples", "*.yaml"))
+	requireCopies(t, exampleFiles(t), filepath.Join(chartDir, "files", "examples"),
+		"cp manifests/examples/*.yaml (but kustomization.yaml) manifests/chart/podpatch/files/examples/")
+}
+
+// TestChartOpenReportsCRDsAreCopies checks that the CRDs the chart installs with audit.interval
+// are byte for byte those of manifests/components/openreports.
+func TestChartOpenReportsCRDsAreCopies(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(repoRoot, "manifests", "components", "openreports", "crd-*.yaml"))
 	require.NoError(t, err)
-	require.Len(t, copies, len(files), "files/examples has a copy of each of manifests/examples/*.yaml")
+	require.NotEmpty(t, files)
+	requireCopies(t, files, filepath.Join(chartDir, "files", "openreports"),
+		"cp manifests/components/openreports/crd-*.yaml manifests/chart/podpatch/files/openreports/")
+}
+
+// requireCopies checks that dir holds a byte-for-byte copy of each of files and nothing else;
+// fix says how to make it so.
+func requireCopies(t *testing.T, files []string, dir, fix string) {
+	t.Helper()
+	copies, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	require.NoError(t, err)
+	require.Len(t, copies, len(files), "%s has a copy of each of the files and nothing else: %s", dir, fix)
 	for _, f := range files {
 		want, err := os.ReadFile(f)
 		require.NoError(t, err)
-		got, err := os.ReadFile(filepath.Join(chartDir, "files", "examples", filepath.Base(f)))
+		got, err := os.ReadFile(filepath.Join(dir, filepath.Base(f)))
 		require.NoError(t, err)
-		require.Equal(t, string(want), string(got), "%s differs from the chart's copy: cp manifests/examples/*.yaml (but kustomization.yaml) manifests/chart/podpatch/files/examples/", f)
+		require.Equal(t, string(want), string(got), "%s differs from the chart's copy: %s", f, fix)
 	}
 }
 

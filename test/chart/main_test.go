@@ -1,10 +1,12 @@
 // Package chart tests the Helm chart in manifests/chart/podpatch with the Helm Go SDK against a
-// real kube-apiserver (test/cluster): every object rendered under a matrix of values is created
-// with server-side dry-run; with default values the chart renders what kustomize builds from
-// manifests/overlays; a release is installed, patched Pods through podpatch, tested
-// (`helm test`), upgraded and uninstalled with its hooks, each TLS mode; and every metric the
-// dashboard and alerts use exists on a running podpatch or kube-apiserver. It is a module of
-// its own so that Helm's and Prometheus' dependencies stay out of podpatch's go.mod.
+// real kube-apiserver (test/cluster): the chart passes `helm lint`'s rules and every object
+// rendered under a matrix of values is created with server-side dry-run; with default values the
+// chart renders what kustomize builds from manifests/overlays, and with the values that stand
+// for manifests/components what an overlay with those components builds; a release is
+// installed, patched Pods through podpatch, tested (`helm test`), upgraded and uninstalled with
+// its hooks, each TLS mode; and every metric the dashboard and alerts use exists on a running
+// podpatch or kube-apiserver. It is a module of its own so that Helm's and Prometheus'
+// dependencies stay out of podpatch's go.mod.
 package chart
 
 import (

@@ -15,6 +15,10 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -175,11 +179,49 @@ func TestRenderMatrix(t *testing.T) {
 			require.Contains(t, args, "--platform-namespace=platform")
 			require.Contains(t, args, "--service-name=pp-podpatch")
 			require.Contains(t, args, "--log-level=debug")
+			for _, a := range []string{"--request-budget=1200ms", "--max-in-flight=8", "--shutdown-timeout=40s",
+				"--external-url-node-ports=false", "--audit-interval=5m", "--client-ca-file=/client-ca/ca.crt"} {
+				require.Contains(t, args, a)
+			}
+			dep := typedDeployment(t, r.objects)
+			require.Equal(t, int64(45), *dep.Spec.Template.Spec.TerminationGracePeriodSeconds)
+			requireClientCAVolume(t, dep, func(v corev1.Volume) string { return v.ConfigMap.Name })
+
+			// The resolver elects its writer with a Lease of this release's own, which its Role names.
+			require.Contains(t, args, "--external-url-lease-name=pp-podpatch-external-url")
+			role := &rbacv1.Role{}
+			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(objectNamed(t, r.objects, "Role", "pp-podpatch-leader-election").Object, role))
+			require.Equal(t, []string{"pp-podpatch-external-url"}, role.Rules[1].ResourceNames)
+			require.Nil(t, findObject(r.objects, "ClusterRole", "pp-podpatch-external-url-nodes"), "no access to Nodes without node ports")
+			objectNamed(t, r.objects, "ClusterRole", "pp-podpatch-audit")
+			require.Len(t, objectsOfKind(r.objects, "CustomResourceDefinition"), 2, "the OpenReports CRDs")
+
+			np := typedNetworkPolicy(t, r.objects)
+			require.Equal(t, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}, np.Spec.PolicyTypes)
+			require.Len(t, objectsOfKind(r.hooks, "NetworkPolicy"), 1, "helm test's Pod may call the webhook")
 			for _, cm := range objectsOfKind(r.objects, "ConfigMap") {
 				if cm.GetLabels()["podpatch.io/policy"] == "true" {
 					require.Contains(t, []string{"platform", "default"}, cm.GetNamespace(), cm.GetName())
 				}
 			}
+		},
+		"client-ca-secret.yaml": func(t *testing.T, r *rendered) {
+			args := containerArgs(t, oneOfKind(t, r.objects, "Deployment"))
+			for _, a := range []string{"--client-ca-file=/client-ca/ca.pem", "--external-urls=false", "--audit-interval=1h"} {
+				require.Contains(t, args, a)
+			}
+			require.NotContains(t, args, "--external-url-node-ports=false")
+			requireClientCAVolume(t, typedDeployment(t, r.objects), func(v corev1.Volume) string { return v.Secret.SecretName })
+			for _, name := range []string{"podpatch-external-url", "podpatch-external-url-nodes"} {
+				require.Nil(t, findObject(r.objects, "ClusterRole", name), "no RBAC for the resolver that is off")
+			}
+			require.Nil(t, findObject(r.objects, "Role", "podpatch-leader-election"))
+			objectNamed(t, r.objects, "ClusterRole", "podpatch-audit")
+			objectNamed(t, r.objects, "Role", "podpatch-audit")
+			require.Empty(t, objectsOfKind(r.objects, "CustomResourceDefinition"), "installCRDs: false")
+			np := typedNetworkPolicy(t, r.objects)
+			require.Empty(t, np.Spec.Ingress[0].From, "webhookFrom: [] lets anyone call the webhook port")
+			require.Equal(t, "webhook", np.Spec.Ingress[0].Ports[0].Port.String())
 		},
 		"webhook-url.yaml": func(t *testing.T, r *rendered) {
 			for _, wh := range webhookEntries(t, r.objects) {
@@ -234,6 +276,72 @@ func TestSchemaRejects(t *testing.T) {
 			require.ErrorContains(t, err, strings.TrimSpace(want))
 		})
 	}
+}
+
+// findObject returns the object of a kind and name, or nil.
+func findObject(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	if found := objectsNamed(objs, kind, name); len(found) > 0 {
+		return found[0]
+	}
+	return nil
+}
+
+// objectsNamed returns the objects of a kind and name.
+func objectsNamed(objs []*unstructured.Unstructured, kind, name string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range objectsOfKind(objs, kind) {
+		if o.GetName() == name {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// objectNamed returns the one object of a kind and name.
+func objectNamed(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	found := objectsNamed(objs, kind, name)
+	require.Len(t, found, 1, "%s %s", kind, name)
+	return found[0]
+}
+
+// typedDeployment returns the one Deployment.
+func typedDeployment(t *testing.T, objs []*unstructured.Unstructured) *appsv1.Deployment {
+	t.Helper()
+	dep := &appsv1.Deployment{}
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(oneOfKind(t, objs, "Deployment").Object, dep))
+	return dep
+}
+
+// typedNetworkPolicy returns the one NetworkPolicy.
+func typedNetworkPolicy(t *testing.T, objs []*unstructured.Unstructured) *networkingv1.NetworkPolicy {
+	t.Helper()
+	np := &networkingv1.NetworkPolicy{}
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(oneOfKind(t, objs, "NetworkPolicy").Object, np))
+	return np
+}
+
+// requireClientCAVolume checks that the client CA's volume is mounted where --client-ca-file
+// points and comes from apiserver-client-ca (source picks the ConfigMap's or Secret's name).
+func requireClientCAVolume(t *testing.T, dep *appsv1.Deployment, source func(corev1.Volume) string) {
+	t.Helper()
+	spec := dep.Spec.Template.Spec
+	var mounted bool
+	for _, m := range spec.Containers[0].VolumeMounts {
+		if m.Name == "client-ca" {
+			mounted = true
+			require.Equal(t, "/client-ca", m.MountPath)
+			require.True(t, m.ReadOnly)
+		}
+	}
+	require.True(t, mounted, "the client CA is mounted")
+	for _, v := range spec.Volumes {
+		if v.Name == "client-ca" {
+			require.Equal(t, "apiserver-client-ca", source(v))
+			return
+		}
+	}
+	t.Fatal("no client-ca volume")
 }
 
 // webhookEntries returns the entries of the one MutatingWebhookConfiguration.
