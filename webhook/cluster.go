@@ -28,9 +28,12 @@ import (
 // maxEventMessage keeps Event messages within what the API server accepts.
 const maxEventMessage = 1000
 
-// PublishDelay is how long a policy change waits before it is served: the changes of that
-// window (the informer's initial list, a resync, `kubectl apply -f dir/`) are compiled into one
-// publish, so a burst costs one new Set and not one per ConfigMap.
+// PublishDelay is the shortest time between two publishes of policy changes. A change is
+// served at once unless the last publish is more recent; then it waits for the end of that
+// window, and every change of the window (a resync, `kubectl apply -f dir/`) is compiled into
+// one publish, so a burst costs a new Set per PublishDelay and not one per ConfigMap. A change
+// therefore waits at most PublishDelay, and an isolated change not at all. (The informer's
+// initial list is one publish: the store publishes nothing before it is synced.)
 const PublishDelay = 100 * time.Millisecond
 
 // ClusterFeed keeps a Store current from the API server: an informer on ConfigMaps labelled
@@ -119,20 +122,24 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 		return errors.New("policy cache did not sync")
 	}
 	f.store.MarkSynced()
+	last := time.Now() // the last publish
 	for {
 		select {
 		case err := <-errc:
 			return err
 		case <-f.changed:
 		}
-		t := time.NewTimer(PublishDelay)
-		select {
-		case err := <-errc:
-			t.Stop()
-			return err
-		case <-t.C:
+		if wait := time.Until(last.Add(PublishDelay)); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case err := <-errc:
+				t.Stop()
+				return err
+			case <-t.C:
+			}
 		}
 		f.store.Publish()
+		last = time.Now()
 	}
 }
 

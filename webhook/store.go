@@ -153,11 +153,12 @@ func (s *Store) Delete(key types.NamespacedName) {
 	s.metrics.reloads.WithLabelValues("deleted").Inc()
 }
 
-// Publish serves the changes collected since the last publish, once the store is synced.
+// Publish serves the changes collected since the last publish, once the store is synced. With
+// no change (a resync: every resourceVersion compiled already) it does nothing.
 func (s *Store) Publish() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.synced.Load() {
+	if s.synced.Load() && len(s.dirty) > 0 {
 		s.publish()
 	}
 }

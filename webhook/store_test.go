@@ -123,7 +123,7 @@ func TestStoreCompilesOncePerVersion(t *testing.T) {
 	}
 	require.Equal(t, 50.0, compiled(), "nothing compiled again")
 	s.Publish()
-	require.Equal(t, before.Set.Generation(), s.Snapshot().Set.Generation())
+	require.Same(t, before, s.Snapshot(), "a resync publishes nothing")
 
 	cm := policyCM("team-0", "labels-0", strings.Replace(labelPolicy, "%s", "b", 1))
 	cm.ResourceVersion = "2"
