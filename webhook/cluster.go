@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -78,14 +79,16 @@ func NewClusterFeed(cfg *rest.Config, opts policies.Options, m *Metrics, log log
 }
 
 // Start runs the informers until ctx is done; the store is marked synced once they have
-// listed everything.
+// listed everything and the handlers have seen every listed object (an informer's cache syncs
+// before its handlers have been told about each object: with a thousand ConfigMaps, podpatch
+// was ready with a third of them).
 func (f *ClusterFeed) Start(ctx context.Context) error {
 	defer f.events.Shutdown()
 	cmInf, err := f.cache.GetInformer(ctx, &corev1.ConfigMap{})
 	if err != nil {
 		return err
 	}
-	if _, err := cmInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	cmHandler, err := cmInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { f.upsert(obj) },
 		UpdateFunc: func(_, obj any) { f.upsert(obj) },
 		DeleteFunc: func(obj any) {
@@ -97,7 +100,8 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 				f.kick()
 			}
 		},
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	nsMeta := &metav1.PartialObjectMetadata{}
@@ -106,16 +110,18 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := nsInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	nsHandler, err := nsInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { f.namespace(obj, false) },
 		UpdateFunc: func(_, obj any) { f.namespace(obj, false) },
 		DeleteFunc: func(obj any) { f.namespace(obj, true) },
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- f.cache.Start(ctx) }()
-	if !f.cache.WaitForCacheSync(ctx) {
+	handled := func(context.Context) (bool, error) { return cmHandler.HasSynced() && nsHandler.HasSynced(), nil }
+	if !f.cache.WaitForCacheSync(ctx) || wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, handled) != nil {
 		if err := <-errc; err != nil {
 			return err
 		}
