@@ -40,40 +40,45 @@ func (s Scale) NamespaceNames() []string {
 
 // Objects returns the policy ConfigMaps, named policy-<i>.
 func (s Scale) Objects() []*corev1.ConfigMap {
-	names := s.NamespaceNames()
-	out := make([]*corev1.ConfigMap, 0, s.ConfigMaps)
-	namespaced := 0
-	for i := range s.ConfigMaps {
-		var ns, doc string
-		if i%10 == 0 || len(names) == 0 {
-			ns = policies.DefaultPlatformNamespace
-			doc = fmt.Sprintf(`metadata: {name: p%d}
+	out := make([]*corev1.ConfigMap, s.ConfigMaps)
+	for i := range out {
+		out[i] = s.Object(i, 0)
+	}
+	return out
+}
+
+// Object returns the i-th policy ConfigMap at a version: each version changes the value of the
+// annotation its policy sets (version 0 is what Objects holds).
+func (s Scale) Object(i, version int) *corev1.ConfigMap {
+	value := fmt.Sprintf("p%d", i)
+	if version > 0 {
+		value += fmt.Sprintf("-v%d", version)
+	}
+	name := fmt.Sprintf("policy-%05d", i)
+	if i%10 == 0 || s.Namespaces < 1 {
+		return ScaleConfigMap(policies.DefaultPlatformNamespace, name, fmt.Sprintf(`metadata: {name: p%d}
 spec:
   match: {managers: [dask], roles: [worker], groups: ["g%d-*"]}
   template:
-    metadata: {annotations: {scale.podpatch.io/platform: p%d}}
+    metadata: {annotations: {scale.podpatch.io/platform: %s}}
     spec:
       nodeSelector: {pool: g%d}
       tolerations: [{key: pool-%d, operator: Exists, effect: NoSchedule}]
-`, i, i, i, i, i)
-		} else {
-			ns = names[namespaced%len(names)]
-			namespaced++
-			doc = fmt.Sprintf(`metadata: {name: p%d}
+`, i, i, value, i, i))
+	}
+	// The namespace ConfigMaps go round the namespaces in turn: i-(i+9)/10 of them come before i.
+	ns := fmt.Sprintf("scale-%03d", (i-(i+9)/10)%s.Namespaces)
+	return ScaleConfigMap(ns, name, fmt.Sprintf(`metadata: {name: p%d}
 spec:
   match: {managers: [dask], roles: [worker], selector: {matchLabels: {%s: p%d}}}
   template:
-    metadata: {annotations: {scale.podpatch.io/namespace: p%d}}
+    metadata: {annotations: {scale.podpatch.io/namespace: %s}}
     spec:
       containers:
         - name: "*"
           env: [{name: POLICY, value: p%d}]
           resources: {requests: {memory: 1Gi}}
-`, i, ScalePolicyLabel, i, i, i)
-		}
-		out = append(out, ScaleConfigMap(ns, fmt.Sprintf("policy-%05d", i), doc))
-	}
-	return out
+`, i, ScalePolicyLabel, i, value, i))
 }
 
 // ScaleConfigMap wraps one PodTemplatePatch document (without apiVersion and kind) into a
