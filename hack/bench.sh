@@ -3,17 +3,22 @@
 #
 #   1. Go benchmarks of each stage of the request path and of the whole handler (test/bench),
 #   2. CPU profiles of the whole handler into docs/profiles/ (pprof + `go tool pprof -top`),
-#   3. HTTPS load runs on loopback against `podpatch serve --policy-dir` and the two reference
-#      servers (allow-only, idiomatic), and the end-to-end run through kube-apiserver
+#   3. the end-to-end scale test (test/e2e TestScale) at the issue's size: 10,000 policy
+#      ConfigMaps over 500 namespaces, one changing every 100 ms while pods are created,
+#   4. HTTPS load runs on loopback against `podpatch serve --policy-dir` and the two reference
+#      servers (allow-only, idiomatic), the end-to-end run through kube-apiserver, and the
+#      policy-store run: podpatch against kube-apiserver with 100 to 10,000 policy ConfigMaps
 #      (test/bench/run),
 #
-# and regenerates docs/benchmarks.md and docs/benchmarks.png. About 7 minutes on 2 cores once
-# the control plane is built (the first `make control-plane` takes about 6 more).
+# and regenerates docs/benchmarks.md, docs/benchmarks.png and docs/benchmarks-store.png. About
+# 10 minutes on 2 cores once the control plane is built (the first `make control-plane` takes
+# about 6 more).
 #
 # Usage: hack/bench.sh
 # Environment: GO (go), BENCHTIME (1s), BENCH_COUNT (3: rounds of the whole-handler benchmarks),
 #   PROFILE_BENCHTIME (3s), LOAD_DURATION (10s), LOAD_RATES (500,1000,2000,5000), LOAD_WORKERS (16),
-#   SKIP_E2E (unset).
+#   SKIP_E2E (unset), SKIP_STORE (unset: the store run), SKIP_SCALE (unset: the scale test),
+#   SCALE_CONFIGMAPS (10000), SCALE_NAMESPACES (500), STORE_COUNTS (100,1000,3000,10000).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -25,6 +30,9 @@ PROFILE_BENCHTIME=${PROFILE_BENCHTIME:-3s}
 LOAD_DURATION=${LOAD_DURATION:-10s}
 LOAD_RATES=${LOAD_RATES:-500,1000,2000,5000}
 LOAD_WORKERS=${LOAD_WORKERS:-16}
+SCALE_CONFIGMAPS=${SCALE_CONFIGMAPS:-10000}
+SCALE_NAMESPACES=${SCALE_NAMESPACES:-500}
+STORE_COUNTS=${STORE_COUNTS:-100,1000,3000,10000}
 
 started=$(date +%s)
 loadavg=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -87,6 +95,10 @@ run "$GO" test ./policies -run '^$' -bench '^BenchmarkWorstCase' -benchmem -benc
 step "Go benchmark (audit): drift of 10,000 pods in 500 namespaces against 1,000 policy ConfigMaps (docs/audit.md)"
 run "$GO" test ./audit -run '^$' -bench '^BenchmarkAudit$' -benchmem -benchtime 3x -o "$work/audit.test" | tee docs/audit-benchmark.txt
 
+step "Go benchmarks (webhook): the policy store, cold and one change, at 1,000 and 10,000 ConfigMaps"
+run "$GO" test ./webhook -run '^$' -bench '^BenchmarkStore$' -benchmem -benchtime "$BENCHTIME" \
+	-o "$work/webhook.test" | tee -a "$work/gobench.txt"
+
 step "CPU profiles of the whole handler (docs/profiles/)"
 rm -rf docs/profiles
 mkdir -p docs/profiles
@@ -103,16 +115,31 @@ for p in "1 5" "1 10000" "10 5"; do
 	done
 done
 
-step "load runs, end-to-end run and report"
+scale=()
+if [[ -z ${SKIP_SCALE:-} ]]; then
+	step "end-to-end scale test: $SCALE_CONFIGMAPS policy ConfigMaps over $SCALE_NAMESPACES namespaces"
+	scale_cmd=(env PODPATCH_SCALE_CONFIGMAPS="$SCALE_CONFIGMAPS" PODPATCH_SCALE_NAMESPACES="$SCALE_NAMESPACES"
+		"$GO" test ./test/e2e -run '^TestScale$' -count=1 -v -timeout 20m)
+	# A failing scale test is reported, not fatal: the report says what it logged.
+	run "${scale_cmd[@]}" >"$work/scale.txt" 2>&1 || true
+	grep -v '^        {' "$work/scale.txt" | tail -n 20 >&2
+	scale=(--scale-log "$work/scale.txt" --scale-command "$(quote "${scale_cmd[@]}")")
+fi
+
+step "load runs, end-to-end run, store run and report"
 args=(--root . --bin bin --work "$work" --go-bench "$work/gobench.txt" --profiles docs/profiles
 	--commands "$commands" --out docs/benchmarks.md --plot docs/benchmarks.png
 	--started "$started" --loadavg "$loadavg" --revision "$revision" --bench-rounds "$BENCH_COUNT"
-	--duration "$LOAD_DURATION" --rates "$LOAD_RATES" --workers "$LOAD_WORKERS")
+	--duration "$LOAD_DURATION" --rates "$LOAD_RATES" --workers "$LOAD_WORKERS"
+	--store-plot docs/benchmarks-store.png --store-counts "$STORE_COUNTS" "${scale[@]}")
 if [[ -n ${SKIP_E2E:-} ]]; then
 	args+=(--skip-e2e)
+fi
+if [[ -n ${SKIP_STORE:-} ]]; then
+	args+=(--skip-store)
 fi
 # The driver reads the commands file, so record its own line first.
 quote "$work/bench-run" "${args[@]}" >>"$commands"
 "$work/bench-run" "${args[@]}"
 
-step "done in $(($(date +%s) - started))s: docs/benchmarks.md, docs/benchmarks.png, docs/profiles/"
+step "done in $(($(date +%s) - started))s: docs/benchmarks.md, docs/benchmarks.png, docs/benchmarks-store.png, docs/profiles/"

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -28,9 +29,12 @@ import (
 // maxEventMessage keeps Event messages within what the API server accepts.
 const maxEventMessage = 1000
 
-// PublishDelay is how long a policy change waits before it is served: the changes of that
-// window (the informer's initial list, a resync, `kubectl apply -f dir/`) are compiled into one
-// publish, so a burst costs one new Set and not one per ConfigMap.
+// PublishDelay is the shortest time between two publishes of policy changes. A change is
+// served at once unless the last publish is more recent; then it waits for the end of that
+// window, and every change of the window (a resync, `kubectl apply -f dir/`) is compiled into
+// one publish, so a burst costs a new Set per PublishDelay and not one per ConfigMap. A change
+// therefore waits at most PublishDelay, and an isolated change not at all. (The informer's
+// initial list is one publish: the store publishes nothing before it is synced.)
 const PublishDelay = 100 * time.Millisecond
 
 // ClusterFeed keeps a Store current from the API server: an informer on ConfigMaps labelled
@@ -75,14 +79,16 @@ func NewClusterFeed(cfg *rest.Config, opts policies.Options, m *Metrics, log log
 }
 
 // Start runs the informers until ctx is done; the store is marked synced once they have
-// listed everything.
+// listed everything and the handlers have seen every listed object (an informer's cache syncs
+// before its handlers have been told about each object: with a thousand ConfigMaps, podpatch
+// was ready with a third of them).
 func (f *ClusterFeed) Start(ctx context.Context) error {
 	defer f.events.Shutdown()
 	cmInf, err := f.cache.GetInformer(ctx, &corev1.ConfigMap{})
 	if err != nil {
 		return err
 	}
-	if _, err := cmInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	cmHandler, err := cmInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { f.upsert(obj) },
 		UpdateFunc: func(_, obj any) { f.upsert(obj) },
 		DeleteFunc: func(obj any) {
@@ -94,7 +100,8 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 				f.kick()
 			}
 		},
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	nsMeta := &metav1.PartialObjectMetadata{}
@@ -103,36 +110,42 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := nsInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	nsHandler, err := nsInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { f.namespace(obj, false) },
 		UpdateFunc: func(_, obj any) { f.namespace(obj, false) },
 		DeleteFunc: func(obj any) { f.namespace(obj, true) },
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- f.cache.Start(ctx) }()
-	if !f.cache.WaitForCacheSync(ctx) {
+	handled := func(context.Context) (bool, error) { return cmHandler.HasSynced() && nsHandler.HasSynced(), nil }
+	if !f.cache.WaitForCacheSync(ctx) || wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, handled) != nil {
 		if err := <-errc; err != nil {
 			return err
 		}
 		return errors.New("policy cache did not sync")
 	}
 	f.store.MarkSynced()
+	last := time.Now() // the last publish
 	for {
 		select {
 		case err := <-errc:
 			return err
 		case <-f.changed:
 		}
-		t := time.NewTimer(PublishDelay)
-		select {
-		case err := <-errc:
-			t.Stop()
-			return err
-		case <-t.C:
+		if wait := time.Until(last.Add(PublishDelay)); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case err := <-errc:
+				t.Stop()
+				return err
+			case <-t.C:
+			}
 		}
 		f.store.Publish()
+		last = time.Now()
 	}
 }
 

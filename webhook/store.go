@@ -91,13 +91,14 @@ func (s *Store) SetNamespaceLabels(ns string, labels map[string]string) {
 // Synced reports whether the first full load has been published.
 func (s *Store) Synced() bool { return s.synced.Load() }
 
-// MarkSynced publishes everything loaded so far and marks the store ready. Before it, changes
+// MarkSynced publishes everything loaded so far and then marks the store ready, so that the
+// readiness probe never passes while the first Set is still being compiled. Before it, changes
 // are only collected, so a start with many ConfigMaps compiles each namespace once.
 func (s *Store) MarkSynced() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.synced.Store(true)
 	s.publish()
+	s.synced.Store(true)
 }
 
 // Upsert compiles a ConfigMap, unless the store already compiled this resourceVersion of it.
@@ -153,11 +154,12 @@ func (s *Store) Delete(key types.NamespacedName) {
 	s.metrics.reloads.WithLabelValues("deleted").Inc()
 }
 
-// Publish serves the changes collected since the last publish, once the store is synced.
+// Publish serves the changes collected since the last publish, once the store is synced. With
+// no change (a resync: every resourceVersion compiled already) it does nothing.
 func (s *Store) Publish() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.synced.Load() {
+	if s.synced.Load() && len(s.dirty) > 0 {
 		s.publish()
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -123,7 +124,7 @@ func TestStoreCompilesOncePerVersion(t *testing.T) {
 	}
 	require.Equal(t, 50.0, compiled(), "nothing compiled again")
 	s.Publish()
-	require.Equal(t, before.Set.Generation(), s.Snapshot().Set.Generation())
+	require.Same(t, before, s.Snapshot(), "a resync publishes nothing")
 
 	cm := policyCM("team-0", "labels-0", strings.Replace(labelPolicy, "%s", "b", 1))
 	cm.ResourceVersion = "2"
@@ -147,4 +148,24 @@ func TestStoreCompilesOncePerVersion(t *testing.T) {
 	require.NoError(t, os.Chtimes(filepath.Join(dir, "p3.yaml"), future, future))
 	require.NoError(t, feed.Load())
 	require.Equal(t, 21.0, testutil.ToFloat64(dm.reloads.WithLabelValues("ok")), "only the changed file is read")
+}
+
+// TestStoreReadyOnlyOncePublished: whoever sees the store synced (the readiness probe) also sees
+// every policy of the first load, never the empty Set before it.
+func TestStoreReadyOnlyOncePublished(t *testing.T) {
+	s := NewStore(policies.DefaultOptions(), newTestMetrics(t), nil)
+	cms := storeConfigMaps(2000)
+	for _, cm := range cms {
+		require.Empty(t, s.Upsert(cm))
+	}
+	seen := make(chan int)
+	go func() {
+		for !s.Synced() {
+			runtime.Gosched()
+		}
+		set := s.Snapshot().Set
+		seen <- set.Count(policies.ScopePlatform) + set.Count(policies.ScopeNamespace)
+	}()
+	s.MarkSynced()
+	require.Equal(t, len(cms), <-seen)
 }

@@ -290,6 +290,11 @@ func dryRunSeries(perWorker, workers int, create func() (*unstructured.Unstructu
 
 // waitUntil polls cond every 200 ms until it holds.
 func waitUntil(ctx context.Context, timeout time.Duration, msg string, cond func() (bool, error)) error {
+	return waitUntilEvery(ctx, 200*time.Millisecond, timeout, msg, cond)
+}
+
+// waitUntilEvery polls cond every interval until it holds.
+func waitUntilEvery(ctx context.Context, interval, timeout time.Duration, msg string, cond func() (bool, error)) error {
 	deadline := time.Now().Add(timeout)
 	var last error
 	for time.Now().Before(deadline) {
@@ -301,7 +306,7 @@ func waitUntil(ctx context.Context, timeout time.Duration, msg string, cond func
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(interval):
 		}
 	}
 	return fmt.Errorf("%s (last error: %v)", msg, last)

@@ -145,3 +145,101 @@ func (latencyTicks) Ticks(lo, hi float64) []plot.Tick {
 	}
 	return ticks
 }
+
+// WriteStorePlot draws the store run into a PNG of two panels against the number of policy
+// ConfigMaps: steady and peak RSS, and the time and CPU from start to ready.
+func (r *Report) WriteStorePlot(path string) error {
+	if len(r.Store) == 0 {
+		return nil
+	}
+	ticks := make([]plot.Tick, len(r.Store))
+	for i, s := range r.Store {
+		ticks[i] = plot.Tick{Value: float64(s.ConfigMaps), Label: thousands(s.ConfigMaps)}
+	}
+	panel := func(title, ylabel string, series []storeSeries, goals plotter.XYs) (*plot.Plot, error) {
+		p := plot.New()
+		p.Title.Text = title
+		p.X.Label.Text = "policy ConfigMaps (log scale)"
+		p.Y.Label.Text = ylabel
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = plot.ConstantTicks(ticks)
+		p.X.Min, p.X.Max = ticks[0].Value/1.5, ticks[len(ticks)-1].Value*1.5
+		p.Y.Min = 0
+		p.Legend.Top, p.Legend.Left = true, true
+		p.Legend.XOffs = vg.Points(8)
+		p.Add(plotter.NewGrid())
+		for _, s := range series {
+			pts := make(plotter.XYs, len(r.Store))
+			for i, res := range r.Store {
+				pts[i] = plotter.XY{X: float64(res.ConfigMaps), Y: s.val(res)}
+				p.Y.Max = math.Max(p.Y.Max, pts[i].Y*1.3)
+			}
+			line, points, err := plotter.NewLinePoints(pts)
+			if err != nil {
+				return nil, err
+			}
+			line.Color, points.Color = s.color, s.color
+			line.Width = vg.Points(2)
+			points.Shape, points.Radius = draw.CircleGlyph{}, vg.Points(3)
+			if s.dashed {
+				line.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+			}
+			p.Add(line, points)
+			p.Legend.Add(s.name, line, points)
+		}
+		if len(goals) > 0 {
+			mark, err := plotter.NewScatter(goals)
+			if err != nil {
+				return nil, err
+			}
+			mark.Shape, mark.Radius, mark.Color = draw.CrossGlyph{}, vg.Points(9), serverColors["idiomatic"]
+			p.Add(mark)
+			for _, g := range goals {
+				p.Y.Max = math.Max(p.Y.Max, g.Y*1.3)
+			}
+		}
+		return p, nil
+	}
+	blue, grey := serverColors["podpatch"], serverColors["allow"]
+	mem, err := panel("Memory of podpatch serve", "MB", []storeSeries{
+		{"steady RSS", func(s StoreResult) float64 { return s2MB(s.RSS) }, blue, false},
+		{"peak RSS (VmHWM)", func(s StoreResult) float64 { return s2MB(s.PeakRSS) }, grey, true},
+	}, plotter.XYs{{X: 1000, Y: s2MB(goalRSS1k)}, {X: 10000, Y: s2MB(goalRSS10k)}})
+	if err != nil {
+		return err
+	}
+	mem.Legend.Add("cross: goal (40 MB at 1,000, 60 MB at 10,000)")
+	start, err := panel("Cold start through the API server", "seconds", []storeSeries{
+		{"start to ready", func(s StoreResult) float64 { return s.Ready.Seconds() }, blue, false},
+		{"CPU to ready", func(s StoreResult) float64 { return s.ReadyCPU.Seconds() }, grey, true},
+	}, plotter.XYs{{X: 10000, Y: goalColdStart10k.Seconds()}})
+	if err != nil {
+		return err
+	}
+	start.Legend.Add("cross: goal (5 s at 10,000)")
+	img := vgimg.NewWith(vgimg.UseWH(12*vg.Inch, 5*vg.Inch), vgimg.UseDPI(144))
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Points(12), PadY: vg.Points(8), PadLeft: vg.Points(8), PadRight: vg.Points(8), PadTop: vg.Points(8)}
+	canvases := plot.Align([][]*plot.Plot{{mem, start}}, tiles, dc)
+	mem.Draw(canvases[0][0])
+	start.Draw(canvases[0][1])
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// storeSeries is one line of the store plot.
+type storeSeries struct {
+	name   string
+	val    func(StoreResult) float64
+	color  color.RGBA
+	dashed bool
+}
+
+func s2MB(b int64) float64 { return float64(b) / 1e6 }

@@ -29,7 +29,8 @@ type Server struct {
 }
 
 // StartServer runs bin with args, appending --host 127.0.0.1 --port <free port> --cert-dir
-// certDir, sends its output to logFile, and waits until ready returns nil (30 s at most).
+// certDir, sends its output to logFile, and waits until ready returns nil (polled every 10 ms,
+// 60 s at most).
 func StartServer(name, bin, certDir, logFile string, ready func(*Server) error, args ...string) (*Server, error) {
 	port, err := cluster.FreePort()
 	if err != nil {
@@ -63,7 +64,7 @@ func StartServer(name, bin, certDir, logFile string, ready func(*Server) error, 
 		if time.Now().After(deadline) {
 			return nil, errors.Join(fmt.Errorf("%s not ready after 60s: %w; see %s", name, err, logFile), s.Stop())
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -34,6 +34,16 @@ type Report struct {
 
 	Profiles []Profile
 	PlotFile string
+
+	// Store is the policy-store run (issue 11), one result per ConfigMap count; StoreSkipped
+	// says why it is missing. StorePlotFile is its plot.
+	Store         []StoreResult
+	StoreSkipped  string
+	StorePlotFile string
+	// StoreSettle is how long RSS was sampled after ready.
+	StoreSettle time.Duration
+	// Scale is the end-to-end scale test at `make bench` size, when it ran.
+	Scale *ScaleRun
 }
 
 // Profile is one CPU profile of the handler and the heads of its `go tool pprof -top` (flat)
@@ -242,6 +252,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	r.writeHostile(p)
 	r.writeLoad(p)
 	r.writeE2E(p)
+	r.writeStore(p)
 	r.writeProfiles(p)
 
 	p.f("## Method\n\n")

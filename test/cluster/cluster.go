@@ -230,13 +230,7 @@ func (p *Podpatch) URL() string { return fmt.Sprintf("https://localhost:%d", p.P
 
 // MetricSum sums a counter or gauge over every label set.
 func (p *Podpatch) MetricSum(name string) (float64, error) {
-	resp, err := http.Get("http://" + p.MetricsAddr + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	families, err := p.metrics()
 	if err != nil {
 		return 0, err
 	}
@@ -245,6 +239,49 @@ func (p *Podpatch) MetricSum(name string) (float64, error) {
 		sum += metricValue(m)
 	}
 	return sum, nil
+}
+
+// GenerationHeader is the /readyz answer's header naming the policy generation served.
+const GenerationHeader = "X-Podpatch-Policy-Generation"
+
+// Generation returns the policy generation this podpatch serves, from its /readyz answer.
+func (p *Podpatch) Generation() (string, error) {
+	resp, err := http.Get("http://" + p.ProbeAddr + "/readyz")
+	if err != nil {
+		return "", err
+	}
+	resp.Body.Close()
+	return resp.Header.Get(GenerationHeader), nil
+}
+
+// MetricLabels returns the values of one label over the series of a metric that are not zero.
+func (p *Podpatch) MetricLabels(name, label string) ([]string, error) {
+	families, err := p.metrics()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range families[name].GetMetric() {
+		if metricValue(m) == 0 {
+			continue
+		}
+		for _, l := range m.GetLabel() {
+			if l.GetName() == label {
+				out = append(out, l.GetValue())
+			}
+		}
+	}
+	return out, nil
+}
+
+func (p *Podpatch) metrics() (map[string]*dto.MetricFamily, error) {
+	resp, err := http.Get("http://" + p.MetricsAddr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(resp.Body)
 }
 
 func metricValue(m *dto.Metric) float64 {

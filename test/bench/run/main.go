@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,6 +44,11 @@ type options struct {
 	e2eSeq, e2eWorkers, e2ePerWk int
 	e2eRounds                    int
 	skipE2E                      bool
+	storeCounts, storePlot       string
+	storeChanges                 int
+	storeSettle                  time.Duration
+	skipStore                    bool
+	scaleLog, scaleCommand       string
 }
 
 func main() {
@@ -68,6 +74,13 @@ func main() {
 	flag.IntVar(&o.e2ePerWk, "e2e-per-worker", 150, "dry-run creates per concurrent creator")
 	flag.IntVar(&o.e2eRounds, "e2e-rounds", 3, "rounds over which the three webhook configurations alternate")
 	flag.BoolVar(&o.skipE2E, "skip-e2e", false, "skip the end-to-end run")
+	flag.StringVar(&o.storeCounts, "store-counts", "100,1000,3000,10000", "policy ConfigMap counts of the store run, ascending")
+	flag.IntVar(&o.storeChanges, "store-changes", 50, "changes of one ConfigMap measured at each count of the store run")
+	flag.DurationVar(&o.storeSettle, "store-settle", 5*time.Second, "how long the store run samples RSS after ready")
+	flag.StringVar(&o.storePlot, "store-plot", "docs/benchmarks-store.png", "plot of the store run to write")
+	flag.BoolVar(&o.skipStore, "skip-store", false, "skip the store run")
+	flag.StringVar(&o.scaleLog, "scale-log", "", "`go test -v` output of the e2e scale test (TestScale) to report")
+	flag.StringVar(&o.scaleCommand, "scale-command", "", "the command that ran the scale test, for the report")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard()) // envtest logs through controller-runtime
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -82,7 +95,8 @@ func step(format string, args ...any) { fmt.Fprintf(os.Stderr, "==> "+format+"\n
 
 func run(ctx context.Context, o options) (err error) {
 	rep := &bench.Report{Started: time.Now(), Machine: bench.ReadMachine(), Revision: o.revision,
-		LoadDuration: o.duration, LoadWorkers: o.workers, PlotFile: filepath.Base(o.plot), BenchRounds: o.benchRounds}
+		LoadDuration: o.duration, LoadWorkers: o.workers, PlotFile: filepath.Base(o.plot), BenchRounds: o.benchRounds,
+		StorePlotFile: filepath.Base(o.storePlot), StoreSettle: o.storeSettle}
 	if o.started > 0 {
 		rep.Started = time.Unix(o.started, 0)
 	}
@@ -108,6 +122,25 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	if rep.Profiles, err = readProfiles(o.profiles); err != nil {
 		return err
+	}
+	if o.scaleLog != "" {
+		f, err := os.Open(o.scaleLog)
+		if err != nil {
+			return err
+		}
+		rep.Scale, err = bench.ParseScaleLog(f, o.scaleCommand)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	var storeCounts []int
+	for _, f := range strings.Split(o.storeCounts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return fmt.Errorf("--store-counts: %w", err)
+		}
+		storeCounts = append(storeCounts, n)
 	}
 	if o.work == "" {
 		if o.work, err = os.MkdirTemp("", "podpatch-bench-"); err != nil {
@@ -287,12 +320,37 @@ func run(ctx context.Context, o options) (err error) {
 			fmt.Fprintf(os.Stderr, "    %-9s %-22s n %4d  p50 %6.2f ms  p99 %6.2f ms\n", e.Webhook, e.Mode, e.N, ms(e.P50), ms(e.P99))
 		}
 	}
+
+	// The policy store at scale (issue 11).
+	var storeErr error
+	if o.skipStore {
+		rep.StoreSkipped = "skipped (--skip-store)"
+	} else {
+		rep.LoadAverages = append(rep.LoadAverages, [2]string{"start of the store run", bench.LoadAverage()})
+		step("the policy store: podpatch against kube-apiserver with %s policy ConfigMaps", o.storeCounts)
+		storeDir := filepath.Join(o.work, "store")
+		if err := os.MkdirAll(storeDir, 0o755); err != nil {
+			return err
+		}
+		rep.Store, storeErr = bench.RunStore(ctx, bench.StoreOptions{BinDir: o.bin, WorkDir: storeDir,
+			PodpatchBin: filepath.Join(o.bin, "podpatch"), Counts: storeCounts, Settle: o.storeSettle, Changes: o.storeChanges})
+		if storeErr != nil {
+			rep.Store, rep.StoreSkipped = nil, "the run failed: "+storeErr.Error()
+		}
+		for _, s := range rep.Store {
+			fmt.Fprintf(os.Stderr, "    %6d ConfigMaps  ready %6.2f s  CPU %5.2f s  steady RSS %5.1f MB  peak %6.1f MB  CPU/change %5.2f ms  served p50 %5.1f ms\n",
+				s.ConfigMaps, s.Ready.Seconds(), s.ReadyCPU.Seconds(), float64(s.RSS)/1e6, float64(s.PeakRSS)/1e6, ms(s.ChangeCPU), ms(s.ServedP50))
+		}
+	}
 	rep.LoadAverages = append(rep.LoadAverages, [2]string{"end", bench.LoadAverage()})
 
 	// The report.
 	rep.Finished = time.Now()
 	if err := rep.WritePlot(o.plot); err != nil {
 		return fmt.Errorf("plot: %w", err)
+	}
+	if err := rep.WriteStorePlot(o.storePlot); err != nil {
+		return fmt.Errorf("store plot: %w", err)
 	}
 	var md bytes.Buffer
 	if err := rep.WriteMarkdown(&md); err != nil {
@@ -301,15 +359,15 @@ func run(ctx context.Context, o options) (err error) {
 	if err := os.WriteFile(o.out, md.Bytes(), 0o644); err != nil {
 		return err
 	}
-	step("wrote %s and %s", o.out, o.plot)
-	for _, g := range rep.Goals() {
+	step("wrote %s, %s and %s", o.out, o.plot, o.storePlot)
+	for _, g := range slices.Concat(rep.Goals(), rep.StoreGoals()) {
 		status := "NOT MET"
 		if g.Met {
 			status = "MET"
 		}
 		fmt.Fprintf(os.Stderr, "    %-8s %s: %s\n", status, g.Goal, strings.ReplaceAll(g.Measured, "**", ""))
 	}
-	return e2eErr
+	return errors.Join(e2eErr, storeErr)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
