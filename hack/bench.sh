@@ -96,6 +96,8 @@ step "Go benchmark (audit): drift of 10,000 pods in 500 namespaces against 1,000
 run "$GO" test ./audit -run '^$' -bench '^BenchmarkAudit$' -benchmem -benchtime 3x -o "$work/audit.test" | tee docs/audit-benchmark.txt
 
 step "Go benchmarks (webhook): the policy store, cold and one change, at 1,000 and 10,000 ConfigMaps"
+run "$GO" test ./webhook -run '^$' -bench '^BenchmarkConcurrentMaxReviews$' -benchtime 20x \
+	-o "$work/webhook.test" | tee -a "$work/gobench.txt"
 run "$GO" test ./webhook -run '^$' -bench '^BenchmarkStore$' -benchmem -benchtime "$BENCHTIME" \
 	-o "$work/webhook.test" | tee -a "$work/gobench.txt"
 

@@ -391,6 +391,11 @@ func (r *Report) writeHostile(p *printer) {
 		p.f("| %s | %s | %s | %.0f | %s | %s |\n", strings.TrimPrefix(name, "Benchmark"), msF(m["ns/op"]), kb(m["B/op"]), m["allocs/op"], applied, patch)
 	}
 	p.f("\n")
+	if m, ok := r.Bench["BenchmarkConcurrentMaxReviews"]; ok {
+		p.f("`webhook.BenchmarkConcurrentMaxReviews`: 8 concurrent AdmissionReviews of %.1f MiB (the body cap) over HTTPS, with the\n", m["review-MiB"])
+		p.f("default slots and the soft memory limit `serve` sets: peak RSS **%.0f MiB** (the manifests' limit: 256 MiB), peak live heap %.0f MiB.\n\n",
+			m["peak-RSS-MiB"], m["peak-live-heap-MiB"])
+	}
 }
 
 func (r *Report) writeLoad(p *printer) {
