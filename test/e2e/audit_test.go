@@ -149,9 +149,7 @@ func TestAudit(t *testing.T) {
 	p := startPodpatch(t, certDir)
 	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
 	installWebhooks(t, mwc, vwc)
-	want := examplePolicyCount(t)
-	require.Eventually(t, func() bool { return p.metricSum(t, "podpatch_policies") == want },
-		30*time.Second, 100*time.Millisecond, "podpatch never saw the %v example policies", want)
+	p.waitForExamples(t)
 	require.Eventually(t, func() bool {
 		return dryRunCreate(t, daskWorker("default", "probe")).Annotations[policies.AppliedAnnotation] != ""
 	}, 30*time.Second, 200*time.Millisecond, "the API server never called podpatch")

@@ -81,9 +81,7 @@ func TestCertManager(t *testing.T) {
 	}
 	p := startPodpatch(t, certDir)
 	applyManifests(t, kustomizeBuild(t, "manifests/examples"))
-	want := examplePolicyCount(t)
-	require.Eventually(t, func() bool { return p.metricSum(t, "podpatch_policies") == want },
-		30*time.Second, 100*time.Millisecond, "podpatch never saw the %v example policies", want)
+	p.waitForExamples(t)
 
 	mwc, vwc := webhookConfigurations(t, objs, p.url(), nil)
 	for _, o := range []client.Object{mwc, vwc} {

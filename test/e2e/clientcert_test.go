@@ -37,9 +37,7 @@ func TestClientCert(t *testing.T) {
 	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
 	installWebhooks(t, mwc, vwc)
 	applyManifests(t, kustomizeBuild(t, "manifests/examples"))
-	want := examplePolicyCount(t)
-	require.Eventually(t, func() bool { return p.metricSum(t, "podpatch_policies") == want },
-		30*time.Second, 100*time.Millisecond, "podpatch never saw the %v example policies", want)
+	p.waitForExamples(t)
 
 	t.Run("the API server is answered", func(t *testing.T) {
 		require.Eventually(t, func() bool { return patchedByExamples(dryRunCreate(t, daskWorker("team-a", "probe"))) },

@@ -51,9 +51,7 @@ func TestExternalURL(t *testing.T) {
 	mwc, vwc := webhookConfigurations(t, base, p.url(), ca)
 	installWebhooks(t, mwc, vwc)
 	applyManifests(t, kustomizeBuild(t, "manifests/examples"))
-	examples := examplePolicyCount(t)
-	require.Eventually(t, func() bool { return p.metricSum(t, "podpatch_policies") == examples },
-		30*time.Second, 100*time.Millisecond, "podpatch never saw the %v example policies", examples)
+	p.waitForExamples(t)
 	require.Eventually(t, func() bool { return p.metricSum(t, "podpatch_external_url_leader") == 1 },
 		30*time.Second, 100*time.Millisecond, "the only replica never took the lease")
 

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -226,6 +227,14 @@ func requireSubset(t *testing.T, want, got any, path string) {
 		require.True(t, present, "%s.%s: missing from the stored object", path, k)
 		requireSubset(t, wv, gv, path+"."+k)
 	}
+}
+
+// waitForExamples waits until podpatch serves every policy of manifests/examples.
+func (p *podpatchProcess) waitForExamples(t *testing.T) {
+	t.Helper()
+	want := examplePolicyCount(t)
+	require.Eventually(t, func() bool { return p.metricSum(t, "podpatch_policies") == want },
+		30*time.Second, 100*time.Millisecond, "podpatch never saw the %v example policies", want)
 }
 
 // examplePolicyCount is how many policies manifests/examples holds, as podpatch_policies counts them.

@@ -139,9 +139,7 @@ func TestLeastPrivilege(t *testing.T) {
 		"--client-ca-file", controlPlane.WebhookClientCAFile}
 	p := startPodpatchAs(t, sa, port, t.TempDir(), flags...)
 	requireCABundlePublished(t, mwc.Name, vwc.Name, secretKey)
-	want := examplePolicyCount(t)
-	require.Eventually(t, func() bool { return p.metricSum(t, "podpatch_policies") == want },
-		30*time.Second, 100*time.Millisecond, "podpatch never saw the %v example policies", want)
+	p.waitForExamples(t)
 
 	require.Eventually(t, func() bool { return patchedByExamples(dryRunCreate(t, daskWorker("team-a", "probe"))) },
 		30*time.Second, 200*time.Millisecond, "the API server never got a patch from podpatch")

@@ -113,9 +113,7 @@ func TestSelfSigned(t *testing.T) {
 	firstCA, err := pki.DecodeX509CertificateBytes(secret.Data["ca.crt"])
 	require.NoError(t, err)
 	requireCABundlePublished(t, mwc.Name, vwc.Name, secretKey)
-	want := examplePolicyCount(t)
-	require.Eventually(t, func() bool { return p.metricSum(t, "podpatch_policies") == want },
-		30*time.Second, 100*time.Millisecond, "podpatch never saw the %v example policies", want)
+	p.waitForExamples(t)
 	require.Eventually(t, func() bool {
 		pod := daskWorker("default", "self-signed-probe")
 		return k8s.Create(ctx, pod, client.DryRunAll) == nil && patchedByExamples(pod)
