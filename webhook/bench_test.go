@@ -66,7 +66,7 @@ func BenchmarkConcurrentMaxReviews(b *testing.B) {
 	set, probs := policies.Compile(cms, policies.DefaultOptions())
 	require.Empty(b, probs)
 	m := newTestMetrics(b)
-	o := NewOptions()
+	o := DefaultConfig()
 	h := &Review{Name: "mutate", Budget: o.RequestBudget, Slots: NewSlots(o.MaxInFlight), Metrics: m,
 		Handler: &Mutator{Source: staticSource{snap: &Snapshot{Set: set}}, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
 	srv := httptest.NewTLSServer(h)

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
 	"github.com/podpatch/podpatch/certs"
@@ -23,12 +22,9 @@ func TestClientCAFileFlag(t *testing.T) {
 	require.NoError(t, os.WriteFile(bad, b.Key, 0o600))
 
 	for file, wantErr := range map[string]bool{"": false, good: false, bad: true, filepath.Join(dir, "missing"): true} {
-		o := NewOptions()
-		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-		o.AddFlags(fs)
-		require.NoError(t, fs.Parse([]string{"--client-ca-file=" + file}))
-		require.Equal(t, file, o.ClientCAFile)
-		_, err := o.Validate()
+		o := DefaultConfig()
+		o.ClientCAFile = file
+		err := o.Validate()
 		if wantErr {
 			require.ErrorContains(t, err, "--client-ca-file", file)
 		} else {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -32,15 +31,14 @@ import (
 	"github.com/podpatch/podpatch/policies"
 )
 
-// Options configures `podpatch serve`.
-type Options struct {
+// Config configures `podpatch serve`: cmd/podpatch binds it to flags; the policy options
+// (platform namespace, allowed fields) come separately, as policies.Options.
+type Config struct {
 	Host                   string
 	Port                   int
 	CertDir                string
 	EnableHTTP2            bool
 	ClientCAFile           string
-	PlatformNamespace      string
-	NamespaceAllowedFields []string
 	PolicyDir              string
 	PolicyDirInterval      time.Duration
 	Kubeconfig             string
@@ -69,17 +67,15 @@ type Options struct {
 	ExternalURL externalurl.Options
 }
 
-// NewOptions returns the defaults of SPEC §5.
-func NewOptions() *Options {
+// DefaultConfig returns the defaults of SPEC §5.
+func DefaultConfig() *Config {
 	ns := os.Getenv("POD_NAMESPACE")
 	if ns == "" {
 		ns = policies.DefaultPlatformNamespace
 	}
-	return &Options{
+	return &Config{
 		Port:                           9443,
 		CertDir:                        "/tmp/k8s-webhook-server/serving-certs",
-		PlatformNamespace:              policies.DefaultPlatformNamespace,
-		NamespaceAllowedFields:         policies.DefaultNamespaceAllowedFields,
 		PolicyDirInterval:              2 * time.Second,
 		MetricsBindAddress:             ":8080",
 		HealthProbeBindAddress:         ":8081",
@@ -99,39 +95,8 @@ func NewOptions() *Options {
 	}
 }
 
-// AddFlags binds the options to kebab-case flags.
-func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Host, "host", o.Host, "address the webhook listens on (empty: all)")
-	fs.IntVar(&o.Port, "port", o.Port, "HTTPS port of the webhook")
-	fs.StringVar(&o.CertDir, "cert-dir", o.CertDir, "directory holding tls.crt and tls.key; reloaded when they change")
-	fs.BoolVar(&o.EnableHTTP2, "enable-http2", o.EnableHTTP2, "serve HTTP/2 (off: CVE-2023-44487 rapid reset)")
-	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "require client certificates signed by a CA in this PEM file (kube-apiserver's webhook credentials); reloaded when it changes")
-	fs.StringVar(&o.PlatformNamespace, "platform-namespace", o.PlatformNamespace, "namespace whose policy ConfigMaps apply to every namespace")
-	fs.StringSliceVar(&o.NamespaceAllowedFields, "namespace-allowed-fields", o.NamespaceAllowedFields, "fields namespace policies may set (prefix service. for Service fields)")
-	fs.StringVar(&o.PolicyDir, "policy-dir", o.PolicyDir, "serve policy ConfigMaps from YAML files in this directory instead of the cluster")
-	fs.DurationVar(&o.PolicyDirInterval, "policy-dir-interval", o.PolicyDirInterval, "how often --policy-dir is checked for changes")
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file (default: in-cluster configuration)")
-	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "address of /metrics (0 disables)")
-	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "address of /healthz and /readyz (0 disables)")
-	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight requests may take after SIGTERM; keep it below the Pod's terminationGracePeriodSeconds")
-	fs.DurationVar(&o.RequestBudget, "request-budget", o.RequestBudget, "time a request may take, waiting and reading included; past it the object is admitted unchanged with a warning. Keep it below the webhooks' timeoutSeconds")
-	fs.IntVar(&o.MaxInFlight, "max-in-flight", o.MaxInFlight, "requests read and handled at once; others wait, within their budget, for a slot")
-	fs.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit, "the container's memory limit (default $MEMORY_LIMIT); the Go runtime's soft memory limit is set to 85% of it unless GOMEMLIMIT is set")
-	fs.DurationVar(&o.AuditInterval, "audit-interval", o.AuditInterval, "every this often, the elected replica audits recognised Pods and Services for drift from their policies and writes OpenReports Reports, a metric and Events (0: off; needs RBAC to list Pods and Services, see manifests/components/openreports)")
-	fs.BoolVar(&o.SelfSigned, "self-signed", o.SelfSigned, "generate and rotate a CA and serving certificate, kept in a Secret, and inject the CA into the webhook configurations")
-	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace of podpatch's Service and Secret (default $POD_NAMESPACE)")
-	fs.StringVar(&o.ServiceName, "service-name", o.ServiceName, "podpatch's Service, named in the serving certificate")
-	fs.StringVar(&o.SecretName, "secret-name", o.SecretName, "Secret holding the self-signed CA and certificate")
-	fs.StringVar(&o.MutatingWebhookConfiguration, "mutating-webhook-configuration", o.MutatingWebhookConfiguration, "MutatingWebhookConfiguration to inject the CA into (self-signed)")
-	fs.StringVar(&o.ValidatingWebhookConfiguration, "validating-webhook-configuration", o.ValidatingWebhookConfiguration, "ValidatingWebhookConfiguration to inject the CA into (self-signed)")
-	fs.DurationVar(&o.CAValidity, "self-signed-ca-validity", o.CAValidity, "lifetime of the self-signed CA; it is rotated when a third remains")
-	fs.DurationVar(&o.CertValidity, "self-signed-cert-validity", o.CertValidity, "lifetime of the serving certificate; renewed when a third remains")
-	fs.DurationVar(&o.RotationOverlap, "self-signed-rotation-overlap", o.RotationOverlap, "how long a new CA is published next to the old one before the serving certificate switches to it")
-	o.ExternalURL.AddFlags(fs)
-}
-
-// Validate checks the options and compiles the policy options.
-func (o *Options) Validate() (policies.Options, error) {
+// Validate checks the configuration; the flag names in its errors are those of cmd/podpatch.
+func (o *Config) Validate() error {
 	var errs []error
 	if o.Port <= 0 || o.Port > 65535 {
 		errs = append(errs, fmt.Errorf("--port %d: want 1-65535", o.Port))
@@ -143,9 +108,6 @@ func (o *Options) Validate() (policies.Options, error) {
 		if _, err := certs.ReadCABundle(o.ClientCAFile); err != nil {
 			errs = append(errs, fmt.Errorf("--client-ca-file: %w", err))
 		}
-	}
-	if o.PlatformNamespace == "" {
-		errs = append(errs, errors.New("--platform-namespace must not be empty"))
 	}
 	if o.SelfSigned && (o.Namespace == "" || o.ServiceName == "" || o.SecretName == "") {
 		errs = append(errs, errors.New("--self-signed needs --namespace, --service-name and --secret-name"))
@@ -171,13 +133,7 @@ func (o *Options) Validate() (policies.Options, error) {
 	if err := o.ExternalURL.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	allowed, err := policies.ParseAllowedFields(o.NamespaceAllowedFields)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("--namespace-allowed-fields: %w", err))
-	}
-	// The webhook's provenance entries carry the ConfigMap's resourceVersion (SPEC §3), so that
-	// an object shows which version of a policy shaped it.
-	return policies.Options{PlatformNamespace: o.PlatformNamespace, NamespaceAllowed: allowed, WithResourceVersion: true}, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // defaultMaxInFlight is the default of --max-in-flight. It is fixed rather than a multiple of
@@ -196,7 +152,7 @@ const defaultMaxInFlight = 4
 const memoryLimitShare = 0.85
 
 // memoryLimit parses --memory-limit; 0 when unset.
-func (o *Options) memoryLimit() (int64, error) {
+func (o *Config) memoryLimit() (int64, error) {
 	if o.MemoryLimit == "" {
 		return 0, nil
 	}
@@ -222,12 +178,14 @@ func setMemoryLimit(limit int64, log logr.Logger) {
 	log.Info("Go soft memory limit set", "containerLimit", limit, "softLimit", soft)
 }
 
-// Run serves until ctx is done, then finishes in-flight requests and returns nil.
-func Run(ctx context.Context, o *Options, log logr.Logger) error {
-	popts, err := o.Validate()
-	if err != nil {
+// Run serves until ctx is done, then finishes in-flight requests and returns nil. popts are the
+// policy options; the webhook's provenance entries always carry the ConfigMap's resourceVersion
+// (SPEC §3), so that an object shows which version of a policy shaped it.
+func Run(ctx context.Context, o *Config, popts policies.Options, log logr.Logger) error {
+	if err := o.Validate(); err != nil {
 		return err
 	}
+	popts.WithResourceVersion = true
 	ctx = logr.NewContext(ctx, log)
 	memLimit, err := o.memoryLimit()
 	if err != nil {
@@ -263,7 +221,7 @@ func Run(ctx context.Context, o *Options, log logr.Logger) error {
 	routes := webhook.NewServer(webhook.Options{})
 	slots := NewSlots(o.MaxInFlight) // shared: memory is bounded across both endpoints
 	routes.Register("/mutate", m.instrument("mutate", &Review{Name: "mutate", Log: log.WithName("mutate"), Budget: o.RequestBudget, Slots: slots, Metrics: m,
-		Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: o.PlatformNamespace}}))
+		Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: popts.PlatformNamespace}}))
 	routes.Register("/validate", m.instrument("validate", &Review{Name: "validate", Log: log.WithName("validate"), Budget: o.RequestBudget, Slots: slots, Metrics: m,
 		Handler: &Validator{Options: popts, Metrics: m}}))
 	srv := &tlsServer{

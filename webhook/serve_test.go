@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -49,7 +48,7 @@ func TestServe(t *testing.T) {
 	webhookAddr := freeAddr(t)
 	host, port, err := net.SplitHostPort(webhookAddr)
 	require.NoError(t, err)
-	o := NewOptions()
+	o := DefaultConfig()
 	o.Host = host
 	_, err = fmt.Sscan(port, &o.Port)
 	require.NoError(t, err)
@@ -61,7 +60,7 @@ func TestServe(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, o, logr.Discard()) }()
+	go func() { done <- Run(ctx, o, policies.DefaultOptions(), logr.Discard()) }()
 
 	pool := x509.NewCertPool()
 	require.True(t, pool.AppendCertsFromPEM(b.CACert))
@@ -183,10 +182,18 @@ func TestManifestBudgets(t *testing.T) {
 
 	c := dep.Spec.Template.Spec.Containers[0]
 	require.Equal(t, "serve", c.Args[0])
-	o := NewOptions()
-	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	o.AddFlags(fs)
-	require.NoError(t, fs.Parse(c.Args[1:]))
+	o := DefaultConfig()
+	for flag, into := range map[string]*time.Duration{"--request-budget": &o.RequestBudget, "--shutdown-timeout": &o.ShutdownTimeout} {
+		if v, ok := argValue(c.Args[1:], flag); ok {
+			d, err := time.ParseDuration(v)
+			require.NoError(t, err, flag)
+			*into = d
+		}
+	}
+	if v, ok := argValue(c.Args[1:], "--max-in-flight"); ok {
+		_, err := fmt.Sscan(v, &o.MaxInFlight)
+		require.NoError(t, err)
+	}
 
 	require.NotEmpty(t, mwc.Webhooks)
 	for _, w := range mwc.Webhooks {
@@ -212,4 +219,17 @@ func TestManifestBudgets(t *testing.T) {
 	require.Equal(t, int64(manifestMemoryLimit), limit.Value(),
 		"BenchmarkConcurrentMaxReviews measures against manifestMemoryLimit; keep them equal")
 	require.Equal(t, defaultMaxInFlight, o.MaxInFlight, "the benchmark measures the default number of slots")
+}
+
+// argValue finds a flag's value in a container's args, as --name=value or --name value.
+func argValue(args []string, name string) (string, bool) {
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v, true
+		}
+		if a == name && i+1 < len(args) {
+			return args[i+1], true
+		}
+	}
+	return "", false
 }

@@ -132,7 +132,7 @@ func mutator(tb testing.TB, s *policySet) http.Handler {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	o := webhook.NewOptions()
+	o := webhook.DefaultConfig()
 	return &webhook.Review{Name: "mutate", Log: logr.Discard(), Budget: o.RequestBudget, Slots: webhook.NewSlots(o.MaxInFlight), Metrics: m,
 		Handler: &webhook.Mutator{Source: s.store, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
 }
