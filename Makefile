@@ -8,7 +8,7 @@ FUZZTIME ?= 20000x
 # FuzzKeyedLists builds objects with hundreds of list items: fewer, larger executions.
 FUZZTIME_LISTS ?= 2000x
 
-.PHONY: all build demo dev test vet fmt-check lint unit fuzz bench bench-engine clean control-plane image test-chart test-image
+.PHONY: all build demo dev test vet fmt-check lint unit fuzz bench bench-engine clean control-plane image test-bench test-chart test-image
 
 all: build
 
@@ -29,7 +29,7 @@ dev: control-plane bin/podpatch
 ## test: vet, formatting, unit and golden tests, CLI tests against the built binary, end-to-end
 ## tests against a real kube-apiserver (built from source on first use), the Helm chart and the
 ## image (modules of their own), brief fuzzing.
-test: vet fmt-check lint unit test-chart test-image fuzz
+test: vet fmt-check lint unit test-bench test-chart test-image fuzz
 
 vet:
 	$(GO) vet ./...
@@ -52,6 +52,11 @@ control-plane bin/kube-apiserver bin/etcd:
 
 unit: control-plane
 	PODPATCH_E2E=required $(GO) test -count=1 ./...
+
+## test-bench: the benchmark harness's own tests (module test/bench: report, plots, policy sets).
+test-bench:
+	@hack/build-lint.sh bin
+	cd test/bench && GOWORK=off $(GO) vet ./... && GOWORK=off ../../bin/staticcheck ./... && GOWORK=off $(GO) test -count=1 ./...
 
 ## test-chart: the Helm chart with the Helm SDK against kube-apiserver: a values matrix dry-run,
 ## agreement with the kustomize overlays, install/test/upgrade/uninstall, dashboard and alert metrics.
@@ -86,6 +91,7 @@ bench:
 
 ## bench-engine: the policy engine's own Go benchmarks only.
 bench-engine:
+	$(GO) -C test/bench test -run '^$$' -bench '^Benchmark(Apply|Compile)$$' -benchmem .
 	$(GO) test -run '^$$' -bench . -benchmem ./policies
 
 clean:

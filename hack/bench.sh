@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make bench`: one command, one run, one report (issue 5). Builds what it needs, then
 #
-#   1. Go benchmarks of each stage of the request path and of the whole handler (test/bench),
+#   1. Go benchmarks of each stage of the request path and of the whole handler (test/bench, a
+#      module of its own: its plotting and load-generation dependencies stay out of podpatch's),
 #   2. CPU profiles of the whole handler into docs/profiles/ (pprof + `go tool pprof -top`),
 #   3. the end-to-end scale test (test/e2e TestScale) at the issue's size: 10,000 policy
 #      ConfigMaps over 500 namespaces, one changing every 100 ms while pods are created,
@@ -73,18 +74,18 @@ step "building bin/podpatch, the reference servers and the control plane"
 version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
 run hack/build-control-plane.sh bin
 run "$GO" build -ldflags "-X main.version=$version" -o bin/podpatch ./cmd/podpatch
-run "$GO" build -o bin/bench-allow ./test/bench/allow
-run "$GO" build -o bin/bench-idiomatic ./test/bench/idiomatic
-run "$GO" build -o "$work/bench-run" ./test/bench/run
+run "$GO" -C test/bench build -o "$root/bin/bench-allow" ./allow
+run "$GO" -C test/bench build -o "$root/bin/bench-idiomatic" ./idiomatic
+run "$GO" -C test/bench build -o "$work/bench-run" ./run
 
 step "Go benchmarks (test/bench): stages and whole handler, 1 and 10 containers, 5 / 1,000 / 10,000 policies"
-run "$GO" test ./test/bench -run '^$' -bench '^Benchmark(Stages|Load)$' -benchmem -benchtime "$BENCHTIME" \
+run "$GO" -C test/bench test . -run '^$' -bench '^Benchmark(Stages|Load)$' -benchmem -benchtime "$BENCHTIME" \
 	-o "$work/bench.test" | tee "$work/gobench.txt"
 # The whole-handler and reference benchmarks carry the goals: BENCH_COUNT rounds of all of them
 # (rounds rather than -count, so that a change in the machine's other load reaches every
 # configuration alike); the report takes the median.
 for ((i = 1; i <= BENCH_COUNT; i++)); do
-	run "$GO" test ./test/bench -run '^$' -bench '^Benchmark(Handler|Reference)$' -benchmem -benchtime "$BENCHTIME" \
+	run "$GO" -C test/bench test . -run '^$' -bench '^Benchmark(Handler|Reference)$' -benchmem -benchtime "$BENCHTIME" \
 		-o "$work/bench.test" | tee -a "$work/gobench.txt"
 done
 
@@ -107,7 +108,7 @@ mkdir -p docs/profiles
 for p in "1 5" "1 10000" "10 5"; do
 	read -r c n <<<"$p"
 	name=handler-${c}c-${n}p
-	run "$GO" test ./test/bench -run '^$' -bench "^BenchmarkHandler/policies=$n/containers=$c\$" -benchtime "$PROFILE_BENCHTIME" \
+	run "$GO" -C test/bench test . -run '^$' -bench "^BenchmarkHandler/policies=$n/containers=$c\$" -benchtime "$PROFILE_BENCHTIME" \
 		-o "$work/bench.test" -cpuprofile "$root/docs/profiles/$name.pprof" >/dev/null
 	focus='bench_test\.serve$'
 	for view in "" -cum; do

@@ -1,7 +1,7 @@
-package policies_test
+package bench_test
 
-// The engine's own benchmarks (`make bench-engine`): Apply for the Dask operator worker with
-// the five layered policies of test/bench, alone and among 1,000 unrelated policies, for 1 and
+// The engine's own benchmarks (`make bench-engine`): Apply and Patch for the Dask operator
+// worker with the five layered policies of this package, alone and among 1,000 unrelated policies, for 1 and
 // 10 containers; and compiling a policy set. `make bench` runs these stages and much more in one
 // report (docs/benchmarks.md). Speed is measured here, never asserted.
 
@@ -22,7 +22,7 @@ func BenchmarkApply(b *testing.B) {
 		set, err := bench.LoadPolicySet(dir)
 		require.NoError(b, err)
 		for _, c := range bench.ContainerCounts {
-			pod, err := bench.WorkerPod("..", c)
+			pod, err := bench.WorkerPod(root, c)
 			require.NoError(b, err)
 			in := policies.Input{Kind: policies.KindPod, Object: pod, Namespace: bench.Namespace}
 			for _, mode := range []string{"patch", "object"} {
