@@ -7,6 +7,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 GO=${GO:-go}
 bindir=${1:-$root/bin}
 mkdir -p "$bindir"
+bindir=$(cd "$bindir" && pwd) # the builds below run in the tools module's directory
 export GOWORK=off GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=readonly" CGO_ENABLED=0
 mod=$root/test/tools/lint
 for pkg in honnef.co/go/tools/cmd/staticcheck golang.org/x/tools/cmd/goimports; do
