@@ -525,6 +525,18 @@ func (h *harness) snapshot(ctx context.Context, ns string, kinds []schema.GroupV
 	return s, nil
 }
 
+func equalSnapshots(a, b snapshot) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
 // changes compares two snapshots: objects created, deleted or recreated, objects whose spec
 // changed (generation), and Pods and Services written at all.
 func changes(before, after snapshot) (structural []string, writes int) {
@@ -576,8 +588,30 @@ func (h *harness) checkSteady(t *testing.T, ns, ctl string, crs ...schema.GroupV
 		}
 		return nil
 	}, "external URLs written")
-	s0, err := h.snapshot(ctx, ns, kinds)
-	require.NoError(t, err)
+	// The window starts once both namespaces are quiet (the managers have handled what the test
+	// did last): two snapshots a second apart agree.
+	var s0 snapshot
+	for _, n := range []string{ctl, ns} {
+		var prev snapshot
+		eventually(t, 30*time.Second, func() error {
+			cur, err := h.snapshot(ctx, n, kinds)
+			if err != nil {
+				return err
+			}
+			same := prev != nil && equalSnapshots(prev, cur)
+			last := prev
+			prev, s0 = cur, cur
+			if !same {
+				time.Sleep(time.Second)
+				if last == nil {
+					return fmt.Errorf("first snapshot")
+				}
+				structural, writes := changes(last, cur)
+				return fmt.Errorf("still changing: %v, %d Pod/Service writes", structural, writes)
+			}
+			return nil
+		}, "namespace %s settles", n)
+	}
 	c0, err := h.snapshot(ctx, ctl, kinds)
 	require.NoError(t, err)
 	end := time.Now().Add(h.window)
