@@ -8,7 +8,7 @@ FUZZTIME ?= 20000x
 # FuzzKeyedLists builds objects with hundreds of list items: fewer, larger executions.
 FUZZTIME_LISTS ?= 2000x
 
-.PHONY: all build demo dev test vet fmt-check lint unit fuzz bench bench-engine clean control-plane image test-bench test-chart test-image
+.PHONY: all build demo dev test vet fmt-check lint unit fuzz bench bench-engine clean control-plane image test-bench test-chart test-image test-managers fixtures
 
 all: build
 
@@ -28,8 +28,8 @@ dev: control-plane bin/podpatch
 
 ## test: vet, formatting, unit and golden tests, CLI tests against the built binary, end-to-end
 ## tests against a real kube-apiserver (built from source on first use), the Helm chart and the
-## image (modules of their own), brief fuzzing.
-test: vet fmt-check lint unit test-bench test-chart test-image fuzz
+## image (modules of their own), brief fuzzing, and the real cluster managers behind podpatch.
+test: vet fmt-check lint unit test-bench test-chart test-image fuzz test-managers
 
 vet:
 	$(GO) vet ./...
@@ -47,8 +47,25 @@ lint:
 	if [ -n "$$out" ]; then echo "goimports needed (-local github.com/podpatch/podpatch):"; echo "$$out"; exit 1; fi
 
 ## control-plane: kube-apiserver and etcd for the end-to-end tests, built from source once into bin/.
-control-plane bin/kube-apiserver bin/etcd:
+control-plane bin/kube-apiserver bin/kube-controller-manager bin/etcd:
 	@hack/build-control-plane.sh bin
+
+## test-managers: the real KubeRay operator, Dask operator, spark-submit and Flink client against the
+## test control plane (with kube-controller-manager) and podpatch; every Pod and Service they make
+## must be stored as `podpatch render` predicts. hack/build-managers.sh builds bin/ray-operator and a
+## virtualenv cached by its pins. MANAGERS_WINDOW: how long each cluster is watched for a fight.
+MANAGERS_WINDOW ?= 15s
+test-managers: control-plane
+	@venv=$$(hack/build-managers.sh bin) && \
+	PODPATCH_MANAGERS=1 PODPATCH_MANAGERS_VENV=$$venv PODPATCH_MANAGERS_WINDOW=$(MANAGERS_WINDOW) \
+		$(GO) test -count=1 -timeout 40m ./test/managers
+
+## fixtures: the same run, writing each manager's objects as podpatch receives them (the unpatched
+## control copies) into policies/testdata/fixtures/.
+fixtures: control-plane
+	@venv=$$(hack/build-managers.sh bin) && \
+	PODPATCH_MANAGERS=1 PODPATCH_MANAGERS_VENV=$$venv PODPATCH_MANAGERS_WINDOW=1s PODPATCH_MANAGERS_FIXTURES=1 \
+		$(GO) test -count=1 -timeout 40m ./test/managers
 
 unit: control-plane
 	PODPATCH_E2E=required $(GO) test -count=1 ./...

@@ -2,8 +2,10 @@
 # Builds the control plane the end-to-end tests run against (controller-runtime's envtest), from
 # source, with nothing but the Go toolchain and the Go module proxy:
 #
-#   BINDIR/kube-apiserver   k8s.io/kubernetes/cmd/kube-apiserver, module test/tools/kube-apiserver
-#   BINDIR/etcd             go.etcd.io/etcd/server/v3/etcdmain,  module test/tools/etcd
+#   BINDIR/kube-apiserver            k8s.io/kubernetes/cmd/kube-apiserver, module test/tools/kube-apiserver
+#   BINDIR/kube-controller-manager   k8s.io/kubernetes/cmd/kube-controller-manager, same module
+#                                    (test/managers: Deployments, ReplicaSets and Jobs make Pods)
+#   BINDIR/etcd                      go.etcd.io/etcd/server/v3/etcdmain,  module test/tools/etcd
 #
 # Usage: hack/build-control-plane.sh [BINDIR]      (BINDIR defaults to bin/ at the repo root)
 #
@@ -88,4 +90,5 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 
 build kube-apiserver "$kdir" k8s.io/kubernetes/cmd/kube-apiserver "${kldflags[@]}"
+build kube-controller-manager "$kdir" k8s.io/kubernetes/cmd/kube-controller-manager "${kldflags[@]}"
 build etcd "$tools/etcd" .

@@ -1,0 +1,167 @@
+package managers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/podpatch/podpatch/policies"
+)
+
+var (
+	daskClusterGVK     = schema.GroupVersionKind{Group: "kubernetes.dask.org", Version: "v1", Kind: "DaskCluster"}
+	daskWorkerGroupGVK = schema.GroupVersionKind{Group: "kubernetes.dask.org", Version: "v1", Kind: "DaskWorkerGroup"}
+)
+
+// TestDaskOperator runs the Dask Kubernetes operator (kopf, from the virtualenv) on two
+// clusters: one from Python with KubeCluster(...), one from a DaskCluster and a GPU
+// DaskWorkerGroup, which is then scaled.
+func TestDaskOperator(t *testing.T) {
+	venv := env.needVenv(t)
+	pkg := pythonPackageDir(t, venv, "dask_kubernetes")
+	env.createCRDs(t, filepath.Join(pkg, "operator", "deployment", "helm", "dask-kubernetes-operator", "crds"))
+	ns, ctl := env.namespaces(t, "mgr-dask")
+
+	probe := freePort(t)
+	op := exec.Command(filepath.Join(venv, "bin", "kopf"), "run", "--standalone", "--namespace", ns, "--namespace", ctl,
+		fmt.Sprintf("--liveness=http://127.0.0.1:%d/healthz", probe), "-m", "dask_kubernetes.operator.controller")
+	op.Env = append(os.Environ(), "KUBECONFIG="+env.tokenKubeconfig)
+	start(t, "dask-operator", op)
+
+	for _, n := range []string{ns, ctl} {
+		py := exec.Command(filepath.Join(venv, "bin", "python"), filepath.Join(env.root, "test", "managers", "testdata", "dask", "kubecluster.py"), n)
+		py.Env = append(os.Environ(), "KUBECONFIG="+env.tokenKubeconfig)
+		start(t, "kubecluster-"+n, py)
+		for _, f := range []string{"dask/gpu-cluster.yaml", "dask/gpu-workergroup.yaml"} {
+			o := env.readTestdata(t, f)
+			o.SetNamespace(n)
+			require.NoError(t, env.k8s.Create(context.Background(), o), f)
+		}
+	}
+	want := map[shape]int{
+		pod(policies.ManagerDask, policies.RoleScheduler, "simple", ""):                      1,
+		service(policies.ManagerDask, policies.RoleScheduler, "simple", ""):                  1,
+		pod(policies.ManagerDask, policies.RoleWorker, "simple", "simple-default"):           2,
+		pod(policies.ManagerDask, policies.RoleScheduler, "gpu-cluster", ""):                 1,
+		service(policies.ManagerDask, policies.RoleScheduler, "gpu-cluster", ""):             1,
+		pod(policies.ManagerDask, policies.RoleWorker, "gpu-cluster", "gpu-cluster-default"): 1,
+		pod(policies.ManagerDask, policies.RoleWorker, "gpu-cluster", "gpu-cluster-gpu"):     1,
+	}
+	env.waitGenerated(t, ctl, want, 3*time.Minute)
+	env.waitGenerated(t, ns, want, 3*time.Minute)
+
+	// Scale the GPU worker group, as `kubectl scale daskworkergroup` does.
+	for _, n := range []string{ns, ctl} {
+		o := &unstructured.Unstructured{}
+		o.SetGroupVersionKind(daskWorkerGroupGVK)
+		o.SetNamespace(n)
+		o.SetName("gpu-cluster-gpu")
+		require.NoError(t, env.k8s.Patch(context.Background(), o,
+			client.RawPatch(types.MergePatchType, []byte(`{"spec":{"worker":{"replicas":2}}}`))))
+	}
+	want[pod(policies.ManagerDask, policies.RoleWorker, "gpu-cluster", "gpu-cluster-gpu")] = 2
+	control := env.waitGenerated(t, ctl, want, 2*time.Minute)
+	served := env.waitGenerated(t, ns, want, 2*time.Minute)
+
+	r := env.checkPatched(t, served, control, ns, ctl)
+	t.Run("the operator does not fight the mutation", func(t *testing.T) {
+		// The example policies make scheduler Services internal load balancers; the operator
+		// reports a cluster Pending until the load balancer has an address. A cloud's
+		// load-balancer controller writes it; here the test does.
+		env.provisionLoadBalancers(t, ns)
+		for _, c := range []string{"simple", "gpu-cluster"} {
+			for _, n := range []string{ns, ctl} {
+				env.waitPhase(t, n, c, "Running")
+			}
+		}
+		env.checkSteady(t, ns, ctl, daskClusterGVK, daskWorkerGroupGVK)
+		for _, c := range []string{"simple", "gpu-cluster"} {
+			env.checkStatus(t, r, daskClusterGVK, c, ns, ctl)
+		}
+	})
+	env.dumpFixtures(t, "dask-operator", "dask-kubernetes operator "+pythonVersion(t, venv, "dask-kubernetes"), control, ctl)
+}
+
+// waitPhase waits for a DaskCluster's status.phase.
+func (h *harness) waitPhase(t *testing.T, ns, name, phase string) {
+	t.Helper()
+	eventually(t, time.Minute, func() error {
+		o := &unstructured.Unstructured{}
+		o.SetGroupVersionKind(daskClusterGVK)
+		if err := h.k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, o); err != nil {
+			return err
+		}
+		if got, _, _ := unstructured.NestedString(o.Object, "status", "phase"); got != phase {
+			return fmt.Errorf("phase %q", got)
+		}
+		return nil
+	}, "DaskCluster %s/%s phase %s", ns, name, phase)
+}
+
+// provisionLoadBalancers does what a cloud's load-balancer controller does for every
+// LoadBalancer Service of a namespace: writes an ingress address into its status.
+func (h *harness) provisionLoadBalancers(t *testing.T, ns string) {
+	t.Helper()
+	svcs, err := h.list(context.Background(), serviceGVK, ns)
+	require.NoError(t, err)
+	for i := range svcs {
+		s := &svcs[i]
+		if typ, _, _ := unstructured.NestedString(s.Object, "spec", "type"); typ != "LoadBalancer" {
+			continue
+		}
+		patch := []byte(fmt.Sprintf(`{"status":{"loadBalancer":{"ingress":[{"ip":"192.0.2.%d"}]}}}`, 10+i))
+		require.NoError(t, h.k8s.Status().Patch(context.Background(), s, client.RawPatch(types.MergePatchType, patch)))
+	}
+}
+
+// pythonPackageDir is where a package is installed in the virtualenv.
+func pythonPackageDir(t *testing.T, venv, pkg string) string {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(venv, "bin", "python"), "-c",
+		"import os, "+pkg+"; print(os.path.dirname("+pkg+".__file__))").Output()
+	require.NoError(t, err, "python: import %s", pkg)
+	return string(trimNewline(out))
+}
+
+// sitePackages is the virtualenv's site-packages directory.
+func sitePackages(t *testing.T, venv string) string {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(venv, "bin", "python"), "-c",
+		"import sysconfig; print(sysconfig.get_paths()['purelib'])").Output()
+	require.NoError(t, err, "python: site-packages")
+	return string(trimNewline(out))
+}
+
+// pythonVersion is an installed distribution's version.
+func pythonVersion(t *testing.T, venv, dist string) string {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(venv, "bin", "python"), "-c",
+		"import importlib.metadata as m; print(m.version('"+dist+"'))").Output()
+	require.NoError(t, err, "version of %s", dist)
+	return string(trimNewline(out))
+}
+
+func trimNewline(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// freePort is a free loopback port.
+func freePort(t *testing.T) int {
+	t.Helper()
+	p, err := freeLoopbackPort()
+	require.NoError(t, err)
+	return p
+}

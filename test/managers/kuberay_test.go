@@ -1,0 +1,155 @@
+package managers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/test/cluster"
+)
+
+var rayClusterGVK = schema.GroupVersionKind{Group: "ray.io", Version: "v1", Kind: "RayCluster"}
+
+// TestKubeRay runs the KubeRay operator (bin/ray-operator, built from the Go module) on a
+// RayCluster with a head, a CPU and a GPU worker group, then scales the CPU group out.
+func TestKubeRay(t *testing.T) {
+	bin := filepath.Join(env.binDir, "ray-operator")
+	_, err := os.Stat(bin)
+	require.NoError(t, err, "bin/ray-operator: run hack/build-managers.sh")
+	crds := filepath.Join(goModuleDir(t, "test/tools/ray-operator", "github.com/ray-project/kuberay/ray-operator"), "config", "crd", "bases")
+	env.createCRDs(t, crds)
+
+	ns, ctl := env.namespaces(t, "mgr-ray")
+	metrics, err := cluster.FreePort()
+	require.NoError(t, err)
+	probes, err := cluster.FreePort()
+	require.NoError(t, err)
+	op := exec.Command(bin, "--enable-leader-election=false",
+		fmt.Sprintf("--metrics-addr=127.0.0.1:%d", metrics), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probes),
+		"--watch-namespace="+ns+","+ctl, "--log-stdout-encoder=console")
+	op.Env = append(os.Environ(), "KUBECONFIG="+env.cp.Kubeconfig)
+	start(t, "ray-operator", op)
+
+	rc := env.readTestdata(t, "kuberay/raycluster.yaml")
+	for _, n := range []string{ns, ctl} {
+		o := rc.DeepCopy()
+		o.SetNamespace(n)
+		require.NoError(t, env.k8s.Create(context.Background(), o))
+	}
+	const name = "raycluster-kuberay"
+	want := map[shape]int{
+		pod(policies.ManagerRay, policies.RoleScheduler, name, "headgroup"): 1,
+		pod(policies.ManagerRay, policies.RoleWorker, name, "workergroup"):  1,
+		pod(policies.ManagerRay, policies.RoleWorker, name, "gpu-group"):    1,
+		service(policies.ManagerRay, policies.RoleScheduler, name, ""):      1,
+	}
+	env.waitGenerated(t, ctl, want, 2*time.Minute)
+	env.waitGenerated(t, ns, want, 2*time.Minute)
+
+	// Scale out, as `kubectl patch` or the autoscaler does.
+	for _, n := range []string{ns, ctl} {
+		o := &unstructured.Unstructured{}
+		o.SetGroupVersionKind(rayClusterGVK)
+		o.SetNamespace(n)
+		o.SetName(name)
+		patch := []byte(`[{"op":"test","path":"/spec/workerGroupSpecs/0/groupName","value":"workergroup"},` +
+			`{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":3}]`)
+		require.NoError(t, env.k8s.Patch(context.Background(), o, client.RawPatch(types.JSONPatchType, patch)))
+	}
+	want[pod(policies.ManagerRay, policies.RoleWorker, name, "workergroup")] = 3
+	control := env.waitGenerated(t, ctl, want, 2*time.Minute)
+	served := env.waitGenerated(t, ns, want, 2*time.Minute)
+
+	r := env.checkPatched(t, served, control, ns, ctl)
+	t.Run("GPU limit on the Ray container only", func(t *testing.T) {
+		for _, g := range served {
+			if g.Kind != policies.KindPod || g.Group != "gpu-group" {
+				continue
+			}
+			containers, _, _ := unstructured.NestedSlice(g.obj.Object, "spec", "containers")
+			require.Len(t, containers, 2)
+			limit := func(c any) string {
+				v, _, _ := unstructured.NestedString(c.(map[string]any), "resources", "limits", "nvidia.com/gpu")
+				return v
+			}
+			require.Equal(t, "1", limit(containers[0]), "\"@main\" is KubeRay's first container")
+			require.Empty(t, limit(containers[1]), "the sidecar gets no GPU")
+		}
+	})
+	t.Run("the operator does not fight the mutation", func(t *testing.T) {
+		env.checkSteady(t, ns, ctl, rayClusterGVK)
+		env.checkStatus(t, r, rayClusterGVK, name, ns, ctl)
+	})
+	env.dumpFixtures(t, "kuberay", "KubeRay operator "+kuberayVersion, control, ctl)
+}
+
+// kuberayVersion is the ray-operator module test/tools/ray-operator builds.
+const kuberayVersion = "v1.5.0"
+
+// goModuleDir is the directory of a module required by one of the repository's tool modules.
+func goModuleDir(t *testing.T, moduleDir, module string) string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
+	cmd.Dir = filepath.Join(env.root, moduleDir)
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list -m %s in %s", module, moduleDir)
+	dir := strings.TrimSpace(string(out))
+	require.NotEmpty(t, dir, "%s is not downloaded: run hack/build-managers.sh", module)
+	return dir
+}
+
+// createCRDs creates (never applies: KubeRay's RayCluster CRD is too big for the
+// last-applied annotation) every CRD in a directory and waits until they are established.
+func (h *harness) createCRDs(t *testing.T, dir string) {
+	t.Helper()
+	objs, err := readObjects(dir)
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, o := range objs {
+		require.Equal(t, "CustomResourceDefinition", o.GetKind(), "%s", dir)
+		if err := h.k8s.Create(ctx, o); err != nil && !strings.Contains(err.Error(), "already exists") {
+			require.NoError(t, err, o.GetName())
+		}
+	}
+	for _, o := range objs {
+		eventually(t, 30*time.Second, func() error {
+			cur := &unstructured.Unstructured{}
+			cur.SetGroupVersionKind(o.GroupVersionKind())
+			if err := h.k8s.Get(ctx, client.ObjectKey{Name: o.GetName()}, cur); err != nil {
+				return err
+			}
+			conds, _, _ := unstructured.NestedSlice(cur.Object, "status", "conditions")
+			for _, c := range conds {
+				m, _ := c.(map[string]any)
+				if m["type"] == "Established" && m["status"] == "True" {
+					return nil
+				}
+			}
+			return fmt.Errorf("not established")
+		}, "CRD %s", o.GetName())
+	}
+}
+
+// readTestdata reads one object from test/managers/testdata.
+func (h *harness) readTestdata(t *testing.T, name string) *unstructured.Unstructured {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(h.root, "test", "managers", "testdata", name))
+	require.NoError(t, err)
+	objs, err := decodeYAMLStream(b)
+	require.NoError(t, err)
+	require.Len(t, objs, 1)
+	return objs[0]
+}

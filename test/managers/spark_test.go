@@ -1,0 +1,89 @@
+package managers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/podpatch/podpatch/policies"
+)
+
+// sparkImage is the image the driver and executor Pods name; nothing pulls it here.
+const sparkImage = "apache/spark:4.0.1"
+
+// TestSpark runs spark-submit from the pyspark wheel (Java 17): cluster mode creates the
+// driver Pod and its Service; client mode, with the driver running here, creates two executor
+// Pods.
+func TestSpark(t *testing.T) {
+	venv := env.needVenv(t)
+	ns, ctl := env.namespaces(t, "mgr-spark")
+	submit := filepath.Join(venv, "bin", "spark-submit")
+	master := "k8s://" + env.cp.Config.Host
+	sparkEnv := append(os.Environ(), "KUBECONFIG="+env.tokenKubeconfig, "SPARK_HOME="+pythonPackageDir(t, venv, "pyspark"),
+		"PYSPARK_PYTHON="+filepath.Join(venv, "bin", "python"), "PYSPARK_DRIVER_PYTHON="+filepath.Join(venv, "bin", "python"))
+	common := func(n string) []string {
+		return []string{"--master", master, "--conf", "spark.kubernetes.namespace=" + n,
+			"--conf", "spark.kubernetes.container.image=" + sparkImage,
+			"--conf", "spark.executor.instances=2", "--conf", "spark.dynamicAllocation.enabled=false"}
+	}
+	driverPorts := map[string]int{}
+	for _, n := range []string{ns, ctl} {
+		// Cluster mode: spark-submit creates the driver Pod, its Service and ConfigMap, and
+		// returns without waiting for the application.
+		args := append([]string{"--deploy-mode", "cluster", "--name", "spark-pi",
+			"--class", "org.apache.spark.examples.SparkPi",
+			"--conf", "spark.kubernetes.submission.waitAppCompletion=false"}, common(n)...)
+		args = append(args, "local:///opt/spark/examples/jars/spark-examples.jar", "1000")
+		cluster := exec.Command(submit, args...)
+		cluster.Env = sparkEnv
+		start(t, "spark-submit-cluster-"+n, cluster).wait(t, 3*time.Minute)
+
+		// Client mode: the driver is this machine's JVM; it asks for two executor Pods. As a
+		// client-mode driver running in a Pod (a notebook) does, it names that Pod — here the
+		// cluster-mode driver's — so that the executors are owned by it.
+		driverPorts[n] = freePort(t)
+		args = append([]string{"--deploy-mode", "client", "--name", "spark-pi",
+			"--conf", "spark.kubernetes.driver.pod.name=" + env.sparkDriverPod(t, n),
+			"--conf", "spark.driver.host=127.0.0.1", "--conf", fmt.Sprintf("spark.driver.port=%d", driverPorts[n]),
+			"--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.ui.enabled=false"}, common(n)...)
+		args = append(args, filepath.Join(env.root, "test", "managers", "testdata", "spark", "client_app.py"))
+		client := exec.Command(submit, args...)
+		client.Env = sparkEnv
+		start(t, "spark-submit-client-"+n, client)
+	}
+	want := map[shape]int{
+		pod(policies.ManagerSpark, policies.RoleScheduler, "spark-pi", ""):     1,
+		service(policies.ManagerSpark, policies.RoleScheduler, "spark-pi", ""): 1,
+		pod(policies.ManagerSpark, policies.RoleWorker, "spark-pi", ""):        2,
+	}
+	control := env.waitGenerated(t, ctl, want, 3*time.Minute)
+	served := env.waitGenerated(t, ns, want, 3*time.Minute)
+	r := env.checkPatchedWith(t, served, control, ns, ctl, func(r *rewriter) {
+		// Executors name the driver's address, a port chosen per run.
+		r.add(fmt.Sprintf("127.0.0.1:%d", driverPorts[ctl]), fmt.Sprintf("127.0.0.1:%d", driverPorts[ns]))
+		r.add(fmt.Sprintf("spark.driver.port=%d", driverPorts[ctl]), fmt.Sprintf("spark.driver.port=%d", driverPorts[ns]))
+	})
+	_ = r
+	t.Run("spark does not fight the mutation", func(t *testing.T) {
+		env.checkSteady(t, ns, ctl)
+	})
+	env.dumpFixtures(t, "spark", "spark-submit "+strings.TrimSpace(pythonVersion(t, venv, "pyspark")), control, ctl)
+}
+
+// sparkDriverPod is the name of the one driver Pod in a namespace.
+func (h *harness) sparkDriverPod(t *testing.T, ns string) string {
+	t.Helper()
+	pods := &corev1.PodList{}
+	require.NoError(t, h.k8s.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels{"spark-role": "driver"}))
+	require.Len(t, pods.Items, 1, "driver Pods in %s", ns)
+	return pods.Items[0].Name
+}
