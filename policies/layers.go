@@ -110,7 +110,8 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	if l.empty() {
 		return res, nil
 	}
-	out, err := s.fixedPoint(in, patchOnly, sub, skip, l, false)
+	// The first round patches the tree decoded here; any later one decodes the input afresh.
+	out, err := s.fixedPoint(in, patchOnly, &decoded{t, obj}, sub, skip, l, false)
 	if err != nil && !errors.Is(err, ErrStopped) && l.hasNamespace() {
 		// A namespace policy must never switch the platform's policies off: without them.
 		platform := l.platformOnly()
@@ -118,7 +119,7 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 			return res, err
 		}
 		var perr error
-		if out, perr = s.fixedPoint(in, patchOnly, sub, skip, platform, true); perr != nil {
+		if out, perr = s.fixedPoint(in, patchOnly, nil, sub, skip, platform, true); perr != nil {
 			return res, err
 		}
 		out.Warnings = append(out.Warnings, "namespace policies left out: "+err.Error())
@@ -140,10 +141,11 @@ const MaxSelectionRounds = 4
 // admission of the result selects the same policies and changes nothing. Beyond
 // MaxSelectionRounds the selection oscillates: the object is not patched (Apply then tries
 // without namespace policies). With platformOnly, namespace policies stay unselected.
-func (s *Set) fixedPoint(in Input, patchOnly bool, sub *subject, skip bool, l layers, platformOnly bool) (Result, error) {
+func (s *Set) fixedPoint(in Input, patchOnly bool, first *decoded, sub *subject, skip bool, l layers, platformOnly bool) (Result, error) {
 	for round := 1; ; round++ {
-		res, labels, err := s.applyLayers(in, patchOnly, sub.id.Manager, l)
-		if err != nil || !setsLabels(l.all(), in.Kind) {
+		res, labels, err := s.applyLayers(in, patchOnly, first, sub.id.Manager, l)
+		first = nil
+		if err != nil || !l.any(func(p *Policy) bool { return setsLabels(p, in.Kind) }) {
 			return res, err // without labels set by policies, the selection cannot change
 		}
 		next := s.selectLayers(&subject{id: sub.id, kind: sub.kind, namespace: sub.namespace, labels: labels, namespaceLabels: sub.namespaceLabels}, skip)
@@ -161,25 +163,31 @@ func (s *Set) fixedPoint(in Input, patchOnly bool, sub *subject, skip bool, l la
 	}
 }
 
-// setsLabels reports whether any of the policies sets or removes a label of a kind of object.
-func setsLabels(ps []*Policy, kind Kind) bool {
-	for _, p := range ps {
-		if meta, ok := p.patchFor(kind)["metadata"].(map[string]any); ok && meta["labels"] != nil {
-			return true
-		}
-	}
-	return false
+// setsLabels reports whether a policy sets or removes a label of a kind of object.
+func setsLabels(p *Policy, kind Kind) bool {
+	meta, ok := p.patchFor(kind)["metadata"].(map[string]any)
+	return ok && meta["labels"] != nil
+}
+
+// decoded is the input object in a tree, ready to be patched once.
+type decoded struct {
+	t   *jsontree.Tree
+	obj map[string]any
 }
 
 // applyLayers applies one selection of layers to the object as it came in, and returns the
 // result and the labels of the patched object.
-func (s *Set) applyLayers(in Input, patchOnly bool, manager Manager, l layers) (Result, labels.Set, error) {
+func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager, l layers) (Result, labels.Set, error) {
 	res := Result{Object: in.Object}
-	t := jsontree.New()
-	obj, _ := t.Decode(json.RawMessage(in.Object)).(map[string]any)
-	if in.Explain {
-		jsontree.ExpandAll(obj)
+	if d == nil {
+		t := jsontree.New()
+		obj, _ := t.Decode(json.RawMessage(in.Object)).(map[string]any)
+		if in.Explain {
+			jsontree.ExpandAll(obj)
+		}
+		d = &decoded{t, obj}
 	}
+	t, obj := d.t, d.obj
 	res.Applied = l.all()
 	st := &applyState{t: t, done: in.Done}
 	var owned map[string]bool

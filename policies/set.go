@@ -262,7 +262,19 @@ func (l *layers) platformOnly() layers {
 }
 
 func (l *layers) equal(o layers) bool {
-	return slices.Equal(l.all(), o.all())
+	return slices.Equal(l.platformDefault, o.platformDefault) && slices.Equal(l.namespaceDefault, o.namespaceDefault) &&
+		slices.Equal(l.platformMerge, o.platformMerge) && slices.Equal(l.namespaceMerge, o.namespaceMerge) &&
+		slices.Equal(l.enforce, o.enforce)
+}
+
+// any reports whether a policy of the layers satisfies f.
+func (l *layers) any(f func(*Policy) bool) bool {
+	for _, ps := range [][]*Policy{l.platformDefault, l.namespaceDefault, l.platformMerge, l.namespaceMerge, l.enforce} {
+		if slices.ContainsFunc(ps, f) {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *layers) empty() bool {

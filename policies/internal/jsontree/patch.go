@@ -3,7 +3,6 @@ package jsontree
 import (
 	"bytes"
 	"encoding/json"
-	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -70,14 +69,29 @@ func (w *patchWriter) diff(orig, cur any, path string) error {
 		if !ok {
 			return w.op("replace", path, cur, true)
 		}
-		for _, k := range slices.Sorted(maps.Keys(o)) { // sorted: the same patch, byte for byte, every time
+		// Operations are written in sorted key order, the same patch byte for byte every time;
+		// only the keys that can produce one are sorted: removed ones, and members decoded or
+		// set (a member still raw is the original, untouched).
+		var keys []string
+		for k := range o {
 			if _, kept := c[k]; !kept {
-				if err := w.op("remove", path+"/"+escapePointer(k), nil, false); err != nil {
-					return err
-				}
+				keys = append(keys, k)
 			}
 		}
-		for _, k := range slices.Sorted(maps.Keys(c)) {
+		slices.Sort(keys)
+		for _, k := range keys {
+			if err := w.op("remove", path+"/"+escapePointer(k), nil, false); err != nil {
+				return err
+			}
+		}
+		keys = keys[:0]
+		for k, v := range c {
+			if !IsRaw(v) {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
 			p := path + "/" + escapePointer(k)
 			ov, had := o[k]
 			if !had {
