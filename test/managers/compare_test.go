@@ -307,8 +307,7 @@ func (h *harness) owner(t *testing.T, ns string, ref *ownerRef) *unstructured.Un
 	return o
 }
 
-// pairs matches each served object with a control object of the same shape (by name when
-// names are fixed, else by creation order).
+// pairs matches each served object with a control object of the same expected shape.
 func pairs(t *testing.T, served, control []generated) [][2]generated {
 	t.Helper()
 	group := func(gs []generated) map[shape][]generated {
@@ -317,17 +316,10 @@ func pairs(t *testing.T, served, control []generated) [][2]generated {
 			m[g.key] = append(m[g.key], g)
 		}
 		for _, l := range m {
-			sort.SliceStable(l, func(i, j int) bool {
-				if l[i].Kind == policies.KindService {
-					// Services have fixed names (Spark's one per application aside).
-					return l[i].obj.GetName() < l[j].obj.GetName()
-				}
-				ti, tj := l[i].obj.GetCreationTimestamp(), l[j].obj.GetCreationTimestamp()
-				if !ti.Equal(&tj) {
-					return ti.Before(&tj)
-				}
-				return l[i].obj.GetName() < l[j].obj.GetName()
-			})
+			// By name: fixed names pair with themselves, ordinals (Spark's exec-1, exec-2)
+			// with the same ordinal; random names pair arbitrarily, which is harmless, as
+			// every pair teaches its own tokens.
+			sort.Slice(l, func(i, j int) bool { return l[i].obj.GetName() < l[j].obj.GetName() })
 		}
 		return m
 	}
@@ -632,23 +624,23 @@ func (h *harness) checkSteady(t *testing.T, ns, ctl string, crs ...schema.GroupV
 	_, controlWrites := changes(c0, cs)
 	require.LessOrEqual(t, writes, controlWrites, "Pods and Services written during %v, served vs control namespace", h.window)
 
-	reasons := func(ns string, skipPodpatch bool) map[string]bool {
+	reasons := func(ns string, skipPodpatch bool) map[string]string {
 		l := &corev1.EventList{}
 		require.NoError(t, h.k8s.List(ctx, l, client.InNamespace(ns)))
-		m := map[string]bool{}
+		m := map[string]string{}
 		for _, e := range l.Items {
 			if skipPodpatch && (e.Source.Component == "podpatch" || strings.HasPrefix(e.ReportingController, "podpatch")) {
 				continue
 			}
-			m[fmt.Sprintf("%s %s/%s", e.Type, e.InvolvedObject.Kind, e.Reason)] = true
+			m[fmt.Sprintf("%s %s/%s", e.Type, e.InvolvedObject.Kind, e.Reason)] = fmt.Sprintf("%s: %s", e.InvolvedObject.Name, e.Message)
 		}
 		return m
 	}
 	served, controlReasons := reasons(ns, true), reasons(ctl, false)
 	var extra []string
-	for r := range served {
-		if !controlReasons[r] {
-			extra = append(extra, r)
+	for r, msg := range served {
+		if _, ok := controlReasons[r]; !ok {
+			extra = append(extra, r+" ("+msg+")")
 		}
 	}
 	sort.Strings(extra)

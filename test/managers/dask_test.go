@@ -2,6 +2,7 @@ package managers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -77,8 +78,13 @@ func TestDaskOperator(t *testing.T) {
 	t.Run("the operator does not fight the mutation", func(t *testing.T) {
 		// The example policies make scheduler Services internal load balancers; the operator
 		// reports a cluster Pending until the load balancer has an address. A cloud's
-		// load-balancer controller writes it; here the test does.
-		env.provisionLoadBalancers(t, ns)
+		// load-balancer controller writes it; here the test does. The operator derives the
+		// phase from the Service's status, racing its own create handler (which may set
+		// Pending last), so the test changes every scheduler Service's status in both
+		// namespaces alike to have the phase evaluated again.
+		for _, n := range []string{ns, ctl} {
+			env.writeServiceStatus(t, n)
+		}
 		for _, c := range []string{"simple", "gpu-cluster"} {
 			for _, n := range []string{ns, ctl} {
 				env.waitPhase(t, n, c, "Running")
@@ -108,18 +114,22 @@ func (h *harness) waitPhase(t *testing.T, ns, name, phase string) {
 	}, "DaskCluster %s/%s phase %s", ns, name, phase)
 }
 
-// provisionLoadBalancers does what a cloud's load-balancer controller does for every
-// LoadBalancer Service of a namespace: writes an ingress address into its status.
-func (h *harness) provisionLoadBalancers(t *testing.T, ns string) {
+// writeServiceStatus does what a cloud's load-balancer controller does for every
+// LoadBalancer Service of a namespace — writes an ingress address (from the documentation
+// range) — and adds a condition to every Service's status.
+func (h *harness) writeServiceStatus(t *testing.T, ns string) {
 	t.Helper()
 	svcs, err := h.list(context.Background(), serviceGVK, ns)
 	require.NoError(t, err)
 	for i := range svcs {
 		s := &svcs[i]
-		if typ, _, _ := unstructured.NestedString(s.Object, "spec", "type"); typ != "LoadBalancer" {
-			continue
+		status := map[string]any{"conditions": []any{map[string]any{"type": "podpatch.io/ManagersTest", "status": "True",
+			"reason": "StatusWritten", "message": "", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}}
+		if typ, _, _ := unstructured.NestedString(s.Object, "spec", "type"); typ == "LoadBalancer" {
+			status["loadBalancer"] = map[string]any{"ingress": []any{map[string]any{"ip": fmt.Sprintf("192.0.2.%d", 10+i)}}}
 		}
-		patch := []byte(fmt.Sprintf(`{"status":{"loadBalancer":{"ingress":[{"ip":"192.0.2.%d"}]}}}`, 10+i))
+		patch, err := json.Marshal(map[string]any{"status": status})
+		require.NoError(t, err)
 		require.NoError(t, h.k8s.Status().Patch(context.Background(), s, client.RawPatch(types.MergePatchType, patch)))
 	}
 }
