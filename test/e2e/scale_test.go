@@ -282,7 +282,7 @@ spec:
 			if err != nil {
 				return ""
 			}
-			m, err := p.MetricLabels("podpatch_policy_generation_info", "generation")
+			m, err := p.MetricLabels("podpatch_policy_generation_info", "hash")
 			if err != nil || len(m) != 1 {
 				return ""
 			}
