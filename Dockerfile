@@ -9,6 +9,8 @@ COPY policies/ policies/
 COPY webhook/ webhook/
 COPY certs/ certs/
 COPY lifecycle/ lifecycle/
+COPY externalurl/ externalurl/
+COPY audit/ audit/
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /podpatch ./cmd/podpatch
 
