@@ -15,6 +15,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -192,24 +194,49 @@ func StartPodpatch(bin, kubeconfig, certDir string, port int, extra ...string) (
 		return nil, err
 	}
 	go func() { p.done <- p.cmd.Wait() }()
+	if err := waitOK("podpatch", http.DefaultClient, "http://"+p.ProbeAddr+"/readyz", p.done, p.Output); err != nil {
+		return nil, errors.Join(err, p.Stop())
+	}
+	return p, nil
+}
+
+// waitOK polls url until it answers 200, for up to 60 s; it fails at once if the process
+// (done) exits first. output is what the process logged, for the error.
+func waitOK(name string, hc *http.Client, url string, done <-chan error, output *bytes.Buffer) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		select {
-		case err := <-p.done:
-			return nil, fmt.Errorf("podpatch exited before it was ready: %v\n%s", err, p.Output)
+		case err := <-done:
+			return fmt.Errorf("%s exited before it was ready: %v\n%s", name, err, output)
 		default:
 		}
-		if resp, err := http.Get("http://" + p.ProbeAddr + "/readyz"); err == nil {
+		if resp, err := hc.Get(url); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return p, nil
+				return nil
 			}
 		}
 		if time.Now().After(deadline) {
-			return nil, errors.Join(fmt.Errorf("podpatch not ready after 60s:\n%s", p.Output), p.Stop())
+			return fmt.Errorf("%s not ready after 60s:\n%s", name, output)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// WithoutVersions drops the @<resourceVersion> the webhook adds to every podpatch.io/applied
+// entry (render, reading files, has none), and fails on an @ not followed by a number.
+func WithoutVersions(applied string) (string, error) {
+	entries := strings.Split(applied, ",")
+	for i, e := range entries {
+		ref, rv, ok := strings.Cut(e, "@")
+		if ok {
+			if _, err := strconv.ParseUint(rv, 10, 64); err != nil {
+				return "", fmt.Errorf("provenance entry %q: @ and not a resourceVersion", e)
+			}
+		}
+		entries[i] = ref
+	}
+	return strings.Join(entries, ","), nil
 }
 
 // Stop sends SIGTERM and waits; a clean shutdown exits with status 0.

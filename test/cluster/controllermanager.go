@@ -76,24 +76,10 @@ func (c *ControlPlane) StartControllerManager(binDir string, controllers []strin
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // a local health probe
 	url := fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case err := <-m.done:
-			return nil, fmt.Errorf("kube-controller-manager exited before it was healthy: %v\n%s", err, m.Output)
-		default:
-		}
-		if resp, err := hc.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return m, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return nil, errors.Join(fmt.Errorf("kube-controller-manager not healthy after 60s:\n%s", m.Output), m.Stop())
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := waitOK("kube-controller-manager", hc, url, m.done, m.Output); err != nil {
+		return nil, errors.Join(err, m.Stop())
 	}
+	return m, nil
 }
 
 // Stop sends SIGTERM and waits for the process to end.

@@ -216,22 +216,15 @@ func show(ctx context.Context, c client.Client, set *policies.Set, path string) 
 	// The webhook's provenance entries carry @<resourceVersion>; render's, read from files, do not.
 	compared := stored.DeepCopy()
 	if ann := compared.GetAnnotations(); ann[policies.AppliedAnnotation] != "" {
-		ann[policies.AppliedAnnotation] = withoutVersions(ann[policies.AppliedAnnotation])
+		if ann[policies.AppliedAnnotation], err = cluster.WithoutVersions(ann[policies.AppliedAnnotation]); err != nil {
+			return err
+		}
 		compared.SetAnnotations(ann)
 	}
 	if !cluster.Subset(predicted, compared.Object) {
 		fmt.Println("    note: the stored object differs from podpatch render's prediction in the fields above")
 	}
 	return nil
-}
-
-// withoutVersions drops the @<resourceVersion> of every provenance entry.
-func withoutVersions(applied string) string {
-	entries := strings.Split(applied, ",")
-	for i, e := range entries {
-		entries[i], _, _ = strings.Cut(e, "@")
-	}
-	return strings.Join(entries, ",")
 }
 
 func indent(s string) string {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -193,16 +191,9 @@ func normalize(t *testing.T, u *unstructured.Unstructured) map[string]any {
 // (render, reading files, has none), checking that each stored entry carries one.
 func withoutVersions(t *testing.T, applied string) string {
 	t.Helper()
-	entries := strings.Split(applied, ",")
-	for i, e := range entries {
-		ref, rv, ok := strings.Cut(e, "@")
-		if ok {
-			_, err := strconv.ParseUint(rv, 10, 64)
-			require.NoError(t, err, "provenance entry %q: @ and not a resourceVersion", e)
-		}
-		entries[i] = ref
-	}
-	return strings.Join(entries, ",")
+	out, err := cluster.WithoutVersions(applied)
+	require.NoError(t, err)
+	return out
 }
 
 // requireSubset checks that every field of want is in what the API server stored (which adds

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -468,20 +467,12 @@ func (h *harness) defaulted(t *testing.T, o *unstructured.Unstructured, ns strin
 	return d
 }
 
-// withoutVersions drops the @<resourceVersion> the webhook adds to every provenance entry,
-// checking that each one is a number.
+// withoutVersions drops the @<resourceVersion> the webhook adds to every provenance entry.
 func withoutVersions(t *testing.T, applied string) string {
 	t.Helper()
-	entries := strings.Split(applied, ",")
-	for i, e := range entries {
-		ref, rv, ok := strings.Cut(e, "@")
-		if ok {
-			_, err := strconv.ParseUint(rv, 10, 64)
-			require.NoError(t, err, "provenance entry %q", e)
-		}
-		entries[i] = ref
-	}
-	return strings.Join(entries, ",")
+	out, err := cluster.WithoutVersions(applied)
+	require.NoError(t, err)
+	return out
 }
 
 // yamlOf prints an object with canonical quantities, for a readable diff.
