@@ -11,6 +11,7 @@ COPY certs/ certs/
 COPY lifecycle/ lifecycle/
 COPY externalurl/ externalurl/
 COPY audit/ audit/
+COPY internal/ internal/
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /podpatch ./cmd/podpatch
 

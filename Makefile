@@ -14,7 +14,7 @@ all: build
 
 build: bin/podpatch
 
-bin/podpatch: $(shell find cmd policies webhook certs lifecycle externalurl audit -name '*.go' -not -name '*_test.go') go.mod go.sum
+bin/podpatch: $(shell find cmd policies webhook certs lifecycle externalurl audit internal -name '*.go' -not -name '*_test.go') go.mod go.sum
 	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./cmd/podpatch
 
 ## demo: a real kube-apiserver calling podpatch over TLS with the example policies; prints what

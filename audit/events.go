@@ -78,9 +78,6 @@ func (e *ownerEvents) update(findings []Finding) {
 	}
 }
 
-// forget drops what was said: a new leader starts afresh.
-func (e *ownerEvents) forget() { clear(e.said) }
-
 func (k ownerKey) reference() *corev1.ObjectReference {
 	return &corev1.ObjectReference{APIVersion: k.owner.APIVersion, Kind: k.owner.Kind, Namespace: k.namespace,
 		Name: k.owner.Name, UID: types.UID(k.owner.UID)}

@@ -4,36 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/go-logr/logr"
 	openreports "github.com/openreports/reports-api/pkg/client/clientset/versioned"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/podpatch/podpatch/policies"
-)
-
-// DefaultLeaseName is the Lease the replicas of `podpatch serve` elect the auditor with.
-const DefaultLeaseName = "podpatch-audit"
-
-// Leader election timings: client-go's usual ones. A new leader takes over at most
-// leaseDuration after the old one vanished, at once when it stopped cleanly (it releases the
-// Lease); against an audit every few minutes, that is soon enough.
-const (
-	leaseDuration = 15 * time.Second
-	renewDeadline = 10 * time.Second
-	retryPeriod   = 2 * time.Second
 )
 
 // PeriodicOptions configure the audit of `podpatch serve`.
@@ -41,11 +24,6 @@ type PeriodicOptions struct {
 	Config *rest.Config
 	// Interval is the time between the starts of two rounds.
 	Interval time.Duration
-	// LeaseNamespace holds the Lease: podpatch's own namespace.
-	LeaseNamespace string
-	// LeaseName is the Lease (DefaultLeaseName when empty); Identity names this replica in it
-	// (host name and a random suffix when empty).
-	LeaseName, Identity string
 	// Policies returns the policies the webhook serves now: the informer-fed store's, so the
 	// audit compares objects with exactly what admission applies, last good versions included.
 	Policies func() *policies.Set
@@ -59,7 +37,7 @@ type PeriodicOptions struct {
 }
 
 // Periodic is the leader-elected audit of `podpatch serve`: every Interval, the elected
-// replica audits every recognised Pod and Service and writes the results as OpenReports
+// replica (internal/leader) audits every recognised Pod and Service and writes the results as OpenReports
 // Reports (when the CRDs are installed), the podpatch_drift_objects metric, and Events on the
 // custom resources that own drifting objects.
 //
@@ -72,8 +50,7 @@ type Periodic struct {
 	o       PeriodicOptions
 	reader  *Reader
 	reports *reportWriter
-	events  *ownerEvents
-	bcast   record.EventBroadcaster
+	events  *ownerEvents // this term's
 	cs      kubernetes.Interface
 	metrics *metrics
 }
@@ -108,13 +85,6 @@ func NewPeriodic(o PeriodicOptions) (*Periodic, error) {
 	if o.Interval <= 0 {
 		return nil, errors.New("audit interval must be positive")
 	}
-	if o.LeaseName == "" {
-		o.LeaseName = DefaultLeaseName
-	}
-	if o.Identity == "" {
-		host, _ := os.Hostname() // an empty host name still leaves the random suffix
-		o.Identity = host + "_" + rand.String(8)
-	}
 	reader, err := NewReader(o.Config)
 	if err != nil {
 		return nil, err
@@ -131,51 +101,24 @@ func NewPeriodic(o PeriodicOptions) (*Periodic, error) {
 	if err != nil {
 		return nil, err
 	}
-	bcast := record.NewBroadcaster()
-	rec := bcast.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: "podpatch-audit"})
-	return &Periodic{o: o, reader: reader, cs: cs, bcast: bcast, metrics: m, events: newOwnerEvents(rec),
+	return &Periodic{o: o, reader: reader, cs: cs, metrics: m,
 		reports: &reportWriter{client: orc, log: o.Log, now: time.Now}}, nil
 }
 
-// Start takes part in the election until ctx is done and, while leading, audits every
-// Interval. It returns nil when ctx is done.
+// Start is one leadership term: it audits every Interval, once the policies are synced,
+// until ctx is done. Each term starts afresh: Events are said again, and a follower keeps no
+// drift gauges, which would double the leader's.
 func (p *Periodic) Start(ctx context.Context) error {
-	p.bcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: p.cs.CoreV1().Events("")})
-	defer p.bcast.Shutdown()
-	cfg := leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: p.o.LeaseNamespace, Name: p.o.LeaseName},
-			Client:     p.cs.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: p.o.Identity},
-		},
-		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
-		ReleaseOnCancel: true, Name: p.o.LeaseName,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: p.lead,
-			OnStoppedLeading: func() {
-				p.o.Log.Info("no longer the auditor")
-				p.metrics.drift.Reset() // a follower's gauges would double the leader's
-				p.events.forget()
-			},
-		},
-	}
-	for ctx.Err() == nil {
-		le, err := leaderelection.NewLeaderElector(cfg)
-		if err != nil {
-			return err
-		}
-		le.Run(ctx) // returns when leadership is lost or ctx is done; then stand again
-	}
-	return nil
-}
-
-// lead audits every Interval while this replica leads.
-func (p *Periodic) lead(ctx context.Context) {
-	p.o.Log.Info("elected auditor", "interval", p.o.Interval, "identity", p.o.Identity)
+	bcast := record.NewBroadcaster()
+	bcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: p.cs.CoreV1().Events("")})
+	defer bcast.Shutdown()
+	p.events = newOwnerEvents(bcast.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: "podpatch-audit"}))
+	defer p.metrics.drift.Reset()
+	p.o.Log.Info("auditing", "interval", p.o.Interval)
 	for !p.o.Ready() {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -185,7 +128,7 @@ func (p *Periodic) lead(ctx context.Context) {
 		p.round(ctx)
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 )
 
-// ServingOptions configure the webhook's HTTPS listener (webhook's tlsServer,
+// ServingOptions configure the webhook's HTTPS listener (webhook.Server,
 // which takes TLSOpts() as controller-runtime's webhook.Options.TLSOpts would);
 // controller-runtime's certwatcher reloads tls.crt and tls.key from CertDir
 // without dropping connections.

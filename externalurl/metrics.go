@@ -29,7 +29,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"manager", "source"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "podpatch_external_url_leader",
-			Help: "1 while this replica holds the external URL resolver's lease and is the one that writes.",
+			Help: "1 while this replica holds the leader Lease and runs the external URL resolver, the one replica that writes.",
 		}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_external_url_writes_total",

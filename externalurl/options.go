@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
@@ -22,11 +21,6 @@ type Options struct {
 	NodeAddressTypes []string
 	// ServiceSelector narrows, server-side, the Services the resolver watches.
 	ServiceSelector string
-	// LeaseNamespace (default: podpatch's namespace) and LeaseName name the Lease that elects
-	// the one replica that writes.
-	LeaseNamespace, LeaseName string
-	// LeaseDuration, RenewDeadline and RetryPeriod tune the election (client-go's defaults).
-	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
 
 // NewOptions returns the defaults: on, with node ports, ExternalIP first.
@@ -35,8 +29,7 @@ func NewOptions() Options {
 	for i, t := range DefaultAddressTypes {
 		types[i] = string(t)
 	}
-	return Options{Enabled: true, NodePorts: true, NodeAddressTypes: types, LeaseName: "podpatch-external-url",
-		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+	return Options{Enabled: true, NodePorts: true, NodeAddressTypes: types}
 }
 
 // AddFlags binds the options to `podpatch serve` flags.
@@ -45,11 +38,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.NodePorts, "external-url-node-ports", o.NodePorts, "resolve NodePort Services (and LoadBalancers without an address yet) to a node address; needs list/watch on nodes")
 	fs.StringSliceVar(&o.NodeAddressTypes, "external-url-node-address-types", o.NodeAddressTypes, "node address types to try, in order")
 	fs.StringVar(&o.ServiceSelector, "external-url-service-selector", o.ServiceSelector, "label selector narrowing the Services the resolver watches (default: all)")
-	fs.StringVar(&o.LeaseNamespace, "external-url-lease-namespace", o.LeaseNamespace, "namespace of the resolver's leader-election Lease (default: --namespace)")
-	fs.StringVar(&o.LeaseName, "external-url-lease-name", o.LeaseName, "name of the resolver's leader-election Lease")
-	fs.DurationVar(&o.LeaseDuration, "external-url-lease-duration", o.LeaseDuration, "how long a resolver lease is valid without renewal")
-	fs.DurationVar(&o.RenewDeadline, "external-url-renew-deadline", o.RenewDeadline, "how long the leader retries renewing before it gives up leading")
-	fs.DurationVar(&o.RetryPeriod, "external-url-retry-period", o.RetryPeriod, "how often replicas try to acquire or renew the lease")
 }
 
 // Validate checks the options.
@@ -68,12 +56,6 @@ func (o *Options) Validate() error {
 	}
 	if _, err := labels.Parse(o.ServiceSelector); err != nil {
 		errs = append(errs, fmt.Errorf("--external-url-service-selector: %w", err))
-	}
-	if o.LeaseName == "" {
-		errs = append(errs, errors.New("--external-url-lease-name must not be empty"))
-	}
-	if o.LeaseDuration <= o.RenewDeadline || o.RenewDeadline <= o.RetryPeriod || o.RetryPeriod <= 0 {
-		errs = append(errs, errors.New("want --external-url-lease-duration > --external-url-renew-deadline > --external-url-retry-period > 0"))
 	}
 	return errors.Join(errs...)
 }

@@ -19,8 +19,6 @@ func TestOptions(t *testing.T) {
 	require.NoError(t, parse("--external-url-node-address-types=InternalIP,ExternalIP", "--external-url-service-selector=podpatch.io/external-url in (true)"))
 	require.ErrorContains(t, parse("--external-url-node-address-types=PublicIP"), `unknown type "PublicIP"`)
 	require.ErrorContains(t, parse("--external-url-service-selector=a=(b"), "--external-url-service-selector")
-	require.ErrorContains(t, parse("--external-url-lease-duration=5s", "--external-url-renew-deadline=5s"), "lease-duration > ")
-	require.ErrorContains(t, parse("--external-url-lease-name="), "lease-name must not be empty")
 	// Off: nothing else matters.
 	require.NoError(t, parse("--external-urls=false", "--external-url-node-address-types=PublicIP"))
 }

@@ -3,7 +3,7 @@
 // (apache-spark-on-k8s #140, #147), generalised to every manager podpatch recognises.
 //
 // resolve.go is the pure part (a Service, the nodes and the options in, a URL or a reason
-// out); resolver.go is the Kubernetes side: informers, leader election, patches, Events.
+// out); resolver.go is the Kubernetes side: informers, patches, Events, on the elected replica.
 package externalurl
 
 import (

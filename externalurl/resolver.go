@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -16,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -24,8 +21,6 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
@@ -50,26 +45,21 @@ const workers = 2
 // maxEventMessage keeps Event messages within what the API server accepts.
 const maxEventMessage = 1000
 
-// Resolver keeps the external URL of every requesting Service current. Every replica
-// campaigns for a Lease; only the holder watches Services (and Nodes) and writes, so two
-// replicas never race on the same annotation.
+// Resolver keeps the external URL of every requesting Service current. It runs on the elected
+// replica only (internal/leader): only the Lease holder watches Services (and Nodes) and
+// writes, so two replicas never race on the same annotation.
 type Resolver struct {
-	opts     Options
-	types    []corev1.NodeAddressType
-	cs       kubernetes.Interface
-	meta     metadata.Interface
-	lock     resourcelock.Interface
-	identity string
-	metrics  *Metrics
-	log      logr.Logger
-	events   record.EventBroadcaster
-	recorder record.EventRecorder
+	opts    Options
+	types   []corev1.NodeAddressType
+	cs      kubernetes.Interface
+	meta    metadata.Interface
+	metrics *Metrics
+	log     logr.Logger
 }
 
-// New builds a resolver from validated options; namespace is podpatch's own, where the Lease
-// lives unless LeaseNamespace says otherwise; metrics are registered with reg. It does not
+// New builds a resolver from validated options; metrics are registered with reg. It does not
 // start anything.
-func New(cfg *rest.Config, o Options, namespace string, reg prometheus.Registerer, log logr.Logger) (*Resolver, error) {
+func New(cfg *rest.Config, o Options, reg prometheus.Registerer, log logr.Logger) (*Resolver, error) {
 	m, err := NewMetrics(reg)
 	if err != nil {
 		return nil, err
@@ -83,76 +73,23 @@ func New(cfg *rest.Config, o Options, namespace string, reg prometheus.Registere
 	if err != nil {
 		return nil, err
 	}
-	host, err := os.Hostname()
-	if err != nil {
-		return nil, err
-	}
-	ns := o.LeaseNamespace
-	if ns == "" {
-		ns = namespace
-	}
-	identity := host + "_" + string(uuid.NewUUID())
-	r := &Resolver{opts: o, types: o.addressTypes(), cs: cs, meta: meta, identity: identity, metrics: m, log: log,
-		events: record.NewBroadcaster()}
-	r.recorder = r.events.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: "podpatch"})
-	r.lock = &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: ns, Name: o.LeaseName},
-		Client:     cs.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
-	}
-	return r, nil
+	return &Resolver{opts: o, types: o.addressTypes(), cs: cs, meta: meta, metrics: m, log: log}, nil
 }
 
-// Identity is this replica's name in the Lease.
-func (r *Resolver) Identity() string { return r.identity }
-
-// Start campaigns for the Lease until ctx is done, resolving while it leads. Losing the lease
-// does not stop the process (the webhook keeps serving): the replica campaigns again. The
-// lease is released on shutdown, so another replica takes over within a retry period.
+// Start is one leadership term: informers, workers and Events, until ctx is done.
 func (r *Resolver) Start(ctx context.Context) error {
-	r.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: r.cs.CoreV1().Events("")})
-	defer r.events.Shutdown()
-	for ctx.Err() == nil {
-		var started atomic.Bool
-		done := make(chan struct{})
-		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock: r.lock, Name: r.opts.LeaseName, ReleaseOnCancel: true,
-			LeaseDuration: r.opts.LeaseDuration, RenewDeadline: r.opts.RenewDeadline, RetryPeriod: r.opts.RetryPeriod,
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: func(lctx context.Context) {
-					defer close(done)
-					started.Store(true)
-					r.lead(lctx)
-				},
-				OnStoppedLeading: func() {},
-			},
-		})
-		if err != nil {
-			return err
-		}
-		le.Run(ctx)
-		if started.Load() {
-			<-done // one term at a time in this process
-		}
-		if ctx.Err() == nil {
-			r.log.Info("lost the external URL lease; campaigning again", "identity", r.identity)
-		}
-	}
-	return nil
-}
-
-// lead is one term: informers, workers, until the lease is lost or ctx is done.
-func (r *Resolver) lead(ctx context.Context) {
-	if ctx.Err() != nil { // the term ended before it began
-		return
-	}
 	r.metrics.leader.Set(1)
 	defer r.metrics.leader.Set(0)
-	r.log.Info("leading the external URL resolver", "identity", r.identity, "lease", r.opts.LeaseName)
+	r.log.Info("resolving external URLs")
+	events := record.NewBroadcaster()
+	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: r.cs.CoreV1().Events("")})
+	defer events.Shutdown()
 	t := &term{Resolver: r, reported: map[string]string{},
+		recorder: events.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: "podpatch"}),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "external-url"})}
 	t.run(ctx)
+	return nil
 }
 
 // term holds what one leadership term watches.
@@ -161,6 +98,7 @@ type term struct {
 	services cache.SharedIndexInformer
 	nodes    cache.SharedIndexInformer // nil without node ports
 	queue    workqueue.TypedRateLimitingInterface[string]
+	recorder record.EventRecorder
 
 	mu       sync.Mutex
 	reported map[string]string // Service key -> the last unresolved reason reported

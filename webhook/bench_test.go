@@ -66,8 +66,7 @@ func BenchmarkConcurrentMaxReviews(b *testing.B) {
 	set, probs := policies.Compile(cms, policies.DefaultOptions())
 	require.Empty(b, probs)
 	m := newTestMetrics(b)
-	o := DefaultConfig()
-	h := &Review{Name: "mutate", Budget: o.RequestBudget, Slots: NewSlots(o.MaxInFlight), Metrics: m,
+	h := &Review{Name: "mutate", Budget: DefaultRequestBudget, Slots: NewSlots(DefaultMaxInFlight), Metrics: m,
 		Handler: &Mutator{Source: staticSource{snap: &Snapshot{Set: set}}, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
 	srv := httptest.NewTLSServer(h)
 	defer srv.Close()
@@ -95,7 +94,7 @@ func BenchmarkConcurrentMaxReviews(b *testing.B) {
 
 	// The soft memory limit `podpatch serve` sets from the manifests' 256 Mi limit.
 	prev := debug.SetMemoryLimit(-1)
-	setMemoryLimit(manifestMemoryLimit, logr.Discard())
+	SetMemoryLimit(manifestMemoryLimit, logr.Discard())
 	defer debug.SetMemoryLimit(prev)
 	runtime.GC()
 	debug.FreeOSMemory()

@@ -359,7 +359,7 @@ func TestReviewHead(t *testing.T) {
 func TestTLSServerShutdown(t *testing.T) {
 	certDir, pool := testCerts(t)
 	start := func(h http.Handler, grace time.Duration) (string, context.CancelFunc, chan error) {
-		s := &tlsServer{Addr: freeAddr(t), CertDir: certDir, Handler: h, Grace: grace, Log: logr.Discard()}
+		s := &Server{Addr: freeAddr(t), CertDir: certDir, Handler: h, Grace: grace, Log: logr.Discard()}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- s.Start(ctx) }()

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -17,14 +16,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 )
 
-// tlsServer serves the admission endpoints over TLS. It replaces controller-runtime's
+// DefaultShutdownTimeout is the default Grace: below a Pod's default 30 s termination grace.
+const DefaultShutdownTimeout = 25 * time.Second
+
+// Server serves the admission endpoints over TLS. It replaces controller-runtime's
 // webhook.Server.Start, whose graceful shutdown waits a fixed minute (longer than a Pod's
 // default 30 s termination grace, so the kubelet's SIGKILL would cut requests off) and whose
 // requests inherit the server's context (so SIGTERM would cancel the requests it is meant to
 // let finish). The handler is still that server's mux, which keeps controller-runtime's
 // controller_runtime_webhook_* metrics; tls.crt and tls.key are reloaded by the same
 // certwatcher.
-type tlsServer struct {
+type Server struct {
 	Addr    string
 	CertDir string
 	TLSOpts []func(*tls.Config)
@@ -38,7 +40,7 @@ type tlsServer struct {
 
 // Start serves until ctx is done, then stops accepting connections and waits at most Grace
 // for the requests in flight; it returns an error if they did not finish.
-func (s *tlsServer) Start(ctx context.Context) error {
+func (s *Server) Start(ctx context.Context) error {
 	cfg := &tls.Config{}
 	for _, op := range s.TLSOpts {
 		op(cfg)
@@ -88,7 +90,7 @@ func (s *tlsServer) Start(ctx context.Context) error {
 }
 
 // StartedChecker reports ready once the server accepts TLS connections.
-func (s *tlsServer) StartedChecker() healthz.Checker {
+func (s *Server) StartedChecker() healthz.Checker {
 	return func(*http.Request) error {
 		if !s.started.Load() {
 			return errors.New("webhook server has not been started yet")
@@ -101,6 +103,3 @@ func (s *tlsServer) StartedChecker() healthz.Checker {
 		return conn.Close()
 	}
 }
-
-// hostPort joins a host (empty: all addresses) and a port.
-func hostPort(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }

@@ -2,16 +2,39 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
+	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
+	"golang.org/x/sync/errgroup"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/podpatch/podpatch/audit"
+	"github.com/podpatch/podpatch/certs"
+	"github.com/podpatch/podpatch/externalurl"
+	"github.com/podpatch/podpatch/internal/leader"
+	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/webhook"
 )
 
@@ -26,45 +49,169 @@ func (o *logOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Development, "log-development", false, "human-readable console logs instead of JSON")
 }
 
-// serveOptions are the flags of `podpatch serve`: the policy options shared with render and
-// lint, and the webhook's configuration.
+// serveOptions are the flags of `podpatch serve` (SPEC §5): the policy options shared with
+// render and lint, the webhook's, and those of the leader-elected components.
 type serveOptions struct {
 	policyOptions
-	Config *webhook.Config
+
+	Host                   string
+	Port                   int
+	CertDir                string
+	EnableHTTP2            bool
+	ClientCAFile           string
+	PolicyDir              string
+	PolicyDirInterval      time.Duration
+	Kubeconfig             string
+	MetricsBindAddress     string
+	HealthProbeBindAddress string
+	ShutdownTimeout        time.Duration
+	RequestBudget          time.Duration
+	MaxInFlight            int
+	// MemoryLimit is the container's memory limit (a quantity, e.g. 256Mi or bytes).
+	MemoryLimit string
+	// AuditInterval is the time between two rounds of the leader-elected drift audit; 0 turns
+	// it off (see audit.Periodic).
+	AuditInterval time.Duration
+
+	SelfSigned                     bool
+	Namespace                      string
+	ServiceName                    string
+	SecretName                     string
+	MutatingWebhookConfiguration   string
+	ValidatingWebhookConfiguration string
+	CAValidity, CertValidity       time.Duration
+	RotationOverlap                time.Duration
+
+	ExternalURL externalurl.Options
+	Leader      leader.Options
 }
 
-func newServeOptions() *serveOptions { return &serveOptions{Config: webhook.DefaultConfig()} }
+// newServeOptions returns the defaults of SPEC §5.
+func newServeOptions() *serveOptions {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = policies.DefaultPlatformNamespace
+	}
+	return &serveOptions{
+		Port:                           9443,
+		CertDir:                        "/tmp/k8s-webhook-server/serving-certs",
+		PolicyDirInterval:              2 * time.Second,
+		MetricsBindAddress:             ":8080",
+		HealthProbeBindAddress:         ":8081",
+		ShutdownTimeout:                webhook.DefaultShutdownTimeout,
+		RequestBudget:                  webhook.DefaultRequestBudget,
+		MaxInFlight:                    webhook.DefaultMaxInFlight,
+		MemoryLimit:                    os.Getenv("MEMORY_LIMIT"),
+		Namespace:                      ns,
+		ServiceName:                    "podpatch",
+		SecretName:                     "podpatch-tls",
+		MutatingWebhookConfiguration:   "podpatch",
+		ValidatingWebhookConfiguration: "podpatch",
+		CAValidity:                     certs.DefaultCAValidity,
+		CertValidity:                   certs.DefaultCertValidity,
+		RotationOverlap:                certs.DefaultOverlap,
+		ExternalURL:                    externalurl.NewOptions(),
+		Leader:                         leader.DefaultOptions(),
+	}
+}
 
 // AddFlags binds the options to kebab-case flags.
 func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
 	o.policyOptions.AddFlags(fs)
-	c := o.Config
+	fs.StringVar(&o.Host, "host", o.Host, "address the webhook listens on (empty: all)")
+	fs.IntVar(&o.Port, "port", o.Port, "HTTPS port of the webhook")
+	fs.StringVar(&o.CertDir, "cert-dir", o.CertDir, "directory holding tls.crt and tls.key; reloaded when they change")
+	fs.BoolVar(&o.EnableHTTP2, "enable-http2", o.EnableHTTP2, "serve HTTP/2 (off: CVE-2023-44487 rapid reset)")
+	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "require client certificates signed by a CA in this PEM file (kube-apiserver's webhook credentials); reloaded when it changes")
+	fs.StringVar(&o.PolicyDir, "policy-dir", o.PolicyDir, "serve policy ConfigMaps from YAML files in this directory instead of the cluster")
+	fs.DurationVar(&o.PolicyDirInterval, "policy-dir-interval", o.PolicyDirInterval, "how often --policy-dir is checked for changes")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file (default: in-cluster configuration)")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "address of /metrics (0 disables)")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "address of /healthz and /readyz (0 disables)")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight requests may take after SIGTERM; keep it below the Pod's terminationGracePeriodSeconds")
+	fs.DurationVar(&o.RequestBudget, "request-budget", o.RequestBudget, "time a request may take, waiting and reading included; past it the object is admitted unchanged with a warning. Keep it below the webhooks' timeoutSeconds")
+	fs.IntVar(&o.MaxInFlight, "max-in-flight", o.MaxInFlight, "requests read and handled at once; others wait, within their budget, for a slot")
+	fs.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit, "the container's memory limit (default $MEMORY_LIMIT); the Go runtime's soft memory limit is set to 85% of it unless GOMEMLIMIT is set")
+	fs.DurationVar(&o.AuditInterval, "audit-interval", o.AuditInterval, "every this often, the elected replica audits recognised Pods and Services for drift from their policies and writes OpenReports Reports, a metric and Events (0: off; needs RBAC to list Pods and Services, see manifests/components/openreports)")
+	fs.BoolVar(&o.SelfSigned, "self-signed", o.SelfSigned, "generate and rotate a CA and serving certificate, kept in a Secret, and inject the CA into the webhook configurations")
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace of podpatch's Service and Secret (default $POD_NAMESPACE)")
+	fs.StringVar(&o.ServiceName, "service-name", o.ServiceName, "podpatch's Service, named in the serving certificate")
+	fs.StringVar(&o.SecretName, "secret-name", o.SecretName, "Secret holding the self-signed CA and certificate")
+	fs.StringVar(&o.MutatingWebhookConfiguration, "mutating-webhook-configuration", o.MutatingWebhookConfiguration, "MutatingWebhookConfiguration to inject the CA into (self-signed)")
+	fs.StringVar(&o.ValidatingWebhookConfiguration, "validating-webhook-configuration", o.ValidatingWebhookConfiguration, "ValidatingWebhookConfiguration to inject the CA into (self-signed)")
+	fs.DurationVar(&o.CAValidity, "self-signed-ca-validity", o.CAValidity, "lifetime of the self-signed CA; it is rotated when a third remains")
+	fs.DurationVar(&o.CertValidity, "self-signed-cert-validity", o.CertValidity, "lifetime of the serving certificate; renewed when a third remains")
+	fs.DurationVar(&o.RotationOverlap, "self-signed-rotation-overlap", o.RotationOverlap, "how long a new CA is published next to the old one before the serving certificate switches to it")
+	o.ExternalURL.AddFlags(fs)
+	o.Leader.AddFlags(fs)
+}
 
-	fs.StringVar(&c.Host, "host", c.Host, "address the webhook listens on (empty: all)")
-	fs.IntVar(&c.Port, "port", c.Port, "HTTPS port of the webhook")
-	fs.StringVar(&c.CertDir, "cert-dir", c.CertDir, "directory holding tls.crt and tls.key; reloaded when they change")
-	fs.BoolVar(&c.EnableHTTP2, "enable-http2", c.EnableHTTP2, "serve HTTP/2 (off: CVE-2023-44487 rapid reset)")
-	fs.StringVar(&c.ClientCAFile, "client-ca-file", c.ClientCAFile, "require client certificates signed by a CA in this PEM file (kube-apiserver's webhook credentials); reloaded when it changes")
-	fs.StringVar(&c.PolicyDir, "policy-dir", c.PolicyDir, "serve policy ConfigMaps from YAML files in this directory instead of the cluster")
-	fs.DurationVar(&c.PolicyDirInterval, "policy-dir-interval", c.PolicyDirInterval, "how often --policy-dir is checked for changes")
-	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "kubeconfig file (default: in-cluster configuration)")
-	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "address of /metrics (0 disables)")
-	fs.StringVar(&c.HealthProbeBindAddress, "health-probe-bind-address", c.HealthProbeBindAddress, "address of /healthz and /readyz (0 disables)")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long in-flight requests may take after SIGTERM; keep it below the Pod's terminationGracePeriodSeconds")
-	fs.DurationVar(&c.RequestBudget, "request-budget", c.RequestBudget, "time a request may take, waiting and reading included; past it the object is admitted unchanged with a warning. Keep it below the webhooks' timeoutSeconds")
-	fs.IntVar(&c.MaxInFlight, "max-in-flight", c.MaxInFlight, "requests read and handled at once; others wait, within their budget, for a slot")
-	fs.StringVar(&c.MemoryLimit, "memory-limit", c.MemoryLimit, "the container's memory limit (default $MEMORY_LIMIT); the Go runtime's soft memory limit is set to 85% of it unless GOMEMLIMIT is set")
-	fs.DurationVar(&c.AuditInterval, "audit-interval", c.AuditInterval, "every this often, the elected replica audits recognised Pods and Services for drift from their policies and writes OpenReports Reports, a metric and Events (0: off; needs RBAC to list Pods and Services, see manifests/components/openreports)")
-	fs.BoolVar(&c.SelfSigned, "self-signed", c.SelfSigned, "generate and rotate a CA and serving certificate, kept in a Secret, and inject the CA into the webhook configurations")
-	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "namespace of podpatch's Service and Secret (default $POD_NAMESPACE)")
-	fs.StringVar(&c.ServiceName, "service-name", c.ServiceName, "podpatch's Service, named in the serving certificate")
-	fs.StringVar(&c.SecretName, "secret-name", c.SecretName, "Secret holding the self-signed CA and certificate")
-	fs.StringVar(&c.MutatingWebhookConfiguration, "mutating-webhook-configuration", c.MutatingWebhookConfiguration, "MutatingWebhookConfiguration to inject the CA into (self-signed)")
-	fs.StringVar(&c.ValidatingWebhookConfiguration, "validating-webhook-configuration", c.ValidatingWebhookConfiguration, "ValidatingWebhookConfiguration to inject the CA into (self-signed)")
-	fs.DurationVar(&c.CAValidity, "self-signed-ca-validity", c.CAValidity, "lifetime of the self-signed CA; it is rotated when a third remains")
-	fs.DurationVar(&c.CertValidity, "self-signed-cert-validity", c.CertValidity, "lifetime of the serving certificate; renewed when a third remains")
-	fs.DurationVar(&c.RotationOverlap, "self-signed-rotation-overlap", c.RotationOverlap, "how long a new CA is published next to the old one before the serving certificate switches to it")
-	c.ExternalURL.AddFlags(fs)
+// Validate checks the options; its errors name the flags.
+func (o *serveOptions) Validate() error {
+	var errs []error
+	if o.Port <= 0 || o.Port > 65535 {
+		errs = append(errs, fmt.Errorf("--port %d: want 1-65535", o.Port))
+	}
+	if o.CertDir == "" {
+		errs = append(errs, errors.New("--cert-dir must not be empty"))
+	}
+	if o.ClientCAFile != "" {
+		if _, err := certs.ReadCABundle(o.ClientCAFile); err != nil {
+			errs = append(errs, fmt.Errorf("--client-ca-file: %w", err))
+		}
+	}
+	if o.SelfSigned && (o.Namespace == "" || o.ServiceName == "" || o.SecretName == "") {
+		errs = append(errs, errors.New("--self-signed needs --namespace, --service-name and --secret-name"))
+	}
+	if o.PolicyDir != "" && o.PolicyDirInterval <= 0 {
+		errs = append(errs, errors.New("--policy-dir-interval must be positive"))
+	}
+	if o.RequestBudget <= 0 {
+		errs = append(errs, errors.New("--request-budget must be positive"))
+	}
+	if o.MaxInFlight < 1 {
+		errs = append(errs, errors.New("--max-in-flight must be at least 1"))
+	}
+	if o.AuditInterval < 0 {
+		errs = append(errs, errors.New("--audit-interval must not be negative"))
+	}
+	if o.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
+	}
+	if _, err := o.memoryLimit(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.ExternalURL.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.elects() {
+		if err := o.Leader.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// needsCluster says whether serving needs the API server: --policy-dir alone does not.
+func (o *serveOptions) needsCluster() bool {
+	return o.PolicyDir == "" || o.SelfSigned || o.AuditInterval > 0
+}
+
+// elects says whether a leader-only component runs, and so whether replicas campaign.
+func (o *serveOptions) elects() bool {
+	return o.needsCluster() && (o.ExternalURL.Enabled || o.AuditInterval > 0)
+}
+
+// memoryLimit parses --memory-limit; 0 when unset.
+func (o *serveOptions) memoryLimit() (int64, error) {
+	if o.MemoryLimit == "" {
+		return 0, nil
+	}
+	q, err := resource.ParseQuantity(o.MemoryLimit)
+	if err != nil || q.Sign() <= 0 {
+		return 0, fmt.Errorf("--memory-limit %q: want a positive quantity such as 256Mi", o.MemoryLimit)
+	}
+	return q.Value(), nil
 }
 
 func runServe(args []string, stderr io.Writer) error {
@@ -73,11 +220,7 @@ func runServe(args []string, stderr io.Writer) error {
 	if _, err := parseCommand("serve", args, stderr, false, o, lo); err != nil {
 		return err
 	}
-	popts, err := o.Options()
-	if err != nil {
-		return err
-	}
-	if err := o.Config.Validate(); err != nil {
+	if err := o.Validate(); err != nil {
 		return usageError{err}
 	}
 	var level zapcore.Level
@@ -89,5 +232,172 @@ func runServe(args []string, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return webhook.Run(ctx, o.Config, popts, log)
+	return serve(ctx, o, log)
+}
+
+// serve is podpatch's composition root: it builds every component from validated options,
+// runs them as one group until ctx is done, and returns once in-flight requests finished. The
+// first component to stop, with an error or not, stops them all; serve returns the first error.
+func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
+	popts, err := o.Options()
+	if err != nil {
+		return err
+	}
+	// The webhook's provenance entries carry the ConfigMap's resourceVersion (SPEC §3), so
+	// that an object shows which version of a policy shaped it.
+	popts.WithResourceVersion = true
+	ctx = logr.NewContext(ctx, log)
+	memLimit, err := o.memoryLimit()
+	if err != nil {
+		return err
+	}
+	webhook.SetMemoryLimit(memLimit, log)
+	m, err := webhook.NewMetrics(crmetrics.Registry)
+	if err != nil {
+		return err
+	}
+	var cfg *rest.Config
+	if o.needsCluster() {
+		if cfg, err = restConfig(o.Kubeconfig); err != nil {
+			return err
+		}
+	}
+
+	var store *webhook.Store
+	var feed interface{ Start(context.Context) error }
+	if o.PolicyDir != "" {
+		feed, store = webhook.NewDirFeed(o.PolicyDir, o.PolicyDirInterval, popts, m, log.WithName("policy-dir"))
+	} else if feed, store, err = webhook.NewClusterFeed(cfg, popts, m, log.WithName("policies")); err != nil {
+		return err
+	}
+	srv := &webhook.Server{
+		Addr: net.JoinHostPort(o.Host, strconv.Itoa(o.Port)), CertDir: o.CertDir, Grace: o.ShutdownTimeout, Log: log.WithName("server"),
+		TLSOpts: certs.ServingOptions{CertDir: o.CertDir, EnableHTTP2: o.EnableHTTP2, ClientCAFile: o.ClientCAFile}.TLSOpts(),
+		Handler: webhook.NewHandler(webhook.HandlerOptions{Store: store, Policies: popts, Metrics: m,
+			RequestBudget: o.RequestBudget, MaxInFlight: o.MaxInFlight, Log: log}),
+	}
+	probes := webhook.Probes(store, srv, m)
+
+	leaderOnly, err := o.leaderOnly(cfg, store, log)
+	if err != nil {
+		return err
+	}
+	var elector *leader.Elector
+	if len(leaderOnly) > 0 {
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		if elector, err = leader.New(cs.CoordinationV1(), o.Leader, o.Namespace, log.WithName("leader")); err != nil {
+			return err
+		}
+	}
+	var selfSigned *certs.SelfSigned
+	if o.SelfSigned {
+		if selfSigned, err = o.selfSigned(cfg); err != nil {
+			return err
+		}
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g, ctx := errgroup.WithContext(ctx)
+	start := func(name string, f func(context.Context) error) {
+		g.Go(func() error {
+			defer cancel()
+			if err := f(ctx); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			return nil
+		})
+	}
+	start("policies", feed.Start)
+	if elector != nil {
+		start("leader election", func(ctx context.Context) error { return elector.Run(ctx, leaderOnly...) })
+	}
+	if selfSigned != nil {
+		start("self-signed certificates", selfSigned.Start)
+		// The server needs a certificate before it starts.
+		if err := waitFor(ctx, selfSigned.Ready); err != nil {
+			cancel()
+			return errors.Join(err, g.Wait())
+		}
+	}
+	if o.HealthProbeBindAddress != "0" {
+		start("health probes", webhook.ServeHTTP(o.HealthProbeBindAddress, probes, o.ShutdownTimeout))
+	}
+	if o.MetricsBindAddress != "0" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(crmetrics.Registry, promhttp.HandlerOpts{}))
+		start("metrics", webhook.ServeHTTP(o.MetricsBindAddress, mux, o.ShutdownTimeout))
+	}
+	start("certificate expiry", m.WatchCertificateExpiry(o.CertDir))
+	start("webhook", srv.Start)
+	log.Info("podpatch serving", "port", o.Port, "policyDir", o.PolicyDir, "selfSigned", o.SelfSigned,
+		"requestBudget", o.RequestBudget, "maxInFlight", o.MaxInFlight, "leaderOnly", len(leaderOnly))
+	return g.Wait()
+}
+
+// leaderOnly builds the components that run on the elected replica only: the external URL
+// resolver (SPEC §6) and the periodic audit (SPEC §7). Neither runs without a cluster.
+func (o *serveOptions) leaderOnly(cfg *rest.Config, store *webhook.Store, log logr.Logger) ([]leader.Runnable, error) {
+	if !o.elects() {
+		return nil, nil
+	}
+	var rs []leader.Runnable
+	if o.ExternalURL.Enabled {
+		r, err := externalurl.New(cfg, o.ExternalURL, crmetrics.Registry, log.WithName("external-url"))
+		if err != nil {
+			return nil, err
+		}
+		rs = append(rs, leader.Runnable{Name: "external URLs", Start: r.Start})
+	}
+	if o.AuditInterval > 0 {
+		a, err := audit.NewPeriodic(audit.PeriodicOptions{Config: cfg, Interval: o.AuditInterval,
+			Policies: func() *policies.Set { return store.Snapshot().Set }, NamespaceLabels: store.NamespaceLabels,
+			Ready: store.Synced, Registry: crmetrics.Registry, Log: log.WithName("audit")})
+		if err != nil {
+			return nil, err
+		}
+		rs = append(rs, leader.Runnable{Name: "audit", Start: a.Start})
+	}
+	return rs, nil
+}
+
+// selfSigned builds the certificate manager of --self-signed.
+func (o *serveOptions) selfSigned(cfg *rest.Config) (*certs.SelfSigned, error) {
+	s := runtime.NewScheme() // what it reads and writes: Secrets and webhook configurations
+	if err := errors.Join(corev1.AddToScheme(s), admissionregistrationv1.AddToScheme(s)); err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		return nil, err
+	}
+	return certs.NewSelfSigned(certs.SelfSignedOptions{
+		Client: c, Namespace: o.Namespace, SecretName: o.SecretName, ServiceName: o.ServiceName,
+		MutatingWebhookConfiguration: o.MutatingWebhookConfiguration, ValidatingWebhookConfiguration: o.ValidatingWebhookConfiguration,
+		CertDir: o.CertDir, CAValidity: o.CAValidity, CertValidity: o.CertValidity, Overlap: o.RotationOverlap,
+	})
+}
+
+// waitFor polls cond until it holds or ctx is done.
+func waitFor(ctx context.Context, cond func() bool) error {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	return rest.InClusterConfig()
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -13,16 +14,22 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
+
+	"github.com/podpatch/podpatch/certs"
 )
 
 // TestServeSIGTERM runs `podpatch serve` and sends it SIGTERM while a request is in flight:
@@ -115,6 +122,108 @@ func TestServeSIGTERM(t *testing.T) {
 	case <-time.After(2 * time.Minute):
 		t.Fatal("podpatch did not exit after SIGTERM")
 	}
+}
+
+// TestServe runs the composition root in process with --policy-dir on loopback over TLS: the
+// answer to an AdmissionReview is exactly what render predicts, and the probes and metrics
+// answer. (Shutdown is TestServeSIGTERM's, on the binary.)
+func TestServe(t *testing.T) {
+	certDir := t.TempDir()
+	b, err := certs.Generate(certs.GenerateOptions{Service: "podpatch", Namespace: "podpatch-system"})
+	require.NoError(t, err)
+	require.NoError(t, certs.WriteFiles(certDir, b))
+	o := newServeOptions()
+	o.AddFlags(pflag.NewFlagSet("serve", pflag.ContinueOnError)) // the policy options' defaults
+	addr := freeAddr(t)
+	host, port, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+	o.Host = host
+	o.Port, err = strconv.Atoi(port)
+	require.NoError(t, err)
+	o.CertDir, o.PolicyDir = certDir, examples
+	o.MetricsBindAddress, o.HealthProbeBindAddress = freeAddr(t), freeAddr(t)
+	require.NoError(t, o.Validate())
+	require.False(t, o.needsCluster())
+	require.False(t, o.elects(), "no cluster, no leader-only component")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, o, logr.Discard()) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done, "a graceful stop returns nil")
+	}()
+	var generation string
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + o.HealthProbeBindAddress + "/readyz")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		generation = resp.Header.Get("X-Podpatch-Policy-Generation")
+		return resp.StatusCode == http.StatusOK
+	}, 20*time.Second, 50*time.Millisecond, "readyz never became ready")
+
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(b.CACert))
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "podpatch.podpatch-system.svc"}}}
+	resp, err := client.Post("https://"+addr+"/mutate", "application/json", bytes.NewReader(workerReview(t)))
+	require.NoError(t, err)
+	var ar admissionv1.AdmissionReview
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&ar))
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, "HTTP/1.1", resp.Proto, "HTTP/2 is off by default")
+	require.True(t, ar.Response.Allowed)
+	patch, err := jsonpatch.DecodePatch(ar.Response.Patch)
+	require.NoError(t, err)
+	worker, err := yaml.YAMLToJSON([]byte(readFile(t, daskWorker)))
+	require.NoError(t, err)
+	got, err := patch.Apply(worker)
+	require.NoError(t, err)
+	want, err := yaml.YAMLToJSON([]byte(requireOK(t, podpatch(t, "", "render", "-f", daskWorker, "--policies", examples))))
+	require.NoError(t, err)
+	require.JSONEq(t, string(want), string(got))
+
+	metrics := scrape(t, o.MetricsBindAddress)
+	require.Contains(t, metrics, `podpatch_admission_requests_total{kind="Pod",manager="dask",result="patched",role="worker"}`)
+	require.Contains(t, metrics, "controller_runtime_webhook_latency_seconds")
+	require.Contains(t, metrics, fmt.Sprintf(`podpatch_policy_generation_info{hash=%q} 1`, generation))
+	require.Contains(t, metrics, "\npodpatch_ready 1\n")
+	hresp, err := http.Get("http://" + o.HealthProbeBindAddress + "/healthz")
+	require.NoError(t, err)
+	require.NoError(t, hresp.Body.Close())
+	require.Equal(t, http.StatusOK, hresp.StatusCode)
+}
+
+// TestServeOptions checks flag validation: --client-ca-file must hold a CA, and the leader
+// election's flags (also under their deprecated names) count only when something is elected.
+func TestServeOptions(t *testing.T) {
+	dir := t.TempDir()
+	b, err := certs.Generate(certs.GenerateOptions{Service: "kube-apiserver", Namespace: "kube-system"})
+	require.NoError(t, err)
+	good := filepath.Join(dir, "ca.crt")
+	require.NoError(t, os.WriteFile(good, b.CACert, 0o644))
+	bad := filepath.Join(dir, "bad.crt")
+	require.NoError(t, os.WriteFile(bad, b.Key, 0o600))
+	validate := func(args ...string) error {
+		o := newServeOptions()
+		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		o.AddFlags(fs)
+		require.NoError(t, fs.Parse(args))
+		return o.Validate()
+	}
+	require.NoError(t, validate())
+	require.NoError(t, validate("--client-ca-file="+good))
+	require.ErrorContains(t, validate("--client-ca-file="+bad), "--client-ca-file")
+	require.ErrorContains(t, validate("--client-ca-file="+filepath.Join(dir, "missing")), "--client-ca-file")
+
+	require.ErrorContains(t, validate("--leader-elect-renew-deadline=20s"), "--leader-elect-lease-duration > --leader-elect-renew-deadline")
+	require.ErrorContains(t, validate("--external-url-lease-name="), "--leader-elect-resource-name must not be empty")
+	require.NoError(t, validate("--leader-elect-resource-name=", "--external-urls=false"), "nothing elected")
+	require.NoError(t, validate("--leader-elect-resource-name=", "--policy-dir=x"), "no cluster, nothing elected")
+	require.ErrorContains(t, validate("--leader-elect-resource-name=", "--policy-dir=x", "--audit-interval=1m"), "--leader-elect-resource-name")
 }
 
 // workerReview is an AdmissionReview creating the Dask worker fixture in namespace default.

@@ -123,8 +123,8 @@ func workerPod(tb testing.TB, containers int) (pod, review []byte) {
 	return pod, review
 }
 
-// mutator is podpatch's /mutate handler built as `podpatch serve` builds it (webhook/serve.go:
-// webhook.Review serving webhook.Mutator). If serve.go changes how it builds the handler,
+// mutator is podpatch's /mutate handler built as webhook.NewHandler builds it (webhook/serve.go:
+// webhook.Review serving webhook.Mutator, without the routing). If NewHandler changes,
 // change this function with it.
 func mutator(tb testing.TB, s *policySet) http.Handler {
 	tb.Helper()
@@ -132,8 +132,7 @@ func mutator(tb testing.TB, s *policySet) http.Handler {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	o := webhook.DefaultConfig()
-	return &webhook.Review{Name: "mutate", Log: logr.Discard(), Budget: o.RequestBudget, Slots: webhook.NewSlots(o.MaxInFlight), Metrics: m,
+	return &webhook.Review{Name: "mutate", Log: logr.Discard(), Budget: webhook.DefaultRequestBudget, Slots: webhook.NewSlots(webhook.DefaultMaxInFlight), Metrics: m,
 		Handler: &webhook.Mutator{Source: s.store, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
 }
 

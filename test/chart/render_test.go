@@ -187,11 +187,10 @@ func TestRenderMatrix(t *testing.T) {
 			require.Equal(t, int64(45), *dep.Spec.Template.Spec.TerminationGracePeriodSeconds)
 			requireClientCAVolume(t, dep, func(v corev1.Volume) string { return v.ConfigMap.Name })
 
-			// The resolver elects its writer with a Lease of this release's own, which its Role names.
-			require.Contains(t, args, "--external-url-lease-name=pp-podpatch-external-url")
-			role := &rbacv1.Role{}
-			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(objectNamed(t, r.objects, "Role", "pp-podpatch-leader-election").Object, role))
-			require.Equal(t, []string{"pp-podpatch-external-url"}, role.Rules[1].ResourceNames)
+			// The resolver and the audit elect their replica with a Lease of this release's own,
+			// which its Role names.
+			require.Contains(t, args, "--leader-elect-resource-name=pp-podpatch-leader")
+			require.Equal(t, []string{"pp-podpatch-leader"}, leaseNames(t, r.objects, "pp-podpatch-leader-election"))
 			require.Nil(t, findObject(r.objects, "ClusterRole", "pp-podpatch-external-url-nodes"), "no access to Nodes without node ports")
 			objectNamed(t, r.objects, "ClusterRole", "pp-podpatch-audit")
 			require.Len(t, objectsOfKind(r.objects, "CustomResourceDefinition"), 2, "the OpenReports CRDs")
@@ -215,13 +214,21 @@ func TestRenderMatrix(t *testing.T) {
 			for _, name := range []string{"podpatch-external-url", "podpatch-external-url-nodes"} {
 				require.Nil(t, findObject(r.objects, "ClusterRole", name), "no RBAC for the resolver that is off")
 			}
-			require.Nil(t, findObject(r.objects, "Role", "podpatch-leader-election"))
 			objectNamed(t, r.objects, "ClusterRole", "podpatch-audit")
-			objectNamed(t, r.objects, "Role", "podpatch-audit")
+			require.Equal(t, []string{"podpatch-leader"}, leaseNames(t, r.objects, "podpatch-leader-election"), "the audit is elected")
+			require.NotContains(t, args, "--leader-elect-resource-name=podpatch-leader", "the default")
 			require.Empty(t, objectsOfKind(r.objects, "CustomResourceDefinition"), "installCRDs: false")
 			np := typedNetworkPolicy(t, r.objects)
 			require.Empty(t, np.Spec.Ingress[0].From, "webhookFrom: [] lets anyone call the webhook port")
 			require.Equal(t, "webhook", np.Spec.Ingress[0].Ports[0].Port.String())
+		},
+		"nothing-elected.yaml": func(t *testing.T, r *rendered) {
+			args := containerArgs(t, oneOfKind(t, r.objects, "Deployment"))
+			require.Contains(t, args, "--external-urls=false")
+			for _, a := range args {
+				require.False(t, strings.HasPrefix(a, "--leader-elect") || strings.HasPrefix(a, "--audit-interval"), a)
+			}
+			require.Nil(t, findObject(r.objects, "Role", "pp-podpatch-leader-election"), "no Lease to hold")
 		},
 		"webhook-url.yaml": func(t *testing.T, r *rendered) {
 			for _, wh := range webhookEntries(t, r.objects) {
@@ -282,6 +289,20 @@ func TestSchemaRejects(t *testing.T) {
 func findObject(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
 	if found := objectsNamed(objs, kind, name); len(found) > 0 {
 		return found[0]
+	}
+	return nil
+}
+
+// leaseNames returns the Lease names a leader-election Role lets podpatch get and update.
+func leaseNames(t *testing.T, objs []*unstructured.Unstructured, role string) []string {
+	t.Helper()
+	r := &rbacv1.Role{}
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(objectNamed(t, objs, "Role", role).Object, r))
+	for _, rule := range r.Rules {
+		if len(rule.ResourceNames) > 0 {
+			require.Equal(t, []string{"get", "update"}, rule.Verbs)
+			return rule.ResourceNames
+		}
 	}
 	return nil
 }

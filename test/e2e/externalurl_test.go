@@ -27,7 +27,7 @@ import (
 const externalURLNamespace = "external-urls"
 
 // electionFlags make a failover take about a second instead of client-go's 15 s lease.
-var electionFlags = []string{"--external-url-lease-duration=8s", "--external-url-renew-deadline=6s", "--external-url-retry-period=1s"}
+var electionFlags = []string{"--leader-elect-lease-duration=8s", "--leader-elect-renew-deadline=6s", "--leader-elect-retry-period=1s"}
 
 // TestExternalURL runs podpatch as its ServiceAccount, with only the RBAC of manifests/base,
 // behind the real API server with the example policies, and goes through SPEC §6: the test
@@ -213,7 +213,7 @@ func TestExternalURL(t *testing.T) {
 	t.Run("two replicas: only the leader writes, and the other takes over", func(t *testing.T) {
 		p2 := startPodpatch(t, certDir, flags...)
 		lease := &coordinationv1.Lease{}
-		leaseKey := client.ObjectKey{Namespace: "podpatch-system", Name: "podpatch-external-url"}
+		leaseKey := client.ObjectKey{Namespace: "podpatch-system", Name: "podpatch-leader"}
 		require.NoError(t, k8s.Get(ctx, leaseKey, lease))
 		first := *lease.Spec.HolderIdentity
 		require.NotEmpty(t, first)

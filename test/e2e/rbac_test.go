@@ -41,7 +41,8 @@ func TestRBACRules(t *testing.T) {
 			core([]string{"events"}, "create", "patch"),
 		},
 		// The external URL resolver: Services it watches and patches, the Deployment between a
-		// Flink Service and its FlinkDeployment, Nodes for node ports, and its Lease.
+		// Flink Service and its FlinkDeployment, and Nodes for node ports; the Lease electing the
+		// replica that resolves (and audits).
 		"ClusterRole/podpatch-external-url": {
 			core([]string{"services"}, "get", "list", "watch", "patch"),
 			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get"}},
@@ -49,7 +50,7 @@ func TestRBACRules(t *testing.T) {
 		"ClusterRole/podpatch-external-url-nodes": {core([]string{"nodes"}, "list", "watch")},
 		"Role/podpatch-leader-election": {
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
-			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"podpatch-external-url"}, Verbs: []string{"get", "update"}},
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"podpatch-leader"}, Verbs: []string{"get", "update"}},
 		},
 	}
 	selfSigned := map[string][]rbacv1.PolicyRule{
