@@ -142,11 +142,15 @@ const MaxSelectionRounds = 4
 // MaxSelectionRounds the selection oscillates: the object is not patched (Apply then tries
 // without namespace policies). With platformOnly, namespace policies stay unselected.
 func (s *Set) fixedPoint(in Input, patchOnly bool, first *decoded, sub *subject, skip bool, l layers, platformOnly bool) (Result, error) {
+	selected := sub.labels // the labels l was selected with
 	for round := 1; ; round++ {
 		res, labels, err := s.applyLayers(in, patchOnly, first, sub.id.Manager, l)
 		first = nil
 		if err != nil || !l.any(func(p *Policy) bool { return setsLabels(p, in.Kind) }) {
 			return res, err // without labels set by policies, the selection cannot change
+		}
+		if !s.selectionReads(sub, selected, labels) {
+			return res, nil // nor when no selector reads the labels they changed
 		}
 		next := s.selectLayers(&subject{id: sub.id, kind: sub.kind, namespace: sub.namespace, labels: labels, namespaceLabels: sub.namespaceLabels}, skip)
 		if platformOnly {
@@ -159,7 +163,7 @@ func (s *Set) fixedPoint(in Input, patchOnly bool, first *decoded, sub *subject,
 			return Result{Object: in.Object}, fmt.Errorf("%s not patched: the labels policies set change which policies match for more than %d rounds (their selectors contradict each other)",
 				strings.ToLower(string(in.Kind)), MaxSelectionRounds)
 		}
-		l = next
+		l, selected = next, labels
 	}
 }
 

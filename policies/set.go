@@ -318,6 +318,40 @@ func (s *Set) selectLayers(sub *subject, skip bool) layers {
 	return l
 }
 
+// selectionReads reports whether a label selector of a policy selectLayers considers for sub
+// reads a label that differs (in value or presence) between before and after. When none does,
+// the labels policies set cannot change the selection, and the fixed point needs no second one.
+func (s *Set) selectionReads(sub *subject, before, after labels.Set) bool {
+	changed := func(k string) bool {
+		b, inBefore := before[k]
+		a, inAfter := after[k]
+		return inBefore != inAfter || a != b
+	}
+	reads := func(ps []*Policy) bool {
+		for _, p := range ps {
+			if p.match.selector == nil {
+				continue
+			}
+			reqs, selectable := p.match.selector.Requirements()
+			if !selectable {
+				continue // selects nothing, whatever the labels
+			}
+			for _, r := range reqs {
+				if changed(r.Key()) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	b := bucket{sub.id.Manager, sub.id.Role, sub.kind}
+	if reads(s.platform.buckets[b]) {
+		return true
+	}
+	idx := s.namespaces[sub.namespace]
+	return idx != nil && reads(idx.buckets[b])
+}
+
 // capNamespaces leaves out the ConfigMaps of one namespace's policies, in name order, from the
 // first one that takes the namespace beyond MaxNamespacePolicies policies.
 func capNamespaces(ps []*Policy) ([]*Policy, []string) {

@@ -58,13 +58,16 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		Done:            ctx.Done(),
 	})
 	m.Metrics.observeApply(kind, res.Identity.Manager, start)
-	log := logr.FromContextOrDiscard(ctx).WithValues("kind", kind, "namespace", req.Namespace, "uid", req.UID)
+	// The request's logger is made only for a line to log: most admissions log none.
+	log := func() logr.Logger {
+		return logr.FromContextOrDiscard(ctx).WithValues("kind", kind, "namespace", req.Namespace, "uid", req.UID)
+	}
 	if errors.Is(err, policies.ErrStopped) || (err != nil && ctx.Err() != nil) {
 		m.count(kind, res.Identity, "budget_exceeded")
 		return m.Fallback(req, ReasonBudgetExceeded)
 	}
 	if err != nil {
-		log.Error(err, "object could not be patched; allowed unchanged")
+		log().Error(err, "object could not be patched; allowed unchanged")
 		m.count(kind, res.Identity, "error")
 		m.Metrics.warnings.WithLabelValues("apply_error").Inc()
 		return admission.Allowed("").WithWarnings("podpatch could not apply policies: " + err.Error())
@@ -75,7 +78,7 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	for _, w := range res.Warnings { // namespace policies left out so that the platform's apply
 		m.Metrics.warnings.WithLabelValues("namespace_policies_left_out").Inc()
-		log.Info("namespace policies left out", "reason", w)
+		log().Info("namespace policies left out", "reason", w)
 		warnings = append(warnings, "podpatch: "+w)
 	}
 	if names := snap.Dropped[req.Namespace]; res.Recognised && len(names) > 0 {
@@ -92,7 +95,10 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Allowed("").WithWarnings(warnings...)
 	}
 	m.count(kind, res.Identity, "patched")
-	log.V(1).Info("patched", "manager", res.Identity.Manager, "role", res.Identity.Role, "policies", len(res.Applied))
+	if l := logr.FromContextOrDiscard(ctx).V(1); l.Enabled() {
+		l.WithValues("kind", kind, "namespace", req.Namespace, "uid", req.UID).Info("patched",
+			"manager", res.Identity.Manager, "role", res.Identity.Role, "policies", len(res.Applied))
+	}
 	patchType := admissionv1.PatchTypeJSONPatch
 	resp := admission.Allowed("").WithWarnings(warnings...)
 	resp.Patch, resp.PatchType = res.Patch, &patchType

@@ -20,21 +20,26 @@ func Diff(t *Tree, orig json.RawMessage, cur any) ([]byte, error) {
 	}
 	w := &patchWriter{t: t}
 	w.buf.WriteByte('[')
-	if err := w.diff(orig, cur, ""); err != nil {
+	if err := w.diff(orig, cur); err != nil {
 		return nil, err
 	}
 	w.buf.WriteByte(']')
 	return w.buf.Bytes(), nil
 }
 
+// patchWriter writes the operations. The path of the member being compared is built in path
+// and the keys of the objects being walked are sorted in keys, both used as stacks, so that
+// walking the decoded members costs no allocation per member.
 type patchWriter struct {
 	t       *Tree
 	buf     bytes.Buffer
 	scratch []byte
+	path    []byte
+	keys    []string
 	n       int
 }
 
-func (w *patchWriter) op(op, path string, value any, withValue bool) error {
+func (w *patchWriter) op(op string, value any, withValue bool) error {
 	if w.n > 0 {
 		w.buf.WriteByte(',')
 	}
@@ -42,7 +47,7 @@ func (w *patchWriter) op(op, path string, value any, withValue bool) error {
 	w.buf.WriteString(`{"op":"`)
 	w.buf.WriteString(op)
 	w.buf.WriteString(`","path":`)
-	w.scratch = AppendString(w.scratch[:0], path)
+	w.scratch = AppendString(w.scratch[:0], string(w.path))
 	w.buf.Write(w.scratch)
 	if withValue {
 		w.buf.WriteString(`,"value":`)
@@ -56,51 +61,61 @@ func (w *patchWriter) op(op, path string, value any, withValue bool) error {
 	return nil
 }
 
+// sortedKeys appends to w.keys the keys of m for which f holds, sorted, and returns where they
+// start; the caller truncates w.keys back to that once done with them.
+func (w *patchWriter) sortedKeys(m map[string]any, f func(k string, v any) bool) int {
+	from := len(w.keys)
+	for k, v := range m {
+		if f(k, v) {
+			w.keys = append(w.keys, k)
+		}
+	}
+	slices.Sort(w.keys[from:])
+	return from
+}
+
 // diff compares a member of the original (a scalar, or raw JSON for objects and lists) with
-// the patched tree at the same path. A patched member still raw was never decoded, so it is the
-// original: nothing is inserted raw, and lists are never reordered.
-func (w *patchWriter) diff(orig, cur any, path string) error {
+// the patched tree at the path in w.path. A patched member still raw was never decoded, so it is
+// the original: nothing is inserted raw, and lists are never reordered.
+func (w *patchWriter) diff(orig, cur any) error {
 	if IsRaw(cur) {
 		return nil
 	}
+	at := len(w.path)
+	defer func() { w.path = w.path[:at] }()
 	switch c := cur.(type) {
 	case map[string]any:
 		o, ok := w.t.original(orig).(map[string]any)
 		if !ok {
-			return w.op("replace", path, cur, true)
+			return w.op("replace", cur, true)
 		}
 		// Operations are written in sorted key order, the same patch byte for byte every time;
 		// only the keys that can produce one are sorted: removed ones, and members decoded or
 		// set (a member still raw is the original, untouched).
-		var keys []string
-		for k := range o {
-			if _, kept := c[k]; !kept {
-				keys = append(keys, k)
-			}
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			if err := w.op("remove", path+"/"+escapePointer(k), nil, false); err != nil {
+		from := w.sortedKeys(o, func(k string, _ any) bool {
+			_, kept := c[k]
+			return !kept
+		})
+		for i := from; i < len(w.keys); i++ {
+			w.path = appendPointer(append(w.path[:at], '/'), w.keys[i])
+			if err := w.op("remove", nil, false); err != nil {
 				return err
 			}
 		}
-		keys = keys[:0]
-		for k, v := range c {
-			if !IsRaw(v) {
-				keys = append(keys, k)
-			}
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			p := path + "/" + escapePointer(k)
+		w.keys = w.keys[:from]
+		from = w.sortedKeys(c, func(_ string, v any) bool { return !IsRaw(v) })
+		defer func() { w.keys = w.keys[:from] }()
+		for i := from; i < len(w.keys); i++ {
+			k := w.keys[i]
+			w.path = appendPointer(append(w.path[:at], '/'), k)
 			ov, had := o[k]
 			if !had {
-				if err := w.op("add", p, c[k], true); err != nil {
+				if err := w.op("add", c[k], true); err != nil {
 					return err
 				}
 				continue
 			}
-			if err := w.diff(ov, c[k], p); err != nil {
+			if err := w.diff(ov, c[k]); err != nil {
 				return err
 			}
 		}
@@ -108,25 +123,36 @@ func (w *patchWriter) diff(orig, cur any, path string) error {
 	case []any:
 		o, ok := w.t.original(orig).([]any)
 		if !ok || len(c) < len(o) {
-			return w.op("replace", path, cur, true)
+			return w.op("replace", cur, true)
 		}
 		for i := range o {
-			if err := w.diff(o[i], c[i], path+"/"+strconv.Itoa(i)); err != nil {
+			w.path = strconv.AppendInt(append(w.path[:at], '/'), int64(i), 10)
+			if err := w.diff(o[i], c[i]); err != nil {
 				return err
 			}
 		}
+		w.path = append(w.path[:at], "/-"...)
 		for _, item := range c[len(o):] {
-			if err := w.op("add", path+"/-", item, true); err != nil {
+			if err := w.op("add", item, true); err != nil {
 				return err
 			}
 		}
 		return nil
 	default:
-		if IsRaw(orig) || !reflect.DeepEqual(orig, cur) {
-			return w.op("replace", path, cur, true)
+		if IsRaw(orig) || !scalarEqual(orig, cur) {
+			return w.op("replace", cur, true)
 		}
 		return nil
 	}
+}
+
+// scalarEqual is reflect.DeepEqual, without reflection for the scalars a decoded tree holds.
+func scalarEqual(a, b any) bool {
+	switch b.(type) {
+	case string, json.Number, bool, nil:
+		return a == b // a is a scalar too, or raw (never equal to a scalar)
+	}
+	return reflect.DeepEqual(a, b)
 }
 
 // IsRaw reports whether v is a member not decoded yet.
@@ -135,10 +161,10 @@ func IsRaw(v any) bool {
 	return ok
 }
 
-// escapePointer escapes a key for a JSON pointer (RFC 6901).
-func escapePointer(k string) string {
+// appendPointer appends a key escaped for a JSON pointer (RFC 6901).
+func appendPointer(b []byte, k string) []byte {
 	if !strings.ContainsAny(k, "~/") {
-		return k
+		return append(b, k...)
 	}
-	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+	return append(b, strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")...)
 }

@@ -37,7 +37,7 @@ func Expand(v any) any {
 				i = skipSpace(raw, i+1)
 			}
 			kEnd := skipValue(raw, i)
-			key := Unquote(raw[i:kEnd])
+			key := unquoteKey(raw[i:kEnd])
 			i = skipSpace(raw, kEnd)
 			if i < len(raw) && raw[i] == ':' {
 				i = skipSpace(raw, i+1)
@@ -96,6 +96,47 @@ func Unquote(r []byte) string {
 	}
 	return s
 }
+
+// unquoteKey is Unquote for a member name: the names of Kubernetes objects' fields are shared
+// strings rather than a copy per decoded member.
+func unquoteKey(r []byte) string {
+	if len(r) >= 2 {
+		if k, ok := fieldNames[string(r[1:len(r)-1])]; ok {
+			return k
+		}
+	}
+	return Unquote(r)
+}
+
+// fieldNames are the member names most frequent in Pods and Services (all plain ASCII, so
+// Unquote would return them as they are).
+var fieldNames = func() map[string]string {
+	names := strings.Fields(`apiVersion kind metadata name namespace generateName labels annotations
+		ownerReferences uid controller blockOwnerDeletion spec status containers initContainers
+		ephemeralContainers image imagePullPolicy command args workingDir env value valueFrom
+		fieldRef fieldPath secretKeyRef configMapKeyRef key optional envFrom ports containerPort
+		hostPort protocol resources requests limits cpu memory volumeMounts mountPath readOnly
+		subPath volumes emptyDir configMap secret secretName defaultMode items path
+		persistentVolumeClaim claimName livenessProbe readinessProbe startupProbe httpGet tcpSocket
+		exec port scheme initialDelaySeconds periodSeconds timeoutSeconds failureThreshold
+		successThreshold lifecycle securityContext runAsUser runAsGroup runAsNonRoot fsGroup
+		privileged capabilities drop add allowPrivilegeEscalation readOnlyRootFilesystem
+		seccompProfile type terminationMessagePath terminationMessagePolicy stdin tty
+		restartPolicy dnsPolicy enableServiceLinks preemptionPolicy priority priorityClassName
+		schedulerName serviceAccountName serviceAccount automountServiceAccountToken nodeName
+		nodeSelector affinity nodeAffinity podAffinity podAntiAffinity tolerations operator effect
+		tolerationSeconds terminationGracePeriodSeconds hostname subdomain hostNetwork
+		imagePullSecrets topologySpreadConstraints topologyKey whenUnsatisfiable maxSkew
+		labelSelector matchLabels matchExpressions values selector clusterIP clusterIPs
+		ipFamilies ipFamilyPolicy sessionAffinity targetPort nodePort internalTrafficPolicy
+		externalTrafficPolicy projected sources serviceAccountToken expirationSeconds
+		downwardAPI resourceFields`)
+	m := make(map[string]string, len(names))
+	for _, n := range names {
+		m[n] = n
+	}
+	return m
+}()
 
 func skipSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
@@ -172,7 +213,7 @@ func (t *Tree) Indexed() int { return t.keyed }
 
 // New returns a tree for decoding one object.
 func New() *Tree {
-	return &Tree{origins: make(map[*byte]any, 16), indexes: make(map[indexKey]*Index)}
+	return &Tree{origins: make(map[*byte]any, 16)}
 }
 
 // Decode expands raw JSON one level and remembers the original members.
@@ -325,6 +366,9 @@ func (t *Tree) Index(list []any, name string, key Key) *Index {
 // Keep remembers an index for a list, which appends may have moved.
 func (t *Tree) Keep(list []any, name string, x *Index) {
 	if len(list) > 0 {
+		if t.indexes == nil {
+			t.indexes = make(map[indexKey]*Index)
+		}
 		t.indexes[indexKey{&list[0], name}] = x
 	}
 }

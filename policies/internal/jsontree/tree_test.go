@@ -208,3 +208,16 @@ func hasEmptyKey(v any) bool {
 	}
 	return false
 }
+
+// TestFieldNamesAreUnquoted: a member name taken from fieldNames is what Unquote returns.
+func TestFieldNamesAreUnquoted(t *testing.T) {
+	for n, k := range fieldNames {
+		if got := Unquote([]byte(`"` + n + `"`)); got != k || k != n {
+			t.Errorf("fieldNames[%q] = %q, Unquote gives %q", n, k, got)
+		}
+	}
+	m := Expand(json.RawMessage(`{"name":1,"n\u0061me2":2,"unlisted":3}`)).(map[string]any)
+	if len(m) != 3 || m["name"] == nil || m["name2"] == nil || m["unlisted"] == nil {
+		t.Errorf("Expand = %v", m)
+	}
+}
