@@ -37,9 +37,9 @@ type PeriodicOptions struct {
 }
 
 // Periodic is the leader-elected audit of `podpatch serve`: every Interval, the elected
-// replica (internal/leader) audits every recognised Pod and Service and writes the results as OpenReports
-// Reports (when the CRDs are installed), the podpatch_drift_objects metric, and Events on the
-// custom resources that own drifting objects.
+// replica (internal/leader) audits every recognised Pod and Service and writes the results as
+// OpenReports Reports (when the CRDs are installed), the podpatch_drift_objects metric, and
+// Events on the custom resources that own drifting objects.
 //
 // Pods and Services are read with paged List calls, one page (500) at a time, and not from an
 // informer: the audit needs each object once per round, while an informer would hold every
