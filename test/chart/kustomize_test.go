@@ -195,7 +195,8 @@ func requireSameObjects(t *testing.T, want, got []*unstructured.Unstructured) {
 	}
 }
 
-// normalise returns the object as generic JSON without Helm's standard labels.
+// normalise returns the object as generic JSON without Helm's standard labels and its
+// resource policy annotation, which only Helm reads.
 func normalise(t *testing.T, o *unstructured.Unstructured) any {
 	t.Helper()
 	js, err := json.Marshal(o.Object)
@@ -221,5 +222,8 @@ func normalise(t *testing.T, o *unstructured.Unstructured) any {
 		}
 	}
 	walk(v)
+	if annotations, ok := v.(map[string]any)["metadata"].(map[string]any)["annotations"].(map[string]any); ok {
+		delete(annotations, "helm.sh/resource-policy")
+	}
 	return v
 }

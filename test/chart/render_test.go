@@ -193,7 +193,12 @@ func TestRenderMatrix(t *testing.T) {
 			require.Equal(t, []string{"pp-podpatch-leader"}, leaseNames(t, r.objects, "pp-podpatch-leader-election"))
 			require.Nil(t, findObject(r.objects, "ClusterRole", "pp-podpatch-external-url-nodes"), "no access to Nodes without node ports")
 			objectNamed(t, r.objects, "ClusterRole", "pp-podpatch-audit")
-			require.Len(t, objectsOfKind(r.objects, "CustomResourceDefinition"), 2, "the OpenReports CRDs")
+			crds := objectsOfKind(r.objects, "CustomResourceDefinition")
+			require.Len(t, crds, 2, "the OpenReports CRDs")
+			for _, crd := range crds {
+				require.Equal(t, "keep", crd.GetAnnotations()["helm.sh/resource-policy"], "uninstall must not delete every Report: %s", crd.GetName())
+				require.Equal(t, "v0.19.0", crd.GetAnnotations()["controller-gen.kubebuilder.io/version"], crd.GetName())
+			}
 
 			np := typedNetworkPolicy(t, r.objects)
 			require.Equal(t, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}, np.Spec.PolicyTypes)
