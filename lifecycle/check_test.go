@@ -1,10 +1,20 @@
 package lifecycle
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/podpatch/podpatch/certs"
 )
 
 func TestEndpoint(t *testing.T) {
@@ -36,4 +46,27 @@ func TestLists(t *testing.T) {
 	if lists(applied, "podpatch-system/podpatch-test/helm") || lists("", "a/b/c") {
 		t.Error("only whole entries count")
 	}
+}
+
+// TestReviewClientCertRequired checks that a webhook which requires a client certificate is
+// told apart from one whose certificate the bundle does not verify.
+func TestReviewClientCertRequired(t *testing.T) {
+	pod := probePod("default", nil)
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	srv.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: x509.NewCertPool()}
+	srv.StartTLS()
+	defer srv.Close()
+	bundle := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	cc := admissionregistrationv1.WebhookClientConfig{URL: ptr.To(srv.URL + "/mutate"), CABundle: bundle}
+	_, err := review(context.Background(), cc, pod, 5*time.Second)
+	require.ErrorIs(t, err, errClientCertRequired)
+
+	// The same server, but a bundle of another CA: the check fails on the server's certificate
+	// before the server can ask for a client certificate.
+	other, err := certs.Generate(certs.GenerateOptions{Service: "podpatch", Namespace: "podpatch-system"})
+	require.NoError(t, err)
+	cc.CABundle = other.CACert
+	_, err = review(context.Background(), cc, pod, 5*time.Second)
+	require.ErrorContains(t, err, "certificate signed by unknown authority")
+	require.NotErrorIs(t, err, errClientCertRequired)
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/podpatch/podpatch/lifecycle"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/test/cluster"
 )
@@ -55,6 +56,15 @@ func TestClientCert(t *testing.T) {
 		}
 		err := k8s.Create(ctx, cm)
 		require.ErrorContains(t, err, "denied the request", "the validating webhook is called with the certificate too")
+	})
+
+	t.Run("podpatch check (helm test) passes: the certificate is verified, the answer checked through the API server", func(t *testing.T) {
+		var log bytes.Buffer
+		require.NoError(t, lifecycle.Check(ctx, k8s, lifecycle.CheckOptions{
+			MutatingWebhookConfiguration: mwc.Name, Namespace: "team-a", ExpectPolicy: "podpatch-system/cost-center/cost-center",
+			Timeout: 30 * time.Second, Log: &log}), log.String())
+		require.Contains(t, log.String(), "it requires a client certificate (--client-ca-file)")
+		require.Contains(t, log.String(), "ok: a dry-run Pod in namespace team-a was admitted")
 	})
 
 	t.Run("nobody else is", func(t *testing.T) {
