@@ -3,7 +3,6 @@ package audit
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/podpatch/podpatch/internal/promreg"
 	"github.com/podpatch/podpatch/policies"
 )
 
@@ -72,12 +72,11 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 		duration: prometheus.NewGauge(prometheus.GaugeOpts{Name: "podpatch_audit_round_seconds",
 			Help: "How long the last audit round took."}),
 	}
-	for _, c := range []prometheus.Collector{m.drift, m.rounds, m.duration} {
-		if err := r.Register(c); err != nil {
-			return nil, fmt.Errorf("register audit metrics: %w", err)
-		}
-	}
-	return m, nil
+	reg := promreg.New(r)
+	m.drift = reg.Register(m.drift).(*prometheus.GaugeVec)
+	m.rounds = reg.Register(m.rounds).(*prometheus.CounterVec)
+	m.duration = reg.Register(m.duration).(prometheus.Gauge)
+	return m, reg.Err()
 }
 
 // NewPeriodic builds the periodic audit; Start runs it.

@@ -1,9 +1,9 @@
 package externalurl
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/podpatch/podpatch/internal/promreg"
 )
 
 // Outcomes counted besides the sources, as the source label of podpatch_external_url_resolutions_total.
@@ -36,20 +36,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Patches of result annotations on Services, by result (ok, conflict, error).",
 		}, []string{"result"}),
 	}
-	var err error
-	register := func(c prometheus.Collector) prometheus.Collector {
-		if e := reg.Register(c); e != nil {
-			// A second resolver in one process (tests) shares the first one's collectors.
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(e, &are) {
-				return are.ExistingCollector
-			}
-			err = errors.Join(err, e)
-		}
-		return c
-	}
-	m.resolutions = register(m.resolutions).(*prometheus.CounterVec)
-	m.leader = register(m.leader).(prometheus.Gauge)
-	m.writes = register(m.writes).(*prometheus.CounterVec)
-	return m, err
+	r := promreg.New(reg)
+	m.resolutions = r.Register(m.resolutions).(*prometheus.CounterVec)
+	m.leader = r.Register(m.leader).(prometheus.Gauge)
+	m.writes = r.Register(m.writes).(*prometheus.CounterVec)
+	return m, r.Err()
 }

@@ -1,9 +1,9 @@
 package webhook
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/podpatch/podpatch/internal/promreg"
 )
 
 // Metrics are podpatch's own Prometheus metrics. Every label is bounded: managers, roles,
@@ -57,28 +57,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Admission requests holding one of the --max-in-flight slots (being read or handled).",
 		}),
 	}
-	var err error
-	register := func(c prometheus.Collector) prometheus.Collector {
-		if e := reg.Register(c); e != nil {
-			// A second server in one process (tests) shares the first one's collectors.
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(e, &are) {
-				return are.ExistingCollector
-			}
-			err = errors.Join(err, e)
-		}
-		return c
-	}
-	m.admissions = register(m.admissions).(*prometheus.CounterVec)
-	m.warnings = register(m.warnings).(*prometheus.CounterVec)
-	m.validations = register(m.validations).(*prometheus.CounterVec)
-	m.policies = register(m.policies).(*prometheus.GaugeVec)
-	m.invalid = register(m.invalid).(prometheus.Gauge)
-	m.reloads = register(m.reloads).(*prometheus.CounterVec)
-	m.exceeded = register(m.exceeded).(*prometheus.CounterVec)
-	m.inFlight = register(m.inFlight).(prometheus.Gauge)
-	m.obs.register(register)
-	return m, err
+	r := promreg.New(reg)
+	m.admissions = r.Register(m.admissions).(*prometheus.CounterVec)
+	m.warnings = r.Register(m.warnings).(*prometheus.CounterVec)
+	m.validations = r.Register(m.validations).(*prometheus.CounterVec)
+	m.policies = r.Register(m.policies).(*prometheus.GaugeVec)
+	m.invalid = r.Register(m.invalid).(prometheus.Gauge)
+	m.reloads = r.Register(m.reloads).(*prometheus.CounterVec)
+	m.exceeded = r.Register(m.exceeded).(*prometheus.CounterVec)
+	m.inFlight = r.Register(m.inFlight).(prometheus.Gauge)
+	m.obs.register(r.Register)
+	return m, r.Err()
 }
 
 // budgetExceeded counts a request answered without being handled; m may be nil.
