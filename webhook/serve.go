@@ -64,19 +64,28 @@ func NewHandler(o HandlerOptions) http.Handler {
 }
 
 // Probes returns /healthz and /readyz: ready once the store has synced and srv accepts TLS
-// connections. podpatch_ready follows the same checks, whether or not the probes are served.
-func Probes(store *Store, srv *Server, m *Metrics) http.Handler {
+// connections, until stopping is closed. podpatch_ready follows the same checks, whether or not
+// the probes are served.
+func Probes(store *Store, srv *Server, m *Metrics, stopping <-chan struct{}) http.Handler {
 	synced := func(_ *http.Request) error {
 		if !store.Synced() {
 			return errors.New("policies not synced yet")
 		}
 		return nil
 	}
-	m.observeReadiness(synced, srv.StartedChecker())
+	running := func(_ *http.Request) error {
+		select {
+		case <-stopping:
+			return errors.New("shutting down")
+		default:
+			return nil
+		}
+	}
+	m.observeReadiness(synced, srv.StartedChecker(), running)
 	mux := http.NewServeMux()
 	mux.Handle("/healthz", http.StripPrefix("/healthz", &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}))
 	readyz := http.StripPrefix("/readyz", &healthz.Handler{Checks: map[string]healthz.Checker{
-		"policies": synced, "webhook": latch(srv.StartedChecker())}})
+		"policies": synced, "webhook": latch(srv.StartedChecker()), "shutdown": running}})
 	mux.Handle("/readyz", withGeneration(readyz, store))
 	mux.Handle("/readyz/", withGeneration(readyz, store))
 	return mux

@@ -65,6 +65,7 @@ type serveOptions struct {
 	MetricsBindAddress     string
 	HealthProbeBindAddress string
 	ShutdownTimeout        time.Duration
+	ShutdownDelay          time.Duration
 	RequestBudget          time.Duration
 	MaxInFlight            int
 	// MemoryLimit is the container's memory limit (a quantity, e.g. 256Mi or bytes).
@@ -99,6 +100,7 @@ func newServeOptions() *serveOptions {
 		MetricsBindAddress:             ":8080",
 		HealthProbeBindAddress:         ":8081",
 		ShutdownTimeout:                webhook.DefaultShutdownTimeout,
+		ShutdownDelay:                  5 * time.Second,
 		RequestBudget:                  webhook.DefaultRequestBudget,
 		MaxInFlight:                    webhook.DefaultMaxInFlight,
 		MemoryLimit:                    os.Getenv("MEMORY_LIMIT"),
@@ -128,7 +130,8 @@ func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file (default: in-cluster configuration)")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "address of /metrics (0 disables)")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "address of /healthz and /readyz (0 disables)")
-	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight requests may take after SIGTERM; keep it below the Pod's terminationGracePeriodSeconds")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long podpatch may take to stop after SIGTERM, --shutdown-delay and the requests in flight included; keep it below the Pod's terminationGracePeriodSeconds")
+	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "after SIGTERM, keep serving this long, unready, while the API server and kube-proxy stop sending requests to this replica; then stop accepting connections")
 	fs.DurationVar(&o.RequestBudget, "request-budget", o.RequestBudget, "time a request may take, waiting and reading included; past it the object is admitted unchanged with a warning. Keep it below the webhooks' timeoutSeconds")
 	fs.IntVar(&o.MaxInFlight, "max-in-flight", o.MaxInFlight, "requests read and handled at once; others wait, within their budget, for a slot")
 	fs.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit, "the container's memory limit (default $MEMORY_LIMIT); the Go runtime's soft memory limit is set to 85% of it unless GOMEMLIMIT is set")
@@ -177,6 +180,9 @@ func (o *serveOptions) Validate() error {
 	}
 	if o.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
+	}
+	if o.ShutdownDelay < 0 || o.ShutdownDelay >= o.ShutdownTimeout {
+		errs = append(errs, fmt.Errorf("--shutdown-delay %s: want at least 0 and less than --shutdown-timeout %s, which includes it", o.ShutdownDelay, o.ShutdownTimeout))
 	}
 	if _, err := o.memoryLimit(); err != nil {
 		errs = append(errs, err)
@@ -235,9 +241,10 @@ func runServe(args []string, stderr io.Writer) error {
 	return serve(ctx, o, log)
 }
 
-// serve is podpatch's composition root: it builds every component from validated options,
-// runs them as one group until ctx is done, and returns once in-flight requests finished. The
-// first component to stop, with an error or not, stops them all; serve returns the first error.
+// serve is podpatch's composition root: it builds every component from validated options and
+// runs them as one group. When ctx is done (SIGTERM) it keeps serving, unready, for
+// --shutdown-delay, then stops them and returns once in-flight requests finished. The first
+// component to stop, with an error or not, stops them all; serve returns the first error.
 func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 	popts, err := o.Options()
 	if err != nil {
@@ -270,13 +277,14 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 	} else if feed, store, err = webhook.NewClusterFeed(cfg, popts, m, log.WithName("policies")); err != nil {
 		return err
 	}
+	grace := o.ShutdownTimeout - o.ShutdownDelay // for the requests in flight once the delay is over
 	srv := &webhook.Server{
-		Addr: net.JoinHostPort(o.Host, strconv.Itoa(o.Port)), CertDir: o.CertDir, Grace: o.ShutdownTimeout, Log: log.WithName("server"),
+		Addr: net.JoinHostPort(o.Host, strconv.Itoa(o.Port)), CertDir: o.CertDir, Grace: grace, Log: log.WithName("server"),
 		TLSOpts: certs.ServingOptions{CertDir: o.CertDir, EnableHTTP2: o.EnableHTTP2, ClientCAFile: o.ClientCAFile}.TLSOpts(),
 		Handler: webhook.NewHandler(webhook.HandlerOptions{Store: store, Policies: popts, Metrics: m,
 			RequestBudget: o.RequestBudget, MaxInFlight: o.MaxInFlight, Log: log}),
 	}
-	probes := webhook.Probes(store, srv, m)
+	probes := webhook.Probes(store, srv, m, ctx.Done())
 
 	leaderOnly, err := o.leaderOnly(cfg, store, log)
 	if err != nil {
@@ -299,7 +307,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 		}
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := delayed(ctx, o.ShutdownDelay, log)
 	defer cancel()
 	g, ctx := errgroup.WithContext(ctx)
 	start := func(name string, f func(context.Context) error) {
@@ -324,18 +332,44 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 		}
 	}
 	if o.HealthProbeBindAddress != "0" {
-		start("health probes", webhook.ServeHTTP(o.HealthProbeBindAddress, probes, o.ShutdownTimeout))
+		start("health probes", webhook.ServeHTTP(o.HealthProbeBindAddress, probes, grace))
 	}
 	if o.MetricsBindAddress != "0" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(crmetrics.Registry, promhttp.HandlerOpts{}))
-		start("metrics", webhook.ServeHTTP(o.MetricsBindAddress, mux, o.ShutdownTimeout))
+		start("metrics", webhook.ServeHTTP(o.MetricsBindAddress, mux, grace))
 	}
 	start("certificate expiry", m.WatchCertificateExpiry(o.CertDir))
 	start("webhook", srv.Start)
 	log.Info("podpatch serving", "port", o.Port, "policyDir", o.PolicyDir, "selfSigned", o.SelfSigned,
 		"requestBudget", o.RequestBudget, "maxInFlight", o.MaxInFlight, "leaderOnly", len(leaderOnly))
 	return g.Wait()
+}
+
+// delayed returns a context done delay after parent is done, or at once when cancelled. On a
+// rolling update the kubelet sends SIGTERM while the API server and kube-proxy may still route
+// webhook calls here for a few seconds: refusing them would admit those Pods unpatched
+// (failurePolicy Ignore), so podpatch goes on serving them, unready, for the delay.
+func delayed(parent context.Context, delay time.Duration, log logr.Logger) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	go func() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-parent.Done():
+		}
+		if delay > 0 {
+			log.Info("stopping: serving, unready, until the endpoints drop this replica", "shutdownDelay", delay)
+			t := time.NewTimer(delay)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+		}
+		cancel()
+	}()
+	return ctx, cancel
 }
 
 // leaderOnly builds the components that run on the elected replica only: the external URL

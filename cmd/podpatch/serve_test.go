@@ -47,7 +47,7 @@ func TestServeSIGTERM(t *testing.T) {
 	cmd := exec.Command(podpatchBin, "serve", "--policy-dir", examples, "--cert-dir", certDir,
 		"--host", host, "--port", port, "--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr,
 		// A budget longer than the test's steps: the request must finish, not fall back.
-		"--request-budget", "1m", "--shutdown-timeout", "50s")
+		"--request-budget", "1m", "--shutdown-timeout", "50s", "--shutdown-delay", "1s")
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)
@@ -125,8 +125,9 @@ func TestServeSIGTERM(t *testing.T) {
 }
 
 // TestServe runs the composition root in process with --policy-dir on loopback over TLS: the
-// answer to an AdmissionReview is exactly what render predicts, and the probes and metrics
-// answer. (Shutdown is TestServeSIGTERM's, on the binary.)
+// answer to an AdmissionReview is exactly what render predicts, the probes and metrics answer,
+// and once stopped it is unready but still answers for --shutdown-delay. (The requests in
+// flight at shutdown are TestServeSIGTERM's, on the binary.)
 func TestServe(t *testing.T) {
 	certDir := t.TempDir()
 	b, err := certs.Generate(certs.GenerateOptions{Service: "podpatch", Namespace: "podpatch-system"})
@@ -142,17 +143,15 @@ func TestServe(t *testing.T) {
 	require.NoError(t, err)
 	o.CertDir, o.PolicyDir = certDir, examples
 	o.MetricsBindAddress, o.HealthProbeBindAddress = freeAddr(t), freeAddr(t)
+	o.ShutdownDelay = 3 * time.Second
 	require.NoError(t, o.Validate())
 	require.False(t, o.needsCluster())
 	require.False(t, o.elects(), "no cluster, no leader-only component")
 
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- serve(ctx, o, logr.Discard()) }()
-	defer func() {
-		cancel()
-		require.NoError(t, <-done, "a graceful stop returns nil")
-	}()
 	var generation string
 	require.Eventually(t, func() bool {
 		resp, err := http.Get("http://" + o.HealthProbeBindAddress + "/readyz")
@@ -166,15 +165,19 @@ func TestServe(t *testing.T) {
 
 	pool := x509.NewCertPool()
 	require.True(t, pool.AppendCertsFromPEM(b.CACert))
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "podpatch.podpatch-system.svc"}}}
-	resp, err := client.Post("https://"+addr+"/mutate", "application/json", bytes.NewReader(workerReview(t)))
-	require.NoError(t, err)
-	var ar admissionv1.AdmissionReview
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&ar))
-	require.NoError(t, resp.Body.Close())
-	require.Equal(t, "HTTP/1.1", resp.Proto, "HTTP/2 is off by default")
-	require.True(t, ar.Response.Allowed)
+	mutate := func() *admissionv1.AdmissionReview {
+		client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+			TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "podpatch.podpatch-system.svc"}}}
+		resp, err := client.Post("https://"+addr+"/mutate", "application/json", bytes.NewReader(workerReview(t)))
+		require.NoError(t, err)
+		var ar admissionv1.AdmissionReview
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&ar))
+		require.NoError(t, resp.Body.Close())
+		require.Equal(t, "HTTP/1.1", resp.Proto, "HTTP/2 is off by default")
+		require.True(t, ar.Response.Allowed)
+		return &ar
+	}
+	ar := mutate()
 	patch, err := jsonpatch.DecodePatch(ar.Response.Patch)
 	require.NoError(t, err)
 	worker, err := yaml.YAMLToJSON([]byte(readFile(t, daskWorker)))
@@ -194,6 +197,23 @@ func TestServe(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, hresp.Body.Close())
 	require.Equal(t, http.StatusOK, hresp.StatusCode)
+
+	// Stopped (SIGTERM): unready at once, yet new reviews are answered for the delay.
+	stopped := time.Now()
+	cancel()
+	rresp, err := http.Get("http://" + o.HealthProbeBindAddress + "/readyz?verbose")
+	require.NoError(t, err)
+	body, err := io.ReadAll(rresp.Body)
+	require.NoError(t, err)
+	require.NoError(t, rresp.Body.Close())
+	require.Equal(t, http.StatusInternalServerError, rresp.StatusCode, string(body)) // healthz.Handler's failure
+	require.Contains(t, string(body), "[-]shutdown failed")
+	require.Equal(t, ar.Response.Patch, mutate().Response.Patch, "still serving during --shutdown-delay")
+	require.Contains(t, scrape(t, o.MetricsBindAddress), "\npodpatch_ready 0\n")
+	require.NoError(t, <-done, "a graceful stop returns nil")
+	require.GreaterOrEqual(t, time.Since(stopped), o.ShutdownDelay)
+	_, err = net.Dial("tcp", addr)
+	require.Error(t, err, "no longer accepting connections")
 }
 
 // TestServeOptions checks flag validation: --client-ca-file must hold a CA, and the leader
@@ -222,6 +242,8 @@ func TestServeOptions(t *testing.T) {
 	require.ErrorContains(t, validate("--leader-elect-renew-deadline=20s"), "--leader-elect-lease-duration > --leader-elect-renew-deadline")
 	require.ErrorContains(t, validate("--external-url-lease-name="), "--leader-elect-resource-name must not be empty")
 	require.NoError(t, validate("--leader-elect-resource-name=", "--external-urls=false"), "nothing elected")
+	require.ErrorContains(t, validate("--shutdown-delay=25s"), "less than --shutdown-timeout 25s, which includes it")
+	require.ErrorContains(t, validate("--shutdown-delay=-1s"), "--shutdown-delay")
 	require.NoError(t, validate("--leader-elect-resource-name=", "--policy-dir=x"), "no cluster, nothing elected")
 	require.ErrorContains(t, validate("--leader-elect-resource-name=", "--policy-dir=x", "--audit-interval=1m"), "--leader-elect-resource-name")
 }

@@ -187,7 +187,7 @@ func StartPodpatch(bin, kubeconfig, certDir string, port int, extra ...string) (
 	args := append([]string{"serve", "--kubeconfig", kubeconfig, "--host", "127.0.0.1",
 		"--port", fmt.Sprint(port), "--cert-dir", certDir,
 		"--metrics-bind-address", p.MetricsAddr, "--health-probe-bind-address", p.ProbeAddr,
-		"--log-level", "debug"}, extra...)
+		"--log-level", "debug", "--shutdown-delay", "0s"}, extra...)
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.Output, p.Output
 	if err := p.cmd.Start(); err != nil {
