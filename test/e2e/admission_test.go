@@ -88,6 +88,7 @@ func TestAdmission(t *testing.T) {
 			Data: map[string]string{"p.yaml": policyYAML("team", "nodeSelector: {pool: v1}")},
 		}
 		require.NoError(t, k8s.Create(contextBackground(), cm))
+		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), cm) }) // deleted below unless a step fails
 		pool := func() string { return dryRunCreate(t, daskWorker("team-a", "w")).Spec.NodeSelector["pool"] }
 		require.Eventually(t, func() bool { return pool() == "v1" }, 20*time.Second, 100*time.Millisecond)
 
@@ -116,7 +117,10 @@ func TestAdmission(t *testing.T) {
 			return false
 		}, 20*time.Second, 200*time.Millisecond, "InvalidPolicy event")
 		require.Equal(t, "v2", pool(), "last good version still applied")
-		require.Positive(t, p.metricSum(t, "podpatch_policy_configmaps_invalid"))
+		// The Event is sent when the ConfigMap is compiled, the gauge set when the snapshot is
+		// published, up to PublishDelay later.
+		require.Eventually(t, func() bool { return p.metricSum(t, "podpatch_policy_configmaps_invalid") > 0 },
+			10*time.Second, 50*time.Millisecond)
 
 		require.NoError(t, k8s.Delete(contextBackground(), cm))
 		require.Eventually(t, func() bool { return pool() == "" }, 20*time.Second, 100*time.Millisecond, "deleted policy stops")
