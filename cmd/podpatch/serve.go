@@ -296,7 +296,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 		if err != nil {
 			return err
 		}
-		if elector, err = leader.New(cs.CoordinationV1(), o.Leader, o.Namespace, log.WithName("leader")); err != nil {
+		if elector, err = leader.New(cs.CoordinationV1(), o.Leader, o.Namespace, crmetrics.Registry, log.WithName("leader")); err != nil {
 			return err
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +22,8 @@ import (
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/podpatch/podpatch/internal/promreg"
 )
 
 // DefaultLeaseName is the Lease the replicas of `podpatch serve` elect their leader with.
@@ -88,12 +91,13 @@ type Elector struct {
 	o        Options
 	lock     resourcelock.Interface
 	identity string
+	leading  prometheus.Gauge
 	log      logr.Logger
 }
 
 // New builds an elector from validated options; namespace is podpatch's own, used unless
-// o.Namespace names another. It does not start anything.
-func New(leases coordinationv1.LeasesGetter, o Options, namespace string, log logr.Logger) (*Elector, error) {
+// o.Namespace names another. Its metric is registered with reg. It does not start anything.
+func New(leases coordinationv1.LeasesGetter, o Options, namespace string, reg prometheus.Registerer, log logr.Logger) (*Elector, error) {
 	if o.Namespace == "" {
 		o.Namespace = namespace
 	}
@@ -101,8 +105,14 @@ func New(leases coordinationv1.LeasesGetter, o Options, namespace string, log lo
 	if err != nil {
 		return nil, err
 	}
+	r := promreg.New(reg)
+	leading := r.Register(prometheus.NewGauge(prometheus.GaugeOpts{Name: "podpatch_leader",
+		Help: "1 while this replica holds the leader Lease and runs the leader-only components (external URL resolver, audit), else 0."})).(prometheus.Gauge)
+	if err := r.Err(); err != nil {
+		return nil, err
+	}
 	identity := host + "_" + string(uuid.NewUUID())
-	return &Elector{o: o, identity: identity, log: log, lock: &resourcelock.LeaseLock{
+	return &Elector{o: o, identity: identity, leading: leading, log: log, lock: &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name},
 		Client:     leases,
 		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
@@ -163,6 +173,8 @@ func (e *Elector) Run(ctx context.Context, rs ...Runnable) error {
 // term runs the runnables until ctx is done or one fails.
 func (e *Elector) term(ctx context.Context, rs []Runnable) error {
 	e.log.Info("leading", "lease", e.o.Name, "identity", e.identity)
+	e.leading.Set(1)
+	defer e.leading.Set(0)
 	g, ctx := errgroup.WithContext(ctx)
 	for _, r := range rs {
 		g.Go(func() error {

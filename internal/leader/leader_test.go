@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,7 +30,7 @@ type replica struct {
 
 func campaign(t *testing.T, cs *fake.Clientset, active *atomic.Int32, maxActive *atomic.Int32) *replica {
 	t.Helper()
-	e, err := New(cs.CoordinationV1(), fastOptions(), "podpatch-system", logr.Discard())
+	e, err := New(cs.CoordinationV1(), fastOptions(), "podpatch-system", prometheus.NewRegistry(), logr.Discard())
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &replica{e: e, cancel: cancel, done: make(chan error, 1)}
@@ -67,6 +69,8 @@ func TestOneLeaderAndTakeover(t *testing.T) {
 	require.Equal(t, leader.e.Identity(), *lease.Spec.HolderIdentity)
 	require.EqualValues(t, 1, leader.terms.Load())
 	require.Zero(t, follower.terms.Load())
+	require.Equal(t, 1.0, testutil.ToFloat64(leader.e.leading))
+	require.Zero(t, testutil.ToFloat64(follower.e.leading))
 
 	leader.cancel()
 	require.NoError(t, <-leader.done)
@@ -74,13 +78,14 @@ func TestOneLeaderAndTakeover(t *testing.T) {
 	require.Eventually(t, func() bool { return follower.terms.Load() == 1 && active.Load() == 1 }, 10*time.Second, 20*time.Millisecond,
 		"the follower takes over once the leader released the Lease")
 	require.EqualValues(t, 1, maxActive.Load(), "never two leaders at once")
+	require.Zero(t, testutil.ToFloat64(leader.e.leading), "the stopped replica no longer says it leads")
 }
 
 // TestRunnableErrorEndsTerm checks that a failing leader-only component stops the elector with
 // its error, after the other components of the term stopped, and releases the Lease.
 func TestRunnableErrorEndsTerm(t *testing.T) {
 	cs := fake.NewClientset()
-	e, err := New(cs.CoordinationV1(), fastOptions(), "podpatch-system", logr.Discard())
+	e, err := New(cs.CoordinationV1(), fastOptions(), "podpatch-system", prometheus.NewRegistry(), logr.Discard())
 	require.NoError(t, err)
 	var stopped atomic.Bool
 	err = e.Run(context.Background(),

@@ -289,6 +289,8 @@ func TestAuditReports(t *testing.T) {
 	after = rounds()
 	require.Eventually(t, func() bool { return rounds() >= after+2 }, 30*time.Second, 100*time.Millisecond)
 	require.Zero(t, standby.metricSum(t, "podpatch_audit_rounds_total"), "the standby replica does not audit")
+	require.Zero(t, standby.metricSum(t, "podpatch_leader"))
+	require.Equal(t, 1.0, p.metricSum(t, "podpatch_leader"))
 	require.Zero(t, standby.metricSum(t, "podpatch_drift_objects"))
 	standby.stop(t)
 
