@@ -13,8 +13,6 @@ import (
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
-	"github.com/cert-manager/cert-manager/pkg/controller/cainjector"
-	cmutil "github.com/cert-manager/cert-manager/pkg/util"
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
 	"helm.sh/helm/v3/pkg/action"
@@ -25,16 +23,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/podpatch/podpatch/certs"
 	"github.com/podpatch/podpatch/policies"
@@ -385,46 +378,16 @@ func issueCertificate(t *testing.T, certDir string) {
 	require.NoError(t, certs.WriteFiles(certDir, b))
 }
 
-// startCAInjector runs cert-manager's CA injector in this process, for webhook configurations
-// only, until the test ends: it fills caBundle from the cert-manager.io/inject-ca-from
-// annotation the chart sets.
+// startCAInjector runs cert-manager's CA injector (cluster.StartCAInjector) until the test
+// ends: it fills caBundle from the cert-manager.io/inject-ca-from annotation the chart sets.
 func startCAInjector(t *testing.T) {
 	t.Helper()
-	scheme := runtime.NewScheme()
-	require.NoError(t, clientgoscheme.AddToScheme(scheme))
-	require.NoError(t, cmapi.AddToScheme(scheme))
 	ctrl.SetLogger(logr.Discard())
-	// The injector applies caBundle with its user agent as field manager.
-	mgr, err := ctrl.NewManager(cmutil.RestConfigWithUserAgent(restConfig, "cainjector"), ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{ReaderFailOnMissingInformer: true},
-		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	stop, err := cluster.StartCAInjector(restConfig)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	require.NoError(t, cainjector.RegisterAllInjectors(ctx, mgr, cainjector.SetupOptions{
-		EnableCertificatesDataSource: true,
-		EnabledReconcilersFor: map[string]bool{
-			cainjector.MutatingWebhookConfigurationName:   true,
-			cainjector.ValidatingWebhookConfigurationName: true,
-			cainjector.APIServiceName:                     false,
-			cainjector.CustomResourceDefinitionName:       false,
-		},
-	}))
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("cainjector: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("cainjector did not stop")
+		if err := stop(); err != nil {
+			t.Errorf("cainjector: %v", err)
 		}
 	})
 }

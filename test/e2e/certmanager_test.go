@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"crypto/x509"
 	"os"
 	"path/filepath"
@@ -12,8 +11,6 @@ import (
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
-	"github.com/cert-manager/cert-manager/pkg/controller/cainjector"
-	cmutil "github.com/cert-manager/cert-manager/pkg/util"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/common/expfmt"
@@ -26,15 +23,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/test/cluster"
 )
 
 // TestCertManager installs podpatch the cert-manager way (manifests/overlays/cert-manager)
@@ -304,53 +297,16 @@ func captureInjectorLog(t *testing.T) {
 	})
 }
 
-// startCAInjector runs cert-manager's CA injector in this process against the test control
-// plane, set up as the cainjector binary sets it up (Secrets read uncached, Certificates as a
-// CA source) but for webhook configurations only, without leader election, metrics or
-// probes. It stops when the test ends.
+// startCAInjector runs cert-manager's CA injector (cluster.StartCAInjector) against the test
+// control plane until the test ends, its log kept for a failure.
 func startCAInjector(t *testing.T) {
 	t.Helper()
 	captureInjectorLog(t)
-	scheme := runtime.NewScheme()
-	require.NoError(t, clientgoscheme.AddToScheme(scheme))
-	require.NoError(t, cmapi.AddToScheme(scheme))
-	// No webhook server either: the manager starts one only for callers of
-	// GetWebhookServer, which the injector is not.
-	mgr, err := ctrl.NewManager(cmutil.RestConfigWithUserAgent(restConfig, "cainjector"), ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		LeaderElection:         false,
-		Cache:                  cache.Options{ReaderFailOnMissingInformer: true},
-		Client: client.Options{Cache: &client.CacheOptions{
-			DisableFor: []client.Object{&corev1.Secret{}},
-		}},
-		// Controller names are unique per process; -count=N starts the injector N times.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	stop, err := cluster.StartCAInjector(restConfig)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	require.NoError(t, cainjector.RegisterAllInjectors(ctx, mgr, cainjector.SetupOptions{
-		Namespace:                    "",
-		EnableCertificatesDataSource: true,
-		EnabledReconcilersFor: map[string]bool{
-			cainjector.MutatingWebhookConfigurationName:   true,
-			cainjector.ValidatingWebhookConfigurationName: true,
-			cainjector.APIServiceName:                     false,
-			cainjector.CustomResourceDefinitionName:       false,
-		},
-	}))
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("cainjector: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("cainjector did not stop")
+		if err := stop(); err != nil {
+			t.Errorf("cainjector: %v", err)
 		}
 	})
 }
