@@ -16,7 +16,6 @@ const (
 // Metrics are the resolver's Prometheus metrics; labels are bounded (managers and sources).
 type Metrics struct {
 	resolutions *prometheus.CounterVec
-	leader      prometheus.Gauge
 	writes      *prometheus.CounterVec
 }
 
@@ -27,10 +26,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "podpatch_external_url_resolutions_total",
 			Help: "Changes of a Service's external URL, by recognised manager (none: unrecognised) and source (template, load-balancer, node-port; pending, unresolved, invalid when there is no URL).",
 		}, []string{"manager", "source"}),
-		leader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "podpatch_external_url_leader",
-			Help: "1 while this replica holds the leader Lease and runs the external URL resolver, the one replica that writes.",
-		}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_external_url_writes_total",
 			Help: "Patches of result annotations on Services, by result (ok, conflict, error).",
@@ -38,7 +33,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	r := promreg.New(reg)
 	m.resolutions = r.Register(m.resolutions).(*prometheus.CounterVec)
-	m.leader = r.Register(m.leader).(prometheus.Gauge)
 	m.writes = r.Register(m.writes).(*prometheus.CounterVec)
 	return m, r.Err()
 }

@@ -78,8 +78,6 @@ func New(cfg *rest.Config, o Options, reg prometheus.Registerer, log logr.Logger
 
 // Start is one leadership term: informers, workers and Events, until ctx is done.
 func (r *Resolver) Start(ctx context.Context) error {
-	r.metrics.leader.Set(1)
-	defer r.metrics.leader.Set(0)
 	r.log.Info("resolving external URLs")
 	events := record.NewBroadcaster()
 	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: r.cs.CoreV1().Events("")})

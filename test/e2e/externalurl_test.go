@@ -52,7 +52,7 @@ func TestExternalURL(t *testing.T) {
 	installWebhooks(t, mwc, vwc)
 	applyManifests(t, kustomizeBuild(t, "manifests/examples"))
 	p.waitForExamples(t)
-	require.Eventually(t, func() bool { return p.metricSum(t, "podpatch_external_url_leader") == 1 },
+	require.Eventually(t, func() bool { return p.metricSum(t, "podpatch_leader") == 1 },
 		30*time.Second, 100*time.Millisecond, "the only replica never took the lease")
 
 	t.Run("a load balancer assigned later, then changed", func(t *testing.T) {
@@ -222,8 +222,8 @@ func TestExternalURL(t *testing.T) {
 			policies.ProvideExternalURLAnnotation: "true", policies.ExternalURLTemplateAnnotation: "https://${name}.example.com"})
 		create(t, svc)
 		requireURL(t, svc.Name, "https://web-two-replicas.example.com", externalurl.SourceTemplate)
-		require.Equal(t, 1.0, p.metricSum(t, "podpatch_external_url_leader"))
-		require.Zero(t, p2.metricSum(t, "podpatch_external_url_leader"))
+		require.Equal(t, 1.0, p.metricSum(t, "podpatch_leader"))
+		require.Zero(t, p2.metricSum(t, "podpatch_leader"))
 		require.Positive(t, p.metricSum(t, "podpatch_external_url_writes_total"))
 		require.Zero(t, p2.metricSum(t, "podpatch_external_url_writes_total"), "the replica without the lease writes nothing")
 		require.Zero(t, p2.metricSum(t, "podpatch_external_url_resolutions_total"))
@@ -231,7 +231,7 @@ func TestExternalURL(t *testing.T) {
 		require.Equal(t, first, *lease.Spec.HolderIdentity)
 
 		p.stop(t) // releases the lease on the way out
-		require.Eventually(t, func() bool { return p2.metricSum(t, "podpatch_external_url_leader") == 1 },
+		require.Eventually(t, func() bool { return p2.metricSum(t, "podpatch_leader") == 1 },
 			30*time.Second, 100*time.Millisecond, "the second replica takes over")
 		require.NoError(t, k8s.Get(ctx, leaseKey, lease))
 		require.NotEqual(t, first, *lease.Spec.HolderIdentity)
