@@ -20,6 +20,17 @@ const (
 	ReasonBudgetExceeded Reason = "budget_exceeded"
 	// ReasonOverloaded: every request slot stayed busy for the whole budget.
 	ReasonOverloaded Reason = "overloaded"
+	// ReasonInvalidPolicy: a policy ConfigMap that could apply fails to compile; its last good
+	// version was applied.
+	ReasonInvalidPolicy Reason = "invalid_policy"
+	// ReasonApplyError: the object could not be patched and was allowed unchanged.
+	ReasonApplyError Reason = "apply_error"
+	// ReasonNamespacePoliciesLeftOut: namespace policies made the object unpatchable, so the
+	// platform's were applied alone.
+	ReasonNamespacePoliciesLeftOut Reason = "namespace_policies_left_out"
+	// ReasonNamespaceLimit: the namespace holds more than MaxNamespacePolicies policies; the
+	// ConfigMaps past it are left out.
+	ReasonNamespaceLimit Reason = "namespace_limit"
 )
 
 // The stages at which a request can run out of budget: the stage label of

@@ -69,7 +69,7 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 	if err != nil {
 		log().Error(err, "object could not be patched; allowed unchanged")
 		m.count(kind, res.Identity, "error")
-		m.Metrics.warnings.WithLabelValues("apply_error").Inc()
+		m.Metrics.warned(ReasonApplyError)
 		return admission.Allowed("").WithWarnings("podpatch could not apply policies: " + err.Error())
 	}
 	var warnings []string
@@ -77,12 +77,12 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		warnings = m.invalidWarnings(snap, req.Namespace)
 	}
 	for _, w := range res.Warnings { // namespace policies left out so that the platform's apply
-		m.Metrics.warnings.WithLabelValues("namespace_policies_left_out").Inc()
+		m.Metrics.warned(ReasonNamespacePoliciesLeftOut)
 		log().Info("namespace policies left out", "reason", w)
 		warnings = append(warnings, "podpatch: "+w)
 	}
 	if names := snap.Dropped[req.Namespace]; res.Recognised && len(names) > 0 {
-		m.Metrics.warnings.WithLabelValues("namespace_limit").Inc()
+		m.Metrics.warned(ReasonNamespaceLimit)
 		warnings = append(warnings, fmt.Sprintf("podpatch: policy ConfigMap(s) %s/%s are left out: the namespace holds more than %d policies",
 			req.Namespace, strings.Join(names, ", "+req.Namespace+"/"), policies.MaxNamespacePolicies))
 	}
@@ -95,9 +95,8 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Allowed("").WithWarnings(warnings...)
 	}
 	m.count(kind, res.Identity, "patched")
-	if l := logr.FromContextOrDiscard(ctx).V(1); l.Enabled() {
-		l.WithValues("kind", kind, "namespace", req.Namespace, "uid", req.UID).Info("patched",
-			"manager", res.Identity.Manager, "role", res.Identity.Role, "policies", len(res.Applied))
+	if logr.FromContextOrDiscard(ctx).V(1).Enabled() {
+		log().V(1).Info("patched", "manager", res.Identity.Manager, "role", res.Identity.Role, "policies", len(res.Applied))
 	}
 	patchType := admissionv1.PatchTypeJSONPatch
 	resp := admission.Allowed("").WithWarnings(warnings...)
@@ -128,7 +127,7 @@ func (m *Mutator) invalidWarnings(snap *Snapshot, ns string) []string {
 	if len(broken) == 0 {
 		return nil
 	}
-	m.Metrics.warnings.WithLabelValues("invalid_policy").Inc()
+	m.Metrics.warned(ReasonInvalidPolicy)
 	return []string{"podpatch: policy ConfigMap(s) " + strings.Join(broken, ", ") +
 		" fail to compile; their last good version was applied (see podpatch lint or their InvalidPolicy events)"}
 }
