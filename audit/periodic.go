@@ -50,7 +50,6 @@ type Periodic struct {
 	o       PeriodicOptions
 	reader  *Reader
 	reports *reportWriter
-	events  *ownerEvents // this term's
 	cs      kubernetes.Interface
 	metrics *metrics
 }
@@ -111,7 +110,7 @@ func (p *Periodic) Start(ctx context.Context) error {
 	bcast := record.NewBroadcaster()
 	bcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: p.cs.CoreV1().Events("")})
 	defer bcast.Shutdown()
-	p.events = newOwnerEvents(bcast.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: "podpatch-audit"}))
+	events := newOwnerEvents(bcast.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: "podpatch-audit"}))
 	defer p.metrics.drift.Reset()
 	p.o.Log.Info("auditing", "interval", p.o.Interval)
 	for !p.o.Ready() {
@@ -124,7 +123,7 @@ func (p *Periodic) Start(ctx context.Context) error {
 	t := time.NewTicker(p.o.Interval)
 	defer t.Stop()
 	for {
-		p.round(ctx)
+		p.round(ctx, events)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -133,8 +132,8 @@ func (p *Periodic) Start(ctx context.Context) error {
 	}
 }
 
-// round audits the cluster once and writes what it found.
-func (p *Periodic) round(ctx context.Context) {
+// round audits the cluster once and writes what it found; events are this term's.
+func (p *Periodic) round(ctx context.Context, events *ownerEvents) {
 	start := time.Now()
 	byNS := map[string][]Finding{}
 	var all []Finding
@@ -164,7 +163,7 @@ func (p *Periodic) round(ctx context.Context) {
 			p.metrics.drift.WithLabelValues(string(f.Cluster.Manager), string(f.Cluster.Role), string(f.Reason)).Inc()
 		}
 	}
-	p.events.update(all)
+	events.update(all)
 	w, err := p.reports.sync(ctx, byNS)
 	if err != nil {
 		if ctx.Err() == nil {
