@@ -134,7 +134,8 @@ func TestServe(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, certs.WriteFiles(certDir, b))
 	o := newServeOptions()
-	o.AddFlags(pflag.NewFlagSet("serve", pflag.ContinueOnError)) // the policy options' defaults
+	_, err = parseCommand("serve", nil, io.Discard, false, o) // the defaults, as runServe gets them
+	require.NoError(t, err)
 	addr := freeAddr(t)
 	host, port, err := net.SplitHostPort(addr)
 	require.NoError(t, err)
