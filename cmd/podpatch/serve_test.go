@@ -22,7 +22,6 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/go-logr/logr"
-	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -229,10 +228,8 @@ func TestServeOptions(t *testing.T) {
 	require.NoError(t, os.WriteFile(bad, b.Key, 0o600))
 	validate := func(args ...string) error {
 		o := newServeOptions()
-		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		o.AddFlags(fs)
-		require.NoError(t, fs.Parse(args))
+		_, err := parseCommand("serve", args, io.Discard, false, o)
+		require.NoError(t, err)
 		return o.Validate()
 	}
 	require.NoError(t, validate())
