@@ -31,6 +31,7 @@ import (
 
 	"github.com/podpatch/podpatch/certs"
 	"github.com/podpatch/podpatch/policies"
+	testcainjector "github.com/podpatch/podpatch/test/cainjector"
 	"github.com/podpatch/podpatch/test/cluster"
 )
 
@@ -378,12 +379,12 @@ func issueCertificate(t *testing.T, certDir string) {
 	require.NoError(t, certs.WriteFiles(certDir, b))
 }
 
-// startCAInjector runs cert-manager's CA injector (cluster.StartCAInjector) until the test
+// startCAInjector runs cert-manager's CA injector (test/cainjector) until the test
 // ends: it fills caBundle from the cert-manager.io/inject-ca-from annotation the chart sets.
 func startCAInjector(t *testing.T) {
 	t.Helper()
 	ctrl.SetLogger(logr.Discard())
-	stop, err := cluster.StartCAInjector(restConfig)
+	stop, err := testcainjector.Start(restConfig)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		if err := stop(); err != nil {

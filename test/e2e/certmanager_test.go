@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/test/cluster"
+	testcainjector "github.com/podpatch/podpatch/test/cainjector"
 )
 
 // TestCertManager installs podpatch the cert-manager way (manifests/overlays/cert-manager)
@@ -297,12 +297,12 @@ func captureInjectorLog(t *testing.T) {
 	})
 }
 
-// startCAInjector runs cert-manager's CA injector (cluster.StartCAInjector) against the test
+// startCAInjector runs cert-manager's CA injector (test/cainjector) against the test
 // control plane until the test ends, its log kept for a failure.
 func startCAInjector(t *testing.T) {
 	t.Helper()
 	captureInjectorLog(t)
-	stop, err := cluster.StartCAInjector(restConfig)
+	stop, err := testcainjector.Start(restConfig)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		if err := stop(); err != nil {

@@ -1,4 +1,7 @@
-package cluster
+// Package cainjector runs cert-manager's CA injector in a test process. It stands apart from
+// test/cluster so that what imports the cluster alone (test/bench) does not take in the
+// injector's dependencies.
+package cainjector
 
 import (
 	"context"
@@ -6,7 +9,7 @@ import (
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
-	"github.com/cert-manager/cert-manager/pkg/controller/cainjector"
+	cainjector "github.com/cert-manager/cert-manager/pkg/controller/cainjector"
 	cmutil "github.com/cert-manager/cert-manager/pkg/util"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,12 +23,12 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
-// StartCAInjector runs cert-manager's CA injector in this process against cfg's API server,
+// Start runs cert-manager's CA injector in this process against cfg's API server,
 // set up as the cainjector binary sets it up (Secrets read uncached, Certificates as a CA
 // source) but for webhook configurations only, without leader election, metrics, probes or
 // webhook server. It fills caBundle from the cert-manager.io/inject-ca-from annotation. It logs
 // through controller-runtime's logger, which the caller sets. stop ends it.
-func StartCAInjector(cfg *rest.Config) (stop func() error, err error) {
+func Start(cfg *rest.Config) (stop func() error, err error) {
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), cmapi.AddToScheme(scheme)); err != nil {
 		return nil, err
