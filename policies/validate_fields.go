@@ -1718,7 +1718,7 @@ func validateRemovals(part string, raw map[string]any, mode Mode, fld *field.Pat
 	if removed(spec, "containers") {
 		errs = append(errs, field.Forbidden(specPath.Child("containers"), "removes every container: a Pod needs at least one"))
 	}
-	for _, list := range []string{"initContainers", "containers"} {
+	for _, list := range []string{"initContainers", "containers", "ephemeralContainers"} {
 		entries, _ := spec[list].([]any)
 		for i, e := range entries {
 			c, _ := e.(map[string]any)
@@ -1730,6 +1730,13 @@ func validateRemovals(part string, raw map[string]any, mode Mode, fld *field.Pat
 				errs = append(errs, field.Forbidden(p, "removes the image: every container needs one"))
 			case image == "":
 				errs = append(errs, field.Required(p, "an empty image leaves the container without one; give an image or leave the field out"))
+			default:
+				// The API server refuses a Pod whose container image has leading or trailing
+				// whitespace (validateContainersOnlyForPod, for every container list), which
+				// also makes an all-whitespace image invalid.
+				if s, isString := image.(string); isString && s != strings.TrimSpace(s) {
+					errs = append(errs, field.Invalid(p, s, "must not have leading or trailing whitespace"))
+				}
 			}
 		}
 	}
