@@ -15,6 +15,7 @@ import (
 type policyOptions struct {
 	PlatformNamespace     string
 	NamespaceAllowedField []string
+	NamespaceDeniedAnnot  []string
 }
 
 func (o *policyOptions) AddFlags(fs *pflag.FlagSet) {
@@ -22,6 +23,8 @@ func (o *policyOptions) AddFlags(fs *pflag.FlagSet) {
 		"namespace whose policy ConfigMaps apply to every namespace")
 	fs.StringSliceVar(&o.NamespaceAllowedField, "namespace-allowed-fields", policies.DefaultNamespaceAllowedFields,
 		"fields namespace policies may set (prefix service. for Service fields)")
+	fs.StringSliceVar(&o.NamespaceDeniedAnnot, "namespace-denied-annotations", policies.DefaultNamespaceDeniedAnnotations,
+		"annotation keys namespace policies may not set or remove: globs on the key, ! before an exception")
 }
 
 // Options builds the engine's options.
@@ -33,7 +36,11 @@ func (o *policyOptions) Options() (policies.Options, error) {
 	if err != nil {
 		return policies.Options{}, usageError{fmt.Errorf("--namespace-allowed-fields: %w", err)}
 	}
-	return policies.Options{PlatformNamespace: o.PlatformNamespace, NamespaceAllowed: allowed}, nil
+	denied, err := policies.ParseDeniedAnnotations(o.NamespaceDeniedAnnot)
+	if err != nil {
+		return policies.Options{}, usageError{fmt.Errorf("--namespace-denied-annotations: %w", err)}
+	}
+	return policies.Options{PlatformNamespace: o.PlatformNamespace, NamespaceAllowed: allowed, NamespaceDenied: denied}, nil
 }
 
 // renderOptions are the flags of `podpatch render`.
