@@ -197,14 +197,17 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 	var owned map[string]bool
 	if in.Kind == KindPod {
 		// Platform sidecars first, so that a namespace policy cannot claim their names; they
-		// are out of the namespace policies' reach (SPEC §3).
+		// are out of the namespace policies' reach, and replace a container of the same name
+		// the object brought (SPEC §3).
 		m := newMerger(st, in.Kind, false)
+		m.manager = manager
+		placed := map[string]bool{}
 		for _, p := range l.platform() {
-			m.insertSidecars(obj, p.template)
-			owned = sidecarNames(p.template, owned)
+			m.insertSidecars(obj, p.template, placed)
+			owned = sidecarNames(p.template, owned, manager)
 		}
 		for _, p := range l.namespace() {
-			m.insertSidecars(obj, p.template)
+			m.insertSidecars(obj, p.template, nil)
 		}
 	}
 	pass := func(ps []*Policy, fill bool, namespace bool) {
