@@ -144,7 +144,7 @@ func selectionCycles(ps []*Policy, namespaced bool) []selectionProblem {
 		if !negative {
 			why += ", and a policy before them can switch one of them off"
 		}
-		at := c[0]
+		at := locate(c, namespaced)
 		out[at] = true
 		probs = append(probs, selectionProblem{at: at, err: field.Forbidden(field.NewPath("spec", "match", "selector"),
 			"the selection of "+refs(c)+" can oscillate: "+why+
@@ -191,13 +191,25 @@ func selectionCycles(ps []*Policy, namespaced bool) []selectionProblem {
 		if namespaced && !involvesNamespace(members) {
 			continue
 		}
-		out[c[0]] = true
-		probs = append(probs, selectionProblem{at: c[0], err: field.Forbidden(field.NewPath("spec", "match", "selector"),
+		at := locate(members, namespaced)
+		out[at] = true
+		probs = append(probs, selectionProblem{at: at, err: field.Forbidden(field.NewPath("spec", "match", "selector"),
 			fmt.Sprintf("a chain of %d policies, each selected by a label the one before writes (%s), needs more than the %d selection rounds podpatch makes, which then %s",
 				longest[i]+1, describeEdges(via[i]), MaxSelectionRounds, fallback(namespaced)))})
 	}
 	slices.SortFunc(probs, func(a, b selectionProblem) int { return strings.Compare(a.at.Ref, b.at.Ref) })
 	return probs
+}
+
+// locate chooses the policy a finding is reported at: the first, or the first namespace
+// policy when the finding is a namespace's, so that its team sees it in its own ConfigMap.
+func locate(members []*Policy, namespaced bool) *Policy {
+	if namespaced {
+		if i := slices.IndexFunc(members, func(p *Policy) bool { return p.Scope == ScopeNamespace }); i >= 0 {
+			return members[i]
+		}
+	}
+	return members[0]
 }
 
 // fallback says what admission does with an object whose selection does not settle (Apply).
@@ -270,6 +282,11 @@ func selectionEdges(ps []*Policy) []selectionEdge {
 		}
 		for _, p := range ps {
 			writes := labelWrites(p, kind)
+			for k := range writes {
+				if masked(p, k, kind, ps) {
+					delete(writes, k)
+				}
+			}
 			if len(writes) == 0 {
 				continue
 			}
@@ -299,6 +316,60 @@ func selectionEdges(ps []*Policy) []selectionEdge {
 		}
 	}
 	return out
+}
+
+// masked reports whether p's write of label k never reaches the object: a policy applied after
+// p in every round p is selected in (unconditional, for every object of p's managers and roles)
+// writes k too. Defaults fill, highest precedence first, and merges override them, so "after"
+// is the order of SPEC §3's layers and, inside one, of application.
+func masked(p *Policy, k string, kind Kind, ps []*Policy) bool {
+	rank := func(x *Policy) int {
+		switch {
+		case x.Mode == ModeEnforce:
+			return 4
+		case x.Mode == ModeMerge && x.Scope == ScopeNamespace:
+			return 3
+		case x.Mode == ModeMerge:
+			return 2
+		case x.Scope == ScopeNamespace:
+			return 1
+		default:
+			return 0
+		}
+	}
+	for _, r := range ps {
+		if r == p || !unconditional(r) {
+			continue
+		}
+		if _, writes := labelWrites(r, kind)[k]; !writes {
+			continue
+		}
+		later := cmp.Or(cmp.Compare(rank(r), rank(p)), comparePolicies(r, p)) > 0
+		if later && covers(r.match.managers, p.match.managers) && covers(r.match.roles, p.match.roles) {
+			return true
+		}
+	}
+	return false
+}
+
+// unconditional reports whether a policy is selected for every object of its managers and
+// roles (and, for a namespace policy, of its namespace).
+func unconditional(p *Policy) bool {
+	m := p.match
+	noReqs := m.selector == nil
+	if m.selector != nil {
+		reqs, selectable := m.selector.Requirements()
+		noReqs = selectable && len(reqs) == 0
+	}
+	return noReqs && m.namespaceSelector == nil && len(m.namespaces) == 0 && len(m.clusters) == 0 && len(m.groups) == 0
+}
+
+// covers reports whether a match list (empty: any) includes every value of another.
+func covers[T comparable](outer, inner []T) bool {
+	if len(outer) == 0 {
+		return true
+	}
+	return len(inner) > 0 && !slices.ContainsFunc(inner, func(v T) bool { return !slices.Contains(outer, v) })
 }
 
 // jointly reports whether one value of each key no policy writes satisfies both requirement

@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 )
 
 // selPolicy is a PodTemplatePatch in JSON: a mode, a selector (matchExpressions) and labels it
@@ -103,7 +102,7 @@ func TestSelectionProblems(t *testing.T) {
 			P:        {"a.yaml": selPolicy(t, "a", ModeMerge, []map[string]any{expr("phase-b", "DoesNotExist")}, map[string]any{"phase-a": "1"})},
 			"team-a": {"b.yaml": selPolicy(t, "b", ModeMerge, []map[string]any{expr("phase-a", "In", "1")}, map[string]any{"phase-b": "1"})},
 			"team-b": {"c.yaml": selPolicy(t, "c", ModeMerge, []map[string]any{expr("other", "In", "1")}, map[string]any{"phase-b": "1"})},
-		}, []string{"a.yaml: a: spec.match.selector: Forbidden: the selection of podpatch-system/hostile/a, team-a/hostile/b can oscillate", "then leaves the namespace's policies out"}},
+		}, []string{"team-a.yaml: team-a/hostile: b.yaml: b: spec.match.selector: Forbidden: the selection of podpatch-system/hostile/a, team-a/hostile/b can oscillate", "then leaves the namespace's policies out"}},
 		{"a positive loop after a negative edge", map[string]map[string]string{P: {
 			"a.yaml": selPolicy(t, "a", ModeMerge, []map[string]any{expr("phase-b", "Exists"), expr("off", "DoesNotExist")}, map[string]any{"phase-a": "1"}),
 			"b.yaml": selPolicy(t, "b", ModeMerge, []map[string]any{expr("phase-a", "Exists")}, map[string]any{"phase-b": "1"}),
@@ -216,14 +215,18 @@ func TestSelectionProblemsGenerated(t *testing.T) {
 		report := set.SelectionProblems(sourced)
 		anyDiverges := false
 		for _, obj := range objects {
-			d, res := diverges(t, set, obj, "team-a")
-			anyDiverges = anyDiverges || d
-			if len(report) == 0 {
-				require.False(t, d, "set %d: lint reported nothing, yet %s diverges; policies:\n%v", i, obj, cms)
-				if res.Changed {
-					again, err := set.Apply(Input{Kind: KindPod, Object: res.Object, Namespace: "team-a"})
-					require.NoError(t, err)
-					require.JSONEq(t, string(res.Object), string(again.Object), "set %d: apply twice = apply once; policies:\n%v", i, cms)
+			// In the namespace of the namespace policies, and in one without any.
+			for _, ns := range []string{"team-a", "team-z"} {
+				obj := []byte(strings.Replace(string(obj), `"namespace":"team-a"`, `"namespace":"`+ns+`"`, 1))
+				d, res := diverges(t, set, obj, ns)
+				anyDiverges = anyDiverges || d
+				if len(report) == 0 {
+					require.False(t, d, "set %d: lint reported nothing, yet %s diverges; policies:\n%v", i, obj, cms)
+					if res.Changed {
+						again, err := set.Apply(Input{Kind: KindPod, Object: res.Object, Namespace: ns})
+						require.NoError(t, err)
+						require.JSONEq(t, string(res.Object), string(again.Object), "set %d: apply twice = apply once; policies:\n%v", i, cms)
+					}
 				}
 			}
 		}
@@ -301,5 +304,3 @@ func TestDivergingSelectionKeepsEnforce(t *testing.T) {
 		require.ErrorIs(t, err, ErrSelectionDiverges)
 	})
 }
-
-var _ = corev1.ConfigMap{}

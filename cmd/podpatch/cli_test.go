@@ -633,6 +633,11 @@ func TestLintBadPolicies(t *testing.T) {
 		{"infrastructure-annotation.yaml", "team-c/team-lb", "lb.yaml", "open-lb",
 			"spec.service.metadata.annotations[service.beta.kubernetes.io/load-balancer-source-ranges]",
 			`Forbidden: namespace policies may not set this annotation: it makes infrastructure act (cloud load balancers, DNS, secret injectors, podpatch itself); it matches "service.beta.kubernetes.io/*" of --namespace-denied-annotations`},
+		{"oscillating-selectors.yaml", "podpatch-system/oscillating", "a.yaml", "a", "spec.match.selector",
+			"Forbidden: the selection of podpatch-system/oscillating/a, podpatch-system/oscillating/b can oscillate: " +
+				"podpatch-system/oscillating/a sets label phase-a=1 on pods, which makes podpatch-system/oscillating/b match; " +
+				"podpatch-system/oscillating/b sets label phase-b=1 on pods, which makes podpatch-system/oscillating/a stop matching; " +
+				"podpatch re-selects at most 4 times, then applies only the enforce policies"},
 		{"blank-image.yaml", "podpatch-system/blank-image", "sidecar.yaml", "shipper",
 			"spec.template.spec.containers[0].image", `Invalid value: " ": must not have leading or trailing whitespace`},
 	}
