@@ -472,7 +472,7 @@ func sidecarNames(patch map[string]any, names map[string]bool, manager Manager) 
 		pl, _ := pspec[list].([]any)
 		for _, it := range pl {
 			pm, ok := it.(map[string]any)
-			if _, whole := pm["image"]; !ok || !whole || pm["name"] == wildcardContainer {
+			if _, whole := pm["image"]; !ok || !whole || pm["name"] == wildcardContainer || pm["name"] == mainContainerName {
 				continue
 			}
 			if list == "containers" && slices.Contains(mainContainerNames[manager], scalarString(pm["name"])) {

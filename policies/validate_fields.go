@@ -199,9 +199,12 @@ func validateContainersPatch(containers []corev1.Container, s *corev1.PodSpec, i
 			errs = append(errs, field.Required(namePath,
 				"the name of the container to patch, or \"*\" for every container"))
 		case wildcardContainer, mainContainerName:
-			if c.Image != "" {
+			// "@main" may set the main container's image: it is never a sidecar, and on KubeRay,
+			// whose main container has no conventional name, a named whole entry would be the
+			// platform's container, replacing it (appendSidecars).
+			if c.Image != "" && c.Name == wildcardContainer {
 				errs = append(errs, field.Forbidden(p.Child("image"),
-					strconv.Quote(c.Name)+" applies to "+map[string]string{wildcardContainer: "every container", mainContainerName: "the main container"}[c.Name]+"; name one container to add a sidecar"))
+					strconv.Quote(c.Name)+" applies to every container; name one container to add a sidecar"))
 			}
 			if c.Name == mainContainerName && !strings.HasSuffix(fld.String(), ".containers") {
 				errs = append(errs, field.Invalid(namePath, c.Name, "the manager's main container is one of containers"))
