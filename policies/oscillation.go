@@ -48,15 +48,34 @@ func (s *Set) SelectionProblems(cms []SourcedConfigMap) []FileProblems {
 	}
 	platform := s.platform.policies()
 	found := map[string]Problems{} // namespace/configmap -> problems
-	report := func(ps []*Policy, namespaced bool) {
-		for _, pr := range selectionCycles(ps, namespaced) {
+	report := func(ps []*Policy, edges []selectionEdge, namespaced bool) {
+		for _, pr := range selectionCycles(ps, edges, namespaced) {
 			name := pr.at.Namespace + "/" + pr.at.ConfigMap
 			found[name] = append(found[name], Problem{Key: pr.at.Key, Policy: pr.at.Name, Err: pr.err})
 		}
 	}
-	report(platform, false)
-	for _, ns := range slices.Sorted(maps.Keys(s.namespaces)) {
-		report(slices.Concat(platform, s.namespaces[ns].policies()), true)
+	report(platform, selectionEdges(platform, platform, platform, labelsWritten(platform)), false)
+	// Each namespace with the platform. The edges among the platform's policies are computed
+	// once, with every label any namespace writes counted as written (fewer requirements
+	// exclude each other: a superset of each namespace's edges among them, so still sound).
+	namespaces := slices.Sorted(maps.Keys(s.namespaces))
+	all := platform
+	for _, ns := range namespaces {
+		all = slices.Concat(all, s.namespaces[ns].policies())
+	}
+	var platformEdges []selectionEdge
+	for _, ns := range namespaces {
+		nps := s.namespaces[ns].policies()
+		ps := slices.Concat(platform, nps)
+		written := labelsWritten(ps)
+		edges := slices.Concat(selectionEdges(nps, ps, ps, written), selectionEdges(platform, nps, ps, written))
+		if len(edges) == 0 {
+			continue // no namespace policy takes part in any edge
+		}
+		if platformEdges == nil {
+			platformEdges = selectionEdges(platform, platform, platform, labelsWritten(all))
+		}
+		report(ps, slices.Concat(platformEdges, edges), true)
 	}
 	var out []FileProblems
 	for _, name := range slices.Sorted(maps.Keys(found)) {
@@ -91,8 +110,7 @@ type selectionProblem struct {
 
 // selectionCycles analyses one policy set. With namespaced, only findings that involve a
 // namespace policy are returned (the platform's own are reported once, on their own).
-func selectionCycles(ps []*Policy, namespaced bool) []selectionProblem {
-	edges := selectionEdges(ps)
+func selectionCycles(ps []*Policy, edges []selectionEdge, namespaced bool) []selectionProblem {
 	if len(edges) == 0 {
 		return nil
 	}
@@ -250,15 +268,30 @@ func describeEdges(es []selectionEdge) string {
 	return strings.Join(parts, "; ")
 }
 
-// selectionEdges computes the edges among ps, in a deterministic order.
-func selectionEdges(ps []*Policy) []selectionEdge {
+// labelsWritten returns, per kind, the label keys some policy of ps writes.
+func labelsWritten(ps []*Policy) map[Kind]map[string]bool {
+	out := map[Kind]map[string]bool{KindPod: {}, KindService: {}}
+	for _, p := range ps {
+		for kind, keys := range out {
+			for k := range labelWrites(p, kind) {
+				keys[k] = true
+			}
+		}
+	}
+	return out
+}
+
+// selectionEdges computes the edges from writers to readers, in a deterministic order. present
+// are the policies that apply with them (for masked writes); written the keys some policy
+// writes (requirements on other keys see the object's own label in every round).
+func selectionEdges(writers, readers, present []*Policy, written map[Kind]map[string]bool) []selectionEdge {
 	type reader struct {
 		p    *Policy
 		reqs []labels.Requirement
 	}
 	// Readers by label key, so that the cost is in the edges, not in every pair of policies.
-	readers := map[string][]reader{}
-	for _, q := range ps {
+	byKey := map[string][]reader{}
+	for _, q := range readers {
 		if q.match.selector == nil {
 			continue
 		}
@@ -267,23 +300,27 @@ func selectionEdges(ps []*Policy) []selectionEdge {
 			continue // selects nothing
 		}
 		for _, k := range uniqueKeys(reqs) {
-			readers[k] = append(readers[k], reader{q, reqs})
+			byKey[k] = append(byKey[k], reader{q, reqs})
 		}
+	}
+	if len(byKey) == 0 {
+		return nil
 	}
 	var out []selectionEdge
 	for _, kind := range []Kind{KindPod, KindService} {
-		// Keys no policy writes keep the object's value in every round: two policies whose
-		// requirements on such a key exclude each other never meet.
-		written := map[string]bool{}
-		for _, p := range ps {
-			for k := range labelWrites(p, kind) {
-				written[k] = true
+		// The unconditional writers of each key, which mask the writes applied before theirs.
+		uncond := map[string][]*Policy{}
+		for _, r := range present {
+			if unconditional(r) {
+				for k := range labelWrites(r, kind) {
+					uncond[k] = append(uncond[k], r)
+				}
 			}
 		}
-		for _, p := range ps {
+		for _, p := range writers {
 			writes := labelWrites(p, kind)
 			for k := range writes {
-				if masked(p, k, kind, ps) {
+				if len(byKey[k]) == 0 || masked(p, uncond[k]) {
 					delete(writes, k)
 				}
 			}
@@ -293,19 +330,19 @@ func selectionEdges(ps []*Policy) []selectionEdge {
 			var own []labels.Requirement
 			if p.match.selector != nil {
 				reqs, selectable := p.match.selector.Requirements()
-				if !selectable || !jointly(reqs, nil, written) {
+				if !selectable || !jointly(reqs, nil, written[kind]) {
 					continue // never selected
 				}
 				own = reqs
 			}
 			seen := map[*Policy]bool{}
 			for _, k := range slices.Sorted(maps.Keys(writes)) {
-				for _, r := range readers[k] {
+				for _, r := range byKey[k] {
 					if seen[r.p] || !shareBucket(p, r.p, kind) {
 						continue
 					}
 					seen[r.p] = true
-					if !jointly(own, r.reqs, written) {
+					if !jointly(own, r.reqs, written[kind]) {
 						continue
 					}
 					if e, ok := edgeOf(p, r.p, kind, writes, r.reqs); ok {
@@ -318,11 +355,10 @@ func selectionEdges(ps []*Policy) []selectionEdge {
 	return out
 }
 
-// masked reports whether p's write of label k never reaches the object: a policy applied after
-// p in every round p is selected in (unconditional, for every object of p's managers and roles)
-// writes k too. Defaults fill, highest precedence first, and merges override them, so "after"
+// masked reports whether p's write of a label never reaches the object: one of the label's
+// unconditional writers (selected for every object of p's managers and roles) applies after p. Defaults fill, highest precedence first, and merges override them, so "after"
 // is the order of SPEC §3's layers and, inside one, of application.
-func masked(p *Policy, k string, kind Kind, ps []*Policy) bool {
+func masked(p *Policy, writers []*Policy) bool {
 	rank := func(x *Policy) int {
 		switch {
 		case x.Mode == ModeEnforce:
@@ -337,11 +373,8 @@ func masked(p *Policy, k string, kind Kind, ps []*Policy) bool {
 			return 0
 		}
 	}
-	for _, r := range ps {
-		if r == p || !unconditional(r) {
-			continue
-		}
-		if _, writes := labelWrites(r, kind)[k]; !writes {
+	for _, r := range writers {
+		if r == p {
 			continue
 		}
 		later := cmp.Or(cmp.Compare(rank(r), rank(p)), comparePolicies(r, p)) > 0
