@@ -130,7 +130,9 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 		// Enforce has the last word (SPEC §3, §8): when the platform's own selectors contradict
 		// each other, its enforce policies still apply, alone.
 		if eout, ok := s.enforceOnly(in, patchOnly, sub, skip, l); ok {
-			eout.Warnings = append(eout.Warnings, "only the platform's enforce policies applied, default and merge policies left out: "+err.Error())
+			eout.Warnings = append(eout.Warnings, fmt.Sprintf(
+				"only the platform's enforce policies applied, default and merge policies left out: %v for more than %d rounds (their selectors contradict each other; podpatch lint names them)",
+				ErrSelectionDiverges, MaxSelectionRounds))
 			out, err = eout, nil
 		}
 	}
