@@ -10,8 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// sidecarSet is a platform with an enforced sidecar and init sidecar, a platform "*" and a
-// namespace "*" (with containers allowed to namespaces), for the pre-declared sidecar tests.
+// sidecarSet is a platform with an enforced sidecar and init sidecar, a platform "*" in merge
+// and one in default mode, and a namespace "*" (with containers allowed to namespaces), for the pre-declared sidecar tests.
 func sidecarSet(t *testing.T) *Set {
 	t.Helper()
 	platform := policyConfigMap(DefaultPlatformNamespace, map[string]string{
@@ -27,6 +27,14 @@ func sidecarSet(t *testing.T) *Set {
           image: registry.example.com/audit-agent:1.4
           env: [{name: AUDIT_SINK, value: "https://audit.example.com"}]
           resources: {limits: {cpu: 100m, memory: 64Mi}}
+`,
+		"fill.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: fill}\n" + `spec:
+  mode: default
+  match: {managers: [dask]}
+  template:
+    spec:
+      containers:
+        - {name: "*", securityContext: {runAsNonRoot: true}, resources: {requests: {cpu: 100m}}}
 `,
 		"zone.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: zone}\n" + `spec:
   match: {managers: [dask]}
