@@ -13,9 +13,9 @@ import (
 
 // policyOptions are the flags that decide how policy ConfigMaps are read.
 type policyOptions struct {
-	PlatformNamespace     string
-	NamespaceAllowedField []string
-	NamespaceDeniedAnnot  []string
+	PlatformNamespace          string
+	NamespaceAllowedField      []string
+	NamespaceDeniedAnnotations []string
 }
 
 func (o *policyOptions) AddFlags(fs *pflag.FlagSet) {
@@ -23,7 +23,7 @@ func (o *policyOptions) AddFlags(fs *pflag.FlagSet) {
 		"namespace whose policy ConfigMaps apply to every namespace")
 	fs.StringSliceVar(&o.NamespaceAllowedField, "namespace-allowed-fields", policies.DefaultNamespaceAllowedFields,
 		"fields namespace policies may set (prefix service. for Service fields)")
-	fs.StringSliceVar(&o.NamespaceDeniedAnnot, "namespace-denied-annotations", policies.DefaultNamespaceDeniedAnnotations,
+	fs.StringSliceVar(&o.NamespaceDeniedAnnotations, "namespace-denied-annotations", policies.DefaultNamespaceDeniedAnnotations,
 		"annotation keys namespace policies may not set or remove: globs on the key, ! before an exception")
 }
 
@@ -36,7 +36,7 @@ func (o *policyOptions) Options() (policies.Options, error) {
 	if err != nil {
 		return policies.Options{}, usageError{fmt.Errorf("--namespace-allowed-fields: %w", err)}
 	}
-	denied, err := policies.ParseDeniedAnnotations(o.NamespaceDeniedAnnot)
+	denied, err := policies.ParseDeniedAnnotations(o.NamespaceDeniedAnnotations)
 	if err != nil {
 		return policies.Options{}, usageError{fmt.Errorf("--namespace-denied-annotations: %w", err)}
 	}
