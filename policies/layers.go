@@ -111,19 +111,30 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 		return res, nil
 	}
 	// The first round patches the tree decoded here; any later one decodes the input afresh.
-	out, err := s.fixedPoint(in, patchOnly, &decoded{t, obj}, sub, skip, l, false)
+	out, err := s.fixedPoint(in, patchOnly, &decoded{t, obj}, sub, skip, l, allLayers)
 	if err != nil && !errors.Is(err, ErrStopped) && l.hasNamespace() {
 		// A namespace policy must never switch the platform's policies off: without them.
 		platform := l.platformOnly()
 		if platform.empty() {
 			return res, err
 		}
-		var perr error
-		if out, perr = s.fixedPoint(in, patchOnly, nil, sub, skip, platform, true); perr != nil {
-			return res, err
+		pout, perr := s.fixedPoint(in, patchOnly, nil, sub, skip, platform, (*layers).platformOnly)
+		if perr == nil {
+			pout.Warnings = append(pout.Warnings, "namespace policies left out: "+err.Error())
+			out, err = pout, nil
+		} else if errors.Is(perr, ErrSelectionDiverges) {
+			err = perr // the platform's own selectors: left to the enforce fallback below
 		}
-		out.Warnings = append(out.Warnings, "namespace policies left out: "+err.Error())
-		err = nil
+	}
+	if errors.Is(err, ErrSelectionDiverges) {
+		// Enforce has the last word (SPEC §3, §8): when the platform's own selectors contradict
+		// each other, its enforce policies still apply, alone.
+		if eout, ok := s.enforceOnly(in, patchOnly, sub, skip, l); ok {
+			eout.Warnings = append(eout.Warnings, fmt.Sprintf(
+				"only the platform's enforce policies applied, default and merge policies left out: %v for more than %d rounds (their selectors contradict each other; podpatch lint names them)",
+				ErrSelectionDiverges, MaxSelectionRounds))
+			out, err = eout, nil
+		}
 	}
 	if err != nil {
 		return res, err
@@ -131,6 +142,30 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	out.Recognised, out.Identity = true, id
 	return out, nil
 }
+
+// enforceOnly applies the enforce layer alone, for an object whose selection does not converge:
+// to its own fixed point when the enforce policies' selection converges, else the enforce
+// policies selected on the object as it came in, once. false when there are none or when even
+// that fails.
+func (s *Set) enforceOnly(in Input, patchOnly bool, sub *subject, skip bool, l layers) (Result, bool) {
+	enforce := l.enforceOnly()
+	if enforce.empty() {
+		return Result{}, false
+	}
+	out, err := s.fixedPoint(in, patchOnly, nil, sub, skip, enforce, (*layers).enforceOnly)
+	if errors.Is(err, ErrSelectionDiverges) {
+		out, _, err = s.applyLayers(in, patchOnly, nil, sub.id.Manager, enforce)
+	}
+	return out, err == nil
+}
+
+// ErrSelectionDiverges is returned (wrapped) when the labels policies set keep changing which
+// policies match beyond MaxSelectionRounds: their selectors contradict each other. `lint`
+// reports policy sets that can do this (SelectionCycles).
+var ErrSelectionDiverges = errors.New("the labels policies set keep changing which policies match")
+
+// allLayers keeps every layer of a selection, for fixedPoint.
+func allLayers(l *layers) layers { return *l }
 
 // MaxSelectionRounds bounds how often one admission re-selects policies because labels that
 // policies set make other policies' selectors match (or stop matching).
@@ -140,28 +175,30 @@ const MaxSelectionRounds = 4
 // selects again and applies the new selection to the object as it came in, so that a second
 // admission of the result selects the same policies and changes nothing. Beyond
 // MaxSelectionRounds the selection oscillates: the object is not patched (Apply then tries
-// without namespace policies). With platformOnly, namespace policies stay unselected.
-func (s *Set) fixedPoint(in Input, patchOnly bool, first *decoded, sub *subject, skip bool, l layers, platformOnly bool) (Result, error) {
+// without namespace policies, then the enforce layer alone). keep restricts every selection to
+// the layers of such a fallback.
+func (s *Set) fixedPoint(in Input, patchOnly bool, first *decoded, sub *subject, skip bool, l layers, keep func(*layers) layers) (Result, error) {
 	selected := sub.labels // the labels l was selected with
 	for round := 1; ; round++ {
 		res, labels, err := s.applyLayers(in, patchOnly, first, sub.id.Manager, l)
 		first = nil
-		if err != nil || !l.any(func(p *Policy) bool { return setsLabels(p, in.Kind) }) {
-			return res, err // without labels set by policies, the selection cannot change
+		if err != nil || (round == 1 && !l.any(func(p *Policy) bool { return setsLabels(p, in.Kind) })) {
+			// Without labels set by policies, the first selection cannot change. A later one
+			// that sets none leaves the object's own labels, which select the first selection
+			// again: selectionReads compares the labels this one was selected with.
+			return res, err
 		}
 		if !s.selectionReads(sub, selected, labels) {
 			return res, nil // nor when no selector reads the labels they changed
 		}
 		next := s.selectLayers(&subject{id: sub.id, kind: sub.kind, namespace: sub.namespace, labels: labels, namespaceLabels: sub.namespaceLabels}, skip)
-		if platformOnly {
-			next = next.platformOnly()
-		}
+		next = keep(&next)
 		if next.equal(l) {
 			return res, nil
 		}
 		if round == MaxSelectionRounds {
-			return Result{Object: in.Object}, fmt.Errorf("%s not patched: the labels policies set change which policies match for more than %d rounds (their selectors contradict each other)",
-				strings.ToLower(string(in.Kind)), MaxSelectionRounds)
+			return Result{Object: in.Object}, fmt.Errorf("%s not patched: %w for more than %d rounds (their selectors contradict each other)",
+				strings.ToLower(string(in.Kind)), ErrSelectionDiverges, MaxSelectionRounds)
 		}
 		l, selected = next, labels
 	}
@@ -197,14 +234,17 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 	var owned map[string]bool
 	if in.Kind == KindPod {
 		// Platform sidecars first, so that a namespace policy cannot claim their names; they
-		// are out of the namespace policies' reach (SPEC §3).
+		// are out of the namespace policies' reach, and replace a container of the same name
+		// the object brought (SPEC §3).
 		m := newMerger(st, in.Kind, false)
+		m.manager = manager
+		placed := map[string]bool{}
 		for _, p := range l.platform() {
-			m.insertSidecars(obj, p.template)
-			owned = sidecarNames(p.template, owned)
+			m.insertSidecars(obj, p.template, placed)
+			owned = sidecarNames(p.template, owned, manager)
 		}
 		for _, p := range l.namespace() {
-			m.insertSidecars(obj, p.template)
+			m.insertSidecars(obj, p.template, nil)
 		}
 	}
 	pass := func(ps []*Policy, fill bool, namespace bool) {

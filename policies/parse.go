@@ -29,6 +29,9 @@ type Options struct {
 	PlatformNamespace string
 	// NamespaceAllowed is what namespace policies may set.
 	NamespaceAllowed AllowedFields
+	// NamespaceDenied are the annotations namespace policies may not set or remove; the zero
+	// value is the default list of SPEC §3.
+	NamespaceDenied DeniedAnnotations
 	// WithResourceVersion appends `@<resourceVersion>` of the ConfigMap to provenance entries.
 	WithResourceVersion bool
 }
@@ -305,6 +308,7 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 		errs = append(errs, validateRemovals(name, raw, p.Mode, fld)...)
 		if scope == ScopeNamespace {
 			errs = append(errs, checkAllowed(raw, allowed, fld)...)
+			errs = append(errs, checkDeniedAnnotations(raw, opts.NamespaceDenied, fld)...)
 		}
 		return raw
 	}
