@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,7 +37,9 @@ const (
 	ReasonPending    = "ExternalURLPending"
 	ReasonUnresolved = "ExternalURLUnresolved"
 	ReasonInvalid    = "ExternalURLInvalid"
-	ReasonRemoved    = "ExternalURLRemoved"
+	// ReasonRefused: a URL was resolved and refused (not http or https, not a URL, no host).
+	ReasonRefused = "ExternalURLRefused"
+	ReasonRemoved = "ExternalURLRemoved"
 )
 
 // workers reconcile Services in parallel; resolution is cheap, the patch is what waits.
@@ -396,6 +399,8 @@ func (t *term) report(ctx context.Context, s *corev1.Service, res Result, wrote 
 		}
 		typ, reason, outcome := corev1.EventTypeWarning, ReasonUnresolved, outcomeUnresolved
 		switch {
+		case res.Refused:
+			reason, outcome = ReasonRefused, outcomeRefused
 		case res.Invalid:
 			reason, outcome = ReasonInvalid, outcomeInvalid
 		case res.Pending:
@@ -411,7 +416,7 @@ func (t *term) report(ctx context.Context, s *corev1.Service, res Result, wrote 
 // emit records an Event on the Service and on its owner.
 func (t *term) emit(ctx context.Context, s *corev1.Service, typ, reason, msg string) {
 	if len(msg) > maxEventMessage {
-		msg = msg[:maxEventMessage-3] + "..."
+		msg = strings.ToValidUTF8(msg[:maxEventMessage-3], "") + "..."
 	}
 	svc := &corev1.ObjectReference{APIVersion: "v1", Kind: "Service", Namespace: s.Namespace, Name: s.Name,
 		UID: s.UID, ResourceVersion: s.ResourceVersion}
