@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/podpatch/podpatch/policies"
@@ -110,4 +111,36 @@ func TestRefusedURLEventAndMetric(t *testing.T) {
 	delete(s.Annotations, policies.ExternalURLAnnotation) // as the patch left it
 	tm.report(context.Background(), s, res, false)
 	require.Empty(t, rec.Events, "the same reason is not said twice")
+}
+
+// TestOwnerEventsOnlyOnPlausibleOwners: a Service's owner reference is the user's, and the API
+// server checks only that its fields are not empty: an owner whose kind, name or apiVersion
+// cannot name an object gets no Event (the Service still does); a real owner does.
+func TestOwnerEventsOnlyOnPlausibleOwners(t *testing.T) {
+	m, err := NewMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	yes := true
+	for _, c := range []struct {
+		name  string
+		owner metav1.OwnerReference
+		want  int
+	}{
+		{"a DaskCluster", metav1.OwnerReference{APIVersion: "kubernetes.dask.org/v1", Kind: "DaskCluster", Name: "simple", UID: "u", Controller: &yes}, 2},
+		{"a 500 KB kind", metav1.OwnerReference{APIVersion: "kubernetes.dask.org/v1", Kind: strings.Repeat("K", 500_000), Name: "simple", UID: "u", Controller: &yes}, 1},
+		{"a kind with a newline", metav1.OwnerReference{APIVersion: "v1", Kind: "Pod\n", Name: "simple", UID: "u", Controller: &yes}, 1},
+		{"a huge name", metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: strings.Repeat("n", 300), UID: "u", Controller: &yes}, 1},
+		{"a huge apiVersion", metav1.OwnerReference{APIVersion: strings.Repeat("g", 100_000) + "/v1", Kind: "Pod", Name: "p", UID: "u", Controller: &yes}, 1},
+		{"a bad apiVersion", metav1.OwnerReference{APIVersion: "a/b/c", Kind: "Pod", Name: "p", UID: "u", Controller: &yes}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := record.NewFakeRecorder(10)
+			tm := &term{Resolver: &Resolver{metrics: m, log: logr.Discard()}, reported: map[string]string{}, recorder: rec}
+			s := svc(ingress(corev1.LoadBalancerIngress{IP: "203.0.113.1"}))
+			s.OwnerReferences = []metav1.OwnerReference{c.owner}
+			res := Resolve(Input{Service: s, AddressTypes: DefaultAddressTypes})
+			require.NotEmpty(t, res.URL)
+			tm.report(context.Background(), s, res, true)
+			require.Len(t, rec.Events, c.want)
+		})
+	}
 }

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -462,5 +463,20 @@ func (t *term) owner(ctx context.Context, s *corev1.Service) *corev1.ObjectRefer
 			}
 		}
 	}
+	if !plausibleOwner(ref) {
+		return nil
+	}
 	return &corev1.ObjectReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID, Namespace: s.Namespace}
+}
+
+// plausibleOwner reports whether an owner reference can name an object that exists, so that an
+// Event on it may be written: the API server checks only that its fields are not empty, so a
+// user's Service may name a 500 KB kind. A kind is what a CustomResourceDefinition accepts (a
+// DNS-1035 label, lowercased), a name at most a DNS subdomain's length, an apiVersion a group
+// version.
+func plausibleOwner(ref *metav1.OwnerReference) bool {
+	_, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && len(ref.APIVersion) <= validation.DNS1123SubdomainMaxLength+1+validation.DNS1123LabelMaxLength &&
+		len(validation.IsDNS1035Label(strings.ToLower(ref.Kind))) == 0 &&
+		ref.Name != "" && len(ref.Name) <= validation.DNS1123SubdomainMaxLength
 }
