@@ -211,8 +211,9 @@ func buildReport(ns string, findings []Finding, old *openreportsv1alpha1.Report,
 const reportSlack = 8 << 10
 
 // fit says how many of the leading results a Report can hold: with the result that says how
-// many were left out, at most MaxReportResults, and no more than keep its JSON encoding, with the result that says how many were left out and
-// what the API server adds, within MaxReportBytes. Each result is measured as encoded.
+// many were left out, at most MaxReportResults, and no more than keep the Report's JSON
+// encoding, with that result and what the API server adds, within MaxReportBytes. Each result
+// is measured as encoded.
 func fit(r *openreportsv1alpha1.Report, results []openreportsv1alpha1.ReportResult) int {
 	head := *r
 	head.ResourceVersion = "18446744073709551615" // an update carries the old one
