@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/podpatch/podpatch/policies"
@@ -237,4 +239,45 @@ func TestBuildReportIsBoundedInBytes(t *testing.T) {
 			require.True(t, sameReport(r, again), "an unchanged audit keeps the Report as it is")
 		})
 	}
+}
+
+// TestLongestValidNamesAreKept: MaxString is above every string the API server validates, so
+// the longest valid names — a 253-byte Pod and owner name, a 317-byte owner apiVersion, a
+// 63-byte kind and cluster name, a provenance entry of a 63-byte namespace, a 253-byte
+// ConfigMap, a 63-byte policy and a 20-digit resourceVersion — reach the output whole.
+func TestLongestValidNamesAreKept(t *testing.T) {
+	label := func(c byte) string { return strings.Repeat(string(c), 63) }
+	subdomain := func(c byte) string { return label(c) + "." + label(c) + "." + label(c) + "." + strings.Repeat(string(c), 61) }
+	ns, cm, pol, rv := label('n'), subdomain('c'), label('p'), "18446744073709551615"
+	require.Len(t, cm, 253)
+	doc := "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: " + pol + "}\nspec:\n  match: {roles: [worker]}\n  template:\n    metadata: {labels: {team: a}}\n"
+	cmObj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cm, ResourceVersion: rv,
+		Labels: map[string]string{policies.PolicyLabel: "true"}}, Data: map[string]string{"p.yaml": doc}}
+	opts := policies.DefaultOptions()
+	opts.WithResourceVersion = true
+	ps, probs := policies.ParseConfigMap(cmObj, opts)
+	require.Empty(t, probs)
+	set := policies.NewSet(ps)
+	ref := ns + "/" + cm + "/" + pol + "@" + rv
+
+	owner := Owner{APIVersion: subdomain('g') + "/" + label('v'), Kind: "K" + strings.Repeat("k", 62), Name: subdomain('o'), UID: "u"}
+	require.Len(t, owner.APIVersion, 317)
+	pod := map[string]any{"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": subdomain('x'), "namespace": ns, "uid": "u",
+			"labels":          map[string]any{"dask.org/component": "worker", "dask.org/cluster-name": label('z')},
+			"annotations":     map[string]any{policies.AppliedAnnotation: ns + "/" + cm + "/" + pol + "@1"},
+			"ownerReferences": []any{map[string]any{"apiVersion": owner.APIVersion, "kind": owner.Kind, "name": owner.Name, "uid": "u", "controller": true}}},
+		"spec": map[string]any{"containers": []any{map[string]any{"name": "worker", "image": "dask"}}}}
+	f, ok, err := Check(set, Object{Kind: policies.KindPod, JSON: mustJSON(t, pod)})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.True(t, f.Drift)
+	require.Equal(t, subdomain('x'), f.Name)
+	require.Equal(t, label('z'), f.Cluster.Name)
+	require.Equal(t, &owner, f.Cluster.Owner)
+	require.Equal(t, []string{ns + "/" + cm + "/" + pol + "@1"}, f.Applied)
+	require.Equal(t, ref, f.Policies[0].Ref)
+	require.Equal(t, "1", f.Policies[0].AppliedVersion)
+	require.Equal(t, OlderPolicyVersion, f.Reason)
+	require.True(t, plausibleOwner(f.Cluster.Owner))
 }
