@@ -247,7 +247,9 @@ func TestBuildReportIsBoundedInBytes(t *testing.T) {
 // ConfigMap, a 63-byte policy and a 20-digit resourceVersion — reach the output whole.
 func TestLongestValidNamesAreKept(t *testing.T) {
 	label := func(c byte) string { return strings.Repeat(string(c), 63) }
-	subdomain := func(c byte) string { return label(c) + "." + label(c) + "." + label(c) + "." + strings.Repeat(string(c), 61) }
+	subdomain := func(c byte) string {
+		return label(c) + "." + label(c) + "." + label(c) + "." + strings.Repeat(string(c), 61)
+	}
 	ns, cm, pol, rv := label('n'), subdomain('c'), label('p'), "18446744073709551615"
 	require.Len(t, cm, 253)
 	doc := "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: " + pol + "}\nspec:\n  match: {roles: [worker]}\n  template:\n    metadata: {labels: {team: a}}\n"
