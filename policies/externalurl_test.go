@@ -275,3 +275,31 @@ func TestURLTemplateInjectedValues(t *testing.T) {
 	}
 	require.Positive(t, written)
 }
+
+// FuzzURLTemplate: whatever the template and the values it reads, Parse and Execute neither
+// panic nor run away, and a URL they give is an http or https URL CheckExternalURL accepts.
+func FuzzURLTemplate(f *testing.F) {
+	for _, s := range []string{"https://${cluster}.example.com", "{{if .Host}}http://{{.Host}}{{else}}https://x{{end}}",
+		" JavaScript:alert(1)", "https://{{replace \"-\" \":\" .Cluster}}", "https://{{print .Cluster .Cluster}}/${port}",
+		"http://${host}:${port}", "data:text/html,x"} {
+		f.Add(s, "simple", "203.0.113.7")
+	}
+	f.Fuzz(func(t *testing.T, text, cluster, host string) {
+		tmpl, err := ParseURLTemplate(text)
+		if err != nil {
+			return
+		}
+		got, err := tmpl.Execute(URLFields{Name: cluster, Namespace: "ns", Cluster: cluster, Group: host, Manager: "dask",
+			Role: "scheduler", Port: 8787, Host: host})
+		if err != nil {
+			return
+		}
+		if err := CheckExternalURL(got); err != nil {
+			t.Fatalf("%q rendered %q: %v", text, got, err)
+		}
+		u, err := url.Parse(got)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+			t.Fatalf("%q rendered %q", text, got)
+		}
+	})
+}
