@@ -143,6 +143,18 @@ func TestHostileObjectsGiveBoundedOutput(t *testing.T) {
 	}
 
 	r := buildReport("team-a", rep.Objects, nil, time.Unix(0, 0))
+	for _, res := range r.Results {
+		require.LessOrEqual(t, len(res.Description), maxProperty)
+		require.LessOrEqual(t, len(res.Policy), MaxString)
+		for k, v := range res.Properties {
+			require.LessOrEqual(t, len(v), maxProperty, "property %s", k)
+		}
+		for _, s := range res.Subjects {
+			for _, v := range []string{s.APIVersion, s.Kind, s.Namespace, s.Name, string(s.UID)} {
+				require.LessOrEqual(t, len(v), MaxString)
+			}
+		}
+	}
 	size := len(mustJSON(t, r))
 	require.LessOrEqual(t, size, MaxReportBytes-reportSlack)
 	t.Logf("report of %d hostile objects: %d results, %d bytes", len(rep.Objects), len(r.Results), size)

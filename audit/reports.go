@@ -294,7 +294,7 @@ func result(f Finding, p PolicyResult) openreportsv1alpha1.ReportResult {
 		res.Properties["group"] = f.Cluster.Group
 	}
 	if o := f.Cluster.Owner; o != nil {
-		res.Properties["owner"] = o.String()
+		res.Properties["owner"] = Clip(o.String(), maxProperty)
 		res.Properties["ownerAPIVersion"] = o.APIVersion
 	}
 	if p.Drift {

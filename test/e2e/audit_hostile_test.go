@@ -80,6 +80,13 @@ func TestAuditHostileObjects(t *testing.T) {
 	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "audit-hostile-b", Name: "no-reports"},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/reports.openreports.io": resource.MustParse("0")}}}
 	require.NoError(t, client.IgnoreAlreadyExists(k8s.Create(ctx, quota)))
+	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), quota) })
+	// No quota controller runs here: the status it would write, without which admission
+	// enforces nothing.
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(quota), quota))
+	quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard,
+		Used: corev1.ResourceList{"count/reports.openreports.io": resource.MustParse("0")}}
+	require.NoError(t, k8s.Status().Update(ctx, quota))
 
 	// podpatch audit: short rows, no control character, the owner clipped.
 	run := runAudit(t, "-n", "audit-hostile-b")
