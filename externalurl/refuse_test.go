@@ -108,6 +108,13 @@ func TestRefusedURLEventAndMetric(t *testing.T) {
 	require.Contains(t, ev, "Warning "+ReasonRefused+" no external URL: the load-balancer URL is refused")
 	require.Equal(t, 1.0, testutil.ToFloat64(m.resolutions.WithLabelValues("dask", outcomeRefused)))
 
+	// A template whose values make the URL unsafe is refused, not invalid: the template works.
+	tmpl := Resolve(Input{Service: svc(ingress(corev1.LoadBalancerIngress{Hostname: "lb.example.com"}), template(`https://{{replace "." "@" .Host}}/`)),
+		AddressTypes: DefaultAddressTypes})
+	require.True(t, tmpl.Refused)
+	require.False(t, tmpl.Invalid)
+	require.Contains(t, tmpl.Reason, "user information")
+
 	delete(s.Annotations, policies.ExternalURLAnnotation) // as the patch left it
 	tm.report(context.Background(), s, res, false)
 	require.Empty(t, rec.Events, "the same reason is not said twice")

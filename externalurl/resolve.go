@@ -7,6 +7,7 @@
 package externalurl
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -102,8 +103,9 @@ type Result struct {
 	Source Source
 	Reason string
 	// Invalid: the reason is a mistake in the Service's annotations (a template that fails,
-	// a port it does not have). Refused: a URL was resolved, and it is not one podpatch writes
-	// (policies.CheckExternalURL: not http or https, not a URL, no host, too long). Pending:
+	// a port it does not have). Refused: a URL was resolved — by a template from the values it
+	// read, or from an address —, and it is not one podpatch writes (policies.CheckExternalURL:
+	// not http or https, not a URL, no host, user information, too long). Pending:
 	// the URL waits for a load balancer's address, which normally comes.
 	Invalid, Refused, Pending bool
 }
@@ -181,6 +183,9 @@ func Resolve(in Input) Result {
 			f.Port = port.Port
 		}
 		url, err := tmpl.Execute(f)
+		if urlErr := (*policies.URLError)(nil); errors.As(err, &urlErr) {
+			return res.refuse(fmt.Sprintf("the template's URL is refused: %s: %v", policies.ExternalURLTemplateAnnotation, err))
+		}
 		if err != nil {
 			return res.invalid(fmt.Sprintf("%s: %v", policies.ExternalURLTemplateAnnotation, err))
 		}
@@ -199,10 +204,14 @@ func Resolve(in Input) Result {
 // or one that does not parse, never reaches an annotation or an Event.
 func (r Result) resolved(url string, source Source) Result {
 	if err := policies.CheckExternalURL(url); err != nil {
-		r.Reason, r.Refused, r.Pending = fmt.Sprintf("the %s URL is refused: %v", source, err), true, false
-		return r
+		return r.refuse(fmt.Sprintf("the %s URL is refused: %v", source, err))
 	}
 	r.URL, r.Source, r.Pending = url, source, false
+	return r
+}
+
+func (r Result) refuse(reason string) Result {
+	r.Reason, r.Refused, r.Pending = reason, true, false
 	return r
 }
 

@@ -169,6 +169,15 @@ func checkURL(s string) error {
 // show them —, so javascript:, data:, file: and every other scheme are refused.
 var URLSchemes = []string{"http", "https"}
 
+// URLError is the error of CheckExternalURL: a URL that podpatch does not write. A template
+// whose rendering gives one fails with it (wrapped), so that a caller can tell a URL the
+// values made unsafe from a template that does not work.
+type URLError struct{ msg string }
+
+func (e *URLError) Error() string { return e.msg }
+
+func urlError(format string, args ...any) error { return &URLError{msg: fmt.Sprintf(format, args...)} }
+
 // CheckExternalURL accepts what podpatch may write as an external URL: at most MaxURLBytes of
 // printable ASCII without spaces (an international host name is written in punycode), that
 // url.Parse reads as an absolute http or https URL with a host and without user information
@@ -177,25 +186,25 @@ var URLSchemes = []string{"http", "https"}
 func CheckExternalURL(s string) error {
 	q := quoteURL(s)
 	if len(s) > MaxURLBytes {
-		return fmt.Errorf("%s, a URL of %d bytes: the limit is %d", q, len(s), MaxURLBytes)
+		return urlError("%s, a URL of %d bytes: the limit is %d", q, len(s), MaxURLBytes)
 	}
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c <= ' ' || c >= 0x7f {
-			return fmt.Errorf("%s: a URL is printable ASCII without spaces or control characters (an international host name is written in punycode)", q)
+			return urlError("%s: a URL is printable ASCII without spaces or control characters (an international host name is written in punycode)", q)
 		}
 	}
 	u, err := url.Parse(s)
 	if err != nil {
-		return fmt.Errorf("%s, not a URL: %w", q, errors.Unwrap(err))
+		return urlError("%s, not a URL: %v", q, errors.Unwrap(err))
 	}
 	if u.Scheme != "" && !slices.Contains(URLSchemes, u.Scheme) { // url.Parse lowercases the scheme
-		return fmt.Errorf("%s: the scheme %s is not allowed (only %s)", q, u.Scheme, strings.Join(URLSchemes, ", "))
+		return urlError("%s: the scheme %s is not allowed (only %s)", q, u.Scheme, strings.Join(URLSchemes, ", "))
 	}
 	if u.Scheme == "" || u.Opaque != "" || u.Hostname() == "" {
-		return fmt.Errorf("%s, not an absolute URL (http://host… or https://host…)", q)
+		return urlError("%s, not an absolute URL (http://host… or https://host…)", q)
 	}
 	if u.User != nil {
-		return fmt.Errorf("%s: user information (user@host) is not allowed in an external URL", q)
+		return urlError("%s: user information (user@host) is not allowed in an external URL", q)
 	}
 	return nil
 }
