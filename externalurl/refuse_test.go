@@ -148,6 +148,9 @@ func TestOwnerEventsOnlyOnPlausibleOwners(t *testing.T) {
 			require.NotEmpty(t, res.URL)
 			tm.report(context.Background(), s, res, true)
 			require.Len(t, rec.Events, c.want)
+			for range c.want {
+				require.LessOrEqual(t, len(<-rec.Events), len("Normal ExternalURLResolved ")+maxEventMessage)
+			}
 		})
 	}
 }

@@ -416,15 +416,20 @@ func (t *term) report(ctx context.Context, s *corev1.Service, res Result, wrote 
 
 // emit records an Event on the Service and on its owner.
 func (t *term) emit(ctx context.Context, s *corev1.Service, typ, reason, msg string) {
-	if len(msg) > maxEventMessage {
-		msg = strings.ToValidUTF8(msg[:maxEventMessage-3], "") + "..."
-	}
 	svc := &corev1.ObjectReference{APIVersion: "v1", Kind: "Service", Namespace: s.Namespace, Name: s.Name,
 		UID: s.UID, ResourceVersion: s.ResourceVersion}
-	t.recorder.Event(svc, typ, reason, msg)
+	t.recorder.Event(svc, typ, reason, clipMessage(msg))
 	if owner := t.owner(ctx, s); owner != nil {
-		t.recorder.Event(owner, typ, reason, fmt.Sprintf("Service %s: %s", s.Name, msg))
+		t.recorder.Event(owner, typ, reason, clipMessage(fmt.Sprintf("Service %s: %s", s.Name, msg)))
 	}
+}
+
+// clipMessage keeps an Event message within maxEventMessage bytes, cut at a character.
+func clipMessage(msg string) string {
+	if len(msg) <= maxEventMessage {
+		return msg
+	}
+	return strings.ToValidUTF8(msg[:maxEventMessage-3], "") + "..."
 }
 
 // controllerOf is an object's controller reference, else its first owner reference.
