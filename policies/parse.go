@@ -1,8 +1,10 @@
 package policies
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"path"
@@ -21,6 +23,7 @@ import (
 	jsonstrict "sigs.k8s.io/json"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/internal/yamljson"
 )
 
 // Options says how ConfigMaps are scoped and what namespace policies may set.
@@ -130,6 +133,27 @@ func (o Options) ScopeOf(namespace string) Scope {
 // every policy or, when anything is wrong, no policy and every problem: a ConfigMap is never
 // half-applied.
 func ParseConfigMap(cm *corev1.ConfigMap, opts Options) ([]*Policy, Problems) {
+	return ParseConfigMapContext(context.Background(), cm, opts)
+}
+
+// ErrBudget is wrapped by the problem of a ConfigMap whose compile ran past its budget: the
+// context of the admission request, or of the policy store's compile (SPEC §3 "Limits").
+var ErrBudget = errors.New("not compiled within its time budget")
+
+// ParseConfigMapContext is ParseConfigMap within a budget: once ctx is done the compile stops
+// between two steps of bounded work (a document, 1024 YAML nodes) and the ConfigMap is refused
+// with one problem wrapping ErrBudget. Its work is linear in the ConfigMap's bytes (at most
+// MaxConfigMapBytes), and the memory it holds at once is linear in one document's text (at
+// most MaxPolicyTextBytes).
+func ParseConfigMapContext(ctx context.Context, cm *corev1.ConfigMap, opts Options) ([]*Policy, Problems) {
+	ps, probs := parseConfigMap(ctx, cm, opts)
+	if err := ctx.Err(); err != nil {
+		return nil, Problems{{Err: field.Forbidden(field.NewPath("data"), fmt.Errorf("%w: %w", ErrBudget, err).Error())}}
+	}
+	return ps, probs
+}
+
+func parseConfigMap(ctx context.Context, cm *corev1.ConfigMap, opts Options) ([]*Policy, Problems) {
 	var probs Problems
 	cmProblem := func(err *field.Error) { probs = append(probs, Problem{Err: err}) }
 	if v, ok := cm.Labels[PolicyLabel]; !ok || v != "true" {
@@ -164,7 +188,13 @@ func ParseConfigMap(cm *corev1.ConfigMap, opts Options) ([]*Policy, Problems) {
 			probs = append(probs, Problem{Key: key, Err: field.Invalid(keyPath, key, "data keys must end in .yaml or .yml")})
 			continue
 		}
-		docs, err := SplitDocuments(strings.NewReader(cm.Data[key]))
+		docs, err := splitDocuments(ctx, strings.NewReader(cm.Data[key]), policyLimits, MaxDocuments-documents+1)
+		if le := (*yamljson.LimitError)(nil); errors.As(err, &le) && le.Kind == yamljson.LimitJSON {
+			de := (*DocumentError)(nil)
+			errors.As(err, &de)
+			probs = append(probs, Problem{Key: key, Policy: fmt.Sprintf("#%d", de.Index), Err: field.TooLong(nil, "", MaxPolicyBytes)})
+			continue
+		}
 		if err != nil {
 			probs = append(probs, Problem{Key: key, Err: field.Invalid(keyPath, "", "not valid YAML: "+err.Error())})
 			continue
