@@ -70,7 +70,17 @@ func SplitDocuments(r io.Reader) ([]RawDocument, error) {
 func splitDocuments(ctx context.Context, r io.Reader, lim yamljson.Limits, maxDocs int) ([]RawDocument, error) {
 	br := bufio.NewReader(r)
 	if isJSON(br) {
-		return splitJSON(ctx, br, maxDocs)
+		// A stream of JSON values (`kubectl get -o json`, jq), or YAML that starts with a flow
+		// collection: JSON first, the YAML front end when it is no JSON.
+		text, err := io.ReadAll(br)
+		if err != nil {
+			return nil, err
+		}
+		docs, err := splitJSON(ctx, bytes.NewReader(text), maxDocs)
+		if syntax := (*json.SyntaxError)(nil); !errors.As(err, &syntax) {
+			return docs, err
+		}
+		br = bufio.NewReader(bytes.NewReader(text))
 	}
 	reader := utilyaml.NewYAMLReader(br)
 	var docs []RawDocument

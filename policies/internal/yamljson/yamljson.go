@@ -143,10 +143,16 @@ func ToJSON(ctx context.Context, text []byte, lim Limits) (js []byte, err error)
 	return c.out, nil
 }
 
-// parserError names the limit behind the parser's own depth bound (10,000 levels), beyond ours.
+// parserError names the limit behind the parser's own depth bound (10,000 levels), beyond ours,
+// and refuses an alias to an anchor that is not there as every alias is refused.
 func parserError(err error, lim Limits) error {
-	if strings.Contains(err.Error(), "exceeded max depth") {
+	msg := err.Error()
+	if strings.Contains(msg, "exceeded max depth") {
 		return &LimitError{Kind: LimitDepth, Max: lim.Depth}
+	}
+	if _, rest, ok := strings.Cut(msg, "unknown anchor '"); ok {
+		name, _, _ := strings.Cut(rest, "'")
+		return fmt.Errorf("YAML alias *%s: anchors and aliases are %w", name, ErrRefused)
 	}
 	return err
 }
