@@ -133,24 +133,25 @@ func (o Options) ScopeOf(namespace string) Scope {
 // every policy or, when anything is wrong, no policy and every problem: a ConfigMap is never
 // half-applied.
 func ParseConfigMap(cm *corev1.ConfigMap, opts Options) ([]*Policy, Problems) {
-	return ParseConfigMapContext(context.Background(), cm, opts)
+	return parseConfigMap(context.Background(), cm, opts)
 }
 
-// ErrBudget is wrapped by the problem of a ConfigMap whose compile ran past its budget: the
+// ErrBudget is wrapped by the error of a ConfigMap whose compile ran past its budget: the
 // context of the admission request, or of the policy store's compile (SPEC §3 "Limits").
-var ErrBudget = errors.New("not compiled within its time budget")
+var ErrBudget = errors.New("not compiled within its budget")
 
 // ParseConfigMapContext is ParseConfigMap within a budget: once ctx is done the compile stops
-// between two steps of bounded work (a document, 1024 YAML nodes) and the ConfigMap is refused
-// with one problem wrapping ErrBudget. Its work is linear in the ConfigMap's bytes (at most
-// MaxConfigMapBytes), and the memory it holds at once is linear in one document's text (at
-// most MaxPolicyTextBytes).
-func ParseConfigMapContext(ctx context.Context, cm *corev1.ConfigMap, opts Options) ([]*Policy, Problems) {
+// between two steps of bounded work (a document, 1024 YAML nodes) and the ConfigMap is refused:
+// no policy, one problem saying so, and an error wrapping ErrBudget and ctx's error. Its work
+// is linear in the ConfigMap's bytes (at most MaxConfigMapBytes), and the memory it holds at
+// once is linear in one document's text (at most MaxPolicyTextBytes).
+func ParseConfigMapContext(ctx context.Context, cm *corev1.ConfigMap, opts Options) ([]*Policy, Problems, error) {
 	ps, probs := parseConfigMap(ctx, cm, opts)
 	if err := ctx.Err(); err != nil {
-		return nil, Problems{{Err: field.Forbidden(field.NewPath("data"), fmt.Errorf("%w: %w", ErrBudget, err).Error())}}
+		err = fmt.Errorf("%w: %w", ErrBudget, err)
+		return nil, Problems{{Err: field.Forbidden(field.NewPath("data"), err.Error())}}, err
 	}
-	return ps, probs
+	return ps, probs, nil
 }
 
 func parseConfigMap(ctx context.Context, cm *corev1.ConfigMap, opts Options) ([]*Policy, Problems) {

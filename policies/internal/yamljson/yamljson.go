@@ -80,7 +80,13 @@ func (e *LimitError) Error() string {
 
 // ErrRefused is wrapped by every error about a YAML construct podpatch does not accept:
 // anchors, aliases, merge keys and tags beyond the core schema.
-var ErrRefused = errors.New("not accepted: they let a small text expand without bound; write the value out")
+var ErrRefused = errors.New("not accepted")
+
+// Why each construct is refused, for the error's reader.
+const (
+	expands = " (they let a small text expand without bound; write the value out)"
+	typed   = " (podpatch reads plain data; remove the tag)"
+)
 
 // ErrSeveralDocuments is returned for a text holding more than one document: the caller splits
 // a stream at its `---` lines and converts each document alone.
@@ -152,7 +158,7 @@ func parserError(err error, lim Limits) error {
 	}
 	if _, rest, ok := strings.Cut(msg, "unknown anchor '"); ok {
 		name, _, _ := strings.Cut(rest, "'")
-		return fmt.Errorf("YAML alias *%s: anchors and aliases are %w", name, ErrRefused)
+		return fmt.Errorf("YAML alias *%s: anchors and aliases are %w"+expands, name, ErrRefused)
 	}
 	return err
 }
@@ -177,14 +183,14 @@ func (c *converter) check(n *yaml.Node, depth int) error {
 	}
 	switch {
 	case n.Kind == yaml.AliasNode:
-		return fmt.Errorf("line %d: YAML alias *%s: anchors and aliases are %w", n.Line, n.Value, ErrRefused)
+		return fmt.Errorf("line %d: YAML alias *%s: anchors and aliases are %w"+expands, n.Line, n.Value, ErrRefused)
 	case n.Anchor != "":
-		return fmt.Errorf("line %d: YAML anchor &%s: anchors and aliases are %w", n.Line, n.Anchor, ErrRefused)
+		return fmt.Errorf("line %d: YAML anchor &%s: anchors and aliases are %w"+expands, n.Line, n.Anchor, ErrRefused)
 	case n.Tag == "!!merge":
-		return fmt.Errorf("line %d: YAML merge key <<: merge keys are %w", n.Line, ErrRefused)
+		return fmt.Errorf("line %d: YAML merge key <<: merge keys are %w"+expands, n.Line, ErrRefused)
 	case n.Style&yaml.TaggedStyle != 0:
 		if kind, ok := coreTags[n.Tag]; !ok || kind != n.Kind {
-			return fmt.Errorf("line %d: YAML tag %s on a %s: tags beyond the core schema are %w", n.Line, n.Tag, kindName(n.Kind), ErrRefused)
+			return fmt.Errorf("line %d: YAML tag %s on a %s: tags beyond the core schema are %w"+typed, n.Line, n.Tag, kindName(n.Kind), ErrRefused)
 		}
 	}
 	if (n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode) && depth >= c.lim.Depth {
@@ -307,7 +313,7 @@ func scalarValue(n *yaml.Node) (any, error) {
 		}
 		return nil, fmt.Errorf("line %d: %q is not a %s", n.Line, n.Value, n.Tag)
 	}
-	return nil, fmt.Errorf("line %d: YAML tag %s: tags beyond the core schema are %w", n.Line, n.Tag, ErrRefused)
+	return nil, fmt.Errorf("line %d: YAML tag %s: tags beyond the core schema are %w"+typed, n.Line, n.Tag, ErrRefused)
 }
 
 // keyString is the JSON name of a mapping key: a scalar's text, or the JSON of a non-string
