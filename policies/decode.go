@@ -61,13 +61,15 @@ type RawDocument struct {
 // every YAML document goes through the one bounded front end (policies/internal/yamljson).
 // The caller bounds the stream's size.
 func SplitDocuments(r io.Reader) ([]RawDocument, error) {
-	return splitDocuments(context.Background(), r, streamLimits, 0)
+	chunks := MaxStreamDocuments
+	return splitDocuments(context.Background(), r, streamLimits, 0, &chunks)
 }
 
 // splitDocuments splits a stream into documents converted within lim, stopping after maxDocs
 // non-empty ones when maxDocs > 0 (the caller reports the excess), and between documents once
-// ctx is done. Its errors carry the document's index (*DocumentError).
-func splitDocuments(ctx context.Context, r io.Reader, lim yamljson.Limits, maxDocs int) ([]RawDocument, error) {
+// ctx is done. Each document, empty ones included, takes one of *chunks, which the caller may
+// share between streams; none left is an error. Its errors carry the document's index (*DocumentError).
+func splitDocuments(ctx context.Context, r io.Reader, lim yamljson.Limits, maxDocs int, chunks *int) ([]RawDocument, error) {
 	br := bufio.NewReader(r)
 	if isJSON(br) {
 		// A stream of JSON values (`kubectl get -o json`, jq), or YAML that starts with a flow
@@ -76,11 +78,12 @@ func splitDocuments(ctx context.Context, r io.Reader, lim yamljson.Limits, maxDo
 		if err != nil {
 			return nil, err
 		}
-		docs, err := splitJSON(ctx, bytes.NewReader(text), maxDocs)
+		left := *chunks
+		docs, err := splitJSON(ctx, bytes.NewReader(text), maxDocs, chunks)
 		if syntax := (*json.SyntaxError)(nil); !errors.As(err, &syntax) {
 			return docs, err
 		}
-		br = bufio.NewReader(bytes.NewReader(text))
+		br, *chunks = bufio.NewReader(bytes.NewReader(text)), left
 	}
 	reader := utilyaml.NewYAMLReader(br)
 	var docs []RawDocument
@@ -92,8 +95,14 @@ func splitDocuments(ctx context.Context, r io.Reader, lim yamljson.Limits, maxDo
 		if err == nil {
 			err = ctx.Err()
 		}
+		if *chunks--; err == nil && *chunks < 0 {
+			err = fmt.Errorf("%w: more than %d documents, empty ones included", ErrTooLarge, MaxStreamDocuments)
+		}
 		if err != nil {
 			return nil, &DocumentError{Index: i, Err: err}
+		}
+		if blank(text) {
+			continue // nothing to parse: a parser costs kilobytes, a `---` line four bytes
 		}
 		js, err := yamljson.ToJSON(ctx, text, lim)
 		if err != nil {
@@ -135,6 +144,27 @@ func limitError(err error) error {
 	return err
 }
 
+// blank reports whether a document holds only blank lines, comments and the `---` line that
+// starts it: exactly the documents the parser would read as empty, told without a parser.
+func blank(text []byte) bool {
+	for n := 0; len(text) > 0; n++ {
+		line := text
+		if i := bytes.IndexByte(text, '\n'); i >= 0 {
+			line, text = text[:i], text[i+1:]
+		} else {
+			text = nil
+		}
+		line = bytes.TrimRight(line, "\r")
+		if n == 0 && bytes.HasPrefix(line, []byte("---")) && (len(line) == 3 || line[3] == ' ' || line[3] == '\t') {
+			line = line[3:] // the marker at column 0; a comment may follow
+		}
+		if line = bytes.TrimLeft(line, " \t"); len(line) > 0 && line[0] != '#' {
+			return false
+		}
+	}
+	return true
+}
+
 // trimSeparator drops the `---` line the YAML reader leaves at the start of a stream's first
 // document, so that printing a document after our own separator does not add an empty one.
 func trimSeparator(text []byte) []byte {
@@ -165,7 +195,7 @@ func isJSON(br *bufio.Reader) bool {
 	}
 }
 
-func splitJSON(ctx context.Context, r io.Reader, maxDocs int) ([]RawDocument, error) {
+func splitJSON(ctx context.Context, r io.Reader, maxDocs int, chunks *int) ([]RawDocument, error) {
 	dec := json.NewDecoder(r)
 	var docs []RawDocument
 	for i := 1; maxDocs <= 0 || len(docs) < maxDocs; i++ {
@@ -179,6 +209,9 @@ func splitJSON(ctx context.Context, r io.Reader, maxDocs int) ([]RawDocument, er
 		}
 		if err == nil {
 			err = ctx.Err()
+		}
+		if *chunks--; err == nil && *chunks < 0 {
+			err = fmt.Errorf("%w: more than %d documents", ErrTooLarge, MaxStreamDocuments)
 		}
 		if err == nil {
 			err = checkJSONDepth(raw)

@@ -42,6 +42,10 @@ const (
 	MaxDepth = 64
 	// MaxYAMLNodes bounds the nodes of one YAML document read from a file or a data key.
 	MaxYAMLNodes = 1 << 20
+	// MaxStreamDocuments bounds the documents of one stream (a file or stdin) and of all the
+	// data keys of one ConfigMap, empty ones included: each costs the parser kilobytes,
+	// whatever its few bytes of text.
+	MaxStreamDocuments = 10000
 	// MaxPolicyTextBytes bounds the YAML text of one policy document in a ConfigMap's data
 	// (its JSON form has MaxPolicyBytes). The YAML parser's tree costs up to a few hundred
 	// bytes per byte of text, so this bounds the memory one document's compile takes.

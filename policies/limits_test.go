@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -17,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/internal/yamljson"
 )
 
 // policyConfigMap wraps data keys into a policy ConfigMap of a namespace.
@@ -522,4 +525,64 @@ func TestParseConfigMapBudget(t *testing.T) {
 	_, probs, err := ParseConfigMapContext(context.Background(), cm, DefaultOptions())
 	require.NoError(t, err)
 	require.NotEmpty(t, probs, "without a budget it is compiled to its (many) problems")
+}
+
+// TestDocumentsAreBounded: documents cost the parser kilobytes each, so a stream of empty or
+// trivial ones is bounded in count, across every data key of a ConfigMap.
+func TestDocumentsAreBounded(t *testing.T) {
+	for name, data := range map[string]map[string]string{
+		"separators":     {"p.yaml": strings.Repeat("---\n", MaxConfigMapBytes/4-16)},
+		"comments":       {"p.yaml": strings.Repeat("---\n# c\n", MaxConfigMapBytes/8-16)},
+		"nulls":          {"p.yaml": strings.Repeat("---\n~\n", MaxConfigMapBytes/6-16)},
+		"nulls, 20 keys": manyKeys(20, strings.Repeat("---\n~\n", MaxConfigMapBytes/6/20-16)),
+	} {
+		var probs Problems
+		n := allocatedBytes(func() { _, probs = ParseConfigMap(policyConfigMap("team-a", data), DefaultOptions()) })
+		require.Contains(t, probs.Error(), fmt.Sprintf("more than %d documents, empty ones included", MaxStreamDocuments), name)
+		require.Less(t, n, uint64(128<<20), "%s: %d bytes allocated", name, n)
+	}
+	_, err := SplitDocuments(strings.NewReader(strings.Repeat("---\n~\n", MaxStreamDocuments+1)))
+	require.ErrorIs(t, err, ErrTooLarge)
+	_, err = SplitDocuments(strings.NewReader(strings.Repeat("{}", MaxStreamDocuments+1)))
+	require.ErrorIs(t, err, ErrTooLarge)
+}
+
+func manyKeys(n int, text string) map[string]string {
+	m := map[string]string{}
+	for i := range n {
+		m[fmt.Sprintf("p%02d.yaml", i)] = text
+	}
+	return m
+}
+
+func allocatedBytes(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestBlankAgreesWithTheParser: what blank skips, the parser reads as no value, for documents
+// made of every kind of line.
+func TestBlankAgreesWithTheParser(t *testing.T) {
+	lines := []string{"", "# c", "  # c", "\t# c", "---", "--- # c", "---\t", " ---", "----", "---x", "~", "a: 1", "...", "  ", "#", "\r"}
+	r := rand.New(rand.NewSource(3))
+	skipped := 0
+	for range 20000 {
+		var b strings.Builder
+		for range 1 + r.Intn(4) {
+			b.WriteString(lines[r.Intn(len(lines))] + "\n")
+		}
+		text := []byte(b.String())
+		if !blank(text) {
+			continue
+		}
+		skipped++
+		// Never a value: null, or an error (a tab before a comment, several empty documents).
+		if js, err := yamljson.ToJSON(context.Background(), text, streamLimits); err == nil {
+			require.Equal(t, "null", string(js), "%q", text)
+		}
+	}
+	require.Greater(t, skipped, 1000)
 }

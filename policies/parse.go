@@ -183,13 +183,14 @@ func parseConfigMap(ctx context.Context, cm *corev1.ConfigMap, opts Options) ([]
 	var out []*Policy
 	names := map[string]string{} // policy name -> data key that defined it
 	documents := 0
+	chunks := MaxStreamDocuments // documents of every data key, empty ones included
 	for _, key := range slices.Sorted(maps.Keys(cm.Data)) {
 		keyPath := field.NewPath("data").Key(key)
 		if !strings.HasSuffix(key, ".yaml") && !strings.HasSuffix(key, ".yml") {
 			probs = append(probs, Problem{Key: key, Err: field.Invalid(keyPath, key, "data keys must end in .yaml or .yml")})
 			continue
 		}
-		docs, err := splitDocuments(ctx, strings.NewReader(cm.Data[key]), policyLimits, MaxDocuments-documents+1)
+		docs, err := splitDocuments(ctx, strings.NewReader(cm.Data[key]), policyLimits, MaxDocuments-documents+1, &chunks)
 		if le := (*yamljson.LimitError)(nil); errors.As(err, &le) && le.Kind == yamljson.LimitJSON {
 			de := (*DocumentError)(nil)
 			errors.As(err, &de)

@@ -194,16 +194,18 @@ func TestConversion(t *testing.T) {
 func TestParserCostIsLinear(t *testing.T) {
 	const size = 128 << 10
 	for name, text := range map[string]string{
-		"flow integers":     "[" + strings.Repeat("0,", size/2-1) + "0]",
-		"block sequence":    strings.Repeat("- 0\n", size/4),
-		"comments in flow":  "[" + strings.Repeat("0, #\n", size/5) + "0]",
-		"flow keys":         "{" + strings.Repeat("a: 1,", size/5) + "}",
-		"simple keys":       "[" + strings.Repeat("a: 1,", size/5) + "]",
-		"explicit keys":     "{" + strings.Repeat("? a,", size/4) + "}",
-		"empty collections": "[" + strings.Repeat("{},", size/3) + "]",
-		"deep flow":         strings.Repeat("[", 9999) + strings.Repeat("]", 9999),
-		"anchors":           "[" + strings.Repeat("&a 0,", size/5) + "0]",
-		"aliases":           "[&a 0," + strings.Repeat("*a,", size/3) + "0]",
+		"flow integers":        "[" + strings.Repeat("0,", size/2-1) + "0]",
+		"block sequence":       strings.Repeat("- 0\n", size/4),
+		"comments in flow":     "[" + strings.Repeat("0, #\n", size/5) + "0]",
+		"flow keys":            "{" + strings.Repeat("a: 1,", size/5) + "}",
+		"simple keys":          "[" + strings.Repeat("a: 1,", size/5) + "]",
+		"explicit keys":        "{" + strings.Repeat("? a,", size/4) + "}",
+		"empty collections":    "[" + strings.Repeat("{},", size/3) + "]",
+		"deep flow":            strings.Repeat("[", 9999) + strings.Repeat("]", 9999),
+		"deep compact lists":   strings.Repeat("- ", 9999) + "x\n",
+		"deep past the parser": strings.Repeat("- ", 10001) + "x\n",
+		"anchors":              "[" + strings.Repeat("&a 0,", size/5) + "0]",
+		"aliases":              "[&a 0," + strings.Repeat("*a,", size/3) + "0]",
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, _ = checkBounded(t, text) //nolint:errcheck // only the work is checked
