@@ -184,14 +184,20 @@ func TestHostileConfigMaps(t *testing.T) {
 	cmNames = append(cmNames, good.Name)
 	require.Eventually(t, func() bool { return p.metricSum(t, "podpatch_policies") == served+1 },
 		30*time.Second, 100*time.Millisecond, "podpatch never served the good namespace policy")
+	// The API server may call the removed webhook for a moment longer: retry until it does not.
 	for name, text := range hostileE2EPolicies() {
 		cm := policyCM("stored-"+name, text)
-		require.NoError(t, k8s.Create(contextBackground(), cm), name)
+		require.Eventually(t, func() bool {
+			err := k8s.Create(contextBackground(), cm.DeepCopy())
+			return err == nil || apierrors.IsAlreadyExists(err)
+		}, 30*time.Second, 200*time.Millisecond, name)
 		cmNames = append(cmNames, cm.Name)
-		cur := &corev1.ConfigMap{}
-		require.NoError(t, k8s.Get(contextBackground(), client.ObjectKey{Namespace: "team-a", Name: "labels"}, cur))
-		cur.Data = map[string]string{"p.yaml": text}
-		require.NoError(t, k8s.Update(contextBackground(), cur), name)
+		require.Eventually(t, func() bool {
+			cur := &corev1.ConfigMap{}
+			require.NoError(t, k8s.Get(contextBackground(), client.ObjectKey{Namespace: "team-a", Name: "labels"}, cur))
+			cur.Data = map[string]string{"p.yaml": text}
+			return k8s.Update(contextBackground(), cur) == nil
+		}, 30*time.Second, 200*time.Millisecond, name)
 		observe()
 	}
 	// The store saw every version: each hostile one is counted invalid, the good one's last
