@@ -150,3 +150,41 @@ func allocatedBy(f func()) uint64 {
 	runtime.ReadMemStats(&after)
 	return after.TotalAlloc - before.TotalAlloc
 }
+
+// TestCompileSlots: while every compile slot is busy, /validate waits within its budget and
+// then answers with the fallback; the store waits for a slot.
+func TestCompileSlots(t *testing.T) {
+	m := newTestMetrics(t)
+	for range maxCompiles {
+		require.NoError(t, compiles.acquire(t.Context()))
+	}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			for range maxCompiles {
+				compiles.release()
+			}
+		}
+	}
+	t.Cleanup(release)
+
+	cm := policyCM("team-a", "labels", strings.Replace(labelPolicy, "%s", "a", 1))
+	cm.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}
+	raw, err := json.Marshal(cm)
+	require.NoError(t, err)
+	h := &Review{Name: "validate", Handler: &Validator{Options: policies.DefaultOptions(), Metrics: m}, Budget: 50 * time.Millisecond, Metrics: m}
+	rec, resp := post(t, h, review(t, "ConfigMap", "team-a", admissionv1.Create, raw, false), "application/json")
+	requireFallback(t, rec, resp, "uid-ConfigMap", "could not validate this policy ConfigMap in time")
+
+	s := NewStore(policies.DefaultOptions(), m, nil)
+	done := make(chan policies.Problems)
+	go func() { done <- s.Upsert(cm) }()
+	select {
+	case <-done:
+		t.Fatal("the store compiled without a slot")
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	require.Empty(t, <-done)
+}
