@@ -67,8 +67,7 @@ type generator struct {
 // hostileChars are harmless inside quotes and comments, and must stay accepted there.
 var hostileChars = []string{"&a", "*a", "<<", "!tag", "&", "*", "!!binary", ": *x", "{&a b}", "[*a]", "# ", "'", "\""}
 
-func (g *generator) w(s string)                 { g.b.WriteString(s) }
-func (g *generator) wf(format string, a ...any) { fmt.Fprintf(&g.b, format, a...) }
+func (g *generator) w(s string) { g.b.WriteString(s) }
 
 // stream writes 1–3 documents separated by `---` lines, and returns their values.
 func (g *generator) stream() []any {
