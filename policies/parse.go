@@ -147,8 +147,8 @@ var ErrBudget = errors.New("not compiled within its budget")
 // once is linear in one document's text (at most MaxPolicyTextBytes).
 func ParseConfigMapContext(ctx context.Context, cm *corev1.ConfigMap, opts Options) ([]*Policy, Problems, error) {
 	ps, probs := parseConfigMap(ctx, cm, opts)
-	if err := ctx.Err(); err != nil {
-		err = fmt.Errorf("%w: %w", ErrBudget, err)
+	if ctx.Err() != nil {
+		err := fmt.Errorf("%w: %w", ErrBudget, context.Cause(ctx)) // the cause can name the budget
 		return nil, Problems{{Err: field.Forbidden(field.NewPath("data"), err.Error())}}, err
 	}
 	return ps, probs, nil

@@ -104,7 +104,7 @@ func TestStoreCompileBudget(t *testing.T) {
 	s.compileBudget = time.Nanosecond
 	probs := s.Upsert(next)
 	require.Len(t, probs, 1)
-	require.Contains(t, probs.Error(), "not compiled within its budget")
+	require.Contains(t, probs.Error(), "not compiled within its budget: context deadline exceeded: the policy store's compile budget is 1ns")
 	s.Publish()
 	require.Equal(t, []string{"labels"}, s.Snapshot().Invalid["team-a"])
 	require.Equal(t, 1, s.Snapshot().Set.Count(policies.ScopeNamespace), "last good kept")

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"sort"
@@ -153,7 +154,8 @@ const DefaultCompileBudget = 10 * time.Second
 // (SPEC §3 "Limits"). Past the budget, the ConfigMap is refused as invalid, with the budget
 // named, and overBudget is true.
 func (s *Store) compile(cm *corev1.ConfigMap) (ps []*policies.Policy, probs policies.Problems, overBudget bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.compileBudget)
+	ctx, cancel := context.WithTimeoutCause(context.Background(), s.compileBudget,
+		fmt.Errorf("%w: the policy store's compile budget is %v", context.DeadlineExceeded, s.compileBudget))
 	defer cancel()
 	if err := compiles.acquire(ctx); err == nil {
 		defer compiles.release()
