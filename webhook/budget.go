@@ -31,6 +31,9 @@ const (
 	// ReasonNamespaceLimit: the namespace holds more than MaxNamespacePolicies policies; the
 	// ConfigMaps past it are left out.
 	ReasonNamespaceLimit Reason = "namespace_limit"
+	// ReasonNamespaceMismatch: the object's metadata.namespace is not the request's namespace;
+	// it was allowed unchanged (SPEC §5: only the request's namespace selects policies).
+	ReasonNamespaceMismatch Reason = "namespace_mismatch"
 )
 
 // The stages at which a request can run out of budget: the stage label of

@@ -30,7 +30,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"kind", "manager", "role", "result"}),
 		warnings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_admission_warnings_total",
-			Help: "Admission warnings returned, by reason (invalid_policy: a policy ConfigMap failed to compile and its last good version was used; apply_error: the object could not be patched and was allowed unchanged; budget_exceeded: the request budget ran out and the object was allowed unchanged or the policy unvalidated; overloaded: every request slot stayed busy for the whole budget; namespace_policies_left_out: namespace policies made the object unpatchable and the platform's were applied alone; namespace_limit: policy ConfigMaps past the namespace's limit were left out).",
+			Help: "Admission warnings returned, by reason (invalid_policy: a policy ConfigMap failed to compile and its last good version was used; apply_error: the object could not be patched and was allowed unchanged; budget_exceeded: the request budget ran out and the object was allowed unchanged or the policy unvalidated; overloaded: every request slot stayed busy for the whole budget; namespace_policies_left_out: namespace policies made the object unpatchable and the platform's were applied alone; namespace_limit: policy ConfigMaps past the namespace's limit were left out; namespace_mismatch: the object's metadata.namespace is not the request's namespace and it was allowed unchanged).",
 		}, []string{"reason"}),
 		validations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_policy_validations_total",
