@@ -66,7 +66,7 @@ func BenchmarkConcurrentMaxReviews(b *testing.B) {
 	set, probs := policies.Compile(cms, policies.DefaultOptions())
 	require.Empty(b, probs)
 	m := newTestMetrics(b)
-	h := &Review{Name: "mutate", Budget: DefaultRequestBudget, Slots: NewSlots(DefaultMaxInFlight), Metrics: m,
+	h := &Review{Name: "mutate", Budget: DefaultRequestBudget, Slots: NewSlots(SlotOptions{MaxInFlight: DefaultMaxInFlight}), Metrics: m,
 		Handler: &Mutator{Source: staticSource{snap: &Snapshot{Set: set}}, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
 	srv := httptest.NewTLSServer(h)
 	defer srv.Close()

@@ -54,7 +54,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"webhook", "stage"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "podpatch_requests_in_flight",
-			Help: "Admission requests holding one of the --max-in-flight slots (being read or handled).",
+			Help: "Admission requests holding one of the --max-in-flight slots (their bodies read, being handled).",
 		}),
 	}
 	r := promreg.New(reg)

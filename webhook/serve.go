@@ -42,9 +42,12 @@ type HandlerOptions struct {
 	Metrics  *Metrics
 	// RequestBudget is the time a request may take, waiting for a slot and reading included.
 	RequestBudget time.Duration
-	// MaxInFlight is the number of slots, shared by both endpoints: memory is bounded across
-	// them.
+	// MaxInFlight is the number of handling slots, shared by both endpoints.
 	MaxInFlight int
+	// LargeBodyBytes bounds the large bodies (over OrdinaryBody) read and handled at once,
+	// shared by both endpoints: with them, the memory the policy engine takes for them. Zero:
+	// DefaultLargeBytes (see LargeBytesFor).
+	LargeBodyBytes int64
 	Log         logr.Logger
 }
 
@@ -53,7 +56,7 @@ type HandlerOptions struct {
 // keeps the controller_runtime_webhook_* metrics); Server serves them.
 func NewHandler(o HandlerOptions) http.Handler {
 	routes := webhook.NewServer(webhook.Options{})
-	slots := NewSlots(o.MaxInFlight)
+	slots := NewSlots(SlotOptions{MaxInFlight: o.MaxInFlight, LargeBytes: o.LargeBodyBytes})
 	review := func(name string, h admission.Handler) http.Handler {
 		return o.Metrics.instrument(name, &Review{Name: name, Log: o.Log.WithName(name), Budget: o.RequestBudget, Slots: slots,
 			Metrics: o.Metrics, Handler: h})
