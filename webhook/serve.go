@@ -48,7 +48,7 @@ type HandlerOptions struct {
 	// shared by both endpoints: with them, the memory the policy engine takes for them. Zero:
 	// DefaultLargeBytes (see LargeBytesFor).
 	LargeBodyBytes int64
-	Log         logr.Logger
+	Log            logr.Logger
 }
 
 // NewHandler returns the admission endpoints, POST /mutate and POST /validate.
