@@ -167,21 +167,24 @@ func (s *Slots) release() {
 	}
 }
 
-// bodyReadTime is how long a body of n bytes may take to arrive once its room is reserved:
-// the API server sends a review at once, from memory, over the cluster network, so a client
-// slower than this is not the API server, and holds its reservation no longer. 4 MiB may take
-// 750 ms, a few kilobytes 250 ms.
-func bodyReadTime(n int64) time.Duration {
+// bodyReadTime is how long a body of n bytes may take to arrive once its room is reserved,
+// for a request budget of budget: the API server sends a review at once, from memory, over the
+// cluster network, so a client slower than this is not the API server, and holds its room no
+// longer. A sixth of the budget (250 ms of the default 1.5 s), plus a second per 8 MiB: 750 ms
+// for the largest body, by default.
+func bodyReadTime(budget time.Duration, n int64) time.Duration {
 	if n < 0 {
 		n = maxReviewSize
 	}
-	return bodyReadBase + time.Duration(n)*time.Second/bodyReadRate
+	base := budget / 6
+	if budget <= 0 {
+		base = DefaultRequestBudget / 6
+	}
+	return base + time.Duration(n)*time.Second/bodyReadRate
 }
 
-const (
-	bodyReadBase = 250 * time.Millisecond
-	bodyReadRate = 8 << 20 // bytes per second
-)
+// bodyReadRate is the slowest rate, in bytes per second, at which a body may arrive.
+const bodyReadRate = 8 << 20
 
 // maxHeadSize bounds what is read of a request that will not be handled, to find the uid its
 // answer must carry. kube-apiserver writes apiVersion, kind and then request.uid first

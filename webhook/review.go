@@ -289,7 +289,7 @@ func checkHead(r *http.Request) error {
 // answer, and a client that stalls would hold the answer back.
 func (rv *Review) read(ctx context.Context, w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	rc := http.NewResponseController(w)
-	dl := time.Now().Add(bodyReadTime(r.ContentLength))
+	dl := time.Now().Add(bodyReadTime(rv.Budget, r.ContentLength))
 	if bd, ok := ctx.Deadline(); ok && bd.Before(dl) {
 		dl = bd
 	}
