@@ -176,7 +176,7 @@ func TestOverloaded(t *testing.T) {
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &out))
 	requireFallback(t, rec, out.Response, "uid-Pod", "overloaded")
 	require.Equal(t, "admission.k8s.io/v1", out.APIVersion)
-	require.LessOrEqual(t, body.n.Load(), int64(maxHeadSize), "a request without a slot must not read its body")
+	require.LessOrEqual(t, body.n.Load(), int64(maxHeadSize), "a request without room must not read its body")
 	require.Equal(t, 1.0, testutil.ToFloat64(m.exceeded.WithLabelValues("mutate", stageWait)))
 	require.Equal(t, 1.0, testutil.ToFloat64(m.warnings.WithLabelValues(string(ReasonOverloaded))))
 
@@ -238,8 +238,9 @@ func TestBodyTooLarge(t *testing.T) {
 	require.NotEmpty(t, resp.Patch)
 }
 
-// TestSlowBody: a client that sends half its body and stalls holds its slot no longer than the
-// budget, and is answered from what it sent (over a real connection: the read deadline).
+// TestSlowBody: a client that sends half its body and stalls holds its room no longer than its
+// read deadline (within the budget), and is answered from what it sent (over a real
+// connection: the read deadline).
 func TestSlowBody(t *testing.T) {
 	m := newTestMetrics(t)
 	h := &Review{Name: "mutate", Slots: NewSlots(SlotOptions{MaxInFlight: 1}), Metrics: m, Budget: 50 * time.Millisecond,
@@ -266,7 +267,7 @@ func TestSlowBody(t *testing.T) {
 	require.Contains(t, out.Response.Warnings[0], "request budget ran out")
 	require.Equal(t, 1.0, testutil.ToFloat64(m.exceeded.WithLabelValues("mutate", stageRead)))
 
-	// The slot is free again.
+	// The room is free again.
 	resp, err := http.Post(srv.URL+"/mutate", "application/json", bytes.NewReader(body))
 	require.NoError(t, err)
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))

@@ -24,12 +24,10 @@ import (
 const (
 	// DefaultRequestBudget is below the webhooks' timeoutSeconds (2) with room for the network.
 	DefaultRequestBudget = 1500 * time.Millisecond
-	// DefaultMaxInFlight is fixed rather than a multiple of GOMAXPROCS because memory, not
-	// CPU, is what it bounds: a review of maxReviewSize costs the policy engine some 25 MiB
-	// while it is handled. BenchmarkConcurrentMaxReviews (8 such reviews at once) measures a
-	// peak RSS near 100 MiB with 4 slots, against the manifests' 256 Mi limit; with 8 slots the
-	// live heap nears 190 MiB, whatever the node's CPU count. Ordinary pods are admitted in
-	// well under a millisecond, so 4 slots are rarely all busy.
+	// DefaultMaxInFlight is the number of requests handled at once, their bodies read. Memory
+	// is bounded by the room reserved for bodies (Slots, LargeBytesFor), not by this count:
+	// ordinary Pods are admitted in well under a millisecond, so 4 slots are rarely all busy,
+	// and the large reviews that take long are few at once by their room.
 	DefaultMaxInFlight = 4
 )
 
