@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podpatch/podpatch/policies"
 )
@@ -137,4 +138,33 @@ func TestNamespaceOnlyFromRequest(t *testing.T) {
 	require.Positive(t, checked[true])
 	require.Positive(t, checked[false])
 	require.Equal(t, float64(warned), testutil.ToFloat64(m.warnings.WithLabelValues(string(ReasonNamespaceMismatch))))
+}
+
+// TestValidateScopeFromRequest: a policy ConfigMap is validated in the scope of the request's
+// namespace, where the API server stores it, whatever its metadata.namespace says: a namespace
+// policy that claims to live in the platform namespace is still held to namespace rules.
+func TestValidateScopeFromRequest(t *testing.T) {
+	m := newTestMetrics(t)
+	h := &Review{Name: "validate", Handler: &Validator{Options: policies.DefaultOptions(), Metrics: m}}
+	platformOnly := `apiVersion: podpatch.io/v1alpha1
+kind: PodTemplatePatch
+metadata: {name: narrow}
+spec:
+  match: {namespaces: ["team-*"]}
+  template:
+    metadata:
+      labels: {a: b}
+`
+	for _, claimed := range []string{"", policies.DefaultPlatformNamespace, "team-a", "team-b"} {
+		for _, reqNS := range []string{policies.DefaultPlatformNamespace, "team-a", "team-b"} {
+			cm := policyCM(claimed, "p", platformOnly)
+			cm.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}
+			raw, err := json.Marshal(cm)
+			require.NoError(t, err)
+			_, resp := post(t, h, review(t, "ConfigMap", reqNS, admissionv1.Create, raw, false), "application/json")
+			require.NotNil(t, resp)
+			want := reqNS == policies.DefaultPlatformNamespace // namespaces narrow platform policies only
+			require.Equal(t, want, resp.Allowed, "request %s, object says %q: %v", reqNS, claimed, resp.Result)
+		}
+	}
 }

@@ -48,7 +48,9 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 	if cm.Labels[policies.PolicyLabel] != "true" {
 		return admission.Allowed("not a policy ConfigMap")
 	}
-	if cm.Namespace == "" {
+	if req.Namespace != "" {
+		// The request's namespace is where the API server stores the ConfigMap, so it decides
+		// the policies' scope, whatever metadata.namespace says (SPEC §5).
 		cm.Namespace = req.Namespace
 	}
 	if ctx.Err() != nil {
