@@ -50,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"result"}),
 		exceeded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_budget_exceeded_total",
-			Help: "Requests answered without being handled because the request budget ran out or the request was cancelled, by webhook (mutate, validate) and stage (wait: no free slot, the server is overloaded; read: the body did not arrive; handle: the policies took too long).",
+			Help: "Requests answered without being handled because the request budget ran out or the request was cancelled, by webhook (mutate, validate) and stage (wait: no room for the body or no free slot, the server is overloaded; read: the body did not arrive within its read deadline; handle: the policies took too long).",
 		}, []string{"webhook", "stage"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "podpatch_requests_in_flight",
