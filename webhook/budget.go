@@ -118,27 +118,36 @@ func NewSlots(o SlotOptions) *Slots {
 	}
 }
 
+// reservation is room reserved for one body.
+type reservation struct {
+	pool  string // "ordinary" or "large": the pool label of podpatch_request_body_bytes_reserved
+	bytes int64
+}
+
 // reserve reserves room for a body of n bytes (negative: not announced, so the largest),
 // waiting until ctx is done; release gives it back. A free reservation is taken even when ctx
 // is done already, so that "overloaded" means exactly that there was no room.
-func (s *Slots) reserve(ctx context.Context, n int64) (release func(), err error) {
-	if s == nil {
-		return func() {}, nil
-	}
+func (s *Slots) reserve(ctx context.Context, n int64) (release func(), r reservation, err error) {
 	if n < 0 || n > maxReviewSize {
 		n = maxReviewSize
 	}
-	pool := s.ordinary
+	r = reservation{pool: "ordinary", bytes: n + reservationOverhead}
 	if n > OrdinaryBody {
+		r.pool = "large"
+	}
+	if s == nil {
+		return func() {}, r, nil
+	}
+	pool := s.ordinary
+	if r.pool == "large" {
 		pool = s.large
 	}
-	n += reservationOverhead
-	if !pool.TryAcquire(n) {
-		if err := pool.Acquire(ctx, n); err != nil {
-			return nil, err
+	if !pool.TryAcquire(r.bytes) {
+		if err := pool.Acquire(ctx, r.bytes); err != nil {
+			return nil, r, err
 		}
 	}
-	return func() { pool.Release(n) }, nil
+	return func() { pool.Release(r.bytes) }, r, nil
 }
 
 // acquire takes a handling slot, waiting until ctx is done. A free slot is taken even when ctx

@@ -164,6 +164,7 @@ func TestOverloaded(t *testing.T) {
 	}()
 	<-b.entered // the only slot, and the room for large bodies, are taken
 	require.Equal(t, 1.0, testutil.ToFloat64(m.inFlight))
+	require.Equal(t, float64(len(big)+reservationOverhead), testutil.ToFloat64(m.bodyBytes.WithLabelValues("large")))
 
 	h := &Review{Name: "mutate", Slots: slots, Metrics: m, Budget: 10 * time.Millisecond,
 		Handler: &Mutator{Source: teamStore(t, m), Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
@@ -199,6 +200,8 @@ func TestOverloaded(t *testing.T) {
 	close(b.release)
 	<-done
 	require.Equal(t, 0.0, testutil.ToFloat64(m.inFlight))
+	require.Equal(t, 0.0, testutil.ToFloat64(m.bodyBytes.WithLabelValues("large")), "the room is given back")
+	require.Equal(t, 0.0, testutil.ToFloat64(m.bodyBytes.WithLabelValues("ordinary")))
 	_, resp = post(t, h, review(t, "Pod", "team-a", admissionv1.Create, []byte(workerPod), false), "application/json")
 	require.Contains(t, string(applyResponse(t, []byte(workerPod), resp)), `"team":"a"`, "a free slot serves again")
 }

@@ -17,6 +17,7 @@ type Metrics struct {
 	reloads     *prometheus.CounterVec
 	exceeded    *prometheus.CounterVec
 	inFlight    prometheus.Gauge
+	bodyBytes   *prometheus.GaugeVec
 	obs         observations // observe.go
 }
 
@@ -56,6 +57,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "podpatch_requests_in_flight",
 			Help: "Admission requests holding one of the --max-in-flight slots (their bodies read, being handled).",
 		}),
+		bodyBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "podpatch_request_body_bytes_reserved",
+			Help: "Bytes of room reserved for request bodies being read or handled, by pool (ordinary: bodies up to 64 KiB; large: the rest, sized from --memory-limit).",
+		}, []string{"pool"}),
 	}
 	r := promreg.New(reg)
 	m.admissions = r.Register(m.admissions).(*prometheus.CounterVec)
@@ -66,6 +71,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.reloads = r.Register(m.reloads).(*prometheus.CounterVec)
 	m.exceeded = r.Register(m.exceeded).(*prometheus.CounterVec)
 	m.inFlight = r.Register(m.inFlight).(prometheus.Gauge)
+	m.bodyBytes = r.Register(m.bodyBytes).(*prometheus.GaugeVec)
 	m.obs.register(r.Register)
 	return m, r.Err()
 }
@@ -81,5 +87,12 @@ func (m *Metrics) budgetExceeded(webhook, stage string) {
 func (m *Metrics) warned(reason Reason) {
 	if m != nil {
 		m.warnings.WithLabelValues(string(reason)).Inc()
+	}
+}
+
+// reserved counts room reserved (sign 1) or given back (-1); m may be nil.
+func (m *Metrics) reserved(r reservation, sign int64) {
+	if m != nil {
+		m.bodyBytes.WithLabelValues(r.pool).Add(float64(sign * r.bytes))
 	}
 }

@@ -78,10 +78,15 @@ func (rv *Review) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Room for the body first, so that memory is bounded before it is read; the handling slot
 	// only once it is read, so that a client that sends slowly holds none (SPEC §5).
-	unreserve, err := rv.Slots.reserve(ctx, r.ContentLength)
+	release, room, err := rv.Slots.reserve(ctx, r.ContentLength)
 	if err != nil {
 		rv.giveUp(w, r, nil, stageWait)
 		return
+	}
+	rv.Metrics.reserved(room, 1)
+	unreserve := func() {
+		release()
+		rv.Metrics.reserved(room, -1)
 	}
 	reserved := true
 	defer func() {

@@ -113,7 +113,7 @@ func TestSlowSendersHoldNoSlots(t *testing.T) {
 	counts := []int{8, 64, 8 + rng.IntN(57)}
 	for _, n := range counts {
 		t.Run(fmt.Sprintf("slow=%d", n), func(t *testing.T) {
-			srv, _ := servedHandler(t)
+			srv, m := servedHandler(t)
 			ctx, cancel := context.WithCancel(context.Background())
 			wait := slowSenders(ctx, t, srv.Listener.Addr().String(), n, rng)
 			time.Sleep(DefaultRequestBudget + 100*time.Millisecond) // the slow ones are all in, at their pace
@@ -144,6 +144,10 @@ func TestSlowSendersHoldNoSlots(t *testing.T) {
 				require.NoError(t, err, "real review %d of %d, with %d slow senders", i, real, n)
 			}
 			require.Positive(t, cut, "the slow senders were cut off and came back")
+			require.Eventually(t, func() bool {
+				return testutil.ToFloat64(m.bodyBytes.WithLabelValues("ordinary")) == 0 &&
+					testutil.ToFloat64(m.bodyBytes.WithLabelValues("large")) == 0
+			}, 5*time.Second, 10*time.Millisecond, "every reservation is given back")
 			t.Logf("%d slow senders (cut off %d times): %d/%d real reviews patched in %s", n, cut, real, real, elapsed)
 		})
 	}
@@ -225,7 +229,7 @@ func TestSlotsOrdinaryRoom(t *testing.T) {
 				n = -1 // not announced: the largest
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
-			release, err := s.reserve(ctx, n)
+			release, _, err := s.reserve(ctx, n)
 			cancel()
 			if err != nil {
 				break // the large room is full
@@ -236,13 +240,13 @@ func TestSlotsOrdinaryRoom(t *testing.T) {
 		for range 100 {
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel() // no waiting at all: only free room is taken
-			release, err := s.reserve(ctx, 1+rng.Int64N(OrdinaryBody))
+			release, _, err := s.reserve(ctx, 1+rng.Int64N(OrdinaryBody))
 			require.NoError(t, err, "an ordinary body finds room while the large room is full")
 			release()
 		}
 		waited := make(chan error, 1)
 		go func() {
-			release, err := s.reserve(context.Background(), maxReviewSize)
+			release, _, err := s.reserve(context.Background(), maxReviewSize)
 			if err == nil {
 				release()
 			}
