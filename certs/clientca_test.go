@@ -55,6 +55,12 @@ func TestClientCAFileBounded(t *testing.T) {
 		assert.Same(t, good, pool)
 		assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(2*MaxCABundleSize), "size %d: the file was not read", size)
 		assert.ErrorContains(t, c.lastErr, "over the limit of 330000 bytes")
+		reads := c.reads
+		for range 100 {
+			_, err := c.current()
+			require.NoError(t, err)
+		}
+		assert.Equal(t, reads, c.reads, "size %d: a file refused for its size is not opened again until it changes", size)
 	}
 
 	// A pipe has no size to stat: the read itself stops past the limit.

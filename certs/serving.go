@@ -81,8 +81,8 @@ func ReadCABundle(file string) (*x509.CertPool, error) {
 }
 
 // readBounded reads file, failing without reading on when it holds more than limit bytes, and
-// returns what it read with the file's stat taken before reading: a change after the stat
-// changes the stat too, so a later look at it notices.
+// returns what it read with the file's stat taken before reading (also when the stat says it
+// is too large): a change after the stat changes the stat too, so a later look notices.
 func readBounded(file string, limit int64) ([]byte, os.FileInfo, error) {
 	f, err := os.Open(file)
 	if err != nil {
@@ -97,7 +97,7 @@ func readBounded(file string, limit int64) ([]byte, os.FileInfo, error) {
 		return fmt.Errorf("%s holds %d bytes or more, over the limit of %d bytes for a CA bundle file", file, n, limit)
 	}
 	if fi.Size() > limit {
-		return nil, nil, tooLarge(fi.Size())
+		return nil, fi, tooLarge(fi.Size())
 	}
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
@@ -181,7 +181,7 @@ func (c *clientCAs) current() (*x509.CertPool, error) {
 	c.reads++
 	c.readAt = now()
 	b, fi, err := readBounded(c.file, MaxCABundleSize)
-	c.stat = fi // nil after an error: the next handshake tries again
+	c.stat = fi // nil when it could not be opened: the next handshake tries again
 	if err == nil && c.pool != nil && bytes.Equal(b, c.content) {
 		c.lastErr = nil
 		return c.pool, nil
