@@ -20,6 +20,10 @@ type Input struct {
 	// Namespace is used when the object has no metadata.namespace (Pods created by
 	// ReplicaSets may arrive without one); the request's namespace in the webhook.
 	Namespace string
+	// NamespaceFromRequest makes Namespace the only namespace that selects policies, as the
+	// webhook's request namespace is (SPEC §5): an object whose metadata.namespace is set and
+	// says another is not patched, and Apply returns an error wrapping ErrNamespaceMismatch.
+	NamespaceFromRequest bool
 	// NamespaceLabels are the labels of the object's namespace, for match.namespaceSelector.
 	NamespaceLabels map[string]string
 	// Explain records, for each applied policy, which fields it changed (Apply only).
@@ -31,6 +35,11 @@ type Input struct {
 
 // ErrStopped is returned (wrapped) by Apply when Input.Done closed before it finished.
 var ErrStopped = errors.New("stopped: the request budget ran out")
+
+// ErrNamespaceMismatch is returned (wrapped) by Apply for an object whose metadata.namespace is
+// set and is not Input.Namespace: which namespace's policies apply would be ambiguous, so none
+// do (SPEC §5).
+var ErrNamespaceMismatch = errors.New("the object's metadata.namespace is not the request's namespace")
 
 // Result is the outcome of Apply.
 type Result struct {
@@ -87,6 +96,16 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 		jsontree.ExpandAll(obj)
 	}
 	meta, _ := t.GetMap(obj, "metadata")
+	// Decided on the very tree the policies are selected from (duplicate and differently cased
+	// keys read as the merge reads them). An explicit null is no namespace.
+	ns, _ := meta["namespace"].(string)
+	if v, set := meta["namespace"]; in.NamespaceFromRequest && set && v != nil && v != "" && v != in.Namespace {
+		s, _ := v.(string)
+		if len(s) > 63 { // a namespace name is at most 63 bytes; the rest is not repeated
+			s = s[:63] + "…"
+		}
+		return res, fmt.Errorf("%w: %q, not %q", ErrNamespaceMismatch, s, in.Namespace)
+	}
 	labelsV, _ := t.Get(meta, "labels")
 	objLabels := stringMap(labelsV)
 	var selector map[string]string
@@ -100,7 +119,6 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 		return res, nil
 	}
 	res.Recognised, res.Identity = true, id
-	ns, _ := meta["namespace"].(string)
 	if ns == "" {
 		ns = in.Namespace
 	}

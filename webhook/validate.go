@@ -48,7 +48,9 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 	if cm.Labels[policies.PolicyLabel] != "true" {
 		return admission.Allowed("not a policy ConfigMap")
 	}
-	if cm.Namespace == "" {
+	if req.Namespace != "" {
+		// The request's namespace is where the API server stores the ConfigMap, so it decides
+		// the policies' scope, whatever metadata.namespace says (SPEC §5).
 		cm.Namespace = req.Namespace
 	}
 	if ctx.Err() != nil {
@@ -90,7 +92,7 @@ const maxCompiles = 2
 
 // compiles is the process's compile slots: what they bound is the process's memory, shared by
 // every Validator and Store in it.
-var compiles = NewSlots(maxCompiles)
+var compiles = NewSlots(SlotOptions{MaxInFlight: maxCompiles})
 
 // maxListedProblems is how many problems of one policy ConfigMap a denial, a log line or an
 // InvalidPolicy Event lists; the rest are counted ("and K more"). A hostile ConfigMap can have
