@@ -93,7 +93,7 @@ func TestValidInValidOut(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	r.shrinkAll(t, seed)
+	r.shrinkAll(t, workers)
 	report := r.report(seed, time.Since(start))
 	t.Log("\n" + report)
 	if path := os.Getenv("PODPATCH_PROPERTY_REPORT"); path != "" {
@@ -423,17 +423,31 @@ func classify(err error) string {
 // shrinkAll shrinks the first example of every class: documents are dropped, then members of
 // the remaining documents, while lint accepts the set, it matches, and the API server refuses
 // the object for the same class.
-func (r *runner) shrinkAll(t *testing.T, seed uint64) {
-	for _, c := range r.classes {
-		if strings.HasPrefix(c.key, "engine error") {
-			continue
-		}
-		s := shrink(t, c.example, c.key, 200)
-		c.shrunk = &s
-		o := apply(s)
-		c.patched, c.jsonPat = o.patched, o.jsonPatch
+func (r *runner) shrinkAll(t *testing.T, workers int) {
+	var wg sync.WaitGroup
+	next := make(chan *class)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range next {
+				s := shrink(t, c.example, c.key, shrinkBudget)
+				o := apply(s)
+				c.shrunk, c.patched, c.jsonPat = &s, o.patched, o.jsonPatch
+			}
+		}()
 	}
+	for _, c := range r.classes {
+		if !strings.HasPrefix(c.key, "engine error") {
+			next <- c
+		}
+	}
+	close(next)
+	wg.Wait()
 }
+
+// shrinkBudget is how many dry runs shrinking one class's example may take.
+const shrinkBudget = 120
 
 // fails reports whether the pair is still lint-valid, matching, and refused for class key.
 func fails(t *testing.T, p pair, key string) bool {
