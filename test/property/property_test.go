@@ -386,10 +386,12 @@ var (
 	number     = regexp.MustCompile(`\b\d+(\.\d+)?[a-zA-Z]*\b`)
 	bracketed  = regexp.MustCompile(`\[[^\]]*\]`)
 	objectName = regexp.MustCompile(`^(pods|services) \S+ is (invalid|forbidden): `)
+	testNS     = regexp.MustCompile(`\bprop-(plain|limits|baseline)\b`)
 )
 
 // normalize drops the values from a message, keeping its shape.
 func normalize(s string) string {
+	s = testNS.ReplaceAllString(s, "NAMESPACE")
 	s = quoted.ReplaceAllString(s, "…")
 	s = number.ReplaceAllString(s, "N")
 	s = bracketed.ReplaceAllString(s, "[*]")
@@ -623,14 +625,30 @@ func (r *runner) report(seed uint64, took time.Duration) string {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b string) int { return r.classes[b].count - r.classes[a].count })
-	fmt.Fprintf(&b, "## %d refusal classes\n\n", len(keys))
+	byFamily := map[string]int{}
+	classesOf := map[string]int{}
+	for _, k := range keys {
+		byFamily[familyOf(k)] += r.classes[k].count
+		classesOf[familyOf(k)]++
+	}
+	fams := make([]string, 0, len(byFamily))
+	for f := range byFamily {
+		fams = append(fams, f)
+	}
+	slices.SortFunc(fams, func(a, b string) int { return byFamily[b] - byFamily[a] })
+	fmt.Fprintf(&b, "## refusals by family (root cause)\n\n| family | refused pairs | message classes |\n|---|---|---|\n")
+	for _, f := range fams {
+		fmt.Fprintf(&b, "| %s | %d | %d |\n", f, byFamily[f], classesOf[f])
+	}
+	slices.SortStableFunc(keys, func(a, b string) int { return strings.Compare(familyOf(a), familyOf(b)) })
+	fmt.Fprintf(&b, "\n## %d refusal classes\n\n", len(keys))
 	for _, k := range keys {
 		c := r.classes[k]
 		ex := c.example
 		if c.shrunk != nil {
 			ex = *c.shrunk
 		}
-		fmt.Fprintf(&b, "### %s\n\ncount %d; reproduce: PODPATCH_PROPERTY_SEED=%d PODPATCH_PROPERTY_ONLY=%d\n", c.key, c.count, seed, c.example.index)
+		fmt.Fprintf(&b, "### [%s] %s\n\ncount %d; reproduce: PODPATCH_PROPERTY_SEED=%d PODPATCH_PROPERTY_ONLY=%d\n", familyOf(c.key), c.key, c.count, seed, c.example.index)
 		fmt.Fprintf(&b, "object: %s in namespace %s\nserver: %s\n", ex.fx.path, ex.ns, c.message)
 		fmt.Fprintf(&b, "policies (shrunk):\n```yaml\n")
 		for _, cm := range configMaps(ex.ns, ex.docs) {
