@@ -20,19 +20,19 @@ var families = []family{
 	{"limitrange", regexp.MustCompile(`(maximum|minimum) .* usage per|limit to request ratio`)},
 	{"pod-security", regexp.MustCompile(`violates PodSecurity`)},
 	{"request-above-limit", regexp.MustCompile(`must be less than or equal to (cpu|memory|ephemeral-storage|\S+) limit|must be greater than or equal to aggregate container`)},
-	{"extended-resource-without-limit", regexp.MustCompile(`Limit must be set for non overcommitable resources|must be equal to .* request`)},
+	{"extended-resource-without-limit", regexp.MustCompile(`Limit must be set for non overcommitable resources|must be equal to \S+ limit`)},
 	{"hugepages-quantity", regexp.MustCompile(`positive integer multiple of hugepages`)},
 	{"pod-level-resources", regexp.MustCompile(`^Invalid: spec\.resources[.:]`)},
 	{"resource-claims", regexp.MustCompile(`resourceClaims|resources\.claims`)},
 	{"service-port-name-required", regexp.MustCompile(`spec\.ports\[\*\]\.name: Required value`)},
 	{"duplicate-name-after-merge", regexp.MustCompile(`Duplicate value`)},
-	{"mount-without-volume", regexp.MustCompile(`(volumeMounts|volumeDevices)\[\*\]\.name: Not found|volumeDevices.*block mode|fileKeyRef\.volumeName`)},
+	{"mount-without-volume", regexp.MustCompile(`(volumeMounts|volumeDevices)\[\*\]\.name: (Not found|Required)|volumeDevices.*block mode|fileKeyRef\.volumeName`)},
 	{"service-ip-families", regexp.MustCompile(`ipFamil|dual-stack`)},
 	{"service-type-coupled", regexp.MustCompile(`spec\.clusterIPs?|may only be (set|used) (for|when)|may not be used when .type.|healthCheckNodePort|sessionAffinity`)},
 	{"selector-keys-without-selector", regexp.MustCompile(`(matchLabelKeys|mismatchLabelKeys): Forbidden: must not be specified`)},
 	{"volume-source-incomplete", regexp.MustCompile(`spec\.volumes\[\*\]\.`)},
 	{"os-coupled", regexp.MustCompile(`windows pod|linux pod|hostProcess`)},
-	{"pod-field-coupled", regexp.MustCompile(`restartPolicy when restart rules|schedulingGates have been cleared|ShareProcessNamespace and HostPID|setHostnameAsFQDN|valueFrom|divisor`)},
+	{"pod-field-coupled", regexp.MustCompile(`restartPolicy when restart rules|schedulingGates have been cleared|ShareProcessNamespace and HostPID|setHostnameAsFQDN|hostnameOverride|when .hostUsers. is false|valueFrom|divisor`)},
 }
 
 // familyOf returns the family of a class key.

@@ -143,6 +143,8 @@ var regressions = []regression{
 		platform: []string{`{template: {spec: {os: {name: linux}}}}`, `{template: {spec: {securityContext: {windowsOptions: {gmsaCredentialSpecName: x}}}}}`}},
 	{class: "pod-field-coupled", fixture: fxGatewayWorker, ns: nsPlain,
 		platform: []string{`{template: {spec: {containers: [{name: "@main", restartPolicyRules: [{action: Restart}]}]}}}`}},
+	{class: "pod-field-coupled", fixture: fxFlinkJM, ns: nsPlain,
+		platform: []string{`{template: {spec: {hostUsers: false}}}`, `{template: {spec: {hostPID: true}}}`}},
 	{class: "pod-field-coupled", fixture: fxDaskWorker, ns: nsPlain,
 		platform: []string{`{template: {spec: {schedulingGates: [{name: example.com/quota}]}}}`, `{template: {spec: {nodeName: node-1}}}`}},
 }
