@@ -34,6 +34,8 @@ type fixture struct {
 	containers, initContainers, volumes, mountPaths, portNames, envNames []string
 	ports                                                                []int
 	serviceAccount                                                       string
+	// instances are the object's JSON per test namespace.
+	instances map[string][]byte
 }
 
 // loadFixtures reads every Pod and Service YAML of fixtureDirs that a profile recognises.
@@ -54,10 +56,11 @@ func loadFixtures() ([]*fixture, error) {
 			}
 			rel, _ := filepath.Rel(repoRoot, path)
 			f, ok := newFixture(rel, obj)
-			if ok {
-				out = append(out, f)
+			if !ok {
+				return nil
 			}
-			return nil
+			out = append(out, f)
+			return f.makeInstances()
 		})
 		if err != nil {
 			return nil, err
@@ -138,26 +141,33 @@ func newFixture(path string, obj map[string]any) (*fixture, bool) {
 	return f, true
 }
 
-// instance returns the fixture's JSON in namespace ns, ready for a dry-run create: a name
-// when it only has generateName is not needed (the API server generates one), server-set
-// fields are dropped.
-func (f *fixture) instance(ns string) []byte {
-	obj := deepCopyJSON(f.obj).(map[string]any)
-	meta, _ := obj["metadata"].(map[string]any)
-	if meta == nil {
-		meta = map[string]any{}
-		obj["metadata"] = meta
+// instance returns the fixture's JSON in namespace ns (one of testNamespaces), ready for a
+// dry-run create: server-set fields are dropped, and an object with only generateName keeps
+// it (the API server generates the name).
+func (f *fixture) instance(ns string) []byte { return f.instances[ns] }
+
+// makeInstances encodes the fixture once for every test namespace.
+func (f *fixture) makeInstances() error {
+	f.instances = map[string][]byte{}
+	for _, ns := range testNamespaces {
+		obj := deepCopyJSON(f.obj).(map[string]any)
+		meta, _ := obj["metadata"].(map[string]any)
+		if meta == nil {
+			meta = map[string]any{}
+			obj["metadata"] = meta
+		}
+		meta["namespace"] = ns
+		for _, k := range []string{"resourceVersion", "uid", "creationTimestamp", "managedFields", "selfLink"} {
+			delete(meta, k)
+		}
+		delete(obj, "status")
+		b, err := json.Marshal(obj)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.path, err)
+		}
+		f.instances[ns] = b
 	}
-	meta["namespace"] = ns
-	for _, k := range []string{"resourceVersion", "uid", "creationTimestamp", "managedFields", "selfLink"} {
-		delete(meta, k)
-	}
-	delete(obj, "status")
-	b, err := json.Marshal(obj)
-	if err != nil {
-		panic(err) // decoded from YAML, so it encodes
-	}
-	return b
+	return nil
 }
 
 func strMap(v any) map[string]string {

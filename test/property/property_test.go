@@ -200,7 +200,7 @@ func generate(seed uint64, i int, coverage map[string]int) (pair, int) {
 		for range 30 {
 			g := newGen(r, p.fx, scope, coverage)
 			doc := g.document(docName(d))
-			if _, probs := parseDocs(p.ns, []scopedDoc{{scope, doc}}); len(probs) > 0 {
+			if _, err := parseDocs(p.ns, []scopedDoc{{scope, doc}}); err != nil {
 				discarded++
 				continue
 			}
@@ -220,7 +220,7 @@ func docMode(d scopedDoc) string {
 }
 
 // configMaps returns the policy ConfigMaps of a pair: the platform's and the namespace's.
-func configMaps(ns string, docs []scopedDoc) []*corev1.ConfigMap {
+func configMaps(ns string, docs []scopedDoc) ([]*corev1.ConfigMap, error) {
 	var out []*corev1.ConfigMap
 	for _, scope := range []policies.Scope{policies.ScopePlatform, policies.ScopeNamespace} {
 		var texts []string
@@ -230,7 +230,7 @@ func configMaps(ns string, docs []scopedDoc) []*corev1.ConfigMap {
 			}
 			b, err := yaml.Marshal(d.doc)
 			if err != nil {
-				panic(err) // a JSON tree always marshals
+				return nil, fmt.Errorf("policy %v: %w", d.doc["metadata"], err)
 			}
 			texts = append(texts, string(b))
 		}
@@ -247,27 +247,34 @@ func configMaps(ns string, docs []scopedDoc) []*corev1.ConfigMap {
 			Data: map[string]string{"policies.yaml": strings.Join(texts, "---\n")},
 		})
 	}
-	return out
+	return out, nil
 }
 
 // parseDocs compiles the documents as the webhook's store would, or returns lint's problems.
-func parseDocs(ns string, docs []scopedDoc) (*policies.Set, policies.Problems) {
+func parseDocs(ns string, docs []scopedDoc) (*policies.Set, error) {
+	cms, err := configMaps(ns, docs)
+	if err != nil {
+		return nil, err
+	}
 	var all []*policies.Policy
 	var probs policies.Problems
-	for _, cm := range configMaps(ns, docs) {
+	for _, cm := range cms {
 		ps, pr := policies.ParseConfigMap(cm, policies.DefaultOptions())
 		probs = append(probs, pr...)
 		all = append(all, ps...)
 	}
-	return policies.NewSet(all), probs
+	if len(probs) > 0 {
+		return nil, probs
+	}
+	return policies.NewSet(all), nil
 }
 
 // apply patches the pair's object with its policies through the engine.
 func apply(p pair) outcome {
 	var o outcome
-	set, probs := parseDocs(p.ns, p.docs)
-	if len(probs) > 0 {
-		o.engineErr = fmt.Errorf("lint: %w", probs)
+	set, err := parseDocs(p.ns, p.docs)
+	if err != nil {
+		o.engineErr = fmt.Errorf("lint: %w", err)
 		return o
 	}
 	res, err := set.Apply(policies.Input{Kind: p.fx.kind, Object: p.fx.instance(p.ns), Namespace: p.ns,
@@ -456,7 +463,7 @@ func fails(t *testing.T, p pair, key string) bool {
 	if len(p.docs) == 0 {
 		return false
 	}
-	if _, probs := parseDocs(p.ns, p.docs); len(probs) > 0 {
+	if _, err := parseDocs(p.ns, p.docs); err != nil {
 		return false
 	}
 	o := apply(p)
@@ -651,7 +658,11 @@ func (r *runner) report(seed uint64, took time.Duration) string {
 		fmt.Fprintf(&b, "### [%s] %s\n\ncount %d; reproduce: PODPATCH_PROPERTY_SEED=%d PODPATCH_PROPERTY_ONLY=%d\n", familyOf(c.key), c.key, c.count, seed, c.example.index)
 		fmt.Fprintf(&b, "object: %s in namespace %s\nserver: %s\n", ex.fx.path, ex.ns, c.message)
 		fmt.Fprintf(&b, "policies (shrunk):\n```yaml\n")
-		for _, cm := range configMaps(ex.ns, ex.docs) {
+		cms, err := configMaps(ex.ns, ex.docs)
+		if err != nil {
+			fmt.Fprintf(&b, "# %v\n", err)
+		}
+		for _, cm := range cms {
 			fmt.Fprintf(&b, "# ConfigMap %s/%s\n%s", cm.Namespace, cm.Name, cm.Data["policies.yaml"])
 		}
 		fmt.Fprintf(&b, "```\npodpatch's JSONPatch: %s\n\n", c.jsonPat)
