@@ -26,13 +26,13 @@ var families = []family{
 	{"resource-claims", regexp.MustCompile(`resourceClaims|resources\.claims`)},
 	{"service-port-name-required", regexp.MustCompile(`spec\.ports\[\*\]\.name: Required value`)},
 	{"duplicate-name-after-merge", regexp.MustCompile(`Duplicate value`)},
-	{"mount-without-volume", regexp.MustCompile(`(volumeMounts|volumeDevices)\[\*\]\.name: (Not found|Required)|volumeDevices.*block mode|fileKeyRef\.volumeName`)},
+	{"mount-without-volume", regexp.MustCompile(`(volumeMounts|volumeDevices)\[\*\]\.name: (Not found|Required)|volumeDevices.*block mode|fileKeyRef\.volumeName|must not already exist in volume(Devices|Mounts)`)},
 	{"service-ip-families", regexp.MustCompile(`ipFamil|dual-stack`)},
 	{"service-type-coupled", regexp.MustCompile(`spec\.clusterIPs?|may only be (set|used) (for|when)|may not be used when .type.|healthCheckNodePort|sessionAffinity`)},
-	{"selector-keys-without-selector", regexp.MustCompile(`(matchLabelKeys|mismatchLabelKeys): Forbidden: must not be specified`)},
+	{"selector-keys-without-selector", regexp.MustCompile(`(matchLabelKeys|mismatchLabelKeys): Forbidden: must not be specified|exists in both matchLabelKeys and mismatchLab`)},
 	{"volume-source-incomplete", regexp.MustCompile(`spec\.volumes\[\*\]\.`)},
 	{"os-coupled", regexp.MustCompile(`windows pod|linux pod|hostProcess`)},
-	{"pod-field-coupled", regexp.MustCompile(`restartPolicy when restart rules|schedulingGates have been cleared|ShareProcessNamespace and HostPID|setHostnameAsFQDN|hostnameOverride|when .hostUsers. is false|valueFrom|divisor`)},
+	{"pod-field-coupled", regexp.MustCompile(`restartPolicy when restart rules|schedulingGates have been cleared|ShareProcessNamespace and HostPID|setHostnameAsFQDN|hostnameOverride|when .hostUsers. is false|valueFrom|divisor|resizePolicy|restartPolicyRules|when 'hostIPC' is true|when 'hostNetwork' is true`)},
 }
 
 // familyOf returns the family of a class key.

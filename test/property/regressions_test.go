@@ -145,6 +145,13 @@ var regressions = []regression{
 		platform: []string{`{template: {spec: {containers: [{name: "@main", restartPolicyRules: [{action: Restart}]}]}}}`}},
 	{class: "pod-field-coupled", fixture: fxFlinkJM, ns: nsPlain,
 		platform: []string{`{template: {spec: {hostUsers: false}}}`, `{template: {spec: {hostPID: true}}}`}},
+	{class: "pod-field-coupled", fixture: fxDaskClassic, ns: nsPlain,
+		platform: []string{`{template: {spec: {containers: [{name: "@main", resizePolicy: [{resourceName: cpu, restartPolicy: RestartContainer}]}]}}}`}},
+	{class: "pod-field-coupled", fixture: fxGatewaySched, ns: nsPlain,
+		platform: []string{`{template: {spec: {hostIPC: true}}}`, `{template: {spec: {securityContext: {sysctls: [{name: kernel.shm_rmid_forced, value: "1"}]}}}}`}},
+	{class: "runtimeclass-coupled", fixture: fxGatewaySched, ns: nsLimits,
+		platform:  []string{`{template: {spec: {runtimeClassName: prop-kata}}}`},
+		namespace: []string{`{template: {spec: {nodeSelector: {runtime: amd64}}}}`}},
 	{class: "pod-field-coupled", fixture: fxDaskWorker, ns: nsPlain,
 		platform: []string{`{template: {spec: {schedulingGates: [{name: example.com/quota}]}}}`, `{template: {spec: {nodeName: node-1}}}`}},
 }
