@@ -21,7 +21,7 @@ var families = []family{
 	{"pod-security", regexp.MustCompile(`violates PodSecurity`)},
 	{"request-above-limit", regexp.MustCompile(`must be less than or equal to (cpu|memory|ephemeral-storage|\S+) limit|must be greater than or equal to aggregate container`)},
 	{"extended-resource-without-limit", regexp.MustCompile(`Limit must be set for non overcommitable resources|must be equal to \S+ limit`)},
-	{"hugepages-quantity", regexp.MustCompile(`positive integer multiple of hugepages`)},
+	{"hugepages-quantity", regexp.MustCompile(`positive integer multiple of hugepages|HugePages require cpu or memory`)},
 	{"pod-level-resources", regexp.MustCompile(`^Invalid: spec\.resources[.:]`)},
 	{"resource-claims", regexp.MustCompile(`resourceClaims|resources\.claims`)},
 	{"service-port-name-required", regexp.MustCompile(`spec\.ports\[\*\]\.name: Required value`)},
