@@ -363,3 +363,55 @@ func TestLintSeesABadPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkedExampleIsCurrent runs the README's worked example — lint and render --explain of
+// manifests/examples on the Dask worker fixture — and requires every line the README shows of
+// the output (but the elision "...") in what podpatch prints today.
+func TestWorkedExampleIsCurrent(t *testing.T) {
+	var shown string
+	for _, b := range parseMarkdown(t, "README.md").blocks {
+		if strings.Contains(b.text, "bin/podpatch render --explain --policies manifests/examples") {
+			shown = b.text
+		}
+	}
+	if shown == "" {
+		t.Fatal("README.md has no worked example (bin/podpatch render --explain --policies manifests/examples)")
+	}
+	cms, err := policies.ReadConfigMapFiles([]string{filepath.Join(root, "manifests/examples")}, "default", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, probs := policies.Compile(cms, policies.DefaultOptions())
+	if len(probs) > 0 {
+		t.Fatalf("manifests/examples fail lint:\n%s", policies.ProblemLines(probs))
+	}
+	lintLine := fmt.Sprintf("%d ConfigMap(s), %d platform and %d namespace policies: ok",
+		len(cms), set.Count(policies.ScopePlatform), set.Count(policies.ScopeNamespace))
+	fixture, err := os.ReadFile(filepath.Join(root, "policies/testdata/fixtures/dask-operator/worker-pod.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := policies.SplitDocuments(strings.NewReader(string(fixture)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := set.Render(docs, policies.RenderOptions{Namespace: "default", Explain: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actual := lintLine + "\n" + string(out)
+	lines := 0
+	for _, line := range strings.Split(shown, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "" || strings.HasPrefix(trimmed, "$") || strings.HasPrefix(trimmed, "-f ") || trimmed == "..." {
+			continue
+		}
+		lines++
+		if !strings.Contains(actual, line) {
+			t.Errorf("README.md's worked example shows %q, which podpatch no longer prints; it prints:\n%s", line, actual)
+		}
+	}
+	if lines < 5 {
+		t.Errorf("only %d output lines found in the worked example: the extraction is broken", lines)
+	}
+}
