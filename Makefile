@@ -102,7 +102,7 @@ fuzz:
 
 ## bench: one run of every benchmark (stages, whole handler, HTTPS load against podpatch and two
 ## reference servers, end to end through kube-apiserver, the policy store with up to 10,000
-## ConfigMaps and the scale test at that size); regenerates docs/benchmarks.md and the plots.
+## ConfigMaps and the scale test at that size); regenerates docs/benchmarks/benchmarks.md and the plots.
 bench:
 	@hack/bench.sh
 

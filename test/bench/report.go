@@ -197,7 +197,7 @@ func (r *Report) Goals() []Goal {
 	return goals
 }
 
-// WriteMarkdown writes docs/benchmarks.md.
+// WriteMarkdown writes docs/benchmarks/benchmarks.md.
 func (r *Report) WriteMarkdown(w io.Writer) error {
 	p := &printer{w: w}
 	p.f("# podpatch benchmarks\n\n")
@@ -505,7 +505,9 @@ func (r *Report) writeProfiles(p *printer) {
 	p.f("profile holds the benchmark's setup too (loading the policy set), so the tops below are focused on the\n")
 	p.f("benchmark's call of the handler's `ServeHTTP` (`bench_test.serve`).\n\n")
 	for _, pr := range r.Profiles {
-		link := func(path string) string { return fmt.Sprintf("[`%s`](%s)", path, strings.TrimPrefix(path, "docs/")) }
+		link := func(path string) string {
+			return fmt.Sprintf("[`%s`](%s)", path, strings.TrimPrefix(path, "docs/benchmarks/"))
+		}
 		p.f("### %s\n\n%s; top by flat time %s, by cumulative time %s\n\n", pr.Name, link(pr.Pprof), link(pr.Top), link(pr.Cum))
 		p.f("Cumulative (where the time goes, stage by stage):\n\n```\n%s\n```\n\n", strings.Join(pr.CumHead, "\n"))
 		p.f("Flat (the functions that burn it):\n\n```\n%s\n```\n\n", strings.Join(pr.TopHead, "\n"))
