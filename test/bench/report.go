@@ -361,7 +361,7 @@ func (r *Report) writeInProcess(p *printer) {
 	p.f("\n")
 }
 
-// writeHostile reports the bounded cost of the worst input (issue 8, README "Limits").
+// writeHostile reports the bounded cost of the worst input (issue 8, docs/reference.md §3 Limits).
 func (r *Report) writeHostile(p *printer) {
 	var names []string
 	for name := range r.Bench {
