@@ -20,7 +20,6 @@ type Identity struct {
 // recognition, reserved labels, @main, the external URL's UI port, the owner look-through of
 // the audit and of the URL resolver, and the webhook objectSelectors the manifests carry (a
 // test checks them against the records) all read it. Adding a manager is adding a record.
-// A Profile is shared: read it, never change it.
 type Profile struct {
 	Manager Manager
 	// RoleKey's value names the role, through Roles (the manager's own names).
@@ -197,17 +196,33 @@ var profiles = []Profile{
 	},
 }
 
-// Profiles returns the built-in managers' profiles, in recognition order.
-func Profiles() []Profile { return slices.Clone(profiles) }
+// Profiles returns copies of the built-in managers' profiles, in recognition order.
+func Profiles() []Profile {
+	out := make([]Profile, len(profiles))
+	for i := range profiles {
+		out[i] = profiles[i].clone()
+	}
+	return out
+}
 
-// ProfileOf returns a manager's profile; false for a manager podpatch does not know.
+// ProfileOf returns a copy of a manager's profile; false for a manager podpatch does not know.
 func ProfileOf(m Manager) (Profile, bool) {
-	for _, pr := range profiles {
-		if pr.Manager == m {
-			return pr, true
+	for i := range profiles {
+		if profiles[i].Manager == m {
+			return profiles[i].clone(), true
 		}
 	}
 	return Profile{}, false
+}
+
+// clone copies a profile deep, so that no caller can change what recognition reads.
+func (p Profile) clone() Profile {
+	p.Roles, p.ServiceLabels, p.Aliases = maps.Clone(p.Roles), maps.Clone(p.ServiceLabels), maps.Clone(p.Aliases)
+	p.ClusterKeys, p.MainContainers = slices.Clone(p.ClusterKeys), slices.Clone(p.MainContainers)
+	p.UI.Names, p.UI.Numbers = slices.Clone(p.UI.Names), slices.Clone(p.UI.Numbers)
+	p.Owners.Through, p.Owners.Resources = slices.Clone(p.Owners.Through), slices.Clone(p.Owners.Resources)
+	p.Sizes.Flags, p.Sizes.Env, p.Sizes.Properties = slices.Clone(p.Sizes.Flags), slices.Clone(p.Sizes.Env), slices.Clone(p.Sizes.Properties)
+	return p
 }
 
 // managersOf lists the managers of ps, in order.
