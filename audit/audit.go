@@ -79,7 +79,7 @@ func (a *Audit) Run(ctx context.Context, namespace string) (Stats, error) {
 			if f.Drift {
 				st.Drifted++
 			}
-			f.Cluster.Owner = a.Owners.Resolve(ctx, f.Namespace, f.Cluster.Owner)
+			f.Cluster.Owner = a.Owners.Resolve(ctx, f.Namespace, f.Cluster.Manager, f.Cluster.Owner)
 			if a.OnFinding != nil {
 				a.OnFinding(f)
 			}

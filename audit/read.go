@@ -206,11 +206,11 @@ func (r *Reader) NamespaceLabels(ctx context.Context, namespace string) (map[str
 	return out, keep(raw)
 }
 
-// Owners resolves an object's owner one level up where the direct owner is a built-in
-// intermediate — a ReplicaSet (of a Deployment a custom resource created) or a Pod (Spark
-// executors are owned by their driver) —, so that the audit names the custom resource behind
-// it. Each intermediate is read once per audit (its metadata only); one the reader cannot
-// read (gone, or RBAC) leaves the direct owner.
+// Owners resolves an object's owner up to the custom resource behind it, through the built-in
+// owners its manager's profile names (policies.OwnerChain: the ReplicaSet and Deployment of
+// Dask's and Flink's Pods, the driver Pod that owns a Spark executor), so that the audit names
+// the custom resource. Each of those is read once per audit (its metadata only); one the
+// reader cannot read (gone, or RBAC) ends the walk there.
 type Owners struct {
 	meta metadata.Interface
 	mu   sync.Mutex
@@ -220,41 +220,54 @@ type Owners struct {
 // Owners returns a resolver for one audit round.
 func (r *Reader) Owners() *Owners { return &Owners{meta: r.meta, seen: map[string]*Owner{}} }
 
-var intermediates = map[schema.GroupVersionKind]schema.GroupVersionResource{
-	{Group: "apps", Version: "v1", Kind: "ReplicaSet"}: {Group: "apps", Version: "v1", Resource: "replicasets"},
-	{Version: "v1", Kind: "Pod"}:                       {Version: "v1", Resource: "pods"},
-}
-
-// Resolve returns the owner the audit reports for an object of a namespace.
-func (o *Owners) Resolve(ctx context.Context, namespace string, direct *Owner) *Owner {
+// Resolve returns the owner the audit reports for an object of a namespace a manager made.
+func (o *Owners) Resolve(ctx context.Context, namespace string, manager policies.Manager, direct *Owner) *Owner {
 	if o == nil || direct == nil {
 		return direct
 	}
-	gv, err := schema.ParseGroupVersion(direct.APIVersion)
-	if err != nil {
-		return direct
-	}
-	gvr, ok := intermediates[gv.WithKind(direct.Kind)]
+	pr, ok := policies.ProfileOf(manager)
 	if !ok {
 		return direct
 	}
-	key := namespace + "/" + direct.Kind + "/" + direct.Name
+	owner := direct
+	for range len(pr.Owners.Through) {
+		gvr, ok := pr.Owners.Step(owner.APIVersion, owner.Kind)
+		if !ok {
+			break
+		}
+		up, ok := o.up(ctx, namespace, gvr, owner)
+		if !ok {
+			return direct // a passing failure: try again next time
+		}
+		if up == owner {
+			break
+		}
+		owner = up
+	}
+	return owner
+}
+
+// up returns the owner of owner, an object of resource gvr, or owner itself if it has none,
+// cannot be read (gone, or RBAC) or is another object of that name; false for a passing failure.
+func (o *Owners) up(ctx context.Context, namespace string, gvr schema.GroupVersionResource, owner *Owner) (*Owner, bool) {
+	key := namespace + "/" + owner.Kind + "/" + owner.Name
 	o.mu.Lock()
 	up, done := o.seen[key]
 	o.mu.Unlock()
-	if !done {
-		up = direct
-		m, err := o.meta.Resource(gvr).Namespace(namespace).Get(ctx, direct.Name, metav1.GetOptions{})
-		if err == nil {
-			if owner := directOwner(m.OwnerReferences); owner != nil {
-				up = owner
-			}
-		} else if !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
-			return direct // a passing failure: try again next time
-		}
-		o.mu.Lock()
-		o.seen[key] = up
-		o.mu.Unlock()
+	if done {
+		return up, true
 	}
-	return up
+	up = owner
+	m, err := o.meta.Resource(gvr).Namespace(namespace).Get(ctx, owner.Name, metav1.GetOptions{})
+	if err == nil && string(m.UID) == owner.UID { // the same name may be another object now
+		if next := directOwner(m.OwnerReferences); next != nil {
+			up = next
+		}
+	} else if !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
+		return nil, false
+	}
+	o.mu.Lock()
+	o.seen[key] = up
+	o.mu.Unlock()
+	return up, true
 }

@@ -129,21 +129,6 @@ func (r Result) Annotations() map[string]string {
 	return want
 }
 
-// uiPort is where a manager serves its UI (SPEC §6): port names first, then numbers.
-type uiPort struct {
-	names   []string
-	numbers []int32
-}
-
-var uiPorts = map[policies.Manager]uiPort{
-	policies.ManagerDask:        {names: []string{"http-dashboard", "dashboard"}, numbers: []int32{8787}},
-	policies.ManagerDaskGateway: {names: []string{"dashboard", "http-dashboard"}, numbers: []int32{8787}},
-	// spark-submit names it spark-ui; the spark-operator's UI Service spark-driver-ui-port.
-	policies.ManagerSpark: {names: []string{"spark-ui", "spark-driver-ui-port"}, numbers: []int32{4040}},
-	policies.ManagerRay:   {names: []string{"dashboard"}, numbers: []int32{8265}},
-	policies.ManagerFlink: {names: []string{"rest"}, numbers: []int32{8081}},
-}
-
 // Resolve computes a Service's external URL: the template if it has one; else a load-balancer
 // ingress hostname, then IP, with the port; else a node port on a node address; else nothing
 // yet, with the reason.
@@ -242,15 +227,16 @@ func selectPort(svc *corev1.Service, m policies.Manager) (*corev1.ServicePort, e
 	if len(ports) == 0 {
 		return nil, nil
 	}
-	ui := uiPorts[m]
-	for _, name := range ui.names {
+	pr, _ := policies.ProfileOf(m) // the manager's UI port (SPEC §6); none for an unrecognised Service
+	ui := pr.UI
+	for _, name := range ui.Names {
 		for i := range ports {
 			if ports[i].Name == name {
 				return &ports[i], nil
 			}
 		}
 	}
-	for _, n := range ui.numbers {
+	for _, n := range ui.Numbers {
 		for i := range ports {
 			if ports[i].Port == n {
 				return &ports[i], nil

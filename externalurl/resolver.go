@@ -446,32 +446,54 @@ func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
 }
 
 // owner finds whom a user looks at for this Service: the owning custom resource (DaskCluster,
-// RayCluster, SparkApplication, …) or, for a plain spark-submit driver, the driver Pod. Flink's
-// native integration puts a Deployment between its REST Service and the FlinkDeployment, so
-// one Deployment is looked through (a metadata read, only when an Event is due).
+// RayCluster, SparkApplication, …) or, for a plain spark-submit driver, the driver Pod. The
+// built-in owners between them that the manager's profile names (policies.OwnerChain: the
+// Deployment between Flink's REST Service and its FlinkDeployment, the driver Pod of a
+// spark-operator driver Service) are looked through, a metadata read each, only when an
+// Event is due; one that cannot be read receives the Event.
 func (t *term) owner(ctx context.Context, s *corev1.Service) *corev1.ObjectReference {
 	ref := controllerOf(s.OwnerReferences)
 	if ref == nil {
 		return nil
 	}
-	if ref.APIVersion == "apps/v1" && ref.Kind == "Deployment" {
-		gvr := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		d, err := t.meta.Resource(gvr).Namespace(s.Namespace).Get(rctx, ref.Name, metav1.GetOptions{})
-		switch {
-		case err != nil:
-			t.log.V(1).Info("owner Deployment not read; the Event goes to it", "service", s.Name, "error", err.Error())
-		case d.UID == ref.UID:
-			if up := controllerOf(d.OwnerReferences); up != nil {
-				ref = up
-			}
+	id, _ := policies.Recognise(policies.KindService, s.Labels, s.Spec.Selector)
+	chain := policies.OwnerChain{}
+	if pr, ok := policies.ProfileOf(id.Manager); ok {
+		chain = pr.Owners
+	}
+	for range len(chain.Through) {
+		gvr, ok := chain.Step(ref.APIVersion, ref.Kind)
+		if !ok {
+			break
 		}
+		up, err := t.ownerOf(ctx, gvr, s.Namespace, ref)
+		if err != nil {
+			t.log.V(1).Info("owner not read; the Event goes to it", "service", s.Name, "kind", ref.Kind, "error", err.Error())
+		}
+		if up == nil {
+			break
+		}
+		ref = up
 	}
 	if !plausibleOwner(ref) {
 		return nil
 	}
 	return &corev1.ObjectReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID, Namespace: s.Namespace}
+}
+
+// ownerOf reads the metadata of the object ref names and returns its controller, else its
+// first owner; nil if it has none or is not the object ref names (same name, other UID).
+func (t *term) ownerOf(ctx context.Context, gvr schema.GroupVersionResource, namespace string, ref *metav1.OwnerReference) (*metav1.OwnerReference, error) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	m, err := t.meta.Resource(gvr).Namespace(namespace).Get(rctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get %s %s: %w", gvr.Resource, ref.Name, err)
+	}
+	if m.UID != ref.UID {
+		return nil, nil
+	}
+	return controllerOf(m.OwnerReferences), nil
 }
 
 // plausibleOwner reports whether an owner reference can name an object that exists, so that an

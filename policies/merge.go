@@ -435,13 +435,9 @@ func (m merger) mergeItem(dst, patch map[string]any) {
 // mainContainerName addresses the manager's main container in a policy.
 const mainContainerName = "@main"
 
-// mainContainerNames are the names each manager gives the container that runs its process.
-var mainContainerNames = map[Manager][]string{
-	ManagerDask:        {"worker", "scheduler", "job", "dask-container"},
-	ManagerDaskGateway: {"dask-worker", "dask-scheduler"},
-	ManagerSpark:       {"spark-kubernetes-driver", "spark-kubernetes-executor"},
-	ManagerFlink:       {"flink-main-container"},
-}
+// mainContainerNames are the names each manager gives the container that runs its process:
+// its profile's MainContainers.
+var mainContainerNames = mainContainerNamesOf(profiles)
 
 // mainContainer names the manager's main container of a containers list: the one with the
 // manager's conventional name, else the first (KubeRay always runs Ray in the first).

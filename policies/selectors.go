@@ -16,17 +16,17 @@ import (
 func ObjectSelectors() []labels.Selector {
 	out := make([]labels.Selector, 0, len(profiles))
 	for _, pr := range profiles {
-		roles, err := labels.NewRequirement(pr.roleKey, selection.In, slices.Sorted(maps.Keys(pr.roles)))
+		roles, err := labels.NewRequirement(pr.RoleKey, selection.In, slices.Sorted(maps.Keys(pr.Roles)))
 		if err != nil {
 			panic(err) // the profiles are constants; a failure is a programming error
 		}
 		sel := labels.NewSelector().Add(*roles)
-		if pr.requireKey != "" {
+		if pr.RequireKey != "" {
 			op, vals := selection.Exists, []string(nil)
-			if pr.requireValue != "" {
-				op, vals = selection.Equals, []string{pr.requireValue}
+			if pr.RequireValue != "" {
+				op, vals = selection.Equals, []string{pr.RequireValue}
 			}
-			req, err := labels.NewRequirement(pr.requireKey, op, vals)
+			req, err := labels.NewRequirement(pr.RequireKey, op, vals)
 			if err != nil {
 				panic(err)
 			}

@@ -53,8 +53,8 @@ const (
 	ManagerFlink       Manager = "flink"
 )
 
-// Managers lists every built-in manager in recognition order.
-var Managers = []Manager{ManagerDask, ManagerDaskGateway, ManagerSpark, ManagerRay, ManagerFlink}
+// Managers lists every built-in manager in recognition order: one per profile (profiles.go).
+var Managers = managersOf(profiles)
 
 // Role is the part an object plays in its cluster, in podpatch's manager-neutral words.
 type Role string
@@ -69,18 +69,9 @@ const (
 // Roles lists the canonical roles.
 var Roles = []Role{RoleScheduler, RoleWorker, RoleJob}
 
-// roleAliases maps every accepted role name in a policy to its canonical role.
-var roleAliases = map[string]Role{
-	"scheduler":   RoleScheduler,
-	"driver":      RoleScheduler,
-	"head":        RoleScheduler,
-	"jobmanager":  RoleScheduler,
-	"worker":      RoleWorker,
-	"executor":    RoleWorker,
-	"taskmanager": RoleWorker,
-	"job":         RoleJob,
-	"job-runner":  RoleJob,
-}
+// roleAliases maps every accepted role name in a policy to its canonical role: the canonical
+// names and each profile's Aliases.
+var roleAliases = aliasesOf(profiles)
 
 // Kind is the kind of object a policy patches.
 type Kind string

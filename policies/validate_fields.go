@@ -298,7 +298,7 @@ func countSet(set ...bool) int {
 	return n
 }
 
-// validateContainerPortsPatch checks container ports; they merge by containerPort.
+// validateContainerPortsPatch checks container ports; they merge by (containerPort, protocol).
 func validateContainerPortsPatch(ports []corev1.ContainerPort, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i, port := range ports {

@@ -18,6 +18,7 @@ type Metrics struct {
 	exceeded    *prometheus.CounterVec
 	inFlight    prometheus.Gauge
 	bodyBytes   *prometheus.GaugeVec
+	panics      *prometheus.CounterVec
 	obs         observations // observe.go
 }
 
@@ -61,6 +62,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "podpatch_request_body_bytes_reserved",
 			Help: "Bytes of room reserved for request bodies being read or handled, by pool (ordinary: bodies up to 64 KiB; large: the rest, sized from --memory-limit).",
 		}, []string{"pool"}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "podpatch_panics_total",
+			Help: "Admission handler panics recovered and answered with an error, by webhook (mutate, validate): a bug to report.",
+		}, []string{"webhook"}),
 	}
 	r := promreg.New(reg)
 	m.admissions = r.Register(m.admissions).(*prometheus.CounterVec)
@@ -72,6 +77,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.exceeded = r.Register(m.exceeded).(*prometheus.CounterVec)
 	m.inFlight = r.Register(m.inFlight).(prometheus.Gauge)
 	m.bodyBytes = r.Register(m.bodyBytes).(*prometheus.GaugeVec)
+	m.panics = r.Register(m.panics).(*prometheus.CounterVec)
 	m.obs.register(r.Register)
 	return m, r.Err()
 }
@@ -80,6 +86,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 func (m *Metrics) budgetExceeded(webhook, stage string) {
 	if m != nil {
 		m.exceeded.WithLabelValues(webhook, stage).Inc()
+	}
+}
+
+// panicked counts a recovered handler panic; m may be nil.
+func (m *Metrics) panicked(webhook string) {
+	if m != nil {
+		m.panics.WithLabelValues(webhook).Inc()
 	}
 }
 

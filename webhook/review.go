@@ -347,11 +347,12 @@ func decode(body []byte, review *reviewIn) error {
 	return nil
 }
 
-// handle calls the handler, turning a panic into an error response.
+// handle calls the handler, turning a panic into an error response, counted.
 func (rv *Review) handle(ctx context.Context, req admission.Request) (resp admission.Response) {
 	defer func() {
 		if p := recover(); p != nil {
 			rv.Log.Error(fmt.Errorf("%v", p), "admission handler panicked", "uid", req.UID)
+			rv.Metrics.panicked(rv.Name)
 			resp = admission.Errored(http.StatusInternalServerError, fmt.Errorf("panic: %v [recovered]", p))
 			resp.UID = req.UID
 		}

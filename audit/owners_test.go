@@ -1,0 +1,94 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	metadatafake "k8s.io/client-go/metadata/fake"
+
+	"github.com/podpatch/podpatch/policies"
+)
+
+// builtinVersion is the version a built-in owner's reference names.
+func builtinVersion(gk schema.GroupKind) string {
+	return schema.GroupVersion{Group: gk.Group, Version: "v1"}.String()
+}
+
+// chainObjects builds, for each built-in kind of a chain from `from` on, an object owned by
+// the next, the last owned by top; it returns the objects and the reference to the first.
+func chainObjects(ns string, through []schema.GroupKind, top metav1.OwnerReference) ([]runtime.Object, *Owner) {
+	var objs []runtime.Object
+	next := top
+	for i := len(through) - 1; i >= 0; i-- {
+		gk := through[i]
+		name := fmt.Sprintf("%s-%d", gk.Kind, i)
+		uid := types.UID("uid-" + name)
+		objs = append(objs, &metav1.PartialObjectMetadata{
+			TypeMeta:   metav1.TypeMeta{APIVersion: builtinVersion(gk), Kind: gk.Kind},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: uid, OwnerReferences: []metav1.OwnerReference{next}}})
+		next = metav1.OwnerReference{APIVersion: builtinVersion(gk), Kind: gk.Kind, Name: name, UID: uid, Controller: new(true)}
+	}
+	return objs, &Owner{APIVersion: next.APIVersion, Kind: next.Kind, Name: next.Name, UID: string(next.UID)}
+}
+
+// Every manager's Pods are traced through the built-in owners of its profile's chain, from
+// any point of it, to each custom resource the chain may end at; another manager's chain is
+// not followed.
+func TestOwnersFollowEveryProfilesChain(t *testing.T) {
+	ctx := context.Background()
+	for _, pr := range policies.Profiles() {
+		require.NotEmpty(t, pr.Owners.Resources, "%s: a chain ends at a custom resource", pr.Manager)
+		for _, res := range pr.Owners.Resources {
+			for from := range len(pr.Owners.Through) + 1 {
+				top := metav1.OwnerReference{APIVersion: res.Group + "/v1", Kind: res.Kind, Name: "cr", UID: "uid-cr", Controller: new(true)}
+				objs, direct := chainObjects("ns", pr.Owners.Through[from:], top)
+				o := (&Reader{meta: fakeMeta(objs...)}).Owners()
+				want := &Owner{APIVersion: top.APIVersion, Kind: top.Kind, Name: top.Name, UID: string(top.UID)}
+				require.Equal(t, want, o.Resolve(ctx, "ns", pr.Manager, direct), "%s from %s", pr.Manager, direct.Kind)
+
+				for _, other := range policies.Profiles() {
+					if len(pr.Owners.Through[from:]) == 0 || sharesFirstStep(other, pr.Owners.Through[from]) {
+						continue
+					}
+					require.Equal(t, direct, o.Resolve(ctx, "ns", other.Manager, direct),
+						"%s's chain does not look through %s", other.Manager, direct.Kind)
+				}
+			}
+		}
+	}
+}
+
+// fakeMeta is a metadata client serving objs.
+func fakeMeta(objs ...runtime.Object) *metadatafake.FakeMetadataClient {
+	scheme := metadatafake.NewTestScheme()
+	for _, o := range objs {
+		scheme.AddKnownTypeWithName(o.GetObjectKind().GroupVersionKind(), &metav1.PartialObjectMetadata{})
+	}
+	return metadatafake.NewSimpleMetadataClient(scheme, objs...)
+}
+
+func sharesFirstStep(pr policies.Profile, gk schema.GroupKind) bool {
+	_, ok := pr.Owners.Step(builtinVersion(gk), gk.Kind)
+	return ok
+}
+
+// An intermediate that is gone, or is another object of the same name now, ends the walk.
+func TestOwnersStopAtWhatCannotBeRead(t *testing.T) {
+	ctx := context.Background()
+	rs := &Owner{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "uid-rs"}
+	o := (&Reader{meta: fakeMeta()}).Owners()
+	require.Equal(t, rs, o.Resolve(ctx, "ns", policies.ManagerDask, rs), "gone")
+
+	other := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "ReplicaSet"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "rs", UID: "uid-another",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "d", UID: "uid-d"}}}}
+	o = (&Reader{meta: fakeMeta(other)}).Owners()
+	require.Equal(t, rs, o.Resolve(ctx, "ns", policies.ManagerDask, rs), "another object of that name")
+	require.Equal(t, rs, o.Resolve(ctx, "ns", "", rs), "no manager, no chain")
+}
