@@ -27,6 +27,9 @@ type Input struct {
 	// Done, when set, is the webhook's request budget: once it is closed Apply stops between
 	// steps and returns an error wrapping ErrStopped, leaving the object unpatched.
 	Done <-chan struct{}
+	// Cluster answers whether the cluster objects the patched object references exist (SPEC §8);
+	// nil (render, lint) skips the checks that need it.
+	Cluster Cluster
 }
 
 // ErrStopped is returned (wrapped) by Apply when Input.Done closed before it finished.
@@ -49,6 +52,15 @@ type Result struct {
 	Changes []Change
 	// Warnings say what was left out: the webhook returns them as admission warnings.
 	Warnings []string
+	// Skipped lists the policies left out because their contribution would have made the
+	// object invalid (SPEC §8), in application order; they are not in Applied.
+	Skipped []Skipped
+	// Adjusted says which fields were changed with others so that the object stays valid
+	// (spec.priority removed when policies change spec.priorityClassName, …).
+	Adjusted []string
+
+	// violations are the patched object's (validity.go).
+	violations []Violation
 }
 
 // Change is what one policy did to one object.
@@ -110,8 +122,9 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	if l.empty() {
 		return res, nil
 	}
+	env := &checkEnv{kind: in.Kind, namespace: ns, namespaceLabels: in.NamespaceLabels, cluster: in.Cluster}
 	// The first round patches the tree decoded here; any later one decodes the input afresh.
-	out, err := s.fixedPoint(in, patchOnly, &decoded{t, obj}, sub, skip, l, false)
+	out, final, err := s.fixedPoint(in, patchOnly, &decoded{t, obj}, sub, skip, l, false, env)
 	if err != nil && !errors.Is(err, ErrStopped) && l.hasNamespace() {
 		// A namespace policy must never switch the platform's policies off: without them.
 		platform := l.platformOnly()
@@ -119,15 +132,20 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 			return res, err
 		}
 		var perr error
-		if out, perr = s.fixedPoint(in, patchOnly, nil, sub, skip, platform, true); perr != nil {
+		if out, final, perr = s.fixedPoint(in, patchOnly, nil, sub, skip, platform, true, env); perr != nil {
 			return res, err
 		}
 		out.Warnings = append(out.Warnings, "namespace policies left out: "+err.Error())
 		err = nil
 	}
+	if err == nil {
+		// Valid in, valid out (SPEC §8): leave out what would make the object invalid.
+		out, err = s.keepValid(in, patchOnly, env, id.Manager, final, out)
+	}
 	if err != nil {
 		return res, err
 	}
+	out.violations = nil
 	out.Recognised, out.Identity = true, id
 	return out, nil
 }
@@ -140,27 +158,28 @@ const MaxSelectionRounds = 4
 // selects again and applies the new selection to the object as it came in, so that a second
 // admission of the result selects the same policies and changes nothing. Beyond
 // MaxSelectionRounds the selection oscillates: the object is not patched (Apply then tries
-// without namespace policies). With platformOnly, namespace policies stay unselected.
-func (s *Set) fixedPoint(in Input, patchOnly bool, first *decoded, sub *subject, skip bool, l layers, platformOnly bool) (Result, error) {
+// without namespace policies). With platformOnly, namespace policies stay unselected. It also
+// returns the selection it applied last.
+func (s *Set) fixedPoint(in Input, patchOnly bool, first *decoded, sub *subject, skip bool, l layers, platformOnly bool, env *checkEnv) (Result, layers, error) {
 	selected := sub.labels // the labels l was selected with
 	for round := 1; ; round++ {
-		res, labels, err := s.applyLayers(in, patchOnly, first, sub.id.Manager, l)
+		res, labels, err := s.applyLayers(in, patchOnly, first, sub.id.Manager, l, env)
 		first = nil
 		if err != nil || !l.any(func(p *Policy) bool { return setsLabels(p, in.Kind) }) {
-			return res, err // without labels set by policies, the selection cannot change
+			return res, l, err // without labels set by policies, the selection cannot change
 		}
 		if !s.selectionReads(sub, selected, labels) {
-			return res, nil // nor when no selector reads the labels they changed
+			return res, l, nil // nor when no selector reads the labels they changed
 		}
 		next := s.selectLayers(&subject{id: sub.id, kind: sub.kind, namespace: sub.namespace, labels: labels, namespaceLabels: sub.namespaceLabels}, skip)
 		if platformOnly {
 			next = next.platformOnly()
 		}
 		if next.equal(l) {
-			return res, nil
+			return res, l, nil
 		}
 		if round == MaxSelectionRounds {
-			return Result{Object: in.Object}, fmt.Errorf("%s not patched: the labels policies set change which policies match for more than %d rounds (their selectors contradict each other)",
+			return Result{Object: in.Object}, l, fmt.Errorf("%s not patched: the labels policies set change which policies match for more than %d rounds (their selectors contradict each other)",
 				strings.ToLower(string(in.Kind)), MaxSelectionRounds)
 		}
 		l, selected = next, labels
@@ -180,8 +199,9 @@ type decoded struct {
 }
 
 // applyLayers applies one selection of layers to the object as it came in, and returns the
-// result and the labels of the patched object.
-func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager, l layers) (Result, labels.Set, error) {
+// result and the labels of the patched object. The result carries the patched object's
+// violations (SPEC §8), after the fields coupled to those the policies changed were adjusted.
+func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager, l layers, env *checkEnv) (Result, labels.Set, error) {
 	res := Result{Object: in.Object}
 	if d == nil {
 		t := jsontree.New()
@@ -195,7 +215,12 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 	res.Applied = l.all()
 	st := &applyState{t: t, done: in.Done}
 	var owned map[string]bool
+	var before map[string]string // the coupled fields as given
 	if in.Kind == KindPod {
+		before = make(map[string]string, len(couplingFields))
+		for _, k := range couplingFields {
+			before[k] = specString(t, obj, k)
+		}
 		// Platform sidecars first, so that a namespace policy cannot claim their names; they
 		// are out of the namespace policies' reach (SPEC §3).
 		m := newMerger(st, in.Kind, false)
@@ -245,6 +270,10 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 		refs[i] = p.Ref
 	}
 	setAnnotation(t, obj, AppliedAnnotation, strings.Join(refs, ","))
+	if in.Kind == KindPod {
+		res.Adjusted = couple(t, obj, before, res.Applied)
+	}
+	res.violations = env.check(obj)
 	if in.Explain {
 		res.Changes = orderChanges(res.Changes, res.Applied)
 	}

@@ -1,0 +1,256 @@
+package policies
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/podpatch/podpatch/policies/internal/jsontree"
+)
+
+// Valid in, valid out (SPEC §8): after the layers are applied, the patched object is checked as
+// the API server will check it — its validation for the fields a policy can touch and their
+// cross-field rules, the built-in admission plugins that run again after a webhook changed it
+// (Priority, RuntimeClass, ServiceAccount, LimitRanger, PodSecurity), and the existence of the
+// cluster objects it references. Only problems the object did not arrive with count ("no worse
+// than given"). When there are any, the policies are added back one by one, in application
+// order, each kept only when the result gains no new problem; the others are left out for this
+// object (Result.Skipped), named in an admission warning and counted by rule.
+
+// Presence says whether a cluster object exists, as far as podpatch's caches know.
+type Presence int8
+
+// The three answers of a Cluster.
+const (
+	// Unknown: no cache, or the cache has not synced; checks that need the object are skipped.
+	Unknown Presence = iota
+	// Absent: the synced cache does not hold it; the admission plugin would refuse the object.
+	Absent
+	// Present: it exists.
+	Present
+)
+
+// PriorityClassInfo is what the Priority admission plugin reads from a PriorityClass.
+type PriorityClassInfo struct {
+	Value int32
+	// PreemptionPolicy is empty when the class does not set one.
+	PreemptionPolicy string
+}
+
+// RuntimeClassInfo is what the RuntimeClass admission plugin reads from a RuntimeClass.
+type RuntimeClassInfo struct {
+	// Overhead is the class's pod overhead; nil when it has none.
+	Overhead corev1.ResourceList
+	// NodeSelector is the class's scheduling node selector, merged into the Pod's (a key with
+	// another value is a conflict the plugin refuses).
+	NodeSelector map[string]string
+}
+
+// Cluster answers, from caches kept current off the request path (never an API call), what the
+// admission plugins will look up. A nil Cluster, as in `render` and `lint`, knows nothing: the
+// checks that need it are skipped. Implementations answer Unknown until their caches synced.
+type Cluster interface {
+	// PriorityClass looks up a PriorityClass by name; the name "" asks for the cluster's global
+	// default (Absent: there is none, and the plugin uses priority 0).
+	PriorityClass(name string) (PriorityClassInfo, Presence)
+	// RuntimeClass looks up a RuntimeClass by name.
+	RuntimeClass(name string) (RuntimeClassInfo, Presence)
+	// ServiceAccount says whether a ServiceAccount exists.
+	ServiceAccount(namespace, name string) Presence
+	// LimitRanges returns the limits of a namespace's LimitRanges; ok is false when unknown.
+	LimitRanges(namespace string) (items []corev1.LimitRangeItem, ok bool)
+}
+
+// Violation is one reason the API server would refuse an object.
+type Violation struct {
+	// Rule is a stable, bounded id of the rule (the metric's label): request-above-limit, …
+	Rule string
+	// Field is the path of the offending field in the object.
+	Field string
+	// Message says what is wrong, for a person.
+	Message string
+}
+
+func (v Violation) String() string { return v.Field + ": " + v.Message + " (" + v.Rule + ")" }
+
+// key identifies a violation for the comparison with the object as given.
+func (v Violation) key() string { return v.Rule + "\x00" + v.Field }
+
+// Skipped is a policy left out of one object because its contribution would make the object
+// invalid (SPEC §8).
+type Skipped struct {
+	Policy *Policy
+	// Violation is the first problem the policy's contribution brought.
+	Violation Violation
+}
+
+// String says which policy was left out and why, in one line.
+func (s Skipped) String() string {
+	what := "policy " + s.Policy.Ref
+	if s.Policy.Mode == ModeEnforce {
+		what = "enforce policy " + s.Policy.Ref + " (the audit reports the object)"
+	}
+	return fmt.Sprintf("%s left out: %s", what, s.Violation)
+}
+
+// checkEnv is what the checks know besides the object.
+type checkEnv struct {
+	kind            Kind
+	namespace       string
+	namespaceLabels map[string]string
+	cluster         Cluster
+}
+
+// check returns the violations of an object tree. It only reads (jsontree.Expand, never the
+// tree's storing accessors), so it neither grows the JSONPatch's walk nor changes the object.
+func (e *checkEnv) check(obj map[string]any) []Violation {
+	c := &checker{env: e}
+	if e.kind == KindService {
+		c.service(obj)
+	} else {
+		c.pod(obj)
+	}
+	c.metadata(obj)
+	return c.out
+}
+
+// checkInput returns the violations of the object as given.
+func (e *checkEnv) checkInput(raw []byte) []Violation {
+	obj, ok := jsontree.Expand(json.RawMessage(raw)).(map[string]any)
+	if !ok {
+		return nil
+	}
+	return e.check(obj)
+}
+
+// fresh returns the violations of got that given does not have.
+func fresh(got, given []Violation) []Violation {
+	if len(got) == 0 {
+		return nil
+	}
+	had := make(map[string]bool, len(given))
+	for _, v := range given {
+		had[v.key()] = true
+	}
+	var out []Violation
+	for _, v := range got {
+		if !had[v.key()] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// keepValid leaves out the policies whose contribution makes the object invalid. out is the
+// result of applying every policy of l. In the common case (no new violation) it costs nothing
+// more; otherwise at most one apply per policy of l.
+func (s *Set) keepValid(in Input, patchOnly bool, env *checkEnv, manager Manager, l layers, out Result) (Result, error) {
+	if len(out.violations) == 0 {
+		return out, nil
+	}
+	given := env.checkInput(in.Object)
+	if len(fresh(out.violations, given)) == 0 {
+		return out, nil // no worse than given
+	}
+	order := l.all()
+	keep := make(map[*Policy]bool, len(order))
+	best := Result{Object: in.Object}
+	var skipped []Skipped
+	for _, p := range order {
+		keep[p] = true
+		res, _, err := s.applyLayers(in, patchOnly, nil, manager, l.only(keep), env)
+		if err != nil {
+			return Result{Object: in.Object}, err
+		}
+		if v := fresh(res.violations, given); len(v) > 0 {
+			delete(keep, p)
+			skipped = append(skipped, Skipped{Policy: p, Violation: v[0]})
+			continue
+		}
+		best = res
+	}
+	best.Skipped = skipped
+	best.Warnings = append(best.Warnings, out.Warnings...)
+	return best, nil
+}
+
+// only is the selection restricted to the policies in keep.
+func (l *layers) only(keep map[*Policy]bool) layers {
+	f := func(ps []*Policy) []*Policy {
+		return slices.DeleteFunc(slices.Clone(ps), func(p *Policy) bool { return !keep[p] })
+	}
+	return layers{platformDefault: f(l.platformDefault), namespaceDefault: f(l.namespaceDefault),
+		platformMerge: f(l.platformMerge), namespaceMerge: f(l.namespaceMerge), enforce: f(l.enforce)}
+}
+
+// Fields that must change together (SPEC §8): when the policies change the first, the second
+// is removed, unless a policy sets it, so that the admission plugin that computes it from the
+// first computes it again when it runs on the patched object.
+var coupled = []struct {
+	from   string
+	remove []string
+	why    string
+}{
+	// The Priority plugin refuses a Pod whose priority differs from its class's value.
+	{"priorityClassName", []string{"priority", "preemptionPolicy"}, "the Priority admission plugin computes it from spec.priorityClassName"},
+	// The RuntimeClass plugin refuses a Pod whose overhead differs from its class's.
+	{"runtimeClassName", []string{"overhead"}, "the RuntimeClass admission plugin computes it from spec.runtimeClassName"},
+}
+
+// specString reads a string member of a pod's spec without changing the tree.
+func specString(t *jsontree.Tree, obj map[string]any, k string) string {
+	spec, _ := t.GetMap(obj, "spec")
+	s, _ := jsontree.Expand(spec[k]).(string)
+	return s
+}
+
+// couple applies the coupled-field rules to a patched Pod whose spec carried before (the values
+// of the coupled fields as given), and returns what it changed, for --explain.
+func couple(t *jsontree.Tree, obj map[string]any, before map[string]string, applied []*Policy) []string {
+	spec, ok := t.GetMap(obj, "spec")
+	if !ok {
+		return nil
+	}
+	var adjusted []string
+	for _, c := range coupled {
+		now, _ := jsontree.Expand(spec[c.from]).(string)
+		if now == before[c.from] {
+			continue
+		}
+		for _, r := range c.remove {
+			if _, present := spec[r]; !present || anySets(applied, r) {
+				continue
+			}
+			delete(spec, r)
+			adjusted = append(adjusted, "spec."+r+" removed: "+c.why)
+		}
+	}
+	// The deprecated spec.serviceAccount must name the same account as serviceAccountName.
+	if now, _ := jsontree.Expand(spec["serviceAccountName"]).(string); now != before["serviceAccountName"] {
+		if old, present := jsontree.Expand(spec["serviceAccount"]).(string); present && old != now && !anySets(applied, "serviceAccount") {
+			if now == "" {
+				delete(spec, "serviceAccount")
+			} else {
+				spec["serviceAccount"] = now
+			}
+			adjusted = append(adjusted, "spec.serviceAccount set to spec.serviceAccountName: the deprecated field must agree")
+		}
+	}
+	return adjusted
+}
+
+// couplingFields are the spec members couple compares with the object as given.
+var couplingFields = []string{"priorityClassName", "runtimeClassName", "serviceAccountName"}
+
+// anySets reports whether a policy sets (not removes) a member of the pod spec.
+func anySets(ps []*Policy, member string) bool {
+	for _, p := range ps {
+		spec, _ := p.template["spec"].(map[string]any)
+		if spec[member] != nil {
+			return true
+		}
+	}
+	return false
+}

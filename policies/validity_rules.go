@@ -1,0 +1,517 @@
+package policies
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/podpatch/podpatch/policies/internal/jsontree"
+)
+
+// The rules of SPEC §8's "valid in, valid out": what the API server's validation and its
+// built-in admission plugins refuse in a patched Pod or Service, for the fields a policy can
+// touch and the rules that tie them to others. Each rule has a stable id (Violation.Rule, the
+// podpatch_policy_skipped_total label); the oracle test pins them against a real API server.
+// Rules read the object with jsontree.Expand only, one level at a time, so a check is one pass,
+// linear in the object.
+
+// The rule ids. They are the only values of the skipped metric's reason label.
+const (
+	RuleDuplicateContainer      = "duplicate-container-name"
+	RuleDuplicatePortName       = "duplicate-port-name"
+	RuleDuplicateHostPort       = "duplicate-host-port"
+	RuleDuplicateVolume         = "duplicate-volume-name"
+	RuleMountWithoutVolume      = "volume-mount-without-volume"
+	RuleDuplicateMountPath      = "duplicate-mount-path"
+	RuleMountSubPath            = "volume-mount-subpath"
+	RuleRequestAboveLimit       = "request-above-limit"
+	RuleExtendedResourceLimit   = "extended-resource-limit"
+	RulePriorityClassNotFound   = "priority-class-not-found"
+	RulePriorityMismatch        = "priority-mismatch"
+	RuleRuntimeClassNotFound    = "runtime-class-not-found"
+	RuleOverheadMismatch        = "overhead-mismatch"
+	RuleRuntimeClassScheduling  = "runtime-class-node-selector-conflict"
+	RuleServiceAccountNotFound  = "service-account-not-found"
+	RuleLimitRange              = "limit-range"
+	RulePodSecurity             = "pod-security"
+	RuleAnnotationsTooLong      = "annotations-too-long"
+	RuleServiceHeadlessExternal = "service-headless-external"
+	RuleServiceTypeField        = "service-type-field"
+	RuleServicePortName         = "service-port-name"
+	RuleServiceDuplicatePort    = "service-duplicate-port"
+	RuleServicePortsRequired    = "service-ports-required"
+	RuleServiceSessionAffinity  = "service-session-affinity-config"
+	RuleServiceExternalName     = "service-external-name"
+)
+
+// Rules lists every rule id, for the metric's documentation and tests.
+var Rules = []string{
+	RuleDuplicateContainer, RuleDuplicatePortName, RuleDuplicateHostPort, RuleDuplicateVolume,
+	RuleMountWithoutVolume, RuleDuplicateMountPath, RuleMountSubPath, RuleRequestAboveLimit,
+	RuleExtendedResourceLimit, RulePriorityClassNotFound, RulePriorityMismatch, RuleRuntimeClassNotFound,
+	RuleOverheadMismatch, RuleRuntimeClassScheduling, RuleServiceAccountNotFound, RuleLimitRange,
+	RulePodSecurity, RuleAnnotationsTooLong, RuleServiceHeadlessExternal, RuleServiceTypeField,
+	RuleServicePortName, RuleServiceDuplicatePort, RuleServicePortsRequired, RuleServiceSessionAffinity,
+	RuleServiceExternalName,
+}
+
+// maxAnnotationsBytes is the API server's limit on the total size of an object's annotations.
+const maxAnnotationsBytes = 256 * 1024
+
+// checker collects the violations of one object.
+type checker struct {
+	env *checkEnv
+	out []Violation
+}
+
+func (c *checker) add(rule, fld, msg string) {
+	c.out = append(c.out, Violation{Rule: rule, Field: fld, Message: msg})
+}
+
+// Readers: one level decoded, nothing stored back.
+func mapOf(v any) map[string]any { m, _ := jsontree.Expand(v).(map[string]any); return m }
+func listOf(v any) []any         { l, _ := jsontree.Expand(v).([]any); return l }
+func strOf(v any) string         { s, _ := jsontree.Expand(v).(string); return s }
+func boolOf(v any) bool          { b, _ := jsontree.Expand(v).(bool); return b }
+
+// optBool reads a boolean and whether it is set.
+func optBool(v any) (value, ok bool) { value, ok = jsontree.Expand(v).(bool); return value, ok }
+
+func numOf(v any) (int64, bool) {
+	switch n := jsontree.Expand(v).(type) {
+	case json.Number:
+		i, err := n.Int64()
+		return i, err == nil
+	case float64:
+		return int64(n), true
+	}
+	return 0, false
+}
+
+func quantityOf(v any) (resource.Quantity, bool) {
+	var s string
+	switch x := jsontree.Expand(v).(type) {
+	case string:
+		s = x
+	case json.Number:
+		s = x.String()
+	default:
+		return resource.Quantity{}, false
+	}
+	q, err := resource.ParseQuantity(s)
+	return q, err == nil
+}
+
+func item(path, name string) string { return path + "[" + name + "]" }
+
+// metadata checks what every object's metadata must satisfy after policies added to it.
+func (c *checker) metadata(obj map[string]any) {
+	ann := mapOf(mapOf(obj["metadata"])["annotations"])
+	size := 0
+	for k, v := range ann {
+		size += len(k) + len(strOf(v))
+	}
+	if size > maxAnnotationsBytes {
+		c.add(RuleAnnotationsTooLong, "metadata.annotations", "annotations may not exceed "+strconv.Itoa(maxAnnotationsBytes)+" bytes in total")
+	}
+}
+
+// pod checks a Pod.
+func (c *checker) pod(obj map[string]any) {
+	spec := mapOf(obj["spec"])
+	if spec == nil {
+		return
+	}
+	volumes := map[string]map[string]any{}
+	for _, v := range listOf(spec["volumes"]) {
+		vm := mapOf(v)
+		name := strOf(vm["name"])
+		if _, dup := volumes[name]; dup {
+			c.add(RuleDuplicateVolume, item("spec.volumes", name), "volume names must be unique")
+		}
+		volumes[name] = vm
+	}
+	names := map[string]bool{}
+	hostPorts := map[string]bool{}
+	var containers []container
+	for _, list := range []string{"initContainers", "containers"} {
+		for _, it := range listOf(spec[list]) {
+			cm := mapOf(it)
+			name := strOf(cm["name"])
+			path := item("spec."+list, name)
+			if names[name] {
+				c.add(RuleDuplicateContainer, path, "container names must be unique across containers and initContainers")
+			}
+			names[name] = true
+			ct := container{path: path, m: cm, resources: resourcesOf(cm)}
+			containers = append(containers, ct)
+			c.ports(ct, hostPorts)
+			c.mounts(ct, volumes)
+			c.resources(ct)
+		}
+	}
+	if c.env.cluster != nil {
+		c.priority(spec)
+		c.serviceAccount(spec)
+		c.limitRanges(containers)
+	}
+	c.runtimeClass(spec)
+	c.podSecurity(spec, volumes, containers)
+}
+
+// container is one container of a Pod being checked.
+type container struct {
+	path      string
+	m         map[string]any
+	resources containerResources
+}
+
+// containerResources are a container's requests and limits.
+type containerResources struct {
+	requests, limits map[string]resource.Quantity
+}
+
+func resourcesOf(cm map[string]any) containerResources {
+	r := mapOf(cm["resources"])
+	read := func(v any) map[string]resource.Quantity {
+		m := mapOf(v)
+		if len(m) == 0 {
+			return nil
+		}
+		out := make(map[string]resource.Quantity, len(m))
+		for k, x := range m {
+			if q, ok := quantityOf(x); ok {
+				out[k] = q
+			}
+		}
+		return out
+	}
+	return containerResources{requests: read(r["requests"]), limits: read(r["limits"])}
+}
+
+// ports: names unique inside a container; host ports unique in the Pod.
+func (c *checker) ports(ct container, hostPorts map[string]bool) {
+	seen := map[string]bool{}
+	for _, it := range listOf(ct.m["ports"]) {
+		pm := mapOf(it)
+		if name := strOf(pm["name"]); name != "" {
+			if seen[name] {
+				c.add(RuleDuplicatePortName, item(ct.path+".ports", name), "port names must be unique in a container")
+			}
+			seen[name] = true
+		}
+		if hp, _ := numOf(pm["hostPort"]); hp != 0 {
+			proto := strOf(pm["protocol"])
+			if proto == "" {
+				proto = "TCP"
+			}
+			k := strconv.FormatInt(hp, 10) + "/" + proto + "/" + strOf(pm["hostIP"])
+			if hostPorts[k] {
+				c.add(RuleDuplicateHostPort, ct.path+".ports", "host port "+k+" is used twice in the pod")
+			}
+			hostPorts[k] = true
+		}
+	}
+}
+
+// mounts: every mount names a volume of the Pod, mount paths are unique in a container, and
+// subPath and subPathExpr exclude each other.
+func (c *checker) mounts(ct container, volumes map[string]map[string]any) {
+	paths := map[string]bool{}
+	for _, it := range listOf(ct.m["volumeMounts"]) {
+		mm := mapOf(it)
+		name, mp := strOf(mm["name"]), strOf(mm["mountPath"])
+		path := item(ct.path+".volumeMounts", mp)
+		if _, ok := volumes[name]; !ok {
+			c.add(RuleMountWithoutVolume, path, "mounts volume "+strconv.Quote(name)+", which the pod does not have")
+		}
+		if paths[mp] {
+			c.add(RuleDuplicateMountPath, path, "mount paths must be unique in a container")
+		}
+		paths[mp] = true
+		sub, expr := strOf(mm["subPath"]), strOf(mm["subPathExpr"])
+		switch {
+		case sub != "" && expr != "":
+			c.add(RuleMountSubPath, path, "subPath and subPathExpr are mutually exclusive")
+		case sub != "" && (strings.HasPrefix(sub, "/") || hasDotDot(sub)):
+			c.add(RuleMountSubPath, path, "subPath must be a relative path without '..'")
+		}
+	}
+	for _, it := range listOf(ct.m["volumeDevices"]) {
+		dm := mapOf(it)
+		if name := strOf(dm["name"]); volumes[name] == nil {
+			c.add(RuleMountWithoutVolume, item(ct.path+".volumeDevices", strOf(dm["devicePath"])), "uses volume "+strconv.Quote(name)+", which the pod does not have")
+		}
+	}
+}
+
+func hasDotDot(p string) bool {
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// resources: a request at most its limit; extended resources and huge pages request exactly
+// their limit and need one.
+func (c *checker) resources(ct container) {
+	r := ct.resources
+	for name, req := range r.requests {
+		path := item(ct.path+".resources.requests", name)
+		lim, hasLimit := r.limits[name]
+		switch {
+		case resourceOvercommitAllowed(name):
+			if hasLimit && req.Cmp(lim) > 0 {
+				c.add(RuleRequestAboveLimit, path, "the request "+req.String()+" is above the limit "+lim.String())
+			}
+		case !hasLimit:
+			c.add(RuleExtendedResourceLimit, path, name+" cannot be overcommitted: a request needs an equal limit")
+		case req.Cmp(lim) != 0:
+			c.add(RuleExtendedResourceLimit, path, name+" cannot be overcommitted: the request "+req.String()+" must equal the limit "+lim.String())
+		}
+	}
+}
+
+// priority: the Priority plugin finds the class and refuses a priority or preemption policy
+// that differs from the class's.
+func (c *checker) priority(spec map[string]any) {
+	name := strOf(spec["priorityClassName"])
+	info, p := c.env.cluster.PriorityClass(name)
+	switch {
+	case p == Unknown:
+		return
+	case p == Absent && name != "":
+		c.add(RulePriorityClassNotFound, "spec.priorityClassName", "no PriorityClass "+strconv.Quote(name)+" exists")
+		return
+	case p == Absent:
+		info = PriorityClassInfo{} // no global default: priority 0
+	}
+	if v, ok := numOf(spec["priority"]); ok && v != int64(info.Value) {
+		c.add(RulePriorityMismatch, "spec.priority", "must not differ from the value "+strconv.Itoa(int(info.Value))+" of its PriorityClass")
+	}
+	want := info.PreemptionPolicy
+	if want == "" {
+		want = string(corev1.PreemptLowerPriority)
+	}
+	if pp := strOf(spec["preemptionPolicy"]); pp != "" && pp != want {
+		c.add(RulePriorityMismatch, "spec.preemptionPolicy", "must not differ from "+want+", its PriorityClass's")
+	}
+}
+
+// runtimeClass: the RuntimeClass plugin finds the class, refuses an overhead other than the
+// class's, and merges the class's node selector into the Pod's.
+func (c *checker) runtimeClass(spec map[string]any) {
+	name := strOf(spec["runtimeClassName"])
+	overhead := mapOf(spec["overhead"])
+	if name == "" {
+		if len(overhead) > 0 {
+			c.add(RuleOverheadMismatch, "spec.overhead", "may be set only by the RuntimeClass admission plugin, from a RuntimeClass with an overhead")
+		}
+		return
+	}
+	if c.env.cluster == nil {
+		return
+	}
+	info, p := c.env.cluster.RuntimeClass(name)
+	switch p {
+	case Unknown:
+		return
+	case Absent:
+		c.add(RuleRuntimeClassNotFound, "spec.runtimeClassName", "no RuntimeClass "+strconv.Quote(name)+" exists")
+		return
+	}
+	if len(overhead) > 0 && !sameResources(overhead, info.Overhead) {
+		c.add(RuleOverheadMismatch, "spec.overhead", "must equal the overhead of RuntimeClass "+strconv.Quote(name))
+	}
+	ns := mapOf(spec["nodeSelector"])
+	for k, v := range info.NodeSelector {
+		if got, ok := ns[k]; ok && strOf(got) != v {
+			c.add(RuleRuntimeClassScheduling, item("spec.nodeSelector", k), "conflicts with RuntimeClass "+strconv.Quote(name)+"'s node selector "+k+"="+v)
+		}
+	}
+}
+
+func sameResources(m map[string]any, want corev1.ResourceList) bool {
+	if len(m) != len(want) {
+		return false
+	}
+	for k, v := range m {
+		q, ok := quantityOf(v)
+		w, has := want[corev1.ResourceName(k)]
+		if !ok || !has || q.Cmp(w) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// serviceAccount: the ServiceAccount plugin refuses a Pod whose account does not exist.
+func (c *checker) serviceAccount(spec map[string]any) {
+	name := strOf(spec["serviceAccountName"])
+	if name == "" {
+		return
+	}
+	if c.env.cluster.ServiceAccount(c.env.namespace, name) == Absent {
+		c.add(RuleServiceAccountNotFound, "spec.serviceAccountName", "no ServiceAccount "+strconv.Quote(name)+" exists in namespace "+c.env.namespace)
+	}
+}
+
+// limitRanges: the LimitRanger plugin fills missing requests and limits from the namespace's
+// defaults, then refuses containers outside their min, max and limit/request ratio.
+func (c *checker) limitRanges(containers []container) {
+	items, ok := c.env.cluster.LimitRanges(c.env.namespace)
+	if !ok {
+		return
+	}
+	for _, it := range items {
+		if it.Type != corev1.LimitTypeContainer {
+			continue
+		}
+		for _, ct := range containers {
+			req, lim := defaultedResources(ct.resources, it)
+			for rn, maxQ := range it.Max {
+				name := string(rn)
+				if l, ok := lim[name]; ok && l.Cmp(maxQ) > 0 {
+					c.add(RuleLimitRange, item(ct.path+".resources.limits", name), "above the namespace's LimitRange maximum "+maxQ.String())
+				} else if !ok {
+					c.add(RuleLimitRange, item(ct.path+".resources.limits", name), "the namespace's LimitRange requires a limit (maximum "+maxQ.String()+")")
+				}
+			}
+			for rn, minQ := range it.Min {
+				name := string(rn)
+				if r, ok := req[name]; ok && r.Cmp(minQ) < 0 {
+					c.add(RuleLimitRange, item(ct.path+".resources.requests", name), "below the namespace's LimitRange minimum "+minQ.String())
+				} else if !ok {
+					c.add(RuleLimitRange, item(ct.path+".resources.requests", name), "the namespace's LimitRange requires a request (minimum "+minQ.String()+")")
+				}
+			}
+			for rn, ratio := range it.MaxLimitRequestRatio {
+				name := string(rn)
+				r, rok := req[name]
+				l, lok := lim[name]
+				if !rok || !lok || r.IsZero() {
+					continue
+				}
+				if l.AsApproximateFloat64()/r.AsApproximateFloat64() > ratio.AsApproximateFloat64() {
+					c.add(RuleLimitRange, item(ct.path+".resources.limits", name), "limit to request ratio above the namespace's LimitRange maximum "+ratio.String())
+				}
+			}
+		}
+	}
+}
+
+// defaultedResources is what a container's resources become once the API server defaults a
+// missing request to its limit and LimitRanger fills the rest from the range's defaults.
+func defaultedResources(r containerResources, it corev1.LimitRangeItem) (req, lim map[string]resource.Quantity) {
+	req = make(map[string]resource.Quantity, len(r.requests)+len(r.limits))
+	lim = make(map[string]resource.Quantity, len(r.limits))
+	for k, v := range r.limits {
+		lim[k] = v
+		req[k] = v
+	}
+	for k, v := range r.requests {
+		req[k] = v
+	}
+	for k, v := range it.Default {
+		if _, ok := lim[string(k)]; !ok {
+			lim[string(k)] = v
+		}
+	}
+	for k, v := range it.DefaultRequest {
+		if _, ok := req[string(k)]; !ok {
+			req[string(k)] = v
+		}
+	}
+	return req, lim
+}
+
+// service checks a Service: the fields that hold only for some types, and its ports.
+func (c *checker) service(obj map[string]any) {
+	spec := mapOf(obj["spec"])
+	if spec == nil {
+		return
+	}
+	typ := strOf(spec["type"])
+	if typ == "" {
+		typ = string(corev1.ServiceTypeClusterIP)
+	}
+	lb := typ == string(corev1.ServiceTypeLoadBalancer)
+	nodePorts := lb || typ == string(corev1.ServiceTypeNodePort)
+	headless := strOf(spec["clusterIP"]) == corev1.ClusterIPNone
+	only := func(k, what string) {
+		if v, ok := spec[k]; ok && v != nil {
+			c.add(RuleServiceTypeField, "spec."+k, "may be set only "+what+", not for type "+typ)
+		}
+	}
+	if headless && nodePorts {
+		c.add(RuleServiceHeadlessExternal, "spec.clusterIP", "may not be None for a "+typ+" Service")
+	}
+	if typ == string(corev1.ServiceTypeExternalName) {
+		if strOf(spec["externalName"]) == "" {
+			c.add(RuleServiceExternalName, "spec.externalName", "an ExternalName Service needs the DNS name it points to")
+		}
+		if strOf(spec["clusterIP"]) != "" {
+			c.add(RuleServiceExternalName, "spec.clusterIP", "may not be set for an ExternalName Service")
+		}
+	}
+	if !nodePorts && len(listOf(spec["externalIPs"])) == 0 {
+		only("externalTrafficPolicy", "for an externally reachable Service (NodePort, LoadBalancer, or externalIPs)")
+	}
+	if hc, _ := numOf(spec["healthCheckNodePort"]); hc != 0 && (!lb || strOf(spec["externalTrafficPolicy"]) != string(corev1.ServiceExternalTrafficPolicyLocal)) {
+		c.add(RuleServiceTypeField, "spec.healthCheckNodePort", "may be set only with type LoadBalancer and externalTrafficPolicy Local")
+	}
+	if !lb {
+		if len(listOf(spec["loadBalancerSourceRanges"])) > 0 {
+			c.add(RuleServiceTypeField, "spec.loadBalancerSourceRanges", "may be set only for type LoadBalancer, not "+typ)
+		}
+		only("loadBalancerClass", "for type LoadBalancer")
+		only("allocateLoadBalancerNodePorts", "for type LoadBalancer")
+	}
+	if mapOf(spec["sessionAffinityConfig"]) != nil && strOf(spec["sessionAffinity"]) != string(corev1.ServiceAffinityClientIP) {
+		c.add(RuleServiceSessionAffinity, "spec.sessionAffinityConfig", "may be set only with sessionAffinity ClientIP")
+	}
+	ports := listOf(spec["ports"])
+	if len(ports) == 0 && typ != string(corev1.ServiceTypeExternalName) && !headless {
+		c.add(RuleServicePortsRequired, "spec.ports", "a "+typ+" Service needs at least one port")
+	}
+	names := map[string]bool{}
+	keys := map[string]bool{}
+	nodes := map[string]bool{}
+	for _, it := range ports {
+		pm := mapOf(it)
+		port, _ := numOf(pm["port"])
+		proto := strOf(pm["protocol"])
+		if proto == "" {
+			proto = "TCP"
+		}
+		key := strconv.FormatInt(port, 10) + "/" + proto
+		path := item("spec.ports", key)
+		name := strOf(pm["name"])
+		switch {
+		case name == "" && len(ports) > 1:
+			c.add(RuleServicePortName, path, "every port of a Service with several ports needs a name")
+		case name != "" && names[name]:
+			c.add(RuleServicePortName, path, "port name "+strconv.Quote(name)+" is used twice")
+		}
+		names[name] = true
+		if keys[key] {
+			c.add(RuleServiceDuplicatePort, path, "port "+key+" is used twice")
+		}
+		keys[key] = true
+		if np, _ := numOf(pm["nodePort"]); np != 0 {
+			if !nodePorts {
+				c.add(RuleServiceTypeField, path+".nodePort", "may be set only for type NodePort or LoadBalancer, not "+typ)
+			}
+			nk := strconv.FormatInt(np, 10) + "/" + proto
+			if nodes[nk] {
+				c.add(RuleServiceDuplicatePort, path+".nodePort", "node port "+nk+" is used twice")
+			}
+			nodes[nk] = true
+		}
+	}
+}
