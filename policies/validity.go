@@ -15,8 +15,8 @@ import (
 // cross-field rules, the built-in admission plugins that run again after a webhook changed it
 // (Priority, RuntimeClass, ServiceAccount, LimitRanger, PodSecurity), and the existence of the
 // cluster objects it references. Only problems the object did not arrive with count ("no worse
-// than given"). When there are any, the policies are added back one by one, in application
-// order, each kept only when the result gains no new problem; the others are left out for this
+// than given"). When there are any, the policies are added back one by one, highest precedence
+// first, each kept only when the result gains no new problem; the others are left out for this
 // object (Result.Skipped), named in an admission warning and counted by rule.
 
 // Presence says whether a cluster object exists, as far as podpatch's caches know.
@@ -143,9 +143,16 @@ func fresh(got, given []Violation) []Violation {
 	return out
 }
 
+// MaxValidityPasses bounds how often keepValid goes over the policies it left out: a policy
+// may need another to be valid (a volumeMount and the volume it mounts), so those left out are
+// tried again with what was kept, until a pass keeps none or this many passes ran. An object
+// thus costs at most MaxValidityPasses applies per matching policy, and only when the policies
+// would make it invalid.
+const MaxValidityPasses = 3
+
 // keepValid leaves out the policies whose contribution makes the object invalid. out is the
 // result of applying every policy of l. In the common case (no new violation) it costs nothing
-// more; otherwise at most one apply per policy of l.
+// more than the check already done.
 func (s *Set) keepValid(in Input, patchOnly bool, env *checkEnv, manager Manager, l layers, out Result) (Result, error) {
 	if len(out.violations) == 0 {
 		return out, nil
@@ -154,24 +161,43 @@ func (s *Set) keepValid(in Input, patchOnly bool, env *checkEnv, manager Manager
 	if len(fresh(out.violations, given)) == 0 {
 		return out, nil // no worse than given
 	}
-	order := l.all()
-	keep := make(map[*Policy]bool, len(order))
+	// Highest precedence first (enforce, then merges, then defaults): where two policies
+	// conflict, precedence decides which stays, as it decides which value wins, and a default
+	// whose value a higher policy replaces stays, harmless. (Lowest first would leave out a
+	// default that breaks the object only without the policy that overrides it; the next
+	// admission of the result would keep it: not idempotent.)
+	pending := slices.Clone(l.all())
+	slices.Reverse(pending)
+	keep := make(map[*Policy]bool, len(pending))
 	best := Result{Object: in.Object}
-	var skipped []Skipped
-	for _, p := range order {
-		keep[p] = true
-		res, _, err := s.applyLayers(in, patchOnly, nil, manager, l.only(keep), env)
-		if err != nil {
-			return Result{Object: in.Object}, err
+	why := map[*Policy]Violation{}
+	for pass := 0; pass < MaxValidityPasses && len(pending) > 0; pass++ {
+		var next []*Policy
+		for _, p := range pending {
+			keep[p] = true
+			res, _, err := s.applyLayers(in, patchOnly, nil, manager, l.only(keep), env)
+			if err != nil {
+				return Result{Object: in.Object}, err
+			}
+			if v := fresh(res.violations, given); len(v) > 0 {
+				delete(keep, p)
+				why[p] = v[0]
+				next = append(next, p)
+				continue
+			}
+			delete(why, p)
+			best = res
 		}
-		if v := fresh(res.violations, given); len(v) > 0 {
-			delete(keep, p)
-			skipped = append(skipped, Skipped{Policy: p, Violation: v[0]})
-			continue
+		if len(next) == len(pending) {
+			break // nothing more can be kept
 		}
-		best = res
+		pending = next
 	}
-	best.Skipped = skipped
+	for _, p := range l.all() { // in application order
+		if v, left := why[p]; left {
+			best.Skipped = append(best.Skipped, Skipped{Policy: p, Violation: v})
+		}
+	}
 	best.Warnings = append(best.Warnings, out.Warnings...)
 	return best, nil
 }

@@ -1,0 +1,445 @@
+package policies
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
+)
+
+// fakeCluster is a Cluster whose caches hold what a test says; unknown answers Unknown to all.
+type fakeCluster struct {
+	unknown  bool
+	priority map[string]PriorityClassInfo
+	runtime  map[string]RuntimeClassInfo
+	accounts map[string]bool // namespace/name
+	limits   map[string][]corev1.LimitRangeItem
+}
+
+func (f *fakeCluster) PriorityClass(name string) (PriorityClassInfo, Presence) {
+	if f.unknown {
+		return PriorityClassInfo{}, Unknown
+	}
+	if pc, ok := f.priority[name]; ok {
+		return pc, Present
+	}
+	return PriorityClassInfo{}, Absent
+}
+
+func (f *fakeCluster) RuntimeClass(name string) (RuntimeClassInfo, Presence) {
+	if f.unknown {
+		return RuntimeClassInfo{}, Unknown
+	}
+	if rc, ok := f.runtime[name]; ok {
+		return rc, Present
+	}
+	return RuntimeClassInfo{}, Absent
+}
+
+func (f *fakeCluster) ServiceAccount(ns, name string) Presence {
+	switch {
+	case f.unknown:
+		return Unknown
+	case f.accounts[ns+"/"+name]:
+		return Present
+	}
+	return Absent
+}
+
+func (f *fakeCluster) LimitRanges(ns string) ([]corev1.LimitRangeItem, bool) {
+	return f.limits[ns], !f.unknown
+}
+
+// fixtureJSON reads a manager fixture as JSON, with edits applied to its decoded form.
+func fixtureJSON(t testing.TB, name string, edit func(obj map[string]any)) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "fixtures", name))
+	require.NoError(t, err)
+	js, err := yaml.YAMLToJSON(b)
+	require.NoError(t, err)
+	if edit == nil {
+		return js
+	}
+	var obj map[string]any
+	require.NoError(t, json.Unmarshal(js, &obj))
+	edit(obj)
+	js, err = json.Marshal(obj)
+	require.NoError(t, err)
+	return js
+}
+
+// platformSet compiles platform policy documents, each given as the YAML of its spec, named
+// p1, p2, … in order (one ConfigMap, one key, so application order is document order within
+// a mode).
+func platformSet(t testing.TB, specs ...string) *Set {
+	t.Helper()
+	var docs []string
+	for i, s := range specs {
+		docs = append(docs, fmt.Sprintf("apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: p%d}\nspec:\n%s", i+1, indent(s)))
+	}
+	ps, probs := ParseConfigMap(policyConfigMap(DefaultPlatformNamespace, map[string]string{"p.yaml": strings.Join(docs, "---\n")}), DefaultOptions())
+	require.Empty(t, probs)
+	return NewSet(ps)
+}
+
+func indent(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = "  " + l
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// subset compiles the named policies of a set built by platformSet.
+func subset(t testing.TB, s *Set, names ...string) *Set {
+	var ps []*Policy
+	for _, list := range s.platform.buckets {
+		for _, p := range list {
+			if slices.Contains(names, p.Name) && !slices.Contains(ps, p) {
+				ps = append(ps, p)
+			}
+		}
+	}
+	require.Len(t, ps, len(names))
+	return NewSet(ps)
+}
+
+func objectOf(t testing.TB, js []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(js, &m))
+	return m
+}
+
+// freshViolations checks an applied result the way keepValid does, independently of it.
+func freshViolations(in Input, out []byte) []Violation {
+	ns := in.Namespace
+	var obj struct {
+		Metadata struct{ Namespace string } `json:"metadata"`
+	}
+	if json.Unmarshal(in.Object, &obj) == nil && obj.Metadata.Namespace != "" {
+		ns = obj.Metadata.Namespace
+	}
+	env := &checkEnv{kind: in.Kind, namespace: ns, namespaceLabels: in.NamespaceLabels, cluster: in.Cluster}
+	return fresh(env.checkInput(out), env.checkInput(in.Object))
+}
+
+// TestValidityRegressions: one case per class of issue 20's rejections, on a real manager
+// fixture. Each names the policies that must be left out and the rule; the result must be the
+// object that applying only the kept policies gives, with no violation the input did not have.
+func TestValidityRegressions(t *testing.T) {
+	gpu := func(obj map[string]any) {
+		c := obj["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+		r := c["resources"].(map[string]any)
+		r["limits"].(map[string]any)["nvidia.com/gpu"] = "2"
+		r["requests"].(map[string]any)["nvidia.com/gpu"] = "2"
+	}
+	withSA := func(obj map[string]any) {
+		spec := obj["spec"].(map[string]any)
+		spec["serviceAccountName"], spec["serviceAccount"] = "default", "default"
+	}
+	cluster := &fakeCluster{
+		priority: map[string]PriorityClassInfo{"high": {Value: 1000}, "batch-low": {Value: -10, PreemptionPolicy: "Never"}},
+		runtime:  map[string]RuntimeClassInfo{"gvisor": {NodeSelector: map[string]string{"sandbox": "gvisor"}, Overhead: corev1.ResourceList{"memory": resource.MustParse("64Mi")}}},
+		accounts: map[string]bool{"default/default": true, "default/dask": true, "spark-jobs/default": true},
+		limits: map[string][]corev1.LimitRangeItem{"default": {{Type: corev1.LimitTypeContainer,
+			Max: corev1.ResourceList{"memory": resource.MustParse("8Gi")}}}},
+	}
+	for _, c := range []struct {
+		name     string
+		fixture  string
+		edit     func(map[string]any)
+		nsLabels map[string]string
+		cluster  Cluster
+		specs    []string
+		skipped  map[string]string // policy name → rule
+		adjusted int
+	}{
+		{name: "priority class set by a default policy: spec.priority removed, offline", fixture: "dask-operator/worker-pod.yaml",
+			specs: []string{"mode: default\ntemplate: {spec: {priorityClassName: high}}"}, adjusted: 2},
+		{name: "priority class set by a default policy: spec.priority removed, with the class", fixture: "spark/executor-pod.yaml",
+			cluster: cluster, specs: []string{"mode: default\ntemplate: {spec: {priorityClassName: batch-low}}"}, adjusted: 2},
+		{name: "priority class that does not exist", fixture: "dask-operator/worker-pod.yaml", cluster: cluster,
+			specs:   []string{"mode: default\ntemplate: {spec: {priorityClassName: missing}}", "template: {metadata: {labels: {team: a}}}"},
+			skipped: map[string]string{"p1": RulePriorityClassNotFound}},
+		{name: "runtime class that does not exist", fixture: "dask-operator/worker-pod.yaml", cluster: cluster,
+			specs:   []string{"template: {spec: {runtimeClassName: kata}}"},
+			skipped: map[string]string{"p1": RuleRuntimeClassNotFound}},
+		{name: "runtime class whose scheduling conflicts with the pod's node selector", fixture: "dask-operator/worker-pod.yaml", cluster: cluster,
+			specs:   []string{"template: {spec: {nodeSelector: {sandbox: none}}}", "template: {spec: {runtimeClassName: gvisor}}"},
+			skipped: map[string]string{"p1": RuleRuntimeClassScheduling}},
+		{name: "runtime class changed: overhead removed", fixture: "dask-operator/worker-pod.yaml", cluster: cluster,
+			edit: func(obj map[string]any) {
+				obj["spec"].(map[string]any)["runtimeClassName"] = "gvisor"
+				obj["spec"].(map[string]any)["overhead"] = map[string]any{"memory": "64Mi"}
+			},
+			specs: []string{"template: {spec: {runtimeClassName: null}}"}, adjusted: 1},
+		{name: "service account that does not exist", fixture: "dask-operator/worker-pod.yaml", edit: withSA, cluster: cluster,
+			specs:   []string{"template: {spec: {serviceAccountName: ghost}}"},
+			skipped: map[string]string{"p1": RuleServiceAccountNotFound}},
+		{name: "service account changed: the deprecated field follows", fixture: "dask-operator/worker-pod.yaml", edit: withSA, cluster: cluster,
+			specs: []string{"template: {spec: {serviceAccountName: dask}}"}, adjusted: 1},
+		{name: "limit above the namespace's LimitRange maximum", fixture: "dask-operator/worker-pod.yaml", cluster: cluster,
+			specs:   []string{"template: {spec: {containers: [{name: '*', resources: {limits: {memory: 16Gi}}}]}}"},
+			skipped: map[string]string{"p1": RuleLimitRange}},
+		{name: "PodSecurity restricted: a hostPath volume", fixture: "spark/executor-pod.yaml",
+			nsLabels: map[string]string{PodSecurityEnforceLabel: "baseline"},
+			specs:    []string{"template: {spec: {volumes: [{name: host, hostPath: {path: /var/log}}]}}", "template: {spec: {nodeSelector: {pool: a}}}"},
+			skipped:  map[string]string{"p1": RulePodSecurity}},
+		{name: "PodSecurity restricted: a sidecar that may escalate", fixture: "spark/executor-pod.yaml",
+			nsLabels: map[string]string{PodSecurityEnforceLabel: "restricted"},
+			specs:    []string{"template: {spec: {containers: [{name: log-shipper, image: fluent/fluent-bit:3.0}]}}"},
+			skipped:  map[string]string{"p1": RulePodSecurity}},
+		{name: "Spark executor: a request raised above its equal limit", fixture: "spark/executor-pod.yaml",
+			specs:   []string{"template: {spec: {containers: [{name: '*', resources: {requests: {memory: 4Gi}}}]}}", "template: {spec: {containers: [{name: '*', resources: {requests: {cpu: '2'}}}]}}"},
+			skipped: map[string]string{"p1": RuleRequestAboveLimit}},
+		{name: "extended resource whose limit no longer equals its request", fixture: "dask-operator/worker-pod.yaml", edit: gpu,
+			specs:   []string{"template: {spec: {containers: [{name: '@main', resources: {limits: {nvidia.com/gpu: '1'}}}]}}"},
+			skipped: map[string]string{"p1": RuleExtendedResourceLimit}},
+		{name: "container port name taken by another port", fixture: "spark/executor-pod.yaml",
+			specs:   []string{"template: {spec: {containers: [{name: '*', ports: [{containerPort: 9999, name: blockmanager}]}]}}"},
+			skipped: map[string]string{"p1": RuleDuplicatePortName}},
+		{name: "init container named as a container", fixture: "spark/executor-pod.yaml",
+			specs:   []string{"template: {spec: {initContainers: [{name: spark-kubernetes-executor, image: busybox:1.36}]}}"},
+			skipped: map[string]string{"p1": RuleDuplicateContainer}},
+		{name: "volume mount without its volume", fixture: "spark/executor-pod.yaml",
+			specs:   []string{"template: {spec: {containers: [{name: '*', volumeMounts: [{name: scratch, mountPath: /scratch}]}]}}", "template: {spec: {volumes: [{name: other, emptyDir: {}}]}}"},
+			skipped: map[string]string{"p1": RuleMountWithoutVolume}},
+		{name: "subPathExpr merged into a mount with a subPath", fixture: "spark/executor-pod.yaml",
+			edit: func(obj map[string]any) {
+				c := obj["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+				c["volumeMounts"].([]any)[0].(map[string]any)["subPath"] = "conf"
+			},
+			specs:   []string{"template: {spec: {containers: [{name: '*', volumeMounts: [{mountPath: /opt/spark/conf, name: spark-conf-volume-exec, subPathExpr: $(POD)}]}]}}"},
+			skipped: map[string]string{"p1": RuleMountSubPath}},
+		{name: "headless Service made a LoadBalancer", fixture: "dask-gateway/scheduler-service.yaml",
+			specs:   []string{"service: {spec: {type: LoadBalancer}}", "service: {metadata: {annotations: {team: a}}}"},
+			skipped: map[string]string{"p1": RuleServiceHeadlessExternal}},
+		{name: "a port without a name added to a Service with ports", fixture: "flink/rest-service.yaml",
+			specs:   []string{"service: {spec: {ports: [{port: 9999}]}}"},
+			skipped: map[string]string{"p1": RuleServicePortName}},
+		{name: "conflicting policies: the one of higher precedence stays", fixture: "flink/rest-service.yaml",
+			specs: []string{"service: {spec: {sessionAffinity: ClientIP, sessionAffinityConfig: {clientIP: {timeoutSeconds: 60}}}}",
+				"mode: enforce\nservice: {spec: {sessionAffinity: None}}"},
+			skipped: map[string]string{"p1": RuleServiceSessionAffinity}},
+		{name: "an enforce policy can be left out too", fixture: "kuberay/worker-pod.yaml", cluster: cluster,
+			specs:   []string{"mode: enforce\ntemplate: {spec: {runtimeClassName: kata}}", "template: {metadata: {labels: {team: a}}}"},
+			skipped: map[string]string{"p1": RuleRuntimeClassNotFound}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			kind := KindPod
+			if strings.Contains(c.fixture, "service") {
+				kind = KindService
+			}
+			in := Input{Kind: kind, Object: fixtureJSON(t, c.fixture, c.edit), Namespace: "default", NamespaceLabels: c.nsLabels, Cluster: c.cluster}
+			s := platformSet(t, c.specs...)
+			res, err := s.Apply(in)
+			require.NoError(t, err)
+			got := map[string]string{}
+			for _, sk := range res.Skipped {
+				got[sk.Policy.Name] = sk.Violation.Rule
+				require.NotContains(t, res.Applied, sk.Policy)
+				require.Equal(t, sk.Policy.Mode == ModeEnforce, strings.Contains(sk.String(), "enforce policy"), sk.String())
+			}
+			if c.skipped == nil {
+				c.skipped = map[string]string{}
+			}
+			require.Equal(t, c.skipped, got)
+			require.Len(t, res.Adjusted, c.adjusted, "%v", res.Adjusted)
+			require.Empty(t, freshViolations(in, res.Object))
+
+			// The result is what the kept policies alone give.
+			var kept []string
+			for i := range c.specs {
+				if name := fmt.Sprintf("p%d", i+1); got[name] == "" {
+					kept = append(kept, name)
+				}
+			}
+			want := in.Object
+			if len(kept) > 0 {
+				wres, err := subset(t, s, kept...).Apply(in)
+				require.NoError(t, err)
+				require.Empty(t, wres.Skipped)
+				want = wres.Object
+			}
+			require.Equal(t, objectOf(t, want), objectOf(t, res.Object))
+
+			// Idempotent: admission may be re-invoked with the result.
+			again, err := s.Apply(Input{Kind: kind, Object: res.Object, Namespace: "default", NamespaceLabels: c.nsLabels, Cluster: c.cluster})
+			require.NoError(t, err)
+			require.Equal(t, objectOf(t, res.Object), objectOf(t, again.Object))
+		})
+	}
+}
+
+// TestPriorityCoupling: a changed priority class removes the computed priority and preemption
+// policy (lint keeps policies from setting them); an unchanged class keeps them.
+func TestPriorityCoupling(t *testing.T) {
+	in := Input{Kind: KindPod, Object: fixtureJSON(t, "dask-operator/worker-pod.yaml", nil), Namespace: "default"}
+	spec := func(s *Set) map[string]any {
+		res, err := s.Apply(in)
+		require.NoError(t, err)
+		return objectOf(t, res.Object)["spec"].(map[string]any)
+	}
+	got := spec(platformSet(t, "mode: default\ntemplate: {spec: {priorityClassName: high}}"))
+	require.Equal(t, "high", got["priorityClassName"])
+	require.NotContains(t, got, "priority")
+	require.NotContains(t, got, "preemptionPolicy")
+
+	got = spec(platformSet(t, "template: {spec: {nodeSelector: {a: b}}}"))
+	require.EqualValues(t, 0, got["priority"])
+	require.Equal(t, "PreemptLowerPriority", got["preemptionPolicy"])
+}
+
+// TestValidityUnknownCluster: caches that have not synced know nothing, so no policy is left out
+// for a reference they cannot check.
+func TestValidityUnknownCluster(t *testing.T) {
+	s := platformSet(t, "template: {spec: {priorityClassName: ghost, runtimeClassName: ghost, serviceAccountName: ghost}}")
+	for _, cl := range []Cluster{nil, &fakeCluster{unknown: true}} {
+		res, err := s.Apply(Input{Kind: KindPod, Object: fixtureJSON(t, "dask-operator/worker-pod.yaml", nil), Namespace: "default", Cluster: cl})
+		require.NoError(t, err)
+		require.Empty(t, res.Skipped)
+		require.Len(t, res.Applied, 1)
+	}
+}
+
+// TestValidityNoWorseThanGiven: a violation the object arrived with does not count against a
+// policy.
+func TestValidityNoWorseThanGiven(t *testing.T) {
+	broken := fixtureJSON(t, "spark/executor-pod.yaml", func(obj map[string]any) {
+		c := obj["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+		c["resources"].(map[string]any)["requests"].(map[string]any)["memory"] = "2Gi" // above its 1408Mi limit
+	})
+	s := platformSet(t, "template: {spec: {nodeSelector: {pool: a}}}")
+	res, err := s.Apply(Input{Kind: KindPod, Object: broken, Namespace: "default"})
+	require.NoError(t, err)
+	require.Empty(t, res.Skipped)
+	require.Equal(t, "a", objectOf(t, res.Object)["spec"].(map[string]any)["nodeSelector"].(map[string]any)["pool"])
+}
+
+// TestCheckRules: the checker on objects written for one rule each, for the rules lint keeps
+// out of single policies (the object or another policy supplies the other half).
+func TestCheckRules(t *testing.T) {
+	svc := func(spec string) []byte {
+		js, err := yaml.YAMLToJSON([]byte("apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: " + spec))
+		require.NoError(t, err)
+		return js
+	}
+	for _, c := range []struct {
+		name string
+		obj  []byte
+		want []string
+	}{
+		{"valid", svc("{ports: [{port: 80}]}"), nil},
+		{"externalTrafficPolicy on ClusterIP", svc("{externalTrafficPolicy: Local, ports: [{port: 80}]}"), []string{RuleServiceTypeField}},
+		{"externalTrafficPolicy with externalIPs", svc("{externalTrafficPolicy: Local, externalIPs: [1.2.3.4], ports: [{port: 80}]}"), nil},
+		{"loadBalancerSourceRanges on NodePort", svc("{type: NodePort, loadBalancerSourceRanges: [10.0.0.0/8], ports: [{port: 80}]}"), []string{RuleServiceTypeField}},
+		{"nodePort on ClusterIP", svc("{ports: [{port: 80, nodePort: 30000}]}"), []string{RuleServiceTypeField}},
+		{"healthCheckNodePort without Local", svc("{type: LoadBalancer, healthCheckNodePort: 30001, ports: [{port: 80}]}"), []string{RuleServiceTypeField}},
+		{"duplicate port", svc("{ports: [{port: 80, name: a}, {port: 80, name: b}]}"), []string{RuleServiceDuplicatePort}},
+		{"no ports", svc("{type: ClusterIP}"), []string{RuleServicePortsRequired}},
+		{"headless without ports", svc("{clusterIP: None}"), nil},
+		{"ExternalName without a name", svc("{type: ExternalName}"), []string{RuleServiceExternalName}},
+		{"sessionAffinityConfig with None", svc("{sessionAffinity: None, sessionAffinityConfig: {clientIP: {timeoutSeconds: 5}}, ports: [{port: 80}]}"), []string{RuleServiceSessionAffinity}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := &checkEnv{kind: KindService}
+			var got []string
+			for _, v := range env.checkInput(c.obj) {
+				got = append(got, v.Rule)
+			}
+			require.Equal(t, c.want, got)
+		})
+	}
+}
+
+// TestValidityProperty: random lint-valid policy sets on every manager fixture, against random
+// cluster contents: the result never has a violation its input did not have, and applying it
+// again changes nothing.
+func TestValidityProperty(t *testing.T) {
+	rng := rand.New(rand.NewSource(20))
+	fragments := []string{
+		"template: {spec: {priorityClassName: high}}",
+		"template: {spec: {priorityClassName: ghost}}",
+		"template: {spec: {runtimeClassName: gvisor}}",
+		"template: {spec: {serviceAccountName: ghost}}",
+		"template: {spec: {nodeSelector: {sandbox: none}}}",
+		"template: {spec: {containers: [{name: '*', resources: {requests: {memory: 4Gi}}}]}}",
+		"template: {spec: {containers: [{name: '*', resources: {limits: {memory: 512Mi}}}]}}",
+		"template: {spec: {containers: [{name: '*', resources: {limits: {memory: 64Gi}}}]}}",
+		"template: {spec: {containers: [{name: '@main', resources: {limits: {nvidia.com/gpu: '1'}}}]}}",
+		"template: {spec: {containers: [{name: '*', resources: {requests: {cpu: '3'}, limits: {cpu: '4'}}}]}}",
+		"template: {spec: {containers: [{name: '*', ports: [{containerPort: 9999, name: http-dashboard}]}]}}",
+		"template: {spec: {containers: [{name: '*', ports: [{containerPort: 9998, name: blockmanager}]}]}}",
+		"template: {spec: {containers: [{name: '*', volumeMounts: [{name: scratch, mountPath: /scratch}]}]}}",
+		"template: {spec: {volumes: [{name: scratch, emptyDir: {}}]}}",
+		"template: {spec: {volumes: [{name: host, hostPath: {path: /var/log}}]}}",
+		"template: {spec: {initContainers: [{name: worker, image: busybox:1.36}]}}",
+		"template: {spec: {containers: [{name: sidecar, image: busybox:1.36, securityContext: {privileged: true}}]}}",
+		"template: {spec: {hostNetwork: true}}",
+		"template: {metadata: {labels: {team: a}}}",
+		"service: {spec: {type: LoadBalancer}}",
+		"service: {spec: {type: NodePort, externalTrafficPolicy: Local}}",
+		"service: {spec: {ports: [{port: 9999}]}}",
+		"service: {spec: {ports: [{port: 9997, name: http-dashboard}]}}",
+		"service: {spec: {sessionAffinity: ClientIP, sessionAffinityConfig: {clientIP: {timeoutSeconds: 60}}}}",
+		"service: {spec: {sessionAffinity: None}}",
+		"service: {metadata: {annotations: {a: b}}}",
+	}
+	modes := []string{"", "mode: default\n", "mode: enforce\n"}
+	files, err := filepath.Glob(filepath.Join("testdata", "fixtures", "*", "*.yaml"))
+	require.NoError(t, err)
+	clusters := []Cluster{nil, &fakeCluster{unknown: true}, &fakeCluster{
+		priority: map[string]PriorityClassInfo{"high": {Value: 1000}},
+		runtime:  map[string]RuntimeClassInfo{"gvisor": {NodeSelector: map[string]string{"sandbox": "gvisor"}}},
+		limits:   map[string][]corev1.LimitRangeItem{"default": {{Type: corev1.LimitTypeContainer, Max: corev1.ResourceList{"memory": resource.MustParse("8Gi")}}}},
+	}}
+	levels := []map[string]string{nil, {PodSecurityEnforceLabel: "baseline"}, {PodSecurityEnforceLabel: "restricted"}}
+	for round := 0; round < 150; round++ {
+		var specs []string
+		for range 1 + rng.Intn(5) {
+			specs = append(specs, modes[rng.Intn(len(modes))]+fragments[rng.Intn(len(fragments))])
+		}
+		s := platformSet(t, specs...)
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			require.NoError(t, err)
+			js, err := yaml.YAMLToJSON(b)
+			require.NoError(t, err)
+			kind := Kind(strOf(objectOf(t, js)["kind"]))
+			if kind != KindPod && kind != KindService {
+				continue
+			}
+			in := Input{Kind: kind, Object: js, Namespace: "default", Cluster: clusters[rng.Intn(len(clusters))],
+				NamespaceLabels: levels[rng.Intn(len(levels))]}
+			res, err := s.Apply(in)
+			require.NoError(t, err)
+			require.Empty(t, freshViolations(in, res.Object), "%s with %q", f, specs)
+			again := in
+			again.Object = res.Object
+			res2, err := s.Apply(again)
+			require.NoError(t, err)
+			require.Equal(t, objectOf(t, res.Object), objectOf(t, res2.Object), "%s with %q", f, specs)
+			// The webhook's JSONPatch gives the same object.
+			pres, err := s.Patch(in)
+			require.NoError(t, err)
+			if pres.Patch != nil {
+				ops, err := jsonpatch.DecodePatch(pres.Patch)
+				require.NoError(t, err)
+				patched, err := ops.Apply(in.Object)
+				require.NoError(t, err)
+				require.Equal(t, objectOf(t, res.Object), objectOf(t, patched))
+			}
+		}
+	}
+}
