@@ -31,6 +31,9 @@ const (
 	// ReasonNamespaceLimit: the namespace holds more than MaxNamespacePolicies policies; the
 	// ConfigMaps past it are left out.
 	ReasonNamespaceLimit Reason = "namespace_limit"
+	// ReasonPolicySkipped: a policy was left out because it would have made the object invalid
+	// (SPEC §8); podpatch_policy_skipped_total counts each by rule.
+	ReasonPolicySkipped Reason = "policy_skipped"
 )
 
 // The stages at which a request can run out of budget: the stage label of
