@@ -443,3 +443,37 @@ func TestValidityProperty(t *testing.T) {
 		}
 	}
 }
+
+// TestLintValidity: what lint knows offline about SPEC §8's rules is an error naming the field;
+// what depends on the object is not.
+func TestLintValidity(t *testing.T) {
+	for _, c := range []struct {
+		name, spec, field string // field "" = valid
+	}{
+		{"extended resource requested without a limit", "template: {spec: {containers: [{name: '*', resources: {requests: {nvidia.com/gpu: '1'}}}]}}",
+			"spec.template.spec.containers[0].resources.limits[nvidia.com/gpu]"},
+		{"huge pages requested without a limit", "template: {spec: {containers: [{name: '@main', resources: {requests: {hugepages-2Mi: 4Mi}}}]}}",
+			"spec.template.spec.containers[0].resources.limits[hugepages-2Mi]"},
+		{"extended resource with its limit", "template: {spec: {containers: [{name: '*', resources: {requests: {nvidia.com/gpu: '1'}, limits: {nvidia.com/gpu: '1'}}}]}}", ""},
+		{"extended resource limit alone (the request defaults to it)", "template: {spec: {containers: [{name: '*', resources: {limits: {nvidia.com/gpu: '1'}}}]}}", ""},
+		{"two ports of one entry with one name", "template: {spec: {containers: [{name: '*', ports: [{containerPort: 1, name: a}, {containerPort: 2, name: a}]}]}}",
+			"spec.template.spec.containers[0].ports[1].name"},
+		{"a container and an init container of one name", "template: {spec: {containers: [{name: x, image: a}], initContainers: [{name: x, image: b}]}}",
+			"spec.template.spec.containers[0].name"},
+		{"sessionAffinityConfig with sessionAffinity None", "service: {spec: {sessionAffinity: None, sessionAffinityConfig: {clientIP: {timeoutSeconds: 5}}}}",
+			"spec.service.spec.sessionAffinityConfig"},
+		{"unnamed Service ports (they may merge into named ones)", "service: {spec: {ports: [{port: 1}, {port: 2}]}}", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			text := docHead + "spec:\n" + indent(c.spec)
+			ps, probs := ParseConfigMap(policyConfigMap(DefaultPlatformNamespace, map[string]string{"p.yaml": text}), DefaultOptions())
+			if c.field == "" {
+				require.Empty(t, probs)
+				require.Len(t, ps, 1)
+				return
+			}
+			require.Len(t, probs, 1, probs.Error())
+			require.Equal(t, c.field, probs[0].Err.Field)
+		})
+	}
+}
