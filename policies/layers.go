@@ -215,12 +215,9 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 	res.Applied = l.all()
 	st := &applyState{t: t, done: in.Done}
 	var owned map[string]bool
-	var before map[string]string // the coupled fields as given
+	var before coupledValues // the coupled fields as given
 	if in.Kind == KindPod {
-		before = make(map[string]string, len(couplingFields))
-		for _, k := range couplingFields {
-			before[k] = specString(t, obj, k)
-		}
+		before.read(t, obj)
 		// Platform sidecars first, so that a namespace policy cannot claim their names; they
 		// are out of the namespace policies' reach (SPEC §3).
 		m := newMerger(st, in.Kind, false)
@@ -271,7 +268,7 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 	}
 	setAnnotation(t, obj, AppliedAnnotation, strings.Join(refs, ","))
 	if in.Kind == KindPod {
-		res.Adjusted = couple(t, obj, before, res.Applied)
+		res.Adjusted = couple(t, obj, &before, res.Applied)
 	}
 	res.violations = env.check(obj)
 	if in.Explain {

@@ -233,8 +233,8 @@ func specString(t *jsontree.Tree, obj map[string]any, k string) string {
 }
 
 // couple applies the coupled-field rules to a patched Pod whose spec carried before (the values
-// of the coupled fields as given), and returns what it changed, for --explain.
-func couple(t *jsontree.Tree, obj map[string]any, before map[string]string, applied []*Policy) []string {
+// of couplingFields as given), and returns what it changed, for --explain.
+func couple(t *jsontree.Tree, obj map[string]any, before *coupledValues, applied []*Policy) []string {
 	spec, ok := t.GetMap(obj, "spec")
 	if !ok {
 		return nil
@@ -242,7 +242,7 @@ func couple(t *jsontree.Tree, obj map[string]any, before map[string]string, appl
 	var adjusted []string
 	for _, c := range coupled {
 		now, _ := jsontree.Expand(spec[c.from]).(string)
-		if now == before[c.from] {
+		if now == before.of(c.from) {
 			continue
 		}
 		for _, r := range c.remove {
@@ -254,7 +254,7 @@ func couple(t *jsontree.Tree, obj map[string]any, before map[string]string, appl
 		}
 	}
 	// The deprecated spec.serviceAccount must name the same account as serviceAccountName.
-	if now, _ := jsontree.Expand(spec["serviceAccountName"]).(string); now != before["serviceAccountName"] {
+	if now, _ := jsontree.Expand(spec["serviceAccountName"]).(string); now != before.of("serviceAccountName") {
 		if old, present := jsontree.Expand(spec["serviceAccount"]).(string); present && old != now && !anySets(applied, "serviceAccount") {
 			if now == "" {
 				delete(spec, "serviceAccount")
@@ -268,7 +268,26 @@ func couple(t *jsontree.Tree, obj map[string]any, before map[string]string, appl
 }
 
 // couplingFields are the spec members couple compares with the object as given.
-var couplingFields = []string{"priorityClassName", "runtimeClassName", "serviceAccountName"}
+var couplingFields = [...]string{"priorityClassName", "runtimeClassName", "serviceAccountName"}
+
+// coupledValues are the values of couplingFields in the object as given.
+type coupledValues [len(couplingFields)]string
+
+// read records the values of couplingFields of a Pod.
+func (v *coupledValues) read(t *jsontree.Tree, obj map[string]any) {
+	for i, k := range couplingFields {
+		v[i] = specString(t, obj, k)
+	}
+}
+
+func (v *coupledValues) of(field string) string {
+	for i, k := range couplingFields {
+		if k == field {
+			return v[i]
+		}
+	}
+	return ""
+}
 
 // anySets reports whether a policy sets (not removes) a member of the pod spec.
 func anySets(ps []*Policy, member string) bool {

@@ -69,7 +69,7 @@ func (c *checker) podSecurity(spec map[string]any, volumes map[string]map[string
 	}
 	for _, ct := range containers {
 		sc := mapOf(ct.m["securityContext"])
-		path := ct.path + ".securityContext"
+		path := ct.at(".securityContext")
 		if boolOf(sc["privileged"]) {
 			bad(path+".privileged", "privileged containers are not allowed")
 		}
@@ -81,7 +81,7 @@ func (c *checker) podSecurity(spec map[string]any, volumes map[string]map[string
 		}
 		for _, p := range listOf(ct.m["ports"]) {
 			if hp, _ := numOf(mapOf(p)["hostPort"]); hp != 0 {
-				bad(ct.path+".ports", "host ports are not allowed")
+				bad(ct.at(".ports"), "host ports are not allowed")
 				break
 			}
 		}

@@ -141,12 +141,11 @@ func (c *checker) pod(obj map[string]any) {
 		for _, it := range listOf(spec[list]) {
 			cm := mapOf(it)
 			name := strOf(cm["name"])
-			path := item("spec."+list, name)
+			ct := container{list: list, name: name, m: cm, resources: resourcesOf(cm)}
 			if names[name] {
-				c.add(RuleDuplicateContainer, path, "container names must be unique across containers and initContainers")
+				c.add(RuleDuplicateContainer, ct.at(""), "container names must be unique across containers and initContainers")
 			}
 			names[name] = true
-			ct := container{path: path, m: cm, resources: resourcesOf(cm)}
 			containers = append(containers, ct)
 			c.ports(ct, hostPorts)
 			c.mounts(ct, volumes)
@@ -164,57 +163,74 @@ func (c *checker) pod(obj map[string]any) {
 
 // container is one container of a Pod being checked.
 type container struct {
-	path      string
-	m         map[string]any
-	resources containerResources
+	list, name string
+	m          map[string]any
+	resources  containerResources
 }
 
-// containerResources are a container's requests and limits.
+// at is the path of a field of the container (built only for a violation).
+func (ct container) at(rest string) string { return "spec." + ct.list + "[" + ct.name + "]" + rest }
+
+// containerResources are a container's requests and limits, quantities still unparsed.
 type containerResources struct {
-	requests, limits map[string]resource.Quantity
+	requests, limits map[string]any
 }
 
 func resourcesOf(cm map[string]any) containerResources {
 	r := mapOf(cm["resources"])
-	read := func(v any) map[string]resource.Quantity {
-		m := mapOf(v)
-		if len(m) == 0 {
-			return nil
-		}
-		out := make(map[string]resource.Quantity, len(m))
-		for k, x := range m {
-			if q, ok := quantityOf(x); ok {
-				out[k] = q
-			}
-		}
-		return out
-	}
-	return containerResources{requests: read(r["requests"]), limits: read(r["limits"])}
+	return containerResources{requests: mapOf(r["requests"]), limits: mapOf(r["limits"])}
 }
 
 // ports: names unique inside a container; host ports unique in the Pod.
 func (c *checker) ports(ct container, hostPorts map[string]bool) {
-	seen := map[string]bool{}
+	var seen map[string]bool
 	for _, it := range listOf(ct.m["ports"]) {
-		pm := mapOf(it)
-		if name := strOf(pm["name"]); name != "" {
+		name, hostPort := portOf(it)
+		if name != "" {
 			if seen[name] {
-				c.add(RuleDuplicatePortName, item(ct.path+".ports", name), "port names must be unique in a container")
+				c.add(RuleDuplicatePortName, ct.at(".ports["+name+"]"), "port names must be unique in a container")
+			}
+			if seen == nil {
+				seen = map[string]bool{}
 			}
 			seen[name] = true
 		}
-		if hp, _ := numOf(pm["hostPort"]); hp != 0 {
+		if hostPort {
+			pm := mapOf(it)
+			hp, _ := numOf(pm["hostPort"])
 			proto := strOf(pm["protocol"])
 			if proto == "" {
 				proto = "TCP"
 			}
 			k := strconv.FormatInt(hp, 10) + "/" + proto + "/" + strOf(pm["hostIP"])
 			if hostPorts[k] {
-				c.add(RuleDuplicateHostPort, ct.path+".ports", "host port "+k+" is used twice in the pod")
+				c.add(RuleDuplicateHostPort, ct.at(".ports"), "host port "+k+" is used twice in the pod")
 			}
 			hostPorts[k] = true
 		}
 	}
+}
+
+// portOf reads a container port's name and whether it has a host port, scanning it when it is
+// still raw rather than decoding it.
+func portOf(v any) (name string, hostPort bool) {
+	raw, ok := v.(json.RawMessage)
+	if !ok {
+		pm := mapOf(v)
+		hp, _ := numOf(pm["hostPort"])
+		return strOf(pm["name"]), hp != 0
+	}
+	jsontree.EachMember(raw, func(k, value []byte) {
+		switch string(k) {
+		case "name":
+			if jsontree.FirstByte(value) == '"' {
+				name = jsontree.Unquote(value)
+			}
+		case "hostPort":
+			hostPort = string(value) != "0" && jsontree.FirstByte(value) != 'n'
+		}
+	})
+	return name, hostPort
 }
 
 // mounts: every mount names a volume of the Pod, mount paths are unique in a container, and
@@ -224,26 +240,26 @@ func (c *checker) mounts(ct container, volumes map[string]map[string]any) {
 	for _, it := range listOf(ct.m["volumeMounts"]) {
 		mm := mapOf(it)
 		name, mp := strOf(mm["name"]), strOf(mm["mountPath"])
-		path := item(ct.path+".volumeMounts", mp)
+		path := func() string { return ct.at(".volumeMounts[" + mp + "]") }
 		if _, ok := volumes[name]; !ok {
-			c.add(RuleMountWithoutVolume, path, "mounts volume "+strconv.Quote(name)+", which the pod does not have")
+			c.add(RuleMountWithoutVolume, path(), "mounts volume "+strconv.Quote(name)+", which the pod does not have")
 		}
 		if paths[mp] {
-			c.add(RuleDuplicateMountPath, path, "mount paths must be unique in a container")
+			c.add(RuleDuplicateMountPath, path(), "mount paths must be unique in a container")
 		}
 		paths[mp] = true
 		sub, expr := strOf(mm["subPath"]), strOf(mm["subPathExpr"])
 		switch {
 		case sub != "" && expr != "":
-			c.add(RuleMountSubPath, path, "subPath and subPathExpr are mutually exclusive")
+			c.add(RuleMountSubPath, path(), "subPath and subPathExpr are mutually exclusive")
 		case sub != "" && (strings.HasPrefix(sub, "/") || hasDotDot(sub)):
-			c.add(RuleMountSubPath, path, "subPath must be a relative path without '..'")
+			c.add(RuleMountSubPath, path(), "subPath must be a relative path without '..'")
 		}
 	}
 	for _, it := range listOf(ct.m["volumeDevices"]) {
 		dm := mapOf(it)
 		if name := strOf(dm["name"]); volumes[name] == nil {
-			c.add(RuleMountWithoutVolume, item(ct.path+".volumeDevices", strOf(dm["devicePath"])), "uses volume "+strconv.Quote(name)+", which the pod does not have")
+			c.add(RuleMountWithoutVolume, ct.at(".volumeDevices["+strOf(dm["devicePath"])+"]"), "uses volume "+strconv.Quote(name)+", which the pod does not have")
 		}
 	}
 }
@@ -261,18 +277,26 @@ func hasDotDot(p string) bool {
 // their limit and need one.
 func (c *checker) resources(ct container) {
 	r := ct.resources
-	for name, req := range r.requests {
-		path := item(ct.path+".resources.requests", name)
-		lim, hasLimit := r.limits[name]
+	for name, rv := range r.requests {
+		req, ok := quantityOf(rv)
+		if !ok {
+			continue
+		}
+		path := func() string { return ct.at(".resources.requests[" + name + "]") }
+		lv, hasLimit := r.limits[name]
+		lim, ok := quantityOf(lv)
+		if hasLimit && !ok {
+			continue
+		}
 		switch {
 		case resourceOvercommitAllowed(name):
 			if hasLimit && req.Cmp(lim) > 0 {
-				c.add(RuleRequestAboveLimit, path, "the request "+req.String()+" is above the limit "+lim.String())
+				c.add(RuleRequestAboveLimit, path(), "the request "+req.String()+" is above the limit "+lim.String())
 			}
 		case !hasLimit:
-			c.add(RuleExtendedResourceLimit, path, name+" cannot be overcommitted: a request needs an equal limit")
+			c.add(RuleExtendedResourceLimit, path(), name+" cannot be overcommitted: a request needs an equal limit")
 		case req.Cmp(lim) != 0:
-			c.add(RuleExtendedResourceLimit, path, name+" cannot be overcommitted: the request "+req.String()+" must equal the limit "+lim.String())
+			c.add(RuleExtendedResourceLimit, path(), name+" cannot be overcommitted: the request "+req.String()+" must equal the limit "+lim.String())
 		}
 	}
 }
@@ -377,17 +401,17 @@ func (c *checker) limitRanges(containers []container) {
 			for rn, maxQ := range it.Max {
 				name := string(rn)
 				if l, ok := lim[name]; ok && l.Cmp(maxQ) > 0 {
-					c.add(RuleLimitRange, item(ct.path+".resources.limits", name), "above the namespace's LimitRange maximum "+maxQ.String())
+					c.add(RuleLimitRange, ct.at(".resources.limits["+name+"]"), "above the namespace's LimitRange maximum "+maxQ.String())
 				} else if !ok {
-					c.add(RuleLimitRange, item(ct.path+".resources.limits", name), "the namespace's LimitRange requires a limit (maximum "+maxQ.String()+")")
+					c.add(RuleLimitRange, ct.at(".resources.limits["+name+"]"), "the namespace's LimitRange requires a limit (maximum "+maxQ.String()+")")
 				}
 			}
 			for rn, minQ := range it.Min {
 				name := string(rn)
 				if r, ok := req[name]; ok && r.Cmp(minQ) < 0 {
-					c.add(RuleLimitRange, item(ct.path+".resources.requests", name), "below the namespace's LimitRange minimum "+minQ.String())
+					c.add(RuleLimitRange, ct.at(".resources.requests["+name+"]"), "below the namespace's LimitRange minimum "+minQ.String())
 				} else if !ok {
-					c.add(RuleLimitRange, item(ct.path+".resources.requests", name), "the namespace's LimitRange requires a request (minimum "+minQ.String()+")")
+					c.add(RuleLimitRange, ct.at(".resources.requests["+name+"]"), "the namespace's LimitRange requires a request (minimum "+minQ.String()+")")
 				}
 			}
 			for rn, ratio := range it.MaxLimitRequestRatio {
@@ -398,7 +422,7 @@ func (c *checker) limitRanges(containers []container) {
 					continue
 				}
 				if l.AsApproximateFloat64()/r.AsApproximateFloat64() > ratio.AsApproximateFloat64() {
-					c.add(RuleLimitRange, item(ct.path+".resources.limits", name), "limit to request ratio above the namespace's LimitRange maximum "+ratio.String())
+					c.add(RuleLimitRange, ct.at(".resources.limits["+name+"]"), "limit to request ratio above the namespace's LimitRange maximum "+ratio.String())
 				}
 			}
 		}
@@ -411,11 +435,14 @@ func defaultedResources(r containerResources, it corev1.LimitRangeItem) (req, li
 	req = make(map[string]resource.Quantity, len(r.requests)+len(r.limits))
 	lim = make(map[string]resource.Quantity, len(r.limits))
 	for k, v := range r.limits {
-		lim[k] = v
-		req[k] = v
+		if q, ok := quantityOf(v); ok {
+			lim[k], req[k] = q, q
+		}
 	}
 	for k, v := range r.requests {
-		req[k] = v
+		if q, ok := quantityOf(v); ok {
+			req[k] = q
+		}
 	}
 	for k, v := range it.Default {
 		if _, ok := lim[string(k)]; !ok {

@@ -477,3 +477,19 @@ func TestLintValidity(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkValidityCheck measures one check pass over a raw Spark executor Pod (the cost every
+// admission that patches a Pod adds; the object's own violations are looked at only when the
+// patched one has any).
+//
+//	go test ./policies -run '^$' -bench ValidityCheck -benchmem
+func BenchmarkValidityCheck(b *testing.B) {
+	js := fixtureJSON(b, "spark/executor-pod.yaml", nil)
+	env := &checkEnv{kind: KindPod, namespace: "spark-jobs"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if v := env.checkInput(js); len(v) != 0 {
+			b.Fatal(v)
+		}
+	}
+}
