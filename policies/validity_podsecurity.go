@@ -3,7 +3,6 @@ package policies
 import (
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // The Pod Security Standards as the PodSecurity admission plugin enforces them
@@ -25,7 +24,7 @@ var safeSysctls = []string{"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_ran
 	"net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl", "net.ipv4.tcp_keepalive_probes", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"}
 
 // restrictedVolumes are the volume sources the restricted level allows.
-var restrictedVolumes = []string{"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"}
+var restrictedVolumes = []string{"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "image", "persistentVolumeClaim", "projected", "secret"}
 
 // seLinuxTypes are the SELinux types the baseline level allows.
 var seLinuxTypes = []string{"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
@@ -85,6 +84,17 @@ func (c *checker) podSecurity(spec map[string]any, volumes map[string]map[string
 				break
 			}
 		}
+		for _, probe := range []string{"livenessProbe", "readinessProbe", "startupProbe"} {
+			if handlerHost(ct.m[probe]) {
+				bad(ct.at("."+probe), "probes may not set a host")
+			}
+		}
+		lifecycle := mapOf(ct.m["lifecycle"])
+		for _, hook := range []string{"postStart", "preStop"} {
+			if handlerHost(lifecycle[hook]) {
+				bad(ct.at(".lifecycle."+hook), "lifecycle handlers may not set a host")
+			}
+		}
 		seccomp := strOf(mapOf(sc["seccompProfile"])["type"])
 		if seccomp == "Unconfined" {
 			bad(path+".seccompProfile.type", "Unconfined is not allowed")
@@ -92,7 +102,7 @@ func (c *checker) podSecurity(spec map[string]any, volumes map[string]map[string
 		c.commonSecurity(path, sc, bad)
 		caps := mapOf(sc["capabilities"])
 		for _, a := range listOf(caps["add"]) {
-			name := strings.TrimPrefix(strOf(a), "CAP_")
+			name := strOf(a) // compared as written: CAP_CHOWN is not CHOWN to the plugin
 			if (restricted && name != "NET_BIND_SERVICE") || !slices.Contains(baselineCapabilities, name) {
 				bad(path+".capabilities.add", "capability "+strOf(a)+" is not allowed")
 			}
@@ -140,4 +150,10 @@ func (c *checker) commonSecurity(path string, sc map[string]any, bad func(fld, m
 			bad(path+".runAsUser", "must not be 0")
 		}
 	}
+}
+
+// handlerHost reports whether a probe or lifecycle handler sends its check to another host.
+func handlerHost(v any) bool {
+	h := mapOf(v)
+	return strOf(mapOf(h["httpGet"])["host"]) != "" || strOf(mapOf(h["tcpSocket"])["host"]) != ""
 }

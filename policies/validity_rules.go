@@ -135,10 +135,13 @@ func (c *checker) pod(obj map[string]any) {
 		volumes[name] = vm
 	}
 	names := map[string]bool{}
-	hostPorts := map[string]bool{}
 	var containers []container
 	for _, list := range []string{"initContainers", "containers"} {
+		hostPorts := map[string]bool{} // the regular containers' together
 		for _, it := range listOf(spec[list]) {
+			if list == "initContainers" {
+				clear(hostPorts) // each init container runs alone
+			}
 			cm := mapOf(it)
 			name := strOf(cm["name"])
 			ct := container{list: list, name: name, m: cm, resources: resourcesOf(cm)}
@@ -181,7 +184,8 @@ func resourcesOf(cm map[string]any) containerResources {
 	return containerResources{requests: mapOf(r["requests"]), limits: mapOf(r["limits"])}
 }
 
-// ports: names unique inside a container; host ports unique in the Pod.
+// ports: names unique inside a container; host ports unique among the regular containers (and
+// inside each init container).
 func (c *checker) ports(ct container, hostPorts map[string]bool) {
 	var seen map[string]bool
 	for _, it := range listOf(ct.m["ports"]) {
@@ -486,8 +490,9 @@ func (c *checker) service(obj map[string]any) {
 			c.add(RuleServiceExternalName, "spec.clusterIP", "may not be set for an ExternalName Service")
 		}
 	}
-	if !nodePorts && len(listOf(spec["externalIPs"])) == 0 {
-		only("externalTrafficPolicy", "for an externally reachable Service (NodePort, LoadBalancer, or externalIPs)")
+	clusterIP := typ == string(corev1.ServiceTypeClusterIP)
+	if !nodePorts && (!clusterIP || len(listOf(spec["externalIPs"])) == 0) {
+		only("externalTrafficPolicy", "for an externally reachable Service (NodePort, LoadBalancer, or ClusterIP with externalIPs)")
 	}
 	if hc, _ := numOf(spec["healthCheckNodePort"]); hc != 0 && (!lb || strOf(spec["externalTrafficPolicy"]) != string(corev1.ServiceExternalTrafficPolicyLocal)) {
 		c.add(RuleServiceTypeField, "spec.healthCheckNodePort", "may be set only with type LoadBalancer and externalTrafficPolicy Local")
@@ -498,6 +503,9 @@ func (c *checker) service(obj map[string]any) {
 		}
 		only("loadBalancerClass", "for type LoadBalancer")
 		only("allocateLoadBalancerNodePorts", "for type LoadBalancer")
+		if _, ok := mapOf(mapOf(obj["metadata"])["annotations"])[corev1.AnnotationLoadBalancerSourceRangesKey]; ok {
+			c.add(RuleServiceTypeField, "metadata.annotations["+corev1.AnnotationLoadBalancerSourceRangesKey+"]", "may be set only for type LoadBalancer, not "+typ)
+		}
 	}
 	if mapOf(spec["sessionAffinityConfig"]) != nil && strOf(spec["sessionAffinity"]) != string(corev1.ServiceAffinityClientIP) {
 		c.add(RuleServiceSessionAffinity, "spec.sessionAffinityConfig", "may be set only with sessionAffinity ClientIP")
@@ -531,8 +539,8 @@ func (c *checker) service(obj map[string]any) {
 		}
 		keys[key] = true
 		if np, _ := numOf(pm["nodePort"]); np != 0 {
-			if !nodePorts {
-				c.add(RuleServiceTypeField, path+".nodePort", "may be set only for type NodePort or LoadBalancer, not "+typ)
+			if clusterIP {
+				c.add(RuleServiceTypeField, path+".nodePort", "may not be set for type ClusterIP")
 			}
 			nk := strconv.FormatInt(np, 10) + "/" + proto
 			if nodes[nk] {

@@ -43,6 +43,10 @@ func NewReferences(cfg *rest.Config) (*References, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newReferences(cs, md)
+}
+
+func newReferences(cs kubernetes.Interface, md metadata.Interface) (*References, error) {
 	r := &References{
 		factory:  informers.NewSharedInformerFactory(cs, 0),
 		metadata: metadatainformer.NewSharedInformerFactory(md, 0),
@@ -98,13 +102,19 @@ func (r *References) PriorityClass(name string) (policies.PriorityClassInfo, pol
 		}
 		return out
 	}
-	if name == "" { // the global default, if any (a cluster has a handful of classes)
+	if name == "" {
+		// The global default, if any; with several (a race), the lowest, as the plugin picks.
+		// A cluster has a handful of classes.
+		var def *schedulingv1.PriorityClass
 		for _, obj := range r.priority.GetStore().List() {
-			if pc, ok := obj.(*schedulingv1.PriorityClass); ok && pc.GlobalDefault {
-				return info(pc), policies.Present
+			if pc, ok := obj.(*schedulingv1.PriorityClass); ok && pc.GlobalDefault && (def == nil || pc.Value < def.Value) {
+				def = pc
 			}
 		}
-		return policies.PriorityClassInfo{}, policies.Absent
+		if def == nil {
+			return policies.PriorityClassInfo{}, policies.Absent
+		}
+		return info(def), policies.Present
 	}
 	obj, ok, err := r.priority.GetStore().GetByKey(name)
 	if err != nil {
