@@ -351,6 +351,8 @@ func TestCheckRules(t *testing.T) {
 		{"headless without ports", svc("{clusterIP: None}"), nil},
 		{"ExternalName without a name", svc("{type: ExternalName}"), []string{RuleServiceExternalName}},
 		{"sessionAffinityConfig with None", svc("{sessionAffinity: None, sessionAffinityConfig: {clientIP: {timeoutSeconds: 5}}, ports: [{port: 80}]}"), []string{RuleServiceSessionAffinity}},
+		{"nodePort on ExternalName", svc("{type: ExternalName, externalName: a.example, ports: [{port: 80, nodePort: 30000}]}"), nil},
+		{"externalTrafficPolicy on ExternalName with externalIPs", svc("{type: ExternalName, externalName: a.example, externalIPs: [1.2.3.4], externalTrafficPolicy: Local}"), []string{RuleServiceTypeField}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := &checkEnv{kind: KindService}
@@ -491,5 +493,51 @@ func BenchmarkValidityCheck(b *testing.B) {
 		if v := env.checkInput(js); len(v) != 0 {
 			b.Fatal(v)
 		}
+	}
+}
+
+// TestCheckPodRules: the checker on Pods written for one rule each.
+func TestCheckPodRules(t *testing.T) {
+	pod := func(spec string) []byte {
+		js, err := yaml.YAMLToJSON([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: " + spec))
+		require.NoError(t, err)
+		return js
+	}
+	restricted := map[string]string{PodSecurityEnforceLabel: "restricted"}
+	baseline := map[string]string{PodSecurityEnforceLabel: "baseline"}
+	const hardened = "securityContext: {allowPrivilegeEscalation: false, runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}, capabilities: {drop: [ALL]}}"
+	for _, c := range []struct {
+		name   string
+		obj    []byte
+		labels map[string]string
+		want   []string
+	}{
+		{"valid", pod("{containers: [{name: a, image: x}]}"), nil, nil},
+		{"host port twice among containers", pod("{containers: [{name: a, image: x, ports: [{containerPort: 80, hostPort: 80}]}, {name: b, image: x, ports: [{containerPort: 81, hostPort: 80}]}]}"), nil,
+			[]string{RuleDuplicateHostPort}},
+		{"host port of an init container and a container", pod("{initContainers: [{name: i, image: x, ports: [{containerPort: 80, hostPort: 80}]}], containers: [{name: a, image: x, ports: [{containerPort: 80, hostPort: 80}]}]}"), nil, nil},
+		{"same host port on other protocols", pod("{containers: [{name: a, image: x, ports: [{containerPort: 80, hostPort: 80}, {containerPort: 80, hostPort: 80, protocol: UDP}]}]}"), nil, nil},
+		{"request above limit", pod("{containers: [{name: a, image: x, resources: {requests: {cpu: '2'}, limits: {cpu: '1'}}}]}"), nil, []string{RuleRequestAboveLimit}},
+		{"hugepages without a limit", pod("{containers: [{name: a, image: x, resources: {requests: {hugepages-2Mi: 2Mi}}}]}"), nil, []string{RuleExtendedResourceLimit}},
+		{"mount without volume", pod("{containers: [{name: a, image: x, volumeMounts: [{name: v, mountPath: /v}]}]}"), nil, []string{RuleMountWithoutVolume}},
+		{"subPath climbing out", pod("{volumes: [{name: v, emptyDir: {}}], containers: [{name: a, image: x, volumeMounts: [{name: v, mountPath: /v, subPath: ../etc}]}]}"), nil, []string{RuleMountSubPath}},
+		{"overhead without a RuntimeClass", pod("{overhead: {cpu: 100m}, containers: [{name: a, image: x}]}"), nil, []string{RuleOverheadMismatch}},
+		{"baseline: a capability as written with CAP_", pod("{containers: [{name: a, image: x, securityContext: {capabilities: {add: [CAP_CHOWN]}}}]}"), baseline, []string{RulePodSecurity}},
+		{"baseline: an allowed capability", pod("{containers: [{name: a, image: x, securityContext: {capabilities: {add: [CHOWN]}}}]}"), baseline, nil},
+		{"baseline: a probe to another host", pod("{containers: [{name: a, image: x, livenessProbe: {httpGet: {host: 10.0.0.1, port: 80}}}]}"), baseline, []string{RulePodSecurity}},
+		{"baseline: a hostPath volume", pod("{volumes: [{name: h, hostPath: {path: /}}], containers: [{name: a, image: x}]}"), baseline, []string{RulePodSecurity}},
+		{"restricted: hardened", pod("{containers: [{name: a, image: x, " + hardened + "}]}"), restricted, nil},
+		{"restricted: an image volume", pod("{volumes: [{name: i, image: {reference: x}}], containers: [{name: a, image: x, " + hardened + "}]}"), restricted, nil},
+		{"restricted: runAsNonRoot from the pod", pod("{securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}, containers: [{name: a, image: x, securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}}]}"), restricted, nil},
+		{"restricted: runAsUser 0", pod("{containers: [{name: a, image: x, securityContext: {allowPrivilegeEscalation: false, runAsNonRoot: true, runAsUser: 0, seccompProfile: {type: RuntimeDefault}, capabilities: {drop: [ALL]}}}]}"), restricted, []string{RulePodSecurity}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := &checkEnv{kind: KindPod, namespaceLabels: c.labels}
+			var got []string
+			for _, v := range env.checkInput(c.obj) {
+				got = append(got, v.Rule)
+			}
+			require.Equal(t, c.want, got)
+		})
 	}
 }
