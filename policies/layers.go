@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -271,6 +272,12 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 		res.Adjusted = couple(t, obj, &before, res.Applied)
 	}
 	res.violations = env.check(obj)
+	if in.Kind == KindPod && slices.ContainsFunc(res.violations, func(v Violation) bool { return v.Rule == RuleExtendedResourceLimit }) {
+		if adj := equalizeNonOvercommittable(t, obj); len(adj) > 0 {
+			res.Adjusted = append(res.Adjusted, adj...)
+			res.violations = env.check(obj)
+		}
+	}
 	if in.Explain {
 		res.Changes = orderChanges(res.Changes, res.Applied)
 	}

@@ -299,3 +299,55 @@ func anySets(ps []*Policy, member string) bool {
 	}
 	return false
 }
+
+// equalizeNonOvercommittable is the coupled-field rule of resources that cannot be overcommitted
+// (extended resources such as nvidia.com/gpu, huge pages): their request must equal their limit,
+// and lint keeps a policy from setting the request alone, so a patched container whose request
+// differs from its limit had its limit changed by a policy: the request follows it (and goes
+// with a limit a policy removed). The API server defaults only a missing request, so without
+// this a policy changing the GPU limit of a Pod that requests GPUs would get it refused. It runs
+// only when the check found such a mismatch, and returns what it changed.
+func equalizeNonOvercommittable(t *jsontree.Tree, obj map[string]any) []string {
+	spec, ok := t.GetMap(obj, "spec")
+	if !ok {
+		return nil
+	}
+	var adjusted []string
+	for _, list := range []string{"initContainers", "containers"} {
+		v, _ := t.Get(spec, list)
+		containers, _ := v.([]any)
+		for i := range containers {
+			c, ok := t.At(containers, i).(map[string]any)
+			if !ok {
+				continue
+			}
+			r, ok := t.GetMap(c, "resources")
+			if !ok {
+				continue
+			}
+			requests, ok := t.GetMap(r, "requests")
+			if !ok {
+				continue
+			}
+			limits, _ := t.GetMap(r, "limits")
+			for name, rv := range requests {
+				if resourceOvercommitAllowed(name) {
+					continue
+				}
+				lv, hasLimit := limits[name]
+				req, _ := quantityOf(rv)
+				lim, _ := quantityOf(lv)
+				switch {
+				case !hasLimit:
+					delete(requests, name)
+				case req.Cmp(lim) != 0:
+					requests[name] = lv
+				default:
+					continue
+				}
+				adjusted = append(adjusted, "spec."+list+"["+strOf(c["name"])+"].resources.requests["+name+"] set to its limit: "+name+" cannot be overcommitted")
+			}
+		}
+	}
+	return adjusted
+}

@@ -203,9 +203,10 @@ func TestValidityRegressions(t *testing.T) {
 		{name: "Spark executor: a request raised above its equal limit", fixture: "spark/executor-pod.yaml",
 			specs:   []string{"template: {spec: {containers: [{name: '*', resources: {requests: {memory: 4Gi}}}]}}", "template: {spec: {containers: [{name: '*', resources: {requests: {cpu: '2'}}}]}}"},
 			skipped: map[string]string{"p1": RuleRequestAboveLimit}},
-		{name: "extended resource whose limit no longer equals its request", fixture: "dask-operator/worker-pod.yaml", edit: gpu,
-			specs:   []string{"template: {spec: {containers: [{name: '@main', resources: {limits: {nvidia.com/gpu: '1'}}}]}}"},
-			skipped: map[string]string{"p1": RuleExtendedResourceLimit}},
+		{name: "extended resource limit changed: its request follows", fixture: "dask-operator/worker-pod.yaml", edit: gpu,
+			specs: []string{"template: {spec: {containers: [{name: '@main', resources: {limits: {nvidia.com/gpu: '1'}}}]}}"}, adjusted: 1},
+		{name: "extended resource limit removed: its request goes too", fixture: "dask-operator/worker-pod.yaml", edit: gpu,
+			specs: []string{"template: {spec: {containers: [{name: '@main', resources: {limits: {nvidia.com/gpu: null}}}]}}"}, adjusted: 1},
 		{name: "container port name taken by another port", fixture: "spark/executor-pod.yaml",
 			specs:   []string{"template: {spec: {containers: [{name: '*', ports: [{containerPort: 9999, name: blockmanager}]}]}}"},
 			skipped: map[string]string{"p1": RuleDuplicatePortName}},
@@ -540,4 +541,22 @@ func TestCheckPodRules(t *testing.T) {
 			require.Equal(t, c.want, got)
 		})
 	}
+}
+
+// TestExtendedResourceFollowsLimit: a policy changing a GPU limit changes the request with it.
+func TestExtendedResourceFollowsLimit(t *testing.T) {
+	in := fixtureJSON(t, "dask-operator/worker-pod.yaml", func(obj map[string]any) {
+		r := obj["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["resources"].(map[string]any)
+		r["limits"].(map[string]any)["nvidia.com/gpu"] = "2"
+		r["requests"].(map[string]any)["nvidia.com/gpu"] = "2"
+	})
+	res, err := platformSet(t, "template: {spec: {containers: [{name: '*', resources: {limits: {nvidia.com/gpu: '1'}}}]}}").
+		Apply(Input{Kind: KindPod, Object: in, Namespace: "default"})
+	require.NoError(t, err)
+	var pod corev1.Pod
+	require.NoError(t, json.Unmarshal(res.Object, &pod))
+	r := pod.Spec.Containers[0].Resources
+	require.Equal(t, "1", r.Limits.Name("nvidia.com/gpu", resource.DecimalSI).String())
+	require.Equal(t, "1", r.Requests.Name("nvidia.com/gpu", resource.DecimalSI).String())
+	require.Equal(t, "2Gi", r.Requests.Memory().String(), "other requests untouched")
 }
