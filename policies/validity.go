@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -123,6 +124,22 @@ func (e *checkEnv) checkInput(raw []byte) []Violation {
 		return nil
 	}
 	return e.check(obj)
+}
+
+// Check returns the reasons the API server would refuse an object as it is, by the rules of
+// SPEC §8's check (Input.Kind, Object, Namespace, NamespaceLabels and Cluster are read): for
+// `diff` ("would it become invalid") and the oracle tests that pin the rules.
+func Check(in Input) ([]Violation, error) {
+	obj, ok := jsontree.Expand(json.RawMessage(in.Object)).(map[string]any)
+	if !json.Valid(in.Object) || !ok {
+		return nil, fmt.Errorf("decode %s: expected a JSON object", strings.ToLower(string(in.Kind)))
+	}
+	ns := strOf(mapOf(obj["metadata"])["namespace"])
+	if ns == "" {
+		ns = in.Namespace
+	}
+	env := &checkEnv{kind: in.Kind, namespace: ns, namespaceLabels: in.NamespaceLabels, cluster: in.Cluster}
+	return env.check(obj), nil
 }
 
 // fresh returns the violations of got that given does not have.
