@@ -271,11 +271,11 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 	if in.Kind == KindPod {
 		res.Adjusted = couple(t, obj, &before, res.Applied)
 	}
-	res.violations = env.check(obj)
+	res.violations, _ = env.check(obj)
 	if in.Kind == KindPod && slices.ContainsFunc(res.violations, func(v Violation) bool { return v.Rule == RuleExtendedResourceLimit }) {
 		if adj := equalizeNonOvercommittable(t, obj); len(adj) > 0 {
 			res.Adjusted = append(res.Adjusted, adj...)
-			res.violations = env.check(obj)
+			res.violations, _ = env.check(obj)
 		}
 	}
 	if in.Explain {

@@ -104,9 +104,16 @@ type checkEnv struct {
 	cluster         Cluster
 }
 
-// check returns the violations of an object tree. It only reads (jsontree.Expand, never the
-// tree's storing accessors), so it neither grows the JSONPatch's walk nor changes the object.
-func (e *checkEnv) check(obj map[string]any) []Violation {
+// MaxViolations bounds the violations one check records: an object the API server would refuse
+// for thousands of reasons (a hostile one) costs no more than this many. When the object as
+// given has more, podpatch cannot tell which ones the policies add, and applies them all, as it
+// would without the check.
+const MaxViolations = 256
+
+// check returns the violations of an object tree, and false when there were more than
+// MaxViolations. It only reads (jsontree.Expand, never the tree's storing accessors), so it
+// neither grows the JSONPatch's walk nor changes the object.
+func (e *checkEnv) check(obj map[string]any) ([]Violation, bool) {
 	c := &checker{env: e}
 	if e.kind == KindService {
 		c.service(obj)
@@ -114,21 +121,22 @@ func (e *checkEnv) check(obj map[string]any) []Violation {
 		c.pod(obj)
 	}
 	c.metadata(obj)
-	return c.out
+	return c.out, !c.truncated
 }
 
 // checkInput returns the violations of the object as given.
-func (e *checkEnv) checkInput(raw []byte) []Violation {
+func (e *checkEnv) checkInput(raw []byte) ([]Violation, bool) {
 	obj, ok := jsontree.Expand(json.RawMessage(raw)).(map[string]any)
 	if !ok {
-		return nil
+		return nil, true
 	}
 	return e.check(obj)
 }
 
 // Check returns the reasons the API server would refuse an object as it is, by the rules of
 // SPEC §8's check (Input.Kind, Object, Namespace, NamespaceLabels and Cluster are read): for
-// `diff` ("would it become invalid") and the oracle tests that pin the rules.
+// `diff` ("would it become invalid") and the oracle tests that pin the rules. It returns at most
+// MaxViolations.
 func Check(in Input) ([]Violation, error) {
 	obj, ok := jsontree.Expand(json.RawMessage(in.Object)).(map[string]any)
 	if !json.Valid(in.Object) || !ok {
@@ -139,7 +147,8 @@ func Check(in Input) ([]Violation, error) {
 		ns = in.Namespace
 	}
 	env := &checkEnv{kind: in.Kind, namespace: ns, namespaceLabels: in.NamespaceLabels, cluster: in.Cluster}
-	return env.check(obj), nil
+	vs, _ := env.check(obj)
+	return vs, nil
 }
 
 // fresh returns the violations of got that given does not have.
@@ -174,9 +183,12 @@ func (s *Set) keepValid(in Input, patchOnly bool, env *checkEnv, manager Manager
 	if len(out.violations) == 0 {
 		return out, nil
 	}
-	given := env.checkInput(in.Object)
-	if len(fresh(out.violations, given)) == 0 {
-		return out, nil // no worse than given
+	given, complete := env.checkInput(in.Object)
+	if !complete || len(fresh(out.violations, given)) == 0 {
+		// No worse than given; or given so broken that new problems cannot be told apart (and
+		// the API server refuses it anyway). Every violation of a truncated result that the
+		// complete given lacks is new, so a truncated result needs no special case.
+		return out, nil
 	}
 	// Highest precedence first (enforce, then merges, then defaults): where two policies
 	// conflict, precedence decides which stays, as it decides which value wins, and a default

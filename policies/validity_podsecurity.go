@@ -29,7 +29,7 @@ var restrictedVolumes = []string{"configMap", "csi", "downwardAPI", "emptyDir", 
 // seLinuxTypes are the SELinux types the baseline level allows.
 var seLinuxTypes = []string{"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
 
-func (c *checker) podSecurity(spec map[string]any, volumes map[string]map[string]any, containers []container) {
+func (c *checker) podSecurity(spec map[string]any, volumes map[string]any, containers []container) {
 	level := c.env.namespaceLabels[PodSecurityEnforceLabel]
 	if level != "baseline" && level != "restricted" {
 		return
@@ -56,7 +56,7 @@ func (c *checker) podSecurity(spec map[string]any, volumes map[string]map[string
 	podNonRoot := boolOf(psc["runAsNonRoot"])
 	c.commonSecurity("spec.securityContext", psc, bad)
 	for name, v := range volumes {
-		for src := range v {
+		for src := range mapOf(v) {
 			switch {
 			case src == "name":
 			case src == "hostPath":

@@ -63,11 +63,16 @@ const maxAnnotationsBytes = 256 * 1024
 
 // checker collects the violations of one object.
 type checker struct {
-	env *checkEnv
-	out []Violation
+	env       *checkEnv
+	out       []Violation
+	truncated bool // more than MaxViolations
 }
 
 func (c *checker) add(rule, fld, msg string) {
+	if len(c.out) == MaxViolations {
+		c.truncated = true
+		return
+	}
 	c.out = append(c.out, Violation{Rule: rule, Field: fld, Message: msg})
 }
 
@@ -125,14 +130,15 @@ func (c *checker) pod(obj map[string]any) {
 	if spec == nil {
 		return
 	}
-	volumes := map[string]map[string]any{}
-	for _, v := range listOf(spec["volumes"]) {
-		vm := mapOf(v)
-		name := strOf(vm["name"])
-		if _, dup := volumes[name]; dup {
-			c.add(RuleDuplicateVolume, item("spec.volumes", name), "volume names must be unique")
+	list := listOf(spec["volumes"])
+	volumes := make(map[string]any, len(list)) // name → the volume, maybe still raw
+	var f [1]string
+	for _, v := range list {
+		stringMembers(v, volumeMembers, f[:])
+		if _, dup := volumes[f[0]]; dup {
+			c.add(RuleDuplicateVolume, item("spec.volumes", f[0]), "volume names must be unique")
 		}
-		volumes[name] = vm
+		volumes[f[0]] = v
 	}
 	names := map[string]bool{}
 	var containers []container
@@ -239,11 +245,19 @@ func portOf(v any) (name string, hostPort bool) {
 
 // mounts: every mount names a volume of the Pod, mount paths are unique in a container, and
 // subPath and subPathExpr exclude each other.
-func (c *checker) mounts(ct container, volumes map[string]map[string]any) {
-	paths := map[string]bool{}
-	for _, it := range listOf(ct.m["volumeMounts"]) {
-		mm := mapOf(it)
-		name, mp := strOf(mm["name"]), strOf(mm["mountPath"])
+func (c *checker) mounts(ct container, volumes map[string]any) {
+	mounts := listOf(ct.m["volumeMounts"])
+	if len(mounts) == 0 && ct.m["volumeDevices"] == nil {
+		return
+	}
+	paths := make(map[string]bool, len(mounts))
+	var f [4]string
+	for _, it := range mounts {
+		if c.truncated {
+			return
+		}
+		stringMembers(it, mountMembers, f[:])
+		name, mp, sub, expr := f[0], f[1], f[2], f[3]
 		path := func() string { return ct.at(".volumeMounts[" + mp + "]") }
 		if _, ok := volumes[name]; !ok {
 			c.add(RuleMountWithoutVolume, path(), "mounts volume "+strconv.Quote(name)+", which the pod does not have")
@@ -252,7 +266,6 @@ func (c *checker) mounts(ct container, volumes map[string]map[string]any) {
 			c.add(RuleDuplicateMountPath, path(), "mount paths must be unique in a container")
 		}
 		paths[mp] = true
-		sub, expr := strOf(mm["subPath"]), strOf(mm["subPathExpr"])
 		switch {
 		case sub != "" && expr != "":
 			c.add(RuleMountSubPath, path(), "subPath and subPathExpr are mutually exclusive")
@@ -262,10 +275,37 @@ func (c *checker) mounts(ct container, volumes map[string]map[string]any) {
 	}
 	for _, it := range listOf(ct.m["volumeDevices"]) {
 		dm := mapOf(it)
-		if name := strOf(dm["name"]); volumes[name] == nil {
+		if name := strOf(dm["name"]); volumes[name] == nil { // a volume's value is never nil
 			c.add(RuleMountWithoutVolume, ct.at(".volumeDevices["+strOf(dm["devicePath"])+"]"), "uses volume "+strconv.Quote(name)+", which the pod does not have")
 		}
 	}
+}
+
+// volumeMembers are the members of a volume read for every volume.
+var volumeMembers = []string{"name"}
+
+// mountMembers are the members of a volumeMount the check reads.
+var mountMembers = []string{"name", "mountPath", "subPath", "subPathExpr"}
+
+// stringMembers reads the string members named keys of an object into out (empty when absent
+// or not a string), scanning it when it is still raw rather than decoding it into a map.
+func stringMembers(v any, keys, out []string) {
+	clear(out)
+	raw, ok := v.(json.RawMessage)
+	if !ok {
+		m := mapOf(v)
+		for i, k := range keys {
+			out[i] = strOf(m[k])
+		}
+		return
+	}
+	jsontree.EachMember(raw, func(name, value []byte) {
+		for i, k := range keys {
+			if string(name) == k && jsontree.FirstByte(value) == '"' {
+				out[i] = jsontree.Unquote(value)
+			}
+		}
+	})
 }
 
 func hasDotDot(p string) bool {

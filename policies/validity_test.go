@@ -131,7 +131,9 @@ func freshViolations(in Input, out []byte) []Violation {
 		ns = obj.Metadata.Namespace
 	}
 	env := &checkEnv{kind: in.Kind, namespace: ns, namespaceLabels: in.NamespaceLabels, cluster: in.Cluster}
-	return fresh(env.checkInput(out), env.checkInput(in.Object))
+	got, _ := env.checkInput(out)
+	given, _ := env.checkInput(in.Object)
+	return fresh(got, given)
 }
 
 // TestValidityRegressions: one case per class of issue 20's rejections, on a real manager
@@ -358,7 +360,9 @@ func TestCheckRules(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			env := &checkEnv{kind: KindService}
 			var got []string
-			for _, v := range env.checkInput(c.obj) {
+			vs, complete := env.checkInput(c.obj)
+			require.True(t, complete)
+			for _, v := range vs {
 				got = append(got, v.Rule)
 			}
 			require.Equal(t, c.want, got)
@@ -491,7 +495,7 @@ func BenchmarkValidityCheck(b *testing.B) {
 	env := &checkEnv{kind: KindPod, namespace: "spark-jobs"}
 	b.ReportAllocs()
 	for b.Loop() {
-		if v := env.checkInput(js); len(v) != 0 {
+		if v, _ := env.checkInput(js); len(v) != 0 {
 			b.Fatal(v)
 		}
 	}
@@ -535,7 +539,9 @@ func TestCheckPodRules(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			env := &checkEnv{kind: KindPod, namespaceLabels: c.labels}
 			var got []string
-			for _, v := range env.checkInput(c.obj) {
+			vs, complete := env.checkInput(c.obj)
+			require.True(t, complete)
+			for _, v := range vs {
 				got = append(got, v.Rule)
 			}
 			require.Equal(t, c.want, got)
