@@ -12,7 +12,8 @@ import (
 // values break one whatever object it meets. What depends on the object or the cluster is
 // decided at admission (validity.go), where such a policy is left out instead: Service port
 // names, for one, since a policy's port merges into the object's port of the same number and
-// keeps its name.
+// keeps its name. (sessionAffinityConfig with sessionAffinity None is no error: the API server's
+// defaulting drops the config, TestValidityOracle.)
 func lintValidity(spec *PatchSpec, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if t := spec.Template; t != nil {
@@ -32,12 +33,6 @@ func lintValidity(spec *PatchSpec, fld *field.Path) field.ErrorList {
 				}
 				errs = append(errs, lintContainer(c, cf)...)
 			}
-		}
-	}
-	if s := spec.Service; s != nil {
-		sf := fld.Child("service", "spec")
-		if s.Spec.SessionAffinityConfig != nil && s.Spec.SessionAffinity == corev1.ServiceAffinityNone {
-			errs = append(errs, field.Forbidden(sf.Child("sessionAffinityConfig"), "may be set only with sessionAffinity ClientIP"))
 		}
 	}
 	return errs

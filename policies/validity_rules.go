@@ -43,7 +43,6 @@ const (
 	RuleServicePortName         = "service-port-name"
 	RuleServiceDuplicatePort    = "service-duplicate-port"
 	RuleServicePortsRequired    = "service-ports-required"
-	RuleServiceSessionAffinity  = "service-session-affinity-config"
 	RuleServiceExternalName     = "service-external-name"
 )
 
@@ -54,8 +53,7 @@ var Rules = []string{
 	RuleExtendedResourceLimit, RulePriorityClassNotFound, RulePriorityMismatch, RuleRuntimeClassNotFound,
 	RuleOverheadMismatch, RuleRuntimeClassScheduling, RuleServiceAccountNotFound, RuleLimitRange,
 	RulePodSecurity, RuleAnnotationsTooLong, RuleServiceHeadlessExternal, RuleServiceTypeField,
-	RuleServicePortName, RuleServiceDuplicatePort, RuleServicePortsRequired, RuleServiceSessionAffinity,
-	RuleServiceExternalName,
+	RuleServicePortName, RuleServiceDuplicatePort, RuleServicePortsRequired, RuleServiceExternalName,
 }
 
 // maxAnnotationsBytes is the API server's limit on the total size of an object's annotations.
@@ -547,9 +545,7 @@ func (c *checker) service(obj map[string]any) {
 			c.add(RuleServiceTypeField, "metadata.annotations["+corev1.AnnotationLoadBalancerSourceRangesKey+"]", "may be set only for type LoadBalancer, not "+typ)
 		}
 	}
-	if mapOf(spec["sessionAffinityConfig"]) != nil && strOf(spec["sessionAffinity"]) != string(corev1.ServiceAffinityClientIP) {
-		c.add(RuleServiceSessionAffinity, "spec.sessionAffinityConfig", "may be set only with sessionAffinity ClientIP")
-	}
+	// sessionAffinityConfig with sessionAffinity None is no violation: defaulting drops it.
 	ports := listOf(spec["ports"])
 	if len(ports) == 0 && typ != string(corev1.ServiceTypeExternalName) && !headless {
 		c.add(RuleServicePortsRequired, "spec.ports", "a "+typ+" Service needs at least one port")

@@ -232,9 +232,9 @@ func TestValidityRegressions(t *testing.T) {
 			specs:   []string{"service: {spec: {ports: [{port: 9999}]}}"},
 			skipped: map[string]string{"p1": RuleServicePortName}},
 		{name: "conflicting policies: the one of higher precedence stays", fixture: "flink/rest-service.yaml",
-			specs: []string{"service: {spec: {sessionAffinity: ClientIP, sessionAffinityConfig: {clientIP: {timeoutSeconds: 60}}}}",
-				"mode: enforce\nservice: {spec: {sessionAffinity: None}}"},
-			skipped: map[string]string{"p1": RuleServiceSessionAffinity}},
+			specs: []string{"service: {spec: {type: NodePort, externalTrafficPolicy: Local}}",
+				"mode: enforce\nservice: {spec: {type: ClusterIP}}"},
+			skipped: map[string]string{"p1": RuleServiceTypeField}},
 		{name: "an enforce policy can be left out too", fixture: "kuberay/worker-pod.yaml", cluster: cluster,
 			specs:   []string{"mode: enforce\ntemplate: {spec: {runtimeClassName: kata}}", "template: {metadata: {labels: {team: a}}}"},
 			skipped: map[string]string{"p1": RuleRuntimeClassNotFound}},
@@ -353,7 +353,7 @@ func TestCheckRules(t *testing.T) {
 		{"no ports", svc("{type: ClusterIP}"), []string{RuleServicePortsRequired}},
 		{"headless without ports", svc("{clusterIP: None}"), nil},
 		{"ExternalName without a name", svc("{type: ExternalName}"), []string{RuleServiceExternalName}},
-		{"sessionAffinityConfig with None", svc("{sessionAffinity: None, sessionAffinityConfig: {clientIP: {timeoutSeconds: 5}}, ports: [{port: 80}]}"), []string{RuleServiceSessionAffinity}},
+		{"sessionAffinityConfig with None (defaulting drops it)", svc("{sessionAffinity: None, sessionAffinityConfig: {clientIP: {timeoutSeconds: 5}}, ports: [{port: 80}]}"), nil},
 		{"nodePort on ExternalName", svc("{type: ExternalName, externalName: a.example, ports: [{port: 80, nodePort: 30000}]}"), nil},
 		{"externalTrafficPolicy on ExternalName with externalIPs", svc("{type: ExternalName, externalName: a.example, externalIPs: [1.2.3.4], externalTrafficPolicy: Local}"), []string{RuleServiceTypeField}},
 	} {
@@ -467,8 +467,7 @@ func TestLintValidity(t *testing.T) {
 			"spec.template.spec.containers[0].ports[1].name"},
 		{"a container and an init container of one name", "template: {spec: {containers: [{name: x, image: a}], initContainers: [{name: x, image: b}]}}",
 			"spec.template.spec.containers[0].name"},
-		{"sessionAffinityConfig with sessionAffinity None", "service: {spec: {sessionAffinity: None, sessionAffinityConfig: {clientIP: {timeoutSeconds: 5}}}}",
-			"spec.service.spec.sessionAffinityConfig"},
+		{"sessionAffinityConfig with sessionAffinity None (defaulting drops it)", "service: {spec: {sessionAffinity: None, sessionAffinityConfig: {clientIP: {timeoutSeconds: 5}}}}", ""},
 		{"unnamed Service ports (they may merge into named ones)", "service: {spec: {ports: [{port: 1}, {port: 2}]}}", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

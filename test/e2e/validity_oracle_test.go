@@ -127,7 +127,7 @@ var validityRows = []validityRow{
 	{name: "sessionAffinityConfig with None", fixture: "dask-operator/scheduler-service.yaml", edit: func(obj map[string]any) {
 		podSpec(obj)["sessionAffinity"] = "None"
 		podSpec(obj)["sessionAffinityConfig"] = map[string]any{"clientIP": map[string]any{"timeoutSeconds": 60}}
-	}, rule: policies.RuleServiceSessionAffinity},
+	}}, // defaulting drops the config
 	{name: "LoadBalancer Service", fixture: "dask-operator/scheduler-service.yaml", edit: set("type", "LoadBalancer")},
 }
 
