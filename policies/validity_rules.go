@@ -162,7 +162,7 @@ func (c *checker) pod(obj map[string]any) {
 	if c.env.cluster != nil {
 		c.priority(spec)
 		c.serviceAccount(spec)
-		c.limitRanges(containers)
+		c.limitRanges(spec, containers)
 	}
 	c.runtimeClass(spec)
 	c.podSecurity(spec, volumes, containers)
@@ -428,47 +428,146 @@ func (c *checker) serviceAccount(spec map[string]any) {
 }
 
 // limitRanges: the LimitRanger plugin fills missing requests and limits from the namespace's
-// defaults, then refuses containers outside their min, max and limit/request ratio.
-func (c *checker) limitRanges(containers []container) {
+// defaults, then refuses containers (and Pods, summed) outside their min, max and limit/request
+// ratio, as its minConstraint, maxConstraint and limitRequestRatioConstraint do.
+func (c *checker) limitRanges(spec map[string]any, containers []container) {
 	items, ok := c.env.cluster.LimitRanges(c.env.namespace)
 	if !ok {
 		return
 	}
+	// The defaults LimitRanger fills containers with before it checks anything.
+	var defaults corev1.LimitRangeItem
 	for _, it := range items {
-		if it.Type != corev1.LimitTypeContainer {
-			continue
+		if it.Type == corev1.LimitTypeContainer {
+			defaults.Default = mergeList(defaults.Default, it.Default)
+			defaults.DefaultRequest = mergeList(defaults.DefaultRequest, it.DefaultRequest)
 		}
-		for _, ct := range containers {
-			req, lim := defaultedResources(ct.resources, it)
-			for rn, maxQ := range it.Max {
-				name := string(rn)
-				if l, ok := lim[name]; ok && l.Cmp(maxQ) > 0 {
-					c.add(RuleLimitRange, ct.at(".resources.limits["+name+"]"), "above the namespace's LimitRange maximum "+maxQ.String())
-				} else if !ok {
-					c.add(RuleLimitRange, ct.at(".resources.limits["+name+"]"), "the namespace's LimitRange requires a limit (maximum "+maxQ.String()+")")
-				}
+	}
+	for _, it := range items {
+		switch it.Type {
+		case corev1.LimitTypeContainer:
+			for _, ct := range containers {
+				req, lim := defaultedResources(ct.resources, defaults)
+				c.limitRange(it, req, lim, func(side, name string) string { return ct.at(".resources." + side + "[" + name + "]") })
 			}
-			for rn, minQ := range it.Min {
-				name := string(rn)
-				if r, ok := req[name]; ok && r.Cmp(minQ) < 0 {
-					c.add(RuleLimitRange, ct.at(".resources.requests["+name+"]"), "below the namespace's LimitRange minimum "+minQ.String())
-				} else if !ok {
-					c.add(RuleLimitRange, ct.at(".resources.requests["+name+"]"), "the namespace's LimitRange requires a request (minimum "+minQ.String()+")")
-				}
+		case corev1.LimitTypePod:
+			if spec["resources"] != nil {
+				continue // pod-level resources: not modelled, no verdict
 			}
-			for rn, ratio := range it.MaxLimitRequestRatio {
-				name := string(rn)
-				r, rok := req[name]
-				l, lok := lim[name]
-				if !rok || !lok || r.IsZero() {
-					continue
-				}
-				if l.AsApproximateFloat64()/r.AsApproximateFloat64() > ratio.AsApproximateFloat64() {
-					c.add(RuleLimitRange, ct.at(".resources.limits["+name+"]"), "limit to request ratio above the namespace's LimitRange maximum "+ratio.String())
-				}
+			req, lim := podResources(containers, defaults)
+			c.limitRange(it, req, lim, func(side, name string) string { return "spec.containers[*].resources." + side + "[" + name + "]" })
+		}
+	}
+}
+
+// limitRange checks one item of a LimitRange against requests and limits.
+func (c *checker) limitRange(it corev1.LimitRangeItem, req, lim map[string]resource.Quantity, at func(side, name string) string) {
+	bad := func(side, name, msg string) {
+		c.add(RuleLimitRange, at(side, name), msg+" (the namespace's LimitRange, type "+string(it.Type)+")")
+	}
+	for rn, maxQ := range it.Max {
+		name := string(rn)
+		l, lok := lim[name]
+		r, rok := req[name]
+		switch {
+		case !lok:
+			bad("limits", name, "a limit is required: the maximum is "+maxQ.String())
+		case l.Cmp(maxQ) > 0:
+			bad("limits", name, "above the maximum "+maxQ.String())
+		case rok && r.Cmp(maxQ) > 0:
+			bad("requests", name, "above the maximum "+maxQ.String())
+		}
+	}
+	for rn, minQ := range it.Min {
+		name := string(rn)
+		l, lok := lim[name]
+		r, rok := req[name]
+		switch {
+		case !rok:
+			bad("requests", name, "a request is required: the minimum is "+minQ.String())
+		case r.Cmp(minQ) < 0:
+			bad("requests", name, "below the minimum "+minQ.String())
+		case lok && l.Cmp(minQ) < 0:
+			bad("limits", name, "below the minimum "+minQ.String())
+		}
+	}
+	for rn, ratio := range it.MaxLimitRequestRatio {
+		name := string(rn)
+		r, rok := req[name]
+		l, lok := lim[name]
+		switch {
+		case !rok || r.IsZero():
+			bad("requests", name, "a request is required for the maximum limit/request ratio "+ratio.String())
+		case !lok || l.IsZero():
+			bad("limits", name, "a limit is required for the maximum limit/request ratio "+ratio.String())
+		case float64(l.MilliValue())/float64(r.MilliValue()) > float64(ratio.MilliValue())/1000:
+			bad("limits", name, "the limit/request ratio is above the maximum "+ratio.String())
+		}
+	}
+}
+
+// mergeList returns a with b's entries added (b wins).
+func mergeList(a, b corev1.ResourceList) corev1.ResourceList {
+	if len(b) == 0 {
+		return a
+	}
+	out := make(corev1.ResourceList, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+// podResources are a Pod's requests and limits as LimitRanger sums them: the regular and
+// restartable init containers together, at least any one init container (with the restartable
+// ones started before it).
+func podResources(containers []container, defaults corev1.LimitRangeItem) (req, lim map[string]resource.Quantity) {
+	req, lim = map[string]resource.Quantity{}, map[string]resource.Quantity{}
+	add := func(dst, src map[string]resource.Quantity) {
+		for k, v := range src {
+			q := dst[k]
+			q.Add(v)
+			dst[k] = q
+		}
+	}
+	atLeast := func(dst, src map[string]resource.Quantity) {
+		for k, v := range src {
+			if q, ok := dst[k]; !ok || v.Cmp(q) > 0 {
+				dst[k] = v
 			}
 		}
 	}
+	initReq, initLim := map[string]resource.Quantity{}, map[string]resource.Quantity{}
+	sideReq, sideLim := map[string]resource.Quantity{}, map[string]resource.Quantity{}
+	for _, ct := range containers {
+		r, l := defaultedResources(ct.resources, defaults)
+		switch {
+		case ct.list == "containers":
+			add(req, r)
+			add(lim, l)
+		case strOf(ct.m["restartPolicy"]) == string(corev1.ContainerRestartPolicyAlways):
+			add(req, r)
+			add(lim, l)
+			add(sideReq, r)
+			add(sideLim, l)
+			atLeast(initReq, sideReq)
+			atLeast(initLim, sideLim)
+		default:
+			tr, tl := map[string]resource.Quantity{}, map[string]resource.Quantity{}
+			add(tr, r)
+			add(tr, sideReq)
+			add(tl, l)
+			add(tl, sideLim)
+			atLeast(initReq, tr)
+			atLeast(initLim, tl)
+		}
+	}
+	atLeast(req, initReq)
+	atLeast(lim, initLim)
+	return req, lim
 }
 
 // defaultedResources is what a container's resources become once the API server defaults a

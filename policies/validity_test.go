@@ -565,3 +565,45 @@ func TestExtendedResourceFollowsLimit(t *testing.T) {
 	require.Equal(t, "1", r.Requests.Name("nvidia.com/gpu", resource.DecimalSI).String())
 	require.Equal(t, "2Gi", r.Requests.Memory().String(), "other requests untouched")
 }
+
+// TestLimitRangeRules: LimitRanger's min, max and ratio, per container and summed per Pod, after
+// its defaults are filled.
+func TestLimitRangeRules(t *testing.T) {
+	q := resource.MustParse
+	items := []corev1.LimitRangeItem{
+		{Type: corev1.LimitTypeContainer, Max: corev1.ResourceList{"memory": q("4Gi")}, Min: corev1.ResourceList{"memory": q("64Mi")},
+			MaxLimitRequestRatio: corev1.ResourceList{"cpu": q("2")}, Default: corev1.ResourceList{"memory": q("1Gi"), "cpu": q("1")},
+			DefaultRequest: corev1.ResourceList{"memory": q("512Mi"), "cpu": q("500m")}},
+		{Type: corev1.LimitTypePod, Max: corev1.ResourceList{"memory": q("6Gi")}},
+	}
+	cl := &fakeCluster{limits: map[string][]corev1.LimitRangeItem{"ns": items}}
+	pod := func(spec string) []byte {
+		js, err := yaml.YAMLToJSON([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns}\nspec: " + spec))
+		require.NoError(t, err)
+		return js
+	}
+	for _, c := range []struct {
+		name string
+		spec string
+		want int // limit-range violations
+	}{
+		{"defaults fill everything", "{containers: [{name: a, image: x}]}", 0},
+		{"request below the minimum", "{containers: [{name: a, image: x, resources: {requests: {memory: 32Mi}}}]}", 1},
+		{"ratio above the maximum", "{containers: [{name: a, image: x, resources: {requests: {cpu: 100m}, limits: {cpu: '1'}}}]}", 1},
+		{"limit above the maximum", "{containers: [{name: a, image: x, resources: {limits: {memory: 5Gi}}}]}", 1},
+		{"two containers above the Pod's maximum", "{containers: [{name: a, image: x, resources: {limits: {memory: 4Gi}}}, {name: b, image: x, resources: {limits: {memory: 4Gi}}}]}", 1},
+		{"an init container runs alone", "{initContainers: [{name: i, image: x, resources: {limits: {memory: 4Gi}}}], containers: [{name: a, image: x, resources: {limits: {memory: 2Gi}}}]}", 0},
+		{"a sidecar init container runs with the others", "{initContainers: [{name: i, image: x, restartPolicy: Always, resources: {limits: {memory: 4Gi}}}], containers: [{name: a, image: x, resources: {limits: {memory: 4Gi}}}]}", 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			vs, err := Check(Input{Kind: KindPod, Object: pod(c.spec), Cluster: cl})
+			require.NoError(t, err)
+			n := 0
+			for _, v := range vs {
+				require.Equal(t, RuleLimitRange, v.Rule, "%v", v)
+				n++
+			}
+			require.Equal(t, c.want, n, "%v", vs)
+		})
+	}
+}

@@ -94,6 +94,19 @@ var validityRows = []validityRow{
 		firstContainer(obj)["resources"] = map[string]any{"limits": map[string]any{"memory": "8Gi"}}
 	}, rule: policies.RuleLimitRange},
 	{name: "limit inside the LimitRange", fixture: "dask-operator/worker-pod.yaml", namespace: oracleLimits},
+	{name: "request below the LimitRange minimum", fixture: "dask-operator/worker-pod.yaml", namespace: oracleLimits, edit: func(obj map[string]any) {
+		firstContainer(obj)["resources"].(map[string]any)["requests"].(map[string]any)["memory"] = "32Mi"
+	}, rule: policies.RuleLimitRange},
+	{name: "limit/request ratio above the LimitRange's", fixture: "dask-operator/worker-pod.yaml", namespace: oracleLimits, edit: func(obj map[string]any) {
+		firstContainer(obj)["resources"].(map[string]any)["limits"].(map[string]any)["cpu"] = "4"
+	}, rule: policies.RuleLimitRange},
+	{name: "containers above the Pod's LimitRange together", fixture: "dask-operator/worker-pod.yaml", namespace: oracleLimits, edit: func(obj map[string]any) {
+		c := firstContainer(obj)
+		sidecar := map[string]any{"name": "sidecar", "image": "busybox", "resources": c["resources"]}
+		r := c["resources"].(map[string]any)
+		r["limits"].(map[string]any)["memory"], r["requests"].(map[string]any)["memory"] = "4Gi", "4Gi"
+		podSpec(obj)["containers"] = append(podSpec(obj)["containers"].([]any), sidecar)
+	}, rule: policies.RuleLimitRange},
 	{name: "restricted namespace: the fixture", fixture: "spark/executor-pod.yaml", namespace: oracleRestricted, rule: policies.RulePodSecurity},
 	{name: "request above limit", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
 		firstContainer(obj)["resources"].(map[string]any)["requests"].(map[string]any)["memory"] = "4Gi"
@@ -154,13 +167,18 @@ func (oracleCluster) ServiceAccount(string, string) policies.Presence { return p
 
 func (oracleCluster) LimitRanges(ns string) ([]corev1.LimitRangeItem, bool) {
 	if ns == oracleLimits {
-		return []corev1.LimitRangeItem{oracleLimitRange}, true
+		return []corev1.LimitRangeItem{oracleLimitRange, oraclePodLimitRange}, true
 	}
 	return nil, true
 }
 
 var oracleLimitRange = corev1.LimitRangeItem{Type: corev1.LimitTypeContainer,
-	Max: corev1.ResourceList{"memory": resource.MustParse("4Gi")}}
+	Max:                  corev1.ResourceList{"memory": resource.MustParse("4Gi")},
+	Min:                  corev1.ResourceList{"memory": resource.MustParse("64Mi")},
+	MaxLimitRequestRatio: corev1.ResourceList{"cpu": resource.MustParse("2")}}
+
+var oraclePodLimitRange = corev1.LimitRangeItem{Type: corev1.LimitTypePod,
+	Max: corev1.ResourceList{"memory": resource.MustParse("6Gi")}}
 
 // TestValidityOracle runs every validityRow through policies.Check and a real API server's
 // dry-run create, and requires the verdicts to agree.
@@ -177,7 +195,7 @@ func TestValidityOracle(t *testing.T) {
 	create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: oracleRestricted, Labels: restrictedLabels}})
 	create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: oracleLimits}})
 	create(&corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "oracle", Namespace: oracleLimits},
-		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{oracleLimitRange}}})
+		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{oracleLimitRange, oraclePodLimitRange}}})
 
 	for _, row := range validityRows {
 		t.Run(row.name, func(t *testing.T) {
