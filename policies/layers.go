@@ -269,7 +269,7 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 	}
 	setAnnotation(t, obj, AppliedAnnotation, strings.Join(refs, ","))
 	if in.Kind == KindPod {
-		res.Adjusted = couple(t, obj, &before, res.Applied)
+		res.Adjusted = couple(t, obj, &before, res.Applied, env.cluster)
 	}
 	res.violations, _ = env.check(obj)
 	if in.Kind == KindPod && slices.ContainsFunc(res.violations, func(v Violation) bool { return v.Rule == RuleExtendedResourceLimit }) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -263,7 +264,7 @@ func specString(t *jsontree.Tree, obj map[string]any, k string) string {
 
 // couple applies the coupled-field rules to a patched Pod whose spec carried before (the values
 // of couplingFields as given), and returns what it changed, for --explain.
-func couple(t *jsontree.Tree, obj map[string]any, before *coupledValues, applied []*Policy) []string {
+func couple(t *jsontree.Tree, obj map[string]any, before *coupledValues, applied []*Policy, cluster Cluster) []string {
 	spec, ok := t.GetMap(obj, "spec")
 	if !ok {
 		return nil
@@ -274,12 +275,19 @@ func couple(t *jsontree.Tree, obj map[string]any, before *coupledValues, applied
 		if now == before.of(c.from) {
 			continue
 		}
+		removed := false
 		for _, r := range c.remove {
 			if _, present := spec[r]; !present || anySets(applied, r) {
 				continue
 			}
 			delete(spec, r)
+			removed = true
 			adjusted = append(adjusted, "spec."+r+" removed: "+c.why)
+		}
+		if removed && cluster != nil {
+			// Known from the caches: set what the plugin will compute, so that the object is
+			// right even when the API server does not run the plugin again.
+			adjusted = append(adjusted, computed(spec, c.from, now, cluster)...)
 		}
 	}
 	// The deprecated spec.serviceAccount must name the same account as serviceAccountName.
@@ -294,6 +302,39 @@ func couple(t *jsontree.Tree, obj map[string]any, before *coupledValues, applied
 		}
 	}
 	return adjusted
+}
+
+// computed sets, from a class the caches know, what the Priority or RuntimeClass plugin computes
+// from it, and says what it set.
+func computed(spec map[string]any, from, class string, cluster Cluster) []string {
+	switch from {
+	case "priorityClassName":
+		info, p := cluster.PriorityClass(class)
+		switch {
+		case p == Unknown, p == Absent && class != "":
+			return nil
+		case p == Absent:
+			info = PriorityClassInfo{} // no global default: priority 0
+		}
+		if info.PreemptionPolicy == "" {
+			info.PreemptionPolicy = string(corev1.PreemptLowerPriority)
+		}
+		spec["priority"] = json.Number(strconv.Itoa(int(info.Value)))
+		spec["preemptionPolicy"] = info.PreemptionPolicy
+		return []string{"spec.priority and spec.preemptionPolicy set from PriorityClass " + strconv.Quote(class)}
+	case "runtimeClassName":
+		info, p := cluster.RuntimeClass(class)
+		if p != Present || len(info.Overhead) == 0 {
+			return nil
+		}
+		overhead := make(map[string]any, len(info.Overhead))
+		for k, q := range info.Overhead {
+			overhead[string(k)] = q.String()
+		}
+		spec["overhead"] = overhead
+		return []string{"spec.overhead set from RuntimeClass " + strconv.Quote(class)}
+	}
+	return nil
 }
 
 // couplingFields are the spec members couple compares with the object as given.

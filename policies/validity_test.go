@@ -170,7 +170,7 @@ func TestValidityRegressions(t *testing.T) {
 		{name: "priority class set by a default policy: spec.priority removed, offline", fixture: "dask-operator/worker-pod.yaml",
 			specs: []string{"mode: default\ntemplate: {spec: {priorityClassName: high}}"}, adjusted: 2},
 		{name: "priority class set by a default policy: spec.priority removed, with the class", fixture: "spark/executor-pod.yaml",
-			cluster: cluster, specs: []string{"mode: default\ntemplate: {spec: {priorityClassName: batch-low}}"}, adjusted: 2},
+			cluster: cluster, specs: []string{"mode: default\ntemplate: {spec: {priorityClassName: batch-low}}"}, adjusted: 3},
 		{name: "priority class that does not exist", fixture: "dask-operator/worker-pod.yaml", cluster: cluster,
 			specs:   []string{"mode: default\ntemplate: {spec: {priorityClassName: missing}}", "template: {metadata: {labels: {team: a}}}"},
 			skipped: map[string]string{"p1": RulePriorityClassNotFound}},
@@ -298,6 +298,14 @@ func TestPriorityCoupling(t *testing.T) {
 	require.Equal(t, "high", got["priorityClassName"])
 	require.NotContains(t, got, "priority")
 	require.NotContains(t, got, "preemptionPolicy")
+
+	// With the class in the caches, the computed fields are set as the plugin sets them, so the
+	// object is right even if the API server does not run the plugin again.
+	in.Cluster = &fakeCluster{priority: map[string]PriorityClassInfo{"high": {Value: 1000, PreemptionPolicy: "Never"}}}
+	got = spec(platformSet(t, "mode: default\ntemplate: {spec: {priorityClassName: high}}"))
+	require.EqualValues(t, 1000, got["priority"])
+	require.Equal(t, "Never", got["preemptionPolicy"])
+	in.Cluster = nil
 
 	got = spec(platformSet(t, "template: {spec: {nodeSelector: {a: b}}}"))
 	require.EqualValues(t, 0, got["priority"])
