@@ -477,6 +477,18 @@ func TestLintValidity(t *testing.T) {
 			"spec.template.spec.containers[0].name"},
 		{"sessionAffinityConfig with sessionAffinity None (defaulting drops it)", "service: {spec: {sessionAffinity: None, sessionAffinityConfig: {clientIP: {timeoutSeconds: 5}}}}", ""},
 		{"unnamed Service ports (they may merge into named ones)", "service: {spec: {ports: [{port: 1}, {port: 2}]}}", ""},
+		{"huge pages not a multiple of the page size", "template: {spec: {containers: [{name: '*', resources: {limits: {hugepages-2Mi: '4'}}}]}}",
+			"spec.template.spec.containers[0].resources.limits[hugepages-2Mi]"},
+		{"huge pages in whole pages", "template: {spec: {containers: [{name: '*', resources: {limits: {hugepages-2Mi: 4Mi}}}]}}", ""},
+		{"pod-level resources beyond cpu and memory", "template: {spec: {resources: {limits: {nvidia.com/gpu: '1'}}}}", "spec.template.spec.resources.limits[nvidia.com/gpu]"},
+		{"pod-level resource claims", "template: {spec: {resources: {claims: [{name: a}]}}}", "spec.template.spec.resources.claims"},
+		{"a resource claim with both sources", "template: {spec: {resourceClaims: [{name: gpu, resourceClaimName: a, resourceClaimTemplateName: b}]}}", "spec.template.spec.resourceClaims[0]"},
+		{"matchLabelKeys without labelSelector", "template: {spec: {topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, matchLabelKeys: [app]}]}}",
+			"spec.template.spec.topologySpreadConstraints[0].matchLabelKeys"},
+		{"mismatchLabelKeys without labelSelector", "template: {spec: {affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: zone, mismatchLabelKeys: [app]}]}}}}",
+			"spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].mismatchLabelKeys"},
+		{"two IP families without a dual-stack policy", "service: {spec: {ipFamilies: [IPv4, IPv6]}}", "spec.service.spec.ipFamilyPolicy"},
+		{"two IP families, dual-stack", "service: {spec: {ipFamilies: [IPv4, IPv6], ipFamilyPolicy: PreferDualStack}}", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			text := docHead + "spec:\n" + indent(c.spec)
