@@ -44,6 +44,10 @@ const (
 	RuleServiceDuplicatePort    = "service-duplicate-port"
 	RuleServicePortsRequired    = "service-ports-required"
 	RuleServiceExternalName     = "service-external-name"
+	RulePodResources            = "pod-resources"
+	RuleResourceClaimNotFound   = "resource-claim-not-found"
+	RuleVolumeSource            = "volume-source"
+	RuleServiceClusterIPs       = "service-cluster-ips"
 )
 
 // Rules lists every rule id, for the metric's documentation and tests.
@@ -54,6 +58,7 @@ var Rules = []string{
 	RuleOverheadMismatch, RuleRuntimeClassScheduling, RuleServiceAccountNotFound, RuleLimitRange,
 	RulePodSecurity, RuleAnnotationsTooLong, RuleServiceHeadlessExternal, RuleServiceTypeField,
 	RuleServicePortName, RuleServiceDuplicatePort, RuleServicePortsRequired, RuleServiceExternalName,
+	RulePodResources, RuleResourceClaimNotFound, RuleVolumeSource, RuleServiceClusterIPs,
 }
 
 // maxAnnotationsBytes is the API server's limit on the total size of an object's annotations.
@@ -137,6 +142,9 @@ func (c *checker) pod(obj map[string]any) {
 			c.add(RuleDuplicateVolume, item("spec.volumes", f[0]), "volume names must be unique")
 		}
 		volumes[f[0]] = v
+		if sources(v) > 1 { // none becomes an emptyDir (defaulting)
+			c.add(RuleVolumeSource, item("spec.volumes", f[0]), "a volume has exactly one source")
+		}
 	}
 	names := map[string]bool{}
 	var containers []container
@@ -166,6 +174,88 @@ func (c *checker) pod(obj map[string]any) {
 	}
 	c.runtimeClass(spec)
 	c.podSecurity(spec, volumes, containers)
+	if r := mapOf(spec["resources"]); r != nil {
+		c.podResources(r, containers)
+	}
+	c.claims(spec, containers)
+}
+
+// sources counts the members of a volume other than its name, scanning it when still raw.
+func sources(v any) int {
+	n := 0
+	if raw, ok := v.(json.RawMessage); ok {
+		jsontree.EachMember(raw, func(name, value []byte) {
+			if string(name) != "name" && jsontree.FirstByte(value) != 'n' {
+				n++
+			}
+		})
+		return n
+	}
+	for k, x := range mapOf(v) {
+		if k != "name" && x != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// podResources: pod-level resources hold the containers' (requests at least their aggregate,
+// limits at least each container's, huge pages at least their aggregate) and requests at most
+// limits.
+func (c *checker) podResources(r map[string]any, containers []container) {
+	req, lim := podResources(containers, corev1.LimitRangeItem{})
+	podReq, podLim := mapOf(r["requests"]), mapOf(r["limits"])
+	for name, v := range podReq {
+		q, ok := quantityOf(v)
+		if !ok {
+			continue
+		}
+		if l, ok := quantityOf(podLim[name]); ok && q.Cmp(l) > 0 {
+			c.add(RuleRequestAboveLimit, "spec.resources.requests["+name+"]", "the pod's request "+q.String()+" is above its limit "+l.String())
+		}
+		if agg, ok := req[name]; ok && agg.Cmp(q) > 0 {
+			c.add(RulePodResources, "spec.resources.requests["+name+"]", "must be at least the containers' requests together, "+agg.String())
+		}
+	}
+	for name, v := range podLim {
+		l, ok := quantityOf(v)
+		if !ok {
+			continue
+		}
+		if agg, ok := lim[name]; ok && strings.HasPrefix(name, corev1.ResourceHugePagesPrefix) && agg.Cmp(l) > 0 {
+			c.add(RulePodResources, "spec.resources.limits["+name+"]", "must be at least the containers' huge pages together, "+agg.String())
+		}
+		for _, ct := range containers {
+			if ct.list != "containers" {
+				continue
+			}
+			if cl, ok := quantityOf(ct.resources.limits[name]); ok && cl.Cmp(l) > 0 {
+				c.add(RulePodResources, ct.at(".resources.limits["+name+"]"), "above the pod's limit "+l.String())
+			}
+		}
+	}
+}
+
+// claims: a container's resources.claims name claims of the pod's resourceClaims.
+func (c *checker) claims(spec map[string]any, containers []container) {
+	var names map[string]bool
+	for _, ct := range containers {
+		claims := listOf(mapOf(ct.m["resources"])["claims"])
+		if len(claims) == 0 {
+			continue
+		}
+		if names == nil {
+			names = map[string]bool{}
+			for _, rc := range listOf(spec["resourceClaims"]) {
+				names[strOf(mapOf(rc)["name"])] = true
+			}
+		}
+		for _, cl := range claims {
+			if name := strOf(mapOf(cl)["name"]); !names[name] {
+				c.add(RuleResourceClaimNotFound, ct.at(".resources.claims["+name+"]"), "names no claim of the pod's resourceClaims")
+			}
+		}
+	}
 }
 
 // container is one container of a Pod being checked.
@@ -273,8 +363,14 @@ func (c *checker) mounts(ct container, volumes map[string]any) {
 	}
 	for _, it := range listOf(ct.m["volumeDevices"]) {
 		dm := mapOf(it)
-		if name := strOf(dm["name"]); volumes[name] == nil { // a volume's value is never nil
+		name := strOf(dm["name"])
+		v, ok := volumes[name]
+		if !ok {
 			c.add(RuleMountWithoutVolume, ct.at(".volumeDevices["+strOf(dm["devicePath"])+"]"), "uses volume "+strconv.Quote(name)+", which the pod does not have")
+			continue
+		}
+		if vm := mapOf(v); vm["persistentVolumeClaim"] == nil && vm["ephemeral"] == nil {
+			c.add(RuleVolumeSource, ct.at(".volumeDevices["+strOf(dm["devicePath"])+"]"), "a block device needs a persistentVolumeClaim or ephemeral volume")
 		}
 	}
 }
@@ -614,6 +710,14 @@ func (c *checker) service(obj map[string]any) {
 	only := func(k, what string) {
 		if v, ok := spec[k]; ok && v != nil {
 			c.add(RuleServiceTypeField, "spec."+k, "may be set only "+what+", not for type "+typ)
+		}
+	}
+	if ips := listOf(spec["clusterIPs"]); len(ips) > 0 {
+		switch ip := strOf(spec["clusterIP"]); {
+		case ip == "":
+			c.add(RuleServiceClusterIPs, "spec.clusterIPs", "must be empty when clusterIP is not set")
+		case strOf(ips[0]) != ip:
+			c.add(RuleServiceClusterIPs, "spec.clusterIPs", "the first must be clusterIP, "+ip)
 		}
 	}
 	if headless && nodePorts {

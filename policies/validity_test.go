@@ -363,6 +363,8 @@ func TestCheckRules(t *testing.T) {
 		{"ExternalName without a name", svc("{type: ExternalName}"), []string{RuleServiceExternalName}},
 		{"sessionAffinityConfig with None (defaulting drops it)", svc("{sessionAffinity: None, sessionAffinityConfig: {clientIP: {timeoutSeconds: 5}}, ports: [{port: 80}]}"), nil},
 		{"nodePort on ExternalName", svc("{type: ExternalName, externalName: a.example, ports: [{port: 80, nodePort: 30000}]}"), nil},
+		{"clusterIPs without clusterIP", svc("{clusterIPs: [None], ports: [{port: 80}]}"), []string{RuleServiceClusterIPs}},
+		{"clusterIPs with clusterIP", svc("{clusterIP: None, clusterIPs: [None], ports: [{port: 80}]}"), nil},
 		{"externalTrafficPolicy on ExternalName with externalIPs", svc("{type: ExternalName, externalName: a.example, externalIPs: [1.2.3.4], externalTrafficPolicy: Local}"), []string{RuleServiceTypeField}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -550,6 +552,13 @@ func TestCheckPodRules(t *testing.T) {
 		{"baseline: an allowed capability", pod("{containers: [{name: a, image: x, securityContext: {capabilities: {add: [CHOWN]}}}]}"), baseline, nil},
 		{"baseline: a probe to another host", pod("{containers: [{name: a, image: x, livenessProbe: {httpGet: {host: 10.0.0.1, port: 80}}}]}"), baseline, []string{RulePodSecurity}},
 		{"baseline: a hostPath volume", pod("{volumes: [{name: h, hostPath: {path: /}}], containers: [{name: a, image: x}]}"), baseline, []string{RulePodSecurity}},
+		{"a volume with two sources", pod("{volumes: [{name: v, emptyDir: {}, configMap: {name: c}}], containers: [{name: a, image: x}]}"), nil, []string{RuleVolumeSource}},
+		{"a block device on an emptyDir", pod("{volumes: [{name: v, emptyDir: {}}], containers: [{name: a, image: x, volumeDevices: [{name: v, devicePath: /dev/x}]}]}"), nil, []string{RuleVolumeSource}},
+		{"a claim the pod does not have", pod("{containers: [{name: a, image: x, resources: {claims: [{name: gpu}]}}]}"), nil, []string{RuleResourceClaimNotFound}},
+		{"a claim the pod has", pod("{resourceClaims: [{name: gpu, resourceClaimName: g}], containers: [{name: a, image: x, resources: {claims: [{name: gpu}]}}]}"), nil, nil},
+		{"pod-level request below the containers'", pod("{resources: {requests: {memory: 1Gi}}, containers: [{name: a, image: x, resources: {requests: {memory: 2Gi}}}]}"), nil, []string{RulePodResources}},
+		{"a container limit above the pod's", pod("{resources: {limits: {cpu: '1'}}, containers: [{name: a, image: x, resources: {limits: {cpu: '2'}}}]}"), nil, []string{RulePodResources}},
+		{"pod-level request above the pod's limit", pod("{resources: {requests: {cpu: '2'}, limits: {cpu: '1'}}, containers: [{name: a, image: x}]}"), nil, []string{RuleRequestAboveLimit}},
 		{"restricted: hardened", pod("{containers: [{name: a, image: x, " + hardened + "}]}"), restricted, nil},
 		{"restricted: an image volume", pod("{volumes: [{name: i, image: {reference: x}}], containers: [{name: a, image: x, " + hardened + "}]}"), restricted, nil},
 		{"restricted: runAsNonRoot from the pod", pod("{securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}, containers: [{name: a, image: x, securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}}]}"), restricted, nil},

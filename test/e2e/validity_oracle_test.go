@@ -141,6 +141,22 @@ var validityRows = []validityRow{
 		podSpec(obj)["sessionAffinity"] = "None"
 		podSpec(obj)["sessionAffinityConfig"] = map[string]any{"clientIP": map[string]any{"timeoutSeconds": 60}}
 	}}, // defaulting drops the config
+	{name: "clusterIPs without clusterIP", fixture: "dask-operator/scheduler-service.yaml", edit: set("clusterIPs", []any{"None"}),
+		rule: policies.RuleServiceClusterIPs},
+	{name: "volume with two sources", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
+		podSpec(obj)["volumes"].([]any)[1].(map[string]any)["configMap"] = map[string]any{"name": "c"}
+	}, rule: policies.RuleVolumeSource},
+	{name: "block device on an emptyDir", fixture: "spark/executor-pod.yaml", edit: containerSet("volumeDevices", []any{
+		map[string]any{"name": "spark-local-dir-1", "devicePath": "/dev/x"}}), rule: policies.RuleVolumeSource},
+	{name: "container claim the pod does not have", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
+		firstContainer(obj)["resources"].(map[string]any)["claims"] = []any{map[string]any{"name": "gpu"}}
+	}, rule: policies.RuleResourceClaimNotFound},
+	{name: "pod-level request below the containers'", fixture: "dask-operator/worker-pod.yaml", edit: set("resources",
+		map[string]any{"requests": map[string]any{"memory": "1Gi"}}), rule: policies.RulePodResources},
+	{name: "pod-level limit below a container's", fixture: "dask-operator/worker-pod.yaml", edit: set("resources",
+		map[string]any{"limits": map[string]any{"cpu": "500m"}}), rule: policies.RulePodResources},
+	{name: "pod-level resources that hold the containers'", fixture: "dask-operator/worker-pod.yaml", edit: set("resources",
+		map[string]any{"limits": map[string]any{"cpu": "2", "memory": "4Gi"}, "requests": map[string]any{"cpu": "1", "memory": "2Gi"}})},
 	{name: "LoadBalancer Service", fixture: "dask-operator/scheduler-service.yaml", edit: set("type", "LoadBalancer")},
 }
 
