@@ -58,7 +58,8 @@ var Rules = []string{
 	RuleOverheadMismatch, RuleRuntimeClassScheduling, RuleServiceAccountNotFound, RuleLimitRange,
 	RulePodSecurity, RuleAnnotationsTooLong, RuleServiceHeadlessExternal, RuleServiceTypeField,
 	RuleServicePortName, RuleServiceDuplicatePort, RuleServicePortsRequired, RuleServiceExternalName,
-	RulePodResources, RuleResourceClaimNotFound, RuleVolumeSource, RuleServiceClusterIPs,
+	RulePodResources, RuleResourceClaimNotFound, RuleVolumeSource, RuleServiceClusterIPs, RulePodOS,
+	RulePodFieldConflict,
 }
 
 // maxAnnotationsBytes is the API server's limit on the total size of an object's annotations.
@@ -178,6 +179,7 @@ func (c *checker) pod(obj map[string]any) {
 		c.podResources(r, containers)
 	}
 	c.claims(spec, containers)
+	c.podOS(spec, containers)
 }
 
 // sources counts the members of a volume other than its name, scanning it when still raw.

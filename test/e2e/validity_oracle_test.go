@@ -157,6 +157,18 @@ var validityRows = []validityRow{
 		map[string]any{"limits": map[string]any{"cpu": "500m"}}), rule: policies.RulePodResources},
 	{name: "pod-level resources that hold the containers'", fixture: "dask-operator/worker-pod.yaml", edit: set("resources",
 		map[string]any{"limits": map[string]any{"cpu": "2", "memory": "4Gi"}, "requests": map[string]any{"cpu": "1", "memory": "2Gi"}})},
+	{name: "windows options on a linux pod", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
+		podSpec(obj)["os"] = map[string]any{"name": "linux"}
+		podSpec(obj)["securityContext"] = map[string]any{"windowsOptions": map[string]any{"runAsUserName": "a"}}
+	}, rule: policies.RulePodOS},
+	{name: "host processes without hostNetwork", fixture: "dask-operator/worker-pod.yaml", edit: set("securityContext",
+		map[string]any{"windowsOptions": map[string]any{"hostProcess": true}}), rule: policies.RulePodOS},
+	{name: "shareProcessNamespace with hostPID", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
+		podSpec(obj)["shareProcessNamespace"], podSpec(obj)["hostPID"] = true, true
+	}, rule: policies.RulePodFieldConflict},
+	{name: "hostPID without host users", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
+		podSpec(obj)["hostUsers"], podSpec(obj)["hostPID"] = false, true
+	}, rule: policies.RulePodFieldConflict},
 	{name: "LoadBalancer Service", fixture: "dask-operator/scheduler-service.yaml", edit: set("type", "LoadBalancer")},
 }
 
