@@ -77,6 +77,13 @@ type Violation struct {
 
 func (v Violation) String() string { return v.Field + ": " + v.Message + " (" + v.Rule + ")" }
 
+func compareViolations(a, b Violation) int {
+	if c := strings.Compare(a.Field, b.Field); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Rule, b.Rule)
+}
+
 // key identifies a violation for the comparison with the object as given.
 func (v Violation) key() string { return v.Rule + "\x00" + v.Field }
 
@@ -114,8 +121,12 @@ const MaxViolations = 256
 // check returns the violations of an object tree, and false when there were more than
 // MaxViolations. It only reads (jsontree.Expand, never the tree's storing accessors), so it
 // neither grows the JSONPatch's walk nor changes the object.
-func (e *checkEnv) check(obj map[string]any) ([]Violation, bool) {
-	c := &checker{env: e}
+func (e *checkEnv) check(obj map[string]any) ([]Violation, bool) { return e.run(obj, false) }
+
+// run is check; with full, it also checks parts of the object still raw, which a patched
+// object's check skips for the rules whose parts no policy touched (they are as given).
+func (e *checkEnv) run(obj map[string]any, full bool) ([]Violation, bool) {
+	c := &checker{env: e, full: full}
 	if e.kind == KindService {
 		c.service(obj)
 	} else {
@@ -131,7 +142,7 @@ func (e *checkEnv) checkInput(raw []byte) ([]Violation, bool) {
 	if !ok {
 		return nil, true
 	}
-	return e.check(obj)
+	return e.run(obj, true)
 }
 
 // Check returns the reasons the API server would refuse an object as it is, by the rules of
@@ -148,7 +159,7 @@ func Check(in Input) ([]Violation, error) {
 		ns = in.Namespace
 	}
 	env := &checkEnv{kind: in.Kind, namespace: ns, namespaceLabels: in.NamespaceLabels, cluster: in.Cluster}
-	vs, _ := env.check(obj)
+	vs, _ := env.run(obj, true)
 	return vs, nil
 }
 
@@ -211,7 +222,7 @@ func (s *Set) keepValid(in Input, patchOnly bool, env *checkEnv, manager Manager
 			}
 			if v := fresh(res.violations, given); len(v) > 0 {
 				delete(keep, p)
-				why[p] = v[0]
+				why[p] = slices.MinFunc(v, compareViolations) // the same one every time
 				next = append(next, p)
 				continue
 			}

@@ -70,6 +70,9 @@ type checker struct {
 	env       *checkEnv
 	out       []Violation
 	truncated bool // more than MaxViolations
+	// full checks parts still raw too; without it (a patched object) the rules that read
+	// only one part skip it when raw, as given: whatever it breaks, the object had already.
+	full bool
 }
 
 func (c *checker) add(rule, fld, msg string) {
@@ -146,6 +149,9 @@ func (c *checker) pod(obj map[string]any) {
 		if sources(v) > 1 { // none becomes an emptyDir (defaulting)
 			c.add(RuleVolumeSource, item("spec.volumes", f[0]), "a volume has exactly one source")
 		}
+		if _, raw := v.(json.RawMessage); !raw || c.full { // a raw volume is as given: nothing new
+			c.volumeSource(f[0], mapOf(v))
+		}
 	}
 	names := map[string]bool{}
 	var containers []container
@@ -180,6 +186,44 @@ func (c *checker) pod(obj map[string]any) {
 	}
 	c.claims(spec, containers)
 	c.podOS(spec, containers)
+}
+
+// requiredSource lists, per volume source, the members it cannot do without (the API server's
+// validate<Source>VolumeSource): a policy's partial source merged into a volume of the same
+// name with another source, or into none, is incomplete (property finding 18).
+var requiredSource = map[string][]string{
+	"hostPath": {"path"}, "nfs": {"server", "path"}, "configMap": {"name"}, "secret": {"secretName"},
+	"persistentVolumeClaim": {"claimName"}, "gitRepo": {"repository"}, "iscsi": {"targetPortal", "iqn"},
+	"glusterfs": {"endpoints", "path"}, "rbd": {"monitors", "image"}, "cephfs": {"monitors"}, "cinder": {"volumeID"},
+	"flexVolume": {"driver"}, "azureDisk": {"diskName", "diskURI"}, "azureFile": {"secretName", "shareName"},
+	"vsphereVolume": {"volumePath"}, "quobyte": {"registry", "volume"}, "portworxVolume": {"volumeID"},
+	"scaleIO": {"gateway", "system", "secretRef"}, "gcePersistentDisk": {"pdName"}, "awsElasticBlockStore": {"volumeID"},
+	"csi": {"driver"}, "ephemeral": {"volumeClaimTemplate"}, "photonPersistentDisk": {"pdID"}, "storageos": {"volumeName"},
+	"image": {"reference"}, "fc": nil,
+}
+
+// volumeSource checks that a volume's source has what it requires.
+func (c *checker) volumeSource(name string, v map[string]any) {
+	for src, req := range requiredSource {
+		sm, ok := jsontree.Expand(v[src]).(map[string]any)
+		if !ok {
+			continue
+		}
+		for _, k := range req {
+			if x := jsontree.Expand(sm[k]); x == nil || x == "" {
+				c.add(RuleVolumeSource, item("spec.volumes", name)+"."+src+"."+k, "required by a "+src+" volume")
+			}
+		}
+		if src == "ephemeral" {
+			spec := mapOf(mapOf(sm["volumeClaimTemplate"])["spec"])
+			if mapOf(sm["volumeClaimTemplate"]) != nil && len(listOf(spec["accessModes"])) == 0 {
+				c.add(RuleVolumeSource, item("spec.volumes", name)+".ephemeral.volumeClaimTemplate.spec.accessModes", "required by an ephemeral volume")
+			}
+		}
+		if src == "fc" && len(listOf(sm["targetWWNs"])) == 0 && len(listOf(sm["wwids"])) == 0 {
+			c.add(RuleVolumeSource, item("spec.volumes", name)+".fc", "needs targetWWNs or wwids")
+		}
+	}
 }
 
 // sources counts the members of a volume other than its name, scanning it when still raw.

@@ -566,6 +566,8 @@ func TestCheckPodRules(t *testing.T) {
 		{"shareProcessNamespace with hostPID", pod("{shareProcessNamespace: true, hostPID: true, containers: [{name: a, image: x}]}"), nil, []string{RulePodFieldConflict}},
 		{"nodeName with schedulingGates", pod("{nodeName: node-1, schedulingGates: [{name: g}], containers: [{name: a, image: x}]}"), nil, []string{RulePodFieldConflict}},
 		{"hostPID without host users", pod("{hostUsers: false, hostPID: true, containers: [{name: a, image: x}]}"), nil, []string{RulePodFieldConflict}},
+		{"a configMap volume without its name", pod("{volumes: [{name: v, configMap: {defaultMode: 420}}], containers: [{name: a, image: x}]}"), nil, []string{RuleVolumeSource}},
+		{"an ephemeral volume without access modes", pod("{volumes: [{name: v, ephemeral: {volumeClaimTemplate: {spec: {}}}}], containers: [{name: a, image: x}]}"), nil, []string{RuleVolumeSource}},
 		{"restricted: hardened", pod("{containers: [{name: a, image: x, " + hardened + "}]}"), restricted, nil},
 		{"restricted: an image volume", pod("{volumes: [{name: i, image: {reference: x}}], containers: [{name: a, image: x, " + hardened + "}]}"), restricted, nil},
 		{"restricted: runAsNonRoot from the pod", pod("{securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}, containers: [{name: a, image: x, securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}}]}"), restricted, nil},

@@ -169,6 +169,14 @@ var validityRows = []validityRow{
 	{name: "hostPID without host users", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
 		podSpec(obj)["hostUsers"], podSpec(obj)["hostPID"] = false, true
 	}, rule: policies.RulePodFieldConflict},
+	{name: "configMap volume without its name", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
+		podSpec(obj)["volumes"].([]any)[0].(map[string]any)["configMap"] = map[string]any{"defaultMode": 420}
+	}, rule: policies.RuleVolumeSource},
+	{name: "ephemeral volume without access modes", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
+		v := podSpec(obj)["volumes"].([]any)[1].(map[string]any)
+		delete(v, "emptyDir")
+		v["ephemeral"] = map[string]any{"volumeClaimTemplate": map[string]any{"spec": map[string]any{"resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}}}}
+	}, rule: policies.RuleVolumeSource},
 	{name: "LoadBalancer Service", fixture: "dask-operator/scheduler-service.yaml", edit: set("type", "LoadBalancer")},
 }
 
