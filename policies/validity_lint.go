@@ -64,6 +64,25 @@ func lintContainer(c corev1.Container, fld *field.Path) field.ErrorList {
 		seen[p.Name] = true
 	}
 	errs = append(errs, lintHugePages(c.Resources, fld.Child("resources"))...)
+	if len(c.RestartPolicyRules) > 0 && c.RestartPolicy == nil {
+		errs = append(errs, field.Required(fld.Child("restartPolicy"), "restartPolicyRules need the container's restartPolicy, in the same policy"))
+	}
+	for i, r := range c.RestartPolicyRules {
+		if r.ExitCodes == nil {
+			errs = append(errs, field.Required(fld.Child("restartPolicyRules").Index(i).Child("exitCodes"), ""))
+		}
+	}
+	for i, e := range c.Env {
+		if e.ValueFrom == nil || e.ValueFrom.FileKeyRef == nil {
+			continue
+		}
+		f, ef := e.ValueFrom.FileKeyRef, fld.Child("env").Index(i).Child("valueFrom", "fileKeyRef")
+		for _, m := range []struct{ name, value string }{{"volumeName", f.VolumeName}, {"path", f.Path}, {"key", f.Key}} {
+			if m.value == "" {
+				errs = append(errs, field.Required(ef.Child(m.name), ""))
+			}
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(c.Resources.Requests)) {
 		if _, ok := c.Resources.Limits[name]; !ok && !resourceOvercommitAllowed(string(name)) {
 			errs = append(errs, field.Required(fld.Child("resources", "limits").Key(string(name)),

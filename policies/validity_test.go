@@ -490,6 +490,10 @@ func TestLintValidity(t *testing.T) {
 		{"mismatchLabelKeys without labelSelector", "template: {spec: {affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: zone, mismatchLabelKeys: [app]}]}}}}",
 			"spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].mismatchLabelKeys"},
 		{"two IP families without a dual-stack policy", "service: {spec: {ipFamilies: [IPv4, IPv6]}}", "spec.service.spec.ipFamilyPolicy"},
+		{"restart rules without restartPolicy", "template: {spec: {containers: [{name: '@main', restartPolicyRules: [{action: Restart, exitCodes: {operator: In, values: [42]}}]}]}}",
+			"spec.template.spec.containers[0].restartPolicy"},
+		{"a fileKeyRef without its key", "template: {spec: {containers: [{name: '*', env: [{name: A, valueFrom: {fileKeyRef: {volumeName: v, path: p}}}]}]}}",
+			"spec.template.spec.containers[0].env[0].valueFrom.fileKeyRef.key"},
 		{"two IP families, dual-stack", "service: {spec: {ipFamilies: [IPv4, IPv6], ipFamilyPolicy: PreferDualStack}}", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
