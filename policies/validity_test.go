@@ -373,6 +373,7 @@ func TestCheckRules(t *testing.T) {
 			vs, complete := env.checkInput(c.obj)
 			require.True(t, complete)
 			for _, v := range vs {
+				require.Contains(t, Rules, v.Rule, "every rule is listed, for the metric's label")
 				got = append(got, v.Rule)
 			}
 			require.Equal(t, c.want, got)
@@ -583,6 +584,7 @@ func TestCheckPodRules(t *testing.T) {
 			vs, complete := env.checkInput(c.obj)
 			require.True(t, complete)
 			for _, v := range vs {
+				require.Contains(t, Rules, v.Rule, "every rule is listed, for the metric's label")
 				got = append(got, v.Rule)
 			}
 			require.Equal(t, c.want, got)
