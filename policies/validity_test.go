@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -418,7 +419,11 @@ func TestCheckRules(t *testing.T) {
 // cluster contents: the result never has a violation its input did not have, and applying it
 // again changes nothing.
 func TestValidityProperty(t *testing.T) {
-	rng := rand.New(rand.NewSource(20))
+	seed := int64(20) // PODPATCH_VALIDITY_SEED explores others
+	if v, err := strconv.ParseInt(os.Getenv("PODPATCH_VALIDITY_SEED"), 10, 64); err == nil {
+		seed = v
+	}
+	rng := rand.New(rand.NewSource(seed))
 	fragments := []string{
 		"template: {spec: {priorityClassName: high}}",
 		"template: {spec: {priorityClassName: ghost}}",
@@ -439,6 +444,18 @@ func TestValidityProperty(t *testing.T) {
 		"template: {spec: {containers: [{name: sidecar, image: busybox:1.36, securityContext: {privileged: true}}]}}",
 		"template: {spec: {hostNetwork: true}}",
 		"template: {metadata: {labels: {team: a}}}",
+		"template: {spec: {resources: {limits: {cpu: 500m}}}}",
+		"template: {spec: {volumes: [{name: scratch, nfs: {server: nfs.example}}]}}",
+		"template: {spec: {volumes: [{name: spark-local-dir-1, configMap: {defaultMode: 420}}]}}",
+		"template: {spec: {os: {name: linux}}}",
+		"template: {spec: {securityContext: {windowsOptions: {runAsUserName: a}}}}",
+		"template: {spec: {shareProcessNamespace: true}}",
+		"template: {spec: {hostPID: true}}",
+		"template: {spec: {containers: [{name: '@main', resources: {claims: [{name: gpu}]}}]}}",
+		"template: {spec: {initContainers: [{name: init-setup, image: busybox:1.36}]}}",
+		"template: {spec: {initContainers: [{name: '*', volumeMounts: [{name: shared-mem, mountPath: /etc/podpatch}]}]}}",
+		"template: {spec: {containers: [{name: '*', securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}, runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}}]}}",
+		"service: {spec: {clusterIPs: [None]}}",
 		"service: {spec: {type: LoadBalancer}}",
 		"service: {spec: {type: NodePort, externalTrafficPolicy: Local}}",
 		"service: {spec: {ports: [{port: 9999}]}}",
