@@ -150,8 +150,11 @@ func (e *checkEnv) checkInput(raw []byte) ([]Violation, bool) {
 // `diff` ("would it become invalid") and the oracle tests that pin the rules. It returns at most
 // MaxViolations.
 func Check(in Input) ([]Violation, error) {
+	if !json.Valid(in.Object) { // Expand trusts its input to be valid
+		return nil, fmt.Errorf("decode %s: not valid JSON", strings.ToLower(string(in.Kind)))
+	}
 	obj, ok := jsontree.Expand(json.RawMessage(in.Object)).(map[string]any)
-	if !json.Valid(in.Object) || !ok {
+	if !ok {
 		return nil, fmt.Errorf("decode %s: expected a JSON object", strings.ToLower(string(in.Kind)))
 	}
 	ns := strOf(mapOf(obj["metadata"])["namespace"])

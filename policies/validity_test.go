@@ -701,3 +701,15 @@ func TestLimitRangeRules(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckHostileInput: Check refuses what is not a JSON object, without panicking.
+func TestCheckHostileInput(t *testing.T) {
+	for _, in := range []string{"", "{", `{"spec": [`, "null", "[]", `"pod"`, `{"spec": {"containers": "x", "volumes": {}}}`} {
+		_, err := Check(Input{Kind: KindPod, Object: []byte(in)})
+		if in == `{"spec": {"containers": "x", "volumes": {}}}` {
+			require.NoError(t, err, in)
+			continue
+		}
+		require.Error(t, err, in)
+	}
+}
