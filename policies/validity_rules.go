@@ -45,6 +45,7 @@ const (
 	RuleServicePortsRequired    = "service-ports-required"
 	RuleServiceExternalName     = "service-external-name"
 	RulePodResources            = "pod-resources"
+	RuleEnvSource               = "env-source"
 	RuleResourceClaimNotFound   = "resource-claim-not-found"
 	RuleVolumeSource            = "volume-source"
 	RuleServiceClusterIPs       = "service-cluster-ips"
@@ -59,7 +60,7 @@ var Rules = []string{
 	RulePodSecurity, RuleAnnotationsTooLong, RuleServiceHeadlessExternal, RuleServiceTypeField,
 	RuleServicePortName, RuleServiceDuplicatePort, RuleServicePortsRequired, RuleServiceExternalName,
 	RulePodResources, RuleResourceClaimNotFound, RuleVolumeSource, RuleServiceClusterIPs, RulePodOS,
-	RulePodFieldConflict,
+	RulePodFieldConflict, RuleEnvSource,
 }
 
 // maxAnnotationsBytes is the API server's limit on the total size of an object's annotations.
@@ -170,6 +171,7 @@ func (c *checker) pod(obj map[string]any) {
 			names[name] = true
 			containers = append(containers, ct)
 			c.ports(ct, hostPorts)
+			c.envVars(ct)
 			c.mounts(ct, volumes)
 			c.resources(ct)
 		}
@@ -423,6 +425,34 @@ func (c *checker) mounts(ct container, volumes map[string]any) {
 
 // volumeMembers are the members of a volume read for every volume.
 var volumeMembers = []string{"name"}
+
+// envVars: an environment variable has a value or one source, never two (a policy's valueFrom
+// merged into the object's of another kind). Only entries a policy touched are read, unless
+// full: raw ones are as given.
+func (c *checker) envVars(ct container) {
+	if _, raw := ct.m["env"].(json.RawMessage); raw && !c.full {
+		return
+	}
+	for _, it := range listOf(ct.m["env"]) {
+		if _, r := it.(json.RawMessage); r && !c.full {
+			continue
+		}
+		e := mapOf(it)
+		from := mapOf(e["valueFrom"])
+		n := 0
+		for _, v := range from {
+			if v != nil {
+				n++
+			}
+		}
+		switch {
+		case n > 1:
+			c.add(RuleEnvSource, ct.at(".env["+strOf(e["name"])+"].valueFrom"), "may not have more than one source")
+		case n == 1 && strOf(e["value"]) != "":
+			c.add(RuleEnvSource, ct.at(".env["+strOf(e["name"])+"].valueFrom"), "may not be set with a value")
+		}
+	}
+}
 
 // mountMembers are the members of a volumeMount the check reads.
 var mountMembers = []string{"name", "mountPath", "subPath", "subPathExpr"}

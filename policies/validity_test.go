@@ -623,6 +623,7 @@ func TestCheckPodRules(t *testing.T) {
 		{"hostPID without host users", pod("{hostUsers: false, hostPID: true, containers: [{name: a, image: x}]}"), nil, []string{RulePodFieldConflict}},
 		{"a configMap volume without its name", pod("{volumes: [{name: v, configMap: {defaultMode: 420}}], containers: [{name: a, image: x}]}"), nil, []string{RuleVolumeSource}},
 		{"an ephemeral volume without access modes", pod("{volumes: [{name: v, ephemeral: {volumeClaimTemplate: {spec: {}}}}], containers: [{name: a, image: x}]}"), nil, []string{RuleVolumeSource}},
+		{"an env var with two sources", pod("{containers: [{name: a, image: x, env: [{name: A, valueFrom: {fieldRef: {fieldPath: metadata.name}, secretKeyRef: {name: s, key: k}}}]}]}"), nil, []string{RuleEnvSource}},
 		{"restricted: hardened", pod("{containers: [{name: a, image: x, " + hardened + "}]}"), restricted, nil},
 		{"restricted: an image volume", pod("{volumes: [{name: i, image: {reference: x}}], containers: [{name: a, image: x, " + hardened + "}]}"), restricted, nil},
 		{"restricted: runAsNonRoot from the pod", pod("{securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}, containers: [{name: a, image: x, securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}}]}"), restricted, nil},

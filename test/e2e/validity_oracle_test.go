@@ -177,6 +177,14 @@ var validityRows = []validityRow{
 		delete(v, "emptyDir")
 		v["ephemeral"] = map[string]any{"volumeClaimTemplate": map[string]any{"spec": map[string]any{"resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}}}}
 	}, rule: policies.RuleVolumeSource},
+	{name: "env var with two sources", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
+		for _, e := range firstContainer(obj)["env"].([]any) {
+			if em := e.(map[string]any); em["valueFrom"] != nil {
+				em["valueFrom"].(map[string]any)["secretKeyRef"] = map[string]any{"name": "s", "key": "k"}
+				return
+			}
+		}
+	}, rule: policies.RuleEnvSource},
 	{name: "LoadBalancer Service", fixture: "dask-operator/scheduler-service.yaml", edit: set("type", "LoadBalancer")},
 }
 
