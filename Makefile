@@ -92,7 +92,7 @@ image:
 	cd hack/image && GOWORK=off $(GO) run . --root ../.. --out $(abspath $(IMAGE_TAR)) --version $(VERSION) --arch $(IMAGE_ARCH)
 
 fuzz:
-	@for pkg in ./policies ./policies/internal/jsontree; do \
+	@for pkg in ./policies ./policies/internal/jsontree ./policies/internal/yamljson; do \
 		for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 			n=$(FUZZTIME); [ $$t = FuzzKeyedLists ] && n=$(FUZZTIME_LISTS); \
 			echo "fuzz $$pkg $$t ($$n)"; \
@@ -102,7 +102,7 @@ fuzz:
 
 ## bench: one run of every benchmark (stages, whole handler, HTTPS load against podpatch and two
 ## reference servers, end to end through kube-apiserver, the policy store with up to 10,000
-## ConfigMaps and the scale test at that size); regenerates docs/benchmarks.md and the plots.
+## ConfigMaps and the scale test at that size); regenerates docs/benchmarks/benchmarks.md and the plots.
 bench:
 	@hack/bench.sh
 

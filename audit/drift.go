@@ -67,8 +67,6 @@ type Finding struct {
 	// Policies are the policies that match the object now, in layer order, and what each
 	// would change.
 	Policies []PolicyResult `json:"policies"`
-
-	owners []metav1.OwnerReference
 }
 
 // Cluster is the compute cluster an object belongs to.
@@ -108,6 +106,9 @@ type PolicyResult struct {
 	// Fields are the differing paths this policy decides (the last policy to set a field
 	// decides it, as in the layer order).
 	Fields []string `json:"fields,omitempty"`
+	// AppliedVersion is the resourceVersion of this policy that the object's provenance names:
+	// empty when it names none, "none" when the policy is missing from it.
+	AppliedVersion string `json:"appliedVersion,omitempty"`
 
 	policy *policies.Policy
 }
@@ -129,7 +130,18 @@ type objectMeta struct {
 // is nothing to audit. The provenance annotation does not count as a change (it is compared on
 // its own, for the reason); nor do what the API server adds or normalises — defaults the
 // policies do not set, zero values it drops, quantities it canonicalises (`1000m` is `1`).
+//
+// Every string of the Finding is bounded (MaxString, MaxFindingList): the object is the
+// user's, and some of what it says is not validated by the API server.
 func Check(set *policies.Set, obj Object) (Finding, bool, error) {
+	f, ok, err := check(set, obj)
+	if ok {
+		f.bound()
+	}
+	return f, ok, err
+}
+
+func check(set *policies.Set, obj Object) (Finding, bool, error) {
 	var meta objectMeta
 	if err := json.Unmarshal(obj.JSON, &meta); err != nil {
 		return Finding{}, false, fmt.Errorf("decode %s: %w", strings.ToLower(string(obj.Kind)), err)
@@ -143,7 +155,7 @@ func Check(set *policies.Set, obj Object) (Finding, bool, error) {
 	if !res.Recognised || !res.Changed {
 		return Finding{}, false, nil
 	}
-	f := Finding{Kind: obj.Kind, Namespace: m.Namespace, Name: m.Name, UID: m.UID, owners: m.OwnerReferences,
+	f := Finding{Kind: obj.Kind, Namespace: m.Namespace, Name: m.Name, UID: m.UID,
 		Cluster: Cluster{Manager: res.Identity.Manager, Role: res.Identity.Role, Name: res.Identity.Cluster, Group: res.Identity.Group,
 			Owner: directOwner(m.OwnerReferences)},
 		Applied: splitApplied(m.Annotations[policies.AppliedAnnotation])}
@@ -152,7 +164,8 @@ func Check(set *policies.Set, obj Object) (Finding, bool, error) {
 	}
 	f.Policies = make([]PolicyResult, len(res.Applied))
 	for i, p := range res.Applied {
-		f.Policies[i] = PolicyResult{Ref: p.Ref, Scope: p.Scope, Mode: p.Mode, policy: p}
+		ref, _, _ := strings.Cut(p.Ref, "@")
+		f.Policies[i] = PolicyResult{Ref: p.Ref, Scope: p.Scope, Mode: p.Mode, AppliedVersion: appliedVersion(f.Applied, ref), policy: p}
 	}
 	only, err := onlyProvenance(res.Patch)
 	if err != nil {
@@ -333,7 +346,7 @@ func related(a, b string) bool {
 	return a == b || (len(a) > len(b) && inside(a, b)) || (len(b) > len(a) && inside(b, a))
 }
 
-// directOwner is the object's controller, else its first owner.
+// directOwner is the object's controller, else its first owner, its strings bounded.
 func directOwner(refs []metav1.OwnerReference) *Owner {
 	if len(refs) == 0 {
 		return nil
@@ -345,5 +358,5 @@ func directOwner(refs []metav1.OwnerReference) *Owner {
 			break
 		}
 	}
-	return &Owner{APIVersion: pick.APIVersion, Kind: pick.Kind, Name: pick.Name, UID: string(pick.UID)}
+	return boundOwner(&Owner{APIVersion: pick.APIVersion, Kind: pick.Kind, Name: pick.Name, UID: string(pick.UID)})
 }

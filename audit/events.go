@@ -22,6 +22,8 @@ const (
 	maxEventsPerRound = 100
 	// maxEventMessage keeps Event messages within what the API server accepts.
 	maxEventMessage = 1000
+	// maxEventObject bounds what an Event message says of one object.
+	maxEventObject = 256
 )
 
 // builtinGroups are the API groups whose owners are not a cluster manager's custom resource.
@@ -50,17 +52,17 @@ func (e *ownerEvents) update(findings []Finding) {
 	drifting := map[ownerKey][]string{}
 	for _, f := range findings {
 		o := f.Cluster.Owner
-		if !f.Drift || o == nil || !customResource(o.APIVersion) {
+		if !f.Drift || o == nil || !customResource(o.APIVersion) || !plausibleOwner(o) {
 			continue
 		}
 		k := ownerKey{namespace: f.Namespace, owner: *o}
-		drifting[k] = append(drifting[k], fmt.Sprintf("%s %s (%s: %s)", f.Kind, f.Name, f.Reason.Text(), strings.Join(f.Fields, ", ")))
+		drifting[k] = append(drifting[k], Clip(fmt.Sprintf("%s %s (%s: %s)", f.Kind, f.Name, f.Reason.Text(), strings.Join(f.Fields, ", ")), maxEventObject))
 	}
 	written := 0
 	for _, k := range slices.SortedFunc(maps.Keys(drifting), compareOwners) {
 		objs := drifting[k]
 		slices.Sort(objs)
-		msg := clip(fmt.Sprintf("%d object(s) drift from their podpatch policies: %s", len(objs), strings.Join(objs, "; ")), maxEventMessage)
+		msg := Clip(fmt.Sprintf("%d object(s) drift from their podpatch policies: %s", len(objs), joinUpTo(objs, "; ", maxEventMessage)), maxEventMessage)
 		if e.said[k] == msg || written >= maxEventsPerRound {
 			continue
 		}
@@ -91,4 +93,19 @@ func compareOwners(a, b ownerKey) int {
 func customResource(apiVersion string) bool {
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	return err == nil && !builtinGroups[gv.Group]
+}
+
+// joinUpTo joins items until the result has more than n bytes: what follows would be clipped.
+func joinUpTo(items []string, sep string, n int) string {
+	var b strings.Builder
+	for i, it := range items {
+		if b.Len() > n {
+			break
+		}
+		if i > 0 {
+			b.WriteString(sep)
+		}
+		b.WriteString(it)
+	}
+	return b.String()
 }

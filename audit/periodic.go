@@ -58,8 +58,19 @@ type Periodic struct {
 type metrics struct {
 	drift    *prometheus.GaugeVec
 	rounds   *prometheus.CounterVec
+	errors   *prometheus.CounterVec
 	duration prometheus.Gauge
 }
+
+// The stages of podpatch_audit_errors_total.
+const (
+	// stageRead: listing the cluster's objects failed; the round stops.
+	stageRead = "read"
+	// stageObject: an object could not be checked; the round goes on.
+	stageObject = "object"
+	// stageReport: a namespace's Report could not be written or deleted; the round goes on.
+	stageReport = "report"
+)
 
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
@@ -68,12 +79,16 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 			[]string{"manager", "role", "reason"}),
 		rounds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "podpatch_audit_rounds_total",
 			Help: "Audit rounds run, by result (ok, error)."}, []string{"result"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "podpatch_audit_errors_total",
+			Help: "Audit errors, by stage (read: listing objects failed and the round stopped; object: an object was not checked; report: a namespace's Report was not written, the other namespaces' were)."},
+			[]string{"stage"}),
 		duration: prometheus.NewGauge(prometheus.GaugeOpts{Name: "podpatch_audit_round_seconds",
 			Help: "How long the last audit round took."}),
 	}
 	reg := promreg.New(r)
 	m.drift = reg.Register(m.drift).(*prometheus.GaugeVec)
 	m.rounds = reg.Register(m.rounds).(*prometheus.CounterVec)
+	m.errors = reg.Register(m.errors).(*prometheus.CounterVec)
 	m.duration = reg.Register(m.duration).(prometheus.Gauge)
 	return m, reg.Err()
 }
@@ -99,8 +114,16 @@ func NewPeriodic(o PeriodicOptions) (*Periodic, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Periodic{o: o, reader: reader, cs: cs, metrics: m,
-		reports: &reportWriter{client: orc, log: o.Log, now: time.Now}}, nil
+	p := &Periodic{o: o, reader: reader, cs: cs, metrics: m,
+		reports: &reportWriter{client: orc, log: o.Log, now: time.Now}}
+	p.reports.failed = p.reportFailed
+	return p, nil
+}
+
+// reportFailed logs and counts a namespace whose Report was not written.
+func (p *Periodic) reportFailed(namespace string, err error) {
+	p.o.Log.Error(err, "Report not written; the other namespaces' are", "namespace", namespace)
+	p.metrics.errors.WithLabelValues(stageReport).Inc()
 }
 
 // Start is one leadership term: it audits every Interval, once the policies are synced,
@@ -144,6 +167,7 @@ func (p *Periodic) round(ctx context.Context, events *ownerEvents) {
 			byNS[f.Namespace] = append(byNS[f.Namespace], f)
 		},
 		OnError: func(err error) {
+			p.metrics.errors.WithLabelValues(stageObject).Inc()
 			if errs++; errs <= 10 {
 				p.o.Log.Info("object not audited", "error", err.Error())
 			}
@@ -154,6 +178,7 @@ func (p *Periodic) round(ctx context.Context, events *ownerEvents) {
 		if ctx.Err() == nil {
 			p.o.Log.Error(err, "audit round failed")
 			p.metrics.rounds.WithLabelValues("error").Inc()
+			p.metrics.errors.WithLabelValues(stageRead).Inc()
 		}
 		return
 	}
@@ -169,6 +194,7 @@ func (p *Periodic) round(ctx context.Context, events *ownerEvents) {
 		if ctx.Err() == nil {
 			p.o.Log.Error(err, "writing Reports failed")
 			p.metrics.rounds.WithLabelValues("error").Inc()
+			p.metrics.errors.WithLabelValues(stageReport).Inc()
 		}
 		return
 	}
@@ -176,5 +202,5 @@ func (p *Periodic) round(ctx context.Context, events *ownerEvents) {
 	p.metrics.duration.Set(time.Since(start).Seconds())
 	p.o.Log.Info("audit round done", "pods", st.Pods, "services", st.Services, "checked", st.Checked, "drifted", st.Drifted,
 		"errors", st.Errors, "reportsCreated", w.created, "reportsUpdated", w.updated, "reportsDeleted", w.deleted,
-		"reportsUnchanged", w.unchanged, "duration", time.Since(start).Round(time.Millisecond).String())
+		"reportsUnchanged", w.unchanged, "reportsFailed", w.failed, "duration", time.Since(start).Round(time.Millisecond).String())
 }

@@ -16,7 +16,10 @@ var Formats = []string{"table", "json", "yaml"}
 
 // Write prints a report in a format: a table of the objects that drift followed by, for each,
 // its policies as `render --explain` names them and the fields each would change; or the
-// report as JSON or YAML.
+// report as JSON or YAML. The Findings' strings are bounded (MaxString, MaxFindingList); the
+// table's cells are clipped to MaxTableCell, its other lines to MaxTableLine, and control
+// characters are escaped, so that an
+// object's strings can neither widen every row nor write to the terminal.
 func Write(w io.Writer, rep *Report, format string) error {
 	switch format {
 	case "json":
@@ -45,26 +48,27 @@ func writeTable(w io.Writer, rep *Report) error {
 		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAMESPACE\tKIND\tNAME\tMANAGER\tCLUSTER\tROLE\tOWNER\tREASON")
 		for _, f := range rep.Objects {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Namespace, f.Kind, f.Name, f.Cluster.Manager,
-				dash(clusterName(f.Cluster)), f.Cluster.Role, dash(f.Cluster.Owner.String()), f.Reason.Text())
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(f.Namespace), cell(string(f.Kind)), cell(f.Name),
+				cell(string(f.Cluster.Manager)), cell(dash(clusterName(f.Cluster))), cell(string(f.Cluster.Role)),
+				cell(dash(f.Cluster.Owner.String())), cell(f.Reason.Text()))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 		for _, f := range rep.Objects {
-			fmt.Fprintf(&b, "\n%s %s/%s: %s\n", f.Kind, f.Namespace, f.Name, f.Reason.Text())
+			fmt.Fprintf(&b, "\n%s %s/%s: %s\n", f.Kind, short(f.Namespace), line(f.Name), f.Reason.Text())
 			for _, p := range f.Policies {
 				fields := "as the policy says"
 				if p.Drift {
 					fields = strings.Join(p.Fields, ", ")
 				}
-				fmt.Fprintf(&b, "  %s (%s %s): %s\n", p.Ref, p.Scope, p.Mode, fields)
+				fmt.Fprintf(&b, "  %s (%s %s): %s\n", short(p.Ref), p.Scope, p.Mode, line(fields))
 			}
 			applied := "none"
 			if len(f.Applied) > 0 {
 				applied = strings.Join(f.Applied, ",")
 			}
-			fmt.Fprintf(&b, "  applied at admission: %s\n", applied)
+			fmt.Fprintf(&b, "  applied at admission: %s\n", line(applied))
 		}
 		b.WriteString("\n")
 	}

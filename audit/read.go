@@ -3,7 +3,9 @@ package audit
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -49,31 +51,100 @@ func NewReader(cfg *rest.Config) (*Reader, error) {
 // Each lists a core/v1 resource ("pods", "services", …) in a namespace ("" for every one),
 // optionally label-selected, a page at a time, and calls fn with each item's JSON. The item
 // is valid only during the call.
+//
+// A page is read as it arrives, one item at a time (eachItem): a page of 500 Pods may be 500
+// times etcd's 1.5 MiB object limit, and the periodic audit runs inside the webhook's process,
+// whose memory limit it must not reach whatever the Pods hold.
 func (r *Reader) Each(ctx context.Context, resource, namespace, selector string, fn func(json.RawMessage) error) error {
 	opts := metav1.ListOptions{Limit: r.PageSize, LabelSelector: selector}
 	for {
-		raw, err := rawResult(r.core.Get().Namespace(namespace).Resource(resource).
-			VersionedParams(&opts, scheme.ParameterCodec).Do(ctx))
+		cont, err := r.page(ctx, resource, namespace, &opts, fn)
 		if err != nil {
 			return fmt.Errorf("list %s: %w", resource, err)
 		}
-		var page struct {
-			Metadata metav1.ListMeta   `json:"metadata"`
-			Items    []json.RawMessage `json:"items"`
-		}
-		if err := json.Unmarshal(raw, &page); err != nil {
-			return fmt.Errorf("list %s: %w", resource, err)
-		}
-		for _, it := range page.Items {
-			if err := fn(it); err != nil {
-				return err
-			}
-		}
-		if page.Metadata.Continue == "" {
+		if cont == "" {
 			return nil
 		}
-		opts.Continue = page.Metadata.Continue
+		opts.Continue = cont
 	}
+}
+
+// page reads one page of a List, calling fn with each item, and returns its continue token.
+func (r *Reader) page(ctx context.Context, resource, namespace string, opts *metav1.ListOptions, fn func(json.RawMessage) error) (cont string, err error) {
+	body, err := r.core.Get().Namespace(namespace).Resource(resource).VersionedParams(opts, scheme.ParameterCodec).Stream(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer func() {
+		if cerr := body.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	return eachItem(body, fn)
+}
+
+// errNotAList is the error for a response that is not a JSON List.
+var errNotAList = errors.New("the response is not a List")
+
+// eachItem reads a List's JSON from r and calls fn with each of its items as it is read, so
+// that one item at a time is in memory; it returns the List's continue token. Its members
+// may come in any order.
+func eachItem(r io.Reader, fn func(json.RawMessage) error) (string, error) {
+	d := json.NewDecoder(r)
+	if tok, err := d.Token(); err != nil {
+		return "", err
+	} else if tok != json.Delim('{') {
+		return "", errNotAList
+	}
+	var cont string
+	for d.More() {
+		tok, err := d.Token()
+		if err != nil {
+			return "", err
+		}
+		switch key, _ := tok.(string); key {
+		case "metadata":
+			var m metav1.ListMeta
+			if err := d.Decode(&m); err != nil {
+				return "", err
+			}
+			cont = m.Continue
+		case "items":
+			tok, err := d.Token()
+			if err != nil {
+				return "", err
+			}
+			if tok == nil {
+				continue // items: null
+			}
+			if tok != json.Delim('[') {
+				return "", errNotAList
+			}
+			for d.More() {
+				var it json.RawMessage
+				if err := d.Decode(&it); err != nil {
+					return "", err
+				}
+				if err := fn(it); err != nil {
+					return "", err
+				}
+			}
+			if _, err := d.Token(); err != nil { // ]
+				return "", err
+			}
+		default:
+			var skip json.RawMessage
+			if err := d.Decode(&skip); err != nil {
+				return "", err
+			}
+		}
+	}
+	if tok, err := d.Token(); err != nil {
+		return "", err
+	} else if tok != json.Delim('}') {
+		return "", errNotAList
+	}
+	return cont, nil
 }
 
 // rawResult is a result's body, or its error with the API server's Status (Raw alone gives

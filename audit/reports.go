@@ -2,9 +2,11 @@ package audit
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,10 +28,14 @@ const (
 	ReportSource = "podpatch"
 	// managedByLabel marks podpatch's Reports, so that it lists and deletes only its own.
 	managedByLabel = "app.kubernetes.io/managed-by"
-	// MaxReportResults bounds the results of one Report (failures first): a namespace of
-	// thousands of Pods must not make a Report beyond what etcd stores (1.5 MiB). The summary
-	// still counts every result.
+	// MaxReportResults bounds the results of one Report (failures first), as MaxReportBytes
+	// bounds its size: a namespace of thousands of Pods must not make a Report beyond what etcd
+	// stores (1.5 MiB). The summary still counts every result.
 	MaxReportResults = 1000
+	// OmittedPolicy is the policy of the one result that says how many results a Report
+	// leaves out (result skip, properties omitted, omittedFail, omittedPass); the summary
+	// does not count it.
+	OmittedPolicy = "podpatch/omitted-results"
 	// maxProperty bounds a property's value (the differing fields of one object).
 	maxProperty = 1024
 )
@@ -38,6 +44,7 @@ const (
 const (
 	resultPass openreportsv1alpha1.Result = "pass"
 	resultFail openreportsv1alpha1.Result = "fail"
+	resultSkip openreportsv1alpha1.Result = "skip"
 )
 
 // reportWriter keeps one OpenReports Report per namespace in step with the audit: created
@@ -47,14 +54,20 @@ type reportWriter struct {
 	client openreports.Interface
 	log    logr.Logger
 	now    func() time.Time
+	// failed is told of every namespace whose Report could not be written or deleted; the
+	// other namespaces' are written all the same.
+	failed func(namespace string, err error)
 	// installed is what the last round found: nil before the first.
 	installed *bool
 }
 
 // writes counts what one sync did.
-type writes struct{ created, updated, deleted, unchanged int }
+type writes struct{ created, updated, deleted, unchanged, failed int }
 
-// sync writes the Reports of a round: findings by namespace.
+// sync writes the Reports of a round: findings by namespace. A Report that cannot be written
+// (the API server refuses it, a webhook or quota denies it) is logged and counted, and the
+// round goes on with the other namespaces, so that one namespace cannot keep the Reports of
+// the others stale. The error is for the list of Reports, or a context done.
 func (w *reportWriter) sync(ctx context.Context, byNS map[string][]Finding) (writes, error) {
 	var n writes
 	existing, err := w.list(ctx)
@@ -73,15 +86,25 @@ func (w *reportWriter) sync(ctx context.Context, byNS map[string][]Finding) (wri
 	}
 	yes := true
 	w.installed = &yes
+	fail := func(ns string, err error) {
+		n.failed++
+		if w.failed != nil {
+			w.failed(ns, err)
+		}
+	}
 	now := w.now()
 	for _, ns := range slices.Sorted(maps.Keys(byNS)) {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
 		old := existing[ns]
 		want := buildReport(ns, byNS[ns], old, now)
 		reports := w.client.OpenreportsV1alpha1().Reports(ns)
 		switch {
 		case old == nil:
 			if _, err := reports.Create(ctx, want, metav1.CreateOptions{}); err != nil {
-				return n, fmt.Errorf("create Report %s/%s: %w", ns, ReportName, err)
+				fail(ns, fmt.Errorf("create Report %s/%s: %w", ns, ReportName, err))
+				continue
 			}
 			n.created++
 		case sameReport(old, want):
@@ -89,18 +112,23 @@ func (w *reportWriter) sync(ctx context.Context, byNS map[string][]Finding) (wri
 		default:
 			want.ResourceVersion = old.ResourceVersion
 			if _, err := reports.Update(ctx, want, metav1.UpdateOptions{}); err != nil {
-				return n, fmt.Errorf("update Report %s/%s: %w", ns, ReportName, err)
+				fail(ns, fmt.Errorf("update Report %s/%s: %w", ns, ReportName, err))
+				continue
 			}
 			n.updated++
 		}
 	}
-	for ns := range existing {
+	for _, ns := range slices.Sorted(maps.Keys(existing)) {
 		if _, ok := byNS[ns]; ok {
 			continue
 		}
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
 		err := w.client.OpenreportsV1alpha1().Reports(ns).Delete(ctx, ReportName, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
-			return n, fmt.Errorf("delete Report %s/%s: %w", ns, ReportName, err)
+			fail(ns, fmt.Errorf("delete Report %s/%s: %w", ns, ReportName, err))
+			continue
 		}
 		n.deleted++
 	}
@@ -158,10 +186,6 @@ func buildReport(ns string, findings []Finding, old *openreportsv1alpha1.Report,
 			r.Summary.Pass++
 		}
 	}
-	if len(results) > MaxReportResults {
-		results = results[:MaxReportResults]
-		r.Configuration = &openreportsv1alpha1.ReportConfiguration{Limits: openreportsv1alpha1.Limits{MaxResults: MaxReportResults}}
-	}
 	previous := map[string]openreportsv1alpha1.ReportResult{}
 	if old != nil {
 		for _, res := range old.Results {
@@ -170,16 +194,91 @@ func buildReport(ns string, findings []Finding, old *openreportsv1alpha1.Report,
 	}
 	stamp := metav1.Timestamp{Seconds: now.Unix()}
 	for i := range results {
-		results[i].Timestamp = stamp
-		if prev, ok := previous[resultKey(results[i])]; ok {
-			prev.Timestamp = stamp
-			if equality.Semantic.DeepEqual(prev, results[i]) {
-				results[i].Timestamp = previous[resultKey(results[i])].Timestamp
-			}
-		}
+		keepStamp(&results[i], previous, stamp)
+	}
+	if kept := fit(r, results); kept < len(results) {
+		r.Configuration = &openreportsv1alpha1.ReportConfiguration{Limits: openreportsv1alpha1.Limits{MaxResults: MaxReportResults}}
+		omitted := omittedResult(results[kept:])
+		keepStamp(&omitted, previous, stamp)
+		results = append(results[:kept:kept], omitted)
 	}
 	r.Results = results
 	return r
+}
+
+// reportSlack is what the API server adds to a Report besides what podpatch sends: uid,
+// creationTimestamp, generation, managedFields (results is an atomic list, one entry).
+const reportSlack = 8 << 10
+
+// fit says how many of the leading results a Report can hold: with the result that says how
+// many were left out, at most MaxReportResults, and no more than keep the Report's JSON
+// encoding, with that result and what the API server adds, within MaxReportBytes. Each result
+// is measured as encoded.
+func fit(r *openreportsv1alpha1.Report, results []openreportsv1alpha1.ReportResult) int {
+	head := *r
+	head.ResourceVersion = "18446744073709551615" // an update carries the old one
+	head.Configuration = &openreportsv1alpha1.ReportConfiguration{Limits: openreportsv1alpha1.Limits{MaxResults: MaxReportResults}}
+	head.Results = []openreportsv1alpha1.ReportResult{omittedResult(nil)}
+	budget := MaxReportBytes - reportSlack - encodedSize(&head) - len(",")
+	limit := len(results)
+	if limit > MaxReportResults {
+		limit = MaxReportResults - 1 // and the omitted result
+	}
+	used := 0
+	for i := range results {
+		if i == limit {
+			return i
+		}
+		if used += encodedSize(&results[i]) + len(","); used > budget {
+			return i
+		}
+	}
+	return len(results)
+}
+
+// encodedSize is the length of v's JSON encoding (a Report or a result always encodes).
+func encodedSize(v any) int {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return MaxReportBytes // never happens; counts as too large
+	}
+	return len(b)
+}
+
+// omittedResult summarises the results a Report leaves out. Its counts are written as the
+// largest they can be when measured for the budget (rest nil).
+func omittedResult(rest []openreportsv1alpha1.ReportResult) openreportsv1alpha1.ReportResult {
+	fail, pass := 0, 0
+	for _, res := range rest {
+		if res.Result == resultFail {
+			fail++
+		} else {
+			pass++
+		}
+	}
+	n, f, p := strconv.Itoa(len(rest)), strconv.Itoa(fail), strconv.Itoa(pass)
+	if rest == nil {
+		n, f, p = "9999999999", "9999999999", "9999999999"
+	}
+	return openreportsv1alpha1.ReportResult{
+		Source: ReportSource, Policy: OmittedPolicy, Category: "podpatch drift", Result: resultSkip,
+		Description: fmt.Sprintf("%s more result(s) omitted (%s fail, %s pass): a Report holds at most %d results and %d bytes, failures first; the summary counts them all and `podpatch audit` lists them",
+			n, f, p, MaxReportResults, MaxReportBytes),
+		Properties: map[string]string{"omitted": n, "omittedFail": f, "omittedPass": p},
+	}
+}
+
+// keepStamp gives a result the time now, or the timestamp of the equal result of the previous
+// Report, so that an unchanged namespace gives an equal Report.
+func keepStamp(res *openreportsv1alpha1.ReportResult, previous map[string]openreportsv1alpha1.ReportResult, now metav1.Timestamp) {
+	res.Timestamp = now
+	if prev, ok := previous[resultKey(*res)]; ok {
+		stamp := prev.Timestamp
+		prev.Timestamp = now
+		if equality.Semantic.DeepEqual(prev, *res) {
+			res.Timestamp = stamp
+		}
+	}
 }
 
 // result is one policy's result for one object.
@@ -195,17 +294,17 @@ func result(f Finding, p PolicyResult) openreportsv1alpha1.ReportResult {
 		res.Properties["group"] = f.Cluster.Group
 	}
 	if o := f.Cluster.Owner; o != nil {
-		res.Properties["owner"] = o.String()
+		res.Properties["owner"] = Clip(o.String(), maxProperty)
 		res.Properties["ownerAPIVersion"] = o.APIVersion
 	}
 	if p.Drift {
 		fields := strings.Join(p.Fields, ", ")
 		res.Result = resultFail
-		res.Description = clip(f.Reason.Text()+": "+fields, maxProperty)
+		res.Description = Clip(f.Reason.Text()+": "+fields, maxProperty)
 		res.Properties["reason"] = string(f.Reason)
-		res.Properties["fields"] = clip(fields, maxProperty)
+		res.Properties["fields"] = Clip(fields, maxProperty)
 		res.Properties["policyVersion"] = rv
-		res.Properties["appliedVersion"] = appliedVersion(f.Applied, ref)
+		res.Properties["appliedVersion"] = p.AppliedVersion
 	}
 	return res
 }
@@ -244,11 +343,4 @@ func normalResults(rs []openreportsv1alpha1.ReportResult) []openreportsv1alpha1.
 		return nil
 	}
 	return rs
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n-3], "") + "..."
 }

@@ -18,7 +18,7 @@ func reportFindings() []Finding {
 			Policies: []PolicyResult{{Ref: "podpatch-system/cc/cc@5"}}},
 		{Kind: policies.KindPod, Namespace: "ns", Name: "drifts", Cluster: cluster, Drift: true, Reason: NeverPatched,
 			Fields: []string{"metadata.labels.cc"},
-			Policies: []PolicyResult{{Ref: "podpatch-system/cc/cc@5", Drift: true, Fields: []string{"metadata.labels.cc"}},
+			Policies: []PolicyResult{{Ref: "podpatch-system/cc/cc@5", Drift: true, Fields: []string{"metadata.labels.cc"}, AppliedVersion: "none"},
 				{Ref: "podpatch-system/other/other@6"}}},
 	}
 }

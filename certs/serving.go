@@ -6,8 +6,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 )
@@ -31,8 +33,9 @@ type ServingOptions struct {
 	// credentials kube-apiserver presents to webhooks when its
 	// AdmissionConfiguration gives it some, so that nobody else who can reach
 	// the port can ask for patches (and read other tenants' policy values in
-	// them). The file is re-read when its content changes; a version that
-	// does not parse is ignored and the last good one kept. (controller-
+	// them). The file is read again when it changes (its stat, checked at
+	// each handshake); a version that does not parse, or is larger than
+	// MaxCABundleSize, is ignored and the last good one kept. (controller-
 	// runtime's own webhook.Options.ClientCAName is read once at start.)
 	ClientCAFile string
 }
@@ -61,14 +64,49 @@ func (o ServingOptions) TLSOpts() []func(*tls.Config) {
 	return opts
 }
 
-// ReadCABundle reads a PEM file of CA certificates into a pool. It fails when
-// the file holds anything but certificates, or none.
+// MaxCABundleSize bounds a CA bundle file (--client-ca-file), which is never read past it: a
+// huge file must not take the server's memory with it. It is the largest PEM bundle
+// cert-manager's parser (pki.DecodeX509CertificateSetBytes) accepts, 150 large CA
+// certificates of 2,200 bytes: more could not be parsed anyway.
+const MaxCABundleSize = 330_000
+
+// ReadCABundle reads a PEM file of CA certificates, at most MaxCABundleSize bytes, into a
+// pool. It fails when the file is larger, holds anything but certificates, or none.
 func ReadCABundle(file string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(file)
+	b, _, err := readBounded(file, MaxCABundleSize)
 	if err != nil {
 		return nil, err
 	}
 	return parseCABundle(b)
+}
+
+// readBounded reads file, failing without reading on when it holds more than limit bytes, and
+// returns what it read with the file's stat taken before reading (also when the stat says it
+// is too large): a change after the stat changes the stat too, so a later look notices.
+func readBounded(file string, limit int64) ([]byte, os.FileInfo, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close() //nolint:errcheck // read only
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	tooLarge := func(n int64) error {
+		return fmt.Errorf("%s holds %d bytes or more, over the limit of %d bytes for a CA bundle file", file, n, limit)
+	}
+	if fi.Size() > limit {
+		return nil, fi, tooLarge(fi.Size())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, nil, err
+	}
+	if int64(len(b)) > limit { // it grew since the stat
+		return nil, nil, tooLarge(int64(len(b)))
+	}
+	return b, fi, nil
 }
 
 func parseCABundle(b []byte) (*x509.CertPool, error) {
@@ -83,15 +121,26 @@ func parseCABundle(b []byte) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// clientCAs is the pool of a client CA file, re-read on every handshake
-// (handshakes are rare: the API server keeps its connections alive) and
-// re-parsed when the content changed.
+// clientCARecheck is how long a client CA file whose stat did not change is trusted not to
+// have changed: a rewrite in place within the file system's timestamp resolution, to the same
+// size, would not change the stat, so the file is read again after this long.
+const clientCARecheck = time.Minute
+
+// clientCAs is the pool of a client CA file. At a handshake the file is stat'ed (handshakes
+// are rare: the API server keeps its connections alive) and read again only when it changed —
+// another file (a ConfigMap volume swaps a symlink), another size or modification time — or
+// clientCARecheck after the last read; it is re-parsed only when its content changed.
 type clientCAs struct {
 	file string
+	now  func() time.Time // time.Now; tests move it
 
 	mu      sync.Mutex
+	stat    os.FileInfo // of the last read, good or not
+	readAt  time.Time
 	content []byte
 	pool    *x509.CertPool
+	lastErr error // of the last read, when it gave no new pool
+	reads   int   // how often the file was read, for tests
 }
 
 // require is the TLSOpts mutator: every connection must present a client
@@ -115,26 +164,49 @@ func (c *clientCAs) require(base *tls.Config) {
 	}
 }
 
-// current returns the pool of the file's content now, or the last good one
-// when the file cannot be read or parsed. With no good version ever read,
-// the handshake fails: no client is let in.
+// current returns the pool of the file's current content, or the last good one when the file
+// cannot be read or parsed. With no good version ever read, the handshake fails: no client is
+// let in.
 func (c *clientCAs) current() (*x509.CertPool, error) {
-	b, readErr := os.ReadFile(c.file)
+	now := time.Now
+	if c.now != nil {
+		now = c.now
+	}
+	fi, statErr := os.Stat(c.file)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if readErr == nil && c.pool != nil && bytes.Equal(b, c.content) {
+	if statErr == nil && c.stat != nil && sameStat(fi, c.stat) && now().Sub(c.readAt) < clientCARecheck {
+		return c.lastGood()
+	}
+	c.reads++
+	c.readAt = now()
+	b, fi, err := readBounded(c.file, MaxCABundleSize)
+	c.stat = fi // nil when it could not be opened: the next handshake tries again
+	if err == nil && c.pool != nil && bytes.Equal(b, c.content) {
+		c.lastErr = nil
 		return c.pool, nil
 	}
-	err := readErr
 	if err == nil {
 		var pool *x509.CertPool
 		if pool, err = parseCABundle(b); err == nil {
-			c.content, c.pool = b, pool
+			c.content, c.pool, c.lastErr = b, pool, nil
 			return pool, nil
 		}
 	}
+	c.lastErr = err
+	return c.lastGood()
+}
+
+// lastGood is the last good pool, or an error when there is none.
+func (c *clientCAs) lastGood() (*x509.CertPool, error) {
 	if c.pool != nil {
 		return c.pool, nil
 	}
-	return nil, errors.Join(errors.New("no client CA to verify clients with"), err)
+	return nil, errors.Join(errors.New("no client CA to verify clients with"), c.lastErr)
+}
+
+// sameStat reports whether two stats are of the same file, unchanged: same file (device and
+// inode), size and modification time.
+func sameStat(a, b os.FileInfo) bool {
+	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
 }

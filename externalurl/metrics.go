@@ -11,6 +11,7 @@ const (
 	outcomePending    = "pending"
 	outcomeUnresolved = "unresolved"
 	outcomeInvalid    = "invalid"
+	outcomeRefused    = "refused"
 )
 
 // Metrics are the resolver's Prometheus metrics; labels are bounded (managers and sources).
@@ -24,7 +25,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		resolutions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_external_url_resolutions_total",
-			Help: "Changes of a Service's external URL, by recognised manager (none: unrecognised) and source (template, load-balancer, node-port; pending, unresolved, invalid when there is no URL).",
+			Help: "Changes of a Service's external URL, by recognised manager (none: unrecognised) and source (template, load-balancer, node-port; pending, unresolved, invalid, refused when there is no URL).",
 		}, []string{"manager", "source"}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_external_url_writes_total",

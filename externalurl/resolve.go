@@ -7,6 +7,7 @@
 package externalurl
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -102,9 +103,11 @@ type Result struct {
 	Source Source
 	Reason string
 	// Invalid: the reason is a mistake in the Service's annotations (a template that fails,
-	// a port it does not have). Pending: the URL waits for a load balancer's address, which
-	// normally comes.
-	Invalid, Pending bool
+	// a port it does not have). Refused: a URL was resolved — by a template from the values it
+	// read, or from an address —, and it is not one podpatch writes (policies.CheckExternalURL:
+	// not http or https, not a URL, no host, user information, too long). Pending:
+	// the URL waits for a load balancer's address, which normally comes.
+	Invalid, Refused, Pending bool
 }
 
 // Annotations returns the wanted value of every result annotation; "" means absent.
@@ -180,19 +183,36 @@ func Resolve(in Input) Result {
 			f.Port = port.Port
 		}
 		url, err := tmpl.Execute(f)
+		if urlErr := (*policies.URLError)(nil); errors.As(err, &urlErr) {
+			return res.refuse(fmt.Sprintf("the template's URL is refused: %s: %v", policies.ExternalURLTemplateAnnotation, err))
+		}
 		if err != nil {
 			return res.invalid(fmt.Sprintf("%s: %v", policies.ExternalURLTemplateAnnotation, err))
 		}
-		res.URL, res.Source, res.Pending = url, SourceTemplate, false
-		return res
+		return res.resolved(url, SourceTemplate)
 	}
 	if host == "" {
 		res.Reason = why
 		return res
 	}
-	res.URL = scheme(port) + "://" + net.JoinHostPort(host, strconv.Itoa(int(hostPort)))
-	res.Source = source
-	return res
+	return res.resolved(scheme(port)+"://"+net.JoinHostPort(host, strconv.Itoa(int(hostPort))), source)
+}
+
+// resolved is the result with a URL, if the URL is one podpatch writes: every URL is checked
+// where it is made, whatever its source — a template renders what the Service's labels say, a
+// load balancer's host name is what its controller wrote —, so a javascript: or data: URL,
+// or one that does not parse, never reaches an annotation or an Event.
+func (r Result) resolved(url string, source Source) Result {
+	if err := policies.CheckExternalURL(url); err != nil {
+		return r.refuse(fmt.Sprintf("the %s URL is refused: %v", source, err))
+	}
+	r.URL, r.Source, r.Pending = url, source, false
+	return r
+}
+
+func (r Result) refuse(reason string) Result {
+	r.Reason, r.Refused, r.Pending = reason, true, false
+	return r
 }
 
 func (r Result) invalid(reason string) Result {

@@ -146,7 +146,7 @@ func TestResolve(t *testing.T) {
 			reason: "podpatch.io/external-url-template uses the host: the load balancer has no address yet", pending: true},
 		{name: "template: parse error", svc: svc(template("https://{{.Cluster")), reason: "podpatch.io/external-url-template: parse:", invalid: true},
 		{name: "template: unknown token", svc: svc(template("https://${clustr}")), reason: "unknown token ${clustr}", invalid: true},
-		{name: "template: not a URL", svc: svc(template("${cluster}")), reason: "not an absolute URL", invalid: true},
+		{name: "template: not a URL", svc: svc(template("${cluster}")), reason: "must start with http:// or https://", invalid: true},
 		{name: "template: port without ports", svc: svc(ports(), template("https://x.example.com:${port}")), reason: "uses the port, and the Service has none", invalid: true},
 		{name: "template: no ports needed", svc: svc(ports(), template("https://${cluster}.example.com")),
 			url: "https://simple.example.com", source: SourceTemplate},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -36,7 +38,9 @@ const (
 	ReasonPending    = "ExternalURLPending"
 	ReasonUnresolved = "ExternalURLUnresolved"
 	ReasonInvalid    = "ExternalURLInvalid"
-	ReasonRemoved    = "ExternalURLRemoved"
+	// ReasonRefused: a URL was resolved and refused (not http or https, not a URL, no host).
+	ReasonRefused = "ExternalURLRefused"
+	ReasonRemoved = "ExternalURLRemoved"
 )
 
 // workers reconcile Services in parallel; resolution is cheap, the patch is what waits.
@@ -396,6 +400,8 @@ func (t *term) report(ctx context.Context, s *corev1.Service, res Result, wrote 
 		}
 		typ, reason, outcome := corev1.EventTypeWarning, ReasonUnresolved, outcomeUnresolved
 		switch {
+		case res.Refused:
+			reason, outcome = ReasonRefused, outcomeRefused
 		case res.Invalid:
 			reason, outcome = ReasonInvalid, outcomeInvalid
 		case res.Pending:
@@ -410,15 +416,20 @@ func (t *term) report(ctx context.Context, s *corev1.Service, res Result, wrote 
 
 // emit records an Event on the Service and on its owner.
 func (t *term) emit(ctx context.Context, s *corev1.Service, typ, reason, msg string) {
-	if len(msg) > maxEventMessage {
-		msg = msg[:maxEventMessage-3] + "..."
-	}
 	svc := &corev1.ObjectReference{APIVersion: "v1", Kind: "Service", Namespace: s.Namespace, Name: s.Name,
 		UID: s.UID, ResourceVersion: s.ResourceVersion}
-	t.recorder.Event(svc, typ, reason, msg)
+	t.recorder.Event(svc, typ, reason, clipMessage(msg))
 	if owner := t.owner(ctx, s); owner != nil {
-		t.recorder.Event(owner, typ, reason, fmt.Sprintf("Service %s: %s", s.Name, msg))
+		t.recorder.Event(owner, typ, reason, clipMessage(fmt.Sprintf("Service %s: %s", s.Name, msg)))
 	}
+}
+
+// clipMessage keeps an Event message within maxEventMessage bytes, cut at a character.
+func clipMessage(msg string) string {
+	if len(msg) <= maxEventMessage {
+		return msg
+	}
+	return strings.ToValidUTF8(msg[:maxEventMessage-3], "") + "..."
 }
 
 // controllerOf is an object's controller reference, else its first owner reference.
@@ -457,5 +468,20 @@ func (t *term) owner(ctx context.Context, s *corev1.Service) *corev1.ObjectRefer
 			}
 		}
 	}
+	if !plausibleOwner(ref) {
+		return nil
+	}
 	return &corev1.ObjectReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID, Namespace: s.Namespace}
+}
+
+// plausibleOwner reports whether an owner reference can name an object that exists, so that an
+// Event on it may be written: the API server checks only that its fields are not empty, so a
+// user's Service may name a 500 KB kind. A kind is what a CustomResourceDefinition accepts (a
+// DNS-1035 label, lowercased), a name at most a DNS subdomain's length, an apiVersion a group
+// version.
+func plausibleOwner(ref *metav1.OwnerReference) bool {
+	_, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && len(ref.APIVersion) <= validation.DNS1123SubdomainMaxLength+1+validation.DNS1123LabelMaxLength &&
+		len(validation.IsDNS1035Label(strings.ToLower(ref.Kind))) == 0 &&
+		ref.Name != "" && len(ref.Name) <= validation.DNS1123SubdomainMaxLength
 }

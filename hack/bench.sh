@@ -3,7 +3,7 @@
 #
 #   1. Go benchmarks of each stage of the request path and of the whole handler (test/bench, a
 #      module of its own: its plotting and load-generation dependencies stay out of podpatch's),
-#   2. CPU profiles of the whole handler into docs/profiles/ (pprof + `go tool pprof -top`),
+#   2. CPU profiles of the whole handler into docs/benchmarks/profiles/ (pprof + `go tool pprof -top`),
 #   3. the end-to-end scale test (test/e2e TestScale) at the issue's size: 10,000 policy
 #      ConfigMaps over 500 namespaces, one changing every 100 ms while pods are created,
 #   4. HTTPS load runs on loopback against `podpatch serve --policy-dir` and the two reference
@@ -11,7 +11,7 @@
 #      policy-store run: podpatch against kube-apiserver with 100 to 10,000 policy ConfigMaps
 #      (test/bench/run),
 #
-# and regenerates docs/benchmarks.md, docs/benchmarks.png and docs/benchmarks-store.png. About
+# and regenerates docs/benchmarks/benchmarks.md, docs/benchmarks/benchmarks.png and docs/benchmarks/benchmarks-store.png. About
 # 10 minutes on 2 cores once the control plane is built (the first `make control-plane` takes
 # about 6 more).
 #
@@ -94,7 +94,7 @@ run "$GO" test ./policies -run '^$' -bench '^BenchmarkWorstCase' -benchmem -benc
 	-o "$work/policies.test" | tee -a "$work/gobench.txt"
 
 step "Go benchmark (audit): drift of 10,000 pods in 500 namespaces against 1,000 policy ConfigMaps (docs/audit.md)"
-run "$GO" test ./audit -run '^$' -bench '^BenchmarkAudit$' -benchmem -benchtime 3x -o "$work/audit.test" | tee docs/audit-benchmark.txt
+run "$GO" test ./audit -run '^$' -bench '^BenchmarkAudit$' -benchmem -benchtime 3x -o "$work/audit.test" | tee docs/benchmarks/audit-benchmark.txt
 
 step "Go benchmarks (webhook): the policy store, cold and one change, at 1,000 and 10,000 ConfigMaps"
 run "$GO" test ./webhook -run '^$' -bench '^BenchmarkConcurrentMaxReviews$' -benchtime 20x \
@@ -102,19 +102,19 @@ run "$GO" test ./webhook -run '^$' -bench '^BenchmarkConcurrentMaxReviews$' -ben
 run "$GO" test ./webhook -run '^$' -bench '^BenchmarkStore$' -benchmem -benchtime "$BENCHTIME" \
 	-o "$work/webhook.test" | tee -a "$work/gobench.txt"
 
-step "CPU profiles of the whole handler (docs/profiles/)"
-rm -rf docs/profiles
-mkdir -p docs/profiles
+step "CPU profiles of the whole handler (docs/benchmarks/profiles/)"
+rm -rf docs/benchmarks/profiles
+mkdir -p docs/benchmarks/profiles
 for p in "1 5" "1 10000" "10 5"; do
 	read -r c n <<<"$p"
 	name=handler-${c}c-${n}p
 	run "$GO" -C test/bench test . -run '^$' -bench "^BenchmarkHandler/policies=$n/containers=$c\$" -benchtime "$PROFILE_BENCHTIME" \
-		-o "$work/bench.test" -cpuprofile "$root/docs/profiles/$name.pprof" >/dev/null
+		-o "$work/bench.test" -cpuprofile "$root/docs/benchmarks/profiles/$name.pprof" >/dev/null
 	focus='bench_test\.serve$'
 	for view in "" -cum; do
-		out=docs/profiles/$name${view:+.cum}.txt
-		echo "$(quote "$GO" tool pprof -top $view -relative_percentages -nodecount 60 -focus "$focus" "docs/profiles/$name.pprof") > $out" >>"$commands"
-		"$GO" tool pprof -top $view -relative_percentages -nodecount 60 -focus "$focus" "docs/profiles/$name.pprof" >"$out" 2>/dev/null
+		out=docs/benchmarks/profiles/$name${view:+.cum}.txt
+		echo "$(quote "$GO" tool pprof -top $view -relative_percentages -nodecount 60 -focus "$focus" "docs/benchmarks/profiles/$name.pprof") > $out" >>"$commands"
+		"$GO" tool pprof -top $view -relative_percentages -nodecount 60 -focus "$focus" "docs/benchmarks/profiles/$name.pprof" >"$out" 2>/dev/null
 	done
 done
 
@@ -130,11 +130,11 @@ if [[ -z ${SKIP_SCALE:-} ]]; then
 fi
 
 step "load runs, end-to-end run, store run and report"
-args=(--root . --bin bin --work "$work" --go-bench "$work/gobench.txt" --profiles docs/profiles
-	--commands "$commands" --out docs/benchmarks.md --plot docs/benchmarks.png
+args=(--root . --bin bin --work "$work" --go-bench "$work/gobench.txt" --profiles docs/benchmarks/profiles
+	--commands "$commands" --out docs/benchmarks/benchmarks.md --plot docs/benchmarks/benchmarks.png
 	--started "$started" --loadavg "$loadavg" --revision "$revision" --bench-rounds "$BENCH_COUNT"
 	--duration "$LOAD_DURATION" --rates "$LOAD_RATES" --workers "$LOAD_WORKERS"
-	--store-plot docs/benchmarks-store.png --store-counts "$STORE_COUNTS" "${scale[@]}")
+	--store-plot docs/benchmarks/benchmarks-store.png --store-counts "$STORE_COUNTS" "${scale[@]}")
 if [[ -n ${SKIP_E2E:-} ]]; then
 	args+=(--skip-e2e)
 fi
@@ -145,4 +145,4 @@ fi
 quote "$work/bench-run" "${args[@]}" >>"$commands"
 "$work/bench-run" "${args[@]}"
 
-step "done in $(($(date +%s) - started))s: docs/benchmarks.md, docs/benchmarks.png, docs/benchmarks-store.png, docs/profiles/"
+step "done in $(($(date +%s) - started))s: docs/benchmarks/benchmarks.md, docs/benchmarks/benchmarks.png, docs/benchmarks/benchmarks-store.png, docs/benchmarks/profiles/"

@@ -3,6 +3,7 @@ package policies
 import (
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -204,4 +205,129 @@ func equalSegs(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// DefaultNamespaceDeniedAnnotations are the annotation keys namespace policies may not set or
+// remove unless the platform says otherwise (SPEC §3, "Infrastructure annotations"): keys that
+// make cloud or cluster infrastructure act — load balancers, DNS, secret injectors — and
+// podpatch's own. Entries are shell globs on the whole key; an entry starting with `!` is an
+// exception to the others.
+var DefaultNamespaceDeniedAnnotations = []string{
+	"service.beta.kubernetes.io/*",
+	"service.kubernetes.io/*",
+	"networking.gke.io/*",
+	"cloud.google.com/*",
+	"external-dns.alpha.kubernetes.io/*",
+	"vault.hashicorp.com/*",
+	"*.podpatch.io/*",
+	"podpatch.io/*",
+	"!" + ProvideExternalURLAnnotation,
+}
+
+// DeniedAnnotations is the compiled form of the annotation keys namespace policies may not set
+// or remove. Its zero value is the default list (DefaultNamespaceDeniedAnnotations), so that
+// Options built without it keep infrastructure out of namespace policies' reach; an empty list
+// from ParseDeniedAnnotations denies nothing.
+type DeniedAnnotations struct {
+	parsed       bool
+	deny, except []string
+	entries      []string
+}
+
+// ParseDeniedAnnotations compiles entries such as "service.beta.kubernetes.io/*" (a glob on the
+// key, as path.Match reads it) or "!podpatch.io/provide-external-url" (an exception).
+func ParseDeniedAnnotations(entries []string) (DeniedAnnotations, error) {
+	d := DeniedAnnotations{parsed: true}
+	for _, e := range entries {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			continue
+		}
+		g, except := strings.CutPrefix(e, "!")
+		if _, err := path.Match(g, ""); err != nil || g == "" {
+			return DeniedAnnotations{}, fmt.Errorf("denied annotation %q: not a valid shell glob", e)
+		}
+		if except {
+			d.except = append(d.except, g)
+		} else {
+			d.deny = append(d.deny, g)
+		}
+		d.entries = append(d.entries, e)
+	}
+	return d, nil
+}
+
+// defaultDenied is DefaultNamespaceDeniedAnnotations compiled, for the zero DeniedAnnotations.
+var defaultDenied = func() DeniedAnnotations {
+	d, err := ParseDeniedAnnotations(DefaultNamespaceDeniedAnnotations)
+	if err != nil {
+		panic(err) // the built-in list is a constant; a failure is a programming error
+	}
+	return d
+}()
+
+func (d DeniedAnnotations) compiled() DeniedAnnotations {
+	if !d.parsed {
+		return defaultDenied
+	}
+	return d
+}
+
+// String lists the entries, as the flag takes them.
+func (d DeniedAnnotations) String() string { return strings.Join(d.compiled().entries, ",") }
+
+// Denies returns the entry that denies key, if any: the first deny glob the key matches, unless
+// an exception matches it too.
+func (d DeniedAnnotations) Denies(key string) (string, bool) {
+	d = d.compiled()
+	for _, g := range d.except {
+		if ok, _ := path.Match(g, key); ok {
+			return "", false
+		}
+	}
+	for _, g := range d.deny {
+		if ok, _ := path.Match(g, key); ok {
+			return g, true
+		}
+	}
+	return "", false
+}
+
+// empty reports whether nothing is denied.
+func (d DeniedAnnotations) empty() bool { return len(d.compiled().deny) == 0 }
+
+// checkDeniedAnnotations reports every annotation of a namespace policy's part (a template or
+// service patch, as written) that the denied list covers: setting it, at any layer, or removing
+// it with null (SPEC §3, "Infrastructure annotations"). A null on the way there — `metadata:
+// null`, `annotations: null` — removes every annotation, the denied ones included.
+func checkDeniedAnnotations(raw map[string]any, denied DeniedAnnotations, fld *field.Path) field.ErrorList {
+	if denied.empty() {
+		return nil
+	}
+	const flag = "--namespace-denied-annotations"
+	metaV, present := raw["metadata"]
+	if present && metaV == nil {
+		return field.ErrorList{field.Forbidden(fld.Child("metadata"),
+			"null removes every annotation, the infrastructure annotations of "+flag+" included; namespace policies may not remove those")}
+	}
+	meta, _ := metaV.(map[string]any)
+	annV, present := meta["annotations"]
+	if present && annV == nil {
+		return field.ErrorList{field.Forbidden(fld.Child("metadata", "annotations"),
+			"null removes every annotation, the infrastructure annotations of "+flag+" included; namespace policies may not remove those")}
+	}
+	ann, _ := annV.(map[string]any)
+	var errs field.ErrorList
+	for _, k := range slices.Sorted(maps.Keys(ann)) {
+		if g, denied := denied.Denies(k); denied {
+			verb := "set"
+			if ann[k] == nil {
+				verb = "remove"
+			}
+			errs = append(errs, field.Forbidden(fld.Child("metadata", "annotations").Key(k), fmt.Sprintf(
+				"namespace policies may not %s this annotation: it makes infrastructure act (cloud load balancers, DNS, secret injectors, podpatch itself); it matches %q of %s",
+				verb, g, flag)))
+		}
+	}
+	return errs
 }

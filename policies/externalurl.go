@@ -86,7 +86,8 @@ type URLTemplate struct {
 // written so because Helm's own templating consumes {{ }}), and the spark-operator's
 // {{$appName}} / {{$appNamespace}}. Only conditionals and a few string functions are allowed:
 // no range, no nested templates, no printf, and every value is bounded by MaxURLBytes, so a
-// hostile template can neither loop nor exhaust memory.
+// hostile template can neither loop nor exhaust memory. The template writes the scheme, http://
+// or https://, as text at its start, and what it renders must pass CheckExternalURL.
 func ParseURLTemplate(text string) (*URLTemplate, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, errors.New("empty template")
@@ -117,6 +118,9 @@ func ParseURLTemplate(text string) (*URLTemplate, error) {
 	ut := &URLTemplate{tmpl: t, uses: map[string]bool{}}
 	if err := ut.check(t.Root); err != nil {
 		return nil, err
+	}
+	if !writesScheme(t.Root) {
+		return nil, errors.New("the URL must start with http:// or https://, written in the template (in every branch of a leading conditional), so that no value can change its scheme")
 	}
 	return ut, nil
 }
@@ -149,19 +153,114 @@ func (t *URLTemplate) Execute(f URLFields) (string, error) {
 	return out, nil
 }
 
-// checkURL accepts absolute URLs with a scheme and a host.
+// checkURL accepts what CheckExternalURL accepts, naming the template in its error.
 func checkURL(s string) error {
 	if s == "" {
 		return errors.New("the template renders an empty URL")
 	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return fmt.Errorf("the template renders %q, not a URL: %w", s, err)
-	}
-	if u.Scheme == "" || u.Hostname() == "" {
-		return fmt.Errorf("the template renders %q, not an absolute URL (scheme://host…)", s)
+	if err := CheckExternalURL(s); err != nil {
+		return fmt.Errorf("the template renders %w", err)
 	}
 	return nil
+}
+
+// URLSchemes are the schemes an external URL may have (SPEC §6). The URL is written where
+// users click it — the Service's annotations, Events on it and on its owner, dashboards that
+// show them —, so javascript:, data:, file: and every other scheme are refused.
+var URLSchemes = []string{"http", "https"}
+
+// URLError is the error of CheckExternalURL: a URL that podpatch does not write. A template
+// whose rendering gives one fails with it (wrapped), so that a caller can tell a URL the
+// values made unsafe from a template that does not work.
+type URLError struct{ msg string }
+
+func (e *URLError) Error() string { return e.msg }
+
+func urlError(format string, args ...any) error { return &URLError{msg: fmt.Sprintf(format, args...)} }
+
+// CheckExternalURL accepts what podpatch may write as an external URL: at most MaxURLBytes of
+// printable ASCII without spaces (an international host name is written in punycode), that
+// url.Parse reads as an absolute http or https URL with a host and without user information
+// (https://trusted.example.com@elsewhere.example.net reads as a host it is not). Its error
+// quotes the URL (clipped), escaping what is not printable.
+func CheckExternalURL(s string) error {
+	q := quoteURL(s)
+	if len(s) > MaxURLBytes {
+		return urlError("%s, a URL of %d bytes: the limit is %d", q, len(s), MaxURLBytes)
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= 0x7f {
+			return urlError("%s: a URL is printable ASCII without spaces or control characters (an international host name is written in punycode)", q)
+		}
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return urlError("%s, not a URL: %v", q, errors.Unwrap(err))
+	}
+	if u.Scheme != "" && !slices.Contains(URLSchemes, u.Scheme) { // url.Parse lowercases the scheme
+		return urlError("%s: the scheme %s is not allowed (only %s)", q, u.Scheme, strings.Join(URLSchemes, ", "))
+	}
+	if u.Scheme == "" || u.Opaque != "" || u.Hostname() == "" {
+		return urlError("%s, not an absolute URL (http://host… or https://host…)", q)
+	}
+	if u.User != nil {
+		return urlError("%s: user information (user@host) is not allowed in an external URL", q)
+	}
+	return nil
+}
+
+// quoteURL quotes a URL for an error message, its first 256 bytes at most.
+func quoteURL(s string) string {
+	const n = 256
+	if len(s) > n {
+		return strconv.Quote(strings.ToValidUTF8(s[:n], "")) + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// writesScheme reports whether every output of a template begins with http:// or https://
+// written in it as text (case aside, after leading space, which Execute trims): then no value
+// a template reads — a cluster name from a label, a load balancer's host name — can give the
+// URL another scheme. Actions that only declare variables, and comments, write nothing; a
+// conditional at the start must write the scheme in each of its branches, else included.
+func writesScheme(l *parse.ListNode) bool {
+	if l == nil {
+		return false
+	}
+	var text strings.Builder
+	for _, n := range l.Nodes {
+		switch n := n.(type) {
+		case *parse.CommentNode:
+			continue
+		case *parse.ActionNode:
+			if n.Pipe != nil && len(n.Pipe.Decl) > 0 {
+				continue
+			}
+			return false
+		case *parse.TextNode:
+			text.Write(n.Text)
+			prefix := strings.ToLower(strings.TrimLeft(text.String(), " \t\r\n"))
+			if strings.HasPrefix(prefix, "http://") || strings.HasPrefix(prefix, "https://") {
+				return true
+			}
+			if !strings.HasPrefix("https://", prefix) && !strings.HasPrefix("http://", prefix) {
+				return false
+			}
+		case *parse.IfNode:
+			if strings.TrimSpace(text.String()) != "" {
+				return false
+			}
+			return writesScheme(n.List) && writesScheme(n.ElseList)
+		case *parse.WithNode:
+			if strings.TrimSpace(text.String()) != "" {
+				return false
+			}
+			return writesScheme(n.List) && writesScheme(n.ElseList)
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // check walks the parse tree: it keeps out what can loop or recurse and records which

@@ -1,6 +1,8 @@
 package policies
 
 import (
+	"math/rand/v2"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -38,7 +40,7 @@ func TestURLTemplate(t *testing.T) {
 		{name: "define", text: `{{define "a"}}x{{end}}https://a.example.com`, err: "not allowed"},
 		{name: "template", text: `https://{{template "url" .}}`, err: "not allowed"},
 		{name: "printf", text: `https://{{printf "%0999999999d" 1}}.example.com`, err: `function "printf" is not allowed`},
-		{name: "not a URL", text: "${cluster}.example.com", err: "not an absolute URL"},
+		{name: "not a URL", text: "${cluster}.example.com", err: "must start with http:// or https://"},
 		{name: "no host", text: "http://:${port}", err: "not an absolute URL"},
 		{name: "print doubling is bounded", text: strings.Repeat(`{{$a := print "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}}`, 1) +
 			"https://" + strings.Repeat("{{$a = print $a $a}}", 10) + "{{$a}}.example.com", err: "over 2048 bytes"},
@@ -89,4 +91,215 @@ func TestValidateExternalURLAnnotations(t *testing.T) {
 		ExternalURLPortAnnotation:     "8787",
 	}, nil))
 	require.Empty(t, validateExternalURLAnnotations(map[string]string{ExternalURLPortAnnotation: "http-dashboard"}, nil))
+}
+
+// urlCase is a generated URL and whether podpatch may write it: a prefix (spaces, control and
+// invisible characters), a scheme in some case, a separator, a host and a rest.
+type urlCase struct {
+	prefix, scheme, sep, host, rest string
+}
+
+func (c urlCase) String() string { return c.prefix + c.scheme + c.sep + c.host + c.rest }
+
+// allowed is the oracle: exactly an http or https scheme, in any case, directly followed by //
+// and a host, with nothing before it.
+func (c urlCase) allowed() bool {
+	s := strings.ToLower(c.scheme)
+	return c.prefix == "" && (s == "http" || s == "https") && c.sep == "://" && c.host != ""
+}
+
+var (
+	urlPrefixes = []string{"", " ", "  ", "\t", "\n", "\x00", "\x01", "\x1f", "\x7f", "\u00a0", "\ufeff", "\u200b", "\u202e"}
+	urlSchemes  = []string{"http", "https", "javascript", "data", "file", "vbscript", "ftp", "ws", "wss", "blob", "about",
+		"gopher", "jar", "mailto", "chrome-extension", "view-source", "httpx", "http+unix", "h", "hxxp", "https2"}
+	urlSeps  = []string{"://", ":", ":/", ":///", ":\\\\", ":%2f%2f", "//", " ://", ":\t//"}
+	urlHosts = []string{"example.com", "203.0.113.7", "[2001:db8::1]", "alert(1)", "", "evil.example.com@example.com", "a b", "é.example.com"}
+	urlRests = []string{"", "/", ":8787/status", "/x?y=1#z", "/%0ajavascript:alert(1)", "/\x00", "/a b"}
+)
+
+// randomCase flips the case of some letters: JavaScript, HTTPS, hTtP.
+func randomCase(rng *rand.Rand, s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if rng.IntN(2) == 0 && c >= 'a' && c <= 'z' {
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
+}
+
+func randomURLCase(rng *rand.Rand) urlCase {
+	pick := func(l []string) string { return l[rng.IntN(len(l))] }
+	c := urlCase{prefix: pick(urlPrefixes), scheme: randomCase(rng, pick(urlSchemes)), sep: pick(urlSeps), host: pick(urlHosts), rest: pick(urlRests)}
+	if rng.IntN(8) == 0 { // a scheme of random letters, digits, + . -
+		const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-"
+		var b strings.Builder
+		for range 1 + rng.IntN(12) {
+			b.WriteByte(alphabet[rng.IntN(len(alphabet))])
+		}
+		c.scheme = b.String()
+	}
+	return c
+}
+
+// hostOK says whether a generated host and rest make a URL podpatch writes (printable ASCII,
+// no user information).
+func (c urlCase) hostOK() bool {
+	for _, s := range []string{c.host, c.rest} {
+		for i := 0; i < len(s); i++ {
+			if s[i] <= ' ' || s[i] >= 0x7f {
+				return false
+			}
+		}
+	}
+	return !strings.Contains(c.host, "@")
+}
+
+// TestCheckExternalURLSchemes: of generated URLs — schemes in every case, leading spaces,
+// control and invisible characters, odd separators, hosts with user information — only http
+// and https URLs with a host are accepted; every other is refused, and the error says why.
+func TestCheckExternalURLSchemes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	accepted := 0
+	for range 20000 {
+		c := randomURLCase(rng)
+		err := CheckExternalURL(c.String())
+		if !c.allowed() {
+			require.Error(t, err, "%q", c.String())
+			continue
+		}
+		if !c.hostOK() {
+			require.Error(t, err, "%q", c.String())
+			continue
+		}
+		require.NoError(t, err, "%q", c.String())
+		accepted++
+		u, err := url.Parse(c.String())
+		require.NoError(t, err)
+		require.Contains(t, URLSchemes, u.Scheme)
+	}
+	require.Positive(t, accepted)
+	for _, s := range []string{"javascript:alert(1)", "JavaScript:alert(1)", " javascript:alert(1)", "\x00javascript:alert(1)",
+		"data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==", "file:///etc/passwd", "https:example.com",
+		"https://" + strings.Repeat("a", MaxURLBytes), "https://user:pw@example.com/"} {
+		require.Error(t, CheckExternalURL(s), "%q", s)
+	}
+	require.ErrorContains(t, CheckExternalURL("JavaScript://example.com/%0aalert(1)"), "the scheme javascript is not allowed (only http, https)")
+}
+
+// TestURLTemplateSchemes: a template is accepted only if it writes http:// or https:// at its
+// start, so the same generated URLs as templates are accepted exactly when the oracle says,
+// leading spaces aside (Execute trims them); conditionals must write the scheme in each branch.
+func TestURLTemplateSchemes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	fields := sampleURLFields
+	for range 5000 {
+		c := randomURLCase(rng)
+		text := c.String() + "/${cluster}"
+		want := c
+		if strings.TrimLeft(c.prefix, " \t\n") == "" {
+			want.prefix = ""
+		}
+		tmpl, err := ParseURLTemplate(text)
+		if err == nil {
+			var got string
+			got, err = tmpl.Execute(fields)
+			if err == nil {
+				require.True(t, want.allowed(), "%q gives %q", text, got)
+				require.NoError(t, CheckExternalURL(got))
+				continue
+			}
+		}
+		if strings.TrimSpace(text) == "" || !want.allowed() {
+			continue
+		}
+		require.False(t, want.hostOK(), "%q: %v", text, err)
+	}
+	for _, c := range []struct{ text, err string }{
+		{"{{if .Host}}https://{{.Host}}{{else}}javascript:alert(1){{end}}", "must start with http:// or https://"},
+		{"{{if .Host}}https://{{.Host}}{{end}}", "must start with http:// or https://"},
+		{"{{.Cluster}}://x.example.com", "must start with http:// or https://"},
+		{"{{\"https\"}}://x.example.com", "must start with http:// or https://"},
+		{"htt{{.Cluster}}p://x.example.com", "must start with http:// or https://"},
+		{"{{/* c */}}{{$x := .Cluster}}{{if .Host}}HTTP://{{.Host}}{{else}}https://{{$x}}.example.com{{end}}", ""},
+		{"ht{{$x := .Cluster}}tps://{{$x}}.example.com", ""},
+	} {
+		tmpl, err := ParseURLTemplate(c.text)
+		if c.err != "" {
+			require.ErrorContains(t, err, c.err, c.text)
+			continue
+		}
+		require.NoError(t, err, c.text)
+		_, err = tmpl.Execute(fields)
+		require.NoError(t, err, c.text)
+	}
+}
+
+// TestURLTemplateInjectedValues: the values a template reads come from labels and statuses
+// a user controls (cluster names, load-balancer host names). Whatever they hold, a template
+// lint accepts renders a URL CheckExternalURL accepts, with the template's own scheme, or an
+// error — never javascript:, data:, a user@host or a control character.
+func TestURLTemplateInjectedValues(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	templates := []string{"https://{{.Cluster}}.example.com/{{.Name}}", "http://${host}:${port}/${cluster}", "https://${cluster}",
+		"https://{{.Cluster}}{{.Group}}", "HTTP://{{.Host}}", `https://{{replace "-" ":" .Cluster}}`, "https://{{urlquery .Cluster}}.example.com"}
+	pieces := []string{"javascript:", "alert(1)", "//", "@", "evil.example.com", ":", "/", "\x00", "\n", " ", "%0a", "é", "\u202e",
+		"data:text/html,", "?", "#", "[", "]", "x", "-", "."}
+	value := func() string {
+		var b strings.Builder
+		for range rng.IntN(6) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		return b.String()
+	}
+	written := 0
+	for _, text := range templates {
+		require.NoError(t, ValidateURLTemplate(text), text)
+		tmpl, err := ParseURLTemplate(text)
+		require.NoError(t, err)
+		scheme := strings.ToLower(text[:strings.Index(text, ":")])
+		for range 3000 {
+			f := URLFields{Name: value(), Namespace: value(), Cluster: value(), Group: value(), Manager: "dask", Role: "scheduler",
+				Port: 8787, Host: value()}
+			got, err := tmpl.Execute(f)
+			if err != nil {
+				continue
+			}
+			written++
+			require.NoError(t, CheckExternalURL(got), "%q from %+v", got, f)
+			u, err := url.Parse(got)
+			require.NoError(t, err)
+			require.Equal(t, scheme, u.Scheme, "%q from %+v", got, f)
+			require.Nil(t, u.User)
+		}
+	}
+	require.Positive(t, written)
+}
+
+// FuzzURLTemplate: whatever the template and the values it reads, Parse and Execute neither
+// panic nor run away, and a URL they give is an http or https URL CheckExternalURL accepts.
+func FuzzURLTemplate(f *testing.F) {
+	for _, s := range []string{"https://${cluster}.example.com", "{{if .Host}}http://{{.Host}}{{else}}https://x{{end}}",
+		" JavaScript:alert(1)", "https://{{replace \"-\" \":\" .Cluster}}", "https://{{print .Cluster .Cluster}}/${port}",
+		"http://${host}:${port}", "data:text/html,x"} {
+		f.Add(s, "simple", "203.0.113.7")
+	}
+	f.Fuzz(func(t *testing.T, text, cluster, host string) {
+		tmpl, err := ParseURLTemplate(text)
+		if err != nil {
+			return
+		}
+		got, err := tmpl.Execute(URLFields{Name: cluster, Namespace: "ns", Cluster: cluster, Group: host, Manager: "dask",
+			Role: "scheduler", Port: 8787, Host: host})
+		if err != nil {
+			return
+		}
+		if err := CheckExternalURL(got); err != nil {
+			t.Fatalf("%q rendered %q: %v", text, got, err)
+		}
+		u, err := url.Parse(got)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+			t.Fatalf("%q rendered %q", text, got)
+		}
+	})
 }

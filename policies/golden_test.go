@@ -160,7 +160,8 @@ func TestLintGolden(t *testing.T) {
 			if err != nil {
 				got = "read error: " + err.Error()
 			} else {
-				_, probs := Compile(cms, opts)
+				set, probs := Compile(cms, opts)
+				probs = append(probs, set.SelectionProblems(cms)...) // as `podpatch lint` does
 				lines := strings.Split(ProblemLines(probs), "\n")
 				sort.Strings(lines)
 				got = strings.TrimSpace(strings.Join(lines, "\n"))

@@ -21,6 +21,10 @@ type Input struct {
 	// Namespace is used when the object has no metadata.namespace (Pods created by
 	// ReplicaSets may arrive without one); the request's namespace in the webhook.
 	Namespace string
+	// NamespaceFromRequest makes Namespace the only namespace that selects policies, as the
+	// webhook's request namespace is (SPEC §5): an object whose metadata.namespace is set and
+	// says another is not patched, and Apply returns an error wrapping ErrNamespaceMismatch.
+	NamespaceFromRequest bool
 	// NamespaceLabels are the labels of the object's namespace, for match.namespaceSelector.
 	NamespaceLabels map[string]string
 	// Explain records, for each applied policy, which fields it changed (Apply only).
@@ -35,6 +39,11 @@ type Input struct {
 
 // ErrStopped is returned (wrapped) by Apply when Input.Done closed before it finished.
 var ErrStopped = errors.New("stopped: the request budget ran out")
+
+// ErrNamespaceMismatch is returned (wrapped) by Apply for an object whose metadata.namespace is
+// set and is not Input.Namespace: which namespace's policies apply would be ambiguous, so none
+// do (SPEC §5).
+var ErrNamespaceMismatch = errors.New("the object's metadata.namespace is not the request's namespace")
 
 // Result is the outcome of Apply.
 type Result struct {
@@ -60,8 +69,9 @@ type Result struct {
 	// (spec.priority removed when policies change spec.priorityClassName, …).
 	Adjusted []string
 
-	// violations are the patched object's (validity.go).
+	// violations are the patched object's (validity.go); selection is the layers applied.
 	violations []Violation
+	selection  layers
 }
 
 // Change is what one policy did to one object.
@@ -100,6 +110,16 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 		jsontree.ExpandAll(obj)
 	}
 	meta, _ := t.GetMap(obj, "metadata")
+	// Decided on the very tree the policies are selected from (duplicate and differently cased
+	// keys read as the merge reads them). An explicit null is no namespace.
+	ns, _ := meta["namespace"].(string)
+	if v, set := meta["namespace"]; in.NamespaceFromRequest && set && v != nil && v != "" && v != in.Namespace {
+		s, _ := v.(string)
+		if len(s) > 63 { // a namespace name is at most 63 bytes; the rest is not repeated
+			s = s[:63] + "…"
+		}
+		return res, fmt.Errorf("%w: %q, not %q", ErrNamespaceMismatch, s, in.Namespace)
+	}
 	labelsV, _ := t.Get(meta, "labels")
 	objLabels := stringMap(labelsV)
 	var selector map[string]string
@@ -113,7 +133,6 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 		return res, nil
 	}
 	res.Recognised, res.Identity = true, id
-	ns, _ := meta["namespace"].(string)
 	if ns == "" {
 		ns = in.Namespace
 	}
@@ -125,31 +144,66 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	}
 	env := &checkEnv{kind: in.Kind, namespace: ns, namespaceLabels: in.NamespaceLabels, cluster: in.Cluster}
 	// The first round patches the tree decoded here; any later one decodes the input afresh.
-	out, final, err := s.fixedPoint(in, patchOnly, &decoded{t, obj}, sub, skip, l, false, env)
+	out, err := s.fixedPoint(in, patchOnly, &decoded{t, obj}, sub, skip, l, allLayers, env)
 	if err != nil && !errors.Is(err, ErrStopped) && l.hasNamespace() {
 		// A namespace policy must never switch the platform's policies off: without them.
 		platform := l.platformOnly()
 		if platform.empty() {
 			return res, err
 		}
-		var perr error
-		if out, final, perr = s.fixedPoint(in, patchOnly, nil, sub, skip, platform, true, env); perr != nil {
-			return res, err
+		pout, perr := s.fixedPoint(in, patchOnly, nil, sub, skip, platform, (*layers).platformOnly, env)
+		if perr == nil {
+			pout.Warnings = append(pout.Warnings, "namespace policies left out: "+err.Error())
+			out, err = pout, nil
+		} else if errors.Is(perr, ErrSelectionDiverges) {
+			err = perr // the platform's own selectors: left to the enforce fallback below
 		}
-		out.Warnings = append(out.Warnings, "namespace policies left out: "+err.Error())
-		err = nil
+	}
+	if errors.Is(err, ErrSelectionDiverges) {
+		// Enforce has the last word (SPEC §3, §8): when the platform's own selectors contradict
+		// each other, its enforce policies still apply, alone.
+		if eout, ok := s.enforceOnly(in, patchOnly, sub, skip, l, env); ok {
+			eout.Warnings = append(eout.Warnings, fmt.Sprintf(
+				"only the platform's enforce policies applied, default and merge policies left out: %v for more than %d rounds (their selectors contradict each other; podpatch lint names them)",
+				ErrSelectionDiverges, MaxSelectionRounds))
+			out, err = eout, nil
+		}
 	}
 	if err == nil {
 		// Valid in, valid out (SPEC §8): leave out what would make the object invalid.
-		out, err = s.keepValid(in, patchOnly, env, id.Manager, final, out)
+		out, err = s.keepValid(in, patchOnly, env, id.Manager, out.selection, out)
 	}
 	if err != nil {
 		return res, err
 	}
-	out.violations = nil
+	out.violations, out.selection = nil, layers{}
 	out.Recognised, out.Identity = true, id
 	return out, nil
 }
+
+// enforceOnly applies the enforce layer alone, for an object whose selection does not converge:
+// to its own fixed point when the enforce policies' selection converges, else the enforce
+// policies selected on the object as it came in, once. false when there are none or when even
+// that fails.
+func (s *Set) enforceOnly(in Input, patchOnly bool, sub *subject, skip bool, l layers, env *checkEnv) (Result, bool) {
+	enforce := l.enforceOnly()
+	if enforce.empty() {
+		return Result{}, false
+	}
+	out, err := s.fixedPoint(in, patchOnly, nil, sub, skip, enforce, (*layers).enforceOnly, env)
+	if errors.Is(err, ErrSelectionDiverges) {
+		out, _, err = s.applyLayers(in, patchOnly, nil, sub.id.Manager, enforce, env)
+	}
+	return out, err == nil
+}
+
+// ErrSelectionDiverges is returned (wrapped) when the labels policies set keep changing which
+// policies match beyond MaxSelectionRounds: their selectors contradict each other. `lint`
+// reports policy sets that can do this (SelectionCycles).
+var ErrSelectionDiverges = errors.New("the labels policies set keep changing which policies match")
+
+// allLayers keeps every layer of a selection, for fixedPoint.
+func allLayers(l *layers) layers { return *l }
 
 // MaxSelectionRounds bounds how often one admission re-selects policies because labels that
 // policies set make other policies' selectors match (or stop matching).
@@ -159,29 +213,30 @@ const MaxSelectionRounds = 4
 // selects again and applies the new selection to the object as it came in, so that a second
 // admission of the result selects the same policies and changes nothing. Beyond
 // MaxSelectionRounds the selection oscillates: the object is not patched (Apply then tries
-// without namespace policies). With platformOnly, namespace policies stay unselected. It also
-// returns the selection it applied last.
-func (s *Set) fixedPoint(in Input, patchOnly bool, first *decoded, sub *subject, skip bool, l layers, platformOnly bool, env *checkEnv) (Result, layers, error) {
+// without namespace policies, then the enforce layer alone). keep restricts every selection to
+// the layers of such a fallback.
+func (s *Set) fixedPoint(in Input, patchOnly bool, first *decoded, sub *subject, skip bool, l layers, keep func(*layers) layers, env *checkEnv) (Result, error) {
 	selected := sub.labels // the labels l was selected with
 	for round := 1; ; round++ {
 		res, labels, err := s.applyLayers(in, patchOnly, first, sub.id.Manager, l, env)
 		first = nil
-		if err != nil || !l.any(func(p *Policy) bool { return setsLabels(p, in.Kind) }) {
-			return res, l, err // without labels set by policies, the selection cannot change
+		if err != nil || (round == 1 && !l.any(func(p *Policy) bool { return setsLabels(p, in.Kind) })) {
+			// Without labels set by policies, the first selection cannot change. A later one
+			// that sets none leaves the object's own labels, which select the first selection
+			// again: selectionReads compares the labels this one was selected with.
+			return res, err
 		}
 		if !s.selectionReads(sub, selected, labels) {
-			return res, l, nil // nor when no selector reads the labels they changed
+			return res, nil // nor when no selector reads the labels they changed
 		}
 		next := s.selectLayers(&subject{id: sub.id, kind: sub.kind, namespace: sub.namespace, labels: labels, namespaceLabels: sub.namespaceLabels}, skip)
-		if platformOnly {
-			next = next.platformOnly()
-		}
+		next = keep(&next)
 		if next.equal(l) {
-			return res, l, nil
+			return res, nil
 		}
 		if round == MaxSelectionRounds {
-			return Result{Object: in.Object}, l, fmt.Errorf("%s not patched: the labels policies set change which policies match for more than %d rounds (their selectors contradict each other)",
-				strings.ToLower(string(in.Kind)), MaxSelectionRounds)
+			return Result{Object: in.Object}, fmt.Errorf("%s not patched: %w for more than %d rounds (their selectors contradict each other)",
+				strings.ToLower(string(in.Kind)), ErrSelectionDiverges, MaxSelectionRounds)
 		}
 		l, selected = next, labels
 	}
@@ -200,8 +255,9 @@ type decoded struct {
 }
 
 // applyLayers applies one selection of layers to the object as it came in, and returns the
-// result and the labels of the patched object. The result carries the patched object's
-// violations (SPEC §8), after the fields coupled to those the policies changed were adjusted.
+// result and the labels of the patched object. The result carries the selection and the patched
+// object's violations (SPEC §8), after the fields coupled to those the policies changed were
+// adjusted.
 func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager, l layers, env *checkEnv) (Result, labels.Set, error) {
 	res := Result{Object: in.Object}
 	if d == nil {
@@ -213,21 +269,24 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 		d = &decoded{t, obj}
 	}
 	t, obj := d.t, d.obj
-	res.Applied = l.all()
+	res.Applied, res.selection = l.all(), l
 	st := &applyState{t: t, done: in.Done}
 	var owned map[string]bool
 	var before coupledValues // the coupled fields as given
 	if in.Kind == KindPod {
 		before.read(t, obj)
 		// Platform sidecars first, so that a namespace policy cannot claim their names; they
-		// are out of the namespace policies' reach (SPEC §3).
+		// are out of the namespace policies' reach, and replace a container of the same name
+		// the object brought (SPEC §3).
 		m := newMerger(st, in.Kind, false)
+		m.manager = manager
+		placed := map[string]bool{}
 		for _, p := range l.platform() {
-			m.insertSidecars(obj, p.template)
-			owned = sidecarNames(p.template, owned)
+			m.insertSidecars(obj, p.template, placed)
+			owned = sidecarNames(p.template, owned, manager)
 		}
 		for _, p := range l.namespace() {
-			m.insertSidecars(obj, p.template)
+			m.insertSidecars(obj, p.template, nil)
 		}
 	}
 	pass := func(ps []*Policy, fill bool, namespace bool) {

@@ -1,15 +1,12 @@
 package policies
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"slices"
-	"strings"
 
-	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
@@ -17,9 +14,10 @@ import (
 
 // Policy text and objects are hostile input on a fail-open path (SPEC §3 "Limits"): a namespace
 // team that can make podpatch slow, big or crash switches the platform's enforce policies off.
-// Every parse is bounded by size, depth and node count; YAML anchors and aliases are refused
-// (they are how a 20 KB document expands to gigabytes, and a node count after expansion is
-// only known once the damage is done); every policy has the bounds below, generous for real
+// Every parse is bounded by size, depth and node count; YAML anchors, aliases, merge keys and
+// custom tags are refused by the one YAML front end (policies/internal/yamljson), at the node
+// level of the parser, before anything is expanded (they are how a 20 KB document expands to
+// gigabytes, and a node count after expansion is only known once the damage is done); every policy has the bounds below, generous for real
 // policies and small enough that the worst set lint accepts, applied to the largest object the
 // API server sends, costs milliseconds (BenchmarkWorstCase).
 const (
@@ -44,6 +42,14 @@ const (
 	MaxDepth = 64
 	// MaxYAMLNodes bounds the nodes of one YAML document read from a file or a data key.
 	MaxYAMLNodes = 1 << 20
+	// MaxStreamDocuments bounds the documents of one stream (a file or stdin) and of all the
+	// data keys of one ConfigMap, empty ones included: each costs the parser kilobytes,
+	// whatever its few bytes of text.
+	MaxStreamDocuments = 10000
+	// MaxPolicyTextBytes bounds the YAML text of one policy document in a ConfigMap's data
+	// (its JSON form has MaxPolicyBytes). The YAML parser's tree costs up to a few hundred
+	// bytes per byte of text, so this bounds the memory one document's compile takes.
+	MaxPolicyTextBytes = 4 * MaxPolicyBytes
 	// MaxNamespacePolicies bounds the policies of one namespace: the ConfigMaps (in name order)
 	// beyond it are left out whole and reported, so one namespace cannot make every admission
 	// in it slow.
@@ -66,68 +72,6 @@ func readBounded(r io.Reader, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
 	}
 	return b, nil
-}
-
-// checkYAML refuses what would make converting one YAML document to JSON unbounded: anchors and
-// aliases, nesting beyond MaxDepth and more than MaxYAMLNodes nodes. It parses without
-// expanding aliases, so its own cost is linear in the text.
-func checkYAML(text []byte) error {
-	if !mayHaveAnchors(text) {
-		return nil // no alias to expand: converting it is linear, and its depth is checked after
-	}
-	var root yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(text))
-	if err := dec.Decode(&root); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if strings.Contains(err.Error(), "exceeded max depth") { // the parser's own bound, beyond ours
-			return fmt.Errorf("%w: nested deeper than %d levels", ErrTooLarge, MaxDepth)
-		}
-		return err
-	}
-	nodes := 0
-	var walk func(n *yaml.Node, depth int) error
-	walk = func(n *yaml.Node, depth int) error {
-		nodes++
-		switch {
-		case nodes > MaxYAMLNodes:
-			return fmt.Errorf("%w: more than %d YAML nodes", ErrTooLarge, MaxYAMLNodes)
-		case depth > MaxDepth:
-			return fmt.Errorf("%w: nested deeper than %d levels (line %d)", ErrTooLarge, MaxDepth, n.Line)
-		case n.Kind == yaml.AliasNode || n.Anchor != "":
-			return fmt.Errorf("line %d: YAML anchors and aliases are not accepted (expand them): they let a small text expand without bound", n.Line)
-		}
-		next := depth
-		if n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode {
-			next++
-		}
-		for _, c := range n.Content {
-			if err := walk(c, next); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	return walk(&root, 0)
-}
-
-// mayHaveAnchors reports whether a YAML text may hold an anchor or an alias: a & or * where a
-// token can start. It errs on the side of yes (in a comment, say); quoted "*" is no token.
-func mayHaveAnchors(text []byte) bool {
-	for i, c := range text {
-		if c != '&' && c != '*' {
-			continue
-		}
-		if i == 0 {
-			return true
-		}
-		switch text[i-1] {
-		case ' ', '\t', '\n', '\r', '[', '{', ',':
-			return true
-		}
-	}
-	return false
 }
 
 // checkJSONDepth refuses JSON nested deeper than MaxDepth; it scans without decoding.

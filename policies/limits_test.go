@@ -5,9 +5,12 @@ package policies
 // and work counters, never through wall-clock time.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -16,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/internal/yamljson"
 )
 
 // policyConfigMap wraps data keys into a policy ConfigMap of a namespace.
@@ -72,9 +76,9 @@ func TestAliasBombsAreRefused(t *testing.T) {
 		padding int
 	}{
 		{name: "sequences", text: aliasBomb(4, 20, 0, false)},
-		{name: "sequences padded", text: aliasBomb(4, 20, 10000, false)},
+		{name: "sequences padded", text: aliasBomb(4, 20, 4000, false)},
 		{name: "mappings", text: aliasBomb(4, 20, 0, true)},
-		{name: "mappings padded", text: aliasBomb(4, 20, 10000, true)},
+		{name: "mappings padded", text: aliasBomb(4, 20, 4000, true)},
 		{name: "a single alias", text: docHead + "spec:\n  template:\n    metadata:\n      labels: &l {a: b}\n      annotations: *l\n"},
 		{name: "an anchor alone", text: docHead + "spec:\n  template:\n    metadata:\n      labels: &l {a: b}\n"},
 		{name: "merge key", text: docHead + "spec:\n  template:\n    metadata:\n      labels: &l {a: b}\n      annotations: {<<: *l}\n"},
@@ -445,4 +449,140 @@ func TestNamespacePoliciesCannotSwitchOffThePlatform(t *testing.T) {
 			require.Contains(t, string(res.Object), `"cost-center":"ml"`)
 		})
 	}
+}
+
+// issueBomb is issue 21's shape: anchors and aliases right after `:` in a flow mapping with
+// JSON-style keys, which passed the byte heuristic that came before the YAML front end.
+func issueBomb(levels, fanout, strlen, pad int) string {
+	var parts []string
+	for i := range pad {
+		parts = append(parts, fmt.Sprintf(`"p%d":1`, i))
+	}
+	parts = append(parts, fmt.Sprintf(`"s0":&s0 %q`, strings.Repeat("x", strlen)))
+	prev := "s0"
+	for l := 1; l <= levels; l++ {
+		items := make([]string, fanout)
+		for i := range items {
+			items[i] = fmt.Sprintf(`"k%d":*%s`, i, prev)
+		}
+		parts = append(parts, fmt.Sprintf(`"l%d":&l%d {%s}`, l, l, strings.Join(items, ",")))
+		prev = fmt.Sprintf("l%d", l)
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}
+
+// TestIssueShapeEverywhere: the issue's bomb is refused in a policy document, in the
+// ConfigMap file around it (lint, render --policies, --policy-dir) and in an object stream
+// (render -f).
+func TestIssueShapeEverywhere(t *testing.T) {
+	bomb := issueBomb(5, 10, 4000, 2300)
+	policy := docHead + "spec:\n  template:\n    metadata:\n      annotations: " + bomb + "\n"
+	require.Contains(t, problemText(t, "team-a", policy), "line 7: YAML anchor &s0: anchors and aliases are not accepted")
+
+	file := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  annotations: " + bomb + "\ndata: {}\n"
+	_, err := ReadConfigMapFiles([]string{"-"}, "default", strings.NewReader(file))
+	require.ErrorContains(t, err, "document 1: line 5: YAML anchor &s0: anchors and aliases are not accepted")
+
+	stream := "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: b, labels: " + bomb + "}\n"
+	_, err = SplitDocuments(strings.NewReader(stream))
+	require.ErrorContains(t, err, "document 2: line 3: YAML anchor &s0: anchors and aliases are not accepted")
+	// A stream that starts like JSON but is YAML goes through the same front end.
+	_, err = SplitDocuments(strings.NewReader(bomb))
+	require.ErrorContains(t, err, "anchors and aliases are not accepted")
+}
+
+// countdown is a context whose Err turns to DeadlineExceeded after a number of looks, so a
+// test can stop a compile part way without depending on the clock.
+type countdown struct {
+	context.Context
+	left int
+}
+
+func (c *countdown) Err() error {
+	if c.left--; c.left < 0 {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// TestParseConfigMapBudget: a compile stops once its context is done, between documents or
+// inside a large one, and refuses the ConfigMap naming the budget.
+func TestParseConfigMapBudget(t *testing.T) {
+	dense := "a: [" + strings.Repeat("0,", 15000) + "0]\n"
+	var docs strings.Builder
+	for range 3 {
+		docs.WriteString("---\n" + dense)
+	}
+	cm := policyConfigMap("team-a", map[string]string{"p.yaml": docs.String()})
+	for _, looks := range []int{0, 1, 5, 30} {
+		ps, probs, err := ParseConfigMapContext(&countdown{Context: context.Background(), left: looks}, cm, DefaultOptions())
+		require.ErrorIs(t, err, ErrBudget, "after %d looks", looks)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Nil(t, ps)
+		require.Len(t, probs, 1)
+		require.Contains(t, probs.Error(), "data: Forbidden: not compiled within its budget")
+	}
+	_, probs, err := ParseConfigMapContext(context.Background(), cm, DefaultOptions())
+	require.NoError(t, err)
+	require.NotEmpty(t, probs, "without a budget it is compiled to its (many) problems")
+}
+
+// TestDocumentsAreBounded: documents cost the parser kilobytes each, so a stream of empty or
+// trivial ones is bounded in count, across every data key of a ConfigMap.
+func TestDocumentsAreBounded(t *testing.T) {
+	for name, data := range map[string]map[string]string{
+		"separators":     {"p.yaml": strings.Repeat("---\n", MaxConfigMapBytes/4-16)},
+		"comments":       {"p.yaml": strings.Repeat("---\n# c\n", MaxConfigMapBytes/8-16)},
+		"nulls":          {"p.yaml": strings.Repeat("---\n~\n", MaxConfigMapBytes/6-16)},
+		"nulls, 20 keys": manyKeys(20, strings.Repeat("---\n~\n", MaxConfigMapBytes/6/20-16)),
+	} {
+		var probs Problems
+		n := allocatedBytes(func() { _, probs = ParseConfigMap(policyConfigMap("team-a", data), DefaultOptions()) })
+		require.Contains(t, probs.Error(), fmt.Sprintf("more than %d documents, empty ones included", MaxStreamDocuments), name)
+		require.Less(t, n, uint64(128<<20), "%s: %d bytes allocated", name, n)
+	}
+	_, err := SplitDocuments(strings.NewReader(strings.Repeat("---\n~\n", MaxStreamDocuments+1)))
+	require.ErrorIs(t, err, ErrTooLarge)
+	_, err = SplitDocuments(strings.NewReader(strings.Repeat("{}", MaxStreamDocuments+1)))
+	require.ErrorIs(t, err, ErrTooLarge)
+}
+
+func manyKeys(n int, text string) map[string]string {
+	m := map[string]string{}
+	for i := range n {
+		m[fmt.Sprintf("p%02d.yaml", i)] = text
+	}
+	return m
+}
+
+func allocatedBytes(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestBlankAgreesWithTheParser: what blank skips, the parser reads as no value, for documents
+// made of every kind of line.
+func TestBlankAgreesWithTheParser(t *testing.T) {
+	lines := []string{"", "# c", "  # c", "\t# c", "---", "--- # c", "---\t", " ---", "----", "---x", "~", "a: 1", "...", "  ", "#", "\r"}
+	r := rand.New(rand.NewSource(3))
+	skipped := 0
+	for range 20000 {
+		var b strings.Builder
+		for range 1 + r.Intn(4) {
+			b.WriteString(lines[r.Intn(len(lines))] + "\n")
+		}
+		text := []byte(b.String())
+		if !blank(text) {
+			continue
+		}
+		skipped++
+		// Never a value: null, or an error (a tab before a comment, several empty documents).
+		if js, err := yamljson.ToJSON(context.Background(), text, streamLimits); err == nil {
+			require.Equal(t, "null", string(js), "%q", text)
+		}
+	}
+	require.Greater(t, skipped, 1000)
 }

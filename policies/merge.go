@@ -378,7 +378,7 @@ var byName = keyOf([]string{"name"}, nil)
 // applied after "*" when overriding and before it when filling. Containers the platform adds are
 // skipped by namespace policies (m.owned).
 func (m merger) mergeContainers(list string, dst, patch []any) []any {
-	dst = m.appendSidecars(dst, patch)
+	dst = m.appendSidecars(list, dst, patch, nil)
 	stars := func() {
 		for _, it := range patch {
 			pm, ok := it.(map[string]any)
@@ -463,26 +463,43 @@ func mainContainer(t *jsontree.Tree, containers []any, manager Manager) string {
 	return first
 }
 
-// sidecarNames adds to names the whole containers (with an image) a pod patch brings.
-func sidecarNames(patch map[string]any, names map[string]bool) map[string]bool {
+// sidecarNames adds to names the whole containers (with an image) a platform pod patch brings:
+// the platform's containers. The manager's main container is never one (appendSidecars does
+// not replace it), whatever entry names it.
+func sidecarNames(patch map[string]any, names map[string]bool, manager Manager) map[string]bool {
 	pspec, _ := patch["spec"].(map[string]any)
 	for _, list := range containerListNames {
 		pl, _ := pspec[list].([]any)
 		for _, it := range pl {
 			pm, ok := it.(map[string]any)
-			if _, whole := pm["image"]; ok && whole && pm["name"] != wildcardContainer {
-				if names == nil {
-					names = map[string]bool{}
-				}
-				names[byName.Of(pm)] = true
+			if _, whole := pm["image"]; !ok || !whole || pm["name"] == wildcardContainer || pm["name"] == mainContainerName {
+				continue
 			}
+			if list == "containers" && slices.Contains(mainContainerNames[manager], scalarString(pm["name"])) {
+				continue
+			}
+			if names == nil {
+				names = map[string]bool{}
+			}
+			names[byName.Of(pm)] = true
 		}
 	}
 	return names
 }
 
 // appendSidecars appends the whole containers (with an image) of patch that dst lacks.
-func (m merger) appendSidecars(dst, patch []any) []any {
+//
+// With placed (platform policies, before any layer), a whole container is the platform's: it
+// also replaces, whole, a container of the same name the object arrived with, so that a pod
+// that pre-declares the platform's sidecar keeps none of its own command, args, env or mounts
+// in it (SPEC §3, "Platform-owned containers"). placed records, per list, the names placed in
+// this admission: the first platform policy (in layer order) places a container, the others
+// merge into it in their layers, as they would into one it appended. On re-invocation the
+// object carries the sidecar as the first admission left it; replacing it with the same entry
+// and applying the same layers again gives the same container. The manager's main container,
+// by its conventional name (mainContainerNames), is never replaced: a whole entry for it sets
+// its image and fields, as a partial one does.
+func (m merger) appendSidecars(list string, dst, patch []any, placed map[string]bool) []any {
 	var idx *jsontree.Index
 	for _, it := range patch {
 		pm, ok := it.(map[string]any)
@@ -495,9 +512,20 @@ func (m merger) appendSidecars(dst, patch []any) []any {
 		if idx == nil {
 			idx = m.t.Index(dst, "containers", byName)
 		}
-		if k := byName.Of(pm); !idx.Has(k) {
+		k := byName.Of(pm)
+		i, found := idx.Pos[k]
+		switch {
+		case !found:
 			dst = append(dst, m.clean(pm))
 			idx.Add(k, len(dst)-1)
+		case placed == nil || placed[list+"\x00"+k]:
+			continue
+		case list == "containers" && slices.Contains(mainContainerNames[m.manager], scalarString(pm["name"])):
+		default:
+			dst[i] = m.clean(pm)
+		}
+		if placed != nil {
+			placed[list+"\x00"+k] = true
 		}
 	}
 	if idx != nil {
@@ -508,8 +536,9 @@ func (m merger) appendSidecars(dst, patch []any) []any {
 
 // insertSidecars adds every sidecar a pod patch brings before any layer is applied, so that
 // all layers, defaults included, see the same containers on first admission as on a re-invoked
-// one.
-func (m merger) insertSidecars(pod, patch map[string]any) {
+// one. With placed (platform policies), a sidecar replaces a container of the same name the
+// object arrived with (appendSidecars).
+func (m merger) insertSidecars(pod, patch map[string]any, placed map[string]bool) {
 	pspec, ok := patch["spec"].(map[string]any)
 	if !ok {
 		return
@@ -529,7 +558,7 @@ func (m merger) insertSidecars(pod, patch map[string]any) {
 		if !ok && dv != nil {
 			continue // not a list: leave the object's value to the merge rules
 		}
-		if out := m.appendSidecars(dl, pl); len(out) > len(dl) {
+		if out := m.appendSidecars(list, dl, pl, placed); len(out) > len(dl) {
 			spec[list] = out
 		}
 	}

@@ -1,8 +1,10 @@
 package policies
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"path"
@@ -21,6 +23,7 @@ import (
 	jsonstrict "sigs.k8s.io/json"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/internal/yamljson"
 )
 
 // Options says how ConfigMaps are scoped and what namespace policies may set.
@@ -29,6 +32,9 @@ type Options struct {
 	PlatformNamespace string
 	// NamespaceAllowed is what namespace policies may set.
 	NamespaceAllowed AllowedFields
+	// NamespaceDenied are the annotations namespace policies may not set or remove; the zero
+	// value is the default list of SPEC §3.
+	NamespaceDenied DeniedAnnotations
 	// WithResourceVersion appends `@<resourceVersion>` of the ConfigMap to provenance entries.
 	WithResourceVersion bool
 }
@@ -130,6 +136,28 @@ func (o Options) ScopeOf(namespace string) Scope {
 // every policy or, when anything is wrong, no policy and every problem: a ConfigMap is never
 // half-applied.
 func ParseConfigMap(cm *corev1.ConfigMap, opts Options) ([]*Policy, Problems) {
+	return parseConfigMap(context.Background(), cm, opts)
+}
+
+// ErrBudget is wrapped by the error of a ConfigMap whose compile ran past its budget: the
+// context of the admission request, or of the policy store's compile (SPEC §3 "Limits").
+var ErrBudget = errors.New("not compiled within its budget")
+
+// ParseConfigMapContext is ParseConfigMap within a budget: once ctx is done the compile stops
+// between two steps of bounded work (a document, 1024 YAML nodes) and the ConfigMap is refused:
+// no policy, one problem saying so, and an error wrapping ErrBudget and ctx's error. Its work
+// is linear in the ConfigMap's bytes (at most MaxConfigMapBytes), and the memory it holds at
+// once is linear in one document's text (at most MaxPolicyTextBytes).
+func ParseConfigMapContext(ctx context.Context, cm *corev1.ConfigMap, opts Options) ([]*Policy, Problems, error) {
+	ps, probs := parseConfigMap(ctx, cm, opts)
+	if ctx.Err() != nil {
+		err := fmt.Errorf("%w: %w", ErrBudget, context.Cause(ctx)) // the cause can name the budget
+		return nil, Problems{{Err: field.Forbidden(field.NewPath("data"), err.Error())}}, err
+	}
+	return ps, probs, nil
+}
+
+func parseConfigMap(ctx context.Context, cm *corev1.ConfigMap, opts Options) ([]*Policy, Problems) {
 	var probs Problems
 	cmProblem := func(err *field.Error) { probs = append(probs, Problem{Err: err}) }
 	if v, ok := cm.Labels[PolicyLabel]; !ok || v != "true" {
@@ -158,13 +186,20 @@ func ParseConfigMap(cm *corev1.ConfigMap, opts Options) ([]*Policy, Problems) {
 	var out []*Policy
 	names := map[string]string{} // policy name -> data key that defined it
 	documents := 0
+	chunks := MaxStreamDocuments // documents of every data key, empty ones included
 	for _, key := range slices.Sorted(maps.Keys(cm.Data)) {
 		keyPath := field.NewPath("data").Key(key)
 		if !strings.HasSuffix(key, ".yaml") && !strings.HasSuffix(key, ".yml") {
 			probs = append(probs, Problem{Key: key, Err: field.Invalid(keyPath, key, "data keys must end in .yaml or .yml")})
 			continue
 		}
-		docs, err := SplitDocuments(strings.NewReader(cm.Data[key]))
+		docs, err := splitDocuments(ctx, strings.NewReader(cm.Data[key]), policyLimits, MaxDocuments-documents+1, &chunks)
+		if le := (*yamljson.LimitError)(nil); errors.As(err, &le) && le.Kind == yamljson.LimitJSON {
+			de := (*DocumentError)(nil)
+			errors.As(err, &de)
+			probs = append(probs, Problem{Key: key, Policy: fmt.Sprintf("#%d", de.Index), Err: field.TooLong(nil, "", MaxPolicyBytes)})
+			continue
+		}
 		if err != nil {
 			probs = append(probs, Problem{Key: key, Err: field.Invalid(keyPath, "", "not valid YAML: "+err.Error())})
 			continue
@@ -305,6 +340,7 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 		errs = append(errs, validateRemovals(name, raw, p.Mode, fld)...)
 		if scope == ScopeNamespace {
 			errs = append(errs, checkAllowed(raw, allowed, fld)...)
+			errs = append(errs, checkDeniedAnnotations(raw, opts.NamespaceDenied, fld)...)
 		}
 		return raw
 	}

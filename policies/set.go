@@ -261,6 +261,9 @@ func (l *layers) platformOnly() layers {
 	return layers{platformDefault: l.platformDefault, platformMerge: l.platformMerge, enforce: l.enforce}
 }
 
+// enforceOnly is the selection's enforce layer alone.
+func (l *layers) enforceOnly() layers { return layers{enforce: l.enforce} }
+
 func (l *layers) equal(o layers) bool {
 	return slices.Equal(l.platformDefault, o.platformDefault) && slices.Equal(l.namespaceDefault, o.namespaceDefault) &&
 		slices.Equal(l.platformMerge, o.platformMerge) && slices.Equal(l.namespaceMerge, o.namespaceMerge) &&

@@ -199,9 +199,12 @@ func validateContainersPatch(containers []corev1.Container, s *corev1.PodSpec, i
 			errs = append(errs, field.Required(namePath,
 				"the name of the container to patch, or \"*\" for every container"))
 		case wildcardContainer, mainContainerName:
-			if c.Image != "" {
+			// "@main" may set the main container's image: it is never a sidecar, and on KubeRay,
+			// whose main container has no conventional name, a named whole entry would be the
+			// platform's container, replacing it (appendSidecars).
+			if c.Image != "" && c.Name == wildcardContainer {
 				errs = append(errs, field.Forbidden(p.Child("image"),
-					strconv.Quote(c.Name)+" applies to "+map[string]string{wildcardContainer: "every container", mainContainerName: "the main container"}[c.Name]+"; name one container to add a sidecar"))
+					strconv.Quote(c.Name)+" applies to every container; name one container to add a sidecar"))
 			}
 			if c.Name == mainContainerName && !strings.HasSuffix(fld.String(), ".containers") {
 				errs = append(errs, field.Invalid(namePath, c.Name, "the manager's main container is one of containers"))
@@ -1718,7 +1721,7 @@ func validateRemovals(part string, raw map[string]any, mode Mode, fld *field.Pat
 	if removed(spec, "containers") {
 		errs = append(errs, field.Forbidden(specPath.Child("containers"), "removes every container: a Pod needs at least one"))
 	}
-	for _, list := range []string{"initContainers", "containers"} {
+	for _, list := range []string{"initContainers", "containers", "ephemeralContainers"} {
 		entries, _ := spec[list].([]any)
 		for i, e := range entries {
 			c, _ := e.(map[string]any)
@@ -1730,6 +1733,13 @@ func validateRemovals(part string, raw map[string]any, mode Mode, fld *field.Pat
 				errs = append(errs, field.Forbidden(p, "removes the image: every container needs one"))
 			case image == "":
 				errs = append(errs, field.Required(p, "an empty image leaves the container without one; give an image or leave the field out"))
+			default:
+				// The API server refuses a Pod whose container image has leading or trailing
+				// whitespace (validateContainersOnlyForPod, for every container list), which
+				// also makes an all-whitespace image invalid.
+				if s, isString := image.(string); isString && s != strings.TrimSpace(s) {
+					errs = append(errs, field.Invalid(p, s, "must not have leading or trailing whitespace"))
+				}
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package policies
 import (
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -265,6 +266,9 @@ func TestValidateTemplatePatch(t *testing.T) {
 			wantField: "spec.template.spec.containers[1].name", wantType: field.ErrorTypeDuplicate},
 		{name: "wildcard container with image", patch: container(corev1.Container{Name: "*", Image: "busybox"}),
 			wantField: "spec.template.spec.containers[0].image", wantType: field.ErrorTypeForbidden, wantDetail: "name one container to add a sidecar"},
+		{name: "main container with image", patch: container(corev1.Container{Name: "@main", Image: "rayproject/ray:2.41.0"})},
+		{name: "main init container", patch: spec(corev1.PodSpec{InitContainers: []corev1.Container{{Name: "@main", Image: "busybox"}}}),
+			wantField: "spec.template.spec.initContainers[0].name", wantType: field.ErrorTypeInvalid},
 		{name: "initContainer name", patch: spec(corev1.PodSpec{InitContainers: []corev1.Container{{Name: "init", Image: "busybox"}, {Name: "Init"}}}),
 			wantField: "spec.template.spec.initContainers[1].name", wantType: field.ErrorTypeInvalid},
 		{name: "env name", patch: container(corev1.Container{Name: "*", Env: []corev1.EnvVar{{Name: "1FOO", Value: "x"}}}),
@@ -867,6 +871,17 @@ func TestValidateRemovals(t *testing.T) {
 		{name: "wildcard image empty", part: "template", yaml: `{spec: {containers: [{name: "*", image: ""}]}}`,
 			wantField: "spec.template.spec.containers[0].image", wantType: field.ErrorTypeRequired},
 		{name: "sidecar image", part: "template", yaml: `{spec: {containers: [{name: shipper, image: "fluent/fluent-bit:3"}]}}`},
+		{name: "image of one space", part: "template", yaml: `{spec: {containers: [{name: shipper, image: " "}]}}`,
+			wantField: "spec.template.spec.containers[0].image", wantType: field.ErrorTypeInvalid},
+		{name: "image with a trailing newline", part: "template", yaml: `{spec: {containers: [{name: worker, image: "busybox\n"}]}}`,
+			wantField: "spec.template.spec.containers[0].image", wantType: field.ErrorTypeInvalid},
+		{name: "init container image with a leading tab", part: "template", yaml: `{spec: {initContainers: [{name: setup, image: "\tbusybox"}]}}`,
+			wantField: "spec.template.spec.initContainers[0].image", wantType: field.ErrorTypeInvalid},
+		{name: "ephemeral container image blank", part: "template", yaml: `{spec: {ephemeralContainers: [{name: debug, image: "  "}]}}`,
+			wantField: "spec.template.spec.ephemeralContainers[0].image", wantType: field.ErrorTypeInvalid},
+		{name: "wildcard image blank", part: "template", yaml: `{spec: {containers: [{name: "*", image: " "}]}}`,
+			wantField: "spec.template.spec.containers[0].image", wantType: field.ErrorTypeInvalid},
+		{name: "image with inner space is the registry's business", part: "template", yaml: `{spec: {containers: [{name: worker, image: "a b"}]}}`},
 		{name: "other removals", part: "template", yaml: `{spec: {nodeSelector: null, initContainers: null, containers: [{name: worker, args: null}]}}`},
 		{name: "null in default mode is reported by checkNulls", part: "template", yaml: `{spec: null}`, mode: ModeDefault},
 		{name: "service spec removed", part: "service", yaml: `{spec: null}`,
@@ -894,5 +909,47 @@ func TestValidateRemovals(t *testing.T) {
 			assert.Equal(t, tc.wantField, errs[0].Field)
 			assert.Equal(t, tc.wantType, errs[0].Type)
 		})
+	}
+}
+
+// TestValidateRemovalsImageWhitespace generates the class of the API server's rule for Pod
+// images (validateContainersOnlyForPod: "must not have leading or trailing whitespace", by
+// strings.TrimSpace): every Unicode space rune, alone, repeated, leading or trailing, in every
+// container list, is refused; a rune that is not a space (U+200B, a zero-width space, is not
+// one for TrimSpace either) is left to the registry, as the API server leaves it.
+func TestValidateRemovalsImageWhitespace(t *testing.T) {
+	var spaces []rune
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if unicode.IsSpace(r) {
+			spaces = append(spaces, r)
+		}
+	}
+	require.GreaterOrEqual(t, len(spaces), 20, "every Unicode White_Space rune")
+	check := func(image string, wantInvalid bool) {
+		t.Helper()
+		for _, list := range []string{"containers", "initContainers", "ephemeralContainers"} {
+			raw := map[string]any{"spec": map[string]any{list: []any{map[string]any{"name": "c", "image": image}}}}
+			errs := validateRemovals("template", raw, ModeMerge, field.NewPath("spec", "template"))
+			if !wantInvalid {
+				assert.Empty(t, errs, "%s image %q", list, image)
+				continue
+			}
+			if assert.Len(t, errs, 1, "%s image %q", list, image) {
+				assert.Equal(t, "spec.template.spec."+list+"[0].image", errs[0].Field)
+				assert.Equal(t, field.ErrorTypeInvalid, errs[0].Type)
+				assert.Equal(t, "must not have leading or trailing whitespace", errs[0].Detail)
+			}
+		}
+	}
+	for _, r := range spaces {
+		sp := string(r)
+		check(sp, true)
+		check(sp+sp+sp, true)
+		check(sp+"busybox:1", true)
+		check("busybox:1"+sp, true)
+		check("busy"+sp+"box", false)
+	}
+	for _, r := range []rune{'\u200b', '\u2060', '\ufeff', 'x'} {
+		check(string(r), false)
 	}
 }

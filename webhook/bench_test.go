@@ -18,9 +18,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/podpatch/podpatch/policies"
 )
@@ -53,76 +54,169 @@ func BenchmarkHandler(b *testing.B) {
 	}
 }
 
-// BenchmarkConcurrentMaxReviews sends 8 maximum-size reviews at once (a Dask worker padded to
-// just under maxReviewSize, with the example policies) to the handler as `podpatch serve` wires
-// it — 8 slots, the default budget — over HTTPS, and reports the process's peak RSS and heap
-// during the run: the figure to hold against the manifests' 256 Mi memory limit.
+// BenchmarkConcurrentMaxReviews sends 8 maximum-size reviews at once, and 16 ordinary ones
+// meanwhile, to the handler as `podpatch serve` wires it — default slots, room and budget —
+// over HTTPS, and reports the process's peak RSS and heap during the run (the figures to hold
+// against the manifests' 256 Mi memory limit) and how many reviews of each kind were patched.
+// The policies are the examples, or the examples and 32 namespace policies that each set a
+// label and an env var on every container; the large reviews a Dask worker padded with env
+// (one container) or made of containers of 170 bytes each (18,500 in 3 MiB), at etcd's
+// 3 MiB and at podpatch's 4 MiB cap.
 //
 //	go test ./webhook -run '^$' -bench ConcurrentMaxReviews -benchtime 20x
 func BenchmarkConcurrentMaxReviews(b *testing.B) {
-	const concurrent = 8
-	cms, err := policies.ReadConfigMapFiles([]string{"../manifests/examples"}, "default", nil)
+	const concurrent, ordinary = 8, 16
+	examples, err := policies.ReadConfigMapFiles([]string{"../manifests/examples"}, "default", nil)
 	require.NoError(b, err)
-	set, probs := policies.Compile(cms, policies.DefaultOptions())
-	require.Empty(b, probs)
-	m := newTestMetrics(b)
-	h := &Review{Name: "mutate", Budget: DefaultRequestBudget, Slots: NewSlots(DefaultMaxInFlight), Metrics: m,
-		Handler: &Mutator{Source: staticSource{snap: &Snapshot{Set: set}}, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
-	srv := httptest.NewTLSServer(h)
-	defer srv.Close()
-	client := srv.Client()
-	client.Transport.(*http.Transport).MaxIdleConnsPerHost = concurrent
-	body := review(b, "Pod", "default", admissionv1.Create, maxSizePod(b, maxReviewSize-4096), false)
-	require.LessOrEqual(b, len(body), maxReviewSize)
-
-	send := func() error {
-		resp, err := client.Post(srv.URL, "application/json", bytes.NewReader(body))
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		var out admissionv1.AdmissionReview
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-			return err
-		}
-		if out.Response == nil || len(out.Response.Patch) == 0 {
-			return fmt.Errorf("not patched: %+v", out.Response)
-		}
-		return nil
-	}
-	require.NoError(b, send()) // warm the connections and the policies
-
-	// The soft memory limit `podpatch serve` sets from the manifests' 256 Mi limit.
-	prev := debug.SetMemoryLimit(-1)
-	SetMemoryLimit(manifestMemoryLimit, logr.Discard())
-	defer debug.SetMemoryLimit(prev)
-	runtime.GC()
-	debug.FreeOSMemory()
-	resetPeakRSS(b)
-	peakHeap := sampleMax(b, "/memory/classes/heap/objects:bytes")
-	peakLive := sampleMax(b, "/gc/heap/live:bytes")
-	b.ResetTimer()
-	for b.Loop() {
-		var wg sync.WaitGroup
-		errs := make(chan error, concurrent)
-		for range concurrent {
-			wg.Go(func() { errs <- send() })
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				b.Fatal(err)
+	for _, bc := range []struct {
+		name       string
+		nsPolicies int
+		size       int
+		containers bool
+	}{
+		{"policies=examples/review=4MiB/shape=env", 0, maxReviewSize - 4096, false},
+		{"policies=examples+32ns/review=3MiB/shape=containers", policies.MaxNamespacePolicies - 1, 3 << 20, true},
+		{"policies=examples+32ns/review=4MiB/shape=containers", policies.MaxNamespacePolicies - 1, maxReviewSize - 4096, true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			m := newTestMetrics(b)
+			store := NewStore(policies.DefaultOptions(), m, nil)
+			for _, cm := range examples {
+				require.Empty(b, store.Upsert(cm.ConfigMap))
 			}
-		}
+			for i := range bc.nsPolicies {
+				require.Empty(b, store.Upsert(policyCM("default", fmt.Sprintf("team-%02d", i), fmt.Sprintf(everyContainerPolicy, i))))
+			}
+			store.MarkSynced()
+			h := NewHandler(HandlerOptions{Store: store, Policies: policies.DefaultOptions(), Metrics: m,
+				RequestBudget: DefaultRequestBudget, MaxInFlight: DefaultMaxInFlight,
+				LargeBodyBytes: LargeBytesFor(manifestMemoryLimit), Log: logr.Discard()})
+			srv := httptest.NewTLSServer(h)
+			defer srv.Close()
+			client := srv.Client()
+			client.Transport.(*http.Transport).MaxIdleConnsPerHost = concurrent + ordinary
+			var pod []byte
+			if bc.containers {
+				pod = manyContainersPod(b, bc.size)
+			} else {
+				pod = maxSizePod(b, bc.size)
+			}
+			body := review(b, "Pod", "default", admissionv1.Create, pod, false)
+			require.LessOrEqual(b, len(body), maxReviewSize)
+			small := review(b, "Pod", "default", admissionv1.Create, []byte(workerPod), false)
+
+			send := func(body []byte) (bool, error) {
+				resp, err := client.Post(srv.URL+"/mutate", "application/json", bytes.NewReader(body))
+				if err != nil {
+					return false, err
+				}
+				defer resp.Body.Close()
+				var out admissionv1.AdmissionReview
+				if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+					return false, err
+				}
+				if out.Response == nil || !out.Response.Allowed {
+					return false, fmt.Errorf("not allowed: %+v", out.Response)
+				}
+				return len(out.Response.Patch) > 0, nil
+			}
+			_, err := send(small) // warm the connections and the policies
+			require.NoError(b, err)
+
+			// The soft memory limit `podpatch serve` sets from the manifests' 256 Mi limit.
+			prev := debug.SetMemoryLimit(-1)
+			SetMemoryLimit(manifestMemoryLimit, logr.Discard())
+			defer debug.SetMemoryLimit(prev)
+			runtime.GC()
+			debug.FreeOSMemory()
+			resetPeakRSS(b)
+			peakHeap := sampleMax(b, "/memory/classes/heap/objects:bytes")
+			peakLive := sampleMax(b, "/gc/heap/live:bytes")
+			var largePatched, ordinaryPatched atomic.Int64
+			b.ResetTimer()
+			for b.Loop() {
+				var wg sync.WaitGroup
+				errs := make(chan error, concurrent+ordinary)
+				for range concurrent {
+					wg.Go(func() {
+						ok, err := send(body)
+						if ok {
+							largePatched.Add(1)
+						}
+						errs <- err
+					})
+				}
+				for i := range ordinary {
+					time.Sleep(time.Duration(i%4) * 5 * time.Millisecond) // spread over the large ones
+					wg.Go(func() {
+						ok, err := send(small)
+						if ok {
+							ordinaryPatched.Add(1)
+						}
+						errs <- err
+					})
+				}
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.StopTimer()
+			n := float64(b.N)
+			b.ReportMetric(float64(peakHeap())/(1<<20), "peak-heap-MiB")
+			b.ReportMetric(float64(peakLive())/(1<<20), "peak-live-heap-MiB")
+			b.ReportMetric(float64(peakRSS(b))/(1<<20), "peak-RSS-MiB")
+			b.ReportMetric(float64(largePatched.Load())/n, "large-patched/8")
+			b.ReportMetric(float64(ordinaryPatched.Load())/n, "ordinary-patched/16")
+			b.ReportMetric(float64(len(body))/(1<<20), "review-MiB")
+		})
 	}
-	b.StopTimer()
-	b.ReportMetric(float64(peakHeap())/(1<<20), "peak-heap-MiB")
-	b.ReportMetric(float64(peakLive())/(1<<20), "peak-live-heap-MiB")
-	b.ReportMetric(float64(peakRSS(b))/(1<<20), "peak-RSS-MiB")
-	b.ReportMetric(testutil.ToFloat64(m.warnings.WithLabelValues(string(ReasonBudgetExceeded)))+
-		testutil.ToFloat64(m.warnings.WithLabelValues(string(ReasonOverloaded))), "fallbacks")
-	b.ReportMetric(float64(len(body))/(1<<20), "review-MiB")
+}
+
+// everyContainerPolicy is a namespace policy (%d: its number) that sets a label and an env var
+// on every container of a Dask worker.
+const everyContainerPolicy = `apiVersion: podpatch.io/v1alpha1
+kind: PodTemplatePatch
+metadata: {name: every-container}
+spec:
+  match: {managers: [dask], roles: [worker]}
+  template:
+    metadata:
+      labels: {team-%[1]d: "yes"}
+    spec:
+      containers:
+        - name: "*"
+          env:
+            - {name: TEAM_%[1]d, value: "a value of this team's"}
+`
+
+// manyContainersPod is a Dask worker of at most size bytes made of as many containers of some
+// 170 bytes (a name, an image, an env var, requests) as fit.
+func manyContainersPod(t testing.TB, size int) []byte {
+	t.Helper()
+	var pod corev1.Pod
+	require.NoError(t, json.Unmarshal([]byte(workerPod), &pod))
+	base := pod.Spec.Containers[0]
+	raw, err := json.Marshal(pod)
+	require.NoError(t, err)
+	c := func(i int) corev1.Container {
+		return corev1.Container{Name: fmt.Sprintf("c-%06d", i), Image: base.Image,
+			Env: []corev1.EnvVar{{Name: "DASK_WORKER_ID", Value: fmt.Sprintf("worker-%06d", i)}},
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")}}}
+	}
+	one, err := json.Marshal(c(0))
+	require.NoError(t, err)
+	for i := 1; len(raw)+(len(one)+1)*i+64 < size; i++ {
+		pod.Spec.Containers = append(pod.Spec.Containers, c(i))
+	}
+	raw, err = json.Marshal(pod)
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(raw), size)
+	return raw
 }
 
 // manifestMemoryLimit is the container memory limit of manifests/base/deployment.yaml.

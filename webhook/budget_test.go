@@ -148,24 +148,26 @@ func (b *blocker) Handle(context.Context, admission.Request) admission.Response 
 	return admission.Allowed("")
 }
 
-// TestOverloaded: when every slot stays busy for a request's whole budget, the request is
-// allowed unchanged with a warning and counted, and only the head of its body is read.
+// TestOverloaded: when there is no room for a request's body for its whole budget, the
+// request is allowed unchanged with a warning and counted, and only the head of its body is
+// read; when its body is read but every handling slot stays busy, likewise.
 func TestOverloaded(t *testing.T) {
 	m := newTestMetrics(t)
-	slots := NewSlots(1)
+	slots := NewSlots(SlotOptions{MaxInFlight: 1, LargeBytes: 1}) // room for one large body
 	b := newBlocker()
 	busy := &Review{Name: "validate", Handler: b, Slots: slots, Metrics: m}
 	done := make(chan struct{})
+	big := review(t, "Pod", "team-a", admissionv1.Create, maxSizePod(t, maxReviewSize-4096), false)
 	go func() {
 		defer close(done)
-		post(t, busy, review(t, "Pod", "team-a", admissionv1.Create, []byte(workerPod), false), "application/json")
+		post(t, busy, big, "application/json")
 	}()
-	<-b.entered // the only slot is taken
+	<-b.entered // the only slot, and the room for large bodies, are taken
 	require.Equal(t, 1.0, testutil.ToFloat64(m.inFlight))
+	require.Equal(t, float64(len(big)+reservationOverhead), testutil.ToFloat64(m.bodyBytes.WithLabelValues("large")))
 
 	h := &Review{Name: "mutate", Slots: slots, Metrics: m, Budget: 10 * time.Millisecond,
 		Handler: &Mutator{Source: teamStore(t, m), Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
-	big := review(t, "Pod", "team-a", admissionv1.Create, maxSizePod(t, maxReviewSize-4096), false)
 	body := &countingBody{r: bytes.NewReader(big)}
 	req := httptest.NewRequest(http.MethodPost, "/mutate", body)
 	req.Header.Set("Content-Type", "application/json")
@@ -175,23 +177,31 @@ func TestOverloaded(t *testing.T) {
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &out))
 	requireFallback(t, rec, out.Response, "uid-Pod", "overloaded")
 	require.Equal(t, "admission.k8s.io/v1", out.APIVersion)
-	require.LessOrEqual(t, body.n.Load(), int64(maxHeadSize), "a request without a slot must not read its body")
+	require.LessOrEqual(t, body.n.Load(), int64(maxHeadSize), "a request without room must not read its body")
 	require.Equal(t, 1.0, testutil.ToFloat64(m.exceeded.WithLabelValues("mutate", stageWait)))
 	require.Equal(t, 1.0, testutil.ToFloat64(m.warnings.WithLabelValues(string(ReasonOverloaded))))
 
-	// A client that puts the uid after the object cannot be answered from the head: 503, and
-	// the API server applies its failurePolicy.
+	// A client that puts the uid after the (large) object cannot be answered from the head:
+	// 503, and the API server applies its failurePolicy.
 	late := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"object":{"x":"` +
-		strings.Repeat("a", 2*maxHeadSize) + `"},"uid":"u"}}`)
+		strings.Repeat("a", OrdinaryBody+maxHeadSize) + `"},"uid":"u"}}`)
 	rec, resp := post(t, h, late, "application/json")
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
 	require.NotNil(t, resp)
 	require.False(t, resp.Allowed)
 	require.Equal(t, 2.0, testutil.ToFloat64(m.exceeded.WithLabelValues("mutate", stageWait)))
 
+	// An ordinary review has room, and is read, but finds no handling slot.
+	rec, resp = post(t, h, review(t, "Pod", "team-a", admissionv1.Create, []byte(workerPod), false), "application/json")
+	requireFallback(t, rec, resp, "uid-Pod", "overloaded")
+	require.Equal(t, 3.0, testutil.ToFloat64(m.exceeded.WithLabelValues("mutate", stageWait)))
+	require.Equal(t, 2.0, testutil.ToFloat64(m.warnings.WithLabelValues(string(ReasonOverloaded))))
+
 	close(b.release)
 	<-done
 	require.Equal(t, 0.0, testutil.ToFloat64(m.inFlight))
+	require.Equal(t, 0.0, testutil.ToFloat64(m.bodyBytes.WithLabelValues("large")), "the room is given back")
+	require.Equal(t, 0.0, testutil.ToFloat64(m.bodyBytes.WithLabelValues("ordinary")))
 	_, resp = post(t, h, review(t, "Pod", "team-a", admissionv1.Create, []byte(workerPod), false), "application/json")
 	require.Contains(t, string(applyResponse(t, []byte(workerPod), resp)), `"team":"a"`, "a free slot serves again")
 }
@@ -231,11 +241,12 @@ func TestBodyTooLarge(t *testing.T) {
 	require.NotEmpty(t, resp.Patch)
 }
 
-// TestSlowBody: a client that sends half its body and stalls holds its slot no longer than the
-// budget, and is answered from what it sent (over a real connection: the read deadline).
+// TestSlowBody: a client that sends half its body and stalls holds its room no longer than its
+// read deadline (within the budget), and is answered from what it sent (over a real
+// connection: the read deadline).
 func TestSlowBody(t *testing.T) {
 	m := newTestMetrics(t)
-	h := &Review{Name: "mutate", Slots: NewSlots(1), Metrics: m, Budget: 50 * time.Millisecond,
+	h := &Review{Name: "mutate", Slots: NewSlots(SlotOptions{MaxInFlight: 1}), Metrics: m, Budget: 50 * time.Millisecond,
 		Handler: &Mutator{Source: teamStore(t, m), Metrics: m}}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -259,7 +270,7 @@ func TestSlowBody(t *testing.T) {
 	require.Contains(t, out.Response.Warnings[0], "request budget ran out")
 	require.Equal(t, 1.0, testutil.ToFloat64(m.exceeded.WithLabelValues("mutate", stageRead)))
 
-	// The slot is free again.
+	// The room is free again.
 	resp, err := http.Post(srv.URL+"/mutate", "application/json", bytes.NewReader(body))
 	require.NoError(t, err)
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
@@ -296,7 +307,7 @@ func TestConcurrentLargeReviews(t *testing.T) {
 		}
 		return mutator.Handle(ctx, req)
 	})
-	h := &Review{Name: "mutate", Handler: counting, Slots: NewSlots(slots), Metrics: m}
+	h := &Review{Name: "mutate", Handler: counting, Slots: NewSlots(SlotOptions{MaxInFlight: slots, LargeBytes: 8 * maxReviewSize}), Metrics: m}
 	pod := maxSizePod(t, maxReviewSize-4096)
 	body := review(t, "Pod", "team-a", admissionv1.Create, pod, false)
 	var wg sync.WaitGroup

@@ -20,6 +20,7 @@ type Metrics struct {
 	reloads     *prometheus.CounterVec
 	exceeded    *prometheus.CounterVec
 	inFlight    prometheus.Gauge
+	bodyBytes   *prometheus.GaugeVec
 	skipped     *prometheus.CounterVec
 	obs         observations // observe.go
 }
@@ -34,7 +35,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"kind", "manager", "role", "result"}),
 		warnings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_admission_warnings_total",
-			Help: "Admission warnings returned, by reason (invalid_policy: a policy ConfigMap failed to compile and its last good version was used; apply_error: the object could not be patched and was allowed unchanged; budget_exceeded: the request budget ran out and the object was allowed unchanged or the policy unvalidated; overloaded: every request slot stayed busy for the whole budget; namespace_policies_left_out: namespace policies made the object unpatchable and the platform's were applied alone; namespace_limit: policy ConfigMaps past the namespace's limit were left out; policy_skipped: policies were left out because they would have made the object invalid).",
+			Help: "Admission warnings returned, by reason (invalid_policy: a policy ConfigMap failed to compile and its last good version was used; apply_error: the object could not be patched and was allowed unchanged; budget_exceeded: the request budget ran out and the object was allowed unchanged or the policy unvalidated; overloaded: every request slot stayed busy for the whole budget; namespace_policies_left_out: namespace policies made the object unpatchable and the platform's were applied alone; namespace_limit: policy ConfigMaps past the namespace's limit were left out; namespace_mismatch: the object's metadata.namespace is not the request's namespace and it was allowed unchanged; policy_skipped: policies were left out because they would have made the object invalid).",
 		}, []string{"reason"}),
 		validations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_policy_validations_total",
@@ -54,7 +55,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"result"}),
 		exceeded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_budget_exceeded_total",
-			Help: "Requests answered without being handled because the request budget ran out or the request was cancelled, by webhook (mutate, validate) and stage (wait: no free slot, the server is overloaded; read: the body did not arrive; handle: the policies took too long).",
+			Help: "Requests answered without being handled because the request budget ran out or the request was cancelled, by webhook (mutate, validate) and stage (wait: no room for the body or no free slot, the server is overloaded; read: the body did not arrive within its read deadline; handle: the policies took too long).",
 		}, []string{"webhook", "stage"}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_policy_skipped_total",
@@ -62,8 +63,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"reason"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "podpatch_requests_in_flight",
-			Help: "Admission requests holding one of the --max-in-flight slots (being read or handled).",
+			Help: "Admission requests holding one of the --max-in-flight slots (their bodies read, being handled).",
 		}),
+		bodyBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "podpatch_request_body_bytes_reserved",
+			Help: "Bytes of room reserved for request bodies being read or handled, by pool (ordinary: bodies up to 64 KiB; large: the rest, sized from --memory-limit).",
+		}, []string{"pool"}),
 	}
 	r := promreg.New(reg)
 	m.admissions = r.Register(m.admissions).(*prometheus.CounterVec)
@@ -74,6 +79,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.reloads = r.Register(m.reloads).(*prometheus.CounterVec)
 	m.exceeded = r.Register(m.exceeded).(*prometheus.CounterVec)
 	m.inFlight = r.Register(m.inFlight).(prometheus.Gauge)
+	m.bodyBytes = r.Register(m.bodyBytes).(*prometheus.GaugeVec)
 	m.skipped = r.Register(m.skipped).(*prometheus.CounterVec)
 	m.obs.register(r.Register)
 	return m, r.Err()
@@ -90,6 +96,13 @@ func (m *Metrics) budgetExceeded(webhook, stage string) {
 func (m *Metrics) warned(reason Reason) {
 	if m != nil {
 		m.warnings.WithLabelValues(string(reason)).Inc()
+	}
+}
+
+// reserved counts room reserved (sign 1) or given back (-1); m may be nil.
+func (m *Metrics) reserved(r reservation, sign int64) {
+	if m != nil {
+		m.bodyBytes.WithLabelValues(r.pool).Add(float64(sign * r.bytes))
 	}
 }
 

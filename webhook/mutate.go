@@ -53,12 +53,14 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 	snap := m.Source.Snapshot()
 	start := time.Now()
 	res, err := snap.Set.Patch(policies.Input{
-		Kind:            kind,
-		Object:          req.Object.Raw,
-		Namespace:       req.Namespace,
-		NamespaceLabels: m.Source.NamespaceLabels(req.Namespace),
-		Done:            ctx.Done(),
-		Cluster:         m.Cluster,
+		Kind:      kind,
+		Object:    req.Object.Raw,
+		Namespace: req.Namespace,
+		// Only the request's namespace selects policies (SPEC §5).
+		NamespaceFromRequest: true,
+		NamespaceLabels:      m.Source.NamespaceLabels(req.Namespace),
+		Done:                 ctx.Done(),
+		Cluster:              m.Cluster,
 	})
 	m.Metrics.observeApply(kind, res.Identity.Manager, start)
 	// The request's logger is made only for a line to log: most admissions log none.
@@ -68,6 +70,14 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 	if errors.Is(err, policies.ErrStopped) || (err != nil && ctx.Err() != nil) {
 		m.count(kind, res.Identity, "budget_exceeded")
 		return m.Fallback(req, ReasonBudgetExceeded)
+	}
+	if errors.Is(err, policies.ErrNamespaceMismatch) {
+		// Not a policy problem: the object names another namespace than the request it came
+		// in. No namespace's policies apply to it (SPEC §5).
+		log().Info("object's namespace disagrees with the request's; allowed unchanged")
+		m.count(kind, res.Identity, "unchanged")
+		m.Metrics.warned(ReasonNamespaceMismatch)
+		return admission.Allowed("").WithWarnings("podpatch did not apply policies: " + err.Error() + "; the object was admitted unchanged")
 	}
 	if err != nil {
 		log().Error(err, "object could not be patched; allowed unchanged")

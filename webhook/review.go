@@ -44,9 +44,10 @@ var (
 // one plain JSON decode of the review instead of the apimachinery codec, which decodes the
 // whole review twice: on the admission path of every pod that is most of the cost.
 //
-// It also bounds every request: a slot (shared by the endpoints) is taken before the body is
-// read, and the wait, the read and the handler all run under one budget. A request that runs
-// out of it gets the handler's Fallback answer and is counted.
+// It also bounds every request (Slots, shared by the endpoints): room for the body is reserved
+// before it is read, under a short read deadline, and a handling slot taken once it is read;
+// the waits, the read and the handler all run under one budget. A request that runs out of it
+// gets the handler's Fallback answer and is counted.
 type Review struct {
 	Handler admission.Handler
 	Log     logr.Logger
@@ -55,7 +56,7 @@ type Review struct {
 	// Budget bounds each request from its arrival to its answer; it must be below the
 	// webhook's timeoutSeconds so that the answer arrives in time. Zero: no budget.
 	Budget time.Duration
-	// Slots bounds the requests read and handled at once; nil: no bound.
+	// Slots bounds the bodies read and the requests handled at once; nil: no bound.
 	Slots *Slots
 	// Metrics counts the requests that ran out of budget; nil: not counted.
 	Metrics *Metrics
@@ -71,8 +72,52 @@ func (rv *Review) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel = context.WithTimeout(ctx, rv.Budget)
 		defer cancel()
 	}
-	if err := rv.Slots.acquire(ctx); err != nil {
+	if err := checkHead(r); err != nil {
+		rv.refuse(w, metav1.TypeMeta{}, err)
+		return
+	}
+	// Room for the body first, so that memory is bounded before it is read; the handling slot
+	// only once it is read, so that a client that sends slowly holds none (SPEC §5).
+	release, room, err := rv.Slots.reserve(ctx, r.ContentLength)
+	if err != nil {
 		rv.giveUp(w, r, nil, stageWait)
+		return
+	}
+	rv.Metrics.reserved(room, 1)
+	unreserve := func() {
+		release()
+		rv.Metrics.reserved(room, -1)
+	}
+	reserved := true
+	defer func() {
+		if reserved {
+			unreserve()
+		}
+	}()
+
+	var review reviewIn
+	body, err := rv.read(ctx, w, r)
+	if errors.Is(err, errOutOfTime) {
+		// A client too slow for the read deadline is not the API server: its room is given
+		// back before it is answered from the head of what it sent.
+		head := append([]byte(nil), body[:min(len(body), maxHeadSize)]...)
+		body = nil
+		unreserve()
+		reserved = false
+		rv.giveUp(w, r, head, stageRead)
+		return
+	}
+	if err == nil {
+		err = decode(body, &review)
+	}
+	if err != nil {
+		rv.refuse(w, review.TypeMeta, err)
+		return
+	}
+
+	req := review.Request.admission()
+	if err := rv.Slots.acquire(ctx); err != nil {
+		rv.overloaded(w, review.TypeMeta, req)
 		return
 	}
 	defer rv.Slots.release()
@@ -80,29 +125,6 @@ func (rv *Review) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rv.Metrics.inFlight.Inc()
 		defer rv.Metrics.inFlight.Dec()
 	}
-
-	var review reviewIn
-	body, err := rv.read(ctx, w, r)
-	if errors.Is(err, errOutOfTime) {
-		rv.giveUp(w, r, body, stageRead)
-		return
-	}
-	if err == nil {
-		err = decode(body, &review)
-	}
-	if err != nil {
-		// Without a decoded request there is no uid to answer with: this is no admission
-		// response, and the HTTP status says so (the API server applies its failurePolicy).
-		code := int32(http.StatusBadRequest)
-		if errors.Is(err, errTooLarge) {
-			code = http.StatusRequestEntityTooLarge
-		}
-		resp := admission.Errored(code, err)
-		rv.write(w, review.TypeMeta, &resp, int(code))
-		return
-	}
-
-	req := review.Request.admission()
 	out := rv.handle(ctx, req)
 	if ctx.Err() != nil {
 		// Work stops at the budget, whatever the handler managed: past it the API server may
@@ -115,6 +137,33 @@ func (rv *Review) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rv.Log.Info("request budget ran out; answered with the fallback", "uid", req.UID, "stage", stageHandle)
 	}
 	rv.complete(w, review.TypeMeta, req, out)
+}
+
+// refuse answers a request that is no admission request it can serve. Without a decoded
+// request there is no uid to answer with: this is no admission response, and the HTTP status
+// says so (the API server applies its failurePolicy).
+func (rv *Review) refuse(w http.ResponseWriter, tm metav1.TypeMeta, err error) {
+	code := int32(http.StatusBadRequest)
+	if errors.Is(err, errTooLarge) {
+		code = http.StatusRequestEntityTooLarge
+	}
+	resp := admission.Errored(code, err)
+	rv.write(w, tm, &resp, int(code))
+}
+
+// overloaded answers a request whose body was read but found no handling slot within its
+// budget.
+func (rv *Review) overloaded(w http.ResponseWriter, tm metav1.TypeMeta, req admission.Request) {
+	rv.Metrics.budgetExceeded(rv.Name, stageWait)
+	rv.Log.V(1).Info("request not handled; answered with the fallback", "uid", req.UID, "stage", stageWait, "reason", ReasonOverloaded)
+	fb, ok := rv.Handler.(Fallback)
+	if !ok {
+		resp := admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("podpatch did not handle the request: %s", ReasonOverloaded))
+		rv.write(w, tm, &resp, http.StatusServiceUnavailable)
+		return
+	}
+	rv.Metrics.warned(ReasonOverloaded)
+	rv.complete(w, tm, req, fb.Fallback(req, ReasonOverloaded))
 }
 
 // complete sends the handler's answer to req.
@@ -223,34 +272,44 @@ func (r *requestIn) admission() admission.Request {
 	}}
 }
 
-// read reads the body, at most maxReviewSize bytes, within the budget: the connection's read
-// deadline is the budget's, so a client that trickles its body holds its slot no longer than
-// that. errOutOfTime comes with what was read. The deadline is cleared only once the whole body
-// is read: otherwise net/http reads on to discard the rest before it writes the answer, and a
-// client that stalls would hold the answer back.
-func (rv *Review) read(ctx context.Context, w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	rc := http.NewResponseController(w)
-	deadline := false
-	if dl, ok := ctx.Deadline(); ok {
-		switch err := rc.SetReadDeadline(dl); {
-		case err == nil:
-			deadline = true
-		case !errors.Is(err, http.ErrNotSupported): // httptest's recorder does not support it
-			rv.Log.Error(err, "setting the read deadline failed")
-		}
-	}
+// checkHead refuses, before anything is read or reserved, a request whose headers say it is
+// no review podpatch can serve.
+func checkHead(r *http.Request) error {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
-		return nil, errors.New("request body is empty")
+		return errors.New("request body is empty")
 	}
 	if r.ContentLength > maxReviewSize {
-		return nil, errTooLarge
+		return errTooLarge
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
-		return nil, fmt.Errorf("contentType=%s, expected application/json", ct)
+		return fmt.Errorf("contentType=%s, expected application/json", ct)
+	}
+	return nil
+}
+
+// read reads the body, at most maxReviewSize bytes, under a read deadline of bodyReadTime for
+// its announced length, within the budget: a client that trickles its body holds its room no
+// longer than that. errOutOfTime comes with what was read. The deadline is cleared only once
+// the whole body is read: otherwise net/http reads on to discard the rest before it writes the
+// answer, and a client that stalls would hold the answer back.
+func (rv *Review) read(ctx context.Context, w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	dl := time.Now().Add(bodyReadTime(rv.Budget, r.ContentLength))
+	if bd, ok := ctx.Deadline(); ok && bd.Before(dl) {
+		dl = bd
+	}
+	rctx, cancel := context.WithDeadline(ctx, dl)
+	defer cancel()
+	deadline := false
+	switch err := rc.SetReadDeadline(dl); {
+	case err == nil:
+		deadline = true
+	case !errors.Is(err, http.ErrNotSupported): // httptest's recorder does not support it
+		rv.Log.Error(err, "setting the read deadline failed")
 	}
 	var body []byte
 	var err error
-	if r.ContentLength > 0 { // one allocation of the right size
+	if r.ContentLength > 0 { // one allocation of the right size, reserved already
 		body = make([]byte, r.ContentLength)
 		var n int
 		n, err = io.ReadFull(r.Body, body)
@@ -262,7 +321,7 @@ func (rv *Review) read(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		}
 	}
 	if err != nil {
-		if ne, ok := errors.AsType[net.Error](err); ctx.Err() != nil || (ok && ne.Timeout()) {
+		if ne, ok := errors.AsType[net.Error](err); rctx.Err() != nil || (ok && ne.Timeout()) {
 			return body, errOutOfTime
 		}
 		return nil, fmt.Errorf("read request: %w", err)

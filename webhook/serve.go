@@ -24,13 +24,35 @@ import (
 const (
 	// DefaultRequestBudget is below the webhooks' timeoutSeconds (2) with room for the network.
 	DefaultRequestBudget = 1500 * time.Millisecond
-	// DefaultMaxInFlight is fixed rather than a multiple of GOMAXPROCS because memory, not
-	// CPU, is what it bounds: a review of maxReviewSize costs the policy engine some 25 MiB
-	// while it is handled. BenchmarkConcurrentMaxReviews (8 such reviews at once) measures a
-	// peak RSS near 100 MiB with 4 slots, against the manifests' 256 Mi limit; with 8 slots the
-	// live heap nears 190 MiB, whatever the node's CPU count. Ordinary pods are admitted in
-	// well under a millisecond, so 4 slots are rarely all busy.
+	// DefaultMaxInFlight is the number of requests handled at once, their bodies read. Memory
+	// is bounded by the room reserved for bodies (Slots, LargeBytesFor), not by this count:
+	// ordinary Pods are admitted in well under a millisecond, so 4 slots are rarely all busy,
+	// and the large reviews that take long are few at once by their room.
 	DefaultMaxInFlight = 4
+)
+
+// LargeBytesFor is the room for large bodies (SlotOptions.LargeBytes) that keeps podpatch
+// under a container memory limit of limit bytes (DefaultLargeBytes when limit is not
+// positive). While it is handled, a large review costs the policy engine up to
+// largeReviewCost times its size (BenchmarkConcurrentMaxReviews); the Go runtime's soft limit
+// (MemoryLimitShare of limit) less a baseline for the process and the ordinary reviews is
+// shared out at that rate, and always holds one review of the largest size.
+func LargeBytesFor(limit int64) int64 {
+	if limit <= 0 {
+		return DefaultLargeBytes
+	}
+	room := (int64(float64(limit)*MemoryLimitShare) - memoryBaseline) / largeReviewCost
+	return max(room, maxReviewSize+reservationOverhead)
+}
+
+const (
+	// largeReviewCost is the memory, in multiples of its body, that a large review takes from
+	// its arrival to its answer: the body, the engine's decoded tree and patched copy, the
+	// JSONPatch and the encoded response.
+	largeReviewCost = 32
+	// memoryBaseline is the memory of podpatch without large reviews in flight: the binary,
+	// the informer caches, the compiled policies and ordinary reviews.
+	memoryBaseline = 64 << 20
 )
 
 // HandlerOptions configure the admission endpoints.
@@ -42,10 +64,13 @@ type HandlerOptions struct {
 	Metrics  *Metrics
 	// RequestBudget is the time a request may take, waiting for a slot and reading included.
 	RequestBudget time.Duration
-	// MaxInFlight is the number of slots, shared by both endpoints: memory is bounded across
-	// them.
+	// MaxInFlight is the number of handling slots, shared by both endpoints.
 	MaxInFlight int
-	Log         logr.Logger
+	// LargeBodyBytes bounds the large bodies (over OrdinaryBody) read and handled at once,
+	// shared by both endpoints: with them, the memory the policy engine takes for them. Zero:
+	// DefaultLargeBytes (see LargeBytesFor).
+	LargeBodyBytes int64
+	Log            logr.Logger
 	// Cluster answers what patched Pods reference (SPEC §8); nil when unknown (--policy-dir).
 	Cluster policies.Cluster
 }
@@ -55,7 +80,7 @@ type HandlerOptions struct {
 // keeps the controller_runtime_webhook_* metrics); Server serves them.
 func NewHandler(o HandlerOptions) http.Handler {
 	routes := webhook.NewServer(webhook.Options{})
-	slots := NewSlots(o.MaxInFlight)
+	slots := NewSlots(SlotOptions{MaxInFlight: o.MaxInFlight, LargeBytes: o.LargeBodyBytes})
 	review := func(name string, h admission.Handler) http.Handler {
 		return o.Metrics.instrument(name, &Review{Name: name, Log: o.Log.WithName(name), Budget: o.RequestBudget, Slots: slots,
 			Metrics: o.Metrics, Handler: h})

@@ -63,8 +63,11 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	srv := &http.Server{
 		Handler: s.Handler,
-		// Headers are tiny in admission requests; the body is bounded by the request budget.
-		ReadHeaderTimeout: 10 * time.Second,
+		// Headers are tiny in admission requests, and come with the TLS handshake in this
+		// bound; a body has its own, short, read deadline (Review.read), and ReadTimeout is a
+		// backstop for handlers that set none.
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
 		IdleTimeout:       90 * time.Second, // as http.DefaultTransport keeps connections
 		MaxHeaderBytes:    64 << 10,
 		// BaseContext is left alone: a request's context ends with the request, not with the

@@ -1,12 +1,15 @@
 package webhook
 
 import (
+	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -39,9 +42,10 @@ type Source interface {
 // list, a resync, `kubectl apply` of a directory — costs one publish, and one changed ConfigMap
 // among thousands costs its namespace. Feeds: the informer (cluster.go) or a directory (dir.go).
 type Store struct {
-	opts      policies.Options
-	metrics   *Metrics
-	onInvalid func(cm *corev1.ConfigMap, problems policies.Problems)
+	opts          policies.Options
+	compileBudget time.Duration
+	metrics       *Metrics
+	onInvalid     func(cm *corev1.ConfigMap, problems policies.Problems)
 
 	mu      sync.Mutex
 	entries map[types.NamespacedName]*entry
@@ -63,7 +67,7 @@ type entry struct {
 // NewStore returns an empty store. onInvalid, if set, is told about every ConfigMap version
 // that fails to compile (the cluster feed turns it into an Event).
 func NewStore(opts policies.Options, m *Metrics, onInvalid func(*corev1.ConfigMap, policies.Problems)) *Store {
-	s := &Store{opts: opts, metrics: m, onInvalid: onInvalid, entries: map[types.NamespacedName]*entry{},
+	s := &Store{opts: opts, compileBudget: DefaultCompileBudget, metrics: m, onInvalid: onInvalid, entries: map[types.NamespacedName]*entry{},
 		byNS: map[string]map[string]*entry{}, dirty: map[string]bool{}, set: policies.NewSet(nil)}
 	s.snap.Store(&Snapshot{Set: s.set, Invalid: map[string][]string{}})
 	return s
@@ -112,7 +116,7 @@ func (s *Store) Upsert(cm *corev1.ConfigMap) policies.Problems {
 		return nil // a resync, or the same event twice: compiled already
 	}
 	s.mu.Unlock()
-	ps, probs := policies.ParseConfigMap(cm, s.opts) // outside the lock: compiling is the slow part
+	ps, probs, overBudget := s.compile(cm) // outside the lock: compiling is the slow part
 	s.mu.Lock()
 	e := s.entries[key]
 	if e == nil {
@@ -124,6 +128,9 @@ func (s *Store) Upsert(cm *corev1.ConfigMap) policies.Problems {
 		s.byNS[key.Namespace][key.Name] = e
 	}
 	e.resourceVersion = cm.ResourceVersion
+	if overBudget {
+		e.resourceVersion = "" // not this version's fault alone: the next resync compiles it again
+	}
 	if e.invalid = len(probs) > 0; e.invalid {
 		s.metrics.reloads.WithLabelValues("invalid").Inc()
 	} else {
@@ -136,6 +143,25 @@ func (s *Store) Upsert(cm *corev1.ConfigMap) policies.Problems {
 		s.onInvalid(cm, probs)
 	}
 	return probs
+}
+
+// DefaultCompileBudget bounds the time one ConfigMap's compile in the store may take. The
+// compile's work is linear in the ConfigMap's bytes (at most policies.MaxConfigMapBytes) and
+// takes well under a second; the budget is the guard should that ever not hold.
+const DefaultCompileBudget = 10 * time.Second
+
+// compile compiles a ConfigMap within the store's budget and the process's compile slots
+// (SPEC §3 "Limits"). Past the budget, the ConfigMap is refused as invalid, with the budget
+// named, and overBudget is true.
+func (s *Store) compile(cm *corev1.ConfigMap) (ps []*policies.Policy, probs policies.Problems, overBudget bool) {
+	ctx, cancel := context.WithTimeoutCause(context.Background(), s.compileBudget,
+		fmt.Errorf("%w: the policy store's compile budget is %v", context.DeadlineExceeded, s.compileBudget))
+	defer cancel()
+	if err := compiles.acquire(ctx); err == nil {
+		defer compiles.release()
+	}
+	ps, probs, err := policies.ParseConfigMapContext(ctx, cm, s.opts)
+	return ps, probs, err != nil
 }
 
 // Delete forgets a ConfigMap. The change is served from the next Publish.

@@ -48,13 +48,26 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 	if cm.Labels[policies.PolicyLabel] != "true" {
 		return admission.Allowed("not a policy ConfigMap")
 	}
-	if cm.Namespace == "" {
+	if req.Namespace != "" {
+		// The request's namespace is where the API server stores the ConfigMap, so it decides
+		// the policies' scope, whatever metadata.namespace says (SPEC §5).
 		cm.Namespace = req.Namespace
 	}
 	if ctx.Err() != nil {
 		return v.Fallback(req, ReasonBudgetExceeded)
 	}
-	if _, probs := policies.ParseConfigMap(cm, v.Options); len(probs) > 0 {
+	// The compile stops when the request's budget does (SPEC §3 "Limits"): a ConfigMap that
+	// could not be checked in time is let in as failurePolicy Ignore would, and the store, which
+	// compiles it within its own budget, keeps its last good version if it fails there.
+	if err := compiles.acquire(ctx); err != nil {
+		return v.Fallback(req, ReasonBudgetExceeded)
+	}
+	_, probs, err := policies.ParseConfigMapContext(ctx, cm, v.Options)
+	compiles.release()
+	if err != nil {
+		return v.Fallback(req, ReasonBudgetExceeded)
+	}
+	if len(probs) > 0 {
 		v.Metrics.validations.WithLabelValues("denied").Inc()
 		return admission.Denied("invalid podpatch policy:\n" + strings.Join(problemLines(cm.Namespace+"/"+cm.Name+": ", probs), "\n"))
 	}
@@ -70,6 +83,16 @@ func (v *Validator) Fallback(_ admission.Request, _ Reason) admission.Response {
 	return admission.Allowed("").WithWarnings("podpatch could not validate this policy ConfigMap in time; " +
 		"if it is invalid it will not be applied, and an InvalidPolicy event will say why (podpatch lint checks it offline)")
 }
+
+// maxCompiles bounds the policy ConfigMaps compiled at once in the process, by /validate and
+// by the store together. One compile holds at most one document's parse tree (a few hundred
+// bytes per byte of its text, at most policies.MaxPolicyTextBytes: tens of MiB for the densest
+// text), so tenants writing ConfigMaps in parallel cannot add these up past --memory-limit.
+const maxCompiles = 2
+
+// compiles is the process's compile slots: what they bound is the process's memory, shared by
+// every Validator and Store in it.
+var compiles = NewSlots(SlotOptions{MaxInFlight: maxCompiles})
 
 // maxListedProblems is how many problems of one policy ConfigMap a denial, a log line or an
 // InvalidPolicy Event lists; the rest are counted ("and K more"). A hostile ConfigMap can have

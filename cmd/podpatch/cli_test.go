@@ -630,6 +630,16 @@ func TestLintBadPolicies(t *testing.T) {
 			"metadata.labels[podpatch.io/policy]", `Required value: must be "true"`},
 		{"invalid-yaml.yaml", "podpatch-system/broken", "broken.yaml", "-",
 			"data[broken.yaml]", "Invalid value: \"\": not valid YAML: "},
+		{"infrastructure-annotation.yaml", "team-c/team-lb", "lb.yaml", "open-lb",
+			"spec.service.metadata.annotations[service.beta.kubernetes.io/load-balancer-source-ranges]",
+			`Forbidden: namespace policies may not set this annotation: it makes infrastructure act (cloud load balancers, DNS, secret injectors, podpatch itself); it matches "service.beta.kubernetes.io/*" of --namespace-denied-annotations`},
+		{"oscillating-selectors.yaml", "podpatch-system/oscillating", "a.yaml", "a", "spec.match.selector",
+			"Forbidden: the selection of podpatch-system/oscillating/a, podpatch-system/oscillating/b can oscillate: " +
+				"podpatch-system/oscillating/a sets label phase-a=1 on pods, which makes podpatch-system/oscillating/b match; " +
+				"podpatch-system/oscillating/b sets label phase-b=1 on pods, which makes podpatch-system/oscillating/a stop matching; " +
+				"podpatch re-selects at most 4 times, then applies only the enforce policies"},
+		{"blank-image.yaml", "podpatch-system/blank-image", "sidecar.yaml", "shipper",
+			"spec.template.spec.containers[0].image", `Invalid value: " ": must not have leading or trailing whitespace`},
 	}
 	check := func(t *testing.T, line, file, configMap, key, policy, field, prefix string) {
 		t.Helper()
@@ -674,6 +684,24 @@ func TestLintBadPolicies(t *testing.T) {
 		require.Equal(t, 1, r.code)
 		check(t, strings.TrimSuffix(r.stdout, "\n"), "-", "podpatch-system/tolerations", "gpu.yaml", "gpu",
 			"spec.template.spec.tolerations[1].operator", `Unsupported value: "Exist"`)
+	})
+
+	t.Run("namespace denied annotations flag", func(t *testing.T) {
+		// An empty deny-list leaves the annotation to the allow-list, which allows it; a list
+		// with an exception for it too; a list of other keys does not name it.
+		path := lintDir + "/infrastructure-annotation.yaml"
+		for _, flag := range []string{"--namespace-denied-annotations=",
+			"--namespace-denied-annotations=service.beta.kubernetes.io/*,!service.beta.kubernetes.io/load-balancer-source-ranges",
+			"--namespace-denied-annotations=vault.hashicorp.com/*"} {
+			out := requireOK(t, podpatch(t, "", "lint", flag, path))
+			assert.Equal(t, "1 ConfigMap(s), 0 platform and 1 namespace policies: ok\n", out, flag)
+		}
+		r := podpatch(t, "", "lint", "--namespace-denied-annotations=example.com/*,service.*/load-balancer-*", path)
+		require.Equal(t, 1, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+		assert.Contains(t, r.stdout, `it matches "service.*/load-balancer-*" of --namespace-denied-annotations`)
+		r = podpatch(t, "", "lint", "--namespace-denied-annotations=[", path)
+		require.Equal(t, 2, r.code, "a bad glob is a usage error: %s", r.stderr)
+		assert.Contains(t, r.stderr, "--namespace-denied-annotations: ")
 	})
 
 	t.Run("platform namespace flag", func(t *testing.T) {

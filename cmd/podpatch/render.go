@@ -13,8 +13,9 @@ import (
 
 // policyOptions are the flags that decide how policy ConfigMaps are read.
 type policyOptions struct {
-	PlatformNamespace     string
-	NamespaceAllowedField []string
+	PlatformNamespace          string
+	NamespaceAllowedField      []string
+	NamespaceDeniedAnnotations []string
 }
 
 func (o *policyOptions) AddFlags(fs *pflag.FlagSet) {
@@ -22,6 +23,8 @@ func (o *policyOptions) AddFlags(fs *pflag.FlagSet) {
 		"namespace whose policy ConfigMaps apply to every namespace")
 	fs.StringSliceVar(&o.NamespaceAllowedField, "namespace-allowed-fields", policies.DefaultNamespaceAllowedFields,
 		"fields namespace policies may set (prefix service. for Service fields)")
+	fs.StringSliceVar(&o.NamespaceDeniedAnnotations, "namespace-denied-annotations", policies.DefaultNamespaceDeniedAnnotations,
+		"annotation keys namespace policies may not set or remove: globs on the key, ! before an exception")
 }
 
 // Options builds the engine's options.
@@ -33,7 +36,11 @@ func (o *policyOptions) Options() (policies.Options, error) {
 	if err != nil {
 		return policies.Options{}, usageError{fmt.Errorf("--namespace-allowed-fields: %w", err)}
 	}
-	return policies.Options{PlatformNamespace: o.PlatformNamespace, NamespaceAllowed: allowed}, nil
+	denied, err := policies.ParseDeniedAnnotations(o.NamespaceDeniedAnnotations)
+	if err != nil {
+		return policies.Options{}, usageError{fmt.Errorf("--namespace-denied-annotations: %w", err)}
+	}
+	return policies.Options{PlatformNamespace: o.PlatformNamespace, NamespaceAllowed: allowed, NamespaceDenied: denied}, nil
 }
 
 // renderOptions are the flags of `podpatch render`.

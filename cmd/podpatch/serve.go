@@ -133,7 +133,7 @@ func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long podpatch may take to stop after SIGTERM, --shutdown-delay and the requests in flight included; keep it below the Pod's terminationGracePeriodSeconds")
 	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "after SIGTERM, keep serving this long, unready, while the API server and kube-proxy stop sending requests to this replica; then stop accepting connections")
 	fs.DurationVar(&o.RequestBudget, "request-budget", o.RequestBudget, "time a request may take, waiting and reading included; past it the object is admitted unchanged with a warning. Keep it below the webhooks' timeoutSeconds")
-	fs.IntVar(&o.MaxInFlight, "max-in-flight", o.MaxInFlight, "requests read and handled at once; others wait, within their budget, for a slot")
+	fs.IntVar(&o.MaxInFlight, "max-in-flight", o.MaxInFlight, "requests handled at once, their bodies read; others wait, within their budget, for a slot")
 	fs.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit, "the container's memory limit (default $MEMORY_LIMIT); the Go runtime's soft memory limit is set to 85% of it unless GOMEMLIMIT is set")
 	fs.DurationVar(&o.AuditInterval, "audit-interval", o.AuditInterval, "every this often, the elected replica audits recognised Pods and Services for drift from their policies and writes OpenReports Reports, a metric and Events (0: off; needs RBAC to list Pods and Services, see manifests/components/openreports)")
 	fs.BoolVar(&o.SelfSigned, "self-signed", o.SelfSigned, "generate and rotate a CA and serving certificate, kept in a Secret, and inject the CA into the webhook configurations")
@@ -287,7 +287,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 		Addr: net.JoinHostPort(o.Host, strconv.Itoa(o.Port)), CertDir: o.CertDir, Grace: grace, Log: log.WithName("server"),
 		TLSOpts: certs.ServingOptions{CertDir: o.CertDir, EnableHTTP2: o.EnableHTTP2, ClientCAFile: o.ClientCAFile}.TLSOpts(),
 		Handler: webhook.NewHandler(webhook.HandlerOptions{Store: store, Policies: popts, Metrics: m,
-			RequestBudget: o.RequestBudget, MaxInFlight: o.MaxInFlight, Log: log, Cluster: cluster}),
+			RequestBudget: o.RequestBudget, MaxInFlight: o.MaxInFlight, LargeBodyBytes: webhook.LargeBytesFor(memLimit), Log: log, Cluster: cluster}),
 	}
 	probes := webhook.Probes(store, srv, m, ctx.Done())
 

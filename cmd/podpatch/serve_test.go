@@ -70,7 +70,8 @@ func TestServeSIGTERM(t *testing.T) {
 		return resp.StatusCode == http.StatusOK
 	}, time.Minute, 50*time.Millisecond, "podpatch serve never became ready")
 
-	// Headers and half the body on the wire: the request holds a slot, being read.
+	// Headers and half the body on the wire: the request is in flight, being read (within its
+	// read deadline, a sixth of the budget).
 	ca, err := os.ReadFile(filepath.Join(certDir, "ca.crt"))
 	require.NoError(t, err)
 	pool := x509.NewCertPool()
@@ -84,7 +85,7 @@ func TestServeSIGTERM(t *testing.T) {
 	_, err = conn.Write(body[:len(body)/2])
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		return strings.Contains(scrape(t, metricsAddr), "\npodpatch_requests_in_flight 1\n")
+		return strings.Contains(scrape(t, metricsAddr), "\ncontroller_runtime_webhook_requests_in_flight{webhook=\"/mutate\"} 1\n")
 	}, 30*time.Second, 20*time.Millisecond)
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))

@@ -4,7 +4,7 @@ package bench_test
 // 1 and 10 containers and with 5, 1,000 and 10,000 loaded policies; the same ServeHTTP path
 // with the reference handlers (allow-only, idiomatic) and the "read only what you need" floor;
 // and the cost of loading a policy set. hack/bench.sh runs them and puts them in
-// docs/benchmarks.md:
+// docs/benchmarks/benchmarks.md:
 //
 //	go test ./test/bench -run '^$' -bench . -benchmem
 //
@@ -132,7 +132,7 @@ func mutator(tb testing.TB, s *policySet) http.Handler {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &webhook.Review{Name: "mutate", Log: logr.Discard(), Budget: webhook.DefaultRequestBudget, Slots: webhook.NewSlots(webhook.DefaultMaxInFlight), Metrics: m,
+	return &webhook.Review{Name: "mutate", Log: logr.Discard(), Budget: webhook.DefaultRequestBudget, Slots: webhook.NewSlots(webhook.SlotOptions{MaxInFlight: webhook.DefaultMaxInFlight}), Metrics: m,
 		Handler: &webhook.Mutator{Source: s.store, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
 }
 

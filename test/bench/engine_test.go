@@ -3,7 +3,7 @@ package bench_test
 // The engine's own benchmarks (`make bench-engine`): Apply and Patch for the Dask operator
 // worker with the five layered policies of this package, alone and among 1,000 unrelated policies, for 1 and
 // 10 containers; and compiling a policy set. `make bench` runs these stages and much more in one
-// report (docs/benchmarks.md). Speed is measured here, never asserted.
+// report (docs/benchmarks/benchmarks.md). Speed is measured here, never asserted.
 
 import (
 	"fmt"

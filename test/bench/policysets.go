@@ -19,7 +19,7 @@ import (
 var PolicyCounts = []int{5, 1000, 10000}
 
 // matchingPolicy is one of the five policies that match the Dask worker Pod in namespace
-// default, each from another layer of the stack (README "How it works").
+// default, each from another layer of the stack (docs/writing-policies.md).
 type matchingPolicy struct {
 	namespace, configMap, layer string
 	doc                         string // PodTemplatePatch without apiVersion and kind

@@ -197,7 +197,7 @@ func (r *Report) Goals() []Goal {
 	return goals
 }
 
-// WriteMarkdown writes docs/benchmarks.md.
+// WriteMarkdown writes docs/benchmarks/benchmarks.md.
 func (r *Report) WriteMarkdown(w io.Writer) error {
 	p := &printer{w: w}
 	p.f("# podpatch benchmarks\n\n")
@@ -361,7 +361,7 @@ func (r *Report) writeInProcess(p *printer) {
 	p.f("\n")
 }
 
-// writeHostile reports the bounded cost of the worst input (issue 8, README "Limits").
+// writeHostile reports the bounded cost of the worst input (issue 8, docs/reference.md §3 Limits).
 func (r *Report) writeHostile(p *printer) {
 	var names []string
 	for name := range r.Bench {
@@ -391,10 +391,24 @@ func (r *Report) writeHostile(p *printer) {
 		p.f("| %s | %s | %s | %.0f | %s | %s |\n", strings.TrimPrefix(name, "Benchmark"), msF(m["ns/op"]), kb(m["B/op"]), m["allocs/op"], applied, patch)
 	}
 	p.f("\n")
-	if m, ok := r.Bench["BenchmarkConcurrentMaxReviews"]; ok {
-		p.f("`webhook.BenchmarkConcurrentMaxReviews`: 8 concurrent AdmissionReviews of %.1f MiB (the body cap) over HTTPS, with the\n", m["review-MiB"])
-		p.f("default slots and the soft memory limit `serve` sets: peak RSS **%.0f MiB** (the manifests' limit: 256 MiB), peak live heap %.0f MiB.\n\n",
-			m["peak-RSS-MiB"], m["peak-live-heap-MiB"])
+	var maxReviews []string
+	for name := range r.Bench {
+		if strings.HasPrefix(name, "BenchmarkConcurrentMaxReviews/") {
+			maxReviews = append(maxReviews, name)
+		}
+	}
+	slices.Sort(maxReviews)
+	if len(maxReviews) > 0 {
+		p.f("### Memory under concurrent maximum-size reviews\n\n")
+		p.f("`webhook.BenchmarkConcurrentMaxReviews`: 8 concurrent maximum-size AdmissionReviews, and 16 ordinary ones meanwhile,\n")
+		p.f("over HTTPS, with the default slots and budget and the soft memory limit and room `serve` sets for the manifests' 256 MiB\n")
+		p.f("(docs/operations.md):\n\n| case | review | peak RSS | peak live heap | large patched | ordinary patched |\n|---|---|---|---|---|---|\n")
+		for _, name := range maxReviews {
+			m := r.Bench[name]
+			p.f("| %s | %.1f MiB | **%.0f MiB** | %.0f MiB | %.1f / 8 | %.1f / 16 |\n", strings.TrimPrefix(name, "BenchmarkConcurrentMaxReviews/"),
+				m["review-MiB"], m["peak-RSS-MiB"], m["peak-live-heap-MiB"], m["large-patched/8"], m["ordinary-patched/16"])
+		}
+		p.f("\n")
 	}
 }
 
@@ -491,7 +505,9 @@ func (r *Report) writeProfiles(p *printer) {
 	p.f("profile holds the benchmark's setup too (loading the policy set), so the tops below are focused on the\n")
 	p.f("benchmark's call of the handler's `ServeHTTP` (`bench_test.serve`).\n\n")
 	for _, pr := range r.Profiles {
-		link := func(path string) string { return fmt.Sprintf("[`%s`](%s)", path, strings.TrimPrefix(path, "docs/")) }
+		link := func(path string) string {
+			return fmt.Sprintf("[`%s`](%s)", path, strings.TrimPrefix(path, "docs/benchmarks/"))
+		}
 		p.f("### %s\n\n%s; top by flat time %s, by cumulative time %s\n\n", pr.Name, link(pr.Pprof), link(pr.Top), link(pr.Cum))
 		p.f("Cumulative (where the time goes, stage by stage):\n\n```\n%s\n```\n\n", strings.Join(pr.CumHead, "\n"))
 		p.f("Flat (the functions that burn it):\n\n```\n%s\n```\n\n", strings.Join(pr.TopHead, "\n"))

@@ -8,7 +8,10 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/podpatch/podpatch/test/cluster"
 )
@@ -71,8 +74,12 @@ func TestChartMatchesComponents(t *testing.T) {
 		components          []string
 		values              map[string]any
 	}{
+		// The NetworkPolicy is in the base, on by default; the component that used to add it
+		// is kept, empty, and the chart's default stands for it.
 		{"network-policy", "selfSigned", "self-signed", []string{"network-policy"},
 			map[string]any{"networkPolicy": map[string]any{"enabled": true}}},
+		{"without-network-policy", "selfSigned", "self-signed", []string{"without-network-policy"},
+			map[string]any{"networkPolicy": map[string]any{"enabled": false}}},
 		{"openreports", "selfSigned", "self-signed", []string{"openreports"},
 			map[string]any{"audit": map[string]any{"interval": "10m"}}},
 		{"external-urls-without-node-ports", "selfSigned", "self-signed", []string{"external-urls-without-node-ports"},
@@ -226,4 +233,75 @@ func normalise(t *testing.T, o *unstructured.Unstructured) any {
 		delete(annotations, "helm.sh/resource-policy")
 	}
 	return v
+}
+
+// TestNetworkPolicyByDefault: the base, both overlays and the chart with default values all
+// restrict the webhook port to the control plane's addresses (SPEC §5: only the API server may
+// ask for patches): one NetworkPolicy selects podpatch's pods, every rule that opens the
+// webhook port names its sources, and the ports it names are the Deployment's; the metrics
+// port stays open to pods and the probe port needs no rule. components/without-network-policy
+// and networkPolicy.enabled=false, and only they, remove it.
+func TestNetworkPolicyByDefault(t *testing.T) {
+	check := func(t *testing.T, objs []*unstructured.Unstructured) {
+		t.Helper()
+		np := typedNetworkPolicy(t, objs)
+		dep := typedDeployment(t, objs)
+		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		require.NoError(t, err)
+		require.True(t, sel.Matches(labels.Set(dep.Spec.Template.Labels)), "the policy selects podpatch's pods")
+		require.Contains(t, np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
+		ports := map[string]bool{}
+		for _, c := range dep.Spec.Template.Spec.Containers {
+			for _, p := range c.Ports {
+				ports[p.Name] = true
+			}
+		}
+		require.True(t, ports["webhook"] && ports["metrics"], "named ports: %v", ports)
+		require.NotContains(t, np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress, "egress (to the API server) is left alone by default")
+		opened := map[string]bool{}
+		for i, rule := range np.Spec.Ingress {
+			require.NotEmpty(t, rule.Ports, "rule %d opens every port", i)
+			for _, p := range rule.Ports {
+				require.True(t, ports[p.Port.String()], "rule %d: port %s is a named port of the Deployment", i, p.Port)
+				opened[p.Port.String()] = true
+				if p.Port.String() == "webhook" {
+					require.NotEmpty(t, rule.From, "rule %d opens the webhook port to anyone", i)
+					for _, peer := range rule.From {
+						require.NotNil(t, peer.IPBlock, "rule %d: the webhook port is for the control plane's addresses", i)
+						require.Equal(t, "172.16.0.0/12", peer.IPBlock.CIDR)
+					}
+				}
+			}
+		}
+		require.True(t, opened["webhook"], "the API server can call the webhook")
+		require.True(t, opened["metrics"], "Prometheus can scrape")
+	}
+	for _, dir := range []string{"manifests/base", "manifests/overlays/self-signed", "manifests/overlays/cert-manager"} {
+		t.Run(dir, func(t *testing.T) {
+			objs, err := cluster.Kustomize(filepath.Join(repoRoot, dir))
+			require.NoError(t, err)
+			check(t, objs)
+		})
+	}
+	for _, mode := range []string{"selfSigned", "certManager"} {
+		t.Run("chart/"+mode, func(t *testing.T) {
+			r, err := renderChart(t, "podpatch", "podpatch-system", map[string]any{"tls": map[string]any{"mode": mode}})
+			require.NoError(t, err)
+			check(t, r.objects)
+		})
+	}
+	t.Run("off", func(t *testing.T) {
+		overlay := t.TempDir()
+		kustomization := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\ncomponents:\n  - %s\n",
+			relPath(t, overlay, filepath.Join("manifests", "overlays", "self-signed")),
+			relPath(t, overlay, filepath.Join("manifests", "components", "without-network-policy")))
+		require.NoError(t, os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o644))
+		built, err := cluster.Kustomize(overlay)
+		require.NoError(t, err)
+		require.Empty(t, objectsOfKind(built, "NetworkPolicy"))
+		r, err := renderChart(t, "podpatch", "podpatch-system", map[string]any{"networkPolicy": map[string]any{"enabled": false}})
+		require.NoError(t, err)
+		require.Empty(t, objectsOfKind(r.objects, "NetworkPolicy"))
+		require.Empty(t, objectsOfKind(r.hooks, "NetworkPolicy"), "nothing to let helm test's Pod through")
+	})
 }

@@ -252,6 +252,9 @@ func (p *Podpatch) Stop() error {
 	}
 }
 
+// PID is the process id of the podpatch process, for reading its /proc/<pid>/status.
+func (p *Podpatch) PID() int { return p.cmd.Process.Pid }
+
 // URL is where the API server reaches this podpatch.
 func (p *Podpatch) URL() string { return fmt.Sprintf("https://localhost:%d", p.Port) }
 

@@ -216,7 +216,7 @@ func TestAudit(t *testing.T) {
 	require.Equal(t, 2, bad.code, bad.stderr)
 }
 
-// openReportsOverlay builds the base manifests with the openreports component, as the README
+// openReportsOverlay builds the base manifests with the openreports component, as docs/audit.md
 // shows.
 func openReportsOverlay(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()

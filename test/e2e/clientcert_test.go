@@ -143,7 +143,7 @@ func postReview(t *testing.T, p *podpatchProcess, servingCA []byte, cert *tls.Ce
 }
 
 // TestNetworkPolicyComponent builds an overlay that includes the optional network-policy
-// component with its CIDR patched, as the README shows, and has the API server validate the
+// component with its CIDR patched, as docs/operations.md shows, and has the API server validate the
 // NetworkPolicy (server-side dry run).
 func TestNetworkPolicyComponent(t *testing.T) {
 	overlay := t.TempDir()
@@ -156,7 +156,7 @@ components:
 patches:
   - target: {kind: NetworkPolicy, name: podpatch}
     patch: |
-      - {op: replace, path: /spec/ingress/0/from/0/ipBlock/cidr, value: 10.0.0.0/28}
+      - {op: replace, path: /spec/ingress/0/from/0/ipBlock/cidr, value: 10.0.0.0/24}
 `, relPath(t, overlay, "manifests/overlays/self-signed"), relPath(t, overlay, "manifests/components/network-policy"))
 	require.NoError(t, os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o644))
 	objs, err := cluster.Kustomize(overlay)
@@ -179,7 +179,7 @@ patches:
 	require.Equal(t, "webhook", webhook.Ports[0].Port.String())
 	require.Len(t, webhook.From, 1)
 	require.NotNil(t, webhook.From[0].IPBlock)
-	require.Equal(t, "10.0.0.0/28", webhook.From[0].IPBlock.CIDR, "the CIDR patch of the README applies")
+	require.Equal(t, "10.0.0.0/24", webhook.From[0].IPBlock.CIDR, "the CIDR patch of docs/operations.md applies")
 	require.Equal(t, "metrics", metrics.Ports[0].Port.String())
 	containerPorts := map[string]bool{}
 	for _, c := range deployment.Spec.Template.Spec.Containers {

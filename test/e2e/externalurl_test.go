@@ -128,6 +128,20 @@ func TestExternalURL(t *testing.T) {
 		require.Eventually(t, func() bool { return !externalurl.HasResults(getService(t, svc.Name).Annotations) },
 			20*time.Second, 100*time.Millisecond, "an invalid template leaves no URL")
 		require.Contains(t, metricsText(t, p), `podpatch_external_url_resolutions_total{manager="none",source="invalid"} 1`)
+
+		// Only http and https: a template that writes another scheme is invalid; a URL that a
+		// value turns into something else (here user information before the host) is refused.
+		update(t, svc.Name, func(s *corev1.Service) {
+			s.Annotations[policies.ExternalURLTemplateAnnotation] = " JavaScript:alert(document.domain)//${name}"
+		})
+		requireEvent(t, "Service", svc.Name, externalurl.ReasonInvalid, "must start with http:// or https://")
+		update(t, svc.Name, func(s *corev1.Service) {
+			s.Annotations[policies.ExternalURLTemplateAnnotation] = `https://{{replace "." "@" .Host}}/`
+		})
+		requireEvent(t, "Service", svc.Name, externalurl.ReasonRefused, "user information")
+		require.Never(t, func() bool { return externalurl.HasResults(getService(t, svc.Name).Annotations) },
+			2*time.Second, 100*time.Millisecond, "a refused URL is not written")
+		require.Contains(t, metricsText(t, p), `podpatch_external_url_resolutions_total{manager="none",source="refused"} 1`)
 		update(t, svc.Name, func(s *corev1.Service) {
 			s.Annotations[policies.ExternalURLTemplateAnnotation] = "https://{{$appName}}{{.Name}}.{{$appNamespace}}.example.com"
 		})

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -38,7 +40,30 @@ const (
 	dryRunNamespace = "podpatch-managers-dryrun"
 	// testPolicies are this suite's own policies, next to manifests/examples.
 	testPolicies = "test/managers/testdata/policies"
+	// testDefaults are platform default policies on every role of every manager: placement,
+	// priority (priorityClass) and resources (issue 20).
+	testDefaults = "test/managers/testdata/defaults"
+	// priorityClass is the PriorityClass testDefaults name, created by the harness.
+	priorityClass      = "managers-batch"
+	priorityClassValue = 1000
 )
+
+// pendingEngineFix lists the parts of the suite that wait for the engine to keep every object
+// valid (SPEC §8, issue 20): "platform-defaults" leaves testDefaults uninstalled and skips
+// their checks. The lead empties it once the engine fix is merged.
+var pendingEngineFix = []string{"platform-defaults"}
+
+// pending reports whether a part of the suite waits for the engine fix.
+func pending(part string) bool { return slices.Contains(pendingEngineFix, part) }
+
+// policyDirs are the directories of the policies the suite installs and renders with.
+func policyDirs() []string {
+	dirs := []string{"manifests/examples", testPolicies}
+	if !pending("platform-defaults") {
+		dirs = append(dirs, testDefaults)
+	}
+	return dirs
+}
 
 // harness is the control plane, kube-controller-manager and podpatch shared by the tests.
 type harness struct {
@@ -121,8 +146,12 @@ func newHarness(ctx context.Context, root, binDir, tmp string, cp *cluster.Contr
 			return nil, err
 		}
 	}
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: priorityClass}, Value: priorityClassValue}
+	if err := h.k8s.Create(ctx, pc); err != nil {
+		return nil, fmt.Errorf("priority class: %w", err)
+	}
 	var policyObjs []*unstructured.Unstructured
-	for _, dir := range []string{"manifests/examples", testPolicies} {
+	for _, dir := range policyDirs() {
 		objs, err := readObjects(filepath.Join(root, dir))
 		if err != nil {
 			return nil, err
@@ -176,7 +205,11 @@ func (h *harness) policyCount() (float64, error) {
 }
 
 func (h *harness) policyPaths() []string {
-	return []string{filepath.Join(h.root, "manifests", "examples"), filepath.Join(h.root, testPolicies)}
+	var out []string
+	for _, d := range policyDirs() {
+		out = append(out, filepath.Join(h.root, d))
+	}
+	return out
 }
 
 // readObjects reads every YAML document of the .yaml files in dir (kustomization files aside).

@@ -2,7 +2,7 @@
 // JSON, the encoder and the JSONPatch diff that go with it.
 //
 // Admission patches objects that are mostly left untouched: decoding a whole Pod into generic
-// maps and encoding it back was most of the cost of an admission (docs/benchmarks.md, "Stages
+// maps and encoding it back was most of the cost of an admission (docs/benchmarks/benchmarks.md, "Stages
 // of the request path"). So, like Istio's injector ("a small fork … avoids expensive
 // conversion"), podpatch keeps its own: Decode expands an object or list one level at a time,
 // when it is first looked into, and leaves its members raw (json.RawMessage sub-slices of the

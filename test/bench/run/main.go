@@ -2,7 +2,7 @@
 // the Go benchmarks and profiles first): it generates the policy sets, checks that the
 // idiomatic reference makes podpatch's change, runs the HTTPS load runs against podpatch and
 // the two reference servers, runs the end-to-end creates through kube-apiserver, and writes
-// docs/benchmarks.md and docs/benchmarks.png.
+// docs/benchmarks/benchmarks.md and docs/benchmarks/benchmarks.png.
 package main
 
 import (
@@ -57,10 +57,10 @@ func main() {
 	flag.StringVar(&o.bin, "bin", "bin", "directory of podpatch, bench-allow, bench-idiomatic, kube-apiserver and etcd")
 	flag.StringVar(&o.work, "work", "", "scratch directory (policy sets, certificates, server logs); default: a new temporary one")
 	flag.StringVar(&o.goBench, "go-bench", "", "output of `go test -bench` to report")
-	flag.StringVar(&o.profiles, "profiles", "docs/profiles", "directory of the handler CPU profiles (*.pprof with a *.txt top next to each)")
+	flag.StringVar(&o.profiles, "profiles", "docs/benchmarks/profiles", "directory of the handler CPU profiles (*.pprof with a *.txt top next to each)")
 	flag.StringVar(&o.commands, "commands", "", "file listing the commands of this run, for the report")
-	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "report to write")
-	flag.StringVar(&o.plot, "plot", "docs/benchmarks.png", "plot to write")
+	flag.StringVar(&o.out, "out", "docs/benchmarks/benchmarks.md", "report to write")
+	flag.StringVar(&o.plot, "plot", "docs/benchmarks/benchmarks.png", "plot to write")
 	flag.Int64Var(&o.started, "started", 0, "when `make bench` started (Unix seconds)")
 	flag.StringVar(&o.loadavg, "loadavg", "", "load average when `make bench` started")
 	flag.StringVar(&o.revision, "revision", "", "revision of the code measured")
@@ -77,7 +77,7 @@ func main() {
 	flag.StringVar(&o.storeCounts, "store-counts", "100,1000,3000,10000", "policy ConfigMap counts of the store run, ascending")
 	flag.IntVar(&o.storeChanges, "store-changes", 50, "changes of one ConfigMap measured at each count of the store run")
 	flag.DurationVar(&o.storeSettle, "store-settle", 5*time.Second, "how long the store run samples RSS after ready")
-	flag.StringVar(&o.storePlot, "store-plot", "docs/benchmarks-store.png", "plot of the store run to write")
+	flag.StringVar(&o.storePlot, "store-plot", "docs/benchmarks/benchmarks-store.png", "plot of the store run to write")
 	flag.BoolVar(&o.skipStore, "skip-store", false, "skip the store run")
 	flag.StringVar(&o.scaleLog, "scale-log", "", "`go test -v` output of the e2e scale test (TestScale) to report")
 	flag.StringVar(&o.scaleCommand, "scale-command", "", "the command that ran the scale test, for the report")
