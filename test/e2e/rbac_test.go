@@ -40,6 +40,10 @@ func TestRBACRules(t *testing.T) {
 	base := map[string][]rbacv1.PolicyRule{
 		"ClusterRole/podpatch": {
 			core([]string{"configmaps", "namespaces"}, "list", "watch"),
+			// What patched Pods reference, cached for SPEC §8's check (webhook/references.go).
+			core([]string{"serviceaccounts", "limitranges"}, "list", "watch"),
+			{APIGroups: []string{"scheduling.k8s.io"}, Resources: []string{"priorityclasses"}, Verbs: []string{"list", "watch"}},
+			{APIGroups: []string{"node.k8s.io"}, Resources: []string{"runtimeclasses"}, Verbs: []string{"list", "watch"}},
 			core([]string{"events"}, "create", "patch"),
 		},
 		// The external URL resolver: Services it watches and patches, the Deployment between a
