@@ -68,8 +68,12 @@ func lintContainer(c corev1.Container, fld *field.Path) field.ErrorList {
 		errs = append(errs, field.Required(fld.Child("restartPolicy"), "restartPolicyRules need the container's restartPolicy, in the same policy"))
 	}
 	for i, r := range c.RestartPolicyRules {
+		rf := fld.Child("restartPolicyRules").Index(i)
 		if r.ExitCodes == nil {
-			errs = append(errs, field.Required(fld.Child("restartPolicyRules").Index(i).Child("exitCodes"), ""))
+			errs = append(errs, field.Required(rf.Child("exitCodes"), ""))
+		}
+		if r.Action == "" {
+			errs = append(errs, field.Required(rf.Child("action"), ""))
 		}
 	}
 	for i, e := range c.Env {
@@ -130,6 +134,11 @@ func lintPodSpec(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
 		terms := func(name string, required []corev1.PodAffinityTerm, preferred []corev1.WeightedPodAffinityTerm) {
 			af := fld.Child("affinity", name)
 			check := func(t corev1.PodAffinityTerm, tf *field.Path) {
+				for _, k := range t.MatchLabelKeys {
+					if slices.Contains(t.MismatchLabelKeys, k) {
+						errs = append(errs, field.Invalid(tf.Child("matchLabelKeys"), k, "may not be in both matchLabelKeys and mismatchLabelKeys"))
+					}
+				}
 				if t.LabelSelector != nil {
 					return
 				}

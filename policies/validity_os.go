@@ -1,10 +1,25 @@
 package policies
 
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
 // Cross-field rules of a Pod that policies from different layers can break together (property
 // findings 19 and 20): what spec.os.name forbids, host processes, and fields that exclude each
 // other. As the API server's validation (pkg/apis/core/validation: validateLinux,
 // validateWindows, validateWindowsHostProcessPod, validateShareProcessNamespace, the
 // schedulingGates and hostnameOverride rules).
+
+// isIPCSysctl reports whether a sysctl belongs to the IPC namespace.
+func isIPCSysctl(name string) bool {
+	switch {
+	case name == "kernel.sem", strings.HasPrefix(name, "kernel.shm"), strings.HasPrefix(name, "kernel.msg"), strings.HasPrefix(name, "fs.mqueue."):
+		return true
+	}
+	return false
+}
 
 // The rule ids of this file.
 const (
@@ -87,6 +102,32 @@ func (c *checker) podOS(spec map[string]any, containers []container) {
 		}
 		if boolOf(spec["hostNetwork"]) {
 			c.add(RulePodFieldConflict, "spec.hostnameOverride", "may not be set when hostNetwork is true")
+		}
+	}
+	// Sysctls of a namespace the Pod shares with its host (validateSysctls).
+	for _, sc := range listOf(psc["sysctls"]) {
+		name := strOf(mapOf(sc)["name"])
+		switch {
+		case boolOf(spec["hostNetwork"]) && strings.HasPrefix(name, "net."):
+			c.add(RulePodFieldConflict, item("spec.securityContext.sysctls", name), "may not be set when hostNetwork is true")
+		case boolOf(spec["hostIPC"]) && isIPCSysctl(name):
+			c.add(RulePodFieldConflict, item("spec.securityContext.sysctls", name), "may not be set when hostIPC is true")
+		}
+	}
+	// Resize policies that need a restart the Pod will not do.
+	never := strOf(spec["restartPolicy"]) == string(corev1.RestartPolicyNever)
+	for _, ct := range containers {
+		sidecar := ct.list == "initContainers" && strOf(ct.m["restartPolicy"]) == string(corev1.ContainerRestartPolicyAlways)
+		for _, rp := range listOf(ct.m["resizePolicy"]) {
+			if strOf(mapOf(rp)["restartPolicy"]) != string(corev1.RestartContainer) {
+				continue
+			}
+			switch {
+			case ct.list == "initContainers" && !sidecar:
+				c.add(RulePodFieldConflict, ct.at(".resizePolicy"), "RestartContainer is for sidecar init containers only")
+			case never && ct.list == "containers":
+				c.add(RulePodFieldConflict, ct.at(".resizePolicy"), "must be NotRequired when the pod's restartPolicy is Never")
+			}
 		}
 	}
 	if hu, set := optBool(spec["hostUsers"]); set && !hu {

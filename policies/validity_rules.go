@@ -387,6 +387,10 @@ func (c *checker) mounts(ct container, volumes map[string]any) {
 		return
 	}
 	paths := make(map[string]bool, len(mounts))
+	var mounted map[string]bool // volume names, read only when the container has devices
+	if ct.m["volumeDevices"] != nil {
+		mounted = map[string]bool{}
+	}
 	var f [4]string
 	for _, it := range mounts {
 		if c.truncated {
@@ -394,6 +398,9 @@ func (c *checker) mounts(ct container, volumes map[string]any) {
 		}
 		stringMembers(it, mountMembers, f[:])
 		name, mp, sub, expr := f[0], f[1], f[2], f[3]
+		if mounted != nil {
+			mounted[name] = true
+		}
 		path := func() string { return ct.at(".volumeMounts[" + mp + "]") }
 		if _, ok := volumes[name]; !ok {
 			c.add(RuleMountWithoutVolume, path(), "mounts volume "+strconv.Quote(name)+", which the pod does not have")
@@ -411,6 +418,9 @@ func (c *checker) mounts(ct container, volumes map[string]any) {
 	}
 	for _, it := range listOf(ct.m["volumeDevices"]) {
 		dm := mapOf(it)
+		if mounted[strOf(dm["name"])] {
+			c.add(RuleMountWithoutVolume, ct.at(".volumeDevices["+strOf(dm["devicePath"])+"]"), "a volume may be mounted or used as a block device, not both")
+		}
 		name := strOf(dm["name"])
 		v, ok := volumes[name]
 		if !ok {
@@ -491,6 +501,15 @@ func hasDotDot(p string) bool {
 // their limit and need one.
 func (c *checker) resources(ct container) {
 	r := ct.resources
+	if hugePages(r.requests) || hugePages(r.limits) {
+		_, rc := r.requests["cpu"]
+		_, rm := r.requests["memory"]
+		_, lc := r.limits["cpu"]
+		_, lm := r.limits["memory"]
+		if !rc && !rm && !lc && !lm {
+			c.add(RuleExtendedResourceLimit, ct.at(".resources"), "huge pages require a cpu or memory request or limit")
+		}
+	}
 	for name, rv := range r.requests {
 		req, ok := quantityOf(rv)
 		if !ok {
@@ -513,6 +532,16 @@ func (c *checker) resources(ct container) {
 			c.add(RuleExtendedResourceLimit, path(), name+" cannot be overcommitted: the request "+req.String()+" must equal the limit "+lim.String())
 		}
 	}
+}
+
+// hugePages reports whether a resource list names huge pages.
+func hugePages(m map[string]any) bool {
+	for k := range m {
+		if strings.HasPrefix(k, corev1.ResourceHugePagesPrefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // priority: the Priority plugin finds the class and refuses a priority or preemption policy

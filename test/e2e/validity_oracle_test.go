@@ -185,6 +185,15 @@ var validityRows = []validityRow{
 			}
 		}
 	}, rule: policies.RuleEnvSource},
+	{name: "resize with restart on a pod that never restarts", fixture: "spark/executor-pod.yaml", edit: containerSet("resizePolicy", []any{
+		map[string]any{"resourceName": "cpu", "restartPolicy": "RestartContainer"}}), rule: policies.RulePodFieldConflict},
+	{name: "an IPC sysctl with hostIPC", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
+		podSpec(obj)["hostIPC"] = true
+		podSpec(obj)["securityContext"] = map[string]any{"sysctls": []any{map[string]any{"name": "kernel.shm_rmid_forced", "value": "1"}}}
+	}, rule: policies.RulePodFieldConflict},
+	{name: "huge pages without cpu or memory", fixture: "dask-operator/job-runner-pod.yaml", edit: func(obj map[string]any) {
+		firstContainer(obj)["resources"] = map[string]any{"limits": map[string]any{"hugepages-2Mi": "2Mi"}}
+	}, rule: policies.RuleExtendedResourceLimit},
 	{name: "LoadBalancer Service", fixture: "dask-operator/scheduler-service.yaml", edit: set("type", "LoadBalancer")},
 }
 
