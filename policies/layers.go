@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -31,6 +32,9 @@ type Input struct {
 	// Done, when set, is the webhook's request budget: once it is closed Apply stops between
 	// steps and returns an error wrapping ErrStopped, leaving the object unpatched.
 	Done <-chan struct{}
+	// Cluster answers whether the cluster objects the patched object references exist (SPEC §8);
+	// nil (render, lint) skips the checks that need it.
+	Cluster Cluster
 }
 
 // ErrStopped is returned (wrapped) by Apply when Input.Done closed before it finished.
@@ -58,6 +62,16 @@ type Result struct {
 	Changes []Change
 	// Warnings say what was left out: the webhook returns them as admission warnings.
 	Warnings []string
+	// Skipped lists the policies left out because their contribution would have made the
+	// object invalid (SPEC §8), in application order; they are not in Applied.
+	Skipped []Skipped
+	// Adjusted says which fields were changed with others so that the object stays valid
+	// (spec.priority removed when policies change spec.priorityClassName, …).
+	Adjusted []string
+
+	// violations are the patched object's (validity.go); selection is the layers applied.
+	violations []Violation
+	selection  layers
 }
 
 // Change is what one policy did to one object.
@@ -128,15 +142,16 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	if l.empty() {
 		return res, nil
 	}
+	env := &checkEnv{kind: in.Kind, namespace: ns, namespaceLabels: in.NamespaceLabels, cluster: in.Cluster}
 	// The first round patches the tree decoded here; any later one decodes the input afresh.
-	out, err := s.fixedPoint(in, patchOnly, &decoded{t, obj}, sub, skip, l, allLayers)
+	out, err := s.fixedPoint(in, patchOnly, &decoded{t, obj}, sub, skip, l, allLayers, env)
 	if err != nil && !errors.Is(err, ErrStopped) && l.hasNamespace() {
 		// A namespace policy must never switch the platform's policies off: without them.
 		platform := l.platformOnly()
 		if platform.empty() {
 			return res, err
 		}
-		pout, perr := s.fixedPoint(in, patchOnly, nil, sub, skip, platform, (*layers).platformOnly)
+		pout, perr := s.fixedPoint(in, patchOnly, nil, sub, skip, platform, (*layers).platformOnly, env)
 		if perr == nil {
 			pout.Warnings = append(pout.Warnings, "namespace policies left out: "+err.Error())
 			out, err = pout, nil
@@ -147,16 +162,21 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	if errors.Is(err, ErrSelectionDiverges) {
 		// Enforce has the last word (SPEC §3, §8): when the platform's own selectors contradict
 		// each other, its enforce policies still apply, alone.
-		if eout, ok := s.enforceOnly(in, patchOnly, sub, skip, l); ok {
+		if eout, ok := s.enforceOnly(in, patchOnly, sub, skip, l, env); ok {
 			eout.Warnings = append(eout.Warnings, fmt.Sprintf(
 				"only the platform's enforce policies applied, default and merge policies left out: %v for more than %d rounds (their selectors contradict each other; podpatch lint names them)",
 				ErrSelectionDiverges, MaxSelectionRounds))
 			out, err = eout, nil
 		}
 	}
+	if err == nil {
+		// Valid in, valid out (SPEC §8): leave out what would make the object invalid.
+		out, err = s.keepValid(in, patchOnly, env, id.Manager, out.selection, out)
+	}
 	if err != nil {
 		return res, err
 	}
+	out.violations, out.selection = nil, layers{}
 	out.Recognised, out.Identity = true, id
 	return out, nil
 }
@@ -165,14 +185,14 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 // to its own fixed point when the enforce policies' selection converges, else the enforce
 // policies selected on the object as it came in, once. false when there are none or when even
 // that fails.
-func (s *Set) enforceOnly(in Input, patchOnly bool, sub *subject, skip bool, l layers) (Result, bool) {
+func (s *Set) enforceOnly(in Input, patchOnly bool, sub *subject, skip bool, l layers, env *checkEnv) (Result, bool) {
 	enforce := l.enforceOnly()
 	if enforce.empty() {
 		return Result{}, false
 	}
-	out, err := s.fixedPoint(in, patchOnly, nil, sub, skip, enforce, (*layers).enforceOnly)
+	out, err := s.fixedPoint(in, patchOnly, nil, sub, skip, enforce, (*layers).enforceOnly, env)
 	if errors.Is(err, ErrSelectionDiverges) {
-		out, _, err = s.applyLayers(in, patchOnly, nil, sub.id.Manager, enforce)
+		out, _, err = s.applyLayers(in, patchOnly, nil, sub.id.Manager, enforce, env)
 	}
 	return out, err == nil
 }
@@ -195,10 +215,10 @@ const MaxSelectionRounds = 4
 // MaxSelectionRounds the selection oscillates: the object is not patched (Apply then tries
 // without namespace policies, then the enforce layer alone). keep restricts every selection to
 // the layers of such a fallback.
-func (s *Set) fixedPoint(in Input, patchOnly bool, first *decoded, sub *subject, skip bool, l layers, keep func(*layers) layers) (Result, error) {
+func (s *Set) fixedPoint(in Input, patchOnly bool, first *decoded, sub *subject, skip bool, l layers, keep func(*layers) layers, env *checkEnv) (Result, error) {
 	selected := sub.labels // the labels l was selected with
 	for round := 1; ; round++ {
-		res, labels, err := s.applyLayers(in, patchOnly, first, sub.id.Manager, l)
+		res, labels, err := s.applyLayers(in, patchOnly, first, sub.id.Manager, l, env)
 		first = nil
 		if err != nil || (round == 1 && !l.any(func(p *Policy) bool { return setsLabels(p, in.Kind) })) {
 			// Without labels set by policies, the first selection cannot change. A later one
@@ -235,8 +255,10 @@ type decoded struct {
 }
 
 // applyLayers applies one selection of layers to the object as it came in, and returns the
-// result and the labels of the patched object.
-func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager, l layers) (Result, labels.Set, error) {
+// result and the labels of the patched object. The result carries the selection and the patched
+// object's violations (SPEC §8), after the fields coupled to those the policies changed were
+// adjusted.
+func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager, l layers, env *checkEnv) (Result, labels.Set, error) {
 	res := Result{Object: in.Object}
 	if d == nil {
 		t := jsontree.New()
@@ -247,10 +269,12 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 		d = &decoded{t, obj}
 	}
 	t, obj := d.t, d.obj
-	res.Applied = l.all()
+	res.Applied, res.selection = l.all(), l
 	st := &applyState{t: t, done: in.Done}
 	var owned map[string]bool
+	var before coupledValues // the coupled fields as given
 	if in.Kind == KindPod {
+		before.read(t, obj)
 		// Platform sidecars first, so that a namespace policy cannot claim their names; they
 		// are out of the namespace policies' reach, and replace a container of the same name
 		// the object brought (SPEC §3).
@@ -303,6 +327,16 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 		refs[i] = p.Ref
 	}
 	setAnnotation(t, obj, AppliedAnnotation, strings.Join(refs, ","))
+	if in.Kind == KindPod {
+		res.Adjusted = couple(t, obj, &before, res.Applied, env.cluster)
+	}
+	res.violations, _ = env.check(obj)
+	if in.Kind == KindPod && slices.ContainsFunc(res.violations, func(v Violation) bool { return v.Rule == RuleExtendedResourceLimit }) {
+		if adj := equalizeNonOvercommittable(t, obj); len(adj) > 0 {
+			res.Adjusted = append(res.Adjusted, adj...)
+			res.violations, _ = env.check(obj)
+		}
+	}
 	if in.Explain {
 		res.Changes = orderChanges(res.Changes, res.Applied)
 	}

@@ -352,6 +352,7 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 		p.service = part("service", func(fld *field.Path) field.ErrorList { return validateServicePatch(spec.Service, fld) },
 			opts.NamespaceAllowed.service)
 	}
+	errs = append(errs, lintValidity(&spec, specPath)...) // SPEC §8, what lint can know offline
 	return p, errs
 }
 

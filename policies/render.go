@@ -188,13 +188,19 @@ func writeExplain(out *bytes.Buffer, kind string, meta map[string]any, ns string
 	case !res.Recognised:
 		out.WriteString("not recognised by any profile, unchanged\n")
 		return
-	case !res.Changed:
+	case !res.Changed && len(res.Skipped) == 0:
 		fmt.Fprintf(out, "%s\n# podpatch:   no policy matched, unchanged\n", describe(res.Identity))
 		return
 	}
 	fmt.Fprintf(out, "%s\n", describe(res.Identity))
 	for _, w := range res.Warnings {
 		fmt.Fprintf(out, "# podpatch:   warning: %s\n", oneLine(w))
+	}
+	for _, sk := range res.Skipped { // SPEC §8: what would make the object invalid
+		fmt.Fprintf(out, "# podpatch:   left out: %s (%s %s): %s\n", sk.Policy.Ref, sk.Policy.Scope, sk.Policy.Mode, oneLine(sk.Violation.String()))
+	}
+	for _, a := range res.Adjusted {
+		fmt.Fprintf(out, "# podpatch:   adjusted: %s\n", oneLine(a))
 	}
 	for _, c := range res.Changes {
 		fields := "no change (already set)"

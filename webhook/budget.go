@@ -38,6 +38,9 @@ const (
 	// ReasonNamespaceMismatch: the object's metadata.namespace is not the request's namespace;
 	// it was allowed unchanged (SPEC §5: only the request's namespace selects policies).
 	ReasonNamespaceMismatch Reason = "namespace_mismatch"
+	// ReasonPolicySkipped: a policy was left out because it would have made the object invalid
+	// (SPEC §8); podpatch_policy_skipped_total counts each by rule.
+	ReasonPolicySkipped Reason = "policy_skipped"
 )
 
 // The stages at which a request can run out of budget: the stage label of

@@ -42,6 +42,7 @@ const PublishDelay = 100 * time.Millisecond
 // metadata-only informer on Namespaces for their labels.
 type ClusterFeed struct {
 	store    *Store
+	refs     *References
 	cache    cache.Cache
 	recorder record.EventRecorder
 	events   record.EventBroadcaster
@@ -66,9 +67,13 @@ func NewClusterFeed(cfg *rest.Config, opts policies.Options, m *Metrics, log log
 	if err != nil {
 		return nil, nil, err
 	}
+	refs, err := NewReferences(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reference caches: %w", err)
+	}
 	events := record.NewBroadcaster()
 	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
-	f := &ClusterFeed{cache: c, events: events, changed: make(chan struct{}, 1),
+	f := &ClusterFeed{cache: c, refs: refs, events: events, changed: make(chan struct{}, 1),
 		recorder: events.NewRecorder(scheme, corev1.EventSource{Component: "podpatch"})}
 	f.store = NewStore(opts, m, func(cm *corev1.ConfigMap, probs policies.Problems) {
 		log.Info("policy ConfigMap fails to compile; keeping its last good version",
@@ -84,6 +89,9 @@ func NewClusterFeed(cfg *rest.Config, opts policies.Options, m *Metrics, log log
 // was ready with a third of them).
 func (f *ClusterFeed) Start(ctx context.Context) error {
 	defer f.events.Shutdown()
+	refsDone := make(chan struct{})
+	go func() { defer close(refsDone); f.refs.Run(ctx) }()
+	defer func() { <-refsDone }()
 	cmInf, err := f.cache.GetInformer(ctx, &corev1.ConfigMap{})
 	if err != nil {
 		return err
@@ -148,6 +156,10 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 		last = time.Now()
 	}
 }
+
+// References are the caches of the cluster objects patched Pods reference (SPEC §8), which Start
+// runs; admission never waits for them to sync.
+func (f *ClusterFeed) References() *References { return f.refs }
 
 // invalidPolicyMessage is the InvalidPolicy Event's message: the first problems, cut to what
 // the API server accepts.

@@ -1,9 +1,12 @@
 package webhook
 
 import (
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/podpatch/podpatch/internal/promreg"
+	"github.com/podpatch/podpatch/policies"
 )
 
 // Metrics are podpatch's own Prometheus metrics. Every label is bounded: managers, roles,
@@ -19,6 +22,7 @@ type Metrics struct {
 	inFlight    prometheus.Gauge
 	bodyBytes   *prometheus.GaugeVec
 	panics      *prometheus.CounterVec
+	skipped     *prometheus.CounterVec
 	obs         observations // observe.go
 }
 
@@ -32,7 +36,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"kind", "manager", "role", "result"}),
 		warnings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_admission_warnings_total",
-			Help: "Admission warnings returned, by reason (invalid_policy: a policy ConfigMap failed to compile and its last good version was used; apply_error: the object could not be patched and was allowed unchanged; budget_exceeded: the request budget ran out and the object was allowed unchanged or the policy unvalidated; overloaded: every request slot stayed busy for the whole budget; namespace_policies_left_out: namespace policies made the object unpatchable and the platform's were applied alone; namespace_limit: policy ConfigMaps past the namespace's limit were left out; namespace_mismatch: the object's metadata.namespace is not the request's namespace and it was allowed unchanged).",
+			Help: "Admission warnings returned, by reason (invalid_policy: a policy ConfigMap failed to compile and its last good version was used; apply_error: the object could not be patched and was allowed unchanged; budget_exceeded: the request budget ran out and the object was allowed unchanged or the policy unvalidated; overloaded: every request slot stayed busy for the whole budget; namespace_policies_left_out: namespace policies made the object unpatchable and the platform's were applied alone; namespace_limit: policy ConfigMaps past the namespace's limit were left out; namespace_mismatch: the object's metadata.namespace is not the request's namespace and it was allowed unchanged; policy_skipped: policies were left out because they would have made the object invalid).",
 		}, []string{"reason"}),
 		validations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_policy_validations_total",
@@ -54,6 +58,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "podpatch_budget_exceeded_total",
 			Help: "Requests answered without being handled because the request budget ran out or the request was cancelled, by webhook (mutate, validate) and stage (wait: no room for the body or no free slot, the server is overloaded; read: the body did not arrive within its read deadline; handle: the policies took too long).",
 		}, []string{"webhook", "stage"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "podpatch_policy_skipped_total",
+			Help: "Policies left out of an object because their contribution would have made it invalid (SPEC §8), by the rule it would have broken (request-above-limit, priority-class-not-found, …; see docs/metrics.md).",
+		}, []string{"reason"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "podpatch_requests_in_flight",
 			Help: "Admission requests holding one of the --max-in-flight slots (their bodies read, being handled).",
@@ -78,6 +86,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.inFlight = r.Register(m.inFlight).(prometheus.Gauge)
 	m.bodyBytes = r.Register(m.bodyBytes).(*prometheus.GaugeVec)
 	m.panics = r.Register(m.panics).(*prometheus.CounterVec)
+	m.skipped = r.Register(m.skipped).(*prometheus.CounterVec)
 	m.obs.register(r.Register)
 	return m, r.Err()
 }
@@ -108,4 +117,16 @@ func (m *Metrics) reserved(r reservation, sign int64) {
 	if m != nil {
 		m.bodyBytes.WithLabelValues(r.pool).Add(float64(sign * r.bytes))
 	}
+}
+
+// policySkipped counts a policy left out by the rule it would break; m may be nil. The rule is
+// one of policies.Rules, a fixed set.
+func (m *Metrics) policySkipped(rule string) {
+	if m == nil {
+		return
+	}
+	if !slices.Contains(policies.Rules, rule) {
+		rule = "other"
+	}
+	m.skipped.WithLabelValues(rule).Inc()
 }

@@ -24,6 +24,8 @@ type Mutator struct {
 	Source            Source
 	Metrics           *Metrics
 	PlatformNamespace string
+	// Cluster answers what patched Pods reference, from caches (SPEC §8); nil when unknown.
+	Cluster policies.Cluster
 }
 
 var (
@@ -58,6 +60,7 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		NamespaceFromRequest: true,
 		NamespaceLabels:      m.Source.NamespaceLabels(req.Namespace),
 		Done:                 ctx.Done(),
+		Cluster:              m.Cluster,
 	})
 	m.Metrics.observeApply(kind, res.Identity.Manager, start)
 	// The request's logger is made only for a line to log: most admissions log none.
@@ -91,6 +94,11 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		log().Info("namespace policies left out", "reason", w)
 		warnings = append(warnings, "podpatch: "+w)
 	}
+	if len(res.Skipped) > 0 {
+		warnings = append(warnings, m.skippedWarnings(res.Skipped)...)
+		log().Info("policies left out: they would make the object invalid", "count", len(res.Skipped), "first", res.Skipped[0].Policy.Ref,
+			"rule", res.Skipped[0].Violation.Rule)
+	}
 	if names := snap.Dropped[req.Namespace]; res.Recognised && len(names) > 0 {
 		m.Metrics.warned(ReasonNamespaceLimit)
 		warnings = append(warnings, fmt.Sprintf("podpatch: policy ConfigMap(s) %s/%s are left out: the namespace holds more than %d policies",
@@ -121,6 +129,35 @@ func (m *Mutator) Fallback(_ admission.Request, reason Reason) admission.Respons
 		why = "it was overloaded"
 	}
 	return admission.Allowed("").WithWarnings("podpatch did not apply policies because " + why + "; the object was admitted unchanged")
+}
+
+// Bounds of the skipped-policy warnings: kubectl prints every warning, and the API server keeps
+// warnings short.
+const (
+	maxSkippedWarnings = 3
+	maxWarningLength   = 400
+)
+
+// skippedWarnings says which policies were left out and why (SPEC §8), bounded in number and
+// length, and counts them.
+func (m *Mutator) skippedWarnings(skipped []policies.Skipped) []string {
+	var out []string
+	for i, sk := range skipped {
+		m.Metrics.policySkipped(sk.Violation.Rule)
+		if i == maxSkippedWarnings {
+			out = append(out, fmt.Sprintf("podpatch: and %d more policies left out", len(skipped)-maxSkippedWarnings))
+		}
+		if i >= maxSkippedWarnings {
+			continue
+		}
+		m.Metrics.warned(ReasonPolicySkipped)
+		w := "podpatch: " + sk.String()
+		if len(w) > maxWarningLength {
+			w = strings.ToValidUTF8(w[:maxWarningLength-3], "") + "..."
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 // invalidWarnings names the broken policy ConfigMaps that could have applied to an object in ns.

@@ -71,6 +71,8 @@ type HandlerOptions struct {
 	// DefaultLargeBytes (see LargeBytesFor).
 	LargeBodyBytes int64
 	Log            logr.Logger
+	// Cluster answers what patched Pods reference (SPEC §8); nil when unknown (--policy-dir).
+	Cluster policies.Cluster
 }
 
 // NewHandler returns the admission endpoints, POST /mutate and POST /validate.
@@ -83,7 +85,7 @@ func NewHandler(o HandlerOptions) http.Handler {
 		return o.Metrics.instrument(name, &Review{Name: name, Log: o.Log.WithName(name), Budget: o.RequestBudget, Slots: slots,
 			Metrics: o.Metrics, Handler: h})
 	}
-	routes.Register("/mutate", review("mutate", &Mutator{Source: o.Store, Metrics: o.Metrics, PlatformNamespace: o.Policies.PlatformNamespace}))
+	routes.Register("/mutate", review("mutate", &Mutator{Source: o.Store, Metrics: o.Metrics, PlatformNamespace: o.Policies.PlatformNamespace, Cluster: o.Cluster}))
 	routes.Register("/validate", review("validate", &Validator{Options: o.Policies, Metrics: o.Metrics}))
 	return routes.WebhookMux()
 }

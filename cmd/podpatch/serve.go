@@ -272,17 +272,22 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 
 	var store *webhook.Store
 	var feed interface{ Start(context.Context) error }
+	var cluster policies.Cluster // what patched Pods reference; unknown with --policy-dir
 	if o.PolicyDir != "" {
 		feed, store = webhook.NewDirFeed(o.PolicyDir, o.PolicyDirInterval, popts, m, log.WithName("policy-dir"))
-	} else if feed, store, err = webhook.NewClusterFeed(cfg, popts, m, log.WithName("policies")); err != nil {
-		return err
+	} else {
+		cf, cstore, err := webhook.NewClusterFeed(cfg, popts, m, log.WithName("policies"))
+		if err != nil {
+			return err
+		}
+		feed, store, cluster = cf, cstore, cf.References()
 	}
 	grace := o.ShutdownTimeout - o.ShutdownDelay // for the requests in flight once the delay is over
 	srv := &webhook.Server{
 		Addr: net.JoinHostPort(o.Host, strconv.Itoa(o.Port)), CertDir: o.CertDir, Grace: grace, Log: log.WithName("server"),
 		TLSOpts: certs.ServingOptions{CertDir: o.CertDir, EnableHTTP2: o.EnableHTTP2, ClientCAFile: o.ClientCAFile}.TLSOpts(),
 		Handler: webhook.NewHandler(webhook.HandlerOptions{Store: store, Policies: popts, Metrics: m,
-			RequestBudget: o.RequestBudget, MaxInFlight: o.MaxInFlight, LargeBodyBytes: webhook.LargeBytesFor(memLimit), Log: log}),
+			RequestBudget: o.RequestBudget, MaxInFlight: o.MaxInFlight, LargeBodyBytes: webhook.LargeBytesFor(memLimit), Log: log, Cluster: cluster}),
 	}
 	probes := webhook.Probes(store, srv, m, ctx.Done())
 

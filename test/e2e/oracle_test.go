@@ -47,11 +47,15 @@ type oracleRow struct {
 	// differs, when set, documents a deliberate disagreement; the row then checks that lint and
 	// the API server still disagree, so that the reason is revisited when either side changes.
 	differs string
+	// leftOut, when set, is the rule by which podpatch leaves this lint-valid policy out of the
+	// fixture (SPEC §8, valid in, valid out): the object it produces is the fixture unpatched.
+	leftOut string
 }
 
-// partialSource is why lint accepts a volume source that leaves out its name or path.
-const partialSource = "lint accepts: a source that leaves out what it names patches that source of the object's volume of the same name " +
-	"(SPEC §3, apply golden merge-volumes-and-image-pull-secrets); the worker has no such volume, so it is added incomplete"
+// Lint accepts a volume source that leaves out what it names: it patches that source of the
+// object's volume of the same name (SPEC §3, apply golden merge-volumes-and-image-pull-secrets).
+// The worker has no such volume, so it would be added incomplete: podpatch leaves the policy out
+// (SPEC §8, rule volume-source).
 
 var oracleRows = []oracleRow{
 	// Ephemeral containers are added to running Pods only, through their own subresource.
@@ -65,12 +69,12 @@ var oracleRows = []oracleRow{
 	{name: "volume with two sources", part: "template", yaml: `{spec: {volumes: [{name: scratch, emptyDir: {}, configMap: {name: cfg}}]}}`},
 	{name: "configMap volume", part: "template", yaml: `{spec: {volumes: [{name: cfg, configMap: {name: cfg, defaultMode: 0644, items: [{key: a, path: a.conf}]}}]}}`},
 	{name: "configMap volume without name", part: "template", yaml: `{spec: {volumes: [{name: cfg, configMap: {defaultMode: 0444}}]}}`,
-		differs: partialSource},
+		leftOut: policies.RuleVolumeSource},
 	{name: "secret volume", part: "template", yaml: `{spec: {volumes: [{name: creds, secret: {secretName: creds, defaultMode: 0400}}]}}`},
 	{name: "file mode above 0777", part: "template", yaml: `{spec: {volumes: [{name: cfg, configMap: {name: cfg, defaultMode: 01000}}]}}`},
 	{name: "item path climbing out", part: "template", yaml: `{spec: {volumes: [{name: cfg, configMap: {name: cfg, items: [{key: a, path: ../a}]}}]}}`},
 	{name: "hostPath without path", part: "template", yaml: `{spec: {volumes: [{name: data, hostPath: {type: Directory}}]}}`,
-		differs: partialSource},
+		leftOut: policies.RuleVolumeSource},
 	{name: "hostPath with unknown type", part: "template", yaml: `{spec: {volumes: [{name: data, hostPath: {path: /data, type: Folder}}]}}`},
 	{name: "hostPath directory", part: "template", yaml: `{spec: {volumes: [{name: data, hostPath: {path: /data, type: Directory}}]}}`},
 	{name: "claim", part: "template", yaml: `{spec: {volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]}}`},
@@ -82,8 +86,10 @@ var oracleRows = []oracleRow{
 
 	// Volume mounts.
 	{name: "mount of the policy's volume", part: "template", yaml: `{spec: {volumes: [{name: scratch, emptyDir: {}}], containers: [{name: worker, volumeMounts: [{name: scratch, mountPath: /scratch}]}]}}`},
+	// Lint accepts: a mount may name a volume the object brings (a manager's own volume), which
+	// lint cannot see; the Dask worker has none, so podpatch leaves the policy out (SPEC §8).
 	{name: "mount of a volume the object lacks", part: "template", yaml: `{spec: {containers: [{name: worker, volumeMounts: [{name: scratch, mountPath: /scratch}]}]}}`,
-		differs: "lint accepts: a mount may name a volume the object brings (a manager's own volume), which lint cannot see; the Dask worker has none"},
+		leftOut: policies.RuleMountWithoutVolume},
 	{name: "mount with absolute subPath", part: "template", yaml: `{spec: {volumes: [{name: scratch, emptyDir: {}}], containers: [{name: worker, volumeMounts: [{name: scratch, mountPath: /scratch, subPath: /abs}]}]}}`},
 	{name: "bidirectional mount, unprivileged", part: "template", yaml: `{spec: {volumes: [{name: scratch, emptyDir: {}}], containers: [{name: worker, volumeMounts: [{name: scratch, mountPath: /scratch, mountPropagation: Bidirectional}]}]}}`},
 	{name: "bidirectional mount, privileged", part: "template", yaml: `{spec: {volumes: [{name: scratch, emptyDir: {}}], containers: [{name: worker, securityContext: {privileged: true}, volumeMounts: [{name: scratch, mountPath: /scratch, mountPropagation: Bidirectional}]}]}}`},
@@ -199,8 +205,11 @@ var oracleRows = []oracleRow{
 		differs: "lint rejects: the API server silently rewrites a negative grace period to 1 second (pkg/apis/core/v1/defaults.go), which no policy author means"},
 	{name: "toleration operator misspelt", part: "template", yaml: `{spec: {tolerations: [{key: spot, operator: Exits}]}}`},
 	{name: "toleration", part: "template", yaml: `{spec: {tolerations: [{key: spot, operator: Exists, effect: NoSchedule}]}}`},
+	// Lint accepts: a request is checked against the limit only when the policy sets both, since
+	// the object's limit is unknown to lint; the Dask worker's cpu limit is 1, so podpatch leaves
+	// the policy out (SPEC §8).
 	{name: "request above the object's limit", part: "template", yaml: `{spec: {containers: [{name: worker, resources: {requests: {cpu: "2"}}}]}}`,
-		differs: "lint accepts: a request is checked against the limit only when the policy sets both, since the object's limit is unknown to lint; the Dask worker's cpu limit is 1"},
+		leftOut: policies.RuleRequestAboveLimit},
 	{name: "request with its limit", part: "template", yaml: `{spec: {containers: [{name: worker, resources: {requests: {cpu: "2"}, limits: {cpu: "2"}}}]}}`},
 
 	// Services.
@@ -210,8 +219,11 @@ var oracleRows = []oracleRow{
 	{name: "ports removed", part: "service", yaml: `{spec: {ports: null}}`},
 	{name: "ports removed from a headless Service", part: "service", yaml: `{spec: {clusterIP: None, ports: null}}`},
 	{name: "spec removed", part: "service", yaml: `{spec: null}`},
+	// Lint accepts: a port without a name merges into the object's port of that number and keeps
+	// its name (SPEC §3, apply golden merge-service-loadbalancer); the scheduler Service has no
+	// port 9000, so it would be added unnamed next to named ones: podpatch leaves it out (SPEC §8).
 	{name: "unnamed new port", part: "service", yaml: `{spec: {ports: [{port: 9000}]}}`,
-		differs: "lint accepts: a port without a name merges into the object's port of that number and keeps its name (SPEC §3, apply golden merge-service-loadbalancer); the scheduler Service has no port 9000, so it is added unnamed next to named ones"},
+		leftOut: policies.RuleServicePortName},
 	{name: "named new port", part: "service", yaml: `{spec: {ports: [{name: metrics, port: 9000, targetPort: 9000}]}}`},
 	{name: "named existing port", part: "service", yaml: `{spec: {ports: [{name: tcp-comm, port: 8786, targetPort: 9786}]}}`},
 	{name: "unnamed existing port", part: "service", yaml: `{spec: {ports: [{port: 8786, targetPort: 9786}]}}`},
@@ -276,7 +288,8 @@ func TestValidationOracle(t *testing.T) {
 			require.NoError(t, yaml.Unmarshal([]byte(row.yaml), &snippet), "row YAML")
 
 			set, lintErr := oracleLint(t, row.part, snippet)
-			obj, how := oracleObject(t, fx.kind, fx.schema, fixtures[row.part], snippet, set)
+			obj, how, skipped := oracleObject(t, fx.kind, fx.schema, fixtures[row.part], snippet, set)
+			require.Equal(t, row.leftOut, skipped, "the rule by which podpatch leaves the policy out")
 			apiErr := dryRunCreateObject(t, obj)
 
 			lintOK, apiOK := lintErr == nil, apiErr == nil
@@ -330,7 +343,10 @@ func oracleLint(t *testing.T, part string, snippet any) (*policies.Set, error) {
 // be, so a strategic merge patch with the same schema stands in for the engine; for accepted
 // policies the stand-in is checked to reach the same verdict as the engine, which keeps it honest
 // as long as rows address containers by name.
-func oracleObject(t *testing.T, kind policies.Kind, schema any, fixture []byte, snippet any, set *policies.Set) (*unstructured.Unstructured, string) {
+//
+// It also returns the rule by which podpatch left the policy out, if it did: the object is then
+// the fixture as it is (SPEC §8).
+func oracleObject(t *testing.T, kind policies.Kind, schema any, fixture []byte, snippet any, set *policies.Set) (*unstructured.Unstructured, string, string) {
 	t.Helper()
 	patch, err := json.Marshal(snippet)
 	require.NoError(t, err)
@@ -339,17 +355,23 @@ func oracleObject(t *testing.T, kind policies.Kind, schema any, fixture []byte, 
 	stand := &unstructured.Unstructured{}
 	require.NoError(t, stand.UnmarshalJSON(merged))
 	if set == nil {
-		return stand, "built by strategic merge patch"
+		return stand, "built by strategic merge patch", ""
 	}
 	res, err := set.Apply(policies.Input{Kind: kind, Object: fixture, Namespace: "default"})
 	require.NoError(t, err)
+	if len(res.Skipped) > 0 {
+		require.NotNil(t, dryRunCreateObject(t, stand), "podpatch left out a policy whose object the API server accepts: %v", res.Skipped[0])
+		obj := &unstructured.Unstructured{}
+		require.NoError(t, obj.UnmarshalJSON(res.Object))
+		return obj, "left out by podpatch: " + res.Skipped[0].String(), res.Skipped[0].Violation.Rule
+	}
 	require.True(t, res.Changed, "the policy must match the fixture")
 	obj := &unstructured.Unstructured{}
 	require.NoError(t, obj.UnmarshalJSON(res.Object))
 	engineErr, standErr := dryRunCreateObject(t, obj), dryRunCreateObject(t, stand)
 	require.Equal(t, engineErr == nil, standErr == nil,
 		"the strategic-merge stand-in and the engine disagree; rewrite the row so both build the same object\nengine: %v\nstand-in: %v", engineErr, standErr)
-	return obj, "rendered by podpatch"
+	return obj, "rendered by podpatch", ""
 }
 
 // dryRunCreateObject asks the API server to create obj without storing it and returns its

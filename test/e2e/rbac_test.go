@@ -11,7 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -38,6 +40,10 @@ func TestRBACRules(t *testing.T) {
 	base := map[string][]rbacv1.PolicyRule{
 		"ClusterRole/podpatch": {
 			core([]string{"configmaps", "namespaces"}, "list", "watch"),
+			// What patched Pods reference, cached for SPEC §8's check (webhook/references.go).
+			core([]string{"serviceaccounts", "limitranges"}, "list", "watch"),
+			{APIGroups: []string{"scheduling.k8s.io"}, Resources: []string{"priorityclasses"}, Verbs: []string{"list", "watch"}},
+			{APIGroups: []string{"node.k8s.io"}, Resources: []string{"runtimeclasses"}, Verbs: []string{"list", "watch"}},
 			core([]string{"events"}, "create", "patch"),
 		},
 		// The external URL resolver: Services it watches and patches, the Deployment between a
@@ -130,6 +136,13 @@ func TestLeastPrivilege(t *testing.T) {
 	require.True(t, apierrors.IsForbidden(err), "no get on ConfigMaps: %v", err)
 	err = asSA.List(ctx, &corev1.SecretList{}, client.InNamespace("podpatch-system"))
 	require.True(t, apierrors.IsForbidden(err), "no list on Secrets: %v", err)
+	// The reference caches (SPEC §8): list, never get.
+	require.NoError(t, asSA.List(ctx, &schedulingv1.PriorityClassList{}))
+	require.NoError(t, asSA.List(ctx, &nodev1.RuntimeClassList{}))
+	require.NoError(t, asSA.List(ctx, &corev1.LimitRangeList{}))
+	require.NoError(t, asSA.List(ctx, &corev1.ServiceAccountList{}, client.InNamespace("team-a")))
+	err = asSA.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "default"}, &corev1.ServiceAccount{})
+	require.True(t, apierrors.IsForbidden(err), "no get on ServiceAccounts: %v", err)
 
 	port := freePort(t)
 	mwc, vwc := webhookConfigurations(t, built, fmt.Sprintf("https://localhost:%d", port), nil)

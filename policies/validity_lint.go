@@ -1,0 +1,193 @@
+package policies
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// lintValidity reports what `lint` can know offline about SPEC §8's rules: a policy whose own
+// values break one whatever object it meets. What depends on the object or the cluster is
+// decided at admission (validity.go), where such a policy is left out instead: Service port
+// names, for one, since a policy's port merges into the object's port of the same number and
+// keeps its name. (sessionAffinityConfig with sessionAffinity None is no error: the API server's
+// defaulting drops the config, TestValidityOracle.)
+func lintValidity(spec *PatchSpec, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if t := spec.Template; t != nil {
+		tf := fld.Child("template", "spec")
+		names := map[string]bool{}
+		for _, list := range []struct {
+			name       string
+			containers []corev1.Container
+		}{{"initContainers", t.Spec.InitContainers}, {"containers", t.Spec.Containers}} {
+			for i, c := range list.containers {
+				cf := tf.Child(list.name).Index(i)
+				if c.Name != wildcardContainer && c.Name != mainContainerName && c.Image != "" {
+					if names[c.Name] {
+						errs = append(errs, field.Duplicate(cf.Child("name"), c.Name))
+					}
+					names[c.Name] = true
+				}
+				errs = append(errs, lintContainer(c, cf)...)
+			}
+		}
+		errs = append(errs, lintPodSpec(&t.Spec, tf)...)
+	}
+	if s := spec.Service; s != nil && len(s.Spec.IPFamilies) > 1 {
+		// Two families need a dual-stack policy, in the same policy (the object's is SingleStack
+		// or unset, which the API server refuses with two families).
+		if p := s.Spec.IPFamilyPolicy; p == nil || *p == corev1.IPFamilyPolicySingleStack {
+			errs = append(errs, field.Required(fld.Child("service", "spec", "ipFamilyPolicy"),
+				"two ipFamilies need ipFamilyPolicy RequireDualStack or PreferDualStack, in the same policy"))
+		}
+	}
+	return errs
+}
+
+// lintContainer checks one container entry: port names unique, and resources that cannot be
+// overcommitted (extended resources, huge pages) requested only with an equal limit.
+func lintContainer(c corev1.Container, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, p := range c.Ports {
+		if p.Name == "" {
+			continue
+		}
+		if seen[p.Name] {
+			errs = append(errs, field.Duplicate(fld.Child("ports").Index(i).Child("name"), p.Name))
+		}
+		seen[p.Name] = true
+	}
+	errs = append(errs, lintHugePages(c.Resources, fld.Child("resources"))...)
+	if len(c.RestartPolicyRules) > 0 && c.RestartPolicy == nil {
+		errs = append(errs, field.Required(fld.Child("restartPolicy"), "restartPolicyRules need the container's restartPolicy, in the same policy"))
+	}
+	for i, r := range c.RestartPolicyRules {
+		rf := fld.Child("restartPolicyRules").Index(i)
+		if r.ExitCodes == nil {
+			errs = append(errs, field.Required(rf.Child("exitCodes"), ""))
+		}
+		if r.Action == "" {
+			errs = append(errs, field.Required(rf.Child("action"), ""))
+		}
+	}
+	for i, e := range c.Env {
+		if e.ValueFrom == nil || e.ValueFrom.FileKeyRef == nil {
+			continue
+		}
+		f, ef := e.ValueFrom.FileKeyRef, fld.Child("env").Index(i).Child("valueFrom", "fileKeyRef")
+		for _, m := range []struct{ name, value string }{{"volumeName", f.VolumeName}, {"path", f.Path}, {"key", f.Key}} {
+			if m.value == "" {
+				errs = append(errs, field.Required(ef.Child(m.name), ""))
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Resources.Requests)) {
+		if _, ok := c.Resources.Limits[name]; !ok && !resourceOvercommitAllowed(string(name)) {
+			errs = append(errs, field.Required(fld.Child("resources", "limits").Key(string(name)),
+				string(name)+" cannot be overcommitted: set its limit, equal to the request (a request alone is refused)"))
+		}
+	}
+	return errs
+}
+
+// lintPodSpec checks what one policy's pod spec shows the API server would refuse whatever the
+// object: pod-level resources beyond cpu, memory and huge pages (or with claims), resource
+// claims naming both or neither of their sources, and label-key lists without the label
+// selector they refine (property findings 9, 10, 11, 17).
+func lintPodSpec(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if r := s.Resources; r != nil {
+		rf := fld.Child("resources")
+		if len(r.Claims) > 0 {
+			errs = append(errs, field.Forbidden(rf.Child("claims"), "claims may not be set for resources at pod level"))
+		}
+		for _, list := range []struct {
+			name string
+			rl   corev1.ResourceList
+		}{{"limits", r.Limits}, {"requests", r.Requests}} {
+			for _, name := range slices.Sorted(maps.Keys(list.rl)) {
+				if name != corev1.ResourceCPU && name != corev1.ResourceMemory && !strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix) {
+					errs = append(errs, field.NotSupported(rf.Child(list.name).Key(string(name)), string(name), []string{"cpu", "memory", "hugepages-<size>"}))
+				}
+			}
+		}
+		errs = append(errs, lintHugePages(*r, rf)...)
+	}
+	for i, c := range s.ResourceClaims {
+		if (c.ResourceClaimName == nil) == (c.ResourceClaimTemplateName == nil) {
+			errs = append(errs, field.Invalid(fld.Child("resourceClaims").Index(i), c.Name,
+				"exactly one of resourceClaimName and resourceClaimTemplateName must be set"))
+		}
+	}
+	for i, c := range s.TopologySpreadConstraints {
+		if c.LabelSelector == nil && len(c.MatchLabelKeys) > 0 {
+			errs = append(errs, field.Forbidden(fld.Child("topologySpreadConstraints").Index(i).Child("matchLabelKeys"), "may not be set without labelSelector"))
+		}
+	}
+	if a := s.Affinity; a != nil {
+		terms := func(name string, required []corev1.PodAffinityTerm, preferred []corev1.WeightedPodAffinityTerm) {
+			af := fld.Child("affinity", name)
+			check := func(t corev1.PodAffinityTerm, tf *field.Path) {
+				for _, k := range t.MatchLabelKeys {
+					if slices.Contains(t.MismatchLabelKeys, k) {
+						errs = append(errs, field.Invalid(tf.Child("matchLabelKeys"), k, "may not be in both matchLabelKeys and mismatchLabelKeys"))
+					}
+				}
+				if t.LabelSelector != nil {
+					return
+				}
+				if len(t.MatchLabelKeys) > 0 {
+					errs = append(errs, field.Forbidden(tf.Child("matchLabelKeys"), "may not be set without labelSelector"))
+				}
+				if len(t.MismatchLabelKeys) > 0 {
+					errs = append(errs, field.Forbidden(tf.Child("mismatchLabelKeys"), "may not be set without labelSelector"))
+				}
+			}
+			for i, t := range required {
+				check(t, af.Child("requiredDuringSchedulingIgnoredDuringExecution").Index(i))
+			}
+			for i, t := range preferred {
+				check(t.PodAffinityTerm, af.Child("preferredDuringSchedulingIgnoredDuringExecution").Index(i).Child("podAffinityTerm"))
+			}
+		}
+		if pa := a.PodAffinity; pa != nil {
+			terms("podAffinity", pa.RequiredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution)
+		}
+		if pa := a.PodAntiAffinity; pa != nil {
+			terms("podAntiAffinity", pa.RequiredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution)
+		}
+	}
+	return errs
+}
+
+// lintHugePages checks that huge-page quantities are whole multiples of their page size.
+func lintHugePages(r corev1.ResourceRequirements, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, list := range []struct {
+		name string
+		rl   corev1.ResourceList
+	}{{"limits", r.Limits}, {"requests", r.Requests}} {
+		for _, name := range slices.Sorted(maps.Keys(list.rl)) {
+			size, ok := strings.CutPrefix(string(name), corev1.ResourceHugePagesPrefix)
+			if !ok {
+				continue
+			}
+			page, err := resource.ParseQuantity(size)
+			q := list.rl[name]
+			if err != nil || page.Value() <= 0 {
+				continue // the name itself is validate_fields.go's to judge
+			}
+			if q.Value()%page.Value() != 0 {
+				errs = append(errs, field.Invalid(fld.Child(list.name).Key(string(name)), q.String(),
+					"must be a whole multiple of the page size "+size))
+			}
+		}
+	}
+	return errs
+}

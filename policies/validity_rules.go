@@ -1,0 +1,896 @@
+package policies
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/podpatch/podpatch/policies/internal/jsontree"
+)
+
+// The rules of SPEC §8's "valid in, valid out": what the API server's validation and its
+// built-in admission plugins refuse in a patched Pod or Service, for the fields a policy can
+// touch and the rules that tie them to others. Each rule has a stable id (Violation.Rule, the
+// podpatch_policy_skipped_total label); the oracle test pins them against a real API server.
+// Rules read the object with jsontree.Expand only, one level at a time, so a check is one pass,
+// linear in the object.
+
+// The rule ids. They are the only values of the skipped metric's reason label.
+const (
+	RuleDuplicateContainer      = "duplicate-container-name"
+	RuleDuplicatePortName       = "duplicate-port-name"
+	RuleDuplicateHostPort       = "duplicate-host-port"
+	RuleDuplicateVolume         = "duplicate-volume-name"
+	RuleMountWithoutVolume      = "volume-mount-without-volume"
+	RuleDuplicateMountPath      = "duplicate-mount-path"
+	RuleMountSubPath            = "volume-mount-subpath"
+	RuleRequestAboveLimit       = "request-above-limit"
+	RuleExtendedResourceLimit   = "extended-resource-limit"
+	RulePriorityClassNotFound   = "priority-class-not-found"
+	RulePriorityMismatch        = "priority-mismatch"
+	RuleRuntimeClassNotFound    = "runtime-class-not-found"
+	RuleOverheadMismatch        = "overhead-mismatch"
+	RuleRuntimeClassScheduling  = "runtime-class-node-selector-conflict"
+	RuleServiceAccountNotFound  = "service-account-not-found"
+	RuleLimitRange              = "limit-range"
+	RulePodSecurity             = "pod-security"
+	RuleAnnotationsTooLong      = "annotations-too-long"
+	RuleServiceHeadlessExternal = "service-headless-external"
+	RuleServiceTypeField        = "service-type-field"
+	RuleServicePortName         = "service-port-name"
+	RuleServiceDuplicatePort    = "service-duplicate-port"
+	RuleServicePortsRequired    = "service-ports-required"
+	RuleServiceExternalName     = "service-external-name"
+	RulePodResources            = "pod-resources"
+	RuleEnvSource               = "env-source"
+	RuleResourceClaimNotFound   = "resource-claim-not-found"
+	RuleVolumeSource            = "volume-source"
+	RuleServiceClusterIPs       = "service-cluster-ips"
+)
+
+// Rules lists every rule id, for the metric's documentation and tests.
+var Rules = []string{
+	RuleDuplicateContainer, RuleDuplicatePortName, RuleDuplicateHostPort, RuleDuplicateVolume,
+	RuleMountWithoutVolume, RuleDuplicateMountPath, RuleMountSubPath, RuleRequestAboveLimit,
+	RuleExtendedResourceLimit, RulePriorityClassNotFound, RulePriorityMismatch, RuleRuntimeClassNotFound,
+	RuleOverheadMismatch, RuleRuntimeClassScheduling, RuleServiceAccountNotFound, RuleLimitRange,
+	RulePodSecurity, RuleAnnotationsTooLong, RuleServiceHeadlessExternal, RuleServiceTypeField,
+	RuleServicePortName, RuleServiceDuplicatePort, RuleServicePortsRequired, RuleServiceExternalName,
+	RulePodResources, RuleResourceClaimNotFound, RuleVolumeSource, RuleServiceClusterIPs, RulePodOS,
+	RulePodFieldConflict, RuleEnvSource,
+}
+
+// maxAnnotationsBytes is the API server's limit on the total size of an object's annotations.
+const maxAnnotationsBytes = 256 * 1024
+
+// checker collects the violations of one object.
+type checker struct {
+	env       *checkEnv
+	out       []Violation
+	truncated bool // more than MaxViolations
+	// full checks parts still raw too; without it (a patched object) the rules that read
+	// only one part skip it when raw, as given: whatever it breaks, the object had already.
+	full bool
+}
+
+func (c *checker) add(rule, fld, msg string) {
+	if len(c.out) == MaxViolations {
+		c.truncated = true
+		return
+	}
+	c.out = append(c.out, Violation{Rule: rule, Field: fld, Message: msg})
+}
+
+// Readers: one level decoded, nothing stored back.
+func mapOf(v any) map[string]any { m, _ := jsontree.Expand(v).(map[string]any); return m }
+func listOf(v any) []any         { l, _ := jsontree.Expand(v).([]any); return l }
+func strOf(v any) string         { s, _ := jsontree.Expand(v).(string); return s }
+func boolOf(v any) bool          { b, _ := jsontree.Expand(v).(bool); return b }
+
+// optBool reads a boolean and whether it is set.
+func optBool(v any) (value, ok bool) { value, ok = jsontree.Expand(v).(bool); return value, ok }
+
+func numOf(v any) (int64, bool) {
+	switch n := jsontree.Expand(v).(type) {
+	case json.Number:
+		i, err := n.Int64()
+		return i, err == nil
+	case float64:
+		return int64(n), true
+	}
+	return 0, false
+}
+
+func quantityOf(v any) (resource.Quantity, bool) {
+	var s string
+	switch x := jsontree.Expand(v).(type) {
+	case string:
+		s = x
+	case json.Number:
+		s = x.String()
+	default:
+		return resource.Quantity{}, false
+	}
+	q, err := resource.ParseQuantity(s)
+	return q, err == nil
+}
+
+func item(path, name string) string { return path + "[" + name + "]" }
+
+// metadata checks what every object's metadata must satisfy after policies added to it.
+func (c *checker) metadata(obj map[string]any) {
+	ann := mapOf(mapOf(obj["metadata"])["annotations"])
+	size := 0
+	for k, v := range ann {
+		size += len(k) + len(strOf(v))
+	}
+	if size > maxAnnotationsBytes {
+		c.add(RuleAnnotationsTooLong, "metadata.annotations", "annotations may not exceed "+strconv.Itoa(maxAnnotationsBytes)+" bytes in total")
+	}
+}
+
+// pod checks a Pod.
+func (c *checker) pod(obj map[string]any) {
+	spec := mapOf(obj["spec"])
+	if spec == nil {
+		return
+	}
+	list := listOf(spec["volumes"])
+	volumes := make(map[string]any, len(list)) // name → the volume, maybe still raw
+	var f [1]string
+	for _, v := range list {
+		stringMembers(v, volumeMembers, f[:])
+		if _, dup := volumes[f[0]]; dup {
+			c.add(RuleDuplicateVolume, item("spec.volumes", f[0]), "volume names must be unique")
+		}
+		volumes[f[0]] = v
+		if sources(v) > 1 { // none becomes an emptyDir (defaulting)
+			c.add(RuleVolumeSource, item("spec.volumes", f[0]), "a volume has exactly one source")
+		}
+		if _, raw := v.(json.RawMessage); !raw || c.full { // a raw volume is as given: nothing new
+			c.volumeSource(f[0], mapOf(v))
+		}
+	}
+	names := map[string]bool{}
+	var containers []container
+	for _, list := range []string{"initContainers", "containers"} {
+		hostPorts := map[string]bool{} // the regular containers' together
+		for _, it := range listOf(spec[list]) {
+			if list == "initContainers" {
+				clear(hostPorts) // each init container runs alone
+			}
+			cm := mapOf(it)
+			name := strOf(cm["name"])
+			ct := container{list: list, name: name, m: cm, resources: resourcesOf(cm)}
+			if names[name] {
+				c.add(RuleDuplicateContainer, ct.at(""), "container names must be unique across containers and initContainers")
+			}
+			names[name] = true
+			containers = append(containers, ct)
+			c.ports(ct, hostPorts)
+			c.envVars(ct)
+			c.mounts(ct, volumes)
+			c.resources(ct)
+		}
+	}
+	if c.env.cluster != nil {
+		c.priority(spec)
+		c.serviceAccount(spec)
+		c.limitRanges(spec, containers)
+	}
+	c.runtimeClass(spec)
+	c.podSecurity(spec, volumes, containers)
+	if r := mapOf(spec["resources"]); r != nil {
+		c.podResources(r, containers)
+	}
+	c.claims(spec, containers)
+	c.podOS(spec, containers)
+}
+
+// requiredSource lists, per volume source, the members it cannot do without (the API server's
+// validate<Source>VolumeSource): a policy's partial source merged into a volume of the same
+// name with another source, or into none, is incomplete (property finding 18).
+var requiredSource = map[string][]string{
+	"hostPath": {"path"}, "nfs": {"server", "path"}, "configMap": {"name"}, "secret": {"secretName"},
+	"persistentVolumeClaim": {"claimName"}, "gitRepo": {"repository"}, "iscsi": {"targetPortal", "iqn"},
+	"glusterfs": {"endpoints", "path"}, "rbd": {"monitors", "image"}, "cephfs": {"monitors"}, "cinder": {"volumeID"},
+	"flexVolume": {"driver"}, "azureDisk": {"diskName", "diskURI"}, "azureFile": {"secretName", "shareName"},
+	"vsphereVolume": {"volumePath"}, "quobyte": {"registry", "volume"}, "portworxVolume": {"volumeID"},
+	"scaleIO": {"gateway", "system", "secretRef"}, "gcePersistentDisk": {"pdName"}, "awsElasticBlockStore": {"volumeID"},
+	"csi": {"driver"}, "ephemeral": {"volumeClaimTemplate"}, "photonPersistentDisk": {"pdID"}, "storageos": {"volumeName"},
+	"image": {"reference"}, "fc": nil,
+}
+
+// volumeSource checks that a volume's source has what it requires.
+func (c *checker) volumeSource(name string, v map[string]any) {
+	for src, req := range requiredSource {
+		sm, ok := jsontree.Expand(v[src]).(map[string]any)
+		if !ok {
+			continue
+		}
+		for _, k := range req {
+			if x := jsontree.Expand(sm[k]); x == nil || x == "" {
+				c.add(RuleVolumeSource, item("spec.volumes", name)+"."+src+"."+k, "required by a "+src+" volume")
+			}
+		}
+		if src == "ephemeral" {
+			spec := mapOf(mapOf(sm["volumeClaimTemplate"])["spec"])
+			if mapOf(sm["volumeClaimTemplate"]) != nil && len(listOf(spec["accessModes"])) == 0 {
+				c.add(RuleVolumeSource, item("spec.volumes", name)+".ephemeral.volumeClaimTemplate.spec.accessModes", "required by an ephemeral volume")
+			}
+		}
+		if src == "fc" && len(listOf(sm["targetWWNs"])) == 0 && len(listOf(sm["wwids"])) == 0 {
+			c.add(RuleVolumeSource, item("spec.volumes", name)+".fc", "needs targetWWNs or wwids")
+		}
+	}
+}
+
+// sources counts the members of a volume other than its name, scanning it when still raw.
+func sources(v any) int {
+	n := 0
+	if raw, ok := v.(json.RawMessage); ok {
+		jsontree.EachMember(raw, func(name, value []byte) {
+			if string(name) != "name" && jsontree.FirstByte(value) != 'n' {
+				n++
+			}
+		})
+		return n
+	}
+	for k, x := range mapOf(v) {
+		if k != "name" && x != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// podResources: pod-level resources hold the containers' (requests at least their aggregate,
+// limits at least each container's, huge pages at least their aggregate) and requests at most
+// limits.
+func (c *checker) podResources(r map[string]any, containers []container) {
+	req, lim := podResources(containers, corev1.LimitRangeItem{})
+	podReq, podLim := mapOf(r["requests"]), mapOf(r["limits"])
+	for name, v := range podReq {
+		q, ok := quantityOf(v)
+		if !ok {
+			continue
+		}
+		if l, ok := quantityOf(podLim[name]); ok && q.Cmp(l) > 0 {
+			c.add(RuleRequestAboveLimit, "spec.resources.requests["+name+"]", "the pod's request "+q.String()+" is above its limit "+l.String())
+		}
+		if agg, ok := req[name]; ok && agg.Cmp(q) > 0 {
+			c.add(RulePodResources, "spec.resources.requests["+name+"]", "must be at least the containers' requests together, "+agg.String())
+		}
+	}
+	for name, v := range podLim {
+		l, ok := quantityOf(v)
+		if !ok {
+			continue
+		}
+		if agg, ok := lim[name]; ok && strings.HasPrefix(name, corev1.ResourceHugePagesPrefix) && agg.Cmp(l) > 0 {
+			c.add(RulePodResources, "spec.resources.limits["+name+"]", "must be at least the containers' huge pages together, "+agg.String())
+		}
+		for _, ct := range containers {
+			if ct.list != "containers" {
+				continue
+			}
+			if cl, ok := quantityOf(ct.resources.limits[name]); ok && cl.Cmp(l) > 0 {
+				c.add(RulePodResources, ct.at(".resources.limits["+name+"]"), "above the pod's limit "+l.String())
+			}
+		}
+	}
+}
+
+// claims: a container's resources.claims name claims of the pod's resourceClaims.
+func (c *checker) claims(spec map[string]any, containers []container) {
+	var names map[string]bool
+	for _, ct := range containers {
+		claims := listOf(mapOf(ct.m["resources"])["claims"])
+		if len(claims) == 0 {
+			continue
+		}
+		if names == nil {
+			names = map[string]bool{}
+			for _, rc := range listOf(spec["resourceClaims"]) {
+				names[strOf(mapOf(rc)["name"])] = true
+			}
+		}
+		for _, cl := range claims {
+			if name := strOf(mapOf(cl)["name"]); !names[name] {
+				c.add(RuleResourceClaimNotFound, ct.at(".resources.claims["+name+"]"), "names no claim of the pod's resourceClaims")
+			}
+		}
+	}
+}
+
+// container is one container of a Pod being checked.
+type container struct {
+	list, name string
+	m          map[string]any
+	resources  containerResources
+}
+
+// at is the path of a field of the container (built only for a violation).
+func (ct container) at(rest string) string { return "spec." + ct.list + "[" + ct.name + "]" + rest }
+
+// containerResources are a container's requests and limits, quantities still unparsed.
+type containerResources struct {
+	requests, limits map[string]any
+}
+
+func resourcesOf(cm map[string]any) containerResources {
+	r := mapOf(cm["resources"])
+	return containerResources{requests: mapOf(r["requests"]), limits: mapOf(r["limits"])}
+}
+
+// ports: names unique inside a container; host ports unique among the regular containers (and
+// inside each init container).
+func (c *checker) ports(ct container, hostPorts map[string]bool) {
+	var seen map[string]bool
+	for _, it := range listOf(ct.m["ports"]) {
+		name, hostPort := portOf(it)
+		if name != "" {
+			if seen[name] {
+				c.add(RuleDuplicatePortName, ct.at(".ports["+name+"]"), "port names must be unique in a container")
+			}
+			if seen == nil {
+				seen = map[string]bool{}
+			}
+			seen[name] = true
+		}
+		if hostPort {
+			pm := mapOf(it)
+			hp, _ := numOf(pm["hostPort"])
+			proto := strOf(pm["protocol"])
+			if proto == "" {
+				proto = "TCP"
+			}
+			k := strconv.FormatInt(hp, 10) + "/" + proto + "/" + strOf(pm["hostIP"])
+			if hostPorts[k] {
+				c.add(RuleDuplicateHostPort, ct.at(".ports"), "host port "+k+" is used twice in the pod")
+			}
+			hostPorts[k] = true
+		}
+	}
+}
+
+// portOf reads a container port's name and whether it has a host port, scanning it when it is
+// still raw rather than decoding it.
+func portOf(v any) (name string, hostPort bool) {
+	raw, ok := v.(json.RawMessage)
+	if !ok {
+		pm := mapOf(v)
+		hp, _ := numOf(pm["hostPort"])
+		return strOf(pm["name"]), hp != 0
+	}
+	jsontree.EachMember(raw, func(k, value []byte) {
+		switch string(k) {
+		case "name":
+			if jsontree.FirstByte(value) == '"' {
+				name = jsontree.Unquote(value)
+			}
+		case "hostPort":
+			hostPort = string(value) != "0" && jsontree.FirstByte(value) != 'n'
+		}
+	})
+	return name, hostPort
+}
+
+// mounts: every mount names a volume of the Pod, mount paths are unique in a container, and
+// subPath and subPathExpr exclude each other.
+func (c *checker) mounts(ct container, volumes map[string]any) {
+	mounts := listOf(ct.m["volumeMounts"])
+	if len(mounts) == 0 && ct.m["volumeDevices"] == nil {
+		return
+	}
+	paths := make(map[string]bool, len(mounts))
+	var mounted map[string]bool // volume names, read only when the container has devices
+	if ct.m["volumeDevices"] != nil {
+		mounted = map[string]bool{}
+	}
+	var f [4]string
+	for _, it := range mounts {
+		if c.truncated {
+			return
+		}
+		stringMembers(it, mountMembers, f[:])
+		name, mp, sub, expr := f[0], f[1], f[2], f[3]
+		if mounted != nil {
+			mounted[name] = true
+		}
+		path := func() string { return ct.at(".volumeMounts[" + mp + "]") }
+		if _, ok := volumes[name]; !ok {
+			c.add(RuleMountWithoutVolume, path(), "mounts volume "+strconv.Quote(name)+", which the pod does not have")
+		}
+		if paths[mp] {
+			c.add(RuleDuplicateMountPath, path(), "mount paths must be unique in a container")
+		}
+		paths[mp] = true
+		switch {
+		case sub != "" && expr != "":
+			c.add(RuleMountSubPath, path(), "subPath and subPathExpr are mutually exclusive")
+		case sub != "" && (strings.HasPrefix(sub, "/") || hasDotDot(sub)):
+			c.add(RuleMountSubPath, path(), "subPath must be a relative path without '..'")
+		}
+	}
+	for _, it := range listOf(ct.m["volumeDevices"]) {
+		dm := mapOf(it)
+		if mounted[strOf(dm["name"])] {
+			c.add(RuleMountWithoutVolume, ct.at(".volumeDevices["+strOf(dm["devicePath"])+"]"), "a volume may be mounted or used as a block device, not both")
+		}
+		name := strOf(dm["name"])
+		v, ok := volumes[name]
+		if !ok {
+			c.add(RuleMountWithoutVolume, ct.at(".volumeDevices["+strOf(dm["devicePath"])+"]"), "uses volume "+strconv.Quote(name)+", which the pod does not have")
+			continue
+		}
+		if vm := mapOf(v); vm["persistentVolumeClaim"] == nil && vm["ephemeral"] == nil {
+			c.add(RuleVolumeSource, ct.at(".volumeDevices["+strOf(dm["devicePath"])+"]"), "a block device needs a persistentVolumeClaim or ephemeral volume")
+		}
+	}
+}
+
+// volumeMembers are the members of a volume read for every volume.
+var volumeMembers = []string{"name"}
+
+// envVars: an environment variable has a value or one source, never two (a policy's valueFrom
+// merged into the object's of another kind). Only entries a policy touched are read, unless
+// full: raw ones are as given.
+func (c *checker) envVars(ct container) {
+	if _, raw := ct.m["env"].(json.RawMessage); raw && !c.full {
+		return
+	}
+	for _, it := range listOf(ct.m["env"]) {
+		if _, r := it.(json.RawMessage); r && !c.full {
+			continue
+		}
+		e := mapOf(it)
+		from := mapOf(e["valueFrom"])
+		n := 0
+		for _, v := range from {
+			if v != nil {
+				n++
+			}
+		}
+		switch {
+		case n > 1:
+			c.add(RuleEnvSource, ct.at(".env["+strOf(e["name"])+"].valueFrom"), "may not have more than one source")
+		case n == 1 && strOf(e["value"]) != "":
+			c.add(RuleEnvSource, ct.at(".env["+strOf(e["name"])+"].valueFrom"), "may not be set with a value")
+		}
+	}
+}
+
+// mountMembers are the members of a volumeMount the check reads.
+var mountMembers = []string{"name", "mountPath", "subPath", "subPathExpr"}
+
+// stringMembers reads the string members named keys of an object into out (empty when absent
+// or not a string), scanning it when it is still raw rather than decoding it into a map.
+func stringMembers(v any, keys, out []string) {
+	clear(out)
+	raw, ok := v.(json.RawMessage)
+	if !ok {
+		m := mapOf(v)
+		for i, k := range keys {
+			out[i] = strOf(m[k])
+		}
+		return
+	}
+	jsontree.EachMember(raw, func(name, value []byte) {
+		for i, k := range keys {
+			if string(name) == k && jsontree.FirstByte(value) == '"' {
+				out[i] = jsontree.Unquote(value)
+			}
+		}
+	})
+}
+
+func hasDotDot(p string) bool {
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// resources: a request at most its limit; extended resources and huge pages request exactly
+// their limit and need one.
+func (c *checker) resources(ct container) {
+	r := ct.resources
+	if hugePages(r.requests) || hugePages(r.limits) {
+		_, rc := r.requests["cpu"]
+		_, rm := r.requests["memory"]
+		_, lc := r.limits["cpu"]
+		_, lm := r.limits["memory"]
+		if !rc && !rm && !lc && !lm {
+			c.add(RuleExtendedResourceLimit, ct.at(".resources"), "huge pages require a cpu or memory request or limit")
+		}
+	}
+	for name, rv := range r.requests {
+		req, ok := quantityOf(rv)
+		if !ok {
+			continue
+		}
+		path := func() string { return ct.at(".resources.requests[" + name + "]") }
+		lv, hasLimit := r.limits[name]
+		lim, ok := quantityOf(lv)
+		if hasLimit && !ok {
+			continue
+		}
+		switch {
+		case resourceOvercommitAllowed(name):
+			if hasLimit && req.Cmp(lim) > 0 {
+				c.add(RuleRequestAboveLimit, path(), "the request "+req.String()+" is above the limit "+lim.String())
+			}
+		case !hasLimit:
+			c.add(RuleExtendedResourceLimit, path(), name+" cannot be overcommitted: a request needs an equal limit")
+		case req.Cmp(lim) != 0:
+			c.add(RuleExtendedResourceLimit, path(), name+" cannot be overcommitted: the request "+req.String()+" must equal the limit "+lim.String())
+		}
+	}
+}
+
+// hugePages reports whether a resource list names huge pages.
+func hugePages(m map[string]any) bool {
+	for k := range m {
+		if strings.HasPrefix(k, corev1.ResourceHugePagesPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// priority: the Priority plugin finds the class and refuses a priority or preemption policy
+// that differs from the class's.
+func (c *checker) priority(spec map[string]any) {
+	name := strOf(spec["priorityClassName"])
+	info, p := c.env.cluster.PriorityClass(name)
+	switch {
+	case p == Unknown:
+		return
+	case p == Absent && name != "":
+		c.add(RulePriorityClassNotFound, "spec.priorityClassName", "no PriorityClass "+strconv.Quote(name)+" exists")
+		return
+	case p == Absent:
+		info = PriorityClassInfo{} // no global default: priority 0
+	}
+	if v, ok := numOf(spec["priority"]); ok && v != int64(info.Value) {
+		c.add(RulePriorityMismatch, "spec.priority", "must not differ from the value "+strconv.Itoa(int(info.Value))+" of its PriorityClass")
+	}
+	want := info.PreemptionPolicy
+	if want == "" {
+		want = string(corev1.PreemptLowerPriority)
+	}
+	if pp := strOf(spec["preemptionPolicy"]); pp != "" && pp != want {
+		c.add(RulePriorityMismatch, "spec.preemptionPolicy", "must not differ from "+want+", its PriorityClass's")
+	}
+}
+
+// runtimeClass: the RuntimeClass plugin finds the class, refuses an overhead other than the
+// class's, and merges the class's node selector into the Pod's.
+func (c *checker) runtimeClass(spec map[string]any) {
+	name := strOf(spec["runtimeClassName"])
+	overhead := mapOf(spec["overhead"])
+	if name == "" {
+		if len(overhead) > 0 {
+			c.add(RuleOverheadMismatch, "spec.overhead", "may be set only by the RuntimeClass admission plugin, from a RuntimeClass with an overhead")
+		}
+		return
+	}
+	if c.env.cluster == nil {
+		return
+	}
+	info, p := c.env.cluster.RuntimeClass(name)
+	switch p {
+	case Unknown:
+		return
+	case Absent:
+		c.add(RuleRuntimeClassNotFound, "spec.runtimeClassName", "no RuntimeClass "+strconv.Quote(name)+" exists")
+		return
+	}
+	if len(overhead) > 0 && !sameResources(overhead, info.Overhead) {
+		c.add(RuleOverheadMismatch, "spec.overhead", "must equal the overhead of RuntimeClass "+strconv.Quote(name))
+	}
+	ns := mapOf(spec["nodeSelector"])
+	for k, v := range info.NodeSelector {
+		if got, ok := ns[k]; ok && strOf(got) != v {
+			c.add(RuleRuntimeClassScheduling, item("spec.nodeSelector", k), "conflicts with RuntimeClass "+strconv.Quote(name)+"'s node selector "+k+"="+v)
+		}
+	}
+}
+
+func sameResources(m map[string]any, want corev1.ResourceList) bool {
+	if len(m) != len(want) {
+		return false
+	}
+	for k, v := range m {
+		q, ok := quantityOf(v)
+		w, has := want[corev1.ResourceName(k)]
+		if !ok || !has || q.Cmp(w) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// serviceAccount: the ServiceAccount plugin refuses a Pod whose account does not exist.
+func (c *checker) serviceAccount(spec map[string]any) {
+	name := strOf(spec["serviceAccountName"])
+	if name == "" {
+		return
+	}
+	if c.env.cluster.ServiceAccount(c.env.namespace, name) == Absent {
+		c.add(RuleServiceAccountNotFound, "spec.serviceAccountName", "no ServiceAccount "+strconv.Quote(name)+" exists in namespace "+c.env.namespace)
+	}
+}
+
+// limitRanges: the LimitRanger plugin fills missing requests and limits from the namespace's
+// defaults, then refuses containers (and Pods, summed) outside their min, max and limit/request
+// ratio, as its minConstraint, maxConstraint and limitRequestRatioConstraint do.
+func (c *checker) limitRanges(spec map[string]any, containers []container) {
+	items, ok := c.env.cluster.LimitRanges(c.env.namespace)
+	if !ok {
+		return
+	}
+	// The defaults LimitRanger fills containers with before it checks anything.
+	var defaults corev1.LimitRangeItem
+	for _, it := range items {
+		if it.Type == corev1.LimitTypeContainer {
+			defaults.Default = mergeList(defaults.Default, it.Default)
+			defaults.DefaultRequest = mergeList(defaults.DefaultRequest, it.DefaultRequest)
+		}
+	}
+	for _, it := range items {
+		switch it.Type {
+		case corev1.LimitTypeContainer:
+			for _, ct := range containers {
+				req, lim := defaultedResources(ct.resources, defaults)
+				c.limitRange(it, req, lim, func(side, name string) string { return ct.at(".resources." + side + "[" + name + "]") })
+			}
+		case corev1.LimitTypePod:
+			if spec["resources"] != nil {
+				continue // pod-level resources: not modelled, no verdict
+			}
+			req, lim := podResources(containers, defaults)
+			c.limitRange(it, req, lim, func(side, name string) string { return "spec.containers[*].resources." + side + "[" + name + "]" })
+		}
+	}
+}
+
+// limitRange checks one item of a LimitRange against requests and limits.
+func (c *checker) limitRange(it corev1.LimitRangeItem, req, lim map[string]resource.Quantity, at func(side, name string) string) {
+	bad := func(side, name, msg string) {
+		c.add(RuleLimitRange, at(side, name), msg+" (the namespace's LimitRange, type "+string(it.Type)+")")
+	}
+	for rn, maxQ := range it.Max {
+		name := string(rn)
+		l, lok := lim[name]
+		r, rok := req[name]
+		switch {
+		case !lok:
+			bad("limits", name, "a limit is required: the maximum is "+maxQ.String())
+		case l.Cmp(maxQ) > 0:
+			bad("limits", name, "above the maximum "+maxQ.String())
+		case rok && r.Cmp(maxQ) > 0:
+			bad("requests", name, "above the maximum "+maxQ.String())
+		}
+	}
+	for rn, minQ := range it.Min {
+		name := string(rn)
+		l, lok := lim[name]
+		r, rok := req[name]
+		switch {
+		case !rok:
+			bad("requests", name, "a request is required: the minimum is "+minQ.String())
+		case r.Cmp(minQ) < 0:
+			bad("requests", name, "below the minimum "+minQ.String())
+		case lok && l.Cmp(minQ) < 0:
+			bad("limits", name, "below the minimum "+minQ.String())
+		}
+	}
+	for rn, ratio := range it.MaxLimitRequestRatio {
+		name := string(rn)
+		r, rok := req[name]
+		l, lok := lim[name]
+		switch {
+		case !rok || r.IsZero():
+			bad("requests", name, "a request is required for the maximum limit/request ratio "+ratio.String())
+		case !lok || l.IsZero():
+			bad("limits", name, "a limit is required for the maximum limit/request ratio "+ratio.String())
+		case float64(l.MilliValue())/float64(r.MilliValue()) > float64(ratio.MilliValue())/1000:
+			bad("limits", name, "the limit/request ratio is above the maximum "+ratio.String())
+		}
+	}
+}
+
+// mergeList returns a with b's entries added (b wins).
+func mergeList(a, b corev1.ResourceList) corev1.ResourceList {
+	if len(b) == 0 {
+		return a
+	}
+	out := make(corev1.ResourceList, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+// podResources are a Pod's requests and limits as LimitRanger sums them: the regular and
+// restartable init containers together, at least any one init container (with the restartable
+// ones started before it).
+func podResources(containers []container, defaults corev1.LimitRangeItem) (req, lim map[string]resource.Quantity) {
+	req, lim = map[string]resource.Quantity{}, map[string]resource.Quantity{}
+	add := func(dst, src map[string]resource.Quantity) {
+		for k, v := range src {
+			q := dst[k]
+			q.Add(v)
+			dst[k] = q
+		}
+	}
+	atLeast := func(dst, src map[string]resource.Quantity) {
+		for k, v := range src {
+			if q, ok := dst[k]; !ok || v.Cmp(q) > 0 {
+				dst[k] = v
+			}
+		}
+	}
+	initReq, initLim := map[string]resource.Quantity{}, map[string]resource.Quantity{}
+	sideReq, sideLim := map[string]resource.Quantity{}, map[string]resource.Quantity{}
+	for _, ct := range containers {
+		r, l := defaultedResources(ct.resources, defaults)
+		switch {
+		case ct.list == "containers":
+			add(req, r)
+			add(lim, l)
+		case strOf(ct.m["restartPolicy"]) == string(corev1.ContainerRestartPolicyAlways):
+			add(req, r)
+			add(lim, l)
+			add(sideReq, r)
+			add(sideLim, l)
+			atLeast(initReq, sideReq)
+			atLeast(initLim, sideLim)
+		default:
+			tr, tl := map[string]resource.Quantity{}, map[string]resource.Quantity{}
+			add(tr, r)
+			add(tr, sideReq)
+			add(tl, l)
+			add(tl, sideLim)
+			atLeast(initReq, tr)
+			atLeast(initLim, tl)
+		}
+	}
+	atLeast(req, initReq)
+	atLeast(lim, initLim)
+	return req, lim
+}
+
+// defaultedResources is what a container's resources become once the API server defaults a
+// missing request to its limit and LimitRanger fills the rest from the range's defaults.
+func defaultedResources(r containerResources, it corev1.LimitRangeItem) (req, lim map[string]resource.Quantity) {
+	req = make(map[string]resource.Quantity, len(r.requests)+len(r.limits))
+	lim = make(map[string]resource.Quantity, len(r.limits))
+	for k, v := range r.limits {
+		if q, ok := quantityOf(v); ok {
+			lim[k], req[k] = q, q
+		}
+	}
+	for k, v := range r.requests {
+		if q, ok := quantityOf(v); ok {
+			req[k] = q
+		}
+	}
+	for k, v := range it.Default {
+		if _, ok := lim[string(k)]; !ok {
+			lim[string(k)] = v
+		}
+	}
+	for k, v := range it.DefaultRequest {
+		if _, ok := req[string(k)]; !ok {
+			req[string(k)] = v
+		}
+	}
+	return req, lim
+}
+
+// service checks a Service: the fields that hold only for some types, and its ports.
+func (c *checker) service(obj map[string]any) {
+	spec := mapOf(obj["spec"])
+	if spec == nil {
+		return
+	}
+	typ := strOf(spec["type"])
+	if typ == "" {
+		typ = string(corev1.ServiceTypeClusterIP)
+	}
+	lb := typ == string(corev1.ServiceTypeLoadBalancer)
+	nodePorts := lb || typ == string(corev1.ServiceTypeNodePort)
+	headless := strOf(spec["clusterIP"]) == corev1.ClusterIPNone
+	only := func(k, what string) {
+		if v, ok := spec[k]; ok && v != nil {
+			c.add(RuleServiceTypeField, "spec."+k, "may be set only "+what+", not for type "+typ)
+		}
+	}
+	if ips := listOf(spec["clusterIPs"]); len(ips) > 0 {
+		switch ip := strOf(spec["clusterIP"]); {
+		case ip == "":
+			c.add(RuleServiceClusterIPs, "spec.clusterIPs", "must be empty when clusterIP is not set")
+		case strOf(ips[0]) != ip:
+			c.add(RuleServiceClusterIPs, "spec.clusterIPs", "the first must be clusterIP, "+ip)
+		}
+	}
+	if headless && nodePorts {
+		c.add(RuleServiceHeadlessExternal, "spec.clusterIP", "may not be None for a "+typ+" Service")
+	}
+	if typ == string(corev1.ServiceTypeExternalName) {
+		if strOf(spec["externalName"]) == "" {
+			c.add(RuleServiceExternalName, "spec.externalName", "an ExternalName Service needs the DNS name it points to")
+		}
+		if strOf(spec["clusterIP"]) != "" {
+			c.add(RuleServiceExternalName, "spec.clusterIP", "may not be set for an ExternalName Service")
+		}
+	}
+	clusterIP := typ == string(corev1.ServiceTypeClusterIP)
+	if !nodePorts && (!clusterIP || len(listOf(spec["externalIPs"])) == 0) {
+		only("externalTrafficPolicy", "for an externally reachable Service (NodePort, LoadBalancer, or ClusterIP with externalIPs)")
+	}
+	if hc, _ := numOf(spec["healthCheckNodePort"]); hc != 0 && (!lb || strOf(spec["externalTrafficPolicy"]) != string(corev1.ServiceExternalTrafficPolicyLocal)) {
+		c.add(RuleServiceTypeField, "spec.healthCheckNodePort", "may be set only with type LoadBalancer and externalTrafficPolicy Local")
+	}
+	if !lb {
+		if len(listOf(spec["loadBalancerSourceRanges"])) > 0 {
+			c.add(RuleServiceTypeField, "spec.loadBalancerSourceRanges", "may be set only for type LoadBalancer, not "+typ)
+		}
+		only("loadBalancerClass", "for type LoadBalancer")
+		only("allocateLoadBalancerNodePorts", "for type LoadBalancer")
+		if _, ok := mapOf(mapOf(obj["metadata"])["annotations"])[corev1.AnnotationLoadBalancerSourceRangesKey]; ok {
+			c.add(RuleServiceTypeField, "metadata.annotations["+corev1.AnnotationLoadBalancerSourceRangesKey+"]", "may be set only for type LoadBalancer, not "+typ)
+		}
+	}
+	// sessionAffinityConfig with sessionAffinity None is no violation: defaulting drops it.
+	ports := listOf(spec["ports"])
+	if len(ports) == 0 && typ != string(corev1.ServiceTypeExternalName) && !headless {
+		c.add(RuleServicePortsRequired, "spec.ports", "a "+typ+" Service needs at least one port")
+	}
+	names := map[string]bool{}
+	keys := map[string]bool{}
+	nodes := map[string]bool{}
+	for _, it := range ports {
+		pm := mapOf(it)
+		port, _ := numOf(pm["port"])
+		proto := strOf(pm["protocol"])
+		if proto == "" {
+			proto = "TCP"
+		}
+		key := strconv.FormatInt(port, 10) + "/" + proto
+		path := item("spec.ports", key)
+		name := strOf(pm["name"])
+		switch {
+		case name == "" && len(ports) > 1:
+			c.add(RuleServicePortName, path, "every port of a Service with several ports needs a name")
+		case name != "" && names[name]:
+			c.add(RuleServicePortName, path, "port name "+strconv.Quote(name)+" is used twice")
+		}
+		names[name] = true
+		if keys[key] {
+			c.add(RuleServiceDuplicatePort, path, "port "+key+" is used twice")
+		}
+		keys[key] = true
+		if np, _ := numOf(pm["nodePort"]); np != 0 {
+			if clusterIP {
+				c.add(RuleServiceTypeField, path+".nodePort", "may not be set for type ClusterIP")
+			}
+			nk := strconv.FormatInt(np, 10) + "/" + proto
+			if nodes[nk] {
+				c.add(RuleServiceDuplicatePort, path+".nodePort", "node port "+nk+" is used twice")
+			}
+			nodes[nk] = true
+		}
+	}
+}

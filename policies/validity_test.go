@@ -1,0 +1,724 @@
+package policies
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
+)
+
+// fakeCluster is a Cluster whose caches hold what a test says; unknown answers Unknown to all.
+type fakeCluster struct {
+	unknown  bool
+	priority map[string]PriorityClassInfo
+	runtime  map[string]RuntimeClassInfo
+	accounts map[string]bool // namespace/name
+	limits   map[string][]corev1.LimitRangeItem
+}
+
+func (f *fakeCluster) PriorityClass(name string) (PriorityClassInfo, Presence) {
+	if f.unknown {
+		return PriorityClassInfo{}, Unknown
+	}
+	if pc, ok := f.priority[name]; ok {
+		return pc, Present
+	}
+	return PriorityClassInfo{}, Absent
+}
+
+func (f *fakeCluster) RuntimeClass(name string) (RuntimeClassInfo, Presence) {
+	if f.unknown {
+		return RuntimeClassInfo{}, Unknown
+	}
+	if rc, ok := f.runtime[name]; ok {
+		return rc, Present
+	}
+	return RuntimeClassInfo{}, Absent
+}
+
+func (f *fakeCluster) ServiceAccount(ns, name string) Presence {
+	switch {
+	case f.unknown:
+		return Unknown
+	case f.accounts[ns+"/"+name]:
+		return Present
+	}
+	return Absent
+}
+
+func (f *fakeCluster) LimitRanges(ns string) ([]corev1.LimitRangeItem, bool) {
+	return f.limits[ns], !f.unknown
+}
+
+// fixtureJSON reads a manager fixture as JSON, with edits applied to its decoded form.
+func fixtureJSON(t testing.TB, name string, edit func(obj map[string]any)) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "fixtures", name))
+	require.NoError(t, err)
+	js, err := yaml.YAMLToJSON(b)
+	require.NoError(t, err)
+	if edit == nil {
+		return js
+	}
+	var obj map[string]any
+	require.NoError(t, json.Unmarshal(js, &obj))
+	edit(obj)
+	js, err = json.Marshal(obj)
+	require.NoError(t, err)
+	return js
+}
+
+// platformSet compiles platform policy documents, each given as the YAML of its spec, named
+// p1, p2, … in order (one ConfigMap, one key, so application order is document order within
+// a mode).
+func platformSet(t testing.TB, specs ...string) *Set {
+	t.Helper()
+	var docs []string
+	for i, s := range specs {
+		docs = append(docs, fmt.Sprintf("apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: p%d}\nspec:\n%s", i+1, indent(s)))
+	}
+	ps, probs := ParseConfigMap(policyConfigMap(DefaultPlatformNamespace, map[string]string{"p.yaml": strings.Join(docs, "---\n")}), DefaultOptions())
+	require.Empty(t, probs)
+	return NewSet(ps)
+}
+
+func indent(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = "  " + l
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// subset compiles the named policies of a set built by platformSet.
+func subset(t testing.TB, s *Set, names ...string) *Set {
+	var ps []*Policy
+	for _, list := range s.platform.buckets {
+		for _, p := range list {
+			if slices.Contains(names, p.Name) && !slices.Contains(ps, p) {
+				ps = append(ps, p)
+			}
+		}
+	}
+	require.Len(t, ps, len(names))
+	return NewSet(ps)
+}
+
+func objectOf(t testing.TB, js []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(js, &m))
+	return m
+}
+
+// freshViolations checks an applied result the way keepValid does, independently of it.
+func freshViolations(in Input, out []byte) []Violation {
+	ns := in.Namespace
+	var obj struct {
+		Metadata struct{ Namespace string } `json:"metadata"`
+	}
+	if json.Unmarshal(in.Object, &obj) == nil && obj.Metadata.Namespace != "" {
+		ns = obj.Metadata.Namespace
+	}
+	env := &checkEnv{kind: in.Kind, namespace: ns, namespaceLabels: in.NamespaceLabels, cluster: in.Cluster}
+	got, _ := env.checkInput(out)
+	given, _ := env.checkInput(in.Object)
+	return fresh(got, given)
+}
+
+// TestValidityRegressions: one case per class of issue 20's rejections, on a real manager
+// fixture. Each names the policies that must be left out and the rule; the result must be the
+// object that applying only the kept policies gives, with no violation the input did not have.
+func TestValidityRegressions(t *testing.T) {
+	gpu := func(obj map[string]any) {
+		c := obj["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+		r := c["resources"].(map[string]any)
+		r["limits"].(map[string]any)["nvidia.com/gpu"] = "2"
+		r["requests"].(map[string]any)["nvidia.com/gpu"] = "2"
+	}
+	withSA := func(obj map[string]any) {
+		spec := obj["spec"].(map[string]any)
+		spec["serviceAccountName"], spec["serviceAccount"] = "default", "default"
+	}
+	cluster := &fakeCluster{
+		priority: map[string]PriorityClassInfo{"high": {Value: 1000}, "batch-low": {Value: -10, PreemptionPolicy: "Never"}},
+		runtime:  map[string]RuntimeClassInfo{"gvisor": {NodeSelector: map[string]string{"sandbox": "gvisor"}, Overhead: corev1.ResourceList{"memory": resource.MustParse("64Mi")}}},
+		accounts: map[string]bool{"default/default": true, "default/dask": true, "spark-jobs/default": true},
+		limits: map[string][]corev1.LimitRangeItem{"default": {{Type: corev1.LimitTypeContainer,
+			Max: corev1.ResourceList{"memory": resource.MustParse("8Gi")}}}},
+	}
+	for _, c := range []struct {
+		name     string
+		fixture  string
+		edit     func(map[string]any)
+		nsLabels map[string]string
+		cluster  Cluster
+		specs    []string
+		skipped  map[string]string // policy name → rule
+		adjusted int
+	}{
+		{name: "priority class set by a default policy: spec.priority removed, offline", fixture: "dask-operator/worker-pod.yaml",
+			specs: []string{"mode: default\ntemplate: {spec: {priorityClassName: high}}"}, adjusted: 2},
+		{name: "priority class set by a default policy: spec.priority removed, with the class", fixture: "spark/executor-pod.yaml",
+			cluster: cluster, specs: []string{"mode: default\ntemplate: {spec: {priorityClassName: batch-low}}"}, adjusted: 3},
+		{name: "priority class that does not exist", fixture: "dask-operator/worker-pod.yaml", cluster: cluster,
+			specs:   []string{"mode: default\ntemplate: {spec: {priorityClassName: missing}}", "template: {metadata: {labels: {team: a}}}"},
+			skipped: map[string]string{"p1": RulePriorityClassNotFound}},
+		{name: "runtime class that does not exist", fixture: "dask-operator/worker-pod.yaml", cluster: cluster,
+			specs:   []string{"template: {spec: {runtimeClassName: kata}}"},
+			skipped: map[string]string{"p1": RuleRuntimeClassNotFound}},
+		{name: "runtime class whose scheduling conflicts with the pod's node selector", fixture: "dask-operator/worker-pod.yaml", cluster: cluster,
+			specs:   []string{"template: {spec: {nodeSelector: {sandbox: none}}}", "template: {spec: {runtimeClassName: gvisor}}"},
+			skipped: map[string]string{"p1": RuleRuntimeClassScheduling}},
+		{name: "runtime class changed: overhead removed", fixture: "dask-operator/worker-pod.yaml", cluster: cluster,
+			edit: func(obj map[string]any) {
+				obj["spec"].(map[string]any)["runtimeClassName"] = "gvisor"
+				obj["spec"].(map[string]any)["overhead"] = map[string]any{"memory": "64Mi"}
+			},
+			specs: []string{"template: {spec: {runtimeClassName: null}}"}, adjusted: 1},
+		{name: "service account that does not exist", fixture: "dask-operator/worker-pod.yaml", edit: withSA, cluster: cluster,
+			specs:   []string{"template: {spec: {serviceAccountName: ghost}}"},
+			skipped: map[string]string{"p1": RuleServiceAccountNotFound}},
+		{name: "service account changed: the deprecated field follows", fixture: "dask-operator/worker-pod.yaml", edit: withSA, cluster: cluster,
+			specs: []string{"template: {spec: {serviceAccountName: dask}}"}, adjusted: 1},
+		{name: "limit above the namespace's LimitRange maximum", fixture: "dask-operator/worker-pod.yaml", cluster: cluster,
+			specs:   []string{"template: {spec: {containers: [{name: '*', resources: {limits: {memory: 16Gi}}}]}}"},
+			skipped: map[string]string{"p1": RuleLimitRange}},
+		{name: "PodSecurity restricted: a hostPath volume", fixture: "spark/executor-pod.yaml",
+			nsLabels: map[string]string{PodSecurityEnforceLabel: "baseline"},
+			specs:    []string{"template: {spec: {volumes: [{name: host, hostPath: {path: /var/log}}]}}", "template: {spec: {nodeSelector: {pool: a}}}"},
+			skipped:  map[string]string{"p1": RulePodSecurity}},
+		{name: "PodSecurity restricted: a sidecar that may escalate", fixture: "spark/executor-pod.yaml",
+			nsLabels: map[string]string{PodSecurityEnforceLabel: "restricted"},
+			specs:    []string{"template: {spec: {containers: [{name: log-shipper, image: fluent/fluent-bit:3.0}]}}"},
+			skipped:  map[string]string{"p1": RulePodSecurity}},
+		{name: "Spark executor: a request raised above its equal limit", fixture: "spark/executor-pod.yaml",
+			specs:   []string{"template: {spec: {containers: [{name: '*', resources: {requests: {memory: 4Gi}}}]}}", "template: {spec: {containers: [{name: '*', resources: {requests: {cpu: '2'}}}]}}"},
+			skipped: map[string]string{"p1": RuleRequestAboveLimit}},
+		{name: "extended resource limit changed: its request follows", fixture: "dask-operator/worker-pod.yaml", edit: gpu,
+			specs: []string{"template: {spec: {containers: [{name: '@main', resources: {limits: {nvidia.com/gpu: '1'}}}]}}"}, adjusted: 1},
+		{name: "extended resource limit removed: its request goes too", fixture: "dask-operator/worker-pod.yaml", edit: gpu,
+			specs: []string{"template: {spec: {containers: [{name: '@main', resources: {limits: {nvidia.com/gpu: null}}}]}}"}, adjusted: 1},
+		{name: "container port name taken by another port", fixture: "spark/executor-pod.yaml",
+			specs:   []string{"template: {spec: {containers: [{name: '*', ports: [{containerPort: 9999, name: blockmanager}]}]}}"},
+			skipped: map[string]string{"p1": RuleDuplicatePortName}},
+		{name: "init container named as a container", fixture: "spark/executor-pod.yaml",
+			specs:   []string{"template: {spec: {initContainers: [{name: spark-kubernetes-executor, image: busybox:1.36}]}}"},
+			skipped: map[string]string{"p1": RuleDuplicateContainer}},
+		{name: "volume mount without its volume", fixture: "spark/executor-pod.yaml",
+			specs:   []string{"template: {spec: {containers: [{name: '*', volumeMounts: [{name: scratch, mountPath: /scratch}]}]}}", "template: {spec: {volumes: [{name: other, emptyDir: {}}]}}"},
+			skipped: map[string]string{"p1": RuleMountWithoutVolume}},
+		{name: "subPathExpr merged into a mount with a subPath", fixture: "spark/executor-pod.yaml",
+			edit: func(obj map[string]any) {
+				c := obj["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+				c["volumeMounts"].([]any)[0].(map[string]any)["subPath"] = "conf"
+			},
+			specs:   []string{"template: {spec: {containers: [{name: '*', volumeMounts: [{mountPath: /opt/spark/conf, name: spark-conf-volume-exec, subPathExpr: $(POD)}]}]}}"},
+			skipped: map[string]string{"p1": RuleMountSubPath}},
+		{name: "headless Service made a LoadBalancer", fixture: "dask-gateway/scheduler-service.yaml",
+			specs:   []string{"service: {spec: {type: LoadBalancer}}", "service: {metadata: {annotations: {team: a}}}"},
+			skipped: map[string]string{"p1": RuleServiceHeadlessExternal}},
+		{name: "a port without a name added to a Service with ports", fixture: "flink/rest-service.yaml",
+			specs:   []string{"service: {spec: {ports: [{port: 9999}]}}"},
+			skipped: map[string]string{"p1": RuleServicePortName}},
+		{name: "conflicting policies: the one of higher precedence stays", fixture: "flink/rest-service.yaml",
+			specs: []string{"service: {spec: {type: NodePort, externalTrafficPolicy: Local}}",
+				"mode: enforce\nservice: {spec: {type: ClusterIP}}"},
+			skipped: map[string]string{"p1": RuleServiceTypeField}},
+		{name: "a default policy would fill only half of a Service type's fields", fixture: "flink/rest-service.yaml",
+			specs:   []string{"mode: default\nservice: {spec: {type: NodePort, externalTrafficPolicy: Local}}", "service: {metadata: {annotations: {team: a}}}"},
+			skipped: map[string]string{"p1": RuleServiceTypeField}},
+		{name: "a new port name taken by another port of the Service", fixture: "dask-gateway/scheduler-service.yaml",
+			specs:   []string{"service: {spec: {ports: [{name: api, port: 9000}]}}"},
+			skipped: map[string]string{"p1": RuleServicePortName}},
+		{name: "clusterIPs without clusterIP", fixture: "flink/rest-service.yaml",
+			specs:   []string{"service: {spec: {clusterIPs: [None]}}"},
+			skipped: map[string]string{"p1": RuleServiceClusterIPs}},
+		{name: "an init container's mount of a volume no policy adds", fixture: "dask-operator/job-runner-pod.yaml",
+			specs: []string{"template: {spec: {initContainers: [{name: init-setup, image: ghcr.io/dask/dask:latest}]}}",
+				"template: {spec: {initContainers: [{name: '*', volumeMounts: [{name: shared-mem, mountPath: /etc/podpatch}]}]}}"},
+			// The later policy (higher precedence) alone breaks nothing; the container it would
+			// break arrives with the earlier one, which is left out.
+			skipped: map[string]string{"p1": RuleMountWithoutVolume}},
+		{name: "a volume patched with a second, incomplete source", fixture: "spark/executor-pod.yaml",
+			specs:   []string{"mode: default\ntemplate: {spec: {volumes: [{name: spark-local-dir-1, nfs: {server: nfs.example}}]}}"},
+			skipped: nil},
+		{name: "a new volume with an incomplete source", fixture: "spark/executor-pod.yaml",
+			specs:   []string{"template: {spec: {volumes: [{name: scratch, nfs: {server: nfs.example}}]}}"},
+			skipped: map[string]string{"p1": RuleVolumeSource}},
+		{name: "pod-level limits below the containers'", fixture: "dask-operator/worker-pod.yaml",
+			specs:   []string{"template: {spec: {resources: {limits: {cpu: 500m}}}}"},
+			skipped: map[string]string{"p1": RulePodResources}},
+		{name: "a container claim the pod does not have", fixture: "kuberay/head-pod.yaml",
+			specs:   []string{"template: {spec: {containers: [{name: '@main', resources: {claims: [{name: gpu}]}}]}}"},
+			skipped: map[string]string{"p1": RuleResourceClaimNotFound}},
+		{name: "windows options on a linux pod, from two policies", fixture: "spark/driver-pod.yaml",
+			specs:   []string{"template: {spec: {os: {name: linux}}}", "template: {spec: {securityContext: {windowsOptions: {runAsUserName: a}}}}"},
+			skipped: map[string]string{"p1": RulePodOS}},
+		{name: "shareProcessNamespace and hostPID from two policies", fixture: "flink/jobmanager-pod.yaml",
+			specs:   []string{"template: {spec: {shareProcessNamespace: true}}", "mode: enforce\ntemplate: {spec: {hostPID: true}}"},
+			skipped: map[string]string{"p1": RulePodFieldConflict}},
+		{name: "an enforce policy can be left out too", fixture: "kuberay/worker-pod.yaml", cluster: cluster,
+			specs:   []string{"mode: enforce\ntemplate: {spec: {runtimeClassName: kata}}", "template: {metadata: {labels: {team: a}}}"},
+			skipped: map[string]string{"p1": RuleRuntimeClassNotFound}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			kind := KindPod
+			if strings.Contains(c.fixture, "service") {
+				kind = KindService
+			}
+			in := Input{Kind: kind, Object: fixtureJSON(t, c.fixture, c.edit), Namespace: "default", NamespaceLabels: c.nsLabels, Cluster: c.cluster}
+			s := platformSet(t, c.specs...)
+			res, err := s.Apply(in)
+			require.NoError(t, err)
+			got := map[string]string{}
+			for _, sk := range res.Skipped {
+				got[sk.Policy.Name] = sk.Violation.Rule
+				require.NotContains(t, res.Applied, sk.Policy)
+				require.Equal(t, sk.Policy.Mode == ModeEnforce, strings.Contains(sk.String(), "enforce policy"), sk.String())
+			}
+			if c.skipped == nil {
+				c.skipped = map[string]string{}
+			}
+			require.Equal(t, c.skipped, got)
+			require.Len(t, res.Adjusted, c.adjusted, "%v", res.Adjusted)
+			require.Empty(t, freshViolations(in, res.Object))
+
+			// The result is what the kept policies alone give.
+			var kept []string
+			for i := range c.specs {
+				if name := fmt.Sprintf("p%d", i+1); got[name] == "" {
+					kept = append(kept, name)
+				}
+			}
+			want := in.Object
+			if len(kept) > 0 {
+				wres, err := subset(t, s, kept...).Apply(in)
+				require.NoError(t, err)
+				require.Empty(t, wres.Skipped)
+				want = wres.Object
+			}
+			require.Equal(t, objectOf(t, want), objectOf(t, res.Object))
+
+			// Idempotent: admission may be re-invoked with the result.
+			again, err := s.Apply(Input{Kind: kind, Object: res.Object, Namespace: "default", NamespaceLabels: c.nsLabels, Cluster: c.cluster})
+			require.NoError(t, err)
+			require.Equal(t, objectOf(t, res.Object), objectOf(t, again.Object))
+		})
+	}
+}
+
+// TestPriorityCoupling: a changed priority class removes the computed priority and preemption
+// policy (lint keeps policies from setting them); an unchanged class keeps them.
+func TestPriorityCoupling(t *testing.T) {
+	in := Input{Kind: KindPod, Object: fixtureJSON(t, "dask-operator/worker-pod.yaml", nil), Namespace: "default"}
+	spec := func(s *Set) map[string]any {
+		res, err := s.Apply(in)
+		require.NoError(t, err)
+		return objectOf(t, res.Object)["spec"].(map[string]any)
+	}
+	got := spec(platformSet(t, "mode: default\ntemplate: {spec: {priorityClassName: high}}"))
+	require.Equal(t, "high", got["priorityClassName"])
+	require.NotContains(t, got, "priority")
+	require.NotContains(t, got, "preemptionPolicy")
+
+	// With the class in the caches, the computed fields are set as the plugin sets them, so the
+	// object is right even if the API server does not run the plugin again.
+	in.Cluster = &fakeCluster{priority: map[string]PriorityClassInfo{"high": {Value: 1000, PreemptionPolicy: "Never"}}}
+	got = spec(platformSet(t, "mode: default\ntemplate: {spec: {priorityClassName: high}}"))
+	require.EqualValues(t, 1000, got["priority"])
+	require.Equal(t, "Never", got["preemptionPolicy"])
+	in.Cluster = nil
+
+	got = spec(platformSet(t, "template: {spec: {nodeSelector: {a: b}}}"))
+	require.EqualValues(t, 0, got["priority"])
+	require.Equal(t, "PreemptLowerPriority", got["preemptionPolicy"])
+}
+
+// TestValidityUnknownCluster: caches that have not synced know nothing, so no policy is left out
+// for a reference they cannot check.
+func TestValidityUnknownCluster(t *testing.T) {
+	s := platformSet(t, "template: {spec: {priorityClassName: ghost, runtimeClassName: ghost, serviceAccountName: ghost}}")
+	for _, cl := range []Cluster{nil, &fakeCluster{unknown: true}} {
+		res, err := s.Apply(Input{Kind: KindPod, Object: fixtureJSON(t, "dask-operator/worker-pod.yaml", nil), Namespace: "default", Cluster: cl})
+		require.NoError(t, err)
+		require.Empty(t, res.Skipped)
+		require.Len(t, res.Applied, 1)
+	}
+}
+
+// TestValidityNoWorseThanGiven: a violation the object arrived with does not count against a
+// policy.
+func TestValidityNoWorseThanGiven(t *testing.T) {
+	broken := fixtureJSON(t, "spark/executor-pod.yaml", func(obj map[string]any) {
+		c := obj["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+		c["resources"].(map[string]any)["requests"].(map[string]any)["memory"] = "2Gi" // above its 1408Mi limit
+	})
+	s := platformSet(t, "template: {spec: {nodeSelector: {pool: a}}}")
+	res, err := s.Apply(Input{Kind: KindPod, Object: broken, Namespace: "default"})
+	require.NoError(t, err)
+	require.Empty(t, res.Skipped)
+	require.Equal(t, "a", objectOf(t, res.Object)["spec"].(map[string]any)["nodeSelector"].(map[string]any)["pool"])
+}
+
+// TestCheckRules: the checker on objects written for one rule each, for the rules lint keeps
+// out of single policies (the object or another policy supplies the other half).
+func TestCheckRules(t *testing.T) {
+	svc := func(spec string) []byte {
+		js, err := yaml.YAMLToJSON([]byte("apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: " + spec))
+		require.NoError(t, err)
+		return js
+	}
+	for _, c := range []struct {
+		name string
+		obj  []byte
+		want []string
+	}{
+		{"valid", svc("{ports: [{port: 80}]}"), nil},
+		{"externalTrafficPolicy on ClusterIP", svc("{externalTrafficPolicy: Local, ports: [{port: 80}]}"), []string{RuleServiceTypeField}},
+		{"externalTrafficPolicy with externalIPs", svc("{externalTrafficPolicy: Local, externalIPs: [1.2.3.4], ports: [{port: 80}]}"), nil},
+		{"loadBalancerSourceRanges on NodePort", svc("{type: NodePort, loadBalancerSourceRanges: [10.0.0.0/8], ports: [{port: 80}]}"), []string{RuleServiceTypeField}},
+		{"nodePort on ClusterIP", svc("{ports: [{port: 80, nodePort: 30000}]}"), []string{RuleServiceTypeField}},
+		{"healthCheckNodePort without Local", svc("{type: LoadBalancer, healthCheckNodePort: 30001, ports: [{port: 80}]}"), []string{RuleServiceTypeField}},
+		{"duplicate port", svc("{ports: [{port: 80, name: a}, {port: 80, name: b}]}"), []string{RuleServiceDuplicatePort}},
+		{"no ports", svc("{type: ClusterIP}"), []string{RuleServicePortsRequired}},
+		{"headless without ports", svc("{clusterIP: None}"), nil},
+		{"ExternalName without a name", svc("{type: ExternalName}"), []string{RuleServiceExternalName}},
+		{"sessionAffinityConfig with None (defaulting drops it)", svc("{sessionAffinity: None, sessionAffinityConfig: {clientIP: {timeoutSeconds: 5}}, ports: [{port: 80}]}"), nil},
+		{"nodePort on ExternalName", svc("{type: ExternalName, externalName: a.example, ports: [{port: 80, nodePort: 30000}]}"), nil},
+		{"clusterIPs without clusterIP", svc("{clusterIPs: [None], ports: [{port: 80}]}"), []string{RuleServiceClusterIPs}},
+		{"clusterIPs with clusterIP", svc("{clusterIP: None, clusterIPs: [None], ports: [{port: 80}]}"), nil},
+		{"externalTrafficPolicy on ExternalName with externalIPs", svc("{type: ExternalName, externalName: a.example, externalIPs: [1.2.3.4], externalTrafficPolicy: Local}"), []string{RuleServiceTypeField}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := &checkEnv{kind: KindService}
+			var got []string
+			vs, complete := env.checkInput(c.obj)
+			require.True(t, complete)
+			for _, v := range vs {
+				require.Contains(t, Rules, v.Rule, "every rule is listed, for the metric's label")
+				got = append(got, v.Rule)
+			}
+			require.Equal(t, c.want, got)
+		})
+	}
+}
+
+// TestValidityProperty: random lint-valid policy sets on every manager fixture, against random
+// cluster contents: the result never has a violation its input did not have, and applying it
+// again changes nothing.
+func TestValidityProperty(t *testing.T) {
+	seed := int64(20) // PODPATCH_VALIDITY_SEED explores others
+	if v, err := strconv.ParseInt(os.Getenv("PODPATCH_VALIDITY_SEED"), 10, 64); err == nil {
+		seed = v
+	}
+	rng := rand.New(rand.NewSource(seed))
+	fragments := []string{
+		"template: {spec: {priorityClassName: high}}",
+		"template: {spec: {priorityClassName: ghost}}",
+		"template: {spec: {runtimeClassName: gvisor}}",
+		"template: {spec: {serviceAccountName: ghost}}",
+		"template: {spec: {nodeSelector: {sandbox: none}}}",
+		"template: {spec: {containers: [{name: '*', resources: {requests: {memory: 4Gi}}}]}}",
+		"template: {spec: {containers: [{name: '*', resources: {limits: {memory: 512Mi}}}]}}",
+		"template: {spec: {containers: [{name: '*', resources: {limits: {memory: 64Gi}}}]}}",
+		"template: {spec: {containers: [{name: '@main', resources: {limits: {nvidia.com/gpu: '1'}}}]}}",
+		"template: {spec: {containers: [{name: '*', resources: {requests: {cpu: '3'}, limits: {cpu: '4'}}}]}}",
+		"template: {spec: {containers: [{name: '*', ports: [{containerPort: 9999, name: http-dashboard}]}]}}",
+		"template: {spec: {containers: [{name: '*', ports: [{containerPort: 9998, name: blockmanager}]}]}}",
+		"template: {spec: {containers: [{name: '*', volumeMounts: [{name: scratch, mountPath: /scratch}]}]}}",
+		"template: {spec: {volumes: [{name: scratch, emptyDir: {}}]}}",
+		"template: {spec: {volumes: [{name: host, hostPath: {path: /var/log}}]}}",
+		"template: {spec: {initContainers: [{name: worker, image: busybox:1.36}]}}",
+		"template: {spec: {containers: [{name: sidecar, image: busybox:1.36, securityContext: {privileged: true}}]}}",
+		"template: {spec: {hostNetwork: true}}",
+		"template: {metadata: {labels: {team: a}}}",
+		"template: {spec: {resources: {limits: {cpu: 500m}}}}",
+		"template: {spec: {volumes: [{name: scratch, nfs: {server: nfs.example}}]}}",
+		"template: {spec: {volumes: [{name: spark-local-dir-1, configMap: {defaultMode: 420}}]}}",
+		"template: {spec: {os: {name: linux}}}",
+		"template: {spec: {securityContext: {windowsOptions: {runAsUserName: a}}}}",
+		"template: {spec: {shareProcessNamespace: true}}",
+		"template: {spec: {hostPID: true}}",
+		"template: {spec: {containers: [{name: '@main', resources: {claims: [{name: gpu}]}}]}}",
+		"template: {spec: {initContainers: [{name: init-setup, image: busybox:1.36}]}}",
+		"template: {spec: {initContainers: [{name: '*', volumeMounts: [{name: shared-mem, mountPath: /etc/podpatch}]}]}}",
+		"template: {spec: {containers: [{name: '*', securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}, runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}}]}}",
+		"service: {spec: {clusterIPs: [None]}}",
+		"service: {spec: {type: LoadBalancer}}",
+		"service: {spec: {type: NodePort, externalTrafficPolicy: Local}}",
+		"service: {spec: {ports: [{port: 9999}]}}",
+		"service: {spec: {ports: [{port: 9997, name: http-dashboard}]}}",
+		"service: {spec: {sessionAffinity: ClientIP, sessionAffinityConfig: {clientIP: {timeoutSeconds: 60}}}}",
+		"service: {spec: {sessionAffinity: None}}",
+		"service: {metadata: {annotations: {a: b}}}",
+	}
+	modes := []string{"", "mode: default\n", "mode: enforce\n"}
+	files, err := filepath.Glob(filepath.Join("testdata", "fixtures", "*", "*.yaml"))
+	require.NoError(t, err)
+	clusters := []Cluster{nil, &fakeCluster{unknown: true}, &fakeCluster{
+		priority: map[string]PriorityClassInfo{"high": {Value: 1000}},
+		runtime:  map[string]RuntimeClassInfo{"gvisor": {NodeSelector: map[string]string{"sandbox": "gvisor"}}},
+		limits:   map[string][]corev1.LimitRangeItem{"default": {{Type: corev1.LimitTypeContainer, Max: corev1.ResourceList{"memory": resource.MustParse("8Gi")}}}},
+	}}
+	levels := []map[string]string{nil, {PodSecurityEnforceLabel: "baseline"}, {PodSecurityEnforceLabel: "restricted"}}
+	for round := 0; round < 150; round++ {
+		var specs []string
+		for range 1 + rng.Intn(5) {
+			specs = append(specs, modes[rng.Intn(len(modes))]+fragments[rng.Intn(len(fragments))])
+		}
+		s := platformSet(t, specs...)
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			require.NoError(t, err)
+			js, err := yaml.YAMLToJSON(b)
+			require.NoError(t, err)
+			kind := Kind(strOf(objectOf(t, js)["kind"]))
+			if kind != KindPod && kind != KindService {
+				continue
+			}
+			in := Input{Kind: kind, Object: js, Namespace: "default", Cluster: clusters[rng.Intn(len(clusters))],
+				NamespaceLabels: levels[rng.Intn(len(levels))]}
+			res, err := s.Apply(in)
+			require.NoError(t, err)
+			require.Empty(t, freshViolations(in, res.Object), "%s with %q", f, specs)
+			again := in
+			again.Object = res.Object
+			res2, err := s.Apply(again)
+			require.NoError(t, err)
+			require.Equal(t, objectOf(t, res.Object), objectOf(t, res2.Object), "%s with %q", f, specs)
+			// The webhook's JSONPatch gives the same object.
+			pres, err := s.Patch(in)
+			require.NoError(t, err)
+			if pres.Patch != nil {
+				ops, err := jsonpatch.DecodePatch(pres.Patch)
+				require.NoError(t, err)
+				patched, err := ops.Apply(in.Object)
+				require.NoError(t, err)
+				require.Equal(t, objectOf(t, res.Object), objectOf(t, patched))
+			}
+		}
+	}
+}
+
+// TestLintValidity: what lint knows offline about SPEC §8's rules is an error naming the field;
+// what depends on the object is not.
+func TestLintValidity(t *testing.T) {
+	for _, c := range []struct {
+		name, spec, field string // field "" = valid
+	}{
+		{"extended resource requested without a limit", "template: {spec: {containers: [{name: '*', resources: {requests: {nvidia.com/gpu: '1'}}}]}}",
+			"spec.template.spec.containers[0].resources.limits[nvidia.com/gpu]"},
+		{"huge pages requested without a limit", "template: {spec: {containers: [{name: '@main', resources: {requests: {hugepages-2Mi: 4Mi}}}]}}",
+			"spec.template.spec.containers[0].resources.limits[hugepages-2Mi]"},
+		{"extended resource with its limit", "template: {spec: {containers: [{name: '*', resources: {requests: {nvidia.com/gpu: '1'}, limits: {nvidia.com/gpu: '1'}}}]}}", ""},
+		{"extended resource limit alone (the request defaults to it)", "template: {spec: {containers: [{name: '*', resources: {limits: {nvidia.com/gpu: '1'}}}]}}", ""},
+		{"two ports of one entry with one name", "template: {spec: {containers: [{name: '*', ports: [{containerPort: 1, name: a}, {containerPort: 2, name: a}]}]}}",
+			"spec.template.spec.containers[0].ports[1].name"},
+		{"a container and an init container of one name", "template: {spec: {containers: [{name: x, image: a}], initContainers: [{name: x, image: b}]}}",
+			"spec.template.spec.containers[0].name"},
+		{"sessionAffinityConfig with sessionAffinity None (defaulting drops it)", "service: {spec: {sessionAffinity: None, sessionAffinityConfig: {clientIP: {timeoutSeconds: 5}}}}", ""},
+		{"unnamed Service ports (they may merge into named ones)", "service: {spec: {ports: [{port: 1}, {port: 2}]}}", ""},
+		{"huge pages not a multiple of the page size", "template: {spec: {containers: [{name: '*', resources: {limits: {hugepages-2Mi: '4'}}}]}}",
+			"spec.template.spec.containers[0].resources.limits[hugepages-2Mi]"},
+		{"huge pages in whole pages", "template: {spec: {containers: [{name: '*', resources: {limits: {hugepages-2Mi: 4Mi}}}]}}", ""},
+		{"pod-level resources beyond cpu and memory", "template: {spec: {resources: {limits: {nvidia.com/gpu: '1'}}}}", "spec.template.spec.resources.limits[nvidia.com/gpu]"},
+		{"pod-level resource claims", "template: {spec: {resources: {claims: [{name: a}]}}}", "spec.template.spec.resources.claims"},
+		{"a resource claim with both sources", "template: {spec: {resourceClaims: [{name: gpu, resourceClaimName: a, resourceClaimTemplateName: b}]}}", "spec.template.spec.resourceClaims[0]"},
+		{"matchLabelKeys without labelSelector", "template: {spec: {topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, matchLabelKeys: [app]}]}}",
+			"spec.template.spec.topologySpreadConstraints[0].matchLabelKeys"},
+		{"mismatchLabelKeys without labelSelector", "template: {spec: {affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: zone, mismatchLabelKeys: [app]}]}}}}",
+			"spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].mismatchLabelKeys"},
+		{"two IP families without a dual-stack policy", "service: {spec: {ipFamilies: [IPv4, IPv6]}}", "spec.service.spec.ipFamilyPolicy"},
+		{"restart rules without restartPolicy", "template: {spec: {containers: [{name: '@main', restartPolicyRules: [{action: Restart, exitCodes: {operator: In, values: [42]}}]}]}}",
+			"spec.template.spec.containers[0].restartPolicy"},
+		{"a fileKeyRef without its key", "template: {spec: {containers: [{name: '*', env: [{name: A, valueFrom: {fileKeyRef: {volumeName: v, path: p}}}]}]}}",
+			"spec.template.spec.containers[0].env[0].valueFrom.fileKeyRef.key"},
+		{"restart rules without an action", "template: {spec: {containers: [{name: '@main', restartPolicy: Always, restartPolicyRules: [{exitCodes: {operator: In, values: [42]}}]}]}}",
+			"spec.template.spec.containers[0].restartPolicyRules[0].action"},
+		{"a label key both matched and mismatched", "template: {spec: {affinity: {podAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: zone, labelSelector: {}, matchLabelKeys: [app], mismatchLabelKeys: [app]}]}}}}",
+			"spec.template.spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].matchLabelKeys"},
+		{"two IP families, dual-stack", "service: {spec: {ipFamilies: [IPv4, IPv6], ipFamilyPolicy: PreferDualStack}}", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			text := docHead + "spec:\n" + indent(c.spec)
+			ps, probs := ParseConfigMap(policyConfigMap(DefaultPlatformNamespace, map[string]string{"p.yaml": text}), DefaultOptions())
+			if c.field == "" {
+				require.Empty(t, probs)
+				require.Len(t, ps, 1)
+				return
+			}
+			require.Len(t, probs, 1, probs.Error())
+			require.Equal(t, c.field, probs[0].Err.Field)
+		})
+	}
+}
+
+// BenchmarkValidityCheck measures one check pass over a raw Spark executor Pod (the cost every
+// admission that patches a Pod adds; the object's own violations are looked at only when the
+// patched one has any).
+//
+//	go test ./policies -run '^$' -bench ValidityCheck -benchmem
+func BenchmarkValidityCheck(b *testing.B) {
+	js := fixtureJSON(b, "spark/executor-pod.yaml", nil)
+	env := &checkEnv{kind: KindPod, namespace: "spark-jobs"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if v, _ := env.checkInput(js); len(v) != 0 {
+			b.Fatal(v)
+		}
+	}
+}
+
+// TestCheckPodRules: the checker on Pods written for one rule each.
+func TestCheckPodRules(t *testing.T) {
+	pod := func(spec string) []byte {
+		js, err := yaml.YAMLToJSON([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: " + spec))
+		require.NoError(t, err)
+		return js
+	}
+	restricted := map[string]string{PodSecurityEnforceLabel: "restricted"}
+	baseline := map[string]string{PodSecurityEnforceLabel: "baseline"}
+	const hardened = "securityContext: {allowPrivilegeEscalation: false, runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}, capabilities: {drop: [ALL]}}"
+	for _, c := range []struct {
+		name   string
+		obj    []byte
+		labels map[string]string
+		want   []string
+	}{
+		{"valid", pod("{containers: [{name: a, image: x}]}"), nil, nil},
+		{"host port twice among containers", pod("{containers: [{name: a, image: x, ports: [{containerPort: 80, hostPort: 80}]}, {name: b, image: x, ports: [{containerPort: 81, hostPort: 80}]}]}"), nil,
+			[]string{RuleDuplicateHostPort}},
+		{"host port of an init container and a container", pod("{initContainers: [{name: i, image: x, ports: [{containerPort: 80, hostPort: 80}]}], containers: [{name: a, image: x, ports: [{containerPort: 80, hostPort: 80}]}]}"), nil, nil},
+		{"same host port on other protocols", pod("{containers: [{name: a, image: x, ports: [{containerPort: 80, hostPort: 80}, {containerPort: 80, hostPort: 80, protocol: UDP}]}]}"), nil, nil},
+		{"request above limit", pod("{containers: [{name: a, image: x, resources: {requests: {cpu: '2'}, limits: {cpu: '1'}}}]}"), nil, []string{RuleRequestAboveLimit}},
+		{"hugepages without a limit", pod("{containers: [{name: a, image: x, resources: {requests: {hugepages-2Mi: 2Mi, memory: 1Gi}}}]}"), nil, []string{RuleExtendedResourceLimit}},
+		{"mount without volume", pod("{containers: [{name: a, image: x, volumeMounts: [{name: v, mountPath: /v}]}]}"), nil, []string{RuleMountWithoutVolume}},
+		{"subPath climbing out", pod("{volumes: [{name: v, emptyDir: {}}], containers: [{name: a, image: x, volumeMounts: [{name: v, mountPath: /v, subPath: ../etc}]}]}"), nil, []string{RuleMountSubPath}},
+		{"overhead without a RuntimeClass", pod("{overhead: {cpu: 100m}, containers: [{name: a, image: x}]}"), nil, []string{RuleOverheadMismatch}},
+		{"baseline: a capability as written with CAP_", pod("{containers: [{name: a, image: x, securityContext: {capabilities: {add: [CAP_CHOWN]}}}]}"), baseline, []string{RulePodSecurity}},
+		{"baseline: an allowed capability", pod("{containers: [{name: a, image: x, securityContext: {capabilities: {add: [CHOWN]}}}]}"), baseline, nil},
+		{"baseline: a probe to another host", pod("{containers: [{name: a, image: x, livenessProbe: {httpGet: {host: 10.0.0.1, port: 80}}}]}"), baseline, []string{RulePodSecurity}},
+		{"baseline: a hostPath volume", pod("{volumes: [{name: h, hostPath: {path: /}}], containers: [{name: a, image: x}]}"), baseline, []string{RulePodSecurity}},
+		{"a volume with two sources", pod("{volumes: [{name: v, emptyDir: {}, configMap: {name: c}}], containers: [{name: a, image: x}]}"), nil, []string{RuleVolumeSource}},
+		{"a block device on an emptyDir", pod("{volumes: [{name: v, emptyDir: {}}], containers: [{name: a, image: x, volumeDevices: [{name: v, devicePath: /dev/x}]}]}"), nil, []string{RuleVolumeSource}},
+		{"a claim the pod does not have", pod("{containers: [{name: a, image: x, resources: {claims: [{name: gpu}]}}]}"), nil, []string{RuleResourceClaimNotFound}},
+		{"a claim the pod has", pod("{resourceClaims: [{name: gpu, resourceClaimName: g}], containers: [{name: a, image: x, resources: {claims: [{name: gpu}]}}]}"), nil, nil},
+		{"pod-level request below the containers'", pod("{resources: {requests: {memory: 1Gi}}, containers: [{name: a, image: x, resources: {requests: {memory: 2Gi}}}]}"), nil, []string{RulePodResources}},
+		{"a container limit above the pod's", pod("{resources: {limits: {cpu: '1'}}, containers: [{name: a, image: x, resources: {limits: {cpu: '2'}}}]}"), nil, []string{RulePodResources}},
+		{"pod-level request above the pod's limit", pod("{resources: {requests: {cpu: '2'}, limits: {cpu: '1'}}, containers: [{name: a, image: x}]}"), nil, []string{RuleRequestAboveLimit}},
+		{"windows options on a linux pod", pod("{os: {name: linux}, securityContext: {windowsOptions: {runAsUserName: a}}, containers: [{name: a, image: x}]}"), nil, []string{RulePodOS}},
+		{"a linux field on a windows pod", pod("{os: {name: windows}, hostPID: true, containers: [{name: a, image: x}]}"), nil, []string{RulePodOS}},
+		{"host processes without hostNetwork", pod("{securityContext: {windowsOptions: {hostProcess: true}}, containers: [{name: a, image: x}]}"), nil, []string{RulePodOS}},
+		{"host processes with hostNetwork", pod("{hostNetwork: true, securityContext: {windowsOptions: {hostProcess: true}}, containers: [{name: a, image: x}]}"), nil, nil},
+		{"shareProcessNamespace with hostPID", pod("{shareProcessNamespace: true, hostPID: true, containers: [{name: a, image: x}]}"), nil, []string{RulePodFieldConflict}},
+		{"nodeName with schedulingGates", pod("{nodeName: node-1, schedulingGates: [{name: g}], containers: [{name: a, image: x}]}"), nil, []string{RulePodFieldConflict}},
+		{"hostPID without host users", pod("{hostUsers: false, hostPID: true, containers: [{name: a, image: x}]}"), nil, []string{RulePodFieldConflict}},
+		{"a configMap volume without its name", pod("{volumes: [{name: v, configMap: {defaultMode: 420}}], containers: [{name: a, image: x}]}"), nil, []string{RuleVolumeSource}},
+		{"an ephemeral volume without access modes", pod("{volumes: [{name: v, ephemeral: {volumeClaimTemplate: {spec: {}}}}], containers: [{name: a, image: x}]}"), nil, []string{RuleVolumeSource}},
+		{"an env var with two sources", pod("{containers: [{name: a, image: x, env: [{name: A, valueFrom: {fieldRef: {fieldPath: metadata.name}, secretKeyRef: {name: s, key: k}}}]}]}"), nil, []string{RuleEnvSource}},
+		{"resize with restart on a pod that never restarts", pod("{restartPolicy: Never, containers: [{name: a, image: x, resizePolicy: [{resourceName: cpu, restartPolicy: RestartContainer}]}]}"), nil, []string{RulePodFieldConflict}},
+		{"an IPC sysctl with hostIPC", pod("{hostIPC: true, securityContext: {sysctls: [{name: kernel.shm_rmid_forced, value: '1'}]}, containers: [{name: a, image: x}]}"), nil, []string{RulePodFieldConflict}},
+		{"a volume mounted and used as a device", pod("{volumes: [{name: v, persistentVolumeClaim: {claimName: c}}], containers: [{name: a, image: x, volumeMounts: [{name: v, mountPath: /v}], volumeDevices: [{name: v, devicePath: /dev/v}]}]}"), nil, []string{RuleMountWithoutVolume}},
+		{"huge pages without cpu or memory", pod("{containers: [{name: a, image: x, resources: {limits: {hugepages-2Mi: 2Mi}}}]}"), nil, []string{RuleExtendedResourceLimit}},
+		{"restricted: hardened", pod("{containers: [{name: a, image: x, " + hardened + "}]}"), restricted, nil},
+		{"restricted: an image volume", pod("{volumes: [{name: i, image: {reference: x}}], containers: [{name: a, image: x, " + hardened + "}]}"), restricted, nil},
+		{"restricted: runAsNonRoot from the pod", pod("{securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}, containers: [{name: a, image: x, securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}}]}"), restricted, nil},
+		{"restricted: runAsUser 0", pod("{containers: [{name: a, image: x, securityContext: {allowPrivilegeEscalation: false, runAsNonRoot: true, runAsUser: 0, seccompProfile: {type: RuntimeDefault}, capabilities: {drop: [ALL]}}}]}"), restricted, []string{RulePodSecurity}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env := &checkEnv{kind: KindPod, namespaceLabels: c.labels}
+			var got []string
+			vs, complete := env.checkInput(c.obj)
+			require.True(t, complete)
+			for _, v := range vs {
+				require.Contains(t, Rules, v.Rule, "every rule is listed, for the metric's label")
+				got = append(got, v.Rule)
+			}
+			require.Equal(t, c.want, got)
+		})
+	}
+}
+
+// TestExtendedResourceFollowsLimit: a policy changing a GPU limit changes the request with it.
+func TestExtendedResourceFollowsLimit(t *testing.T) {
+	in := fixtureJSON(t, "dask-operator/worker-pod.yaml", func(obj map[string]any) {
+		r := obj["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["resources"].(map[string]any)
+		r["limits"].(map[string]any)["nvidia.com/gpu"] = "2"
+		r["requests"].(map[string]any)["nvidia.com/gpu"] = "2"
+	})
+	res, err := platformSet(t, "template: {spec: {containers: [{name: '*', resources: {limits: {nvidia.com/gpu: '1'}}}]}}").
+		Apply(Input{Kind: KindPod, Object: in, Namespace: "default"})
+	require.NoError(t, err)
+	var pod corev1.Pod
+	require.NoError(t, json.Unmarshal(res.Object, &pod))
+	r := pod.Spec.Containers[0].Resources
+	require.Equal(t, "1", r.Limits.Name("nvidia.com/gpu", resource.DecimalSI).String())
+	require.Equal(t, "1", r.Requests.Name("nvidia.com/gpu", resource.DecimalSI).String())
+	require.Equal(t, "2Gi", r.Requests.Memory().String(), "other requests untouched")
+}
+
+// TestLimitRangeRules: LimitRanger's min, max and ratio, per container and summed per Pod, after
+// its defaults are filled.
+func TestLimitRangeRules(t *testing.T) {
+	q := resource.MustParse
+	items := []corev1.LimitRangeItem{
+		{Type: corev1.LimitTypeContainer, Max: corev1.ResourceList{"memory": q("4Gi")}, Min: corev1.ResourceList{"memory": q("64Mi")},
+			MaxLimitRequestRatio: corev1.ResourceList{"cpu": q("2")}, Default: corev1.ResourceList{"memory": q("1Gi"), "cpu": q("1")},
+			DefaultRequest: corev1.ResourceList{"memory": q("512Mi"), "cpu": q("500m")}},
+		{Type: corev1.LimitTypePod, Max: corev1.ResourceList{"memory": q("6Gi")}},
+	}
+	cl := &fakeCluster{limits: map[string][]corev1.LimitRangeItem{"ns": items}}
+	pod := func(spec string) []byte {
+		js, err := yaml.YAMLToJSON([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns}\nspec: " + spec))
+		require.NoError(t, err)
+		return js
+	}
+	for _, c := range []struct {
+		name string
+		spec string
+		want int // limit-range violations
+	}{
+		{"defaults fill everything", "{containers: [{name: a, image: x}]}", 0},
+		{"request below the minimum", "{containers: [{name: a, image: x, resources: {requests: {memory: 32Mi}}}]}", 1},
+		{"ratio above the maximum", "{containers: [{name: a, image: x, resources: {requests: {cpu: 100m}, limits: {cpu: '1'}}}]}", 1},
+		{"limit above the maximum", "{containers: [{name: a, image: x, resources: {limits: {memory: 5Gi}}}]}", 1},
+		{"two containers above the Pod's maximum", "{containers: [{name: a, image: x, resources: {limits: {memory: 4Gi}}}, {name: b, image: x, resources: {limits: {memory: 4Gi}}}]}", 1},
+		{"an init container runs alone", "{initContainers: [{name: i, image: x, resources: {limits: {memory: 4Gi}}}], containers: [{name: a, image: x, resources: {limits: {memory: 2Gi}}}]}", 0},
+		{"a sidecar init container runs with the others", "{initContainers: [{name: i, image: x, restartPolicy: Always, resources: {limits: {memory: 4Gi}}}], containers: [{name: a, image: x, resources: {limits: {memory: 4Gi}}}]}", 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			vs, err := Check(Input{Kind: KindPod, Object: pod(c.spec), Cluster: cl})
+			require.NoError(t, err)
+			n := 0
+			for _, v := range vs {
+				require.Equal(t, RuleLimitRange, v.Rule, "%v", v)
+				n++
+			}
+			require.Equal(t, c.want, n, "%v", vs)
+		})
+	}
+}
+
+// TestCheckHostileInput: Check refuses what is not a JSON object, without panicking.
+func TestCheckHostileInput(t *testing.T) {
+	for _, in := range []string{"", "{", `{"spec": [`, "null", "[]", `"pod"`, `{"spec": {"containers": "x", "volumes": {}}}`} {
+		_, err := Check(Input{Kind: KindPod, Object: []byte(in)})
+		if in == `{"spec": {"containers": "x", "volumes": {}}}` {
+			require.NoError(t, err, in)
+			continue
+		}
+		require.Error(t, err, in)
+	}
+}

@@ -1,0 +1,296 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/test/cluster"
+)
+
+// The validity oracle: SPEC §8's check (policies.Check) must judge a Pod or Service as the API
+// server does — its validation and the admission plugins that run on it (Priority,
+// RuntimeClass, LimitRanger, PodSecurity; the test API server runs without the ServiceAccount
+// plugin) — so that podpatch leaves out exactly the policies that would get an object refused.
+// Each row edits a manager fixture into one object; the API server's dry-run create and the
+// check must agree, and the check must name the row's rule.
+//
+// TO ADD A CASE — the property test (test/property) or a user found an object podpatch produced
+// and the API server refused — add a row with the smallest edit that reproduces it, run
+//
+//	go test ./test/e2e -run TestValidityOracle
+//
+// and add the rule to policies/validity_rules.go, with a regression case in
+// policies/validity_test.go.
+
+// validityRow is one object: a fixture, an edit and the rule the check must find ("" = valid).
+type validityRow struct {
+	name      string
+	fixture   string
+	namespace string
+	edit      func(obj map[string]any)
+	rule      string
+}
+
+// Namespaces and cluster objects the rows refer to.
+const (
+	oracleRestricted = "oracle-restricted"
+	oracleLimits     = "oracle-limits"
+	oraclePriority   = "oracle-high"
+	oracleRuntime    = "oracle-sandbox"
+)
+
+func podSpec(obj map[string]any) map[string]any { return obj["spec"].(map[string]any) }
+
+func firstContainer(obj map[string]any) map[string]any {
+	return podSpec(obj)["containers"].([]any)[0].(map[string]any)
+}
+
+func set(key string, value any) func(map[string]any) {
+	return func(obj map[string]any) { podSpec(obj)[key] = value }
+}
+
+func containerSet(key string, value any) func(map[string]any) {
+	return func(obj map[string]any) { firstContainer(obj)[key] = value }
+}
+
+var validityRows = []validityRow{
+	{name: "fixture as it is", fixture: "dask-operator/worker-pod.yaml", edit: func(map[string]any) {}},
+	{name: "priority class that exists, computed fields removed", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
+		podSpec(obj)["priorityClassName"] = oraclePriority
+		delete(podSpec(obj), "priority")
+		delete(podSpec(obj), "preemptionPolicy")
+	}},
+	{name: "priority class with the priority computed for none", fixture: "dask-operator/worker-pod.yaml", edit: set("priorityClassName", oraclePriority),
+		rule: policies.RulePriorityMismatch},
+	{name: "priority class that does not exist", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
+		podSpec(obj)["priorityClassName"] = "oracle-missing"
+		delete(podSpec(obj), "priority")
+	}, rule: policies.RulePriorityClassNotFound},
+	{name: "runtime class that exists", fixture: "dask-operator/worker-pod.yaml", edit: set("runtimeClassName", oracleRuntime)},
+	{name: "runtime class that does not exist", fixture: "dask-operator/worker-pod.yaml", edit: set("runtimeClassName", "oracle-missing"),
+		rule: policies.RuleRuntimeClassNotFound},
+	{name: "runtime class whose node selector conflicts", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
+		podSpec(obj)["runtimeClassName"] = oracleRuntime
+		podSpec(obj)["nodeSelector"] = map[string]any{"sandbox": "no"}
+	}, rule: policies.RuleRuntimeClassScheduling},
+	{name: "overhead without a runtime class", fixture: "dask-operator/worker-pod.yaml", edit: set("overhead", map[string]any{"cpu": "100m"}),
+		rule: policies.RuleOverheadMismatch},
+	{name: "limit above the LimitRange", fixture: "dask-operator/worker-pod.yaml", namespace: oracleLimits, edit: func(obj map[string]any) {
+		firstContainer(obj)["resources"] = map[string]any{"limits": map[string]any{"memory": "8Gi"}}
+	}, rule: policies.RuleLimitRange},
+	{name: "limit inside the LimitRange", fixture: "dask-operator/worker-pod.yaml", namespace: oracleLimits},
+	{name: "request below the LimitRange minimum", fixture: "dask-operator/worker-pod.yaml", namespace: oracleLimits, edit: func(obj map[string]any) {
+		firstContainer(obj)["resources"].(map[string]any)["requests"].(map[string]any)["memory"] = "32Mi"
+	}, rule: policies.RuleLimitRange},
+	{name: "limit/request ratio above the LimitRange's", fixture: "dask-operator/worker-pod.yaml", namespace: oracleLimits, edit: func(obj map[string]any) {
+		firstContainer(obj)["resources"].(map[string]any)["limits"].(map[string]any)["cpu"] = "4"
+	}, rule: policies.RuleLimitRange},
+	{name: "containers above the Pod's LimitRange together", fixture: "dask-operator/worker-pod.yaml", namespace: oracleLimits, edit: func(obj map[string]any) {
+		c := firstContainer(obj)
+		sidecar := map[string]any{"name": "sidecar", "image": "busybox", "resources": c["resources"]}
+		r := c["resources"].(map[string]any)
+		r["limits"].(map[string]any)["memory"], r["requests"].(map[string]any)["memory"] = "4Gi", "4Gi"
+		podSpec(obj)["containers"] = append(podSpec(obj)["containers"].([]any), sidecar)
+	}, rule: policies.RuleLimitRange},
+	{name: "restricted namespace: the fixture", fixture: "spark/executor-pod.yaml", namespace: oracleRestricted, rule: policies.RulePodSecurity},
+	{name: "request above limit", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
+		firstContainer(obj)["resources"].(map[string]any)["requests"].(map[string]any)["memory"] = "4Gi"
+	}, rule: policies.RuleRequestAboveLimit},
+	{name: "GPU request other than its limit", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
+		r := firstContainer(obj)["resources"].(map[string]any)
+		r["limits"].(map[string]any)["nvidia.com/gpu"] = "1"
+		r["requests"].(map[string]any)["nvidia.com/gpu"] = "2"
+	}, rule: policies.RuleExtendedResourceLimit},
+	{name: "port name twice", fixture: "spark/executor-pod.yaml", edit: containerSet("ports", []any{
+		map[string]any{"containerPort": 7079, "name": "blockmanager"}, map[string]any{"containerPort": 7080, "name": "blockmanager"}}),
+		rule: policies.RuleDuplicatePortName},
+	{name: "init container named as a container", fixture: "spark/executor-pod.yaml", edit: set("initContainers", []any{
+		map[string]any{"name": "spark-kubernetes-executor", "image": "busybox"}}), rule: policies.RuleDuplicateContainer},
+	{name: "mount without its volume", fixture: "spark/executor-pod.yaml", edit: containerSet("volumeMounts", []any{
+		map[string]any{"name": "missing", "mountPath": "/m"}}), rule: policies.RuleMountWithoutVolume},
+	{name: "mount path twice", fixture: "spark/executor-pod.yaml", edit: containerSet("volumeMounts", []any{
+		map[string]any{"name": "spark-local-dir-1", "mountPath": "/m"}, map[string]any{"name": "spark-conf-volume-exec", "mountPath": "/m"}}),
+		rule: policies.RuleDuplicateMountPath},
+	{name: "subPath with subPathExpr", fixture: "spark/executor-pod.yaml", edit: containerSet("volumeMounts", []any{
+		map[string]any{"name": "spark-local-dir-1", "mountPath": "/m", "subPath": "a", "subPathExpr": "$(POD)"}}), rule: policies.RuleMountSubPath},
+	{name: "headless Service as LoadBalancer", fixture: "dask-gateway/scheduler-service.yaml", edit: set("type", "LoadBalancer"),
+		rule: policies.RuleServiceHeadlessExternal},
+	{name: "externalTrafficPolicy on ClusterIP", fixture: "dask-operator/scheduler-service.yaml", edit: set("externalTrafficPolicy", "Local"),
+		rule: policies.RuleServiceTypeField},
+	{name: "loadBalancerSourceRanges on ClusterIP", fixture: "dask-operator/scheduler-service.yaml", edit: set("loadBalancerSourceRanges", []any{"10.0.0.0/8"}),
+		rule: policies.RuleServiceTypeField},
+	{name: "unnamed port among several", fixture: "dask-operator/scheduler-service.yaml", edit: func(obj map[string]any) {
+		podSpec(obj)["ports"] = append(podSpec(obj)["ports"].([]any), map[string]any{"port": 9999})
+	}, rule: policies.RuleServicePortName},
+	{name: "sessionAffinityConfig with None", fixture: "dask-operator/scheduler-service.yaml", edit: func(obj map[string]any) {
+		podSpec(obj)["sessionAffinity"] = "None"
+		podSpec(obj)["sessionAffinityConfig"] = map[string]any{"clientIP": map[string]any{"timeoutSeconds": 60}}
+	}}, // defaulting drops the config
+	{name: "clusterIPs without clusterIP", fixture: "dask-operator/scheduler-service.yaml", edit: set("clusterIPs", []any{"None"}),
+		rule: policies.RuleServiceClusterIPs},
+	{name: "volume with two sources", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
+		podSpec(obj)["volumes"].([]any)[1].(map[string]any)["configMap"] = map[string]any{"name": "c"}
+	}, rule: policies.RuleVolumeSource},
+	{name: "block device on an emptyDir", fixture: "spark/executor-pod.yaml", edit: containerSet("volumeDevices", []any{
+		map[string]any{"name": "spark-local-dir-1", "devicePath": "/dev/x"}}), rule: policies.RuleVolumeSource},
+	{name: "container claim the pod does not have", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
+		firstContainer(obj)["resources"].(map[string]any)["claims"] = []any{map[string]any{"name": "gpu"}}
+	}, rule: policies.RuleResourceClaimNotFound},
+	{name: "pod-level request below the containers'", fixture: "dask-operator/worker-pod.yaml", edit: set("resources",
+		map[string]any{"requests": map[string]any{"memory": "1Gi"}}), rule: policies.RulePodResources},
+	{name: "pod-level limit below a container's", fixture: "dask-operator/worker-pod.yaml", edit: set("resources",
+		map[string]any{"limits": map[string]any{"cpu": "500m"}}), rule: policies.RulePodResources},
+	{name: "pod-level resources that hold the containers'", fixture: "dask-operator/worker-pod.yaml", edit: set("resources",
+		map[string]any{"limits": map[string]any{"cpu": "2", "memory": "4Gi"}, "requests": map[string]any{"cpu": "1", "memory": "2Gi"}})},
+	{name: "windows options on a linux pod", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
+		podSpec(obj)["os"] = map[string]any{"name": "linux"}
+		podSpec(obj)["securityContext"] = map[string]any{"windowsOptions": map[string]any{"runAsUserName": "a"}}
+	}, rule: policies.RulePodOS},
+	{name: "host processes without hostNetwork", fixture: "dask-operator/worker-pod.yaml", edit: set("securityContext",
+		map[string]any{"windowsOptions": map[string]any{"hostProcess": true}}), rule: policies.RulePodOS},
+	{name: "shareProcessNamespace with hostPID", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
+		podSpec(obj)["shareProcessNamespace"], podSpec(obj)["hostPID"] = true, true
+	}, rule: policies.RulePodFieldConflict},
+	{name: "hostPID without host users", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
+		podSpec(obj)["hostUsers"], podSpec(obj)["hostPID"] = false, true
+	}, rule: policies.RulePodFieldConflict},
+	{name: "configMap volume without its name", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
+		podSpec(obj)["volumes"].([]any)[0].(map[string]any)["configMap"] = map[string]any{"defaultMode": 420}
+	}, rule: policies.RuleVolumeSource},
+	{name: "ephemeral volume without access modes", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
+		v := podSpec(obj)["volumes"].([]any)[1].(map[string]any)
+		delete(v, "emptyDir")
+		v["ephemeral"] = map[string]any{"volumeClaimTemplate": map[string]any{"spec": map[string]any{"resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}}}}
+	}, rule: policies.RuleVolumeSource},
+	{name: "env var with two sources", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
+		for _, e := range firstContainer(obj)["env"].([]any) {
+			if em := e.(map[string]any); em["valueFrom"] != nil {
+				em["valueFrom"].(map[string]any)["secretKeyRef"] = map[string]any{"name": "s", "key": "k"}
+				return
+			}
+		}
+	}, rule: policies.RuleEnvSource},
+	{name: "resize with restart on a pod that never restarts", fixture: "spark/executor-pod.yaml", edit: containerSet("resizePolicy", []any{
+		map[string]any{"resourceName": "cpu", "restartPolicy": "RestartContainer"}}), rule: policies.RulePodFieldConflict},
+	{name: "an IPC sysctl with hostIPC", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
+		podSpec(obj)["hostIPC"] = true
+		podSpec(obj)["securityContext"] = map[string]any{"sysctls": []any{map[string]any{"name": "kernel.shm_rmid_forced", "value": "1"}}}
+	}, rule: policies.RulePodFieldConflict},
+	{name: "huge pages without cpu or memory", fixture: "dask-operator/job-runner-pod.yaml", edit: func(obj map[string]any) {
+		firstContainer(obj)["resources"] = map[string]any{"limits": map[string]any{"hugepages-2Mi": "2Mi"}}
+	}, rule: policies.RuleExtendedResourceLimit},
+	{name: "LoadBalancer Service", fixture: "dask-operator/scheduler-service.yaml", edit: set("type", "LoadBalancer")},
+}
+
+// oracleCluster is what the API server's admission plugins see of the objects TestValidityOracle
+// creates.
+type oracleCluster struct{}
+
+func (oracleCluster) PriorityClass(name string) (policies.PriorityClassInfo, policies.Presence) {
+	switch name {
+	case oraclePriority:
+		return policies.PriorityClassInfo{Value: 1000, PreemptionPolicy: string(corev1.PreemptLowerPriority)}, policies.Present
+	}
+	return policies.PriorityClassInfo{}, policies.Absent // no global default either
+}
+
+func (oracleCluster) RuntimeClass(name string) (policies.RuntimeClassInfo, policies.Presence) {
+	if name == oracleRuntime {
+		return policies.RuntimeClassInfo{NodeSelector: map[string]string{"sandbox": "yes"}}, policies.Present
+	}
+	return policies.RuntimeClassInfo{}, policies.Absent
+}
+
+func (oracleCluster) ServiceAccount(string, string) policies.Presence { return policies.Unknown }
+
+func (oracleCluster) LimitRanges(ns string) ([]corev1.LimitRangeItem, bool) {
+	if ns == oracleLimits {
+		return []corev1.LimitRangeItem{oracleLimitRange, oraclePodLimitRange}, true
+	}
+	return nil, true
+}
+
+var oracleLimitRange = corev1.LimitRangeItem{Type: corev1.LimitTypeContainer,
+	Max:                  corev1.ResourceList{"memory": resource.MustParse("4Gi")},
+	Min:                  corev1.ResourceList{"memory": resource.MustParse("64Mi")},
+	MaxLimitRequestRatio: corev1.ResourceList{"cpu": resource.MustParse("2")}}
+
+var oraclePodLimitRange = corev1.LimitRangeItem{Type: corev1.LimitTypePod,
+	Max: corev1.ResourceList{"memory": resource.MustParse("6Gi")}}
+
+// TestValidityOracle runs every validityRow through policies.Check and a real API server's
+// dry-run create, and requires the verdicts to agree.
+func TestValidityOracle(t *testing.T) {
+	ctx := contextBackground()
+	create := func(obj client.Object) {
+		require.NoError(t, client.IgnoreAlreadyExists(k8s.Create(ctx, obj)))
+		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), obj) })
+	}
+	create(&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: oraclePriority}, Value: 1000})
+	create(&nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: oracleRuntime}, Handler: "runsc",
+		Scheduling: &nodev1.Scheduling{NodeSelector: map[string]string{"sandbox": "yes"}}})
+	restrictedLabels := map[string]string{policies.PodSecurityEnforceLabel: "restricted"}
+	create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: oracleRestricted, Labels: restrictedLabels}})
+	create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: oracleLimits}})
+	create(&corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "oracle", Namespace: oracleLimits},
+		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{oracleLimitRange, oraclePodLimitRange}}})
+
+	for _, row := range validityRows {
+		t.Run(row.name, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join(repoRoot, cluster.FixtureDir, row.fixture))
+			require.NoError(t, err)
+			js, err := yaml.YAMLToJSON(b)
+			require.NoError(t, err)
+			var obj map[string]any
+			require.NoError(t, json.Unmarshal(js, &obj))
+			if row.edit != nil {
+				row.edit(obj)
+			}
+			meta := obj["metadata"].(map[string]any)
+			ns := row.namespace
+			if ns == "" {
+				ns = "default"
+			}
+			meta["namespace"] = ns
+			delete(meta, "ownerReferences") // owners that do not exist here
+			js, err = json.Marshal(obj)
+			require.NoError(t, err)
+
+			u := &unstructured.Unstructured{Object: obj}
+			apiErr := k8s.Create(ctx, u, client.DryRunAll)
+			if apiErr != nil && !(apierrors.IsInvalid(apiErr) || apierrors.IsForbidden(apiErr) || apierrors.IsBadRequest(apiErr)) {
+				require.NoError(t, apiErr, "dry-run create failed for another reason than the object")
+			}
+			var labels map[string]string
+			if ns == oracleRestricted {
+				labels = restrictedLabels
+			}
+			kind := policies.Kind(obj["kind"].(string))
+			vs, err := policies.Check(policies.Input{Kind: kind, Object: js, Namespace: ns, NamespaceLabels: labels, Cluster: oracleCluster{}})
+			require.NoError(t, err)
+			var rules []string
+			for _, v := range vs {
+				rules = append(rules, v.Rule)
+			}
+			require.Equal(t, apiErr == nil, len(vs) == 0, "the API server: %v\nthe check: %v", apiErr, vs)
+			if row.rule != "" {
+				require.True(t, slices.Contains(rules, row.rule), "want rule %s, got %v (the API server: %v)", row.rule, vs, apiErr)
+			}
+		})
+	}
+}

@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/podpatch/podpatch/policies"
+)
+
+// warningLog collects the admission warnings a client receives.
+type warningLog struct {
+	mu  sync.Mutex
+	all []string
+}
+
+func (w *warningLog) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.all = append(w.all, text)
+}
+
+func (w *warningLog) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.all
+	w.all = nil
+	return out
+}
+
+// TestValidInValidOut is issue 20 through the real webhook path: a `mode: default` platform
+// policy setting priorityClassName made the Dask operator's Pods forbidden (the Priority plugin,
+// run again after the webhook, refused the priority 0 they carried). Now, with a PriorityClass
+// that exists, the Pod is admitted with the class's priority; with one that does not (known
+// from podpatch's PriorityClass cache), that policy is left out, the others apply, and the
+// admission warning names it and the rule.
+func TestValidInValidOut(t *testing.T) {
+	ctx := contextBackground()
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "e2e-batch"}, Value: 1000}
+	require.NoError(t, client.IgnoreAlreadyExists(k8s.Create(ctx, pc)))
+	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), pc) })
+
+	certDir, ca := servingCerts(t)
+	p := startPodpatch(t, certDir)
+	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
+	installWebhooks(t, mwc, vwc)
+
+	cfg := rest.CopyConfig(restConfig)
+	w := &warningLog{}
+	cfg.WarningHandler = w
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	require.NoError(t, err)
+
+	policy := func(class string) *corev1.ConfigMap {
+		docs := []string{
+			"apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: batch-priority}\n" +
+				"spec:\n  mode: default\n  match: {managers: [dask]}\n  template: {spec: {priorityClassName: " + class + "}}\n",
+			policyYAML("pool", "nodeSelector: {pool: e2e}"),
+		}
+		return &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: policies.DefaultPlatformNamespace, Name: "e2e-validity",
+				Labels: map[string]string{policies.PolicyLabel: "true"}},
+			Data: map[string]string{"p.yaml": strings.Join(docs, "---\n")},
+		}
+	}
+	cm := policy("e2e-batch")
+	require.NoError(t, k8s.Create(ctx, cm))
+	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), cm) })
+
+	// A Pod as the Dask operator's arrive: priority already computed by the Priority plugin.
+	zero := int32(0)
+	worker := func(name string) *corev1.Pod {
+		pod := daskWorker("default", name)
+		pod.Spec.Priority = &zero
+		return pod
+	}
+	create := func(name string) (*corev1.Pod, error) {
+		pod := worker(name)
+		return pod, c.Create(ctx, pod, client.DryRunAll)
+	}
+
+	var got *corev1.Pod
+	require.Eventually(t, func() bool {
+		pod, err := create("class-exists")
+		require.NoError(t, err, "the Pod must be admitted")
+		got = pod
+		return pod.Spec.NodeSelector["pool"] == "e2e" && pod.Spec.PriorityClassName == "e2e-batch"
+	}, 30*time.Second, 200*time.Millisecond, "the policies apply")
+	require.NotNil(t, got.Spec.Priority)
+	require.Equal(t, int32(1000), *got.Spec.Priority, "the class's priority")
+
+	// A class that does not exist: the Priority plugin would refuse the Pod; the policy is left
+	// out once podpatch's PriorityClass cache knows it is missing.
+	cur := &corev1.ConfigMap{}
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(cm), cur))
+	cur.Data = policy("e2e-missing").Data
+	require.NoError(t, k8s.Update(ctx, cur))
+	var warned []string
+	require.Eventually(t, func() bool {
+		w.take()
+		pod, err := create("class-missing")
+		require.NoError(t, err, "the Pod must be admitted")
+		got, warned = pod, w.take()
+		return pod.Spec.NodeSelector["pool"] == "e2e" && slices.ContainsFunc(warned, func(s string) bool {
+			return strings.Contains(s, "podpatch-system/e2e-validity/batch-priority") && strings.Contains(s, policies.RulePriorityClassNotFound)
+		})
+	}, 30*time.Second, 200*time.Millisecond, "the policy naming a missing class is left out, with a warning")
+	require.Empty(t, got.Spec.PriorityClassName)
+	require.Equal(t, "podpatch-system/e2e-validity/pool", withoutVersions(t, got.Annotations[policies.AppliedAnnotation]))
+	require.Positive(t, p.metricSum(t, "podpatch_policy_skipped_total"))
+}

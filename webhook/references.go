@@ -1,0 +1,184 @@
+package webhook
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/podpatch/podpatch/policies"
+)
+
+// References answers policies.Cluster from informer caches: the PriorityClasses, RuntimeClasses,
+// ServiceAccounts (metadata only) and LimitRanges that the API server's admission plugins look
+// up when they run again on a patched Pod (SPEC §8). Lookups read the caches only, never the
+// API server; a cache that has not synced (or that RBAC keeps from syncing) answers Unknown, so
+// no policy is ever left out for what podpatch cannot know.
+type References struct {
+	factory  informers.SharedInformerFactory
+	metadata metadatainformer.SharedInformerFactory
+	priority toolscache.SharedIndexInformer
+	runtime  toolscache.SharedIndexInformer
+	limits   toolscache.SharedIndexInformer
+	accounts toolscache.SharedIndexInformer
+}
+
+var _ policies.Cluster = (*References)(nil)
+
+// NewReferences builds the informers. Run starts them.
+func NewReferences(cfg *rest.Config) (*References, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return newReferences(cs, md)
+}
+
+func newReferences(cs kubernetes.Interface, md metadata.Interface) (*References, error) {
+	r := &References{
+		factory:  informers.NewSharedInformerFactory(cs, 0),
+		metadata: metadatainformer.NewSharedInformerFactory(md, 0),
+	}
+	r.priority = r.factory.Scheduling().V1().PriorityClasses().Informer()
+	r.runtime = r.factory.Node().V1().RuntimeClasses().Informer()
+	r.limits = r.factory.Core().V1().LimitRanges().Informer()
+	r.accounts = r.metadata.ForResource(corev1.SchemeGroupVersion.WithResource("serviceaccounts")).Informer()
+	// Only what the lookups read is kept: a cluster's ServiceAccounts are many, their
+	// annotations and managed fields are not needed.
+	for _, inf := range []toolscache.SharedIndexInformer{r.priority, r.runtime, r.limits, r.accounts} {
+		if err := inf.SetTransform(trimReference); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// trimReference drops the metadata no lookup reads.
+func trimReference(obj any) (any, error) {
+	if o, ok := obj.(metav1.Object); ok {
+		o.SetManagedFields(nil)
+		o.SetAnnotations(nil)
+		o.SetLabels(nil)
+	}
+	return obj, nil
+}
+
+// Run runs the informers until ctx is done. It does not wait for them to sync: until one has,
+// its answers are Unknown.
+func (r *References) Run(ctx context.Context) {
+	r.factory.Start(ctx.Done())
+	r.metadata.Start(ctx.Done())
+	<-ctx.Done()
+	r.factory.Shutdown()
+	r.metadata.Shutdown()
+}
+
+// Synced reports whether every cache has synced.
+func (r *References) Synced() bool {
+	return r.priority.HasSynced() && r.runtime.HasSynced() && r.limits.HasSynced() && r.accounts.HasSynced()
+}
+
+// PriorityClass implements policies.Cluster.
+func (r *References) PriorityClass(name string) (policies.PriorityClassInfo, policies.Presence) {
+	if !r.priority.HasSynced() {
+		return policies.PriorityClassInfo{}, policies.Unknown
+	}
+	info := func(pc *schedulingv1.PriorityClass) policies.PriorityClassInfo {
+		out := policies.PriorityClassInfo{Value: pc.Value}
+		if pc.PreemptionPolicy != nil {
+			out.PreemptionPolicy = string(*pc.PreemptionPolicy)
+		}
+		return out
+	}
+	if name == "" {
+		// The global default, if any; with several (a race), the lowest, as the plugin picks.
+		// A cluster has a handful of classes.
+		var def *schedulingv1.PriorityClass
+		for _, obj := range r.priority.GetStore().List() {
+			if pc, ok := obj.(*schedulingv1.PriorityClass); ok && pc.GlobalDefault && (def == nil || pc.Value < def.Value) {
+				def = pc
+			}
+		}
+		if def == nil {
+			return policies.PriorityClassInfo{}, policies.Absent
+		}
+		return info(def), policies.Present
+	}
+	obj, ok, err := r.priority.GetStore().GetByKey(name)
+	if err != nil {
+		return policies.PriorityClassInfo{}, policies.Unknown
+	}
+	pc, isPC := obj.(*schedulingv1.PriorityClass)
+	if !ok || !isPC {
+		return policies.PriorityClassInfo{}, policies.Absent
+	}
+	return info(pc), policies.Present
+}
+
+// RuntimeClass implements policies.Cluster.
+func (r *References) RuntimeClass(name string) (policies.RuntimeClassInfo, policies.Presence) {
+	if !r.runtime.HasSynced() {
+		return policies.RuntimeClassInfo{}, policies.Unknown
+	}
+	obj, ok, err := r.runtime.GetStore().GetByKey(name)
+	if err != nil {
+		return policies.RuntimeClassInfo{}, policies.Unknown
+	}
+	rc, isRC := obj.(*nodev1.RuntimeClass)
+	if !ok || !isRC {
+		return policies.RuntimeClassInfo{}, policies.Absent
+	}
+	var out policies.RuntimeClassInfo
+	if rc.Overhead != nil {
+		out.Overhead = rc.Overhead.PodFixed
+	}
+	if rc.Scheduling != nil {
+		out.NodeSelector = rc.Scheduling.NodeSelector
+	}
+	return out, policies.Present
+}
+
+// ServiceAccount implements policies.Cluster.
+func (r *References) ServiceAccount(namespace, name string) policies.Presence {
+	if !r.accounts.HasSynced() {
+		return policies.Unknown
+	}
+	_, ok, err := r.accounts.GetStore().GetByKey(namespace + "/" + name)
+	switch {
+	case err != nil:
+		return policies.Unknown
+	case ok:
+		return policies.Present
+	}
+	return policies.Absent
+}
+
+// LimitRanges implements policies.Cluster.
+func (r *References) LimitRanges(namespace string) ([]corev1.LimitRangeItem, bool) {
+	if !r.limits.HasSynced() {
+		return nil, false
+	}
+	objs, err := r.limits.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
+	if err != nil {
+		return nil, false
+	}
+	var items []corev1.LimitRangeItem
+	for _, obj := range objs {
+		if lr, ok := obj.(*corev1.LimitRange); ok {
+			items = append(items, lr.Spec.Limits...)
+		}
+	}
+	return items, true
+}

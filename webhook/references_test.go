@@ -1,0 +1,79 @@
+package webhook
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
+
+	"github.com/podpatch/podpatch/policies"
+)
+
+// TestReferences: the caches answer Unknown until synced, then what the cluster holds.
+func TestReferences(t *testing.T) {
+	never := corev1.PreemptNever
+	cs := fake.NewClientset(
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 1000},
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "default-a"}, Value: 10, GlobalDefault: true},
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "default-b"}, Value: 5, GlobalDefault: true, PreemptionPolicy: &never},
+		&nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "gvisor"}, Handler: "runsc",
+			Overhead:   &nodev1.Overhead{PodFixed: corev1.ResourceList{"memory": resource.MustParse("64Mi")}},
+			Scheduling: &nodev1.Scheduling{NodeSelector: map[string]string{"sandbox": "gvisor"}}},
+		&corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "lr", Namespace: "team-a"}, Spec: corev1.LimitRangeSpec{
+			Limits: []corev1.LimitRangeItem{{Type: corev1.LimitTypeContainer, Max: corev1.ResourceList{"memory": resource.MustParse("8Gi")}}}}},
+	)
+	scheme := runtime.NewScheme()
+	require.NoError(t, metav1.AddMetaToScheme(scheme))
+	sa := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+		ObjectMeta: metav1.ObjectMeta{Name: "runner", Namespace: "team-a"}}
+	md := metadatafake.NewSimpleMetadataClient(scheme, sa)
+	r, err := newReferences(cs, md)
+	require.NoError(t, err)
+
+	_, p := r.PriorityClass("high")
+	require.Equal(t, policies.Unknown, p, "before the caches synced")
+	require.Equal(t, policies.Unknown, r.ServiceAccount("team-a", "ghost"))
+	_, ok := r.LimitRanges("team-a")
+	require.False(t, ok)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	require.Eventually(t, r.Synced, 10*time.Second, 10*time.Millisecond)
+
+	pc, p := r.PriorityClass("high")
+	require.Equal(t, policies.Present, p)
+	require.Equal(t, int32(1000), pc.Value)
+	_, p = r.PriorityClass("ghost")
+	require.Equal(t, policies.Absent, p)
+	pc, p = r.PriorityClass("")
+	require.Equal(t, policies.Present, p)
+	require.Equal(t, policies.PriorityClassInfo{Value: 5, PreemptionPolicy: "Never"}, pc, "the lowest global default")
+
+	rc, p := r.RuntimeClass("gvisor")
+	require.Equal(t, policies.Present, p)
+	require.Equal(t, map[string]string{"sandbox": "gvisor"}, rc.NodeSelector)
+	require.True(t, rc.Overhead.Memory().Equal(resource.MustParse("64Mi")))
+	_, p = r.RuntimeClass("kata")
+	require.Equal(t, policies.Absent, p)
+
+	require.Equal(t, policies.Present, r.ServiceAccount("team-a", "runner"))
+	require.Equal(t, policies.Absent, r.ServiceAccount("team-b", "runner"))
+
+	items, ok := r.LimitRanges("team-a")
+	require.True(t, ok)
+	require.Len(t, items, 1)
+	items, ok = r.LimitRanges("team-b")
+	require.True(t, ok)
+	require.Empty(t, items)
+}
