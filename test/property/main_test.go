@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -28,17 +29,21 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/webhook"
 )
 
-// k8s is the admin client of the shared control plane; repoRoot the repository.
+// k8s is the admin client of the shared control plane; repoRoot the repository; references the
+// webhook's informer caches of what patched objects refer to, which the engine reads.
 var (
-	k8s      client.Client
-	repoRoot string
+	k8s        client.Client
+	repoRoot   string
+	references *webhook.References
 )
 
 // The namespaces objects are created in (dry run): a plain one, one with a LimitRange and one
@@ -119,6 +124,21 @@ func runMain(m *testing.M) int {
 	if err := setupCluster(context.Background(), fixtures); err != nil {
 		return fail("cluster objects: %v", err)
 	}
+	// The engine answers existence, defaults and limits from the webhook's own informer caches,
+	// as at admission.
+	refs, err := webhook.NewReferences(cfg)
+	if err != nil {
+		return fail("reference caches: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go refs.Run(ctx)
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return refs.Synced(), nil
+	}); err != nil {
+		return fail("reference caches did not sync: %v", err)
+	}
+	references = refs
 	return m.Run()
 }
 

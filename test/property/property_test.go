@@ -114,7 +114,7 @@ func TestValidInValidOut(t *testing.T) {
 
 // strictByDefault makes TestValidInValidOut fail on any refusal without
 // PODPATCH_PROPERTY_STRICT=1; the lead sets it once the engine fix of issue 20 is merged.
-const strictByDefault = false
+const strictByDefault = true
 
 func envInt(t *testing.T, name string, def int) int {
 	t.Helper()
@@ -147,6 +147,8 @@ type scopedDoc struct {
 type outcome struct {
 	discarded int
 	unmatched bool
+	// skipped are the policies the engine left out to keep the object valid (SPEC §8).
+	skipped   []policies.Skipped
 	engineErr error
 	patched   []byte
 	jsonPatch []byte
@@ -278,11 +280,12 @@ func apply(p pair) outcome {
 		return o
 	}
 	res, err := set.Apply(policies.Input{Kind: p.fx.kind, Object: p.fx.instance(p.ns), Namespace: p.ns,
-		NamespaceLabels: namespaceLabels[p.ns]})
+		NamespaceLabels: namespaceLabels[p.ns], Cluster: references})
 	if err != nil {
 		o.engineErr = err
 		return o
 	}
+	o.skipped = res.Skipped
 	if !res.Changed {
 		o.unmatched = true
 		return o
