@@ -45,6 +45,20 @@ var ErrStopped = errors.New("stopped: the request budget ran out")
 // do (SPEC §5).
 var ErrNamespaceMismatch = errors.New("the object's metadata.namespace is not the request's namespace")
 
+// Fallback names the way Apply left whole layers out so that the rest still applies.
+type Fallback string
+
+const (
+	// FallbackNone: every selected layer applied.
+	FallbackNone Fallback = ""
+	// FallbackNamespace: namespace policies made the object unpatchable; the platform's applied
+	// alone.
+	FallbackNamespace Fallback = "namespace"
+	// FallbackEnforceOnly: the platform's selectors contradict each other; its enforce policies
+	// applied alone.
+	FallbackEnforceOnly Fallback = "enforce-only"
+)
+
 // Result is the outcome of Apply.
 type Result struct {
 	// Object is the patched JSON; when no policy matched it is Input.Object itself.
@@ -62,6 +76,8 @@ type Result struct {
 	Changes []Change
 	// Warnings say what was left out: the webhook returns them as admission warnings.
 	Warnings []string
+	// Fallback says which policies were left out as a whole, and why, when Warnings say so.
+	Fallback Fallback
 	// Skipped lists the policies left out because their contribution would have made the
 	// object invalid (SPEC §8), in application order; they are not in Applied.
 	Skipped []Skipped
@@ -154,6 +170,7 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 		pout, perr := s.fixedPoint(in, patchOnly, nil, sub, skip, platform, (*layers).platformOnly, env)
 		if perr == nil {
 			pout.Warnings = append(pout.Warnings, "namespace policies left out: "+err.Error())
+			pout.Fallback = FallbackNamespace
 			out, err = pout, nil
 		} else if errors.Is(perr, ErrSelectionDiverges) {
 			err = perr // the platform's own selectors: left to the enforce fallback below
@@ -166,6 +183,7 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 			eout.Warnings = append(eout.Warnings, fmt.Sprintf(
 				"only the platform's enforce policies applied, default and merge policies left out: %v for more than %d rounds (their selectors contradict each other; podpatch lint names them)",
 				ErrSelectionDiverges, MaxSelectionRounds))
+			eout.Fallback = FallbackEnforceOnly
 			out, err = eout, nil
 		}
 	}

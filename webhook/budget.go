@@ -32,6 +32,9 @@ const (
 	// ReasonNamespacePoliciesLeftOut: namespace policies made the object unpatchable, so the
 	// platform's were applied alone.
 	ReasonNamespacePoliciesLeftOut Reason = "namespace_policies_left_out"
+	// ReasonSelectionDiverges: the platform's selectors contradict each other (the labels its
+	// policies set keep changing which of them match), so only its enforce policies applied.
+	ReasonSelectionDiverges Reason = "selection_diverges"
 	// ReasonNamespaceLimit: the namespace holds more than MaxNamespacePolicies policies; the
 	// ConfigMaps past it are left out.
 	ReasonNamespaceLimit Reason = "namespace_limit"

@@ -89,9 +89,13 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 	if res.Recognised {
 		warnings = m.invalidWarnings(snap, req.Namespace)
 	}
-	for _, w := range res.Warnings { // namespace policies left out so that the platform's apply
-		m.Metrics.warned(ReasonNamespacePoliciesLeftOut)
-		log().Info("namespace policies left out", "reason", w)
+	for _, w := range res.Warnings { // layers left out so that the rest applies
+		reason := ReasonNamespacePoliciesLeftOut
+		if res.Fallback == policies.FallbackEnforceOnly {
+			reason = ReasonSelectionDiverges
+		}
+		m.Metrics.warned(reason)
+		log().Info("policies left out so that the rest applies", "fallback", res.Fallback, "reason", w)
 		warnings = append(warnings, "podpatch: "+w)
 	}
 	if len(res.Skipped) > 0 {

@@ -72,7 +72,7 @@ spec:
 spec:
   match: {managers: [dask], roles: [worker], selector: {matchLabels: {%s: p%d}}}
   template:
-    metadata: {annotations: {scale.podpatch.io/namespace: %s}}
+    metadata: {annotations: {scale.example.com/namespace: %s}}
     spec:
       containers:
         - name: "*"
