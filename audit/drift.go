@@ -1,5 +1,5 @@
 // Package audit finds the Pods and Services that run without the shape their policies give
-// them (SPEC §7): podpatch fails open, so an object created while the webhook was down, before
+// them (reference §7): podpatch fails open, so an object created while the webhook was down, before
 // a policy existed or under an older version of one, is admitted as it came. The check applies
 // the current policies to the live object with the engine the webhook and `podpatch render`
 // use (policies.Set.Apply) and reports what that would change, never changing anything itself:
@@ -25,7 +25,7 @@ import (
 // Reason says why an object drifts from its policies.
 type Reason string
 
-// The reasons of SPEC §7.
+// The reasons of reference §7.
 const (
 	// NeverPatched: the object has no podpatch.io/applied annotation although policies match
 	// it — it was admitted while podpatch was down or unreachable (the fail-open signal).

@@ -1,5 +1,5 @@
 // Package externalurl resolves the externally reachable URL of the Services that ask for it
-// and writes it back onto them (SPEC §6): the Spark-on-Kubernetes driver-URI contract
+// and writes it back onto them (reference §6): the Spark-on-Kubernetes driver-URI contract
 // (apache-spark-on-k8s #140, #147), generalised to every manager podpatch recognises.
 //
 // resolve.go is the pure part (a Service, the nodes and the options in, a URL or a reason
@@ -227,7 +227,7 @@ func selectPort(svc *corev1.Service, m policies.Manager) (*corev1.ServicePort, e
 	if len(ports) == 0 {
 		return nil, nil
 	}
-	pr, _ := policies.ProfileOf(m) // the manager's UI port (SPEC §6); none for an unrecognised Service
+	pr, _ := policies.ProfileOf(m) // the manager's UI port (reference §6); none for an unrecognised Service
 	ui := pr.UI
 	for _, name := range ui.Names {
 		for i := range ports {

@@ -12,7 +12,7 @@ import (
 )
 
 // DefaultNamespaceAllowedFields is what namespace policies may set unless the platform says
-// otherwise (SPEC §3). Entries are paths inside the patched object; `[*]` stands for every item
+// otherwise (reference §3). Entries are paths inside the patched object; `[*]` stands for every item
 // of a list; a `service.` prefix makes an entry apply to Service patches instead of pod templates.
 var DefaultNamespaceAllowedFields = []string{
 	"metadata.labels",
@@ -102,7 +102,7 @@ func keyedList(name string) bool {
 }
 
 // checkAllowed reports every effect of raw (a template or service patch) outside the allowed
-// entries: every path it sets, replaces or removes must lie inside one (SPEC §3). A null or a
+// entries: every path it sets, replaces or removes must lie inside one (reference §3). A null or a
 // list replaced whole on the way to an allowed path reaches what is not allowed, so it is
 // refused; a list item's merge key (`name`) is allowed wherever a path runs through the list;
 // Secret references need an entry of their own.
@@ -208,7 +208,7 @@ func equalSegs(a, b []string) bool {
 }
 
 // DefaultNamespaceDeniedAnnotations are the annotation keys namespace policies may not set or
-// remove unless the platform says otherwise (SPEC §3, "Infrastructure annotations"): keys that
+// remove unless the platform says otherwise (reference §3, "Infrastructure annotations"): keys that
 // make cloud or cluster infrastructure act — load balancers, DNS, secret injectors — and
 // podpatch's own. Entries are shell globs on the whole key; an entry starting with `!` is an
 // exception to the others.
@@ -298,7 +298,7 @@ func (d DeniedAnnotations) empty() bool { return len(d.compiled().deny) == 0 }
 
 // checkDeniedAnnotations reports every annotation of a namespace policy's part (a template or
 // service patch, as written) that the denied list covers: setting it, at any layer, or removing
-// it with null (SPEC §3, "Infrastructure annotations"). A null on the way there — `metadata:
+// it with null (reference §3, "Infrastructure annotations"). A null on the way there — `metadata:
 // null`, `annotations: null` — removes every annotation, the denied ones included.
 func checkDeniedAnnotations(raw map[string]any, denied DeniedAnnotations, fld *field.Path) field.ErrorList {
 	if denied.empty() {

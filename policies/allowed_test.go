@@ -53,7 +53,7 @@ func instantiate(r *rand.Rand, glob string) string {
 	return b.String()
 }
 
-// TestDeniedAnnotationsGenerated generates keys of every class of the default deny-list (SPEC
+// TestDeniedAnnotationsGenerated generates keys of every class of the default deny-list (reference
 // §3, "Infrastructure annotations") and checks each is refused in a namespace policy — set or
 // removed, in template and service, in every mode a namespace may use — with an error at the
 // key naming the flag, and accepted from the platform; keys outside the classes (the exception
@@ -158,7 +158,7 @@ func TestParseDeniedAnnotations(t *testing.T) {
 
 // TestNamespaceServiceSpecOutsideDefaultAllowList: every field of a Service's spec — the load
 // balancer's source ranges, its type, its traffic policies, … which act on infrastructure as the
-// denied annotations do — is outside the default allow-list, set or removed (SPEC §3: the
+// denied annotations do — is outside the default allow-list, set or removed (reference §3: the
 // allow-list is about the effect); and with an allow-list that opens one spec field (ports),
 // every other one is still refused at its own path. Generated from the ServiceSpec type, so a
 // field added to Kubernetes is covered too.

@@ -128,7 +128,7 @@ func (e *DocumentError) Error() string { return fmt.Sprintf("document %d: %v", e
 // Unwrap returns the document's error.
 func (e *DocumentError) Unwrap() error { return e.Err }
 
-// The front end's limits for each kind of input (SPEC §3 "Limits").
+// The front end's limits for each kind of input (reference §3 "Limits").
 var (
 	// streamLimits bound one document of a file or stdin: an object of render, a ConfigMap.
 	streamLimits = yamljson.Limits{Text: MaxFileBytes, Depth: MaxDepth, Nodes: MaxYAMLNodes, JSON: MaxFileBytes}

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// The external URL contract (SPEC §6): a Service asks for its externally reachable URL and
+// The external URL contract (reference §6): a Service asks for its externally reachable URL and
 // podpatch writes it back. The generalisation of the Spark-on-Kubernetes driver annotations
 // (apache-spark-on-k8s #140, shipped in #147), which are honoured as they were.
 const (
@@ -164,7 +164,7 @@ func checkURL(s string) error {
 	return nil
 }
 
-// URLSchemes are the schemes an external URL may have (SPEC §6). The URL is written where
+// URLSchemes are the schemes an external URL may have (reference §6). The URL is written where
 // users click it — the Service's annotations, Events on it and on its owner, dashboards that
 // show them —, so javascript:, data:, file: and every other scheme are refused.
 var URLSchemes = []string{"http", "https"}

@@ -29,7 +29,7 @@ import (
 	"github.com/podpatch/podpatch/policies"
 )
 
-// everyRulePolicies is a platform ConfigMap whose policies exercise every merge rule of SPEC §3
+// everyRulePolicies is a platform ConfigMap whose policies exercise every merge rule of reference §3
 // in each mode: maps (with null removals), tolerations, containers by name with "*" and a
 // sidecar, env, volumeMounts, ports, resources, volumes, topology spread, image pull secrets,
 // node affinity ANDed into terms, unioned preferred and pod anti-affinity terms, strategic

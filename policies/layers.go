@@ -22,7 +22,7 @@ type Input struct {
 	// ReplicaSets may arrive without one); the request's namespace in the webhook.
 	Namespace string
 	// NamespaceFromRequest makes Namespace the only namespace that selects policies, as the
-	// webhook's request namespace is (SPEC §5): an object whose metadata.namespace is set and
+	// webhook's request namespace is (reference §5): an object whose metadata.namespace is set and
 	// says another is not patched, and Apply returns an error wrapping ErrNamespaceMismatch.
 	NamespaceFromRequest bool
 	// NamespaceLabels are the labels of the object's namespace, for match.namespaceSelector.
@@ -32,7 +32,7 @@ type Input struct {
 	// Done, when set, is the webhook's request budget: once it is closed Apply stops between
 	// steps and returns an error wrapping ErrStopped, leaving the object unpatched.
 	Done <-chan struct{}
-	// Cluster answers whether the cluster objects the patched object references exist (SPEC §8);
+	// Cluster answers whether the cluster objects the patched object references exist (reference §8);
 	// nil (render, lint) skips the checks that need it.
 	Cluster Cluster
 }
@@ -42,7 +42,7 @@ var ErrStopped = errors.New("stopped: the request budget ran out")
 
 // ErrNamespaceMismatch is returned (wrapped) by Apply for an object whose metadata.namespace is
 // set and is not Input.Namespace: which namespace's policies apply would be ambiguous, so none
-// do (SPEC §5).
+// do (reference §5).
 var ErrNamespaceMismatch = errors.New("the object's metadata.namespace is not the request's namespace")
 
 // Fallback names the way Apply left whole layers out so that the rest still applies.
@@ -79,7 +79,7 @@ type Result struct {
 	// Fallback says which policies were left out as a whole, and why, when Warnings say so.
 	Fallback Fallback
 	// Skipped lists the policies left out because their contribution would have made the
-	// object invalid (SPEC §8), in application order; they are not in Applied.
+	// object invalid (reference §8), in application order; they are not in Applied.
 	Skipped []Skipped
 	// Adjusted says which fields were changed with others so that the object stays valid
 	// (spec.priority removed when policies change spec.priorityClassName, …).
@@ -98,7 +98,7 @@ type Change struct {
 }
 
 // Apply patches one object with the matching policies of the set, in the layer order of
-// SPEC §3, working on the raw JSON so that fields unknown to this build survive, and returns the
+// reference §3, working on the raw JSON so that fields unknown to this build survive, and returns the
 // patched object (and, with Input.Explain, what each policy changed): `podpatch render` and the
 // audit. It is deterministic and idempotent: applying its result again gives the same object.
 func (s *Set) Apply(in Input) (Result, error) { return s.apply(in, false) }
@@ -177,7 +177,7 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 		}
 	}
 	if errors.Is(err, ErrSelectionDiverges) {
-		// Enforce has the last word (SPEC §3, §8): when the platform's own selectors contradict
+		// Enforce has the last word (reference §3, §8): when the platform's own selectors contradict
 		// each other, its enforce policies still apply, alone.
 		if eout, ok := s.enforceOnly(in, patchOnly, sub, skip, l, env); ok {
 			eout.Warnings = append(eout.Warnings, fmt.Sprintf(
@@ -188,7 +188,7 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 		}
 	}
 	if err == nil {
-		// Valid in, valid out (SPEC §8): leave out what would make the object invalid.
+		// Valid in, valid out (reference §8): leave out what would make the object invalid.
 		out, err = s.keepValid(in, patchOnly, env, id.Manager, out.selection, out)
 	}
 	if err != nil {
@@ -274,7 +274,7 @@ type decoded struct {
 
 // applyLayers applies one selection of layers to the object as it came in, and returns the
 // result and the labels of the patched object. The result carries the selection and the patched
-// object's violations (SPEC §8), after the fields coupled to those the policies changed were
+// object's violations (reference §8), after the fields coupled to those the policies changed were
 // adjusted.
 func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager, l layers, env *checkEnv) (Result, labels.Set, error) {
 	res := Result{Object: in.Object}
@@ -295,7 +295,7 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 		before.read(t, obj)
 		// Platform sidecars first, so that a namespace policy cannot claim their names; they
 		// are out of the namespace policies' reach, and replace a container of the same name
-		// the object brought (SPEC §3).
+		// the object brought (reference §3).
 		m := newMerger(st, in.Kind, false)
 		m.manager = manager
 		placed := map[string]bool{}

@@ -12,7 +12,7 @@ import (
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
 )
 
-// Policy text and objects are hostile input on a fail-open path (SPEC §3 "Limits"): a namespace
+// Policy text and objects are hostile input on a fail-open path (reference §3 "Limits"): a namespace
 // team that can make podpatch slow, big or crash switches the platform's enforce policies off.
 // Every parse is bounded by size, depth and node count; YAML anchors, aliases, merge keys and
 // custom tags are refused by the one YAML front end (policies/internal/yamljson), at the node

@@ -1,6 +1,6 @@
 package policies
 
-// The adversarial suite of SPEC §3 "Limits": every class of hostile input, in several shapes,
+// The adversarial suite of reference §3 "Limits": every class of hostile input, in several shapes,
 // must end in a clear error naming the limit or in bounded work — asserted through the limits
 // and work counters, never through wall-clock time.
 

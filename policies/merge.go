@@ -99,7 +99,7 @@ func scalarString(v any) string {
 	return ""
 }
 
-// podLists are the pod lists merged by key (SPEC §3; strategic-merge-patch keys otherwise).
+// podLists are the pod lists merged by key (reference §3; strategic-merge-patch keys otherwise).
 // Field names are unambiguous inside a pod, so the name alone selects the rule.
 var podLists = map[string]listKey{
 	"env":                       keyOf([]string{"name"}, nil),
@@ -488,7 +488,7 @@ func sidecarNames(patch map[string]any, names map[string]bool, manager Manager) 
 // With placed (platform policies, before any layer), a whole container is the platform's: it
 // also replaces, whole, a container of the same name the object arrived with, so that a pod
 // that pre-declares the platform's sidecar keeps none of its own command, args, env or mounts
-// in it (SPEC §3, "Platform-owned containers"). placed records, per list, the names placed in
+// in it (reference §3, "Platform-owned containers"). placed records, per list, the names placed in
 // this admission: the first platform policy (in layer order) places a container, the others
 // merge into it in their layers, as they would into one it appended. On re-invocation the
 // object carries the sidecar as the first admission left it; replacing it with the same entry
@@ -560,7 +560,7 @@ func (m merger) insertSidecars(pod, patch map[string]any, placed map[string]bool
 	}
 }
 
-// mergeAffinity applies SPEC §3's affinity rules: a policy's required node selector
+// mergeAffinity applies reference §3's affinity rules: a policy's required node selector
 // requirements are ANDed into every term of the object; preferred terms and pod
 // (anti-)affinity terms are unioned.
 func (m merger) mergeAffinity(dst, patch map[string]any) {
@@ -586,7 +586,7 @@ func (m merger) mergeAffinity(dst, patch map[string]any) {
 
 // andNodeSelector ANDs the policy's single node selector term into every term of the object:
 // each requirement the term does not already hold is added, so the object's own constraints
-// keep holding too (SPEC §3). A default policy adds no requirement on a key the term already
+// keep holding too (reference §3). A default policy adds no requirement on a key the term already
 // constrains: there the object has chosen. An object without terms gets the policy's.
 func (m merger) andNodeSelector(dst map[string]any, field string, pv any) {
 	pSel, ok := pv.(map[string]any)

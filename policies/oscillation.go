@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// The selection of an object's policies depends on its labels, and policies set labels: SPEC §3
+// The selection of an object's policies depends on its labels, and policies set labels: reference §3
 // asks for a fixed point within one admission (fixedPoint re-selects at most MaxSelectionRounds
 // times). A policy set can make that impossible: policies whose label writes switch each other's
 // selectors on and off. selectionGraph finds such sets statically, for `lint`.
@@ -357,7 +357,7 @@ func selectionEdges(writers, readers, present []*Policy, written map[Kind]map[st
 
 // masked reports whether p's write of a label never reaches the object: one of the label's
 // unconditional writers (selected for every object of p's managers and roles) applies after p. Defaults fill, highest precedence first, and merges override them, so "after"
-// is the order of SPEC §3's layers and, inside one, of application.
+// is the order of reference §3's layers and, inside one, of application.
 func masked(p *Policy, writers []*Policy) bool {
 	rank := func(x *Policy) int {
 		switch {

@@ -248,7 +248,7 @@ func TestSelectionProblemsGenerated(t *testing.T) {
 }
 
 // TestDivergingSelectionKeepsEnforce: when the platform's own selectors oscillate, admission
-// still applies its enforce policies (SPEC §3, §8: enforce is never dropped silently), with a
+// still applies its enforce policies (reference §3, §8: enforce is never dropped silently), with a
 // warning, and re-admitting the result changes nothing; when enforce policies oscillate among
 // themselves, those selected on the object as it came in are applied once.
 func TestDivergingSelectionKeepsEnforce(t *testing.T) {

@@ -33,13 +33,13 @@ type Options struct {
 	// NamespaceAllowed is what namespace policies may set.
 	NamespaceAllowed AllowedFields
 	// NamespaceDenied are the annotations namespace policies may not set or remove; the zero
-	// value is the default list of SPEC §3.
+	// value is the default list of reference §3.
 	NamespaceDenied DeniedAnnotations
 	// WithResourceVersion appends `@<resourceVersion>` of the ConfigMap to provenance entries.
 	WithResourceVersion bool
 }
 
-// DefaultOptions returns the options of SPEC §3.
+// DefaultOptions returns the options of reference §3.
 func DefaultOptions() Options {
 	allowed, err := ParseAllowedFields(DefaultNamespaceAllowedFields)
 	if err != nil {
@@ -140,7 +140,7 @@ func ParseConfigMap(cm *corev1.ConfigMap, opts Options) ([]*Policy, Problems) {
 }
 
 // ErrBudget is wrapped by the error of a ConfigMap whose compile ran past its budget: the
-// context of the admission request, or of the policy store's compile (SPEC §3 "Limits").
+// context of the admission request, or of the policy store's compile (reference §3 "Limits").
 var ErrBudget = errors.New("not compiled within its budget")
 
 // ParseConfigMapContext is ParseConfigMap within a budget: once ctx is done the compile stops
@@ -352,7 +352,7 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 		p.service = part("service", func(fld *field.Path) field.ErrorList { return validateServicePatch(spec.Service, fld) },
 			opts.NamespaceAllowed.service)
 	}
-	errs = append(errs, lintValidity(&spec, specPath)...) // SPEC §8, what lint can know offline
+	errs = append(errs, lintValidity(&spec, specPath)...) // reference §8, what lint can know offline
 	return p, errs
 }
 

@@ -16,7 +16,7 @@ type Identity struct {
 	Group   string
 }
 
-// Profile is everything podpatch knows about one cluster manager (SPEC §2), in one record:
+// Profile is everything podpatch knows about one cluster manager (reference §2), in one record:
 // recognition, reserved labels, @main, the external URL's UI port, the owner look-through of
 // the audit and of the URL resolver, and the webhook objectSelectors the manifests carry (a
 // test checks them against the records) all read it. Adding a manager is adding a record.
@@ -39,7 +39,7 @@ type Profile struct {
 	// MainContainers are the names the manager gives the container that runs its process
 	// (@main); none: the first container.
 	MainContainers []string
-	// UI is where the manager serves its UI (SPEC §6).
+	// UI is where the manager serves its UI (reference §6).
 	UI UIPort
 	// Owners is how the manager's objects are owned, up to its custom resource.
 	Owners OwnerChain
@@ -309,7 +309,7 @@ func Recognise(kind Kind, labels, selector map[string]string) (Identity, bool) {
 	return id, true
 }
 
-// ReservedLabels are the labels no policy may set, change or remove (SPEC §3): the skip label
+// ReservedLabels are the labels no policy may set, change or remove (reference §3): the skip label
 // and every label a profile reads to recognise an object and its role, cluster and group.
 // Changing them would change which policies match, or what the manager finds.
 func ReservedLabels() []string {

@@ -196,7 +196,7 @@ func writeExplain(out *bytes.Buffer, kind string, meta map[string]any, ns string
 	for _, w := range res.Warnings {
 		fmt.Fprintf(out, "# podpatch:   warning: %s\n", oneLine(w))
 	}
-	for _, sk := range res.Skipped { // SPEC §8: what would make the object invalid
+	for _, sk := range res.Skipped { // reference §8: what would make the object invalid
 		fmt.Fprintf(out, "# podpatch:   left out: %s (%s %s): %s\n", sk.Policy.Ref, sk.Policy.Scope, sk.Policy.Mode, oneLine(sk.Violation.String()))
 	}
 	for _, a := range res.Adjusted {

@@ -9,7 +9,7 @@ import (
 )
 
 // ObjectSelectors returns, one per built-in profile, a label selector for the objects whose own
-// labels that profile recognises (SPEC §2): its role label with one of the profile's role
+// labels that profile recognises (reference §2): its role label with one of the profile's role
 // values, and its required label. Together they select every Pod a profile can recognise, so
 // that a reader of the cluster (`podpatch audit`) can list those and not every Pod. Services
 // are recognised by their spec.selector too, which no label selector reaches.

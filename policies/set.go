@@ -234,7 +234,7 @@ func anyGlob(globs []string, name string) bool {
 	return false
 }
 
-// layers is the stack of SPEC §3 for one object, low to high, without the object itself
+// layers is the stack of reference §3 for one object, low to high, without the object itself
 // (which sits between defaults and merges).
 type layers struct {
 	platformDefault, namespaceDefault []*Policy

@@ -114,7 +114,7 @@ func containersByName(t *testing.T, pod []byte, list string) (map[string]any, []
 // TestPlatformSidecarReplacesPredeclared generates pods that pre-declare the platform's sidecar
 // and init sidecar, with random content at random positions among random other containers, and
 // checks that the platform's containers come out exactly as on a pod that did not declare them
-// (SPEC §3, "Platform-owned containers"): nothing of the pod creator's survives, and the
+// (reference §3, "Platform-owned containers"): nothing of the pod creator's survives, and the
 // namespace's entries do not reach them; they keep the pod's position; every other container
 // is what it is without the pre-declaration; and applying the result again changes nothing.
 func TestPlatformSidecarReplacesPredeclared(t *testing.T) {

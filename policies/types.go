@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Names fixed by the product contract (SPEC §1).
+// Names fixed by the product contract (reference §1).
 const (
 	// APIVersion is the apiVersion of a policy document.
 	APIVersion = "podpatch.io/v1alpha1"
@@ -31,7 +31,7 @@ const (
 // Mode says where a policy sits relative to the object in the layer stack.
 type Mode string
 
-// The three policy modes (SPEC §3).
+// The three policy modes (reference §3).
 const (
 	// ModeDefault fills only what the object leaves unset.
 	ModeDefault Mode = "default"
@@ -44,7 +44,7 @@ const (
 // Manager names a cluster manager with a built-in profile.
 type Manager string
 
-// The built-in managers (SPEC §2).
+// The built-in managers (reference §2).
 const (
 	ManagerDask        Manager = "dask"
 	ManagerDaskGateway Manager = "dask-gateway"

@@ -24,7 +24,7 @@ import (
 
 // This file checks the field values of a policy's partial objects with the rules Kubernetes'
 // pkg/apis/core/validation applies to the same fields, so that a bad policy is rejected when it
-// is written and not when a Pod or Service it patched reaches the API server (SPEC §3).
+// is written and not when a Pod or Service it patched reaches the API server (reference §3).
 //
 // The objects are partial: only the fields a policy sets are present, so every check applies
 // only to a present (non-zero) field and none demands what a whole Pod or Service must have.
@@ -431,7 +431,7 @@ func resourceOvercommitAllowed(name string) bool {
 }
 
 // validateVolumesPatch checks volumes; they merge by name, so names are unique. A policy's
-// volume replaces the source of the object's volume of that name (SPEC §3), or is added.
+// volume replaces the source of the object's volume of that name (reference §3), or is added.
 func validateVolumesPatch(volumes []corev1.Volume, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	names := make(map[string]bool, len(volumes))
@@ -462,7 +462,7 @@ func validateAffinityPatch(a *corev1.Affinity, fld *field.Path) field.ErrorList 
 		p := fld.Child("nodeAffinity")
 		if req := na.RequiredDuringSchedulingIgnoredDuringExecution; req != nil {
 			terms := p.Child("requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
-			// The policy's term is ANDed into each of the object's terms (SPEC §3), so several
+			// The policy's term is ANDed into each of the object's terms (reference §3), so several
 			// terms, which Kubernetes ORs, would have no meaning.
 			if len(req.NodeSelectorTerms) != 1 {
 				errs = append(errs, field.Invalid(terms, len(req.NodeSelectorTerms),
@@ -1163,7 +1163,7 @@ func validateContainerSecurityContextPatch(sc *corev1.SecurityContext, s *corev1
 }
 
 // validateProbePatch checks a probe. The policy's probe replaces the handler of the object's
-// (SPEC §3) or becomes the container's probe, so it needs exactly one handler of its own.
+// (reference §3) or becomes the container's probe, so it needs exactly one handler of its own.
 func validateProbePatch(pr *corev1.Probe, kind string, fld *field.Path) field.ErrorList {
 	errs := validateHandlerPatch(handler{pr.Exec, pr.HTTPGet, pr.TCPSocket, pr.GRPC, nil}, 0, fld)
 	for _, n := range []struct {
@@ -1420,7 +1420,7 @@ const fileModeMax = 0o777
 // validateVolumeSourcePatch checks that a volume has at most one source, and that source. A
 // volume without one keeps the object's source, or becomes an emptyDir (Kubernetes' default).
 // A source may leave out what names its target (configMap.name, secret.secretName, …): it then
-// changes that source of the object's volume of the same name (SPEC §3), so only what it sets
+// changes that source of the object's volume of the same name (reference §3), so only what it sets
 // is checked.
 func validateVolumeSourcePatch(src *corev1.VolumeSource, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList

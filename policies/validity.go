@@ -12,7 +12,7 @@ import (
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
 )
 
-// Valid in, valid out (SPEC §8): after the layers are applied, the patched object is checked as
+// Valid in, valid out (reference §8): after the layers are applied, the patched object is checked as
 // the API server will check it — its validation for the fields a policy can touch and their
 // cross-field rules, the built-in admission plugins that run again after a webhook changed it
 // (Priority, RuntimeClass, ServiceAccount, LimitRanger, PodSecurity), and the existence of the
@@ -88,7 +88,7 @@ func compareViolations(a, b Violation) int {
 func (v Violation) key() string { return v.Rule + "\x00" + v.Field }
 
 // Skipped is a policy left out of one object because its contribution would make the object
-// invalid (SPEC §8).
+// invalid (reference §8).
 type Skipped struct {
 	Policy *Policy
 	// Violation is the first problem the policy's contribution brought.
@@ -146,7 +146,7 @@ func (e *checkEnv) checkInput(raw []byte) ([]Violation, bool) {
 }
 
 // Check returns the reasons the API server would refuse an object as it is, by the rules of
-// SPEC §8's check (Input.Kind, Object, Namespace, NamespaceLabels and Cluster are read): for
+// reference §8's check (Input.Kind, Object, Namespace, NamespaceLabels and Cluster are read): for
 // `diff` ("would it become invalid") and the oracle tests that pin the rules. It returns at most
 // MaxViolations.
 func Check(in Input) ([]Violation, error) {
@@ -255,7 +255,7 @@ func (l *layers) only(keep map[*Policy]bool) layers {
 		platformMerge: f(l.platformMerge), namespaceMerge: f(l.namespaceMerge), enforce: f(l.enforce)}
 }
 
-// Fields that must change together (SPEC §8): when the policies change the first, the second
+// Fields that must change together (reference §8): when the policies change the first, the second
 // is removed, unless a policy sets it, so that the admission plugin that computes it from the
 // first computes it again when it runs on the patched object.
 var coupled = []struct {

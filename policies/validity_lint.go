@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// lintValidity reports what `lint` can know offline about SPEC §8's rules: a policy whose own
+// lintValidity reports what `lint` can know offline about reference §8's rules: a policy whose own
 // values break one whatever object it meets. What depends on the object or the cluster is
 // decided at admission (validity.go), where such a policy is left out instead: Service port
 // names, for one, since a policy's port merges into the object's port of the same number and

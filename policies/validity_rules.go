@@ -11,7 +11,7 @@ import (
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
 )
 
-// The rules of SPEC §8's "valid in, valid out": what the API server's validation and its
+// The rules of reference §8's "valid in, valid out": what the API server's validation and its
 // built-in admission plugins refuse in a patched Pod or Service, for the fields a policy can
 // touch and the rules that tie them to others. Each rule has a stable id (Violation.Rule, the
 // podpatch_policy_skipped_total label); the oracle test pins them against a real API server.

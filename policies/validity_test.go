@@ -512,7 +512,7 @@ func TestValidityProperty(t *testing.T) {
 	}
 }
 
-// TestLintValidity: what lint knows offline about SPEC §8's rules is an error naming the field;
+// TestLintValidity: what lint knows offline about reference §8's rules is an error naming the field;
 // what depends on the object is not.
 func TestLintValidity(t *testing.T) {
 	for _, c := range []struct {

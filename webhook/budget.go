@@ -39,10 +39,10 @@ const (
 	// ConfigMaps past it are left out.
 	ReasonNamespaceLimit Reason = "namespace_limit"
 	// ReasonNamespaceMismatch: the object's metadata.namespace is not the request's namespace;
-	// it was allowed unchanged (SPEC §5: only the request's namespace selects policies).
+	// it was allowed unchanged (reference §5: only the request's namespace selects policies).
 	ReasonNamespaceMismatch Reason = "namespace_mismatch"
 	// ReasonPolicySkipped: a policy was left out because it would have made the object invalid
-	// (SPEC §8); podpatch_policy_skipped_total counts each by rule.
+	// (reference §8); podpatch_policy_skipped_total counts each by rule.
 	ReasonPolicySkipped Reason = "policy_skipped"
 )
 
@@ -62,7 +62,7 @@ type Fallback interface {
 }
 
 // Slots bound what the requests in flight hold, so that memory stays under the container's
-// limit and no class of client can starve the API server's ordinary reviews (SPEC §5):
+// limit and no class of client can starve the API server's ordinary reviews (reference §5):
 //
 //   - Bytes. Before its body is read a request reserves room for it, the announced
 //     Content-Length (or maxReviewSize when none is announced), until its answer is written:

@@ -157,7 +157,7 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 	}
 }
 
-// References are the caches of the cluster objects patched Pods reference (SPEC §8), which Start
+// References are the caches of the cluster objects patched Pods reference (reference §8), which Start
 // runs; admission never waits for them to sync.
 func (f *ClusterFeed) References() *References { return f.refs }
 

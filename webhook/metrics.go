@@ -60,7 +60,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"webhook", "stage"}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_policy_skipped_total",
-			Help: "Policies left out of an object because their contribution would have made it invalid (SPEC §8), by the rule it would have broken (request-above-limit, priority-class-not-found, …; see docs/metrics.md).",
+			Help: "Policies left out of an object because their contribution would have made it invalid (reference §8), by the rule it would have broken (request-above-limit, priority-class-not-found, …; see docs/metrics.md).",
 		}, []string{"reason"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "podpatch_requests_in_flight",

@@ -24,7 +24,7 @@ type Mutator struct {
 	Source            Source
 	Metrics           *Metrics
 	PlatformNamespace string
-	// Cluster answers what patched Pods reference, from caches (SPEC §8); nil when unknown.
+	// Cluster answers what patched Pods reference, from caches (reference §8); nil when unknown.
 	Cluster policies.Cluster
 }
 
@@ -56,7 +56,7 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		Kind:      kind,
 		Object:    req.Object.Raw,
 		Namespace: req.Namespace,
-		// Only the request's namespace selects policies (SPEC §5).
+		// Only the request's namespace selects policies (reference §5).
 		NamespaceFromRequest: true,
 		NamespaceLabels:      m.Source.NamespaceLabels(req.Namespace),
 		Done:                 ctx.Done(),
@@ -73,7 +73,7 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	if errors.Is(err, policies.ErrNamespaceMismatch) {
 		// Not a policy problem: the object names another namespace than the request it came
-		// in. No namespace's policies apply to it (SPEC §5).
+		// in. No namespace's policies apply to it (reference §5).
 		log().Info("object's namespace disagrees with the request's; allowed unchanged")
 		m.count(kind, res.Identity, "unchanged")
 		m.Metrics.warned(ReasonNamespaceMismatch)
@@ -142,7 +142,7 @@ const (
 	maxWarningLength   = 400
 )
 
-// skippedWarnings says which policies were left out and why (SPEC §8), bounded in number and
+// skippedWarnings says which policies were left out and why (reference §8), bounded in number and
 // length, and counts them.
 func (m *Mutator) skippedWarnings(skipped []policies.Skipped) []string {
 	var out []string

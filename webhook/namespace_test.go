@@ -32,7 +32,7 @@ spec:
             - {name: TENANT_TOKEN, value: "token-of-%[1]s"}
 `
 
-// TestNamespaceOnlyFromRequest: only the request's namespace selects namespace policies (SPEC
+// TestNamespaceOnlyFromRequest: only the request's namespace selects namespace policies (reference
 // §5). Generated objects carry every form of metadata.namespace — absent, empty, null, the
 // request's, another tenant's, the platform's, a differently cased or padded name, a number,
 // an object, duplicated keys in either order — under requests for every namespace. An object

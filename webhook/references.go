@@ -19,7 +19,7 @@ import (
 
 // References answers policies.Cluster from informer caches: the PriorityClasses, RuntimeClasses,
 // ServiceAccounts (metadata only) and LimitRanges that the API server's admission plugins look
-// up when they run again on a patched Pod (SPEC §8). Lookups read the caches only, never the
+// up when they run again on a patched Pod (reference §8). Lookups read the caches only, never the
 // API server; a cache that has not synced (or that RBAC keeps from syncing) answers Unknown, so
 // no policy is ever left out for what podpatch cannot know.
 type References struct {

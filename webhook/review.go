@@ -77,7 +77,7 @@ func (rv *Review) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Room for the body first, so that memory is bounded before it is read; the handling slot
-	// only once it is read, so that a client that sends slowly holds none (SPEC §5).
+	// only once it is read, so that a client that sends slowly holds none (reference §5).
 	release, room, err := rv.Slots.reserve(ctx, r.ContentLength)
 	if err != nil {
 		rv.giveUp(w, r, nil, stageWait)

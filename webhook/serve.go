@@ -71,7 +71,7 @@ type HandlerOptions struct {
 	// DefaultLargeBytes (see LargeBytesFor).
 	LargeBodyBytes int64
 	Log            logr.Logger
-	// Cluster answers what patched Pods reference (SPEC §8); nil when unknown (--policy-dir).
+	// Cluster answers what patched Pods reference (reference §8); nil when unknown (--policy-dir).
 	Cluster policies.Cluster
 }
 

@@ -107,7 +107,7 @@ func slowSenders(ctx context.Context, t *testing.T, addr string, n int, rng *ran
 // TestSlowSendersHoldNoSlots: 8 to 64 connections (generated) that send their bodies slowly,
 // announcing ordinary and large lengths, while the API server's real reviews arrive: every
 // real review is patched. The slow ones hold no handling slot and their room only until their
-// read deadline cuts them off (SPEC §5).
+// read deadline cuts them off (reference §5).
 func TestSlowSendersHoldNoSlots(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 64))
 	counts := []int{8, 64, 8 + rng.IntN(57)}

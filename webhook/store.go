@@ -151,7 +151,7 @@ func (s *Store) Upsert(cm *corev1.ConfigMap) policies.Problems {
 const DefaultCompileBudget = 10 * time.Second
 
 // compile compiles a ConfigMap within the store's budget and the process's compile slots
-// (SPEC §3 "Limits"). Past the budget, the ConfigMap is refused as invalid, with the budget
+// (reference §3 "Limits"). Past the budget, the ConfigMap is refused as invalid, with the budget
 // named, and overBudget is true.
 func (s *Store) compile(cm *corev1.ConfigMap) (ps []*policies.Policy, probs policies.Problems, overBudget bool) {
 	ctx, cancel := context.WithTimeoutCause(context.Background(), s.compileBudget,

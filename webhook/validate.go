@@ -50,13 +50,13 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 	}
 	if req.Namespace != "" {
 		// The request's namespace is where the API server stores the ConfigMap, so it decides
-		// the policies' scope, whatever metadata.namespace says (SPEC §5).
+		// the policies' scope, whatever metadata.namespace says (reference §5).
 		cm.Namespace = req.Namespace
 	}
 	if ctx.Err() != nil {
 		return v.Fallback(req, ReasonBudgetExceeded)
 	}
-	// The compile stops when the request's budget does (SPEC §3 "Limits"): a ConfigMap that
+	// The compile stops when the request's budget does (reference §3 "Limits"): a ConfigMap that
 	// could not be checked in time is let in as failurePolicy Ignore would, and the store, which
 	// compiles it within its own budget, keeps its last good version if it fails there.
 	if err := compiles.acquire(ctx); err != nil {

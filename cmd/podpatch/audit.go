@@ -19,7 +19,7 @@ import (
 	"github.com/podpatch/podpatch/audit"
 )
 
-// auditExitDrift is the exit status of an audit that found drift (SPEC §7).
+// auditExitDrift is the exit status of an audit that found drift (reference §7).
 const auditExitDrift = 3
 
 // auditOptions are the flags of `podpatch audit`.

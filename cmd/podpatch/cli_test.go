@@ -1,7 +1,7 @@
 package main
 
 // These tests build the real podpatch binary once and run it as a user would, checking stdout,
-// stderr and the exit status of `render`, `lint` and `version` (SPEC §4).
+// stderr and the exit status of `render`, `lint` and `version` (reference §4).
 
 import (
 	"bytes"

@@ -39,7 +39,7 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	set, probs := policies.Compile(cms, opts)
-	probs = append(probs, set.SelectionProblems(cms)...) // selectors that contradict each other (SPEC §3 fixed point)
+	probs = append(probs, set.SelectionProblems(cms)...) // selectors that contradict each other (reference §3 fixed point)
 	if len(probs) > 0 {
 		fmt.Fprintln(stdout, policies.ProblemLines(probs))
 		return exitError{1}

@@ -49,7 +49,7 @@ func (o *logOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Development, "log-development", false, "human-readable console logs instead of JSON")
 }
 
-// serveOptions are the flags of `podpatch serve` (SPEC §5): the policy options shared with
+// serveOptions are the flags of `podpatch serve` (reference §5): the policy options shared with
 // render and lint, the webhook's, and those of the leader-elected components.
 type serveOptions struct {
 	policyOptions
@@ -87,7 +87,7 @@ type serveOptions struct {
 	Leader      leader.Options
 }
 
-// newServeOptions returns the defaults of SPEC §5.
+// newServeOptions returns the defaults of reference §5.
 func newServeOptions() *serveOptions {
 	ns := os.Getenv("POD_NAMESPACE")
 	if ns == "" {
@@ -250,7 +250,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 	if err != nil {
 		return err
 	}
-	// The webhook's provenance entries carry the ConfigMap's resourceVersion (SPEC §3), so
+	// The webhook's provenance entries carry the ConfigMap's resourceVersion (reference §3), so
 	// that an object shows which version of a policy shaped it.
 	popts.WithResourceVersion = true
 	ctx = logr.NewContext(ctx, log)
@@ -378,7 +378,7 @@ func delayed(parent context.Context, delay time.Duration, log logr.Logger) (cont
 }
 
 // leaderOnly builds the components that run on the elected replica only: the external URL
-// resolver (SPEC §6) and the periodic audit (SPEC §7). Neither runs without a cluster.
+// resolver (reference §6) and the periodic audit (reference §7). Neither runs without a cluster.
 func (o *serveOptions) leaderOnly(cfg *rest.Config, store *webhook.Store, log logr.Logger) ([]leader.Runnable, error) {
 	if !o.elects() {
 		return nil, nil

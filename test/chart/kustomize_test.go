@@ -236,7 +236,7 @@ func normalise(t *testing.T, o *unstructured.Unstructured) any {
 }
 
 // TestNetworkPolicyByDefault: the base, both overlays and the chart with default values all
-// restrict the webhook port to the control plane's addresses (SPEC §5: only the API server may
+// restrict the webhook port to the control plane's addresses (reference §5: only the API server may
 // ask for patches): one NetworkPolicy selects podpatch's pods, every rule that opens the
 // webhook port names its sources, and the ports it names are the Deployment's; the metrics
 // port stays open to pods and the probe port needs no rule. components/without-network-policy

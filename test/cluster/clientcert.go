@@ -79,7 +79,7 @@ func (ca *ClientCA) Issue(name string) (certPEM, keyPEM []byte, err error) {
 }
 
 // webhookClientCredentials gives kube-apiserver a client certificate for calling webhooks, as
-// a cluster operator would (SPEC §5, --client-ca-file): it writes to dir a new client CA
+// a cluster operator would (reference §5, --client-ca-file): it writes to dir a new client CA
 // (webhook-client-ca.crt, for podpatch), a kubeconfig with a certificate that CA signed, and
 // the AdmissionConfiguration (--admission-control-config-file) that hands that kubeconfig to
 // both webhook admission plugins. It returns the CA and the AdmissionConfiguration's path.

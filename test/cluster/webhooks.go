@@ -60,7 +60,7 @@ func entryManager(name string) (policies.Manager, bool) {
 }
 
 // WebhookSelectorProblems checks a MutatingWebhookConfiguration's entries against the
-// managers' profiles (SPEC §2): every Pod and Service a profile recognises by its own labels
+// managers' profiles (reference §2): every Pod and Service a profile recognises by its own labels
 // is selected by an entry for its resource; every entry is named for a manager that exists,
 // selects only by labels a profile reads, selects objects of that manager and of no other.
 // It returns what is wrong, nil if nothing.

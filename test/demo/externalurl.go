@@ -26,7 +26,7 @@ var schedulerServices = []client.ObjectKey{
 // Dask user sees on their DaskCluster; then it plays the cloud controller for a LoadBalancer
 // Service that asks through Spark's legacy annotation.
 func showExternalURLs(ctx context.Context, c client.Client) error {
-	step("external URLs: where each dashboard is (podpatch.io/external-url, SPEC §6)")
+	step("external URLs: where each dashboard is (podpatch.io/external-url, reference §6)")
 	for _, key := range schedulerServices {
 		s, err := waitForAnnotation(ctx, c, key, policies.ExternalURLAnnotation)
 		if err != nil {

@@ -2,7 +2,7 @@
 // bin/), runs podpatch with the example policies, installs the webhook configurations from
 // manifests/, creates the Dask, Spark, Ray and Flink objects of the fixtures through the API server and
 // prints, for each, what podpatch changed in the stored object, then the external URLs podpatch
-// resolved for the scheduler and driver Services (SPEC §6). With --keep (`make dev`) it
+// resolved for the scheduler and driver Services (reference §6). With --keep (`make dev`) it
 // keeps running and prints a kubeconfig for kubectl.
 package main
 

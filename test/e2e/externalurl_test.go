@@ -30,7 +30,7 @@ const externalURLNamespace = "external-urls"
 var electionFlags = []string{"--leader-elect-lease-duration=8s", "--leader-elect-renew-deadline=6s", "--leader-elect-retry-period=1s"}
 
 // TestExternalURL runs podpatch as its ServiceAccount, with only the RBAC of manifests/base,
-// behind the real API server with the example policies, and goes through SPEC §6: the test
+// behind the real API server with the example policies, and goes through reference §6: the test
 // plays the cloud controller (load-balancer status) and the kubelets (Node addresses).
 func TestExternalURL(t *testing.T) {
 	ctx := contextBackground()

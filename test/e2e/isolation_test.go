@@ -12,7 +12,7 @@ import (
 	"github.com/podpatch/podpatch/policies"
 )
 
-// TestIsolation goes through SPEC §3's isolation rules behind the real API server: a namespace
+// TestIsolation goes through reference §3's isolation rules behind the real API server: a namespace
 // policy setting an infrastructure annotation is refused at `kubectl apply` naming the key and
 // the flag; a Pod that pre-declares the platform's sidecar is stored with the platform's
 // container, none of its own command; and platform policies whose selectors oscillate still

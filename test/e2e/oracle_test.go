@@ -48,14 +48,14 @@ type oracleRow struct {
 	// the API server still disagree, so that the reason is revisited when either side changes.
 	differs string
 	// leftOut, when set, is the rule by which podpatch leaves this lint-valid policy out of the
-	// fixture (SPEC §8, valid in, valid out): the object it produces is the fixture unpatched.
+	// fixture (reference §8, valid in, valid out): the object it produces is the fixture unpatched.
 	leftOut string
 }
 
 // Lint accepts a volume source that leaves out what it names: it patches that source of the
-// object's volume of the same name (SPEC §3, apply golden merge-volumes-and-image-pull-secrets).
+// object's volume of the same name (reference §3, apply golden merge-volumes-and-image-pull-secrets).
 // The worker has no such volume, so it would be added incomplete: podpatch leaves the policy out
-// (SPEC §8, rule volume-source).
+// (reference §8, rule volume-source).
 
 var oracleRows = []oracleRow{
 	// Ephemeral containers are added to running Pods only, through their own subresource.
@@ -87,7 +87,7 @@ var oracleRows = []oracleRow{
 	// Volume mounts.
 	{name: "mount of the policy's volume", part: "template", yaml: `{spec: {volumes: [{name: scratch, emptyDir: {}}], containers: [{name: worker, volumeMounts: [{name: scratch, mountPath: /scratch}]}]}}`},
 	// Lint accepts: a mount may name a volume the object brings (a manager's own volume), which
-	// lint cannot see; the Dask worker has none, so podpatch leaves the policy out (SPEC §8).
+	// lint cannot see; the Dask worker has none, so podpatch leaves the policy out (reference §8).
 	{name: "mount of a volume the object lacks", part: "template", yaml: `{spec: {containers: [{name: worker, volumeMounts: [{name: scratch, mountPath: /scratch}]}]}}`,
 		leftOut: policies.RuleMountWithoutVolume},
 	{name: "mount with absolute subPath", part: "template", yaml: `{spec: {volumes: [{name: scratch, emptyDir: {}}], containers: [{name: worker, volumeMounts: [{name: scratch, mountPath: /scratch, subPath: /abs}]}]}}`},
@@ -207,7 +207,7 @@ var oracleRows = []oracleRow{
 	{name: "toleration", part: "template", yaml: `{spec: {tolerations: [{key: spot, operator: Exists, effect: NoSchedule}]}}`},
 	// Lint accepts: a request is checked against the limit only when the policy sets both, since
 	// the object's limit is unknown to lint; the Dask worker's cpu limit is 1, so podpatch leaves
-	// the policy out (SPEC §8).
+	// the policy out (reference §8).
 	{name: "request above the object's limit", part: "template", yaml: `{spec: {containers: [{name: worker, resources: {requests: {cpu: "2"}}}]}}`,
 		leftOut: policies.RuleRequestAboveLimit},
 	{name: "request with its limit", part: "template", yaml: `{spec: {containers: [{name: worker, resources: {requests: {cpu: "2"}, limits: {cpu: "2"}}}]}}`},
@@ -220,8 +220,8 @@ var oracleRows = []oracleRow{
 	{name: "ports removed from a headless Service", part: "service", yaml: `{spec: {clusterIP: None, ports: null}}`},
 	{name: "spec removed", part: "service", yaml: `{spec: null}`},
 	// Lint accepts: a port without a name merges into the object's port of that number and keeps
-	// its name (SPEC §3, apply golden merge-service-loadbalancer); the scheduler Service has no
-	// port 9000, so it would be added unnamed next to named ones: podpatch leaves it out (SPEC §8).
+	// its name (reference §3, apply golden merge-service-loadbalancer); the scheduler Service has no
+	// port 9000, so it would be added unnamed next to named ones: podpatch leaves it out (reference §8).
 	{name: "unnamed new port", part: "service", yaml: `{spec: {ports: [{port: 9000}]}}`,
 		leftOut: policies.RuleServicePortName},
 	{name: "named new port", part: "service", yaml: `{spec: {ports: [{name: metrics, port: 9000, targetPort: 9000}]}}`},
@@ -345,7 +345,7 @@ func oracleLint(t *testing.T, part string, snippet any) (*policies.Set, error) {
 // as long as rows address containers by name.
 //
 // It also returns the rule by which podpatch left the policy out, if it did: the object is then
-// the fixture as it is (SPEC §8).
+// the fixture as it is (reference §8).
 func oracleObject(t *testing.T, kind policies.Kind, schema any, fixture []byte, snippet any, set *policies.Set) (*unstructured.Unstructured, string, string) {
 	t.Helper()
 	patch, err := json.Marshal(snippet)

@@ -40,7 +40,7 @@ func TestRBACRules(t *testing.T) {
 	base := map[string][]rbacv1.PolicyRule{
 		"ClusterRole/podpatch": {
 			core([]string{"configmaps", "namespaces"}, "list", "watch"),
-			// What patched Pods reference, cached for SPEC §8's check (webhook/references.go).
+			// What patched Pods reference, cached for reference §8's check (webhook/references.go).
 			core([]string{"serviceaccounts", "limitranges"}, "list", "watch"),
 			{APIGroups: []string{"scheduling.k8s.io"}, Resources: []string{"priorityclasses"}, Verbs: []string{"list", "watch"}},
 			{APIGroups: []string{"node.k8s.io"}, Resources: []string{"runtimeclasses"}, Verbs: []string{"list", "watch"}},
@@ -136,7 +136,7 @@ func TestLeastPrivilege(t *testing.T) {
 	require.True(t, apierrors.IsForbidden(err), "no get on ConfigMaps: %v", err)
 	err = asSA.List(ctx, &corev1.SecretList{}, client.InNamespace("podpatch-system"))
 	require.True(t, apierrors.IsForbidden(err), "no list on Secrets: %v", err)
-	// The reference caches (SPEC §8): list, never get.
+	// The reference caches (reference §8): list, never get.
 	require.NoError(t, asSA.List(ctx, &schedulingv1.PriorityClassList{}))
 	require.NoError(t, asSA.List(ctx, &nodev1.RuntimeClassList{}))
 	require.NoError(t, asSA.List(ctx, &corev1.LimitRangeList{}))

@@ -22,7 +22,7 @@ import (
 	"github.com/podpatch/podpatch/test/cluster"
 )
 
-// The validity oracle: SPEC §8's check (policies.Check) must judge a Pod or Service as the API
+// The validity oracle: reference §8's check (policies.Check) must judge a Pod or Service as the API
 // server does — its validation and the admission plugins that run on it (Priority,
 // RuntimeClass, LimitRanger, PodSecurity; the test API server runs without the ServiceAccount
 // plugin) — so that podpatch leaves out exactly the policies that would get an object refused.

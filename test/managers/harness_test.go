@@ -49,7 +49,7 @@ const (
 )
 
 // pendingEngineFix lists the parts of the suite that wait for the engine to keep every object
-// valid (SPEC §8, issue 20): "platform-defaults" leaves testDefaults uninstalled and skips
+// valid (reference §8, issue 20): "platform-defaults" leaves testDefaults uninstalled and skips
 // their checks. The lead empties it once the engine fix is merged.
 var pendingEngineFix = []string{"platform-defaults"}
 

@@ -687,7 +687,7 @@ func (g *gen) metadata(service bool) map[string]any {
 }
 
 // podSpecFields is the top level a namespace policy may reach under the default allow-list
-// (SPEC §3); nil allows everything (platform).
+// (reference §3); nil allows everything (platform).
 func (g *gen) allowPodSpec() func(jsonField) bool {
 	if g.scope == policies.ScopePlatform {
 		return nil

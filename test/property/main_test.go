@@ -1,4 +1,4 @@
-// Package property checks SPEC §8 "valid in, valid out" against a real kube-apiserver: for
+// Package property checks reference §8 "valid in, valid out" against a real kube-apiserver: for
 // random policy sets that podpatch's own lint accepts and real cluster managers' objects that
 // the API server accepts, the object patched by podpatch's engine (policies.Set.Apply, the code
 // path of the webhook and of `podpatch render`) must be accepted too.

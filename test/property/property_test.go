@@ -25,7 +25,7 @@ import (
 	"github.com/podpatch/podpatch/policies"
 )
 
-// TestValidInValidOut is SPEC §8's promise as a property: pairs of (random policy set that
+// TestValidInValidOut is reference §8's promise as a property: pairs of (random policy set that
 // lint accepts, real manager object that the API server accepts); the object patched by
 // podpatch's engine is created with server-side dry run next to its unpatched control, and
 // a refusal counts only when the control is accepted.
@@ -39,7 +39,7 @@ import (
 //	PODPATCH_PROPERTY_WORKERS  concurrent pairs (default 4)
 //	PODPATCH_PROPERTY_REPORT   a file to write the report to (markdown), besides the test log
 //
-// Until the engine leaves out what would make an object invalid (SPEC §8, issue 20), the test
+// Until the engine leaves out what would make an object invalid (reference §8, issue 20), the test
 // is report-only: run it with PODPATCH_PROPERTY_STRICT=1 (or set strictByDefault) to make every
 // refusal a failure.
 func TestValidInValidOut(t *testing.T) {
@@ -147,7 +147,7 @@ type scopedDoc struct {
 type outcome struct {
 	discarded int
 	unmatched bool
-	// skipped are the policies the engine left out to keep the object valid (SPEC §8).
+	// skipped are the policies the engine left out to keep the object valid (reference §8).
 	skipped   []policies.Skipped
 	engineErr error
 	patched   []byte

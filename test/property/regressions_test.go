@@ -14,7 +14,7 @@ import (
 
 // regression is one class of refusal the property test found (issue 20), as a fixed case: a
 // policy set that lint accepts, a manager object from the fixtures that the API server accepts,
-// and the expectation that the patched object is accepted too (SPEC §8). Each class is
+// and the expectation that the patched object is accepted too (reference §8). Each class is
 // described, with the server's message and the suggested fix, in the findings the lead keeps
 // (docs of issue 20).
 type regression struct {
@@ -174,7 +174,7 @@ func TestRegressions(t *testing.T) {
 				}
 				t.Skipf("pending engine fix: %s (%v)", rc.class, err)
 			}
-			require.NoError(t, err, "the patched object must be accepted (SPEC §8)\npodpatch's patch: %s", o.jsonPatch)
+			require.NoError(t, err, "the patched object must be accepted (reference §8)\npodpatch's patch: %s", o.jsonPatch)
 		})
 	}
 	for _, c := range pendingEngineFix {

@@ -2,7 +2,7 @@
 // — policy documents in ConfigMap data, the ConfigMap files of lint, render and --policy-dir,
 // the object streams of render — is converted to JSON here, and only here.
 //
-// YAML is hostile input on a fail-open path (SPEC §3 "Limits"). The conversion is bounded in
+// YAML is hostile input on a fail-open path (reference §3 "Limits"). The conversion is bounded in
 // the input's bytes, nesting depth, node count and output bytes, and refuses, at the node level
 // of the parser and before anything is expanded, every construct that lets a small text stand
 // for a large value: anchors (&a), aliases (*a), merge keys (<<) and tags beyond the core
