@@ -1,6 +1,7 @@
 // Package docs_test checks the documentation against the product: every policy shown in
 // README.md and docs/**/*.md passes `podpatch lint` (or fails it where the text says it
-// should), and every relative Markdown link reaches a file and, with a #fragment, a heading.
+// should), every relative Markdown link reaches a file and, with a #fragment, a heading, and
+// every test the docs name as proof exists.
 // It needs no cluster and runs in `go test ./...`.
 package docs_test
 
