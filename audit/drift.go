@@ -36,6 +36,11 @@ const (
 	// ChangedSinceAdmission: its provenance is current, yet its fields differ — someone
 	// changed them after admission (or a policy changed without podpatch recording versions).
 	ChangedSinceAdmission Reason = "changed-since-admission"
+	// EnforceLeftOut: an enforce policy matches the object but podpatch leaves it out, because
+	// its contribution would get the object refused by the API server (reference §8): the
+	// object runs without the platform's enforced shape, and someone must fix the policy or
+	// the object.
+	EnforceLeftOut Reason = "enforce-left-out"
 )
 
 // Text is the reason in words, for tables and Event messages.
@@ -109,6 +114,9 @@ type PolicyResult struct {
 	// AppliedVersion is the resourceVersion of this policy that the object's provenance names:
 	// empty when it names none, "none" when the policy is missing from it.
 	AppliedVersion string `json:"appliedVersion,omitempty"`
+	// LeftOut, for an enforce policy that podpatch leaves out of this object to keep it valid
+	// (reference §8), is why: the rule and the field (Drift is then true).
+	LeftOut string `json:"leftOut,omitempty"`
 
 	policy *policies.Policy
 }
@@ -152,7 +160,8 @@ func check(set *policies.Set, obj Object) (Finding, bool, error) {
 	if err != nil {
 		return Finding{}, false, fmt.Errorf("%s %s/%s: %w", strings.ToLower(string(obj.Kind)), m.Namespace, m.Name, err)
 	}
-	if !res.Recognised || !res.Changed {
+	leftOut := enforceLeftOut(res.Skipped)
+	if !res.Recognised || (!res.Changed && len(leftOut) == 0) {
 		return Finding{}, false, nil
 	}
 	f := Finding{Kind: obj.Kind, Namespace: m.Namespace, Name: m.Name, UID: m.UID,
@@ -166,6 +175,11 @@ func check(set *policies.Set, obj Object) (Finding, bool, error) {
 	for i, p := range res.Applied {
 		ref, _, _ := strings.Cut(p.Ref, "@")
 		f.Policies[i] = PolicyResult{Ref: p.Ref, Scope: p.Scope, Mode: p.Mode, AppliedVersion: appliedVersion(f.Applied, ref), policy: p}
+	}
+	if len(leftOut) > 0 {
+		// Never silently dropped (reference §8): the object is reported whatever its fields.
+		f.Policies = append(f.Policies, leftOut...)
+		f.Drift, f.Reason = true, EnforceLeftOut
 	}
 	only, err := onlyProvenance(res.Patch)
 	if err != nil {
@@ -194,9 +208,25 @@ func check(set *policies.Set, obj Object) (Finding, bool, error) {
 		return f, true, nil
 	}
 	f.Drift = true
-	f.Reason = reasonFor(f.Applied, res.Applied)
+	if f.Reason == "" { // an enforce policy left out is what most needs saying
+		f.Reason = reasonFor(f.Applied, res.Applied)
+	}
 	attribute(&f, res.Changes)
 	return f, true, nil
+}
+
+// enforceLeftOut are the enforce policies of skipped, which podpatch leaves out of an object to
+// keep it valid, as results that drift.
+func enforceLeftOut(skipped []policies.Skipped) []PolicyResult {
+	var out []PolicyResult
+	for _, s := range skipped {
+		if s.Policy.Mode != policies.ModeEnforce {
+			continue // default and merge policies left out are warned about at admission
+		}
+		out = append(out, PolicyResult{Ref: s.Policy.Ref, Scope: s.Policy.Scope, Mode: s.Policy.Mode, Drift: true,
+			Fields: []string{s.Violation.Field}, LeftOut: s.Violation.String(), policy: s.Policy})
+	}
+	return out
 }
 
 // onlyProvenance reports whether a JSONPatch does nothing but write the provenance annotation.

@@ -59,7 +59,10 @@ func writeTable(w io.Writer, rep *Report) error {
 			fmt.Fprintf(&b, "\n%s %s/%s: %s\n", f.Kind, short(f.Namespace), line(f.Name), f.Reason.Text())
 			for _, p := range f.Policies {
 				fields := "as the policy says"
-				if p.Drift {
+				switch {
+				case p.LeftOut != "":
+					fields = "left out: " + p.LeftOut
+				case p.Drift:
 					fields = strings.Join(p.Fields, ", ")
 				}
 				fmt.Fprintf(&b, "  %s (%s %s): %s\n", short(p.Ref), p.Scope, p.Mode, line(fields))

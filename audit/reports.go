@@ -306,6 +306,11 @@ func result(f Finding, p PolicyResult) openreportsv1alpha1.ReportResult {
 		res.Properties["policyVersion"] = rv
 		res.Properties["appliedVersion"] = p.AppliedVersion
 	}
+	if p.LeftOut != "" {
+		res.Description = Clip(string(EnforceLeftOut)+": "+p.LeftOut, maxProperty)
+		res.Properties["reason"] = string(EnforceLeftOut)
+		res.Properties["leftOut"] = Clip(p.LeftOut, maxProperty)
+	}
 	return res
 }
 

@@ -401,9 +401,6 @@ func (h *harness) checkPatchedWith(t *testing.T, served, control []generated, ns
 // defaults made invalid is never stored, and waitGenerated has failed already.
 func checkDefaults(t *testing.T, pod *unstructured.Unstructured) {
 	t.Helper()
-	if pending("platform-defaults") {
-		t.Skip("pending engine fix: platform-defaults")
-	}
 	spec, _, _ := unstructured.NestedMap(pod.Object, "spec")
 	require.Equal(t, priorityClass, spec["priorityClassName"], "priorityClassName")
 	require.EqualValues(t, priorityClassValue, spec["priority"], "spec.priority, computed by the Priority plugin from the class")

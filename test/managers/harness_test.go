@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,21 +47,9 @@ const (
 	priorityClassValue = 1000
 )
 
-// pendingEngineFix lists the parts of the suite that wait for the engine to keep every object
-// valid (reference §8, issue 20): "platform-defaults" leaves testDefaults uninstalled and skips
-// their checks. The lead empties it once the engine fix is merged.
-var pendingEngineFix = []string{"platform-defaults"}
-
-// pending reports whether a part of the suite waits for the engine fix.
-func pending(part string) bool { return slices.Contains(pendingEngineFix, part) }
-
 // policyDirs are the directories of the policies the suite installs and renders with.
 func policyDirs() []string {
-	dirs := []string{"manifests/examples", testPolicies}
-	if !pending("platform-defaults") {
-		dirs = append(dirs, testDefaults)
-	}
-	return dirs
+	return []string{"manifests/examples", testPolicies, testDefaults}
 }
 
 // harness is the control plane, kube-controller-manager and podpatch shared by the tests.

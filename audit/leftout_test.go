@@ -1,0 +1,58 @@
+package audit
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/podpatch/podpatch/policies"
+)
+
+// TestEnforceLeftOutIsReported: an enforce policy that podpatch leaves out of an object to keep
+// it valid (reference §8) is never silently dropped: the audit reports the object, with the
+// rule, in the finding, the table and the Report; a merge policy left out is not drift.
+func TestEnforceLeftOutIsReported(t *testing.T) {
+	const pod = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"w","namespace":"team","labels":{"dask.org/component":"worker","dask.org/cluster-name":"c"}},
+"spec":{"containers":[{"name":"worker","image":"dask","resources":{"limits":{"cpu":"1"},"requests":{"cpu":"1"}}}]}}`
+	for _, tc := range []struct {
+		mode      policies.Mode
+		reported  bool
+		wantDrift bool
+	}{
+		{policies.ModeEnforce, true, true},
+		{policies.ModeMerge, false, false},
+	} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			set := setOf(t, `apiVersion: podpatch.io/v1alpha1
+kind: PodTemplatePatch
+metadata: {name: big}
+spec:
+  mode: `+string(tc.mode)+`
+  template: {spec: {containers: [{name: "@main", resources: {requests: {cpu: "2"}}}]}}
+`)
+			f, ok, err := Check(set, Object{Kind: policies.KindPod, JSON: []byte(pod)})
+			require.NoError(t, err)
+			require.Equal(t, tc.reported, ok)
+			if !tc.reported {
+				return
+			}
+			require.Equal(t, tc.wantDrift, f.Drift)
+			require.Equal(t, EnforceLeftOut, f.Reason)
+			require.Len(t, f.Policies, 1)
+			p := f.Policies[0]
+			require.Equal(t, policies.ModeEnforce, p.Mode)
+			require.Contains(t, p.LeftOut, policies.RuleRequestAboveLimit)
+
+			r := result(f, p)
+			require.Equal(t, resultFail, r.Result)
+			require.Equal(t, string(EnforceLeftOut), r.Properties["reason"])
+			require.Contains(t, r.Properties["leftOut"], policies.RuleRequestAboveLimit)
+
+			var out bytes.Buffer
+			require.NoError(t, Write(&out, &Report{Objects: []Finding{f}}, "table"))
+			require.Contains(t, out.String(), "enforce left out")
+			require.Contains(t, out.String(), "left out: ")
+		})
+	}
+}
