@@ -29,6 +29,8 @@ type Audit struct {
 	Set    *policies.Set
 	// NamespaceLabels gives a namespace's labels, for match.namespaceSelector.
 	NamespaceLabels func(namespace string) map[string]string
+	// Cluster answers what objects reference (see Object.Cluster); nil: unknown.
+	Cluster policies.Cluster
 	// Owners, when set, resolves owners one level up (see Owners).
 	Owners *Owners
 	// OnFinding gets every audited object, drifting or not.
@@ -60,7 +62,7 @@ func (a *Audit) Run(ctx context.Context, namespace string) (Stats, error) {
 			} else {
 				st.Services++
 			}
-			obj := Object{Kind: kind, JSON: raw}
+			obj := Object{Kind: kind, JSON: raw, Cluster: a.Cluster}
 			if a.NamespaceLabels != nil {
 				obj.NamespaceLabels = a.NamespaceLabels(m.Namespace)
 			}
@@ -148,6 +150,8 @@ type ClusterAudit struct {
 	Options policies.Options
 	// Namespace is the namespace to audit, "" for all.
 	Namespace string
+	// Cluster answers what objects reference (see Object.Cluster); nil: unknown.
+	Cluster policies.Cluster
 	// Warn is told what the audit leaves out (invalid policy ConfigMaps, unpatchable objects).
 	Warn     func(string)
 	Progress func(Stats)
@@ -169,7 +173,7 @@ func (c *ClusterAudit) Run(ctx context.Context) (*Report, error) {
 	}
 	rep := &Report{APIVersion: policies.APIVersion, Kind: "AuditReport", Namespace: c.Namespace, Generation: set.Generation(),
 		Objects: []Finding{}}
-	a := &Audit{Reader: c.Reader, Set: set, Owners: c.Reader.Owners(), Progress: c.Progress,
+	a := &Audit{Reader: c.Reader, Set: set, Owners: c.Reader.Owners(), Progress: c.Progress, Cluster: c.Cluster,
 		NamespaceLabels: func(ns string) map[string]string { return labels[ns] },
 		OnFinding: func(f Finding) {
 			if f.Drift {

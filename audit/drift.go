@@ -53,6 +53,10 @@ type Object struct {
 	JSON []byte
 	// NamespaceLabels are the labels of its namespace, for match.namespaceSelector.
 	NamespaceLabels map[string]string
+	// Cluster answers what the object references, as at admission (reference §8), so that a
+	// policy admission leaves out is left out here too; nil: unknown, nothing is left out for
+	// want of a referenced object.
+	Cluster policies.Cluster
 }
 
 // Finding is the audit of one recognised object that policies match.
@@ -155,7 +159,7 @@ func check(set *policies.Set, obj Object) (Finding, bool, error) {
 		return Finding{}, false, fmt.Errorf("decode %s: %w", strings.ToLower(string(obj.Kind)), err)
 	}
 	m := meta.Metadata
-	in := policies.Input{Kind: obj.Kind, Object: obj.JSON, Namespace: m.Namespace, NamespaceLabels: obj.NamespaceLabels}
+	in := policies.Input{Kind: obj.Kind, Object: obj.JSON, Namespace: m.Namespace, NamespaceLabels: obj.NamespaceLabels, Cluster: obj.Cluster}
 	res, err := set.Patch(in) // obj.JSON was decoded above: valid JSON
 	if err != nil {
 		return Finding{}, false, fmt.Errorf("%s %s/%s: %w", strings.ToLower(string(obj.Kind)), m.Namespace, m.Name, err)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/podpatch/podpatch/policies"
 )
@@ -55,4 +56,38 @@ spec:
 			require.Contains(t, out.String(), "left out: ")
 		})
 	}
+}
+
+// noClasses is a cluster whose synced caches hold no PriorityClass.
+type noClasses struct{}
+
+func (noClasses) PriorityClass(string) (policies.PriorityClassInfo, policies.Presence) {
+	return policies.PriorityClassInfo{}, policies.Absent
+}
+func (noClasses) RuntimeClass(string) (policies.RuntimeClassInfo, policies.Presence) {
+	return policies.RuntimeClassInfo{}, policies.Unknown
+}
+func (noClasses) ServiceAccount(string, string) policies.Presence    { return policies.Unknown }
+func (noClasses) LimitRanges(string) ([]corev1.LimitRangeItem, bool) { return nil, false }
+
+// TestAuditLeavesOutWhatAdmissionLeavesOut: with the cluster's caches, a merge policy naming a
+// PriorityClass that does not exist is left out as at admission, so an object admitted
+// without it does not drift; without them (unknown) the policy is audited as applied.
+func TestAuditLeavesOutWhatAdmissionLeavesOut(t *testing.T) {
+	set := setOf(t, `apiVersion: podpatch.io/v1alpha1
+kind: PodTemplatePatch
+metadata: {name: class}
+spec:
+  template: {spec: {priorityClassName: missing}}
+`)
+	const pod = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"w","namespace":"team","labels":{"dask.org/component":"worker","dask.org/cluster-name":"c"}},
+"spec":{"containers":[{"name":"worker","image":"dask"}]}}`
+	_, ok, err := Check(set, Object{Kind: policies.KindPod, JSON: []byte(pod), Cluster: noClasses{}})
+	require.NoError(t, err)
+	require.False(t, ok, "left out at admission: nothing to audit")
+
+	f, ok, err := Check(set, Object{Kind: policies.KindPod, JSON: []byte(pod)})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.True(t, f.Drift)
 }

@@ -14,9 +14,12 @@ import (
 
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/podpatch/podpatch/audit"
+	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/webhook"
 )
 
 // auditExitDrift is the exit status of an audit that found drift (reference §7).
@@ -95,6 +98,11 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 		Warn: func(msg string) { fmt.Fprintf(stderr, "podpatch audit: warning: %s\n", msg) }}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// The objects patched Pods reference, from the caches the webhook uses, so that the audit
+	// leaves out what admission leaves out (reference §8).
+	if c.Cluster, err = references(ctx, cfg, referencesTimeout); err != nil {
+		fmt.Fprintf(stderr, "podpatch audit: warning: %v; policies that name a missing PriorityClass, RuntimeClass or ServiceAccount are audited as if applied\n", err)
+	}
 	progress.Begin()
 	rep, err := c.Run(ctx)
 	progress.Done()
@@ -111,4 +119,23 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 		return exitError{auditExitDrift}
 	}
 	return nil
+}
+
+// referencesTimeout bounds the wait for the reference caches of `podpatch audit`.
+const referencesTimeout = 15 * time.Second
+
+// references starts the webhook's reference caches against the cluster and waits, at most
+// timeout, until they have synced; they run until ctx is done.
+func references(ctx context.Context, cfg *rest.Config, timeout time.Duration) (policies.Cluster, error) {
+	refs, err := webhook.NewReferences(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("reference caches: %w", err)
+	}
+	go refs.Run(ctx)
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := waitFor(wctx, refs.Synced); err != nil {
+		return nil, fmt.Errorf("reference caches (PriorityClasses, RuntimeClasses, ServiceAccounts, LimitRanges) did not sync within %s: %w", timeout, err)
+	}
+	return refs, nil
 }

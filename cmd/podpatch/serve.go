@@ -291,7 +291,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 	}
 	probes := webhook.Probes(store, srv, m, ctx.Done())
 
-	leaderOnly, err := o.leaderOnly(cfg, store, log)
+	leaderOnly, err := o.leaderOnly(cfg, store, cluster, log)
 	if err != nil {
 		return err
 	}
@@ -379,7 +379,7 @@ func delayed(parent context.Context, delay time.Duration, log logr.Logger) (cont
 
 // leaderOnly builds the components that run on the elected replica only: the external URL
 // resolver (reference §6) and the periodic audit (reference §7). Neither runs without a cluster.
-func (o *serveOptions) leaderOnly(cfg *rest.Config, store *webhook.Store, log logr.Logger) ([]leader.Runnable, error) {
+func (o *serveOptions) leaderOnly(cfg *rest.Config, store *webhook.Store, cluster policies.Cluster, log logr.Logger) ([]leader.Runnable, error) {
 	if !o.elects() {
 		return nil, nil
 	}
@@ -393,7 +393,7 @@ func (o *serveOptions) leaderOnly(cfg *rest.Config, store *webhook.Store, log lo
 	}
 	if o.AuditInterval > 0 {
 		a, err := audit.NewPeriodic(audit.PeriodicOptions{Config: cfg, Interval: o.AuditInterval,
-			Policies: func() *policies.Set { return store.Snapshot().Set }, NamespaceLabels: store.NamespaceLabels,
+			Policies: func() *policies.Set { return store.Snapshot().Set }, NamespaceLabels: store.NamespaceLabels, Cluster: cluster,
 			Ready: store.Synced, Registry: crmetrics.Registry, Log: log.WithName("audit")})
 		if err != nil {
 			return nil, err
