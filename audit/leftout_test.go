@@ -69,6 +69,7 @@ func (noClasses) RuntimeClass(string) (policies.RuntimeClassInfo, policies.Prese
 }
 func (noClasses) ServiceAccount(string, string) policies.Presence    { return policies.Unknown }
 func (noClasses) LimitRanges(string) ([]corev1.LimitRangeItem, bool) { return nil, false }
+func (noClasses) ServiceIPFamilies() ([]corev1.IPFamily, bool)       { return nil, false }
 
 // TestAuditLeavesOutWhatAdmissionLeavesOut: with the cluster's caches, a merge policy naming a
 // PriorityClass that does not exist is left out as at admission, so an object admitted

@@ -63,6 +63,9 @@ type Cluster interface {
 	ServiceAccount(namespace, name string) Presence
 	// LimitRanges returns the limits of a namespace's LimitRanges; ok is false when unknown.
 	LimitRanges(namespace string) (items []corev1.LimitRangeItem, ok bool)
+	// ServiceIPFamilies returns the IP families the cluster allocates Service cluster IPs
+	// from, the primary first (reference §8, validity_families.go); ok is false when unknown.
+	ServiceIPFamilies() (families []corev1.IPFamily, ok bool)
 }
 
 // Violation is one reason the API server would refuse an object.

@@ -61,6 +61,7 @@ var Rules = []string{
 	RuleServicePortName, RuleServiceDuplicatePort, RuleServicePortsRequired, RuleServiceExternalName,
 	RulePodResources, RuleResourceClaimNotFound, RuleVolumeSource, RuleServiceClusterIPs, RulePodOS,
 	RulePodFieldConflict, RuleEnvSource,
+	RuleServiceIPFamilies,
 }
 
 // maxAnnotationsBytes is the API server's limit on the total size of an object's annotations.
@@ -853,6 +854,7 @@ func (c *checker) service(obj map[string]any) {
 			c.add(RuleServiceTypeField, "metadata.annotations["+corev1.AnnotationLoadBalancerSourceRangesKey+"]", "may be set only for type LoadBalancer, not "+typ)
 		}
 	}
+	c.ipFamilies(spec) // validity_families.go
 	// sessionAffinityConfig with sessionAffinity None is no violation: defaulting drops it.
 	ports := listOf(spec["ports"])
 	if len(ports) == 0 && typ != string(corev1.ServiceTypeExternalName) && !headless {

@@ -25,6 +25,7 @@ type fakeCluster struct {
 	runtime  map[string]RuntimeClassInfo
 	accounts map[string]bool // namespace/name
 	limits   map[string][]corev1.LimitRangeItem
+	families []corev1.IPFamily // Service IP families; none: unknown
 }
 
 func (f *fakeCluster) PriorityClass(name string) (PriorityClassInfo, Presence) {
@@ -59,6 +60,10 @@ func (f *fakeCluster) ServiceAccount(ns, name string) Presence {
 
 func (f *fakeCluster) LimitRanges(ns string) ([]corev1.LimitRangeItem, bool) {
 	return f.limits[ns], !f.unknown
+}
+
+func (f *fakeCluster) ServiceIPFamilies() ([]corev1.IPFamily, bool) {
+	return f.families, !f.unknown && len(f.families) > 0
 }
 
 // fixtureJSON reads a manager fixture as JSON, with edits applied to its decoded form.

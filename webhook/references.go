@@ -2,8 +2,11 @@ package webhook
 
 import (
 	"context"
+	"net/netip"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,7 +22,8 @@ import (
 
 // References answers policies.Cluster from informer caches: the PriorityClasses, RuntimeClasses,
 // ServiceAccounts (metadata only) and LimitRanges that the API server's admission plugins look
-// up when they run again on a patched Pod (reference §8). Lookups read the caches only, never the
+// up when they run again on a patched Pod, and the ServiceCIDRs that tell which IP families a
+// Service may have (reference §8). Lookups read the caches only, never the
 // API server; a cache that has not synced (or that RBAC keeps from syncing) answers Unknown, so
 // no policy is ever left out for what podpatch cannot know.
 type References struct {
@@ -29,6 +33,7 @@ type References struct {
 	runtime  toolscache.SharedIndexInformer
 	limits   toolscache.SharedIndexInformer
 	accounts toolscache.SharedIndexInformer
+	cidrs    toolscache.SharedIndexInformer
 }
 
 var _ policies.Cluster = (*References)(nil)
@@ -55,9 +60,10 @@ func newReferences(cs kubernetes.Interface, md metadata.Interface) (*References,
 	r.runtime = r.factory.Node().V1().RuntimeClasses().Informer()
 	r.limits = r.factory.Core().V1().LimitRanges().Informer()
 	r.accounts = r.metadata.ForResource(corev1.SchemeGroupVersion.WithResource("serviceaccounts")).Informer()
+	r.cidrs = r.factory.Networking().V1().ServiceCIDRs().Informer()
 	// Only what the lookups read is kept: a cluster's ServiceAccounts are many, their
 	// annotations and managed fields are not needed.
-	for _, inf := range []toolscache.SharedIndexInformer{r.priority, r.runtime, r.limits, r.accounts} {
+	for _, inf := range []toolscache.SharedIndexInformer{r.priority, r.runtime, r.limits, r.accounts, r.cidrs} {
 		if err := inf.SetTransform(trimReference); err != nil {
 			return nil, err
 		}
@@ -85,9 +91,11 @@ func (r *References) Run(ctx context.Context) {
 	r.metadata.Shutdown()
 }
 
-// Synced reports whether every cache has synced.
+// Synced reports whether every cache has synced. (On a cluster without the ServiceCIDR API,
+// older than Kubernetes 1.33, it never does; ServiceIPFamilies then answers unknown.)
 func (r *References) Synced() bool {
-	return r.priority.HasSynced() && r.runtime.HasSynced() && r.limits.HasSynced() && r.accounts.HasSynced()
+	return r.priority.HasSynced() && r.runtime.HasSynced() && r.limits.HasSynced() && r.accounts.HasSynced() &&
+		r.cidrs.HasSynced()
 }
 
 // PriorityClass implements policies.Cluster.
@@ -181,4 +189,41 @@ func (r *References) LimitRanges(namespace string) ([]corev1.LimitRangeItem, boo
 		}
 	}
 	return items, true
+}
+
+// defaultServiceCIDR is the ServiceCIDR kube-apiserver creates from --service-cluster-ip-range
+// (and keeps equal to it): the ranges its Service cluster IP allocators serve.
+const defaultServiceCIDR = "kubernetes"
+
+// ServiceIPFamilies implements policies.Cluster: the families of the default ServiceCIDR's
+// ranges, the primary first. kube-apiserver allocates cluster IPs of those families only (other
+// ServiceCIDRs extend a family's ranges, never add a family), so it is unknown when the cache
+// has not synced, the API is absent or forbidden, or the cluster has no default ServiceCIDR.
+func (r *References) ServiceIPFamilies() ([]corev1.IPFamily, bool) {
+	if !r.cidrs.HasSynced() {
+		return nil, false
+	}
+	obj, ok, err := r.cidrs.GetStore().GetByKey(defaultServiceCIDR)
+	if err != nil || !ok {
+		return nil, false
+	}
+	sc, ok := obj.(*networkingv1.ServiceCIDR)
+	if !ok {
+		return nil, false
+	}
+	var families []corev1.IPFamily
+	for _, cidr := range sc.Spec.CIDRs[:min(len(sc.Spec.CIDRs), 2)] { // at most one per family
+		p, err := netip.ParsePrefix(cidr)
+		if err != nil {
+			return nil, false
+		}
+		f := corev1.IPv6Protocol
+		if p.Addr().Is4() {
+			f = corev1.IPv4Protocol
+		}
+		if !slices.Contains(families, f) {
+			families = append(families, f)
+		}
+	}
+	return families, len(families) > 0
 }

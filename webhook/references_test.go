@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -76,4 +77,44 @@ func TestReferences(t *testing.T) {
 	items, ok = r.LimitRanges("team-b")
 	require.True(t, ok)
 	require.Empty(t, items)
+}
+
+// TestReferencesServiceIPFamilies: the families come from the default ServiceCIDR "kubernetes",
+// the primary first; other ServiceCIDRs add none; without the default, or before the cache
+// synced, they are unknown.
+func TestReferencesServiceIPFamilies(t *testing.T) {
+	cidr := func(name string, cidrs ...string) *networkingv1.ServiceCIDR {
+		return &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: networkingv1.ServiceCIDRSpec{CIDRs: cidrs}}
+	}
+	scheme := runtime.NewScheme()
+	require.NoError(t, metav1.AddMetaToScheme(scheme))
+	for _, c := range []struct {
+		name  string
+		objs  []runtime.Object
+		want  []corev1.IPFamily
+		known bool
+	}{
+		{"IPv4 single stack, an extra IPv6 ServiceCIDR adds no family",
+			[]runtime.Object{cidr("kubernetes", "10.96.0.0/16"), cidr("more", "fd00:10::/108")}, []corev1.IPFamily{corev1.IPv4Protocol}, true},
+		{"IPv6 single stack", []runtime.Object{cidr("kubernetes", "fd00:10::/108")}, []corev1.IPFamily{corev1.IPv6Protocol}, true},
+		{"dual stack, IPv6 primary", []runtime.Object{cidr("kubernetes", "fd00:10::/108", "10.96.0.0/16")},
+			[]corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}, true},
+		{"no default ServiceCIDR", []runtime.Object{cidr("more", "10.96.0.0/16")}, nil, false},
+		{"a default that does not parse", []runtime.Object{cidr("kubernetes", "not-a-cidr")}, nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := newReferences(fake.NewClientset(c.objs...), metadatafake.NewSimpleMetadataClient(scheme))
+			require.NoError(t, err)
+			_, ok := r.ServiceIPFamilies()
+			require.False(t, ok, "before the cache synced")
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); r.Run(ctx) }()
+			t.Cleanup(func() { cancel(); <-done })
+			require.Eventually(t, r.Synced, 10*time.Second, 10*time.Millisecond)
+			got, ok := r.ServiceIPFamilies()
+			require.Equal(t, c.known, ok)
+			require.Equal(t, c.want, got)
+		})
+	}
 }

@@ -28,6 +28,7 @@ func (noClasses) RuntimeClass(string) (policies.RuntimeClassInfo, policies.Prese
 }
 func (noClasses) ServiceAccount(string, string) policies.Presence    { return policies.Absent }
 func (noClasses) LimitRanges(string) ([]corev1.LimitRangeItem, bool) { return nil, true }
+func (noClasses) ServiceIPFamilies() ([]corev1.IPFamily, bool)       { return nil, false }
 
 // TestMutateSkipped: a policy that would make the Pod invalid is left out; the response applies
 // the others and says, in a bounded number of warnings, which policy was left out and by which

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -44,6 +45,7 @@ func TestRBACRules(t *testing.T) {
 			core([]string{"serviceaccounts", "limitranges"}, "list", "watch"),
 			{APIGroups: []string{"scheduling.k8s.io"}, Resources: []string{"priorityclasses"}, Verbs: []string{"list", "watch"}},
 			{APIGroups: []string{"node.k8s.io"}, Resources: []string{"runtimeclasses"}, Verbs: []string{"list", "watch"}},
+			{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"servicecidrs"}, Verbs: []string{"list", "watch"}},
 			core([]string{"events"}, "create", "patch"),
 		},
 		// The external URL resolver: Services it watches and patches, the Deployment between a
@@ -140,6 +142,9 @@ func TestLeastPrivilege(t *testing.T) {
 	require.NoError(t, asSA.List(ctx, &schedulingv1.PriorityClassList{}))
 	require.NoError(t, asSA.List(ctx, &nodev1.RuntimeClassList{}))
 	require.NoError(t, asSA.List(ctx, &corev1.LimitRangeList{}))
+	require.NoError(t, asSA.List(ctx, &networkingv1.ServiceCIDRList{}))
+	err = asSA.Get(ctx, client.ObjectKey{Name: "kubernetes"}, &networkingv1.ServiceCIDR{})
+	require.True(t, apierrors.IsForbidden(err), "no get on ServiceCIDRs: %v", err)
 	require.NoError(t, asSA.List(ctx, &corev1.ServiceAccountList{}, client.InNamespace("team-a")))
 	err = asSA.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "default"}, &corev1.ServiceAccount{})
 	require.True(t, apierrors.IsForbidden(err), "no get on ServiceAccounts: %v", err)

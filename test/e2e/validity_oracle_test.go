@@ -225,6 +225,12 @@ func (oracleCluster) LimitRanges(ns string) ([]corev1.LimitRangeItem, bool) {
 	return nil, true
 }
 
+// ServiceIPFamilies: the test API server runs with the default --service-cluster-ip-range, an
+// IPv4 range.
+func (oracleCluster) ServiceIPFamilies() ([]corev1.IPFamily, bool) {
+	return []corev1.IPFamily{corev1.IPv4Protocol}, true
+}
+
 var oracleLimitRange = corev1.LimitRangeItem{Type: corev1.LimitTypeContainer,
 	Max:                  corev1.ResourceList{"memory": resource.MustParse("4Gi")},
 	Min:                  corev1.ResourceList{"memory": resource.MustParse("64Mi")},

@@ -1,0 +1,134 @@
+package policies
+
+import (
+	"net/netip"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// RuleServiceIPFamilies: a Service's IP families must be ones the cluster serves (reference §8). The
+// API server's Service storage (initIPFamilyFields in pkg/registry/core/service/storage) refuses
+// a family it has no cluster IP allocator for, dual stack demanded of a single-stack cluster,
+// and two families or cluster IPs under a SingleStack policy (what a missing policy means on
+// create). Its allocators are those of --service-cluster-ip-range, which the default
+// ServiceCIDR "kubernetes" mirrors; Cluster.ServiceIPFamilies reads it.
+const RuleServiceIPFamilies = "service-ip-families"
+
+// maxFamilyEntries bounds the ipFamilies and clusterIPs entries the rule reads: the API server
+// accepts at most two of each, and refuses longer lists for a reason of their own.
+const maxFamilyEntries = 4
+
+// ipFamilies checks a Service's ipFamilyPolicy, ipFamilies and clusterIPs as the API server's
+// allocation step does when it creates the Service.
+func (c *checker) ipFamilies(spec map[string]any) {
+	if strOf(spec["type"]) == string(corev1.ServiceTypeExternalName) {
+		return // no cluster IP: the allocator looks at nothing
+	}
+	families := make([]string, 0, 2)
+	for _, f := range boundedList(spec["ipFamilies"]) {
+		families = append(families, strOf(f))
+	}
+	ips := make([]string, 0, 2)
+	for _, ip := range boundedList(spec["clusterIPs"]) {
+		ips = append(ips, strOf(ip))
+	}
+	if len(ips) == 0 && strOf(spec["clusterIP"]) != "" {
+		ips = append(ips, strOf(spec["clusterIP"])) // the create strategy fills clusterIPs so
+	}
+	headless := strOf(spec["clusterIP"]) == corev1.ClusterIPNone
+	selectorless := len(mapOf(spec["selector"])) == 0
+	policy := strOf(spec["ipFamilyPolicy"])
+	if policy == "" {
+		// A missing policy on create: RequireDualStack for a headless Service without a
+		// selector, SingleStack for any other.
+		policy = string(corev1.IPFamilyPolicySingleStack)
+		if headless && selectorless {
+			policy = string(corev1.IPFamilyPolicyRequireDualStack)
+		}
+	}
+	before := len(c.out)
+	if policy == string(corev1.IPFamilyPolicySingleStack) {
+		// Whatever the cluster serves.
+		if len(ips) == 2 {
+			c.add(RuleServiceIPFamilies, "spec.ipFamilyPolicy", "must be RequireDualStack or PreferDualStack when two cluster IPs are set")
+		}
+		if len(families) == 2 {
+			c.add(RuleServiceIPFamilies, "spec.ipFamilyPolicy", "must be RequireDualStack or PreferDualStack when two IP families are set")
+		}
+	}
+	if c.env.cluster == nil {
+		return
+	}
+	configured, ok := c.env.cluster.ServiceIPFamilies()
+	if !ok || len(configured) == 0 {
+		return // unknown: no verdict
+	}
+	served := func(f string) bool { return slices.Contains(configured, corev1.IPFamily(f)) }
+	// The families of cluster IPs beyond those ipFamilies lists are inferred from the IPs.
+	for i, ip := range ips {
+		if ip == corev1.ClusterIPNone {
+			break
+		}
+		if i < len(families) {
+			continue
+		}
+		fam, ok := ipFamilyOf(ip)
+		if !ok {
+			break // not an IP: refused by validation, for a reason of its own
+		}
+		if !served(fam) {
+			c.add(RuleServiceIPFamilies, "spec.clusterIPs["+strconv.Itoa(i)+"]", fam+" is not configured on this cluster (it serves "+joinFamilies(configured)+")")
+			continue
+		}
+		families = append(families, fam)
+	}
+	if len(c.out) > before {
+		return // the API server stops at these
+	}
+	if headless && selectorless {
+		return // a headless Service without a selector may name any family
+	}
+	if policy == string(corev1.IPFamilyPolicyRequireDualStack) && len(configured) < 2 {
+		c.add(RuleServiceIPFamilies, "spec.ipFamilyPolicy", "RequireDualStack, but this cluster is not configured for dual-stack Services (it serves "+joinFamilies(configured)+")")
+	}
+	for i, f := range families {
+		if (f == string(corev1.IPv4Protocol) || f == string(corev1.IPv6Protocol)) && !served(f) {
+			c.add(RuleServiceIPFamilies, "spec.ipFamilies["+strconv.Itoa(i)+"]", f+" is not configured on this cluster (it serves "+joinFamilies(configured)+")")
+		}
+	}
+}
+
+// boundedList is a list member's first maxFamilyEntries entries.
+func boundedList(v any) []any {
+	l := listOf(v)
+	return l[:min(len(l), maxFamilyEntries)]
+}
+
+// ipFamilyOf is the family of an IP address as the API server tells it (an IPv4-mapped IPv6
+// address is IPv4); false when s is not an address.
+func ipFamilyOf(s string) (string, bool) {
+	if len(s) > 64 { // longer than any address
+		return "", false
+	}
+	a, err := netip.ParseAddr(s)
+	switch {
+	case err != nil:
+		return "", false
+	case a.Is4() || a.Is4In6():
+		return string(corev1.IPv4Protocol), true
+	}
+	return string(corev1.IPv6Protocol), true
+}
+
+func joinFamilies(fs []corev1.IPFamily) string {
+	out := ""
+	for i, f := range fs {
+		if i > 0 {
+			out += " and "
+		}
+		out += string(f)
+	}
+	return out
+}
