@@ -14,6 +14,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -99,15 +101,17 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	// The objects patched Pods reference, from the caches the webhook uses, so that the audit
-	// leaves out what admission leaves out (reference §8).
-	if c.Cluster, err = references(ctx, cfg, referencesTimeout); err != nil {
-		fmt.Fprintf(stderr, "podpatch audit: warning: %v; policies that name a missing PriorityClass, RuntimeClass or ServiceAccount are audited as if applied\n", err)
-	}
+	// leaves out what admission leaves out (reference §8). Without them the audit still runs.
+	var refErr error
+	c.Cluster, refErr = references(ctx, cfg, referencesTimeout)
 	progress.Begin()
 	rep, err := c.Run(ctx)
 	progress.Done()
 	if err != nil {
 		return err
+	}
+	if refErr != nil {
+		fmt.Fprintf(stderr, "podpatch audit: warning: %v; policies that name a missing PriorityClass, RuntimeClass or ServiceAccount are audited as if applied\n", refErr)
 	}
 	if err := audit.Write(stdout, rep, o.Output); err != nil {
 		return err
@@ -124,9 +128,47 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 // referencesTimeout bounds the wait for the reference caches of `podpatch audit`.
 const referencesTimeout = 15 * time.Second
 
+// referenceLists are what the reference caches list; `podpatch audit` tries each once first, so
+// that a user who may not list them gets one warning, not the informers' retries.
+var referenceLists = []struct {
+	name string
+	list func(context.Context, kubernetes.Interface, metav1.ListOptions) error
+}{
+	{"priorityclasses", func(ctx context.Context, cs kubernetes.Interface, o metav1.ListOptions) error {
+		_, err := cs.SchedulingV1().PriorityClasses().List(ctx, o)
+		return err
+	}},
+	{"runtimeclasses", func(ctx context.Context, cs kubernetes.Interface, o metav1.ListOptions) error {
+		_, err := cs.NodeV1().RuntimeClasses().List(ctx, o)
+		return err
+	}},
+	{"limitranges", func(ctx context.Context, cs kubernetes.Interface, o metav1.ListOptions) error {
+		_, err := cs.CoreV1().LimitRanges("").List(ctx, o)
+		return err
+	}},
+	{"serviceaccounts", func(ctx context.Context, cs kubernetes.Interface, o metav1.ListOptions) error {
+		_, err := cs.CoreV1().ServiceAccounts("").List(ctx, o)
+		return err
+	}},
+	{"servicecidrs", func(ctx context.Context, cs kubernetes.Interface, o metav1.ListOptions) error {
+		_, err := cs.NetworkingV1().ServiceCIDRs().List(ctx, o)
+		return err
+	}},
+}
+
 // references starts the webhook's reference caches against the cluster and waits, at most
-// timeout, until they have synced; they run until ctx is done.
+// timeout, until they have synced; they run until ctx is done. It starts none when the user
+// may not list what they cache.
 func references(ctx context.Context, cfg *rest.Config, timeout time.Duration) (policies.Cluster, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("reference caches: %w", err)
+	}
+	for _, l := range referenceLists {
+		if err := l.list(ctx, cs, metav1.ListOptions{Limit: 1}); err != nil {
+			return nil, fmt.Errorf("reference caches: list %s: %w", l.name, err)
+		}
+	}
 	refs, err := webhook.NewReferences(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("reference caches: %w", err)
