@@ -14,20 +14,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies"
 )
-
-// maxEventMessage keeps Event messages within what the API server accepts.
-const maxEventMessage = 1000
 
 // PublishDelay is the shortest time between two publishes of policy changes. A change is
 // served at once unless the last publish is more recent; then it waits for the end of that
@@ -44,13 +38,14 @@ type ClusterFeed struct {
 	store    *Store
 	refs     *References
 	cache    cache.Cache
-	recorder record.EventRecorder
-	events   record.EventBroadcaster
-	changed  chan struct{} // a change waits to be published
+	recorder *kube.Recorder // the kit's
+	changed  chan struct{}  // a change waits to be published
 }
 
-// NewClusterFeed builds the informers and the Event recorder. It does not start them.
-func NewClusterFeed(cfg *rest.Config, opts policies.Options, m *Metrics, log logr.Logger) (*ClusterFeed, *Store, error) {
+// NewClusterFeed builds the informers on the cluster kit's configuration; InvalidPolicy Events
+// go through the kit's recorder. It does not start them.
+func NewClusterFeed(kit *kube.Kit, opts policies.Options, m *Metrics, log logr.Logger) (*ClusterFeed, *Store, error) {
+	cfg := kit.Config
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, nil, err
@@ -63,18 +58,11 @@ func NewClusterFeed(cfg *rest.Config, opts policies.Options, m *Metrics, log log
 	if err != nil {
 		return nil, nil, fmt.Errorf("policy cache: %w", err)
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
 	refs, err := NewReferences(cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reference caches: %w", err)
 	}
-	events := record.NewBroadcaster()
-	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
-	f := &ClusterFeed{cache: c, refs: refs, events: events, changed: make(chan struct{}, 1),
-		recorder: events.NewRecorder(scheme, corev1.EventSource{Component: "podpatch"})}
+	f := &ClusterFeed{cache: c, refs: refs, changed: make(chan struct{}, 1), recorder: kit.Recorder("podpatch")}
 	f.store = NewStore(opts, m, func(cm *corev1.ConfigMap, probs policies.Problems) {
 		log.Info("policy ConfigMap fails to compile; keeping its last good version",
 			"namespace", cm.Namespace, "name", cm.Name, "problems", len(probs))
@@ -88,7 +76,6 @@ func NewClusterFeed(cfg *rest.Config, opts policies.Options, m *Metrics, log log
 // before its handlers have been told about each object: with a thousand ConfigMaps, podpatch
 // was ready with a third of them).
 func (f *ClusterFeed) Start(ctx context.Context) error {
-	defer f.events.Shutdown()
 	refsDone := make(chan struct{})
 	go func() { defer close(refsDone); f.refs.Run(ctx) }()
 	defer func() { <-refsDone }()
@@ -161,14 +148,10 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 // runs; admission never waits for them to sync.
 func (f *ClusterFeed) References() *References { return f.refs }
 
-// invalidPolicyMessage is the InvalidPolicy Event's message: the first problems, cut to what
-// the API server accepts.
+// invalidPolicyMessage is the InvalidPolicy Event's message: the first problems, clipped to
+// what the API server accepts (kube.MaxEventMessage, as the recorder does).
 func invalidPolicyMessage(probs policies.Problems) string {
-	msg := strings.Join(problemLines("", probs), "\n")
-	if len(msg) > maxEventMessage {
-		msg = strings.ToValidUTF8(msg[:maxEventMessage-3], "") + "..."
-	}
-	return msg
+	return kube.Clip(strings.Join(problemLines("", probs), "\n"), kube.MaxEventMessage)
 }
 
 func (f *ClusterFeed) upsert(obj any) {
