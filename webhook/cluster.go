@@ -11,13 +11,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/metadata/metadatainformer"
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies"
@@ -33,11 +31,13 @@ const PublishDelay = 100 * time.Millisecond
 
 // ClusterFeed keeps a Store current from the API server: an informer on ConfigMaps labelled
 // podpatch.io/policy=true only (the webhook never holds every ConfigMap of the cluster) and a
-// metadata-only informer on Namespaces for their labels.
+// metadata-only informer on Namespaces for their labels, both client-go shared informers on
+// the cluster kit's clients (docs/ARCHITECTURE.md, one client idiom).
 type ClusterFeed struct {
 	store    *Store
 	refs     *References
-	cache    cache.Cache
+	policies informers.SharedInformerFactory
+	meta     metadatainformer.SharedInformerFactory
 	recorder *kube.Recorder // the kit's
 	changed  chan struct{}  // a change waits to be published
 }
@@ -45,24 +45,14 @@ type ClusterFeed struct {
 // NewClusterFeed builds the informers on the cluster kit's configuration; InvalidPolicy Events
 // go through the kit's recorder. It does not start them.
 func NewClusterFeed(kit *kube.Kit, opts policies.Options, m *Metrics, log logr.Logger) (*ClusterFeed, *Store, error) {
-	cfg := kit.Config
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, nil, err
-	}
-	sel := labels.SelectorFromSet(labels.Set{policies.PolicyLabel: "true"})
-	c, err := cache.New(cfg, cache.Options{
-		Scheme:   scheme,
-		ByObject: map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {Label: sel}},
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("policy cache: %w", err)
-	}
-	refs, err := NewReferences(cfg)
+	sel := labels.SelectorFromSet(labels.Set{policies.PolicyLabel: "true"}).String()
+	pf := informers.NewSharedInformerFactoryWithOptions(kit.Clientset, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
+	refs, err := NewReferences(kit.Config)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reference caches: %w", err)
 	}
-	f := &ClusterFeed{cache: c, refs: refs, changed: make(chan struct{}, 1), recorder: kit.Recorder("podpatch")}
+	f := &ClusterFeed{policies: pf, meta: metadatainformer.NewSharedInformerFactory(kit.Metadata, 0), refs: refs, changed: make(chan struct{}, 1), recorder: kit.Recorder("podpatch")}
 	f.store = NewStore(opts, m, func(cm *corev1.ConfigMap, probs policies.Problems) {
 		log.Info("policy ConfigMap fails to compile; keeping its last good version",
 			"namespace", cm.Namespace, "name", cm.Name, "problems", len(probs))
@@ -79,10 +69,9 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 	refsDone := make(chan struct{})
 	go func() { defer close(refsDone); f.refs.Run(ctx) }()
 	defer func() { <-refsDone }()
-	cmInf, err := f.cache.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		return err
-	}
+	defer f.policies.Shutdown()
+	defer f.meta.Shutdown()
+	cmInf := f.policies.Core().V1().ConfigMaps().Informer()
 	cmHandler, err := cmInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { f.upsert(obj) },
 		UpdateFunc: func(_, obj any) { f.upsert(obj) },
@@ -99,12 +88,7 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	nsMeta := &metav1.PartialObjectMetadata{}
-	nsMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	nsInf, err := f.cache.GetInformer(ctx, nsMeta)
-	if err != nil {
-		return err
-	}
+	nsInf := f.meta.ForResource(corev1.SchemeGroupVersion.WithResource("namespaces")).Informer()
 	nsHandler, err := nsInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { f.namespace(obj, false) },
 		UpdateFunc: func(_, obj any) { f.namespace(obj, false) },
@@ -113,29 +97,27 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- f.cache.Start(ctx) }()
+	f.policies.Start(ctx.Done())
+	f.meta.Start(ctx.Done())
 	handled := func(context.Context) (bool, error) { return cmHandler.HasSynced() && nsHandler.HasSynced(), nil }
-	if !f.cache.WaitForCacheSync(ctx) || wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, handled) != nil {
-		if err := <-errc; err != nil {
-			return err
-		}
+	if !toolscache.WaitForCacheSync(ctx.Done(), cmInf.HasSynced, nsInf.HasSynced) ||
+		wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, handled) != nil {
 		return errors.New("policy cache did not sync")
 	}
 	f.store.MarkSynced()
 	last := time.Now() // the last publish
 	for {
 		select {
-		case err := <-errc:
-			return err
+		case <-ctx.Done():
+			return nil
 		case <-f.changed:
 		}
 		if wait := time.Until(last.Add(PublishDelay)); wait > 0 {
 			t := time.NewTimer(wait)
 			select {
-			case err := <-errc:
+			case <-ctx.Done():
 				t.Stop()
-				return err
+				return nil
 			case <-t.C:
 			}
 		}
@@ -173,7 +155,7 @@ func (f *ClusterFeed) namespace(obj any, deleted bool) {
 	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	ns, ok := obj.(client.Object)
+	ns, ok := obj.(metav1.Object)
 	if !ok {
 		return
 	}
