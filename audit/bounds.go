@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/podpatch/podpatch/internal/kube"
 )
 
 // Bounds of what the audit writes (issue 21). Every string of a Finding comes from a live
@@ -40,23 +42,12 @@ const (
 	MaxTableLine = 2048
 )
 
-// ellipsis marks a clipped string or list.
-const ellipsis = "…"
-
 // Clip returns s if it has at most n bytes, else its head, cut at a character boundary, and
 // an ellipsis saying how many bytes were left out, n bytes at most in all (n ≥ 32).
-func Clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	// The marker's digits are at most those of len(s): the head never makes it longer.
-	marker := len(ellipsis+"(+ bytes)") + len(strconv.Itoa(len(s)))
-	k := max(n-marker, 0)
-	for k > 0 && !utf8.RuneStart(s[k]) {
-		k--
-	}
-	return strings.ToValidUTF8(s[:k], "") + ellipsis + "(+" + strconv.Itoa(len(s)-k) + " bytes)"
-}
+func Clip(s string, n int) string { return kube.Clip(s, n) }
+
+// ellipsis marks a clipped string or list.
+const ellipsis = "…"
 
 // clipList clips each entry to MaxString and keeps at most MaxFindingList entries, the last
 // saying how many more there were.

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies"
 )
 
@@ -186,10 +187,10 @@ func TestHostileObjectsGiveBoundedOutput(t *testing.T) {
 	}
 
 	rec := record.NewFakeRecorder(100)
-	newOwnerEvents(rec).update(rep.Objects)
+	newOwnerEvents(kube.NewRecorder(rec)).update(rep.Objects)
 	require.Len(t, rec.Events, 1, "one Event for the plausible owner; none for owners that cannot exist")
 	msg := <-rec.Events
-	require.LessOrEqual(t, len(msg), maxEventMessage+len("Warning PolicyDrift "))
+	require.LessOrEqual(t, len(msg), kube.MaxEventMessage+len("Warning PolicyDrift "))
 	require.Contains(t, msg, "3 object(s) drift")
 }
 

@@ -9,7 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
+
+	"github.com/podpatch/podpatch/internal/kube"
 )
 
 // Event reasons on the custom resources that own drifting objects.
@@ -20,8 +21,6 @@ const (
 	EventDriftResolved = "PolicyDriftResolved"
 	// maxEventsPerRound bounds the Events one round writes; the rest follow in later rounds.
 	maxEventsPerRound = 100
-	// maxEventMessage keeps Event messages within what the API server accepts.
-	maxEventMessage = 1000
 	// maxEventObject bounds what an Event message says of one object.
 	maxEventObject = 256
 )
@@ -34,7 +33,7 @@ var builtinGroups = map[string]bool{"": true, "apps": true, "batch": true}
 // set of their drifting objects changes, and one when it empties. It remembers what it said
 // to each, so that a steady state writes nothing.
 type ownerEvents struct {
-	recorder record.EventRecorder
+	recorder *kube.Recorder
 	said     map[ownerKey]string // what the last Event said, by owner
 }
 
@@ -43,7 +42,7 @@ type ownerKey struct {
 	owner     Owner
 }
 
-func newOwnerEvents(r record.EventRecorder) *ownerEvents {
+func newOwnerEvents(r *kube.Recorder) *ownerEvents {
 	return &ownerEvents{recorder: r, said: map[ownerKey]string{}}
 }
 
@@ -62,7 +61,7 @@ func (e *ownerEvents) update(findings []Finding) {
 	for _, k := range slices.SortedFunc(maps.Keys(drifting), compareOwners) {
 		objs := drifting[k]
 		slices.Sort(objs)
-		msg := Clip(fmt.Sprintf("%d object(s) drift from their podpatch policies: %s", len(objs), joinUpTo(objs, "; ", maxEventMessage)), maxEventMessage)
+		msg := Clip(fmt.Sprintf("%d object(s) drift from their podpatch policies: %s", len(objs), joinUpTo(objs, "; ", kube.MaxEventMessage)), kube.MaxEventMessage)
 		if e.said[k] == msg || written >= maxEventsPerRound {
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	metadatafake "k8s.io/client-go/metadata/fake"
 
+	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies"
 )
 
@@ -48,7 +49,7 @@ func TestOwnersFollowEveryProfilesChain(t *testing.T) {
 			for from := range len(pr.Owners.Through) + 1 {
 				top := metav1.OwnerReference{APIVersion: res.Group + "/v1", Kind: res.Kind, Name: "cr", UID: "uid-cr", Controller: new(true)}
 				objs, direct := chainObjects("ns", pr.Owners.Through[from:], top)
-				o := (&Reader{meta: fakeMeta(objs...)}).Owners()
+				o := (&Reader{owners: kube.NewOwners(kube.MetadataLookup(fakeMeta(objs...)))}).Owners()
 				want := &Owner{APIVersion: top.APIVersion, Kind: top.Kind, Name: top.Name, UID: string(top.UID)}
 				require.Equal(t, want, o.Resolve(ctx, "ns", pr.Manager, direct), "%s from %s", pr.Manager, direct.Kind)
 
@@ -82,13 +83,13 @@ func sharesFirstStep(pr policies.Profile, gk schema.GroupKind) bool {
 func TestOwnersStopAtWhatCannotBeRead(t *testing.T) {
 	ctx := context.Background()
 	rs := &Owner{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "uid-rs"}
-	o := (&Reader{meta: fakeMeta()}).Owners()
+	o := (&Reader{owners: kube.NewOwners(kube.MetadataLookup(fakeMeta()))}).Owners()
 	require.Equal(t, rs, o.Resolve(ctx, "ns", policies.ManagerDask, rs), "gone")
 
 	other := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "ReplicaSet"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "rs", UID: "uid-another",
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "d", UID: "uid-d"}}}}
-	o = (&Reader{meta: fakeMeta(other)}).Owners()
+	o = (&Reader{owners: kube.NewOwners(kube.MetadataLookup(fakeMeta(other)))}).Owners()
 	require.Equal(t, rs, o.Resolve(ctx, "ns", policies.ManagerDask, rs), "another object of that name")
 	require.Equal(t, rs, o.Resolve(ctx, "ns", "", rs), "no manager, no chain")
 }

@@ -8,20 +8,16 @@ import (
 	"github.com/go-logr/logr"
 	openreports "github.com/openreports/reports-api/pkg/client/clientset/versioned"
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/record"
 
+	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/internal/promreg"
 	"github.com/podpatch/podpatch/policies"
 )
 
 // PeriodicOptions configure the audit of `podpatch serve`.
 type PeriodicOptions struct {
-	Config *rest.Config
+	// Kit is the cluster's clients, Event recorder and owner resolver.
+	Kit *kube.Kit
 	// Interval is the time between the starts of two rounds.
 	Interval time.Duration
 	// Policies returns the policies the webhook serves now: the informer-fed store's, so the
@@ -53,7 +49,6 @@ type Periodic struct {
 	o       PeriodicOptions
 	reader  *Reader
 	reports *reportWriter
-	cs      kubernetes.Interface
 	metrics *metrics
 }
 
@@ -101,15 +96,11 @@ func NewPeriodic(o PeriodicOptions) (*Periodic, error) {
 	if o.Interval <= 0 {
 		return nil, errors.New("audit interval must be positive")
 	}
-	reader, err := NewReader(o.Config)
+	reader, err := NewReader(o.Kit)
 	if err != nil {
 		return nil, err
 	}
-	cs, err := kubernetes.NewForConfig(o.Config)
-	if err != nil {
-		return nil, err
-	}
-	orc, err := openreports.NewForConfig(o.Config)
+	orc, err := openreports.NewForConfig(o.Kit.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +108,7 @@ func NewPeriodic(o PeriodicOptions) (*Periodic, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Periodic{o: o, reader: reader, cs: cs, metrics: m,
+	p := &Periodic{o: o, reader: reader, metrics: m,
 		reports: &reportWriter{client: orc, log: o.Log, now: time.Now}}
 	p.reports.failed = p.reportFailed
 	return p, nil
@@ -133,10 +124,7 @@ func (p *Periodic) reportFailed(namespace string, err error) {
 // until ctx is done. Each term starts afresh: Events are said again, and a follower keeps no
 // drift gauges, which would double the leader's.
 func (p *Periodic) Start(ctx context.Context) error {
-	bcast := record.NewBroadcaster()
-	bcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: p.cs.CoreV1().Events("")})
-	defer bcast.Shutdown()
-	events := newOwnerEvents(bcast.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: "podpatch-audit"}))
+	events := newOwnerEvents(p.o.Kit.Recorder("podpatch-audit"))
 	defer p.metrics.drift.Reset()
 	p.o.Log.Info("auditing", "interval", p.o.Interval)
 	for !p.o.Ready() {

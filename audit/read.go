@@ -6,17 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
+	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies"
 )
 
@@ -29,23 +28,19 @@ const DefaultPageSize = 500
 // know is lost on the way, and no object is decoded into a Go struct it does not need.
 type Reader struct {
 	core     rest.Interface
-	meta     metadata.Interface
+	owners   *kube.Owners
 	PageSize int64
 }
 
-// NewReader returns a Reader for a cluster.
-func NewReader(cfg *rest.Config) (*Reader, error) {
-	cfg = rest.CopyConfig(cfg)
+// NewReader returns a Reader for the kit's cluster.
+func NewReader(kit *kube.Kit) (*Reader, error) {
+	cfg := rest.CopyConfig(kit.Config)
 	cfg.ContentType, cfg.AcceptContentTypes = "application/json", "application/json" // items are passed on as JSON
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	meta, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &Reader{core: cs.CoreV1().RESTClient(), meta: meta, PageSize: DefaultPageSize}, nil
+	return &Reader{core: cs.CoreV1().RESTClient(), owners: kit.Owners, PageSize: DefaultPageSize}, nil
 }
 
 // Each lists a core/v1 resource ("pods", "services", …) in a namespace ("" for every one),
@@ -206,68 +201,30 @@ func (r *Reader) NamespaceLabels(ctx context.Context, namespace string) (map[str
 	return out, keep(raw)
 }
 
-// Owners resolves an object's owner up to the custom resource behind it, through the built-in
-// owners its manager's profile names (policies.OwnerChain: the ReplicaSet and Deployment of
-// Dask's and Flink's Pods, the driver Pod that owns a Spark executor), so that the audit names
-// the custom resource. Each of those is read once per audit (its metadata only); one the
-// reader cannot read (gone, or RBAC) ends the walk there.
+// Owners resolves an object's owner up to the custom resource behind it with the cluster kit's
+// resolver (kube.Owners: the built-in owners its manager's profile names, the ReplicaSet and
+// Deployment of Dask's and Flink's Pods, the driver Pod that owns a Spark executor), so that
+// the audit names the custom resource. Each of those is read once per audit (its metadata
+// only); one the reader cannot read (gone, or RBAC) ends the walk there.
 type Owners struct {
-	meta metadata.Interface
-	mu   sync.Mutex
-	seen map[string]*Owner
+	owners *kube.Owners
 }
 
 // Owners returns a resolver for one audit round.
-func (r *Reader) Owners() *Owners { return &Owners{meta: r.meta, seen: map[string]*Owner{}} }
+func (r *Reader) Owners() *Owners { return &Owners{owners: r.owners.Memo()} }
 
 // Resolve returns the owner the audit reports for an object of a namespace a manager made.
 func (o *Owners) Resolve(ctx context.Context, namespace string, manager policies.Manager, direct *Owner) *Owner {
 	if o == nil || direct == nil {
 		return direct
 	}
-	pr, ok := policies.ProfileOf(manager)
-	if !ok {
+	ref := metav1.OwnerReference{APIVersion: direct.APIVersion, Kind: direct.Kind, Name: direct.Name, UID: types.UID(direct.UID)}
+	up, err := o.owners.Resolve(ctx, namespace, manager, ref)
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
+		return direct // a passing failure: try again next time
+	}
+	if up == ref {
 		return direct
 	}
-	owner := direct
-	for range len(pr.Owners.Through) {
-		gvr, ok := pr.Owners.Step(owner.APIVersion, owner.Kind)
-		if !ok {
-			break
-		}
-		up, ok := o.up(ctx, namespace, gvr, owner)
-		if !ok {
-			return direct // a passing failure: try again next time
-		}
-		if up == owner {
-			break
-		}
-		owner = up
-	}
-	return owner
-}
-
-// up returns the owner of owner, an object of resource gvr, or owner itself if it has none,
-// cannot be read (gone, or RBAC) or is another object of that name; false for a passing failure.
-func (o *Owners) up(ctx context.Context, namespace string, gvr schema.GroupVersionResource, owner *Owner) (*Owner, bool) {
-	key := namespace + "/" + owner.Kind + "/" + owner.Name
-	o.mu.Lock()
-	up, done := o.seen[key]
-	o.mu.Unlock()
-	if done {
-		return up, true
-	}
-	up = owner
-	m, err := o.meta.Resource(gvr).Namespace(namespace).Get(ctx, owner.Name, metav1.GetOptions{})
-	if err == nil && string(m.UID) == owner.UID { // the same name may be another object now
-		if next := directOwner(m.OwnerReferences); next != nil {
-			up = next
-		}
-	} else if !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
-		return nil, false
-	}
-	o.mu.Lock()
-	o.seen[key] = up
-	o.mu.Unlock()
-	return up, true
+	return directOwner([]metav1.OwnerReference{up})
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/podpatch/podpatch/internal/kube"
+
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
 )
@@ -43,7 +45,10 @@ func TestEachStreamsItems(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	r, err := NewReader(&rest.Config{Host: srv.URL})
+	kit, err := kube.New(&rest.Config{Host: srv.URL})
+	require.NoError(t, err)
+	defer kit.Close()
+	r, err := NewReader(kit)
 	require.NoError(t, err)
 	r.PageSize = 7
 

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies"
 )
 
@@ -65,7 +66,7 @@ func TestBuildReportIsBounded(t *testing.T) {
 // one when they are gone; built-in owners get none.
 func TestOwnerEvents(t *testing.T) {
 	rec := record.NewFakeRecorder(10)
-	e := newOwnerEvents(rec)
+	e := newOwnerEvents(kube.NewRecorder(rec))
 	fs := reportFindings()
 	e.update(fs)
 	require.Len(t, rec.Events, 1)

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/podpatch/podpatch/internal/kube"
+
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -90,7 +92,7 @@ func TestOwnerFollowsEveryProfilesChain(t *testing.T) {
 				for _, o := range objs {
 					scheme.AddKnownTypeWithName(o.GetObjectKind().GroupVersionKind(), &metav1.PartialObjectMetadata{})
 				}
-				tm := &term{Resolver: &Resolver{meta: metadatafake.NewSimpleMetadataClient(scheme, objs...), log: logr.Discard()}}
+				tm := &term{Resolver: &Resolver{owners: kube.NewOwners(kube.MetadataLookup(metadatafake.NewSimpleMetadataClient(scheme, objs...))), log: logr.Discard()}}
 				s := svc(shape("s", nil, sel, nil))
 				s.OwnerReferences = []metav1.OwnerReference{next}
 				want := &corev1.ObjectReference{APIVersion: top.APIVersion, Kind: top.Kind, Name: top.Name, UID: top.UID, Namespace: "team-a"}

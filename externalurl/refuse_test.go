@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/podpatch/podpatch/internal/kube"
+
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -94,7 +96,7 @@ func TestRefusedURLEventAndMetric(t *testing.T) {
 	m, err := NewMetrics(prometheus.NewRegistry())
 	require.NoError(t, err)
 	rec := record.NewFakeRecorder(10)
-	tm := &term{Resolver: &Resolver{metrics: m, log: logr.Discard()}, reported: map[string]string{}, recorder: rec}
+	tm := &term{Resolver: &Resolver{metrics: m, log: logr.Discard(), recorder: kube.NewRecorder(rec)}, reported: map[string]string{}}
 
 	s := svc(ingress(corev1.LoadBalancerIngress{Hostname: "javascript:alert(1)"}), ann(policies.ExternalURLAnnotation, "http://old.example.com:8787"))
 	res := Resolve(Input{Service: s, AddressTypes: DefaultAddressTypes})
@@ -141,7 +143,7 @@ func TestOwnerEventsOnlyOnPlausibleOwners(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rec := record.NewFakeRecorder(10)
-			tm := &term{Resolver: &Resolver{metrics: m, log: logr.Discard()}, reported: map[string]string{}, recorder: rec}
+			tm := &term{Resolver: &Resolver{metrics: m, log: logr.Discard(), recorder: kube.NewRecorder(rec)}, reported: map[string]string{}}
 			s := svc(ingress(corev1.LoadBalancerIngress{IP: "203.0.113.1"}))
 			s.OwnerReferences = []metav1.OwnerReference{c.owner}
 			res := Resolve(Input{Service: s, AddressTypes: DefaultAddressTypes})
@@ -149,7 +151,7 @@ func TestOwnerEventsOnlyOnPlausibleOwners(t *testing.T) {
 			tm.report(context.Background(), s, res, true)
 			require.Len(t, rec.Events, c.want)
 			for range c.want {
-				require.LessOrEqual(t, len(<-rec.Events), len("Normal ExternalURLResolved ")+maxEventMessage)
+				require.LessOrEqual(t, len(<-rec.Events), len("Normal ExternalURLResolved ")+kube.MaxEventMessage)
 			}
 		})
 	}

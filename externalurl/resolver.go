@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,14 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies"
 )
 
@@ -46,48 +42,41 @@ const (
 // workers reconcile Services in parallel; resolution is cheap, the patch is what waits.
 const workers = 2
 
-// maxEventMessage keeps Event messages within what the API server accepts.
-const maxEventMessage = 1000
-
 // Resolver keeps the external URL of every requesting Service current. It runs on the elected
 // replica only (internal/leader): only the Lease holder watches Services (and Nodes) and
 // writes, so two replicas never race on the same annotation.
 type Resolver struct {
-	opts    Options
-	types   []corev1.NodeAddressType
-	cs      kubernetes.Interface
-	meta    metadata.Interface
-	metrics *Metrics
-	log     logr.Logger
+	opts   Options
+	types  []corev1.NodeAddressType
+	cs     kubernetes.Interface
+	owners *kube.Owners
+	// recorder is the kit's, shared by every leadership term.
+	recorder *kube.Recorder
+	metrics  *Metrics
+	log      logr.Logger
 }
 
-// New builds a resolver from validated options; metrics are registered with reg. It does not
-// start anything.
-func New(cfg *rest.Config, o Options, reg prometheus.Registerer, log logr.Logger) (*Resolver, error) {
+// New builds a resolver from validated options on the cluster kit (its Event recorder and
+// owner resolver; its clientset, with the resolver's user agent); metrics are registered with
+// reg. It does not start anything.
+func New(kit *kube.Kit, o Options, reg prometheus.Registerer, log logr.Logger) (*Resolver, error) {
 	m, err := NewMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
-	cfg = rest.AddUserAgent(rest.CopyConfig(cfg), FieldManager)
+	cfg := rest.AddUserAgent(rest.CopyConfig(kit.Config), FieldManager)
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	meta, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &Resolver{opts: o, types: o.addressTypes(), cs: cs, meta: meta, metrics: m, log: log}, nil
+	return &Resolver{opts: o, types: o.addressTypes(), cs: cs, owners: kit.Owners, recorder: kit.Recorder("podpatch"),
+		metrics: m, log: log}, nil
 }
 
 // Start is one leadership term: informers, workers and Events, until ctx is done.
 func (r *Resolver) Start(ctx context.Context) error {
 	r.log.Info("resolving external URLs")
-	events := record.NewBroadcaster()
-	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: r.cs.CoreV1().Events("")})
-	defer events.Shutdown()
 	t := &term{Resolver: r, reported: map[string]string{},
-		recorder: events.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: "podpatch"}),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "external-url"})}
 	t.run(ctx)
@@ -100,7 +89,6 @@ type term struct {
 	services cache.SharedIndexInformer
 	nodes    cache.SharedIndexInformer // nil without node ports
 	queue    workqueue.TypedRateLimitingInterface[string]
-	recorder record.EventRecorder
 
 	mu       sync.Mutex
 	reported map[string]string // Service key -> the last unresolved reason reported
@@ -418,82 +406,32 @@ func (t *term) report(ctx context.Context, s *corev1.Service, res Result, wrote 
 func (t *term) emit(ctx context.Context, s *corev1.Service, typ, reason, msg string) {
 	svc := &corev1.ObjectReference{APIVersion: "v1", Kind: "Service", Namespace: s.Namespace, Name: s.Name,
 		UID: s.UID, ResourceVersion: s.ResourceVersion}
-	t.recorder.Event(svc, typ, reason, clipMessage(msg))
+	t.recorder.Event(svc, typ, reason, msg)
 	if owner := t.owner(ctx, s); owner != nil {
-		t.recorder.Event(owner, typ, reason, clipMessage(fmt.Sprintf("Service %s: %s", s.Name, msg)))
+		t.recorder.Event(owner, typ, reason, fmt.Sprintf("Service %s: %s", s.Name, msg))
 	}
-}
-
-// clipMessage keeps an Event message within maxEventMessage bytes, cut at a character.
-func clipMessage(msg string) string {
-	if len(msg) <= maxEventMessage {
-		return msg
-	}
-	return strings.ToValidUTF8(msg[:maxEventMessage-3], "") + "..."
-}
-
-// controllerOf is an object's controller reference, else its first owner reference.
-func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
-	for i := range refs {
-		if refs[i].Controller != nil && *refs[i].Controller {
-			return &refs[i]
-		}
-	}
-	if len(refs) > 0 {
-		return &refs[0]
-	}
-	return nil
 }
 
 // owner finds whom a user looks at for this Service: the owning custom resource (DaskCluster,
 // RayCluster, SparkApplication, …) or, for a plain spark-submit driver, the driver Pod. The
-// built-in owners between them that the manager's profile names (policies.OwnerChain: the
-// Deployment between Flink's REST Service and its FlinkDeployment, the driver Pod of a
-// spark-operator driver Service) are looked through, a metadata read each, only when an
-// Event is due; one that cannot be read receives the Event.
+// cluster kit's resolver (kube.Owners) looks through the built-in owners between them that
+// the manager's profile names (the Deployment between Flink's REST Service and its
+// FlinkDeployment, the driver Pod of a spark-operator driver Service), a bounded metadata read
+// each, only when an Event is due; one that cannot be read receives the Event.
 func (t *term) owner(ctx context.Context, s *corev1.Service) *corev1.ObjectReference {
-	ref := controllerOf(s.OwnerReferences)
-	if ref == nil {
+	direct := kube.ControllerOf(s.OwnerReferences)
+	if direct == nil {
 		return nil
 	}
 	id, _ := policies.Recognise(policies.KindService, s.Labels, s.Spec.Selector)
-	chain := policies.OwnerChain{}
-	if pr, ok := policies.ProfileOf(id.Manager); ok {
-		chain = pr.Owners
+	ref, err := t.owners.Resolve(ctx, s.Namespace, id.Manager, *direct)
+	if err != nil {
+		t.log.V(1).Info("owner not read; the Event goes to it", "service", s.Name, "kind", ref.Kind, "error", err.Error())
 	}
-	for range len(chain.Through) {
-		gvr, ok := chain.Step(ref.APIVersion, ref.Kind)
-		if !ok {
-			break
-		}
-		up, err := t.ownerOf(ctx, gvr, s.Namespace, ref)
-		if err != nil {
-			t.log.V(1).Info("owner not read; the Event goes to it", "service", s.Name, "kind", ref.Kind, "error", err.Error())
-		}
-		if up == nil {
-			break
-		}
-		ref = up
-	}
-	if !plausibleOwner(ref) {
+	if !plausibleOwner(&ref) {
 		return nil
 	}
 	return &corev1.ObjectReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID, Namespace: s.Namespace}
-}
-
-// ownerOf reads the metadata of the object ref names and returns its controller, else its
-// first owner; nil if it has none or is not the object ref names (same name, other UID).
-func (t *term) ownerOf(ctx context.Context, gvr schema.GroupVersionResource, namespace string, ref *metav1.OwnerReference) (*metav1.OwnerReference, error) {
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	m, err := t.meta.Resource(gvr).Namespace(namespace).Get(rctx, ref.Name, metav1.GetOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("get %s %s: %w", gvr.Resource, ref.Name, err)
-	}
-	if m.UID != ref.UID {
-		return nil, nil
-	}
-	return controllerOf(m.OwnerReferences), nil
 }
 
 // plausibleOwner reports whether an owner reference can name an object that exists, so that an

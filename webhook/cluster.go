@@ -11,23 +11,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/metadata/metadatainformer"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies"
 )
-
-// maxEventMessage keeps Event messages within what the API server accepts.
-const maxEventMessage = 1000
 
 // PublishDelay is the shortest time between two publishes of policy changes. A change is
 // served at once unless the last publish is more recent; then it waits for the end of that
@@ -39,42 +31,28 @@ const PublishDelay = 100 * time.Millisecond
 
 // ClusterFeed keeps a Store current from the API server: an informer on ConfigMaps labelled
 // podpatch.io/policy=true only (the webhook never holds every ConfigMap of the cluster) and a
-// metadata-only informer on Namespaces for their labels.
+// metadata-only informer on Namespaces for their labels, both client-go shared informers on
+// the cluster kit's clients (docs/ARCHITECTURE.md, one client idiom).
 type ClusterFeed struct {
 	store    *Store
 	refs     *References
-	cache    cache.Cache
-	recorder record.EventRecorder
-	events   record.EventBroadcaster
-	changed  chan struct{} // a change waits to be published
+	policies informers.SharedInformerFactory
+	meta     metadatainformer.SharedInformerFactory
+	recorder *kube.Recorder // the kit's
+	changed  chan struct{}  // a change waits to be published
 }
 
-// NewClusterFeed builds the informers and the Event recorder. It does not start them.
-func NewClusterFeed(cfg *rest.Config, opts policies.Options, m *Metrics, log logr.Logger) (*ClusterFeed, *Store, error) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, nil, err
-	}
-	sel := labels.SelectorFromSet(labels.Set{policies.PolicyLabel: "true"})
-	c, err := cache.New(cfg, cache.Options{
-		Scheme:   scheme,
-		ByObject: map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {Label: sel}},
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("policy cache: %w", err)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	refs, err := NewReferences(cfg)
+// NewClusterFeed builds the informers on the cluster kit's configuration; InvalidPolicy Events
+// go through the kit's recorder. It does not start them.
+func NewClusterFeed(kit *kube.Kit, opts policies.Options, m *Metrics, log logr.Logger) (*ClusterFeed, *Store, error) {
+	sel := labels.SelectorFromSet(labels.Set{policies.PolicyLabel: "true"}).String()
+	pf := informers.NewSharedInformerFactoryWithOptions(kit.Clientset, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
+	refs, err := NewReferences(kit.Config)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reference caches: %w", err)
 	}
-	events := record.NewBroadcaster()
-	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
-	f := &ClusterFeed{cache: c, refs: refs, events: events, changed: make(chan struct{}, 1),
-		recorder: events.NewRecorder(scheme, corev1.EventSource{Component: "podpatch"})}
+	f := &ClusterFeed{policies: pf, meta: metadatainformer.NewSharedInformerFactory(kit.Metadata, 0), refs: refs, changed: make(chan struct{}, 1), recorder: kit.Recorder("podpatch")}
 	f.store = NewStore(opts, m, func(cm *corev1.ConfigMap, probs policies.Problems) {
 		log.Info("policy ConfigMap fails to compile; keeping its last good version",
 			"namespace", cm.Namespace, "name", cm.Name, "problems", len(probs))
@@ -88,14 +66,12 @@ func NewClusterFeed(cfg *rest.Config, opts policies.Options, m *Metrics, log log
 // before its handlers have been told about each object: with a thousand ConfigMaps, podpatch
 // was ready with a third of them).
 func (f *ClusterFeed) Start(ctx context.Context) error {
-	defer f.events.Shutdown()
 	refsDone := make(chan struct{})
 	go func() { defer close(refsDone); f.refs.Run(ctx) }()
 	defer func() { <-refsDone }()
-	cmInf, err := f.cache.GetInformer(ctx, &corev1.ConfigMap{})
-	if err != nil {
-		return err
-	}
+	defer f.policies.Shutdown()
+	defer f.meta.Shutdown()
+	cmInf := f.policies.Core().V1().ConfigMaps().Informer()
 	cmHandler, err := cmInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { f.upsert(obj) },
 		UpdateFunc: func(_, obj any) { f.upsert(obj) },
@@ -112,12 +88,7 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	nsMeta := &metav1.PartialObjectMetadata{}
-	nsMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	nsInf, err := f.cache.GetInformer(ctx, nsMeta)
-	if err != nil {
-		return err
-	}
+	nsInf := f.meta.ForResource(corev1.SchemeGroupVersion.WithResource("namespaces")).Informer()
 	nsHandler, err := nsInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { f.namespace(obj, false) },
 		UpdateFunc: func(_, obj any) { f.namespace(obj, false) },
@@ -126,29 +97,27 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- f.cache.Start(ctx) }()
+	f.policies.Start(ctx.Done())
+	f.meta.Start(ctx.Done())
 	handled := func(context.Context) (bool, error) { return cmHandler.HasSynced() && nsHandler.HasSynced(), nil }
-	if !f.cache.WaitForCacheSync(ctx) || wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, handled) != nil {
-		if err := <-errc; err != nil {
-			return err
-		}
+	if !toolscache.WaitForCacheSync(ctx.Done(), cmInf.HasSynced, nsInf.HasSynced) ||
+		wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, handled) != nil {
 		return errors.New("policy cache did not sync")
 	}
 	f.store.MarkSynced()
 	last := time.Now() // the last publish
 	for {
 		select {
-		case err := <-errc:
-			return err
+		case <-ctx.Done():
+			return nil
 		case <-f.changed:
 		}
 		if wait := time.Until(last.Add(PublishDelay)); wait > 0 {
 			t := time.NewTimer(wait)
 			select {
-			case err := <-errc:
+			case <-ctx.Done():
 				t.Stop()
-				return err
+				return nil
 			case <-t.C:
 			}
 		}
@@ -161,14 +130,10 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 // runs; admission never waits for them to sync.
 func (f *ClusterFeed) References() *References { return f.refs }
 
-// invalidPolicyMessage is the InvalidPolicy Event's message: the first problems, cut to what
-// the API server accepts.
+// invalidPolicyMessage is the InvalidPolicy Event's message: the first problems, clipped to
+// what the API server accepts (kube.MaxEventMessage, as the recorder does).
 func invalidPolicyMessage(probs policies.Problems) string {
-	msg := strings.Join(problemLines("", probs), "\n")
-	if len(msg) > maxEventMessage {
-		msg = strings.ToValidUTF8(msg[:maxEventMessage-3], "") + "..."
-	}
-	return msg
+	return kube.Clip(strings.Join(problemLines("", probs), "\n"), kube.MaxEventMessage)
 }
 
 func (f *ClusterFeed) upsert(obj any) {
@@ -190,7 +155,7 @@ func (f *ClusterFeed) namespace(obj any, deleted bool) {
 	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	ns, ok := obj.(client.Object)
+	ns, ok := obj.(metav1.Object)
 	if !ok {
 		return
 	}

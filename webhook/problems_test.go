@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/podpatch/podpatch/internal/kube"
+
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,7 +41,7 @@ func TestValidateManyProblems(t *testing.T) {
 	require.Less(t, len(resp.Result.Message), maxListedProblems*maxProblemLine+200)
 
 	msg := invalidPolicyMessage(probs)
-	require.LessOrEqual(t, len(msg), maxEventMessage)
+	require.LessOrEqual(t, len(msg), kube.MaxEventMessage)
 	require.True(t, strings.HasPrefix(msg, probs[0].String()))
 }
 

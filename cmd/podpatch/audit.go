@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/podpatch/podpatch/audit"
+	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/webhook"
 )
@@ -86,7 +87,12 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("kubeconfig: %w", err)
 		}
 	}
-	reader, err := audit.NewReader(cfg)
+	kit, err := kube.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer kit.Close()
+	reader, err := audit.NewReader(kit)
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +32,7 @@ import (
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/certs"
 	"github.com/podpatch/podpatch/externalurl"
+	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/internal/leader"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/webhook"
@@ -264,10 +264,15 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 		return err
 	}
 	var cfg *rest.Config
+	var kit *kube.Kit // the cluster's clients, Event recorder and owner resolver, built once
 	if o.needsCluster() {
 		if cfg, err = restConfig(o.Kubeconfig); err != nil {
 			return err
 		}
+		if kit, err = kube.New(cfg); err != nil {
+			return err
+		}
+		defer kit.Close()
 	}
 
 	var store *webhook.Store
@@ -276,7 +281,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 	if o.PolicyDir != "" {
 		feed, store = webhook.NewDirFeed(o.PolicyDir, o.PolicyDirInterval, popts, m, log.WithName("policy-dir"))
 	} else {
-		cf, cstore, err := webhook.NewClusterFeed(cfg, popts, m, log.WithName("policies"))
+		cf, cstore, err := webhook.NewClusterFeed(kit, popts, m, log.WithName("policies"))
 		if err != nil {
 			return err
 		}
@@ -291,17 +296,13 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 	}
 	probes := webhook.Probes(store, srv, m, ctx.Done())
 
-	leaderOnly, err := o.leaderOnly(cfg, store, cluster, log)
+	leaderOnly, err := o.leaderOnly(kit, store, cluster, log)
 	if err != nil {
 		return err
 	}
 	var elector *leader.Elector
 	if len(leaderOnly) > 0 {
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return err
-		}
-		if elector, err = leader.New(cs.CoordinationV1(), o.Leader, o.Namespace, crmetrics.Registry, log.WithName("leader")); err != nil {
+		if elector, err = leader.New(kit.Clientset.CoordinationV1(), o.Leader, o.Namespace, crmetrics.Registry, log.WithName("leader")); err != nil {
 			return err
 		}
 	}
@@ -379,20 +380,20 @@ func delayed(parent context.Context, delay time.Duration, log logr.Logger) (cont
 
 // leaderOnly builds the components that run on the elected replica only: the external URL
 // resolver (reference §6) and the periodic audit (reference §7). Neither runs without a cluster.
-func (o *serveOptions) leaderOnly(cfg *rest.Config, store *webhook.Store, cluster policies.Cluster, log logr.Logger) ([]leader.Runnable, error) {
+func (o *serveOptions) leaderOnly(kit *kube.Kit, store *webhook.Store, cluster policies.Cluster, log logr.Logger) ([]leader.Runnable, error) {
 	if !o.elects() {
 		return nil, nil
 	}
 	var rs []leader.Runnable
 	if o.ExternalURL.Enabled {
-		r, err := externalurl.New(cfg, o.ExternalURL, crmetrics.Registry, log.WithName("external-url"))
+		r, err := externalurl.New(kit, o.ExternalURL, crmetrics.Registry, log.WithName("external-url"))
 		if err != nil {
 			return nil, err
 		}
 		rs = append(rs, leader.Runnable{Name: "external URLs", Start: r.Start})
 	}
 	if o.AuditInterval > 0 {
-		a, err := audit.NewPeriodic(audit.PeriodicOptions{Config: cfg, Interval: o.AuditInterval,
+		a, err := audit.NewPeriodic(audit.PeriodicOptions{Kit: kit, Interval: o.AuditInterval,
 			Policies: func() *policies.Set { return store.Snapshot().Set }, NamespaceLabels: store.NamespaceLabels, Cluster: cluster,
 			Ready: store.Synced, Registry: crmetrics.Registry, Log: log.WithName("audit")})
 		if err != nil {
