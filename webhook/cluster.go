@@ -48,7 +48,7 @@ func NewClusterFeed(kit *kube.Kit, opts policies.Options, m *Metrics, log logr.L
 	sel := labels.SelectorFromSet(labels.Set{policies.PolicyLabel: "true"}).String()
 	pf := informers.NewSharedInformerFactoryWithOptions(kit.Clientset, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
-	refs, err := NewReferences(kit.Config)
+	refs, err := NewReferences(kit)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reference caches: %w", err)
 	}

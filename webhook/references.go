@@ -14,9 +14,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
-	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies"
 )
 
@@ -38,17 +38,9 @@ type References struct {
 
 var _ policies.Cluster = (*References)(nil)
 
-// NewReferences builds the informers. Run starts them.
-func NewReferences(cfg *rest.Config) (*References, error) {
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	md, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return newReferences(cs, md)
+// NewReferences builds the informers on the kit's clients. Run starts them.
+func NewReferences(kit *kube.Kit) (*References, error) {
+	return newReferences(kit.Clientset, kit.Metadata)
 }
 
 func newReferences(cs kubernetes.Interface, md metadata.Interface) (*References, error) {

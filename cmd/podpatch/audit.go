@@ -16,7 +16,6 @@ import (
 	"golang.org/x/term"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/podpatch/podpatch/audit"
@@ -109,7 +108,7 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 	// The objects patched Pods reference, from the caches the webhook uses, so that the audit
 	// leaves out what admission leaves out (reference §8). Without them the audit still runs.
 	var refErr error
-	c.Cluster, refErr = references(ctx, cfg, referencesTimeout)
+	c.Cluster, refErr = references(ctx, kit, referencesTimeout)
 	progress.Begin()
 	rep, err := c.Run(ctx)
 	progress.Done()
@@ -165,17 +164,13 @@ var referenceLists = []struct {
 // references starts the webhook's reference caches against the cluster and waits, at most
 // timeout, until they have synced; they run until ctx is done. It starts none when the user
 // may not list what they cache.
-func references(ctx context.Context, cfg *rest.Config, timeout time.Duration) (policies.Cluster, error) {
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("reference caches: %w", err)
-	}
+func references(ctx context.Context, kit *kube.Kit, timeout time.Duration) (policies.Cluster, error) {
 	for _, l := range referenceLists {
-		if err := l.list(ctx, cs, metav1.ListOptions{Limit: 1}); err != nil {
+		if err := l.list(ctx, kit.Clientset, metav1.ListOptions{Limit: 1}); err != nil {
 			return nil, fmt.Errorf("reference caches: list %s: %w", l.name, err)
 		}
 	}
-	refs, err := webhook.NewReferences(cfg)
+	refs, err := webhook.NewReferences(kit)
 	if err != nil {
 		return nil, fmt.Errorf("reference caches: %w", err)
 	}

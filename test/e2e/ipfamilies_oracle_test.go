@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/webhook"
 )
@@ -23,7 +24,10 @@ import (
 // with its dry-run create on every combination of ipFamilyPolicy, ipFamilies, headlessness and
 // selector (reference §8).
 func TestServiceIPFamiliesOracle(t *testing.T) {
-	refs, err := webhook.NewReferences(restConfig)
+	kit, err := kube.New(restConfig)
+	require.NoError(t, err)
+	t.Cleanup(kit.Close)
+	refs, err := webhook.NewReferences(kit)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(contextBackground())
 	done := make(chan struct{})

@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/webhook"
 )
@@ -126,7 +127,12 @@ func runMain(m *testing.M) int {
 	}
 	// The engine answers existence, defaults and limits from the webhook's own informer caches,
 	// as at admission.
-	refs, err := webhook.NewReferences(cfg)
+	kit, err := kube.New(cfg)
+	if err != nil {
+		return fail("cluster kit: %v", err)
+	}
+	defer kit.Close()
+	refs, err := webhook.NewReferences(kit)
 	if err != nil {
 		return fail("reference caches: %v", err)
 	}
