@@ -38,6 +38,10 @@ func lintValidity(spec *PatchSpec, fld *field.Path) field.ErrorList {
 		}
 		errs = append(errs, lintPodSpec(&t.Spec, tf)...)
 	}
+	if s := spec.Service; s != nil && len(s.Spec.ClusterIPs) > 1 {
+		// Lint allows only "None" in clusterIPs (validate_fields.go), and None must be alone.
+		errs = append(errs, field.Invalid(fld.Child("service", "spec", "clusterIPs"), s.Spec.ClusterIPs, "'None' must be the first and only value"))
+	}
 	if s := spec.Service; s != nil && len(s.Spec.IPFamilies) > 1 {
 		// Two families need a dual-stack policy, in the same policy (the object's is SingleStack
 		// or unset, which the API server refuses with two families).
@@ -71,6 +75,9 @@ func lintContainer(c corev1.Container, fld *field.Path) field.ErrorList {
 		rf := fld.Child("restartPolicyRules").Index(i)
 		if r.ExitCodes == nil {
 			errs = append(errs, field.Required(rf.Child("exitCodes"), ""))
+		} else if op := r.ExitCodes.Operator; op != corev1.ContainerRestartRuleOnExitCodesOpIn && op != corev1.ContainerRestartRuleOnExitCodesOpNotIn {
+			errs = append(errs, field.NotSupported(rf.Child("exitCodes", "operator"), string(op),
+				[]corev1.ContainerRestartRuleOnExitCodesOperator{corev1.ContainerRestartRuleOnExitCodesOpIn, corev1.ContainerRestartRuleOnExitCodesOpNotIn}))
 		}
 		if r.Action == "" {
 			errs = append(errs, field.Required(rf.Child("action"), ""))
@@ -118,12 +125,27 @@ func lintPodSpec(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
 			}
 		}
 		errs = append(errs, lintHugePages(*r, rf)...)
+		for _, name := range slices.Sorted(maps.Keys(r.Requests)) {
+			if _, ok := r.Limits[name]; !ok && !resourceOvercommitAllowed(string(name)) {
+				errs = append(errs, field.Required(rf.Child("limits").Key(string(name)),
+					string(name)+" cannot be overcommitted: set its pod-level limit, equal to the request"))
+			}
+		}
 	}
+	claims := map[string]bool{}
 	for i, c := range s.ResourceClaims {
 		if (c.ResourceClaimName == nil) == (c.ResourceClaimTemplateName == nil) {
 			errs = append(errs, field.Invalid(fld.Child("resourceClaims").Index(i), c.Name,
 				"exactly one of resourceClaimName and resourceClaimTemplateName must be set"))
 		}
+		if claims[c.Name] {
+			// Entries merge by name: two of one name become one with both sources.
+			errs = append(errs, field.Duplicate(fld.Child("resourceClaims").Index(i).Child("name"), c.Name))
+		}
+		claims[c.Name] = true
+	}
+	for i, v := range s.Volumes {
+		errs = append(errs, lintVolume(v, fld.Child("volumes").Index(i))...)
 	}
 	for i, c := range s.TopologySpreadConstraints {
 		if c.LabelSelector == nil && len(c.MatchLabelKeys) > 0 {
@@ -187,6 +209,62 @@ func lintHugePages(r corev1.ResourceRequirements, fld *field.Path) field.ErrorLi
 				errs = append(errs, field.Invalid(fld.Child(list.name).Key(string(name)), q.String(),
 					"must be a whole multiple of the page size "+size))
 			}
+		}
+	}
+	return errs
+}
+
+// lintVolume checks what one policy's volume shows the API server would refuse whatever volume
+// it merges into: members that exclude each other both set, and values outside an enumeration.
+// What a merge may complete (a required member) is decided at admission (validity_volumes.go).
+func lintVolume(v corev1.Volume, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	both := func(a, b bool, at *field.Path, msg string) {
+		if a && b {
+			errs = append(errs, field.Invalid(at, v.Name, msg))
+		}
+	}
+	if f := v.Flocker; f != nil {
+		both(f.DatasetName != "", f.DatasetUUID != "", fld.Child("flocker"), "datasetName and datasetUUID can not be specified simultaneously")
+	}
+	if f := v.FC; f != nil {
+		both(len(f.TargetWWNs) > 0, len(f.WWIDs) > 0, fld.Child("fc", "targetWWNs"), "targetWWNs and wwids can not be specified simultaneously")
+	}
+	downward := func(items []corev1.DownwardAPIVolumeFile, at *field.Path) {
+		for i, it := range items {
+			both(it.FieldRef != nil, it.ResourceFieldRef != nil, at.Child("items").Index(i), "fieldRef and resourceFieldRef can not be specified simultaneously")
+		}
+	}
+	if d := v.DownwardAPI; d != nil {
+		downward(d.Items, fld.Child("downwardAPI"))
+	}
+	if p := v.Projected; p != nil {
+		for i, src := range p.Sources {
+			sf := fld.Child("projected", "sources").Index(i)
+			n := 0
+			for _, set := range []bool{src.Secret != nil, src.ConfigMap != nil, src.DownwardAPI != nil, src.ServiceAccountToken != nil, src.ClusterTrustBundle != nil, src.PodCertificate != nil} {
+				if set {
+					n++
+				}
+			}
+			if n > 1 {
+				errs = append(errs, field.Forbidden(sf, "may not specify more than 1 volume type per source"))
+			}
+			if d := src.DownwardAPI; d != nil {
+				downward(d.Items, sf.Child("downwardAPI"))
+			}
+			if b := src.ClusterTrustBundle; b != nil {
+				both(b.Name != nil, b.SignerName != nil, sf.Child("clusterTrustBundle"), "only one of name and signerName may be used")
+			}
+			if pc := src.PodCertificate; pc != nil && pc.KeyType != "" && !slices.Contains(keyTypes, pc.KeyType) {
+				errs = append(errs, field.NotSupported(sf.Child("podCertificate", "keyType"), pc.KeyType, keyTypes))
+			}
+		}
+	}
+	if e := v.Ephemeral; e != nil && e.VolumeClaimTemplate != nil {
+		modes := e.VolumeClaimTemplate.Spec.AccessModes
+		if slices.Contains(modes, corev1.ReadWriteOncePod) && slices.ContainsFunc(modes, func(m corev1.PersistentVolumeAccessMode) bool { return m != corev1.ReadWriteOncePod }) {
+			errs = append(errs, field.Forbidden(fld.Child("ephemeral", "volumeClaimTemplate", "spec", "accessModes"), "may not use ReadWriteOncePod with other access modes"))
 		}
 	}
 	return errs

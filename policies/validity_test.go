@@ -158,6 +158,19 @@ func TestValidityRegressions(t *testing.T) {
 		limits: map[string][]corev1.LimitRangeItem{"default": {{Type: corev1.LimitTypeContainer,
 			Max: corev1.ResourceList{"memory": resource.MustParse("8Gi")}}}},
 	}
+	defaults := &fakeCluster{accounts: cluster.accounts, limits: map[string][]corev1.LimitRangeItem{"default": {{Type: corev1.LimitTypeContainer,
+		Default: corev1.ResourceList{"cpu": resource.MustParse("2")}}}}}
+	noCPULimit := func(obj map[string]any) {
+		c := obj["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+		delete(c["resources"].(map[string]any)["limits"].(map[string]any), "cpu")
+	}
+	noSA := func(obj map[string]any) {
+		delete(obj["spec"].(map[string]any), "serviceAccountName")
+		delete(obj["spec"].(map[string]any), "serviceAccount")
+	}
+	flocker := func(obj map[string]any) {
+		obj["spec"].(map[string]any)["volumes"].([]any)[0] = map[string]any{"name": "spark-local-dir-1", "flocker": map[string]any{"datasetUUID": "a-b"}}
+	}
 	for _, c := range []struct {
 		name     string
 		fixture  string
@@ -269,6 +282,40 @@ func TestValidityRegressions(t *testing.T) {
 		{name: "shareProcessNamespace and hostPID from two policies", fixture: "flink/jobmanager-pod.yaml",
 			specs:   []string{"template: {spec: {shareProcessNamespace: true}}", "mode: enforce\ntemplate: {spec: {hostPID: true}}"},
 			skipped: map[string]string{"p1": RulePodFieldConflict}},
+		// The volume-source-incomplete class: a volume a policy touched is checked with every
+		// per-source rule of the API server, at any depth.
+		{name: "a projected pod certificate without signer and key type", fixture: "spark/driver-pod.yaml",
+			specs:   []string{"template: {spec: {volumes: [{name: extra, projected: {sources: [{podCertificate: {}}]}}]}}"},
+			skipped: map[string]string{"p1": RuleVolumeSource}},
+		{name: "a projected cluster trust bundle without its path", fixture: "dask-operator/scheduler-pod.yaml",
+			specs:   []string{"template: {spec: {volumes: [{name: extra, projected: {sources: [{clusterTrustBundle: {name: example}}]}}]}}"},
+			skipped: map[string]string{"p1": RuleVolumeSource}},
+		{name: "a projected cluster trust bundle with neither name nor signer", fixture: "dask-classic/worker-pod.yaml",
+			specs:   []string{"template: {spec: {volumes: [{name: extra, projected: {sources: [{clusterTrustBundle: {path: ca.pem}}]}}]}}"},
+			skipped: map[string]string{"p1": RuleVolumeSource}},
+		{name: "a fibre channel volume with targetWWNs and no lun", fixture: "dask-operator/scheduler-pod.yaml",
+			specs:   []string{"template: {spec: {volumes: [{name: scratch, fc: {targetWWNs: [a-b]}}]}}"},
+			skipped: map[string]string{"p1": RuleVolumeSource}},
+		{name: "a flocker dataset name merged into a volume with a dataset UUID", fixture: "spark/executor-pod.yaml", edit: flocker,
+			specs:   []string{"template: {spec: {volumes: [{name: spark-local-dir-1, flocker: {datasetName: example}}]}}"},
+			skipped: map[string]string{"p1": RuleVolumeSource}},
+		{name: "an ephemeral volume without a storage request", fixture: "spark-operator/driver-pod.yaml",
+			specs:   []string{"template: {spec: {volumes: [{name: extra, ephemeral: {volumeClaimTemplate: {spec: {accessModes: [ReadOnlyMany]}}}}]}}"},
+			skipped: map[string]string{"p1": RuleVolumeSource}},
+		{name: "an ephemeral volume whose data source has no name", fixture: "spark-operator/driver-pod.yaml",
+			specs:   []string{"template: {spec: {volumes: [{name: extra, ephemeral: {volumeClaimTemplate: {spec: {accessModes: [ReadOnlyMany], resources: {requests: {storage: 1Gi}}, dataSourceRef: {kind: VolumeSnapshot, apiGroup: snapshot.storage.k8s.io}}}}}]}}"},
+			skipped: map[string]string{"p1": RuleVolumeSource}},
+		{name: "a complete projected volume is kept", fixture: "spark/driver-pod.yaml",
+			specs: []string{"template: {spec: {volumes: [{name: extra, projected: {sources: [{podCertificate: {signerName: example.com/foo, keyType: ED25519, credentialBundlePath: creds.pem}}, {clusterTrustBundle: {signerName: example.com/foo, labelSelector: {}, path: ca.pem}}]}}]}}"}},
+		{name: "the deprecated serviceAccount naming an account that does not exist", fixture: "kuberay/head-pod.yaml", edit: noSA, cluster: cluster,
+			specs:   []string{"template: {spec: {serviceAccount: missing-sa}}"},
+			skipped: map[string]string{"p1": RuleServiceAccountNotFound}},
+		{name: "a resource claim given a second source by another policy", fixture: "flink/jobmanager-pod.yaml",
+			specs:   []string{"template: {spec: {resourceClaims: [{name: gpu, resourceClaimName: a}]}}", "template: {spec: {resourceClaims: [{name: gpu, resourceClaimTemplateName: b}]}}"},
+			skipped: map[string]string{"p1": RuleResourceClaimSource}},
+		{name: "pod-level limit below a container limit the LimitRange defaults", fixture: "dask-operator/worker-pod.yaml", edit: noCPULimit, cluster: defaults,
+			specs:   []string{"template: {spec: {resources: {limits: {cpu: '1'}}}}"},
+			skipped: map[string]string{"p1": RulePodResources}},
 		{name: "an enforce policy can be left out too", fixture: "kuberay/worker-pod.yaml", cluster: cluster,
 			specs:   []string{"mode: enforce\ntemplate: {spec: {runtimeClassName: kata}}", "template: {metadata: {labels: {team: a}}}"},
 			skipped: map[string]string{"p1": RuleRuntimeClassNotFound}},
@@ -626,7 +673,7 @@ func TestCheckPodRules(t *testing.T) {
 		{"nodeName with schedulingGates", pod("{nodeName: node-1, schedulingGates: [{name: g}], containers: [{name: a, image: x}]}"), nil, []string{RulePodFieldConflict}},
 		{"hostPID without host users", pod("{hostUsers: false, hostPID: true, containers: [{name: a, image: x}]}"), nil, []string{RulePodFieldConflict}},
 		{"a configMap volume without its name", pod("{volumes: [{name: v, configMap: {defaultMode: 420}}], containers: [{name: a, image: x}]}"), nil, []string{RuleVolumeSource}},
-		{"an ephemeral volume without access modes", pod("{volumes: [{name: v, ephemeral: {volumeClaimTemplate: {spec: {}}}}], containers: [{name: a, image: x}]}"), nil, []string{RuleVolumeSource}},
+		{"an ephemeral volume without access modes", pod("{volumes: [{name: v, ephemeral: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 1Gi}}}}}}], containers: [{name: a, image: x}]}"), nil, []string{RuleVolumeSource}},
 		{"an env var with two sources", pod("{containers: [{name: a, image: x, env: [{name: A, valueFrom: {fieldRef: {fieldPath: metadata.name}, secretKeyRef: {name: s, key: k}}}]}]}"), nil, []string{RuleEnvSource}},
 		{"resize with restart on a pod that never restarts", pod("{restartPolicy: Never, containers: [{name: a, image: x, resizePolicy: [{resourceName: cpu, restartPolicy: RestartContainer}]}]}"), nil, []string{RulePodFieldConflict}},
 		{"an IPC sysctl with hostIPC", pod("{hostIPC: true, securityContext: {sysctls: [{name: kernel.shm_rmid_forced, value: '1'}]}, containers: [{name: a, image: x}]}"), nil, []string{RulePodFieldConflict}},
