@@ -215,7 +215,8 @@ func lintHugePages(r corev1.ResourceRequirements, fld *field.Path) field.ErrorLi
 }
 
 // lintVolume checks what one policy's volume shows the API server would refuse whatever volume
-// it merges into: members that exclude each other both set, and values outside an enumeration.
+// it merges into: members that exclude each other both set, and values outside an enumeration
+// (a source of two kinds and a downward item of two references are validate_fields.go's).
 // What a merge may complete (a required member) is decided at admission (validity_volumes.go).
 func lintVolume(v corev1.Volume, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList
@@ -230,29 +231,9 @@ func lintVolume(v corev1.Volume, fld *field.Path) field.ErrorList {
 	if f := v.FC; f != nil {
 		both(len(f.TargetWWNs) > 0, len(f.WWIDs) > 0, fld.Child("fc", "targetWWNs"), "targetWWNs and wwids can not be specified simultaneously")
 	}
-	downward := func(items []corev1.DownwardAPIVolumeFile, at *field.Path) {
-		for i, it := range items {
-			both(it.FieldRef != nil, it.ResourceFieldRef != nil, at.Child("items").Index(i), "fieldRef and resourceFieldRef can not be specified simultaneously")
-		}
-	}
-	if d := v.DownwardAPI; d != nil {
-		downward(d.Items, fld.Child("downwardAPI"))
-	}
 	if p := v.Projected; p != nil {
 		for i, src := range p.Sources {
 			sf := fld.Child("projected", "sources").Index(i)
-			n := 0
-			for _, set := range []bool{src.Secret != nil, src.ConfigMap != nil, src.DownwardAPI != nil, src.ServiceAccountToken != nil, src.ClusterTrustBundle != nil, src.PodCertificate != nil} {
-				if set {
-					n++
-				}
-			}
-			if n > 1 {
-				errs = append(errs, field.Forbidden(sf, "may not specify more than 1 volume type per source"))
-			}
-			if d := src.DownwardAPI; d != nil {
-				downward(d.Items, sf.Child("downwardAPI"))
-			}
 			if b := src.ClusterTrustBundle; b != nil {
 				both(b.Name != nil, b.SignerName != nil, sf.Child("clusterTrustBundle"), "only one of name and signerName may be used")
 			}
