@@ -132,6 +132,9 @@ func lintPodSpec(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
 			}
 		}
 	}
+	if s.OS != nil && s.OS.Name == corev1.Windows && s.Resources != nil {
+		errs = append(errs, field.Forbidden(fld.Child("resources"), "may not be set for a windows pod"))
+	}
 	claims := map[string]bool{}
 	for i, c := range s.ResourceClaims {
 		if (c.ResourceClaimName == nil) == (c.ResourceClaimTemplateName == nil) {
@@ -227,6 +230,12 @@ func lintVolume(v corev1.Volume, fld *field.Path) field.ErrorList {
 	}
 	if f := v.Flocker; f != nil {
 		both(f.DatasetName != "", f.DatasetUUID != "", fld.Child("flocker"), "datasetName and datasetUUID can not be specified simultaneously")
+	}
+	if q := v.Quobyte; q != nil && q.Registry != "" && !quobyteRegistry(q.Registry) {
+		errs = append(errs, field.Invalid(fld.Child("quobyte", "registry"), q.Registry, "must be a host:port pair or multiple pairs separated by commas"))
+	}
+	if f := v.Flocker; f != nil && strings.Contains(f.DatasetName, "/") {
+		errs = append(errs, field.Invalid(fld.Child("flocker", "datasetName"), f.DatasetName, "must not contain '/'"))
 	}
 	if f := v.FC; f != nil {
 		both(len(f.TargetWWNs) > 0, len(f.WWIDs) > 0, fld.Child("fc", "targetWWNs"), "targetWWNs and wwids can not be specified simultaneously")

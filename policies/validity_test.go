@@ -316,6 +316,9 @@ func TestValidityRegressions(t *testing.T) {
 		{name: "pod-level limit below a container limit the LimitRange defaults", fixture: "dask-operator/worker-pod.yaml", edit: noCPULimit, cluster: defaults,
 			specs:   []string{"template: {spec: {resources: {limits: {cpu: '1'}}}}"},
 			skipped: map[string]string{"p1": RulePodResources}},
+		{name: "pod-level resources and a windows OS from two policies", fixture: "dask-gateway/worker-pod.yaml",
+			specs:   []string{"template: {spec: {resources: {limits: {cpu: '8'}}}}", "template: {spec: {os: {name: windows}}}"},
+			skipped: map[string]string{"p1": RulePodOS}},
 		{name: "an enforce policy can be left out too", fixture: "kuberay/worker-pod.yaml", cluster: cluster,
 			specs:   []string{"mode: enforce\ntemplate: {spec: {runtimeClassName: kata}}", "template: {metadata: {labels: {team: a}}}"},
 			skipped: map[string]string{"p1": RuleRuntimeClassNotFound}},
@@ -612,6 +615,8 @@ func TestLintValidity(t *testing.T) {
 			"spec.template.spec.volumes[0].projected.sources[0].podCertificate.keyType"},
 		{"an ephemeral claim with ReadWriteOncePod and another mode", "template: {spec: {volumes: [{name: v, ephemeral: {volumeClaimTemplate: {spec: {accessModes: [ReadWriteOncePod, ReadOnlyMany], resources: {requests: {storage: 1Gi}}}}}}]}}",
 			"spec.template.spec.volumes[0].ephemeral.volumeClaimTemplate.spec.accessModes"},
+		{"a quobyte registry that is not host:port", "template: {spec: {volumes: [{name: v, quobyte: {registry: example, volume: x}}]}}", "spec.template.spec.volumes[0].quobyte.registry"},
+		{"pod-level resources on a windows pod", "template: {spec: {os: {name: windows}, resources: {}}}", "spec.template.spec.resources"},
 		{"an incomplete volume source (a merge may complete it)", "template: {spec: {volumes: [{name: v, nfs: {server: a}}]}}", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -705,6 +710,9 @@ func TestCheckPodRules(t *testing.T) {
 		{"a resource claim with both sources", pod("{resourceClaims: [{name: gpu, resourceClaimName: a, resourceClaimTemplateName: b}], containers: [{name: a, image: x}]}"), nil, []string{RuleResourceClaimSource}},
 		{"restart rule exit codes without operator", pod("{containers: [{name: a, image: x, restartPolicy: Always, restartPolicyRules: [{action: Restart, exitCodes: {}}]}]}"), nil, []string{RuleRestartPolicyRules}},
 		{"pod-level huge pages without a limit", pod("{resources: {requests: {hugepages-2Mi: '0', memory: 1Gi}, limits: {memory: 1Gi}}, containers: [{name: a, image: x}]}"), nil, []string{RuleExtendedResourceLimit}},
+		{"a quobyte registry that is not host:port", pod("{volumes: [{name: v, quobyte: {registry: example, volume: x}}], containers: [{name: a, image: x}]}"), nil, []string{RuleVolumeSource}},
+		{"a quobyte registry of host:port pairs", pod("{volumes: [{name: v, quobyte: {registry: 'a:7861,b:7861', volume: x}}], containers: [{name: a, image: x}]}"), nil, nil},
+		{"pod-level resources on a windows pod", pod("{os: {name: windows}, resources: {}, containers: [{name: a, image: x}]}"), nil, []string{RulePodOS}},
 		{"restricted: hardened", pod("{containers: [{name: a, image: x, " + hardened + "}]}"), restricted, nil},
 		{"restricted: an image volume", pod("{volumes: [{name: i, image: {reference: x}}], containers: [{name: a, image: x, " + hardened + "}]}"), restricted, nil},
 		{"restricted: runAsNonRoot from the pod", pod("{securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}, containers: [{name: a, image: x, securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}}]}"), restricted, nil},

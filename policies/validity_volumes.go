@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"net"
 	"path"
 	"strconv"
 	"strings"
@@ -262,7 +263,15 @@ var volumeRules = map[string]func(vc *volumeCheck, m map[string]any){
 		}
 	},
 	"vsphereVolume":        func(vc *volumeCheck, m map[string]any) { vc.required(m, "", "volumePath") },
-	"quobyte":              func(vc *volumeCheck, m map[string]any) { vc.required(m, "", "registry", "volume") },
+	"quobyte": func(vc *volumeCheck, m map[string]any) {
+		vc.required(m, "", "registry", "volume")
+		if r := strOf(m["registry"]); r != "" && !quobyteRegistry(r) {
+			vc.bad(".registry", "must be a host:port pair or multiple pairs separated by commas")
+		}
+		if len(strOf(m["tenant"])) >= 65 {
+			vc.bad(".tenant", "may not exceed a length of 64 characters")
+		}
+	},
 	"photonPersistentDisk": func(vc *volumeCheck, m map[string]any) { vc.required(m, "", "pdID") },
 	"portworxVolume":       func(vc *volumeCheck, m map[string]any) { vc.required(m, "", "volumeID") },
 	"scaleIO": func(vc *volumeCheck, m map[string]any) {
@@ -411,4 +420,14 @@ func (vc *volumeCheck) signerName(m map[string]any, at string) {
 	if d, p, ok := strings.Cut(s, "/"); !ok || d == "" || p == "" {
 		vc.bad(at+".signerName", "must be of the form <domain>/<path>")
 	}
+}
+
+// quobyteRegistry reports whether a Quobyte registry is host:port pairs separated by commas.
+func quobyteRegistry(r string) bool {
+	for _, pair := range strings.Split(r, ",") {
+		if _, _, err := net.SplitHostPort(pair); err != nil {
+			return false
+		}
+	}
+	return true
 }
