@@ -262,7 +262,7 @@ var volumeRules = map[string]func(vc *volumeCheck, m map[string]any){
 			}
 		}
 	},
-	"vsphereVolume":        func(vc *volumeCheck, m map[string]any) { vc.required(m, "", "volumePath") },
+	"vsphereVolume": func(vc *volumeCheck, m map[string]any) { vc.required(m, "", "volumePath") },
 	"quobyte": func(vc *volumeCheck, m map[string]any) {
 		vc.required(m, "", "registry", "volume")
 		if r := strOf(m["registry"]); r != "" && !quobyteRegistry(r) {
