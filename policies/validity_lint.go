@@ -141,6 +141,9 @@ func lintPodSpec(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(fld.Child("resourceClaims").Index(i), c.Name,
 				"exactly one of resourceClaimName and resourceClaimTemplateName must be set"))
 		}
+		if c.Name == "" {
+			errs = append(errs, field.Required(fld.Child("resourceClaims").Index(i).Child("name"), "entries merge by name"))
+		}
 		if claims[c.Name] {
 			// Entries merge by name: two of one name become one with both sources.
 			errs = append(errs, field.Duplicate(fld.Child("resourceClaims").Index(i).Child("name"), c.Name))
@@ -236,6 +239,12 @@ func lintVolume(v corev1.Volume, fld *field.Path) field.ErrorList {
 	}
 	if f := v.Flocker; f != nil && strings.Contains(f.DatasetName, "/") {
 		errs = append(errs, field.Invalid(fld.Child("flocker", "datasetName"), f.DatasetName, "must not contain '/'"))
+	}
+	if a := v.AzureDisk; a != nil && a.DataDiskURI != "" {
+		// Whatever kind a merge gives it, the URI fits one of the two forms.
+		if kind := a.Kind; kind != nil && !azureDiskURI(string(*kind), a.DataDiskURI) || !azureDiskURI("Managed", a.DataDiskURI) && !azureDiskURI("", a.DataDiskURI) {
+			errs = append(errs, field.Invalid(fld.Child("azureDisk", "diskURI"), a.DataDiskURI, "must start with /subscriptions/ for a Managed disk, https:// for the other kinds"))
+		}
 	}
 	if f := v.FC; f != nil {
 		both(len(f.TargetWWNs) > 0, len(f.WWIDs) > 0, fld.Child("fc", "targetWWNs"), "targetWWNs and wwids can not be specified simultaneously")

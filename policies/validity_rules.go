@@ -336,6 +336,9 @@ func (c *checker) claims(spec map[string]any, containers []container) {
 			continue // as given
 		}
 		m := mapOf(rc)
+		if strOf(m["name"]) == "" {
+			c.add(RuleResourceClaimSource, "spec.resourceClaims", "every resource claim needs a name")
+		}
 		if (strOf(m["resourceClaimName"]) == "") == (strOf(m["resourceClaimTemplateName"]) == "") {
 			c.add(RuleResourceClaimSource, item("spec.resourceClaims", strOf(m["name"])), "exactly one of resourceClaimName and resourceClaimTemplateName must be set")
 		}

@@ -617,6 +617,8 @@ func TestLintValidity(t *testing.T) {
 			"spec.template.spec.volumes[0].ephemeral.volumeClaimTemplate.spec.accessModes"},
 		{"a quobyte registry that is not host:port", "template: {spec: {volumes: [{name: v, quobyte: {registry: example, volume: x}}]}}", "spec.template.spec.volumes[0].quobyte.registry"},
 		{"pod-level resources on a windows pod", "template: {spec: {os: {name: windows}, resources: {}}}", "spec.template.spec.resources"},
+		{"an azure disk URI of neither form", "template: {spec: {volumes: [{name: v, azureDisk: {diskName: a, diskURI: example}}]}}", "spec.template.spec.volumes[0].azureDisk.diskURI"},
+		{"a resource claim without a name", "template: {spec: {resourceClaims: [{resourceClaimTemplateName: gpu-claim}]}}", "spec.template.spec.resourceClaims[0].name"},
 		{"an incomplete volume source (a merge may complete it)", "template: {spec: {volumes: [{name: v, nfs: {server: a}}]}}", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -713,6 +715,9 @@ func TestCheckPodRules(t *testing.T) {
 		{"a quobyte registry that is not host:port", pod("{volumes: [{name: v, quobyte: {registry: example, volume: x}}], containers: [{name: a, image: x}]}"), nil, []string{RuleVolumeSource}},
 		{"a quobyte registry of host:port pairs", pod("{volumes: [{name: v, quobyte: {registry: 'a:7861,b:7861', volume: x}}], containers: [{name: a, image: x}]}"), nil, nil},
 		{"pod-level resources on a windows pod", pod("{os: {name: windows}, resources: {}, containers: [{name: a, image: x}]}"), nil, []string{RulePodOS}},
+		{"an azure disk of the default kind with a managed URI", pod("{volumes: [{name: v, azureDisk: {diskName: a, diskURI: /subscriptions/x}}], containers: [{name: a, image: x}]}"), nil, []string{RuleVolumeSource}},
+		{"a managed azure disk", pod("{volumes: [{name: v, azureDisk: {diskName: a, diskURI: /subscriptions/x, kind: Managed}}], containers: [{name: a, image: x}]}"), nil, nil},
+		{"a resource claim without a name", pod("{resourceClaims: [{resourceClaimTemplateName: t}], containers: [{name: a, image: x}]}"), nil, []string{RuleResourceClaimSource}},
 		{"restricted: hardened", pod("{containers: [{name: a, image: x, " + hardened + "}]}"), restricted, nil},
 		{"restricted: an image volume", pod("{volumes: [{name: i, image: {reference: x}}], containers: [{name: a, image: x, " + hardened + "}]}"), restricted, nil},
 		{"restricted: runAsNonRoot from the pod", pod("{securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}, containers: [{name: a, image: x, securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}}]}"), restricted, nil},

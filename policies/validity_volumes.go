@@ -255,11 +255,9 @@ var volumeRules = map[string]func(vc *volumeCheck, m map[string]any){
 		vc.required(m, "", "diskName", "diskURI")
 		vc.oneOf(m, "", "cachingMode", "None", "ReadOnly", "ReadWrite")
 		vc.oneOf(m, "", "kind", "Shared", "Dedicated", "Managed")
-		if k := m["kind"]; k != nil {
-			uri := strOf(m["diskURI"])
-			if managed := strOf(k) == "Managed"; managed && !strings.HasPrefix(uri, "/subscriptions/") || !managed && !strings.HasPrefix(uri, "https://") {
-				vc.bad(".diskURI", "does not match the disk kind")
-			}
+		// The kind defaults to Shared, a blob disk with an https:// URI.
+		if uri := strOf(m["diskURI"]); uri != "" && !azureDiskURI(strOf(m["kind"]), uri) {
+			vc.bad(".diskURI", "must start with /subscriptions/ for a Managed disk, https:// for the other kinds")
 		}
 	},
 	"vsphereVolume": func(vc *volumeCheck, m map[string]any) { vc.required(m, "", "volumePath") },
@@ -430,4 +428,12 @@ func quobyteRegistry(r string) bool {
 		}
 	}
 	return true
+}
+
+// azureDiskURI reports whether an Azure disk's URI fits its kind ("" is the default, Shared).
+func azureDiskURI(kind, uri string) bool {
+	if kind == "Managed" {
+		return strings.HasPrefix(uri, "/subscriptions/")
+	}
+	return strings.HasPrefix(uri, "https://")
 }
