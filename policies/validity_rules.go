@@ -3,6 +3,7 @@ package policies
 import (
 	"encoding/json"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -512,6 +513,9 @@ func (c *checker) envVars(ct container) {
 				n++
 			}
 		}
+		if r := mapOf(from["resourceFieldRef"]); r != nil && !resourceFieldDivisor(r) {
+			c.add(RuleEnvSource, ct.at(".env["+strOf(e["name"])+"].valueFrom.resourceFieldRef.divisor"), "not a divisor supported with "+strOf(r["resource"]))
+		}
 		switch {
 		case n > 1:
 			c.add(RuleEnvSource, ct.at(".env["+strOf(e["name"])+"].valueFrom"), "may not have more than one source")
@@ -961,4 +965,33 @@ func (c *checker) service(obj map[string]any) {
 			nodes[nk] = true
 		}
 	}
+}
+
+// divisors are the divisors validateContainerResourceDivisor accepts for a resource, by the
+// resource's kind (cpu; memory, ephemeral storage and huge pages).
+var (
+	cpuDivisors  = []string{"1m", "1"}
+	sizeDivisors = []string{"1", "1k", "1M", "1G", "1T", "1P", "1E", "1Ki", "1Mi", "1Gi", "1Ti", "1Pi", "1Ei"}
+)
+
+// divisorSupported reports whether a downward API divisor is one the API server accepts with
+// the resource (a zero divisor is unset: it defaults to 1).
+func divisorSupported(res string, d resource.Quantity) bool {
+	if d.IsZero() {
+		return true
+	}
+	name := res[strings.IndexByte(res, '.')+1:]
+	switch {
+	case name == "cpu":
+		return slices.Contains(cpuDivisors, d.String())
+	case name == "memory", name == "ephemeral-storage", strings.HasPrefix(name, corev1.ResourceHugePagesPrefix):
+		return slices.Contains(sizeDivisors, d.String())
+	}
+	return true
+}
+
+// resourceFieldDivisor reads a resourceFieldRef's divisor and checks it (unparsable: lint's).
+func resourceFieldDivisor(r map[string]any) bool {
+	q, ok := quantityOf(r["divisor"])
+	return !ok || divisorSupported(strOf(r["resource"]), q)
 }

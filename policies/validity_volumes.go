@@ -138,7 +138,11 @@ func (vc *volumeCheck) downwardItems(m map[string]any, at string, paths map[stri
 		case fr:
 			vc.required(mapOf(im["fieldRef"]), ia+".fieldRef", "fieldPath")
 		default:
-			vc.required(mapOf(im["resourceFieldRef"]), ia+".resourceFieldRef", "resource")
+			r := mapOf(im["resourceFieldRef"])
+			vc.required(r, ia+".resourceFieldRef", "resource")
+			if !resourceFieldDivisor(r) {
+				vc.bad(ia+".resourceFieldRef.divisor", "not a divisor supported with "+strOf(r["resource"]))
+			}
 		}
 		vc.uniquePath(paths, p)
 	}
