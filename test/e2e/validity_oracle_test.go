@@ -52,6 +52,8 @@ const (
 	oracleLimits     = "oracle-limits"
 	oraclePriority   = "oracle-high"
 	oracleRuntime    = "oracle-sandbox"
+	// oracleDefaults has a LimitRange that only fills defaults.
+	oracleDefaults = "oracle-defaults"
 )
 
 func podSpec(obj map[string]any) map[string]any { return obj["spec"].(map[string]any) }
@@ -195,6 +197,82 @@ var validityRows = []validityRow{
 		firstContainer(obj)["resources"] = map[string]any{"limits": map[string]any{"hugepages-2Mi": "2Mi"}}
 	}, rule: policies.RuleExtendedResourceLimit},
 	{name: "LoadBalancer Service", fixture: "dask-operator/scheduler-service.yaml", edit: set("type", "LoadBalancer")},
+	// The volume-source-incomplete class: every per-source rule, at any depth.
+	{name: "projected pod certificate without signer, key type or path", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"projected": map[string]any{"sources": []any{map[string]any{"podCertificate": map[string]any{}}}}}), rule: policies.RuleVolumeSource},
+	{name: "projected cluster trust bundle without its path", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"projected": map[string]any{"sources": []any{map[string]any{"clusterTrustBundle": map[string]any{"name": "example"}}}}}), rule: policies.RuleVolumeSource},
+	{name: "projected cluster trust bundle with neither name nor signer", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"projected": map[string]any{"sources": []any{map[string]any{"clusterTrustBundle": map[string]any{"path": "ca.pem"}}}}}), rule: policies.RuleVolumeSource},
+	// (The account is named: the test API server runs without the ServiceAccount plugin, which
+	// names "default" in a real cluster before a token projection is validated.)
+	{name: "projected service account token with its path", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
+		volume(map[string]any{"projected": map[string]any{"sources": []any{map[string]any{"serviceAccountToken": map[string]any{"path": "token"}}}}})(obj)
+		podSpec(obj)["serviceAccountName"] = "default"
+	}},
+	{name: "fibre channel targetWWNs without lun", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"fc": map[string]any{"targetWWNs": []any{"a-b"}}}), rule: policies.RuleVolumeSource},
+	{name: "fibre channel targetWWNs with lun", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"fc": map[string]any{"targetWWNs": []any{"a-b"}, "lun": 0}})},
+	{name: "flocker dataset name and UUID", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"flocker": map[string]any{"datasetName": "example", "datasetUUID": "a-b"}}), rule: policies.RuleVolumeSource},
+	{name: "ephemeral volume without a storage request", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"ephemeral": map[string]any{"volumeClaimTemplate": map[string]any{"spec": map[string]any{"accessModes": []any{"ReadOnlyMany"}}}}}), rule: policies.RuleVolumeSource},
+	{name: "ephemeral volume whose data source has no name", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"ephemeral": map[string]any{"volumeClaimTemplate": map[string]any{"spec": map[string]any{"accessModes": []any{"ReadOnlyMany"},
+			"resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}, "dataSourceRef": map[string]any{"kind": "VolumeSnapshot", "apiGroup": "snapshot.storage.k8s.io"}}}}}), rule: policies.RuleVolumeSource},
+	{name: "complete ephemeral volume", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"ephemeral": map[string]any{"volumeClaimTemplate": map[string]any{"spec": map[string]any{"accessModes": []any{"ReadOnlyMany"},
+			"resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}}}}})},
+	{name: "quobyte registry that is not host:port", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"quobyte": map[string]any{"registry": "example", "volume": "x"}}), rule: policies.RuleVolumeSource},
+	{name: "azure disk of the default kind with a plain URI", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"azureDisk": map[string]any{"diskName": "a-b", "diskURI": "example"}}), rule: policies.RuleVolumeSource},
+	{name: "memory divisor of 16 in a downward API volume", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"downwardAPI": map[string]any{"items": []any{map[string]any{"path": "m",
+			"resourceFieldRef": map[string]any{"containerName": "spark-kubernetes-executor", "resource": "limits.memory", "divisor": "16"}}}}}), rule: policies.RuleVolumeSource},
+	{name: "memory divisor of 16 in an env var", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
+		c := firstContainer(obj)
+		c["env"] = append(c["env"].([]any), map[string]any{"name": "MEM", "valueFrom": map[string]any{"resourceFieldRef": map[string]any{"resource": "limits.memory", "divisor": "16"}}})
+	}, rule: policies.RuleEnvSource},
+	{name: "resource claim with both sources", fixture: "spark/executor-pod.yaml", edit: set("resourceClaims", []any{
+		map[string]any{"name": "gpu", "resourceClaimName": "a", "resourceClaimTemplateName": "b"}}), rule: policies.RuleResourceClaimSource},
+	{name: "resource claim without a name", fixture: "spark/executor-pod.yaml", edit: set("resourceClaims", []any{
+		map[string]any{"resourceClaimTemplateName": "b"}}), rule: policies.RuleResourceClaimSource},
+	{name: "clusterIPs None twice", fixture: "dask-gateway/scheduler-service.yaml", edit: set("clusterIPs", []any{"None", "None"}),
+		rule: policies.RuleServiceClusterIPs},
+	{name: "restart rule exit codes without an operator", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
+		c := firstContainer(obj)
+		c["restartPolicy"] = "Always"
+		c["restartPolicyRules"] = []any{map[string]any{"action": "Restart", "exitCodes": map[string]any{}}}
+	}, rule: policies.RuleRestartPolicyRules},
+	{name: "pod-level huge pages request without a limit", fixture: "dask-operator/worker-pod.yaml", edit: set("resources",
+		map[string]any{"requests": map[string]any{"hugepages-2Mi": "0"}}), rule: policies.RuleExtendedResourceLimit},
+	{name: "pod-level resources on a windows pod", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
+		podSpec(obj)["os"] = map[string]any{"name": "windows"}
+		podSpec(obj)["resources"] = map[string]any{}
+	}, rule: policies.RulePodOS},
+	{name: "pod-level limit below a container limit the LimitRange defaults", fixture: "dask-operator/worker-pod.yaml", namespace: oracleDefaults,
+		edit: func(obj map[string]any) {
+			delete(firstContainer(obj)["resources"].(map[string]any)["limits"].(map[string]any), "cpu")
+			podSpec(obj)["resources"] = map[string]any{"limits": map[string]any{"cpu": "1"}}
+		}, rule: policies.RulePodResources},
+	{name: "pod-level limit above the LimitRange default", fixture: "dask-operator/worker-pod.yaml", namespace: oracleDefaults,
+		edit: func(obj map[string]any) {
+			delete(firstContainer(obj)["resources"].(map[string]any)["limits"].(map[string]any), "cpu")
+			podSpec(obj)["resources"] = map[string]any{"limits": map[string]any{"cpu": "3"}}
+		}},
+}
+
+// volume replaces the source of the fixture's second volume.
+func volume(source map[string]any) func(map[string]any) {
+	return func(obj map[string]any) {
+		v := map[string]any{"name": podSpec(obj)["volumes"].([]any)[1].(map[string]any)["name"]}
+		for k, x := range source {
+			v[k] = x
+		}
+		podSpec(obj)["volumes"].([]any)[1] = v
+	}
 }
 
 // oracleCluster is what the API server's admission plugins see of the objects TestValidityOracle
@@ -219,8 +297,11 @@ func (oracleCluster) RuntimeClass(name string) (policies.RuntimeClassInfo, polic
 func (oracleCluster) ServiceAccount(string, string) policies.Presence { return policies.Unknown }
 
 func (oracleCluster) LimitRanges(ns string) ([]corev1.LimitRangeItem, bool) {
-	if ns == oracleLimits {
+	switch ns {
+	case oracleLimits:
 		return []corev1.LimitRangeItem{oracleLimitRange, oraclePodLimitRange}, true
+	case oracleDefaults:
+		return []corev1.LimitRangeItem{oracleDefaultRange}, true
 	}
 	return nil, true
 }
@@ -229,6 +310,9 @@ var oracleLimitRange = corev1.LimitRangeItem{Type: corev1.LimitTypeContainer,
 	Max:                  corev1.ResourceList{"memory": resource.MustParse("4Gi")},
 	Min:                  corev1.ResourceList{"memory": resource.MustParse("64Mi")},
 	MaxLimitRequestRatio: corev1.ResourceList{"cpu": resource.MustParse("2")}}
+
+var oracleDefaultRange = corev1.LimitRangeItem{Type: corev1.LimitTypeContainer,
+	Default: corev1.ResourceList{"cpu": resource.MustParse("2")}}
 
 var oraclePodLimitRange = corev1.LimitRangeItem{Type: corev1.LimitTypePod,
 	Max: corev1.ResourceList{"memory": resource.MustParse("6Gi")}}
@@ -249,6 +333,9 @@ func TestValidityOracle(t *testing.T) {
 	create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: oracleLimits}})
 	create(&corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "oracle", Namespace: oracleLimits},
 		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{oracleLimitRange, oraclePodLimitRange}}})
+	create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: oracleDefaults}})
+	create(&corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "oracle", Namespace: oracleDefaults},
+		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{oracleDefaultRange}}})
 
 	for _, row := range validityRows {
 		t.Run(row.name, func(t *testing.T) {
