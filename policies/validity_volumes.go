@@ -1,8 +1,10 @@
 package policies
 
 import (
+	"maps"
 	"net"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -21,14 +23,17 @@ import (
 // volumeSource checks a volume a policy touched (or, full, any volume) against its source's rules.
 func (c *checker) volumeSource(name string, v map[string]any) {
 	at := item("spec.volumes", name)
-	for src, rule := range volumeRules {
+	for _, src := range volumeSourceNames { // in a fixed order: the same violations first
 		if sm, ok := v[src]; ok && sm != nil {
 			if m := mapOf(sm); m != nil {
-				rule(&volumeCheck{c: c, at: at + "." + src, src: src}, m)
+				volumeRules[src](&volumeCheck{c: c, at: at + "." + src, src: src}, m)
 			}
 		}
 	}
 }
+
+// volumeSourceNames are volumeRules' keys, sorted.
+var volumeSourceNames = slices.Sorted(maps.Keys(volumeRules))
 
 // volumeCheck reports the violations of one volume source.
 type volumeCheck struct {
