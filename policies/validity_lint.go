@@ -156,6 +156,24 @@ func lintPodSpec(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
 	for i, c := range s.TopologySpreadConstraints {
 		if c.LabelSelector == nil && len(c.MatchLabelKeys) > 0 {
 			errs = append(errs, field.Forbidden(fld.Child("topologySpreadConstraints").Index(i).Child("matchLabelKeys"), "may not be set without labelSelector"))
+			continue
+		}
+		// The API server merges matchLabelKeys into the selector: a key twice, or a key the
+		// selector has, is refused.
+		taken := map[string]bool{}
+		if c.LabelSelector != nil {
+			for k := range c.LabelSelector.MatchLabels {
+				taken[k] = true
+			}
+			for _, e := range c.LabelSelector.MatchExpressions {
+				taken[e.Key] = true
+			}
+		}
+		for j, k := range c.MatchLabelKeys {
+			if taken[k] {
+				errs = append(errs, field.Invalid(fld.Child("topologySpreadConstraints").Index(i).Child("matchLabelKeys").Index(j), k, "exists in both matchLabelKeys and labelSelector, or twice in matchLabelKeys"))
+			}
+			taken[k] = true
 		}
 	}
 	if a := s.Affinity; a != nil {

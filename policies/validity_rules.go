@@ -78,6 +78,9 @@ type checker struct {
 	// full checks parts still raw too; without it (a patched object) the rules that read
 	// only one part skip it when raw, as given: whatever it breaks, the object had already.
 	full bool
+	// defaults are the container defaults of the namespace's LimitRanges (a Pod's), which
+	// LimitRanger fills in before the API server validates the Pod.
+	defaults corev1.LimitRangeItem
 }
 
 func (c *checker) add(rule, fld, msg string) {
@@ -142,6 +145,7 @@ func (c *checker) pod(obj map[string]any) {
 	if spec == nil {
 		return
 	}
+	c.defaults = c.containerDefaults()
 	list := listOf(spec["volumes"])
 	volumes := make(map[string]any, len(list)) // name → the volume, maybe still raw
 	var f [1]string
@@ -189,10 +193,11 @@ func (c *checker) pod(obj map[string]any) {
 	c.runtimeClass(spec)
 	c.podSecurity(spec, volumes, containers)
 	if r := mapOf(spec["resources"]); r != nil {
-		c.podResources(r, containers, c.containerDefaults())
+		c.podResources(r, containers, c.defaults)
 	}
 	c.claims(spec, containers)
 	c.podOS(spec, containers)
+	c.topologySpread(spec)
 }
 
 // sources counts the members of a volume other than its name, scanning it when still raw.
@@ -252,6 +257,30 @@ func (c *checker) podResources(r map[string]any, containers []container, default
 			if cl, ok := climits[name]; ok && cl.Cmp(l) > 0 {
 				c.add(RulePodResources, ct.at(".resources.limits["+name+"]"), "above the pod's limit "+l.String())
 			}
+		}
+	}
+	// A pod-level limit without a request: the request defaults to the containers' requests
+	// together (defaultPodRequests), which must not be above it.
+	for name, v := range podLim {
+		l, ok := quantityOf(v)
+		if _, set := podReq[name]; set || !ok || !resourceOvercommitAllowed(name) {
+			continue
+		}
+		if agg, ok := req[name]; ok && agg.Cmp(l) > 0 {
+			c.add(RuleRequestAboveLimit, "spec.resources.requests["+name+"]", "defaults to the containers' requests together, "+agg.String()+", above the pod's limit "+l.String())
+		}
+	}
+	// Pod-level huge pages need a pod-level cpu or memory request or limit; a request
+	// defaults from the containers' when the pod has limits.
+	if hugePages(podReq) || hugePages(podLim) {
+		has := func(name string) bool {
+			_, r := podReq[name]
+			_, l := podLim[name]
+			_, agg := req[name]
+			return r || l || agg && len(podLim) > 0
+		}
+		if !has("cpu") && !has("memory") {
+			c.add(RuleExtendedResourceLimit, "spec.resources", "pod-level huge pages require a pod-level cpu or memory request or limit")
 		}
 	}
 	// Resources that cannot be overcommitted (huge pages) need a pod-level limit equal to the
@@ -581,6 +610,9 @@ func (c *checker) resources(ct container) {
 		lim, ok := quantityOf(lv)
 		if hasLimit && !ok {
 			continue
+		}
+		if d, def := c.defaults.Default[corev1.ResourceName(name)]; !hasLimit && def {
+			lim, hasLimit = d, true // LimitRanger's default limit
 		}
 		switch {
 		case resourceOvercommitAllowed(name):
@@ -994,4 +1026,38 @@ func divisorSupported(res string, d resource.Quantity) bool {
 func resourceFieldDivisor(r map[string]any) bool {
 	q, ok := quantityOf(r["divisor"])
 	return !ok || divisorSupported(strOf(r["resource"]), q)
+}
+
+// topologySpread: a topology spread constraint's matchLabelKeys are unique and not keys of its
+// labelSelector (the API server merges them into the selector, from the Pod's labels).
+func (c *checker) topologySpread(spec map[string]any) {
+	list := spec["topologySpreadConstraints"]
+	if _, raw := list.(json.RawMessage); raw && !c.full {
+		return // as given
+	}
+	for i, it := range listOf(list) {
+		if _, raw := it.(json.RawMessage); raw && !c.full {
+			continue
+		}
+		m := mapOf(it)
+		keys := listOf(m["matchLabelKeys"])
+		if len(keys) == 0 {
+			continue
+		}
+		sel := mapOf(m["labelSelector"])
+		taken := map[string]bool{}
+		for k := range mapOf(sel["matchLabels"]) {
+			taken[k] = true
+		}
+		for _, e := range listOf(sel["matchExpressions"]) {
+			taken[strOf(mapOf(e)["key"])] = true
+		}
+		for _, k := range keys {
+			key := strOf(k)
+			if taken[key] {
+				c.add(RulePodFieldConflict, "spec.topologySpreadConstraints["+strconv.Itoa(i)+"].matchLabelKeys", strconv.Quote(key)+" exists in both matchLabelKeys and labelSelector (or twice in matchLabelKeys)")
+			}
+			taken[key] = true
+		}
+	}
 }

@@ -262,6 +262,23 @@ var validityRows = []validityRow{
 			delete(firstContainer(obj)["resources"].(map[string]any)["limits"].(map[string]any), "cpu")
 			podSpec(obj)["resources"] = map[string]any{"limits": map[string]any{"cpu": "3"}}
 		}},
+	{name: "request above the limit the LimitRange defaults", fixture: "dask-operator/worker-pod.yaml", namespace: oracleDefaults,
+		edit: func(obj map[string]any) {
+			r := firstContainer(obj)["resources"].(map[string]any)
+			delete(r["limits"].(map[string]any), "cpu")
+			r["requests"].(map[string]any)["cpu"] = "3"
+		}, rule: policies.RuleRequestAboveLimit},
+	{name: "pod-level limit below the containers' requests, its request unset", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
+		delete(firstContainer(obj)["resources"].(map[string]any)["limits"].(map[string]any), "cpu")
+		podSpec(obj)["resources"] = map[string]any{"limits": map[string]any{"cpu": "500m"}}
+	}, rule: policies.RuleRequestAboveLimit},
+	{name: "pod-level huge pages without cpu or memory", fixture: "dask-operator/job-runner-pod.yaml", edit: set("resources",
+		map[string]any{"limits": map[string]any{"hugepages-2Mi": "2Gi"}}), rule: policies.RuleExtendedResourceLimit},
+	{name: "a matchLabelKey twice", fixture: "flink/jobmanager-pod.yaml", edit: set("topologySpreadConstraints", []any{map[string]any{
+		"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": map[string]any{}, "matchLabelKeys": []any{"app", "app"}}}),
+		rule: policies.RulePodFieldConflict},
+	{name: "a matchLabelKey once", fixture: "flink/jobmanager-pod.yaml", edit: set("topologySpreadConstraints", []any{map[string]any{
+		"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": map[string]any{}, "matchLabelKeys": []any{"app"}}})},
 }
 
 // volume replaces the source of the fixture's second volume.
