@@ -158,8 +158,8 @@ func lintPodSpec(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
 			errs = append(errs, field.Forbidden(fld.Child("topologySpreadConstraints").Index(i).Child("matchLabelKeys"), "may not be set without labelSelector"))
 			continue
 		}
-		// The API server merges matchLabelKeys into the selector: a key twice, or a key the
-		// selector has, is refused.
+		// A key the selector has is refused (ValidateMatchLabelKeysInTopologySpread); a key
+		// twice only when the Pod has the label (it is merged into the selector): admission's.
 		taken := map[string]bool{}
 		if c.LabelSelector != nil {
 			for k := range c.LabelSelector.MatchLabels {
@@ -171,9 +171,8 @@ func lintPodSpec(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
 		}
 		for j, k := range c.MatchLabelKeys {
 			if taken[k] {
-				errs = append(errs, field.Invalid(fld.Child("topologySpreadConstraints").Index(i).Child("matchLabelKeys").Index(j), k, "exists in both matchLabelKeys and labelSelector, or twice in matchLabelKeys"))
+				errs = append(errs, field.Invalid(fld.Child("topologySpreadConstraints").Index(i).Child("matchLabelKeys").Index(j), k, "exists in both matchLabelKeys and labelSelector"))
 			}
-			taken[k] = true
 		}
 	}
 	if a := s.Affinity; a != nil {

@@ -197,7 +197,9 @@ func (c *checker) pod(obj map[string]any) {
 	}
 	c.claims(spec, containers)
 	c.podOS(spec, containers)
-	c.topologySpread(spec)
+	labels := mapOf(mapOf(obj["metadata"])["labels"])
+	c.topologySpread(spec, labels)
+	c.affinityLabelKeys(spec, labels)
 }
 
 // sources counts the members of a volume other than its name, scanning it when still raw.
@@ -1028,9 +1030,10 @@ func resourceFieldDivisor(r map[string]any) bool {
 	return !ok || divisorSupported(strOf(r["resource"]), q)
 }
 
-// topologySpread: a topology spread constraint's matchLabelKeys are unique and not keys of its
-// labelSelector (the API server merges them into the selector, from the Pod's labels).
-func (c *checker) topologySpread(spec map[string]any) {
+// topologySpread: a topology spread constraint's matchLabelKeys are not keys of its
+// labelSelector; the API server merges each key the Pod has a label of into the selector, so
+// such a key twice is refused too (ValidateMatchLabelKeysInTopologySpread, after the merge).
+func (c *checker) topologySpread(spec, labels map[string]any) {
 	list := spec["topologySpreadConstraints"]
 	if _, raw := list.(json.RawMessage); raw && !c.full {
 		return // as given
@@ -1040,24 +1043,60 @@ func (c *checker) topologySpread(spec map[string]any) {
 			continue
 		}
 		m := mapOf(it)
-		keys := listOf(m["matchLabelKeys"])
-		if len(keys) == 0 {
-			continue
-		}
-		sel := mapOf(m["labelSelector"])
-		taken := map[string]bool{}
-		for k := range mapOf(sel["matchLabels"]) {
-			taken[k] = true
-		}
-		for _, e := range listOf(sel["matchExpressions"]) {
-			taken[strOf(mapOf(e)["key"])] = true
-		}
-		for _, k := range keys {
-			key := strOf(k)
-			if taken[key] {
-				c.add(RulePodFieldConflict, "spec.topologySpreadConstraints["+strconv.Itoa(i)+"].matchLabelKeys", strconv.Quote(key)+" exists in both matchLabelKeys and labelSelector (or twice in matchLabelKeys)")
+		c.labelKeys("spec.topologySpreadConstraints["+strconv.Itoa(i)+"]", mapOf(m["labelSelector"]), labels, true, listOf(m["matchLabelKeys"]))
+	}
+}
+
+// affinityLabelKeys: the same for pod (anti-)affinity terms, whose matchLabelKeys and
+// mismatchLabelKeys the API server merges into the term's selector for the keys the Pod has a
+// label of; such a key already in the selector is refused (ValidateMatchLabelKeysAndMismatchLabelKeys).
+func (c *checker) affinityLabelKeys(spec, labels map[string]any) {
+	aff := spec["affinity"]
+	if _, raw := aff.(json.RawMessage); raw && !c.full {
+		return // as given
+	}
+	am := mapOf(aff)
+	for _, kind := range []string{"podAffinity", "podAntiAffinity"} {
+		k := mapOf(am[kind])
+		for _, mode := range []string{"requiredDuringSchedulingIgnoredDuringExecution", "preferredDuringSchedulingIgnoredDuringExecution"} {
+			for i, t := range listOf(k[mode]) {
+				tm := mapOf(t)
+				if mode[0] == 'p' {
+					tm = mapOf(tm["podAffinityTerm"])
+				}
+				at := "spec.affinity." + kind + "." + mode + "[" + strconv.Itoa(i) + "]"
+				c.labelKeys(at, mapOf(tm["labelSelector"]), labels, false, listOf(tm["matchLabelKeys"]), listOf(tm["mismatchLabelKeys"]))
 			}
-			taken[key] = true
+		}
+	}
+}
+
+// labelKeys reports label keys of lists that a selector already has once merged: direct, a
+// key in the selector is refused whether or not the Pod has the label (topology spread).
+func (c *checker) labelKeys(at string, sel, labels map[string]any, direct bool, lists ...[]any) {
+	if len(lists[0]) == 0 && (len(lists) == 1 || len(lists[1]) == 0) {
+		return
+	}
+	taken := map[string]bool{}
+	for k := range mapOf(sel["matchLabels"]) {
+		taken[k] = true
+	}
+	for _, e := range listOf(sel["matchExpressions"]) {
+		taken[strOf(mapOf(e)["key"])] = true
+	}
+	for _, list := range lists {
+		for _, k := range list {
+			key := strOf(k)
+			_, labelled := labels[key]
+			if !labelled && !direct {
+				continue // not merged: nothing to collide with
+			}
+			if taken[key] {
+				c.add(RulePodFieldConflict, at+".matchLabelKeys", strconv.Quote(key)+" exists in both matchLabelKeys (or mismatchLabelKeys) and labelSelector, once merged")
+			}
+			if labelled {
+				taken[key] = true
+			}
 		}
 	}
 }

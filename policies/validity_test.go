@@ -333,6 +333,10 @@ func TestValidityRegressions(t *testing.T) {
 		{name: "pod-level huge pages without cpu or memory", fixture: "dask-operator/job-runner-pod.yaml",
 			specs:   []string{"template: {spec: {resources: {limits: {hugepages-2Mi: 2Gi}}}}"},
 			skipped: map[string]string{"p1": RuleExtendedResourceLimit}},
+		{name: "an anti-affinity matchLabelKey its selector has, on a pod with the label", fixture: "flink/jobmanager-pod.yaml",
+			specs: []string{"template: {spec: {affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: kubernetes.io/hostname, labelSelector: {matchExpressions: [{key: app, operator: In, values: [a]}]}, matchLabelKeys: [app]}]}}}}",
+				"template: {metadata: {labels: {team: a}}}"},
+			skipped: map[string]string{"p1": RulePodFieldConflict}},
 		{name: "a matchLabelKey another policy's selector has", fixture: "flink/jobmanager-pod.yaml",
 			specs: []string{"template: {spec: {topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {}, matchLabelKeys: [app]}]}}",
 				"template: {spec: {topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: a}}}]}}"},
@@ -641,8 +645,7 @@ func TestLintValidity(t *testing.T) {
 			"spec.template.spec.containers[0].env[0].valueFrom.resourceFieldRef.divisor"},
 		{"a memory divisor of 1Mi", "template: {spec: {containers: [{name: '*', env: [{name: A, valueFrom: {resourceFieldRef: {resource: limits.memory, divisor: 1Mi}}}]}]}}", ""},
 		{"a cpu divisor of 1000m (1)", "template: {spec: {containers: [{name: '*', env: [{name: A, valueFrom: {resourceFieldRef: {resource: requests.cpu, divisor: 1000m}}}]}]}}", ""},
-		{"a matchLabelKey twice", "template: {spec: {topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {}, matchLabelKeys: [app, app]}]}}",
-			"spec.template.spec.topologySpreadConstraints[0].matchLabelKeys[1]"},
+		{"a matchLabelKey twice (refused only for a Pod with the label: admission's)", "template: {spec: {topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {}, matchLabelKeys: [app, app]}]}}", ""},
 		{"a matchLabelKey the selector has", "template: {spec: {topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: a}}, matchLabelKeys: [app]}]}}",
 			"spec.template.spec.topologySpreadConstraints[0].matchLabelKeys[0]"},
 		{"an incomplete volume source (a merge may complete it)", "template: {spec: {volumes: [{name: v, nfs: {server: a}}]}}", ""},
@@ -681,6 +684,11 @@ func BenchmarkValidityCheck(b *testing.B) {
 func TestCheckPodRules(t *testing.T) {
 	pod := func(spec string) []byte {
 		js, err := yaml.YAMLToJSON([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: " + spec))
+		require.NoError(t, err)
+		return js
+	}
+	labelledPod := func(spec string) []byte {
+		js, err := yaml.YAMLToJSON([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {app: x}}\nspec: " + spec))
 		require.NoError(t, err)
 		return js
 	}
@@ -747,10 +755,14 @@ func TestCheckPodRules(t *testing.T) {
 		{"a memory divisor of 16", pod("{containers: [{name: a, image: x, env: [{name: A, valueFrom: {resourceFieldRef: {resource: limits.memory, divisor: '16'}}}]}]}"), nil, []string{RuleEnvSource}},
 		{"a cpu divisor of 1m in a volume", pod("{volumes: [{name: v, downwardAPI: {items: [{path: c, resourceFieldRef: {containerName: a, resource: limits.cpu, divisor: 1m}}]}}], containers: [{name: a, image: x}]}"), nil, nil},
 		{"a cpu divisor of 2 in a volume", pod("{volumes: [{name: v, downwardAPI: {items: [{path: c, resourceFieldRef: {containerName: a, resource: limits.cpu, divisor: '2'}}]}}], containers: [{name: a, image: x}]}"), nil, []string{RuleVolumeSource}},
-		{"a matchLabelKey twice", pod("{topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {}, matchLabelKeys: [app, app]}], containers: [{name: a, image: x}]}"), nil, []string{RulePodFieldConflict}},
+		{"a matchLabelKey twice, the pod unlabelled", pod("{topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {}, matchLabelKeys: [app, app]}], containers: [{name: a, image: x}]}"), nil, nil},
+		{"an affinity matchLabelKey in the selector, the pod unlabelled", pod("{affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: zone, labelSelector: {matchExpressions: [{key: app, operator: In, values: [a]}]}, matchLabelKeys: [app]}]}}, containers: [{name: a, image: x}]}"), nil, nil},
+		{"a matchLabelKey twice", labelledPod("{topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {}, matchLabelKeys: [app, app]}], containers: [{name: a, image: x}]}"), nil, []string{RulePodFieldConflict}},
 		{"pod-level huge pages without cpu or memory", pod("{resources: {limits: {hugepages-2Mi: 2Mi}}, containers: [{name: a, image: x}]}"), nil, []string{RuleExtendedResourceLimit}},
 		{"pod-level huge pages with the containers' cpu requests", pod("{resources: {limits: {hugepages-2Mi: 2Mi}}, containers: [{name: a, image: x, resources: {requests: {cpu: 100m}}}]}"), nil, nil},
 		{"a pod-level limit below the containers' requests, its request unset", pod("{resources: {limits: {cpu: 100m}}, containers: [{name: a, image: x, resources: {requests: {cpu: '1'}}}]}"), nil, []string{RuleRequestAboveLimit}},
+		{"an affinity matchLabelKey in the selector", labelledPod("{affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: zone, labelSelector: {matchExpressions: [{key: app, operator: In, values: [a]}]}, matchLabelKeys: [app]}]}}, containers: [{name: a, image: x}]}"), nil, []string{RulePodFieldConflict}},
+		{"a preferred affinity mismatchLabelKey in the selector", labelledPod("{affinity: {podAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 1, podAffinityTerm: {topologyKey: zone, labelSelector: {matchLabels: {app: a}}, mismatchLabelKeys: [app]}}]}}, containers: [{name: a, image: x}]}"), nil, []string{RulePodFieldConflict}},
 		{"restricted: hardened", pod("{containers: [{name: a, image: x, " + hardened + "}]}"), restricted, nil},
 		{"restricted: an image volume", pod("{volumes: [{name: i, image: {reference: x}}], containers: [{name: a, image: x, " + hardened + "}]}"), restricted, nil},
 		{"restricted: runAsNonRoot from the pod", pod("{securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}, containers: [{name: a, image: x, securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}}]}"), restricted, nil},

@@ -279,6 +279,18 @@ var validityRows = []validityRow{
 		rule: policies.RulePodFieldConflict},
 	{name: "a matchLabelKey once", fixture: "flink/jobmanager-pod.yaml", edit: set("topologySpreadConstraints", []any{map[string]any{
 		"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": map[string]any{}, "matchLabelKeys": []any{"app"}}})},
+	{name: "an anti-affinity matchLabelKey its selector has, the pod labelled", fixture: "flink/jobmanager-pod.yaml", edit: set("affinity", antiAffinity("app")),
+		rule: policies.RulePodFieldConflict},
+	{name: "an anti-affinity matchLabelKey its selector has, the pod not labelled", fixture: "flink/jobmanager-pod.yaml", edit: set("affinity", antiAffinity("absent"))},
+	{name: "a matchLabelKey twice, the pod not labelled", fixture: "flink/jobmanager-pod.yaml", edit: set("topologySpreadConstraints", []any{map[string]any{
+		"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": map[string]any{}, "matchLabelKeys": []any{"absent", "absent"}}})},
+}
+
+// antiAffinity is a required anti-affinity term whose selector and matchLabelKeys both name key.
+func antiAffinity(key string) map[string]any {
+	return map[string]any{"podAntiAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": []any{map[string]any{
+		"topologyKey": "kubernetes.io/hostname", "matchLabelKeys": []any{key},
+		"labelSelector": map[string]any{"matchExpressions": []any{map[string]any{"key": key, "operator": "In", "values": []any{"a"}}}}}}}}
 }
 
 // volume replaces the source of the fixture's second volume.
