@@ -282,7 +282,7 @@ var volumeRules = map[string]func(vc *volumeCheck, m map[string]any){
 	"photonPersistentDisk": func(vc *volumeCheck, m map[string]any) { vc.required(m, "", "pdID") },
 	"portworxVolume":       func(vc *volumeCheck, m map[string]any) { vc.required(m, "", "volumeID") },
 	"scaleIO": func(vc *volumeCheck, m map[string]any) {
-		vc.required(m, "", "gateway", "system", "volumeName", "secretRef")
+		vc.required(m, "", "gateway", "system", "volumeName") // secretRef is not validated
 	},
 	"storageos": func(vc *volumeCheck, m map[string]any) {
 		vc.required(m, "", "volumeName")
