@@ -197,9 +197,15 @@ func (c *checker) pod(obj map[string]any) {
 	}
 	c.claims(spec, containers)
 	c.podOS(spec, containers)
-	labels := mapOf(mapOf(obj["metadata"])["labels"])
-	c.topologySpread(spec, labels)
-	c.affinityLabelKeys(spec, labels)
+	var labels map[string]any // read only when a term has label keys
+	podLabels := func() map[string]any {
+		if labels == nil {
+			labels = mapOf(mapOf(obj["metadata"])["labels"])
+		}
+		return labels
+	}
+	c.topologySpread(spec, podLabels)
+	c.affinityLabelKeys(spec, podLabels)
 }
 
 // sources counts the members of a volume other than its name, scanning it when still raw.
@@ -1033,7 +1039,7 @@ func resourceFieldDivisor(r map[string]any) bool {
 // topologySpread: a topology spread constraint's matchLabelKeys are not keys of its
 // labelSelector; the API server merges each key the Pod has a label of into the selector, so
 // such a key twice is refused too (ValidateMatchLabelKeysInTopologySpread, after the merge).
-func (c *checker) topologySpread(spec, labels map[string]any) {
+func (c *checker) topologySpread(spec map[string]any, labels func() map[string]any) {
 	list := spec["topologySpreadConstraints"]
 	if _, raw := list.(json.RawMessage); raw && !c.full {
 		return // as given
@@ -1050,7 +1056,7 @@ func (c *checker) topologySpread(spec, labels map[string]any) {
 // affinityLabelKeys: the same for pod (anti-)affinity terms, whose matchLabelKeys and
 // mismatchLabelKeys the API server merges into the term's selector for the keys the Pod has a
 // label of; such a key already in the selector is refused (ValidateMatchLabelKeysAndMismatchLabelKeys).
-func (c *checker) affinityLabelKeys(spec, labels map[string]any) {
+func (c *checker) affinityLabelKeys(spec map[string]any, labels func() map[string]any) {
 	aff := spec["affinity"]
 	if _, raw := aff.(json.RawMessage); raw && !c.full {
 		return // as given
@@ -1073,7 +1079,7 @@ func (c *checker) affinityLabelKeys(spec, labels map[string]any) {
 
 // labelKeys reports label keys of lists that a selector already has once merged: direct, a
 // key in the selector is refused whether or not the Pod has the label (topology spread).
-func (c *checker) labelKeys(at string, sel, labels map[string]any, direct bool, lists ...[]any) {
+func (c *checker) labelKeys(at string, sel map[string]any, labels func() map[string]any, direct bool, lists ...[]any) {
 	if len(lists[0]) == 0 && (len(lists) == 1 || len(lists[1]) == 0) {
 		return
 	}
@@ -1087,7 +1093,7 @@ func (c *checker) labelKeys(at string, sel, labels map[string]any, direct bool, 
 	for _, list := range lists {
 		for _, k := range list {
 			key := strOf(k)
-			_, labelled := labels[key]
+			_, labelled := labels()[key]
 			if !labelled && !direct {
 				continue // not merged: nothing to collide with
 			}
