@@ -1359,6 +1359,9 @@ func validateResourceFieldRef(r *corev1.ResourceFieldSelector, volume bool, fld 
 	default:
 		errs = append(errs, field.NotSupported(fld.Child("resource"), r.Resource, envResources))
 	}
+	if !r.Divisor.IsZero() && !divisorSupported(r.Resource, r.Divisor) {
+		errs = append(errs, field.Invalid(fld.Child("divisor"), r.Divisor.String(), "not a divisor supported with "+r.Resource))
+	}
 	return errs
 }
 

@@ -38,6 +38,10 @@ func lintValidity(spec *PatchSpec, fld *field.Path) field.ErrorList {
 		}
 		errs = append(errs, lintPodSpec(&t.Spec, tf)...)
 	}
+	if s := spec.Service; s != nil && len(s.Spec.ClusterIPs) > 1 {
+		// Lint allows only "None" in clusterIPs (validate_fields.go), and None must be alone.
+		errs = append(errs, field.Invalid(fld.Child("service", "spec", "clusterIPs"), s.Spec.ClusterIPs, "'None' must be the first and only value"))
+	}
 	if s := spec.Service; s != nil && len(s.Spec.IPFamilies) > 1 {
 		// Two families need a dual-stack policy, in the same policy (the object's is SingleStack
 		// or unset, which the API server refuses with two families).
@@ -71,6 +75,9 @@ func lintContainer(c corev1.Container, fld *field.Path) field.ErrorList {
 		rf := fld.Child("restartPolicyRules").Index(i)
 		if r.ExitCodes == nil {
 			errs = append(errs, field.Required(rf.Child("exitCodes"), ""))
+		} else if op := r.ExitCodes.Operator; op != corev1.ContainerRestartRuleOnExitCodesOpIn && op != corev1.ContainerRestartRuleOnExitCodesOpNotIn {
+			errs = append(errs, field.NotSupported(rf.Child("exitCodes", "operator"), string(op),
+				[]corev1.ContainerRestartRuleOnExitCodesOperator{corev1.ContainerRestartRuleOnExitCodesOpIn, corev1.ContainerRestartRuleOnExitCodesOpNotIn}))
 		}
 		if r.Action == "" {
 			errs = append(errs, field.Required(rf.Child("action"), ""))
@@ -118,16 +125,54 @@ func lintPodSpec(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
 			}
 		}
 		errs = append(errs, lintHugePages(*r, rf)...)
+		for _, name := range slices.Sorted(maps.Keys(r.Requests)) {
+			if _, ok := r.Limits[name]; !ok && !resourceOvercommitAllowed(string(name)) {
+				errs = append(errs, field.Required(rf.Child("limits").Key(string(name)),
+					string(name)+" cannot be overcommitted: set its pod-level limit, equal to the request"))
+			}
+		}
 	}
+	if s.OS != nil && s.OS.Name == corev1.Windows && s.Resources != nil {
+		errs = append(errs, field.Forbidden(fld.Child("resources"), "may not be set for a windows pod"))
+	}
+	claims := map[string]bool{}
 	for i, c := range s.ResourceClaims {
 		if (c.ResourceClaimName == nil) == (c.ResourceClaimTemplateName == nil) {
 			errs = append(errs, field.Invalid(fld.Child("resourceClaims").Index(i), c.Name,
 				"exactly one of resourceClaimName and resourceClaimTemplateName must be set"))
 		}
+		if c.Name == "" {
+			errs = append(errs, field.Required(fld.Child("resourceClaims").Index(i).Child("name"), "entries merge by name"))
+		}
+		if claims[c.Name] {
+			// Entries merge by name: two of one name become one with both sources.
+			errs = append(errs, field.Duplicate(fld.Child("resourceClaims").Index(i).Child("name"), c.Name))
+		}
+		claims[c.Name] = true
+	}
+	for i, v := range s.Volumes {
+		errs = append(errs, lintVolume(v, fld.Child("volumes").Index(i))...)
 	}
 	for i, c := range s.TopologySpreadConstraints {
 		if c.LabelSelector == nil && len(c.MatchLabelKeys) > 0 {
 			errs = append(errs, field.Forbidden(fld.Child("topologySpreadConstraints").Index(i).Child("matchLabelKeys"), "may not be set without labelSelector"))
+			continue
+		}
+		// A key the selector has is refused (ValidateMatchLabelKeysInTopologySpread); a key
+		// twice only when the Pod has the label (it is merged into the selector): admission's.
+		taken := map[string]bool{}
+		if c.LabelSelector != nil {
+			for k := range c.LabelSelector.MatchLabels {
+				taken[k] = true
+			}
+			for _, e := range c.LabelSelector.MatchExpressions {
+				taken[e.Key] = true
+			}
+		}
+		for j, k := range c.MatchLabelKeys {
+			if taken[k] {
+				errs = append(errs, field.Invalid(fld.Child("topologySpreadConstraints").Index(i).Child("matchLabelKeys").Index(j), k, "exists in both matchLabelKeys and labelSelector"))
+			}
 		}
 	}
 	if a := s.Affinity; a != nil {
@@ -187,6 +232,55 @@ func lintHugePages(r corev1.ResourceRequirements, fld *field.Path) field.ErrorLi
 				errs = append(errs, field.Invalid(fld.Child(list.name).Key(string(name)), q.String(),
 					"must be a whole multiple of the page size "+size))
 			}
+		}
+	}
+	return errs
+}
+
+// lintVolume checks what one policy's volume shows the API server would refuse whatever volume
+// it merges into: members that exclude each other both set, and values outside an enumeration
+// (a source of two kinds and a downward item of two references are validate_fields.go's).
+// What a merge may complete (a required member) is decided at admission (validity_volumes.go).
+func lintVolume(v corev1.Volume, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	both := func(a, b bool, at *field.Path, msg string) {
+		if a && b {
+			errs = append(errs, field.Invalid(at, v.Name, msg))
+		}
+	}
+	if f := v.Flocker; f != nil {
+		both(f.DatasetName != "", f.DatasetUUID != "", fld.Child("flocker"), "datasetName and datasetUUID can not be specified simultaneously")
+	}
+	if q := v.Quobyte; q != nil && q.Registry != "" && !quobyteRegistry(q.Registry) {
+		errs = append(errs, field.Invalid(fld.Child("quobyte", "registry"), q.Registry, "must be a host:port pair or multiple pairs separated by commas"))
+	}
+	if f := v.Flocker; f != nil && strings.Contains(f.DatasetName, "/") {
+		errs = append(errs, field.Invalid(fld.Child("flocker", "datasetName"), f.DatasetName, "must not contain '/'"))
+	}
+	if a := v.AzureDisk; a != nil && a.DataDiskURI != "" {
+		// Whatever kind a merge gives it, the URI fits one of the two forms.
+		if kind := a.Kind; kind != nil && !azureDiskURI(string(*kind), a.DataDiskURI) || !azureDiskURI("Managed", a.DataDiskURI) && !azureDiskURI("", a.DataDiskURI) {
+			errs = append(errs, field.Invalid(fld.Child("azureDisk", "diskURI"), a.DataDiskURI, "must start with /subscriptions/ for a Managed disk, https:// for the other kinds"))
+		}
+	}
+	if f := v.FC; f != nil {
+		both(len(f.TargetWWNs) > 0, len(f.WWIDs) > 0, fld.Child("fc", "targetWWNs"), "targetWWNs and wwids can not be specified simultaneously")
+	}
+	if p := v.Projected; p != nil {
+		for i, src := range p.Sources {
+			sf := fld.Child("projected", "sources").Index(i)
+			if b := src.ClusterTrustBundle; b != nil {
+				both(b.Name != nil, b.SignerName != nil, sf.Child("clusterTrustBundle"), "only one of name and signerName may be used")
+			}
+			if pc := src.PodCertificate; pc != nil && pc.KeyType != "" && !slices.Contains(keyTypes, pc.KeyType) {
+				errs = append(errs, field.NotSupported(sf.Child("podCertificate", "keyType"), pc.KeyType, keyTypes))
+			}
+		}
+	}
+	if e := v.Ephemeral; e != nil && e.VolumeClaimTemplate != nil {
+		modes := e.VolumeClaimTemplate.Spec.AccessModes
+		if slices.Contains(modes, corev1.ReadWriteOncePod) && slices.ContainsFunc(modes, func(m corev1.PersistentVolumeAccessMode) bool { return m != corev1.ReadWriteOncePod }) {
+			errs = append(errs, field.Forbidden(fld.Child("ephemeral", "volumeClaimTemplate", "spec", "accessModes"), "may not use ReadWriteOncePod with other access modes"))
 		}
 	}
 	return errs

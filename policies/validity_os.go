@@ -55,6 +55,9 @@ func (c *checker) podOS(spec map[string]any, containers []container) {
 				c.add(RulePodOS, "spec.securityContext."+k, "cannot be set for a windows pod")
 			}
 		}
+		if spec["resources"] != nil { // pod-level resources (validateWindows)
+			c.add(RulePodOS, "spec.resources", "may not be set for a windows pod")
+		}
 		for _, k := range []string{"hostUsers", "hostPID", "hostIPC", "shareProcessNamespace"} {
 			if spec[k] != nil {
 				c.add(RulePodOS, "spec."+k, "cannot be set for a windows pod")

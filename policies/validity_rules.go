@@ -2,6 +2,8 @@ package policies
 
 import (
 	"encoding/json"
+	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -49,6 +51,8 @@ const (
 	RuleResourceClaimNotFound   = "resource-claim-not-found"
 	RuleVolumeSource            = "volume-source"
 	RuleServiceClusterIPs       = "service-cluster-ips"
+	RuleResourceClaimSource     = "resource-claim-source"
+	RuleRestartPolicyRules      = "restart-policy-rules"
 )
 
 // Rules lists every rule id, for the metric's documentation and tests.
@@ -60,7 +64,7 @@ var Rules = []string{
 	RulePodSecurity, RuleAnnotationsTooLong, RuleServiceHeadlessExternal, RuleServiceTypeField,
 	RuleServicePortName, RuleServiceDuplicatePort, RuleServicePortsRequired, RuleServiceExternalName,
 	RulePodResources, RuleResourceClaimNotFound, RuleVolumeSource, RuleServiceClusterIPs, RulePodOS,
-	RulePodFieldConflict, RuleEnvSource,
+	RulePodFieldConflict, RuleEnvSource, RuleResourceClaimSource, RuleRestartPolicyRules,
 	RuleServiceIPFamilies,
 }
 
@@ -75,6 +79,9 @@ type checker struct {
 	// full checks parts still raw too; without it (a patched object) the rules that read
 	// only one part skip it when raw, as given: whatever it breaks, the object had already.
 	full bool
+	// defaults are the container defaults of the namespace's LimitRanges (a Pod's), which
+	// LimitRanger fills in before the API server validates the Pod.
+	defaults corev1.LimitRangeItem
 }
 
 func (c *checker) add(rule, fld, msg string) {
@@ -139,6 +146,7 @@ func (c *checker) pod(obj map[string]any) {
 	if spec == nil {
 		return
 	}
+	c.defaults = c.containerDefaults()
 	list := listOf(spec["volumes"])
 	volumes := make(map[string]any, len(list)) // name → the volume, maybe still raw
 	var f [1]string
@@ -175,6 +183,7 @@ func (c *checker) pod(obj map[string]any) {
 			c.envVars(ct)
 			c.mounts(ct, volumes)
 			c.resources(ct)
+			c.restartRules(ct)
 		}
 	}
 	if c.env.cluster != nil {
@@ -185,48 +194,19 @@ func (c *checker) pod(obj map[string]any) {
 	c.runtimeClass(spec)
 	c.podSecurity(spec, volumes, containers)
 	if r := mapOf(spec["resources"]); r != nil {
-		c.podResources(r, containers)
+		c.podResources(r, containers, c.defaults)
 	}
 	c.claims(spec, containers)
 	c.podOS(spec, containers)
-}
-
-// requiredSource lists, per volume source, the members it cannot do without (the API server's
-// validate<Source>VolumeSource): a policy's partial source merged into a volume of the same
-// name with another source, or into none, is incomplete (property finding 18).
-var requiredSource = map[string][]string{
-	"hostPath": {"path"}, "nfs": {"server", "path"}, "configMap": {"name"}, "secret": {"secretName"},
-	"persistentVolumeClaim": {"claimName"}, "gitRepo": {"repository"}, "iscsi": {"targetPortal", "iqn"},
-	"glusterfs": {"endpoints", "path"}, "rbd": {"monitors", "image"}, "cephfs": {"monitors"}, "cinder": {"volumeID"},
-	"flexVolume": {"driver"}, "azureDisk": {"diskName", "diskURI"}, "azureFile": {"secretName", "shareName"},
-	"vsphereVolume": {"volumePath"}, "quobyte": {"registry", "volume"}, "portworxVolume": {"volumeID"},
-	"scaleIO": {"gateway", "system", "secretRef"}, "gcePersistentDisk": {"pdName"}, "awsElasticBlockStore": {"volumeID"},
-	"csi": {"driver"}, "ephemeral": {"volumeClaimTemplate"}, "photonPersistentDisk": {"pdID"}, "storageos": {"volumeName"},
-	"image": {"reference"}, "fc": nil,
-}
-
-// volumeSource checks that a volume's source has what it requires.
-func (c *checker) volumeSource(name string, v map[string]any) {
-	for src, req := range requiredSource {
-		sm, ok := jsontree.Expand(v[src]).(map[string]any)
-		if !ok {
-			continue
+	var labels map[string]any // read only when a term has label keys
+	podLabels := func() map[string]any {
+		if labels == nil {
+			labels = mapOf(mapOf(obj["metadata"])["labels"])
 		}
-		for _, k := range req {
-			if x := jsontree.Expand(sm[k]); x == nil || x == "" {
-				c.add(RuleVolumeSource, item("spec.volumes", name)+"."+src+"."+k, "required by a "+src+" volume")
-			}
-		}
-		if src == "ephemeral" {
-			spec := mapOf(mapOf(sm["volumeClaimTemplate"])["spec"])
-			if mapOf(sm["volumeClaimTemplate"]) != nil && len(listOf(spec["accessModes"])) == 0 {
-				c.add(RuleVolumeSource, item("spec.volumes", name)+".ephemeral.volumeClaimTemplate.spec.accessModes", "required by an ephemeral volume")
-			}
-		}
-		if src == "fc" && len(listOf(sm["targetWWNs"])) == 0 && len(listOf(sm["wwids"])) == 0 {
-			c.add(RuleVolumeSource, item("spec.volumes", name)+".fc", "needs targetWWNs or wwids")
-		}
+		return labels
 	}
+	c.topologySpread(spec, podLabels)
+	c.affinityLabelKeys(spec, podLabels)
 }
 
 // sources counts the members of a volume other than its name, scanning it when still raw.
@@ -251,8 +231,12 @@ func sources(v any) int {
 // podResources: pod-level resources hold the containers' (requests at least their aggregate,
 // limits at least each container's, huge pages at least their aggregate) and requests at most
 // limits.
-func (c *checker) podResources(r map[string]any, containers []container) {
-	req, lim := podResources(containers, corev1.LimitRangeItem{})
+//
+// The containers' resources are those LimitRanger leaves: it fills missing ones from the
+// namespace's defaults before the API server validates the Pod, so a default container limit
+// above a pod-level limit a policy set is refused too.
+func (c *checker) podResources(r map[string]any, containers []container, defaults corev1.LimitRangeItem) {
+	req, lim := podResources(containers, defaults)
 	podReq, podLim := mapOf(r["requests"]), mapOf(r["limits"])
 	for name, v := range podReq {
 		q, ok := quantityOf(v)
@@ -278,15 +262,126 @@ func (c *checker) podResources(r map[string]any, containers []container) {
 			if ct.list != "containers" {
 				continue
 			}
-			if cl, ok := quantityOf(ct.resources.limits[name]); ok && cl.Cmp(l) > 0 {
+			_, climits := defaultedResources(ct.resources, defaults)
+			if cl, ok := climits[name]; ok && cl.Cmp(l) > 0 {
 				c.add(RulePodResources, ct.at(".resources.limits["+name+"]"), "above the pod's limit "+l.String())
 			}
+		}
+	}
+	// A pod-level limit without a request: the request defaults to the containers' requests
+	// together (defaultPodRequests), which must not be above it.
+	for name, v := range podLim {
+		l, ok := quantityOf(v)
+		if _, set := podReq[name]; set || !ok || !resourceOvercommitAllowed(name) {
+			continue
+		}
+		if agg, ok := req[name]; ok && agg.Cmp(l) > 0 {
+			c.add(RuleRequestAboveLimit, "spec.resources.requests["+name+"]", "defaults to the containers' requests together, "+agg.String()+", above the pod's limit "+l.String())
+		}
+	}
+	// Pod-level huge pages need a pod-level cpu or memory request or limit; a request
+	// defaults from the containers' when the pod has limits.
+	if hugePages(podReq) || hugePages(podLim) {
+		has := func(name string) bool {
+			_, r := podReq[name]
+			_, l := podLim[name]
+			_, agg := req[name]
+			return r || l || agg && len(podLim) > 0
+		}
+		if !has("cpu") && !has("memory") {
+			c.add(RuleExtendedResourceLimit, "spec.resources", "pod-level huge pages require a pod-level cpu or memory request or limit")
+		}
+	}
+	// Resources that cannot be overcommitted (huge pages) need a pod-level limit equal to the
+	// pod-level request (validateResourceRequirements).
+	for name, v := range podReq {
+		if resourceOvercommitAllowed(name) {
+			continue
+		}
+		lv, hasLimit := podLim[name]
+		q, qok := quantityOf(v)
+		l, lok := quantityOf(lv)
+		switch {
+		case !hasLimit:
+			c.add(RuleExtendedResourceLimit, "spec.resources.limits["+name+"]", name+" cannot be overcommitted: a pod-level request needs an equal limit")
+		case qok && lok && q.Cmp(l) != 0:
+			c.add(RuleExtendedResourceLimit, "spec.resources.requests["+name+"]", name+" cannot be overcommitted: the request "+q.String()+" must equal the limit "+l.String())
+		}
+	}
+}
+
+// containerDefaults are the container defaults of the namespace's LimitRanges, which
+// LimitRanger fills in before validation; empty when the caches do not know them.
+func (c *checker) containerDefaults() corev1.LimitRangeItem {
+	var defaults corev1.LimitRangeItem
+	if c.env.cluster == nil {
+		return defaults
+	}
+	items, ok := c.env.cluster.LimitRanges(c.env.namespace)
+	if !ok {
+		return defaults
+	}
+	for _, it := range items {
+		if it.Type == corev1.LimitTypeContainer {
+			defaults.Default = mergeList(defaults.Default, it.Default)
+			defaults.DefaultRequest = mergeList(defaults.DefaultRequest, it.DefaultRequest)
+		}
+	}
+	return defaults
+}
+
+// restartRules: a container's restart rules have an action and exit codes with an operator In
+// or NotIn and at most 255 values (validateContainerRestartPolicy); a policy's rule merged into
+// the object's, or an empty exitCodes, breaks them.
+func (c *checker) restartRules(ct container) {
+	rules := listOf(ct.m["restartPolicyRules"])
+	if len(rules) == 0 {
+		return
+	}
+	if ct.m["restartPolicy"] == nil {
+		c.add(RuleRestartPolicyRules, ct.at(".restartPolicy"), "must specify restartPolicy when restart rules are used")
+	}
+	if len(rules) > 20 {
+		c.add(RuleRestartPolicyRules, ct.at(".restartPolicyRules"), "at most 20 rules")
+	}
+	for i, r := range rules {
+		rm := mapOf(r)
+		at := ct.at(".restartPolicyRules[" + strconv.Itoa(i) + "]")
+		if a := strOf(rm["action"]); a != "Restart" && a != "RestartAllContainers" {
+			c.add(RuleRestartPolicyRules, at+".action", "unsupported action "+strconv.Quote(a))
+		}
+		ec := mapOf(rm["exitCodes"])
+		if ec == nil {
+			c.add(RuleRestartPolicyRules, at+".exitCodes", "must be specified")
+			continue
+		}
+		if op := strOf(ec["operator"]); op != "In" && op != "NotIn" {
+			c.add(RuleRestartPolicyRules, at+".exitCodes.operator", "unsupported value "+strconv.Quote(op)+": supported values: In, NotIn")
+		}
+		if len(listOf(ec["values"])) > 255 {
+			c.add(RuleRestartPolicyRules, at+".exitCodes.values", "at most 255 values")
 		}
 	}
 }
 
 // claims: a container's resources.claims name claims of the pod's resourceClaims.
+//
+// Each of the pod's resourceClaims names exactly one source: a policy's entry merged into the
+// object's entry of the same name can leave both resourceClaimName and
+// resourceClaimTemplateName.
 func (c *checker) claims(spec map[string]any, containers []container) {
+	for _, rc := range listOf(spec["resourceClaims"]) {
+		if _, raw := rc.(json.RawMessage); raw && !c.full {
+			continue // as given
+		}
+		m := mapOf(rc)
+		if strOf(m["name"]) == "" {
+			c.add(RuleResourceClaimSource, "spec.resourceClaims", "every resource claim needs a name")
+		}
+		if (strOf(m["resourceClaimName"]) == "") == (strOf(m["resourceClaimTemplateName"]) == "") {
+			c.add(RuleResourceClaimSource, item("spec.resourceClaims", strOf(m["name"])), "exactly one of resourceClaimName and resourceClaimTemplateName must be set")
+		}
+	}
 	var names map[string]bool
 	for _, ct := range containers {
 		claims := listOf(mapOf(ct.m["resources"])["claims"])
@@ -456,6 +551,9 @@ func (c *checker) envVars(ct container) {
 				n++
 			}
 		}
+		if r := mapOf(from["resourceFieldRef"]); r != nil && !resourceFieldDivisor(r) {
+			c.add(RuleEnvSource, ct.at(".env["+strOf(e["name"])+"].valueFrom.resourceFieldRef.divisor"), "not a divisor supported with "+strOf(r["resource"]))
+		}
 		switch {
 		case n > 1:
 			c.add(RuleEnvSource, ct.at(".env["+strOf(e["name"])+"].valueFrom"), "may not have more than one source")
@@ -521,6 +619,9 @@ func (c *checker) resources(ct container) {
 		lim, ok := quantityOf(lv)
 		if hasLimit && !ok {
 			continue
+		}
+		if d, def := c.defaults.Default[corev1.ResourceName(name)]; !hasLimit && def {
+			lim, hasLimit = d, true // LimitRanger's default limit
 		}
 		switch {
 		case resourceOvercommitAllowed(name):
@@ -620,12 +721,17 @@ func sameResources(m map[string]any, want corev1.ResourceList) bool {
 
 // serviceAccount: the ServiceAccount plugin refuses a Pod whose account does not exist.
 func (c *checker) serviceAccount(spec map[string]any) {
-	name := strOf(spec["serviceAccountName"])
+	name, fld := strOf(spec["serviceAccountName"]), "spec.serviceAccountName"
+	if name == "" {
+		// The API server reads the deprecated spec.serviceAccount when serviceAccountName is
+		// empty (the v1 conversion), and the plugin then looks that account up.
+		name, fld = strOf(spec["serviceAccount"]), "spec.serviceAccount"
+	}
 	if name == "" {
 		return
 	}
 	if c.env.cluster.ServiceAccount(c.env.namespace, name) == Absent {
-		c.add(RuleServiceAccountNotFound, "spec.serviceAccountName", "no ServiceAccount "+strconv.Quote(name)+" exists in namespace "+c.env.namespace)
+		c.add(RuleServiceAccountNotFound, fld, "no ServiceAccount "+strconv.Quote(name)+" exists in namespace "+c.env.namespace)
 	}
 }
 
@@ -638,13 +744,7 @@ func (c *checker) limitRanges(spec map[string]any, containers []container) {
 		return
 	}
 	// The defaults LimitRanger fills containers with before it checks anything.
-	var defaults corev1.LimitRangeItem
-	for _, it := range items {
-		if it.Type == corev1.LimitTypeContainer {
-			defaults.Default = mergeList(defaults.Default, it.Default)
-			defaults.DefaultRequest = mergeList(defaults.DefaultRequest, it.DefaultRequest)
-		}
-	}
+	defaults := c.containerDefaults()
 	for _, it := range items {
 		switch it.Type {
 		case corev1.LimitTypeContainer:
@@ -818,7 +918,19 @@ func (c *checker) service(obj map[string]any) {
 			c.add(RuleServiceTypeField, "spec."+k, "may be set only "+what+", not for type "+typ)
 		}
 	}
-	if ips := listOf(spec["clusterIPs"]); len(ips) > 0 {
+	ips := listOf(spec["clusterIPs"])
+	for i, x := range ips {
+		ip := strOf(x)
+		switch _, err := netip.ParseAddr(ip); {
+		case ip == corev1.ClusterIPNone && len(ips) > 1:
+			if i == 0 || strOf(ips[0]) != corev1.ClusterIPNone {
+				c.add(RuleServiceClusterIPs, "spec.clusterIPs", "'None' must be the first and only value")
+			}
+		case ip != corev1.ClusterIPNone && err != nil:
+			c.add(RuleServiceClusterIPs, "spec.clusterIPs["+strconv.Itoa(i)+"]", "must be a valid IP address or None")
+		}
+	}
+	if len(ips) > 0 {
 		switch ip := strOf(spec["clusterIP"]); {
 		case ip == "":
 			c.add(RuleServiceClusterIPs, "spec.clusterIPs", "must be empty when clusterIP is not set")
@@ -893,6 +1005,106 @@ func (c *checker) service(obj map[string]any) {
 				c.add(RuleServiceDuplicatePort, path+".nodePort", "node port "+nk+" is used twice")
 			}
 			nodes[nk] = true
+		}
+	}
+}
+
+// divisors are the divisors validateContainerResourceDivisor accepts for a resource, by the
+// resource's kind (cpu; memory, ephemeral storage and huge pages).
+var (
+	cpuDivisors  = []string{"1m", "1"}
+	sizeDivisors = []string{"1", "1k", "1M", "1G", "1T", "1P", "1E", "1Ki", "1Mi", "1Gi", "1Ti", "1Pi", "1Ei"}
+)
+
+// divisorSupported reports whether a downward API divisor is one the API server accepts with
+// the resource (a zero divisor is unset: it defaults to 1).
+func divisorSupported(res string, d resource.Quantity) bool {
+	if d.IsZero() {
+		return true
+	}
+	name := res[strings.IndexByte(res, '.')+1:]
+	switch {
+	case name == "cpu":
+		return slices.Contains(cpuDivisors, d.String())
+	case name == "memory", name == "ephemeral-storage", strings.HasPrefix(name, corev1.ResourceHugePagesPrefix):
+		return slices.Contains(sizeDivisors, d.String())
+	}
+	return true
+}
+
+// resourceFieldDivisor reads a resourceFieldRef's divisor and checks it (unparsable: lint's).
+func resourceFieldDivisor(r map[string]any) bool {
+	q, ok := quantityOf(r["divisor"])
+	return !ok || divisorSupported(strOf(r["resource"]), q)
+}
+
+// topologySpread: a topology spread constraint's matchLabelKeys are not keys of its
+// labelSelector; the API server merges each key the Pod has a label of into the selector, so
+// such a key twice is refused too (ValidateMatchLabelKeysInTopologySpread, after the merge).
+func (c *checker) topologySpread(spec map[string]any, labels func() map[string]any) {
+	list := spec["topologySpreadConstraints"]
+	if _, raw := list.(json.RawMessage); raw && !c.full {
+		return // as given
+	}
+	for i, it := range listOf(list) {
+		if _, raw := it.(json.RawMessage); raw && !c.full {
+			continue
+		}
+		m := mapOf(it)
+		c.labelKeys("spec.topologySpreadConstraints["+strconv.Itoa(i)+"]", mapOf(m["labelSelector"]), labels, true, listOf(m["matchLabelKeys"]))
+	}
+}
+
+// affinityLabelKeys: the same for pod (anti-)affinity terms, whose matchLabelKeys and
+// mismatchLabelKeys the API server merges into the term's selector for the keys the Pod has a
+// label of; such a key already in the selector is refused (ValidateMatchLabelKeysAndMismatchLabelKeys).
+func (c *checker) affinityLabelKeys(spec map[string]any, labels func() map[string]any) {
+	aff := spec["affinity"]
+	if _, raw := aff.(json.RawMessage); raw && !c.full {
+		return // as given
+	}
+	am := mapOf(aff)
+	for _, kind := range []string{"podAffinity", "podAntiAffinity"} {
+		k := mapOf(am[kind])
+		for _, mode := range []string{"requiredDuringSchedulingIgnoredDuringExecution", "preferredDuringSchedulingIgnoredDuringExecution"} {
+			for i, t := range listOf(k[mode]) {
+				tm := mapOf(t)
+				if mode[0] == 'p' {
+					tm = mapOf(tm["podAffinityTerm"])
+				}
+				at := "spec.affinity." + kind + "." + mode + "[" + strconv.Itoa(i) + "]"
+				c.labelKeys(at, mapOf(tm["labelSelector"]), labels, false, listOf(tm["matchLabelKeys"]), listOf(tm["mismatchLabelKeys"]))
+			}
+		}
+	}
+}
+
+// labelKeys reports label keys of lists that a selector already has once merged: direct, a
+// key in the selector is refused whether or not the Pod has the label (topology spread).
+func (c *checker) labelKeys(at string, sel map[string]any, labels func() map[string]any, direct bool, lists ...[]any) {
+	if len(lists[0]) == 0 && (len(lists) == 1 || len(lists[1]) == 0) {
+		return
+	}
+	taken := map[string]bool{}
+	for k := range mapOf(sel["matchLabels"]) {
+		taken[k] = true
+	}
+	for _, e := range listOf(sel["matchExpressions"]) {
+		taken[strOf(mapOf(e)["key"])] = true
+	}
+	for _, list := range lists {
+		for _, k := range list {
+			key := strOf(k)
+			_, labelled := labels()[key]
+			if !labelled && !direct {
+				continue // not merged: nothing to collide with
+			}
+			if taken[key] {
+				c.add(RulePodFieldConflict, at+".matchLabelKeys", strconv.Quote(key)+" exists in both matchLabelKeys (or mismatchLabelKeys) and labelSelector, once merged")
+			}
+			if labelled {
+				taken[key] = true
+			}
 		}
 	}
 }

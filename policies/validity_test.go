@@ -163,6 +163,19 @@ func TestValidityRegressions(t *testing.T) {
 		limits: map[string][]corev1.LimitRangeItem{"default": {{Type: corev1.LimitTypeContainer,
 			Max: corev1.ResourceList{"memory": resource.MustParse("8Gi")}}}},
 	}
+	defaults := &fakeCluster{accounts: cluster.accounts, limits: map[string][]corev1.LimitRangeItem{"default": {{Type: corev1.LimitTypeContainer,
+		Default: corev1.ResourceList{"cpu": resource.MustParse("2")}}}}}
+	noCPULimit := func(obj map[string]any) {
+		c := obj["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+		delete(c["resources"].(map[string]any)["limits"].(map[string]any), "cpu")
+	}
+	noSA := func(obj map[string]any) {
+		delete(obj["spec"].(map[string]any), "serviceAccountName")
+		delete(obj["spec"].(map[string]any), "serviceAccount")
+	}
+	flocker := func(obj map[string]any) {
+		obj["spec"].(map[string]any)["volumes"].([]any)[0] = map[string]any{"name": "spark-local-dir-1", "flocker": map[string]any{"datasetUUID": "a-b"}}
+	}
 	for _, c := range []struct {
 		name     string
 		fixture  string
@@ -273,6 +286,65 @@ func TestValidityRegressions(t *testing.T) {
 			skipped: map[string]string{"p1": RulePodOS}},
 		{name: "shareProcessNamespace and hostPID from two policies", fixture: "flink/jobmanager-pod.yaml",
 			specs:   []string{"template: {spec: {shareProcessNamespace: true}}", "mode: enforce\ntemplate: {spec: {hostPID: true}}"},
+			skipped: map[string]string{"p1": RulePodFieldConflict}},
+		// The volume-source-incomplete class: a volume a policy touched is checked with every
+		// per-source rule of the API server, at any depth.
+		{name: "a projected pod certificate without signer and key type", fixture: "spark/driver-pod.yaml",
+			specs:   []string{"template: {spec: {volumes: [{name: extra, projected: {sources: [{podCertificate: {}}]}}]}}"},
+			skipped: map[string]string{"p1": RuleVolumeSource}},
+		{name: "a projected cluster trust bundle without its path", fixture: "dask-operator/scheduler-pod.yaml",
+			specs:   []string{"template: {spec: {volumes: [{name: extra, projected: {sources: [{clusterTrustBundle: {name: example}}]}}]}}"},
+			skipped: map[string]string{"p1": RuleVolumeSource}},
+		{name: "a projected cluster trust bundle with neither name nor signer", fixture: "dask-classic/worker-pod.yaml",
+			specs:   []string{"template: {spec: {volumes: [{name: extra, projected: {sources: [{clusterTrustBundle: {path: ca.pem}}]}}]}}"},
+			skipped: map[string]string{"p1": RuleVolumeSource}},
+		{name: "a fibre channel volume with targetWWNs and no lun", fixture: "dask-operator/scheduler-pod.yaml",
+			specs:   []string{"template: {spec: {volumes: [{name: scratch, fc: {targetWWNs: [a-b]}}]}}"},
+			skipped: map[string]string{"p1": RuleVolumeSource}},
+		{name: "a flocker dataset name merged into a volume with a dataset UUID", fixture: "spark/executor-pod.yaml", edit: flocker,
+			specs:   []string{"template: {spec: {volumes: [{name: spark-local-dir-1, flocker: {datasetName: example}}]}}"},
+			skipped: map[string]string{"p1": RuleVolumeSource}},
+		{name: "an ephemeral volume without a storage request", fixture: "spark-operator/driver-pod.yaml",
+			specs:   []string{"template: {spec: {volumes: [{name: extra, ephemeral: {volumeClaimTemplate: {spec: {accessModes: [ReadOnlyMany]}}}}]}}"},
+			skipped: map[string]string{"p1": RuleVolumeSource}},
+		{name: "an ephemeral volume whose data source has no name", fixture: "spark-operator/driver-pod.yaml",
+			specs:   []string{"template: {spec: {volumes: [{name: extra, ephemeral: {volumeClaimTemplate: {spec: {accessModes: [ReadOnlyMany], resources: {requests: {storage: 1Gi}}, dataSourceRef: {kind: VolumeSnapshot, apiGroup: snapshot.storage.k8s.io}}}}}]}}"},
+			skipped: map[string]string{"p1": RuleVolumeSource}},
+		{name: "a complete projected volume is kept", fixture: "spark/driver-pod.yaml",
+			specs: []string{"template: {spec: {volumes: [{name: extra, projected: {sources: [{podCertificate: {signerName: example.com/foo, keyType: ED25519, credentialBundlePath: creds.pem}}, {clusterTrustBundle: {signerName: example.com/foo, labelSelector: {}, path: ca.pem}}]}}]}}"}},
+		{name: "the deprecated serviceAccount naming an account that does not exist", fixture: "kuberay/head-pod.yaml", edit: noSA, cluster: cluster,
+			specs:   []string{"template: {spec: {serviceAccount: missing-sa}}"},
+			skipped: map[string]string{"p1": RuleServiceAccountNotFound}},
+		{name: "a resource claim given a second source by another policy", fixture: "flink/jobmanager-pod.yaml",
+			specs:   []string{"template: {spec: {resourceClaims: [{name: gpu, resourceClaimName: a}]}}", "template: {spec: {resourceClaims: [{name: gpu, resourceClaimTemplateName: b}]}}"},
+			skipped: map[string]string{"p1": RuleResourceClaimSource}},
+		{name: "pod-level limit below a container limit the LimitRange defaults", fixture: "dask-operator/worker-pod.yaml", edit: noCPULimit, cluster: defaults,
+			specs:   []string{"template: {spec: {resources: {limits: {cpu: '1'}}}}"},
+			skipped: map[string]string{"p1": RulePodResources}},
+		{name: "pod-level resources and a windows OS from two policies", fixture: "dask-gateway/worker-pod.yaml",
+			specs:   []string{"template: {spec: {resources: {limits: {cpu: '8'}}}}", "template: {spec: {os: {name: windows}}}"},
+			skipped: map[string]string{"p1": RulePodOS}},
+		{name: "a resource reference whose divisor another policy's resource does not support", fixture: "dask-classic/scheduler-pod.yaml",
+			specs: []string{"template: {spec: {containers: [{name: '*', env: [{name: A, valueFrom: {resourceFieldRef: {resource: limits.cpu, divisor: 1m}}}]}]}}",
+				"template: {spec: {containers: [{name: '*', env: [{name: A, valueFrom: {resourceFieldRef: {resource: limits.memory}}}]}]}}"},
+			skipped: map[string]string{"p1": RuleEnvSource}},
+		{name: "an init container request above the limit the LimitRange defaults", fixture: "spark/executor-pod.yaml", cluster: &fakeCluster{
+			limits: map[string][]corev1.LimitRangeItem{"spark-jobs": {{Type: corev1.LimitTypeContainer, Default: corev1.ResourceList{"memory": resource.MustParse("4Gi")}}}}},
+			specs:   []string{"template: {spec: {initContainers: [{name: init-setup, image: 'ghcr.io/dask/dask:latest', resources: {requests: {memory: 8Gi}}}]}}"},
+			skipped: map[string]string{"p1": RuleRequestAboveLimit}},
+		{name: "a pod-level limit below the containers' requests", fixture: "spark-operator/executor-pod.yaml",
+			specs:   []string{"template: {spec: {resources: {limits: {cpu: 100m}}}}"},
+			skipped: map[string]string{"p1": RuleRequestAboveLimit}},
+		{name: "pod-level huge pages without cpu or memory", fixture: "dask-operator/job-runner-pod.yaml",
+			specs:   []string{"template: {spec: {resources: {limits: {hugepages-2Mi: 2Gi}}}}"},
+			skipped: map[string]string{"p1": RuleExtendedResourceLimit}},
+		{name: "an anti-affinity matchLabelKey its selector has, on a pod with the label", fixture: "flink/jobmanager-pod.yaml",
+			specs: []string{"template: {spec: {affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: kubernetes.io/hostname, labelSelector: {matchExpressions: [{key: app, operator: In, values: [a]}]}, matchLabelKeys: [app]}]}}}}",
+				"template: {metadata: {labels: {team: a}}}"},
+			skipped: map[string]string{"p1": RulePodFieldConflict}},
+		{name: "a matchLabelKey another policy's selector has", fixture: "flink/jobmanager-pod.yaml",
+			specs: []string{"template: {spec: {topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {}, matchLabelKeys: [app]}]}}",
+				"template: {spec: {topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: a}}}]}}"},
 			skipped: map[string]string{"p1": RulePodFieldConflict}},
 		{name: "an enforce policy can be left out too", fixture: "kuberay/worker-pod.yaml", cluster: cluster,
 			specs:   []string{"mode: enforce\ntemplate: {spec: {runtimeClassName: kata}}", "template: {metadata: {labels: {team: a}}}"},
@@ -555,6 +627,33 @@ func TestLintValidity(t *testing.T) {
 		{"a label key both matched and mismatched", "template: {spec: {affinity: {podAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: zone, labelSelector: {}, matchLabelKeys: [app], mismatchLabelKeys: [app]}]}}}}",
 			"spec.template.spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].matchLabelKeys"},
 		{"two IP families, dual-stack", "service: {spec: {ipFamilies: [IPv4, IPv6], ipFamilyPolicy: PreferDualStack}}", ""},
+		{"restart rule exit codes without an operator", "template: {spec: {containers: [{name: '@main', restartPolicy: Always, restartPolicyRules: [{action: Restart, exitCodes: {}}]}]}}",
+			"spec.template.spec.containers[0].restartPolicyRules[0].exitCodes.operator"},
+		{"two resource claims of one name (they merge into one with both sources)", "template: {spec: {resourceClaims: [{name: gpu, resourceClaimName: a}, {name: gpu, resourceClaimTemplateName: b}]}}",
+			"spec.template.spec.resourceClaims[1].name"},
+		{"clusterIPs None twice", "service: {spec: {clusterIPs: [None, None]}}", "spec.service.spec.clusterIPs"},
+		{"clusterIPs None once", "service: {spec: {clusterIP: None, clusterIPs: [None]}}", ""},
+		{"pod-level huge pages requested without a limit", "template: {spec: {resources: {requests: {hugepages-2Mi: '0'}}}}", "spec.template.spec.resources.limits[hugepages-2Mi]"},
+		{"a flocker volume with both dataset name and UUID", "template: {spec: {volumes: [{name: v, flocker: {datasetName: a, datasetUUID: b}}]}}", "spec.template.spec.volumes[0].flocker"},
+		{"a fibre channel volume with targetWWNs and wwids", "template: {spec: {volumes: [{name: v, fc: {targetWWNs: [a], wwids: [b], lun: 0}}]}}", "spec.template.spec.volumes[0].fc.targetWWNs"},
+		{"a cluster trust bundle with name and signerName", "template: {spec: {volumes: [{name: v, projected: {sources: [{clusterTrustBundle: {name: a, signerName: example.com/a, path: p}}]}}]}}",
+			"spec.template.spec.volumes[0].projected.sources[0].clusterTrustBundle"},
+		{"a pod certificate with an unknown key type", "template: {spec: {volumes: [{name: v, projected: {sources: [{podCertificate: {signerName: example.com/a, keyType: DSA, keyPath: k}}]}}]}}",
+			"spec.template.spec.volumes[0].projected.sources[0].podCertificate.keyType"},
+		{"an ephemeral claim with ReadWriteOncePod and another mode", "template: {spec: {volumes: [{name: v, ephemeral: {volumeClaimTemplate: {spec: {accessModes: [ReadWriteOncePod, ReadOnlyMany], resources: {requests: {storage: 1Gi}}}}}}]}}",
+			"spec.template.spec.volumes[0].ephemeral.volumeClaimTemplate.spec.accessModes"},
+		{"a quobyte registry that is not host:port", "template: {spec: {volumes: [{name: v, quobyte: {registry: example, volume: x}}]}}", "spec.template.spec.volumes[0].quobyte.registry"},
+		{"pod-level resources on a windows pod", "template: {spec: {os: {name: windows}, resources: {}}}", "spec.template.spec.resources"},
+		{"an azure disk URI of neither form", "template: {spec: {volumes: [{name: v, azureDisk: {diskName: a, diskURI: example}}]}}", "spec.template.spec.volumes[0].azureDisk.diskURI"},
+		{"a resource claim without a name", "template: {spec: {resourceClaims: [{resourceClaimTemplateName: gpu-claim}]}}", "spec.template.spec.resourceClaims[0].name"},
+		{"a memory divisor of 16", "template: {spec: {containers: [{name: '*', env: [{name: A, valueFrom: {resourceFieldRef: {resource: limits.memory, divisor: '16'}}}]}]}}",
+			"spec.template.spec.containers[0].env[0].valueFrom.resourceFieldRef.divisor"},
+		{"a memory divisor of 1Mi", "template: {spec: {containers: [{name: '*', env: [{name: A, valueFrom: {resourceFieldRef: {resource: limits.memory, divisor: 1Mi}}}]}]}}", ""},
+		{"a cpu divisor of 1000m (1)", "template: {spec: {containers: [{name: '*', env: [{name: A, valueFrom: {resourceFieldRef: {resource: requests.cpu, divisor: 1000m}}}]}]}}", ""},
+		{"a matchLabelKey twice (refused only for a Pod with the label: admission's)", "template: {spec: {topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {}, matchLabelKeys: [app, app]}]}}", ""},
+		{"a matchLabelKey the selector has", "template: {spec: {topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: a}}, matchLabelKeys: [app]}]}}",
+			"spec.template.spec.topologySpreadConstraints[0].matchLabelKeys[0]"},
+		{"an incomplete volume source (a merge may complete it)", "template: {spec: {volumes: [{name: v, nfs: {server: a}}]}}", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			text := docHead + "spec:\n" + indent(c.spec)
@@ -593,6 +692,11 @@ func TestCheckPodRules(t *testing.T) {
 		require.NoError(t, err)
 		return js
 	}
+	labelledPod := func(spec string) []byte {
+		js, err := yaml.YAMLToJSON([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {app: x}}\nspec: " + spec))
+		require.NoError(t, err)
+		return js
+	}
 	restricted := map[string]string{PodSecurityEnforceLabel: "restricted"}
 	baseline := map[string]string{PodSecurityEnforceLabel: "baseline"}
 	const hardened = "securityContext: {allowPrivilegeEscalation: false, runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}, capabilities: {drop: [ALL]}}"
@@ -621,7 +725,7 @@ func TestCheckPodRules(t *testing.T) {
 		{"a claim the pod does not have", pod("{containers: [{name: a, image: x, resources: {claims: [{name: gpu}]}}]}"), nil, []string{RuleResourceClaimNotFound}},
 		{"a claim the pod has", pod("{resourceClaims: [{name: gpu, resourceClaimName: g}], containers: [{name: a, image: x, resources: {claims: [{name: gpu}]}}]}"), nil, nil},
 		{"pod-level request below the containers'", pod("{resources: {requests: {memory: 1Gi}}, containers: [{name: a, image: x, resources: {requests: {memory: 2Gi}}}]}"), nil, []string{RulePodResources}},
-		{"a container limit above the pod's", pod("{resources: {limits: {cpu: '1'}}, containers: [{name: a, image: x, resources: {limits: {cpu: '2'}}}]}"), nil, []string{RulePodResources}},
+		{"a container limit above the pod's", pod("{resources: {limits: {cpu: '1'}}, containers: [{name: a, image: x, resources: {limits: {cpu: '2'}}}]}"), nil, []string{RulePodResources, RuleRequestAboveLimit}},
 		{"pod-level request above the pod's limit", pod("{resources: {requests: {cpu: '2'}, limits: {cpu: '1'}}, containers: [{name: a, image: x}]}"), nil, []string{RuleRequestAboveLimit}},
 		{"windows options on a linux pod", pod("{os: {name: linux}, securityContext: {windowsOptions: {runAsUserName: a}}, containers: [{name: a, image: x}]}"), nil, []string{RulePodOS}},
 		{"a linux field on a windows pod", pod("{os: {name: windows}, hostPID: true, containers: [{name: a, image: x}]}"), nil, []string{RulePodOS}},
@@ -631,12 +735,39 @@ func TestCheckPodRules(t *testing.T) {
 		{"nodeName with schedulingGates", pod("{nodeName: node-1, schedulingGates: [{name: g}], containers: [{name: a, image: x}]}"), nil, []string{RulePodFieldConflict}},
 		{"hostPID without host users", pod("{hostUsers: false, hostPID: true, containers: [{name: a, image: x}]}"), nil, []string{RulePodFieldConflict}},
 		{"a configMap volume without its name", pod("{volumes: [{name: v, configMap: {defaultMode: 420}}], containers: [{name: a, image: x}]}"), nil, []string{RuleVolumeSource}},
-		{"an ephemeral volume without access modes", pod("{volumes: [{name: v, ephemeral: {volumeClaimTemplate: {spec: {}}}}], containers: [{name: a, image: x}]}"), nil, []string{RuleVolumeSource}},
+		{"an ephemeral volume without access modes", pod("{volumes: [{name: v, ephemeral: {volumeClaimTemplate: {spec: {resources: {requests: {storage: 1Gi}}}}}}], containers: [{name: a, image: x}]}"), nil, []string{RuleVolumeSource}},
 		{"an env var with two sources", pod("{containers: [{name: a, image: x, env: [{name: A, valueFrom: {fieldRef: {fieldPath: metadata.name}, secretKeyRef: {name: s, key: k}}}]}]}"), nil, []string{RuleEnvSource}},
 		{"resize with restart on a pod that never restarts", pod("{restartPolicy: Never, containers: [{name: a, image: x, resizePolicy: [{resourceName: cpu, restartPolicy: RestartContainer}]}]}"), nil, []string{RulePodFieldConflict}},
 		{"an IPC sysctl with hostIPC", pod("{hostIPC: true, securityContext: {sysctls: [{name: kernel.shm_rmid_forced, value: '1'}]}, containers: [{name: a, image: x}]}"), nil, []string{RulePodFieldConflict}},
 		{"a volume mounted and used as a device", pod("{volumes: [{name: v, persistentVolumeClaim: {claimName: c}}], containers: [{name: a, image: x, volumeMounts: [{name: v, mountPath: /v}], volumeDevices: [{name: v, devicePath: /dev/v}]}]}"), nil, []string{RuleMountWithoutVolume}},
 		{"huge pages without cpu or memory", pod("{containers: [{name: a, image: x, resources: {limits: {hugepages-2Mi: 2Mi}}}]}"), nil, []string{RuleExtendedResourceLimit}},
+		{"a pod certificate without signer, key type or path", pod("{volumes: [{name: v, projected: {sources: [{podCertificate: {}}]}}], containers: [{name: a, image: x}]}"), nil,
+			[]string{RuleVolumeSource, RuleVolumeSource, RuleVolumeSource}},
+		{"a cluster trust bundle without path", pod("{volumes: [{name: v, projected: {sources: [{clusterTrustBundle: {name: a}}]}}], containers: [{name: a, image: x}]}"), nil, []string{RuleVolumeSource}},
+		{"a fibre channel volume without lun", pod("{volumes: [{name: v, fc: {targetWWNs: [a]}}], containers: [{name: a, image: x}]}"), nil, []string{RuleVolumeSource}},
+		{"a flocker volume with both names", pod("{volumes: [{name: v, flocker: {datasetName: a, datasetUUID: b}}], containers: [{name: a, image: x}]}"), nil, []string{RuleVolumeSource}},
+		{"a complete ephemeral volume", pod("{volumes: [{name: v, ephemeral: {volumeClaimTemplate: {spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}}}}], containers: [{name: a, image: x}]}"), nil, nil},
+		{"a deprecated serviceAccount", pod("{serviceAccount: missing, containers: [{name: a, image: x}]}"), nil, nil},
+		{"a resource claim with both sources", pod("{resourceClaims: [{name: gpu, resourceClaimName: a, resourceClaimTemplateName: b}], containers: [{name: a, image: x}]}"), nil, []string{RuleResourceClaimSource}},
+		{"restart rule exit codes without operator", pod("{containers: [{name: a, image: x, restartPolicy: Always, restartPolicyRules: [{action: Restart, exitCodes: {}}]}]}"), nil, []string{RuleRestartPolicyRules}},
+		{"pod-level huge pages without a limit", pod("{resources: {requests: {hugepages-2Mi: '0', memory: 1Gi}, limits: {memory: 1Gi}}, containers: [{name: a, image: x}]}"), nil, []string{RuleExtendedResourceLimit}},
+		{"a quobyte registry that is not host:port", pod("{volumes: [{name: v, quobyte: {registry: example, volume: x}}], containers: [{name: a, image: x}]}"), nil, []string{RuleVolumeSource}},
+		{"a quobyte registry of host:port pairs", pod("{volumes: [{name: v, quobyte: {registry: 'a:7861,b:7861', volume: x}}], containers: [{name: a, image: x}]}"), nil, nil},
+		{"pod-level resources on a windows pod", pod("{os: {name: windows}, resources: {}, containers: [{name: a, image: x}]}"), nil, []string{RulePodOS}},
+		{"an azure disk of the default kind with a managed URI", pod("{volumes: [{name: v, azureDisk: {diskName: a, diskURI: /subscriptions/x}}], containers: [{name: a, image: x}]}"), nil, []string{RuleVolumeSource}},
+		{"a managed azure disk", pod("{volumes: [{name: v, azureDisk: {diskName: a, diskURI: /subscriptions/x, kind: Managed}}], containers: [{name: a, image: x}]}"), nil, nil},
+		{"a resource claim without a name", pod("{resourceClaims: [{resourceClaimTemplateName: t}], containers: [{name: a, image: x}]}"), nil, []string{RuleResourceClaimSource}},
+		{"a memory divisor of 16", pod("{containers: [{name: a, image: x, env: [{name: A, valueFrom: {resourceFieldRef: {resource: limits.memory, divisor: '16'}}}]}]}"), nil, []string{RuleEnvSource}},
+		{"a cpu divisor of 1m in a volume", pod("{volumes: [{name: v, downwardAPI: {items: [{path: c, resourceFieldRef: {containerName: a, resource: limits.cpu, divisor: 1m}}]}}], containers: [{name: a, image: x}]}"), nil, nil},
+		{"a cpu divisor of 2 in a volume", pod("{volumes: [{name: v, downwardAPI: {items: [{path: c, resourceFieldRef: {containerName: a, resource: limits.cpu, divisor: '2'}}]}}], containers: [{name: a, image: x}]}"), nil, []string{RuleVolumeSource}},
+		{"a matchLabelKey twice, the pod unlabelled", pod("{topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {}, matchLabelKeys: [app, app]}], containers: [{name: a, image: x}]}"), nil, nil},
+		{"an affinity matchLabelKey in the selector, the pod unlabelled", pod("{affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: zone, labelSelector: {matchExpressions: [{key: app, operator: In, values: [a]}]}, matchLabelKeys: [app]}]}}, containers: [{name: a, image: x}]}"), nil, nil},
+		{"a matchLabelKey twice", labelledPod("{topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {}, matchLabelKeys: [app, app]}], containers: [{name: a, image: x}]}"), nil, []string{RulePodFieldConflict}},
+		{"pod-level huge pages without cpu or memory", pod("{resources: {limits: {hugepages-2Mi: 2Mi}}, containers: [{name: a, image: x}]}"), nil, []string{RuleExtendedResourceLimit}},
+		{"pod-level huge pages with the containers' cpu requests", pod("{resources: {limits: {hugepages-2Mi: 2Mi}}, containers: [{name: a, image: x, resources: {requests: {cpu: 100m}}}]}"), nil, nil},
+		{"a pod-level limit below the containers' requests, its request unset", pod("{resources: {limits: {cpu: 100m}}, containers: [{name: a, image: x, resources: {requests: {cpu: '1'}}}]}"), nil, []string{RuleRequestAboveLimit}},
+		{"an affinity matchLabelKey in the selector", labelledPod("{affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: zone, labelSelector: {matchExpressions: [{key: app, operator: In, values: [a]}]}, matchLabelKeys: [app]}]}}, containers: [{name: a, image: x}]}"), nil, []string{RulePodFieldConflict}},
+		{"a preferred affinity mismatchLabelKey in the selector", labelledPod("{affinity: {podAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 1, podAffinityTerm: {topologyKey: zone, labelSelector: {matchLabels: {app: a}}, mismatchLabelKeys: [app]}}]}}, containers: [{name: a, image: x}]}"), nil, []string{RulePodFieldConflict}},
 		{"restricted: hardened", pod("{containers: [{name: a, image: x, " + hardened + "}]}"), restricted, nil},
 		{"restricted: an image volume", pod("{volumes: [{name: i, image: {reference: x}}], containers: [{name: a, image: x, " + hardened + "}]}"), restricted, nil},
 		{"restricted: runAsNonRoot from the pod", pod("{securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}, containers: [{name: a, image: x, securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}}]}"), restricted, nil},

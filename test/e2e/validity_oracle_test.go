@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -52,6 +54,8 @@ const (
 	oracleLimits     = "oracle-limits"
 	oraclePriority   = "oracle-high"
 	oracleRuntime    = "oracle-sandbox"
+	// oracleDefaults has a LimitRange that only fills defaults.
+	oracleDefaults = "oracle-defaults"
 )
 
 func podSpec(obj map[string]any) map[string]any { return obj["spec"].(map[string]any) }
@@ -195,6 +199,115 @@ var validityRows = []validityRow{
 		firstContainer(obj)["resources"] = map[string]any{"limits": map[string]any{"hugepages-2Mi": "2Mi"}}
 	}, rule: policies.RuleExtendedResourceLimit},
 	{name: "LoadBalancer Service", fixture: "dask-operator/scheduler-service.yaml", edit: set("type", "LoadBalancer")},
+	// The volume-source-incomplete class: every per-source rule, at any depth.
+	{name: "projected pod certificate without signer, key type or path", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"projected": map[string]any{"sources": []any{map[string]any{"podCertificate": map[string]any{}}}}}), rule: policies.RuleVolumeSource},
+	{name: "projected cluster trust bundle without its path", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"projected": map[string]any{"sources": []any{map[string]any{"clusterTrustBundle": map[string]any{"name": "example"}}}}}), rule: policies.RuleVolumeSource},
+	{name: "projected cluster trust bundle with neither name nor signer", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"projected": map[string]any{"sources": []any{map[string]any{"clusterTrustBundle": map[string]any{"path": "ca.pem"}}}}}), rule: policies.RuleVolumeSource},
+	// (The account is named: the test API server runs without the ServiceAccount plugin, which
+	// names "default" in a real cluster before a token projection is validated.)
+	{name: "projected service account token with its path", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
+		volume(map[string]any{"projected": map[string]any{"sources": []any{map[string]any{"serviceAccountToken": map[string]any{"path": "token"}}}}})(obj)
+		podSpec(obj)["serviceAccountName"] = "default"
+	}},
+	{name: "fibre channel targetWWNs without lun", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"fc": map[string]any{"targetWWNs": []any{"a-b"}}}), rule: policies.RuleVolumeSource},
+	{name: "fibre channel targetWWNs with lun", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"fc": map[string]any{"targetWWNs": []any{"a-b"}, "lun": 0}})},
+	{name: "flocker dataset name and UUID", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"flocker": map[string]any{"datasetName": "example", "datasetUUID": "a-b"}}), rule: policies.RuleVolumeSource},
+	{name: "ephemeral volume without a storage request", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"ephemeral": map[string]any{"volumeClaimTemplate": map[string]any{"spec": map[string]any{"accessModes": []any{"ReadOnlyMany"}}}}}), rule: policies.RuleVolumeSource},
+	{name: "ephemeral volume whose data source has no name", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"ephemeral": map[string]any{"volumeClaimTemplate": map[string]any{"spec": map[string]any{"accessModes": []any{"ReadOnlyMany"},
+			"resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}, "dataSourceRef": map[string]any{"kind": "VolumeSnapshot", "apiGroup": "snapshot.storage.k8s.io"}}}}}), rule: policies.RuleVolumeSource},
+	{name: "complete ephemeral volume", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"ephemeral": map[string]any{"volumeClaimTemplate": map[string]any{"spec": map[string]any{"accessModes": []any{"ReadOnlyMany"},
+			"resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}}}}})},
+	{name: "scaleIO without secretRef", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"scaleIO": map[string]any{"gateway": "g", "system": "s", "volumeName": "v"}})},
+	{name: "scaleIO without volumeName", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"scaleIO": map[string]any{"gateway": "g", "system": "s", "secretRef": map[string]any{"name": "x"}}}), rule: policies.RuleVolumeSource},
+	{name: "quobyte registry that is not host:port", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"quobyte": map[string]any{"registry": "example", "volume": "x"}}), rule: policies.RuleVolumeSource},
+	{name: "azure disk of the default kind with a plain URI", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"azureDisk": map[string]any{"diskName": "a-b", "diskURI": "example"}}), rule: policies.RuleVolumeSource},
+	{name: "memory divisor of 16 in a downward API volume", fixture: "spark/executor-pod.yaml",
+		edit: volume(map[string]any{"downwardAPI": map[string]any{"items": []any{map[string]any{"path": "m",
+			"resourceFieldRef": map[string]any{"containerName": "spark-kubernetes-executor", "resource": "limits.memory", "divisor": "16"}}}}}), rule: policies.RuleVolumeSource},
+	{name: "memory divisor of 16 in an env var", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
+		c := firstContainer(obj)
+		c["env"] = append(c["env"].([]any), map[string]any{"name": "MEM", "valueFrom": map[string]any{"resourceFieldRef": map[string]any{"resource": "limits.memory", "divisor": "16"}}})
+	}, rule: policies.RuleEnvSource},
+	{name: "resource claim with both sources", fixture: "spark/executor-pod.yaml", edit: set("resourceClaims", []any{
+		map[string]any{"name": "gpu", "resourceClaimName": "a", "resourceClaimTemplateName": "b"}}), rule: policies.RuleResourceClaimSource},
+	{name: "resource claim without a name", fixture: "spark/executor-pod.yaml", edit: set("resourceClaims", []any{
+		map[string]any{"resourceClaimTemplateName": "b"}}), rule: policies.RuleResourceClaimSource},
+	{name: "clusterIPs None twice", fixture: "dask-gateway/scheduler-service.yaml", edit: set("clusterIPs", []any{"None", "None"}),
+		rule: policies.RuleServiceClusterIPs},
+	{name: "restart rule exit codes without an operator", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
+		c := firstContainer(obj)
+		c["restartPolicy"] = "Always"
+		c["restartPolicyRules"] = []any{map[string]any{"action": "Restart", "exitCodes": map[string]any{}}}
+	}, rule: policies.RuleRestartPolicyRules},
+	{name: "pod-level huge pages request without a limit", fixture: "dask-operator/worker-pod.yaml", edit: set("resources",
+		map[string]any{"requests": map[string]any{"hugepages-2Mi": "0"}}), rule: policies.RuleExtendedResourceLimit},
+	{name: "pod-level resources on a windows pod", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
+		podSpec(obj)["os"] = map[string]any{"name": "windows"}
+		podSpec(obj)["resources"] = map[string]any{}
+	}, rule: policies.RulePodOS},
+	{name: "pod-level limit below a container limit the LimitRange defaults", fixture: "dask-operator/worker-pod.yaml", namespace: oracleDefaults,
+		edit: func(obj map[string]any) {
+			delete(firstContainer(obj)["resources"].(map[string]any)["limits"].(map[string]any), "cpu")
+			podSpec(obj)["resources"] = map[string]any{"limits": map[string]any{"cpu": "1"}}
+		}, rule: policies.RulePodResources},
+	{name: "pod-level limit above the LimitRange default", fixture: "dask-operator/worker-pod.yaml", namespace: oracleDefaults,
+		edit: func(obj map[string]any) {
+			delete(firstContainer(obj)["resources"].(map[string]any)["limits"].(map[string]any), "cpu")
+			podSpec(obj)["resources"] = map[string]any{"limits": map[string]any{"cpu": "3"}}
+		}},
+	{name: "request above the limit the LimitRange defaults", fixture: "dask-operator/worker-pod.yaml", namespace: oracleDefaults,
+		edit: func(obj map[string]any) {
+			r := firstContainer(obj)["resources"].(map[string]any)
+			delete(r["limits"].(map[string]any), "cpu")
+			r["requests"].(map[string]any)["cpu"] = "3"
+		}, rule: policies.RuleRequestAboveLimit},
+	{name: "pod-level limit below the containers' requests, its request unset", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
+		delete(firstContainer(obj)["resources"].(map[string]any)["limits"].(map[string]any), "cpu")
+		podSpec(obj)["resources"] = map[string]any{"limits": map[string]any{"cpu": "500m"}}
+	}, rule: policies.RuleRequestAboveLimit},
+	{name: "pod-level huge pages without cpu or memory", fixture: "dask-operator/job-runner-pod.yaml", edit: set("resources",
+		map[string]any{"limits": map[string]any{"hugepages-2Mi": "2Gi"}}), rule: policies.RuleExtendedResourceLimit},
+	{name: "a matchLabelKey twice", fixture: "flink/jobmanager-pod.yaml", edit: set("topologySpreadConstraints", []any{map[string]any{
+		"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": map[string]any{}, "matchLabelKeys": []any{"app", "app"}}}),
+		rule: policies.RulePodFieldConflict},
+	{name: "a matchLabelKey once", fixture: "flink/jobmanager-pod.yaml", edit: set("topologySpreadConstraints", []any{map[string]any{
+		"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": map[string]any{}, "matchLabelKeys": []any{"app"}}})},
+	{name: "an anti-affinity matchLabelKey its selector has, the pod labelled", fixture: "flink/jobmanager-pod.yaml", edit: set("affinity", antiAffinity("app")),
+		rule: policies.RulePodFieldConflict},
+	{name: "an anti-affinity matchLabelKey its selector has, the pod not labelled", fixture: "flink/jobmanager-pod.yaml", edit: set("affinity", antiAffinity("absent"))},
+	{name: "a matchLabelKey twice, the pod not labelled", fixture: "flink/jobmanager-pod.yaml", edit: set("topologySpreadConstraints", []any{map[string]any{
+		"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": map[string]any{}, "matchLabelKeys": []any{"absent", "absent"}}})},
+}
+
+// antiAffinity is a required anti-affinity term whose selector and matchLabelKeys both name key.
+func antiAffinity(key string) map[string]any {
+	return map[string]any{"podAntiAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": []any{map[string]any{
+		"topologyKey": "kubernetes.io/hostname", "matchLabelKeys": []any{key},
+		"labelSelector": map[string]any{"matchExpressions": []any{map[string]any{"key": key, "operator": "In", "values": []any{"a"}}}}}}}}
+}
+
+// volume replaces the source of the fixture's second volume.
+func volume(source map[string]any) func(map[string]any) {
+	return func(obj map[string]any) {
+		v := map[string]any{"name": podSpec(obj)["volumes"].([]any)[1].(map[string]any)["name"]}
+		for k, x := range source {
+			v[k] = x
+		}
+		podSpec(obj)["volumes"].([]any)[1] = v
+	}
 }
 
 // oracleCluster is what the API server's admission plugins see of the objects TestValidityOracle
@@ -219,8 +332,11 @@ func (oracleCluster) RuntimeClass(name string) (policies.RuntimeClassInfo, polic
 func (oracleCluster) ServiceAccount(string, string) policies.Presence { return policies.Unknown }
 
 func (oracleCluster) LimitRanges(ns string) ([]corev1.LimitRangeItem, bool) {
-	if ns == oracleLimits {
+	switch ns {
+	case oracleLimits:
 		return []corev1.LimitRangeItem{oracleLimitRange, oraclePodLimitRange}, true
+	case oracleDefaults:
+		return []corev1.LimitRangeItem{oracleDefaultRange}, true
 	}
 	return nil, true
 }
@@ -235,6 +351,9 @@ var oracleLimitRange = corev1.LimitRangeItem{Type: corev1.LimitTypeContainer,
 	Max:                  corev1.ResourceList{"memory": resource.MustParse("4Gi")},
 	Min:                  corev1.ResourceList{"memory": resource.MustParse("64Mi")},
 	MaxLimitRequestRatio: corev1.ResourceList{"cpu": resource.MustParse("2")}}
+
+var oracleDefaultRange = corev1.LimitRangeItem{Type: corev1.LimitTypeContainer,
+	Default: corev1.ResourceList{"cpu": resource.MustParse("2")}}
 
 var oraclePodLimitRange = corev1.LimitRangeItem{Type: corev1.LimitTypePod,
 	Max: corev1.ResourceList{"memory": resource.MustParse("6Gi")}}
@@ -255,6 +374,9 @@ func TestValidityOracle(t *testing.T) {
 	create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: oracleLimits}})
 	create(&corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "oracle", Namespace: oracleLimits},
 		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{oracleLimitRange, oraclePodLimitRange}}})
+	create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: oracleDefaults}})
+	create(&corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "oracle", Namespace: oracleDefaults},
+		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{oracleDefaultRange}}})
 
 	for _, row := range validityRows {
 		t.Run(row.name, func(t *testing.T) {
@@ -297,6 +419,58 @@ func TestValidityOracle(t *testing.T) {
 			if row.rule != "" {
 				require.True(t, slices.Contains(rules, row.rule), "want rule %s, got %v (the API server: %v)", row.rule, vs, apiErr)
 			}
+		})
+	}
+}
+
+// TestVolumeSourceOracle generates, from the API's own types, one Pod per volume source (and
+// per projected source) with that source empty, and requires policies.Check and the API
+// server's dry-run create to agree on each: the per-source rules are complete at least for
+// what an empty source lacks, whatever sources a later Kubernetes adds.
+func TestVolumeSourceOracle(t *testing.T) {
+	ctx := contextBackground()
+	jsonNames := func(typ reflect.Type) []string {
+		var names []string
+		for i := range typ.NumField() {
+			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+			if name != "" && name != "-" {
+				names = append(names, name)
+			}
+		}
+		return names
+	}
+	var sources []map[string]any
+	for _, name := range jsonNames(reflect.TypeOf(corev1.VolumeSource{})) {
+		sources = append(sources, map[string]any{name: map[string]any{}})
+	}
+	for _, name := range jsonNames(reflect.TypeOf(corev1.VolumeProjection{})) {
+		sources = append(sources, map[string]any{"projected": map[string]any{"sources": []any{map[string]any{name: map[string]any{}}}}})
+	}
+	require.Greater(t, len(sources), 30)
+	for _, src := range sources {
+		js, err := json.Marshal(src)
+		require.NoError(t, err)
+		t.Run(string(js), func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join(repoRoot, cluster.FixtureDir, "spark/executor-pod.yaml"))
+			require.NoError(t, err)
+			js, err := yaml.YAMLToJSON(b)
+			require.NoError(t, err)
+			var obj map[string]any
+			require.NoError(t, json.Unmarshal(js, &obj))
+			volume(src)(obj)
+			podSpec(obj)["serviceAccountName"] = "default" // as the ServiceAccount plugin would (token projections need it)
+			meta := obj["metadata"].(map[string]any)
+			meta["namespace"] = "default"
+			delete(meta, "ownerReferences")
+			js, err = json.Marshal(obj)
+			require.NoError(t, err)
+			apiErr := k8s.Create(ctx, &unstructured.Unstructured{Object: obj}, client.DryRunAll)
+			if apiErr != nil && !(apierrors.IsInvalid(apiErr) || apierrors.IsForbidden(apiErr) || apierrors.IsBadRequest(apiErr)) {
+				require.NoError(t, apiErr, "dry-run create failed for another reason than the object")
+			}
+			vs, err := policies.Check(policies.Input{Kind: policies.KindPod, Object: js, Namespace: "default", Cluster: oracleCluster{}})
+			require.NoError(t, err)
+			require.Equal(t, apiErr == nil, len(vs) == 0, "the API server: %v\nthe check: %v", apiErr, vs)
 		})
 	}
 }
