@@ -2,6 +2,7 @@ package policies
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -223,6 +224,19 @@ func (s *Set) keepValid(in Input, patchOnly bool, env *checkEnv, manager Manager
 		for _, p := range pending {
 			keep[p] = true
 			res, _, err := s.applyLayers(in, patchOnly, nil, manager, l.only(keep), env)
+			if errors.Is(err, ErrStopped) {
+				// The budget ran out mid-search: what was kept is known valid and holds the
+				// highest precedence (enforce first), so it applies; the rest is left out, said
+				// so. Anything else would let whoever makes the search long (a tenant's
+				// policies on their own Pods) switch the platform's enforce policies off.
+				delete(keep, p)
+				for _, q := range l.all() {
+					if _, left := why[q]; !left && !keep[q] {
+						why[q] = Violation{Rule: RuleBudget, Message: "the request budget ran out before podpatch could check this policy"}
+					}
+				}
+				break
+			}
 			if err != nil {
 				return Result{Object: in.Object}, err
 			}
@@ -235,7 +249,7 @@ func (s *Set) keepValid(in Input, patchOnly bool, env *checkEnv, manager Manager
 			delete(why, p)
 			best = res
 		}
-		if len(next) == len(pending) {
+		if len(next) == len(pending) || stopped(in.Done) {
 			break // nothing more can be kept
 		}
 		pending = next
@@ -437,4 +451,18 @@ func equalizeNonOvercommittable(t *jsontree.Tree, obj map[string]any) []string {
 		}
 	}
 	return adjusted
+}
+
+// RuleBudget is the reason of a policy left out because the request budget ran out before
+// podpatch could check that it keeps the object valid.
+const RuleBudget = "budget"
+
+// stopped reports whether the request budget has run out.
+func stopped(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
 }

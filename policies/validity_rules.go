@@ -65,7 +65,7 @@ var Rules = []string{
 	RuleServicePortName, RuleServiceDuplicatePort, RuleServicePortsRequired, RuleServiceExternalName,
 	RulePodResources, RuleResourceClaimNotFound, RuleVolumeSource, RuleServiceClusterIPs, RulePodOS,
 	RulePodFieldConflict, RuleEnvSource, RuleResourceClaimSource, RuleRestartPolicyRules,
-	RuleServiceIPFamilies,
+	RuleServiceIPFamilies, RuleBudget,
 }
 
 // maxAnnotationsBytes is the API server's limit on the total size of an object's annotations.
