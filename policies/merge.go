@@ -47,7 +47,7 @@ func (k listKey) OfRaw(raw json.RawMessage) (string, bool) {
 		return jsontree.CanonicalObject(raw)
 	}
 	vals := make([]string, len(k.fields))
-	if !jsontree.Members(raw, k.fields, func(i int, v any) { vals[i] = scalarString(v) }) {
+	if !jsontree.Members(raw, k.fields, func(i int, v jsontree.Scalar) { vals[i] = v.Text }) {
 		return "", false
 	}
 	var b strings.Builder
