@@ -82,10 +82,11 @@ func (d *pathDiff) differs(a, b any, path, key string) bool {
 			if len(al) != len(bl) {
 				return true
 			}
+			n := len(d.out)
 			for i := range al {
-				inner := pathDiff{o: d.o}
-				inner.into(al[i], bl[i], path, key)
-				if len(inner.out) > 0 {
+				d.into(al[i], bl[i], path, key)
+				if len(d.out) > n { // an item differs: the list is recorded whole, not its paths
+					d.out = d.out[:n]
 					return true
 				}
 			}
