@@ -6,16 +6,13 @@ package jsontree
 // file uses it.
 
 // FirstByte is the first byte of JSON text after white space, 0 if none.
-//
-// Deprecated: read raw members with Members.
+// Only for validity_rules.go: read raw members with Members.
 func FirstByte(r []byte) byte { return firstByte(r) }
 
 // EachMember calls f with the name and raw value of every member of a raw JSON object.
-//
-// Deprecated: read raw members with Members.
+// Only for validity_rules.go: read raw members with Members.
 func EachMember(raw []byte, f func(name, value []byte)) { eachMember(raw, f) }
 
 // Unquote decodes a JSON string.
-//
-// Deprecated: Members decodes the strings it returns.
+// Only for validity_rules.go: Members decodes the strings it returns.
 func Unquote(r []byte) string { return unquote(r) }
