@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/podpatch/podpatch/externalurl/urltemplate"
 	"github.com/podpatch/podpatch/policies"
 )
 
@@ -38,7 +39,7 @@ func hostileValue(rng *rand.Rand) string {
 // TestResolveNeverWritesAnUnsafeURL: Services with hostile labels, templates and addresses —
 // javascript: and data: schemes in any case, behind spaces or control characters, injected
 // through a cluster name into a template, or as a load balancer's host name — resolve to a URL
-// that policies.CheckExternalURL accepts (http or https, a host, printable) or to none, with
+// that urltemplate.CheckURL accepts (http or https, a host, printable) or to none, with
 // a reason; a refused URL is never among the result annotations.
 func TestResolveNeverWritesAnUnsafeURL(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
@@ -65,7 +66,7 @@ func TestResolveNeverWritesAnUnsafeURL(t *testing.T) {
 		switch {
 		case res.URL != "":
 			counts["url"]++
-			require.NoError(t, policies.CheckExternalURL(res.URL), "%q", res.URL)
+			require.NoError(t, urltemplate.CheckURL(res.URL), "%q", res.URL)
 			u, err := url.Parse(res.URL)
 			require.NoError(t, err)
 			require.Contains(t, []string{"http", "https"}, u.Scheme)
@@ -80,7 +81,7 @@ func TestResolveNeverWritesAnUnsafeURL(t *testing.T) {
 		}
 		for k, v := range res.Annotations() {
 			if v != "" && k != policies.ExternalURLSourceAnnotation {
-				require.NoError(t, policies.CheckExternalURL(v), "%s: %q", k, v)
+				require.NoError(t, urltemplate.CheckURL(v), "%s: %q", k, v)
 			}
 		}
 	}

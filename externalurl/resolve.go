@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/podpatch/podpatch/externalurl/urltemplate"
 	"github.com/podpatch/podpatch/policies"
 )
 
@@ -104,7 +105,7 @@ type Result struct {
 	Reason string
 	// Invalid: the reason is a mistake in the Service's annotations (a template that fails,
 	// a port it does not have). Refused: a URL was resolved — by a template from the values it
-	// read, or from an address —, and it is not one podpatch writes (policies.CheckExternalURL:
+	// read, or from an address —, and it is not one podpatch writes (urltemplate.CheckURL:
 	// not http or https, not a URL, no host, user information, too long). Pending:
 	// the URL waits for a load balancer's address, which normally comes.
 	Invalid, Refused, Pending bool
@@ -148,7 +149,7 @@ func Resolve(in Input) Result {
 	res.Pending = host == "" && svc.Spec.Type == corev1.ServiceTypeLoadBalancer && len(svc.Status.LoadBalancer.Ingress) == 0
 	text := strings.TrimSpace(svc.Annotations[policies.ExternalURLTemplateAnnotation])
 	if text != "" {
-		tmpl, err := policies.ParseURLTemplate(text)
+		tmpl, err := urltemplate.Parse(text)
 		if err != nil {
 			return res.invalid(fmt.Sprintf("%s: %v", policies.ExternalURLTemplateAnnotation, err))
 		}
@@ -159,7 +160,7 @@ func Resolve(in Input) Result {
 			res.Reason = fmt.Sprintf("%s uses the host: %s", policies.ExternalURLTemplateAnnotation, why)
 			return res
 		}
-		f := policies.URLFields{Name: svc.Name, Namespace: svc.Namespace, Cluster: res.Identity.Cluster,
+		f := urltemplate.Fields{Name: svc.Name, Namespace: svc.Namespace, Cluster: res.Identity.Cluster,
 			Group: res.Identity.Group, Manager: string(res.Identity.Manager), Role: string(res.Identity.Role), Host: host}
 		switch {
 		case host != "":
@@ -168,7 +169,7 @@ func Resolve(in Input) Result {
 			f.Port = port.Port
 		}
 		url, err := tmpl.Execute(f)
-		if urlErr := (*policies.URLError)(nil); errors.As(err, &urlErr) {
+		if urlErr := (*urltemplate.Error)(nil); errors.As(err, &urlErr) {
 			return res.refuse(fmt.Sprintf("the template's URL is refused: %s: %v", policies.ExternalURLTemplateAnnotation, err))
 		}
 		if err != nil {
@@ -188,7 +189,7 @@ func Resolve(in Input) Result {
 // load balancer's host name is what its controller wrote —, so a javascript: or data: URL,
 // or one that does not parse, never reaches an annotation or an Event.
 func (r Result) resolved(url string, source Source) Result {
-	if err := policies.CheckExternalURL(url); err != nil {
+	if err := urltemplate.CheckURL(url); err != nil {
 		return r.refuse(fmt.Sprintf("the %s URL is refused: %v", source, err))
 	}
 	r.URL, r.Source, r.Pending = url, source, false

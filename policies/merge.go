@@ -43,20 +43,13 @@ func (k listKey) Of(item map[string]any) string {
 // OfRaw returns the key of an item still raw, without decoding it, so that indexing the long
 // lists of a large object costs a scan and not a decode; false when it is not an object.
 func (k listKey) OfRaw(raw json.RawMessage) (string, bool) {
-	if jsontree.FirstByte(raw) != '{' {
-		return "", false
-	}
 	if k.whole {
-		return string(jsontree.AppendCanonical(nil, raw)), true
+		return jsontree.CanonicalObject(raw)
 	}
 	vals := make([]string, len(k.fields))
-	jsontree.EachMember(raw, func(name, value []byte) {
-		for i, f := range k.fields {
-			if string(name) == f {
-				vals[i] = rawScalarString(value)
-			}
-		}
-	})
+	if !jsontree.Members(raw, k.fields, func(i int, v jsontree.Scalar) { vals[i] = v.Text }) {
+		return "", false
+	}
 	var b strings.Builder
 	for i, f := range k.fields {
 		if vals[i] == "" {
@@ -66,22 +59,6 @@ func (k listKey) OfRaw(raw json.RawMessage) (string, bool) {
 		b.WriteByte(0)
 	}
 	return b.String(), true
-}
-
-// rawScalarString is scalarString of a raw value.
-func rawScalarString(v []byte) string {
-	switch jsontree.FirstByte(v) {
-	case '"':
-		return jsontree.Unquote(v)
-	case 't':
-		return "true"
-	case 'f':
-		return "false"
-	case '{', '[', 'n', 0:
-		return ""
-	default:
-		return string(v)
-	}
 }
 
 func scalarString(v any) string {

@@ -24,7 +24,7 @@ func Expand(v any) any {
 		return v
 	}
 	raw = bytes.TrimSpace(raw)
-	switch FirstByte(raw) {
+	switch firstByte(raw) {
 	case '{':
 		out := make(map[string]any, 8)
 		i := 1
@@ -68,11 +68,11 @@ func Expand(v any) any {
 
 // scalarOrRaw decodes a scalar and keeps objects and lists raw.
 func scalarOrRaw(r json.RawMessage) any {
-	switch FirstByte(r) {
+	switch firstByte(r) {
 	case '{', '[':
 		return r
 	case '"':
-		return Unquote(r)
+		return unquote(r)
 	case 't':
 		return true
 	case 'f':
@@ -84,9 +84,9 @@ func scalarOrRaw(r json.RawMessage) any {
 	}
 }
 
-// Unquote decodes a JSON string; strings without escapes (and valid UTF-8, which
+// unquote decodes a JSON string; strings without escapes (and valid UTF-8, which
 // encoding/json would otherwise repair) are copied directly.
-func Unquote(r []byte) string {
+func unquote(r []byte) string {
 	if len(r) >= 2 && bytes.IndexByte(r, '\\') < 0 && utf8.Valid(r) {
 		return string(r[1 : len(r)-1])
 	}
@@ -97,7 +97,7 @@ func Unquote(r []byte) string {
 	return s
 }
 
-// unquoteKey is Unquote for a member name: the names of Kubernetes objects' fields are shared
+// unquoteKey is unquote for a member name: the names of Kubernetes objects' fields are shared
 // strings rather than a copy per decoded member.
 func unquoteKey(r []byte) string {
 	if len(r) >= 2 {
@@ -105,11 +105,11 @@ func unquoteKey(r []byte) string {
 			return k
 		}
 	}
-	return Unquote(r)
+	return unquote(r)
 }
 
 // fieldNames are the member names most frequent in Pods and Services (all plain ASCII, so
-// Unquote would return them as they are).
+// unquote would return them as they are).
 var fieldNames = func() map[string]string {
 	names := strings.Fields(`apiVersion kind metadata name namespace generateName labels annotations
 		ownerReferences uid controller blockOwnerDeletion spec status containers initContainers
@@ -286,8 +286,8 @@ func ExpandAll(v any) any {
 	}
 }
 
-// FirstByte is the first byte of JSON text after white space, 0 if none.
-func FirstByte(r []byte) byte {
+// firstByte is the first byte of JSON text after white space, 0 if none.
+func firstByte(r []byte) byte {
 	r = bytes.TrimLeft(r, " \t\r\n")
 	if len(r) == 0 {
 		return 0
@@ -373,9 +373,10 @@ func (t *Tree) Keep(list []any, name string, x *Index) {
 	}
 }
 
-// EachMember calls f with the name (unquoted only when it has escapes) and raw value of every
-// member of a raw JSON object.
-func EachMember(raw []byte, f func(name, value []byte)) {
+// eachMember calls f with the name and raw value of every member of a raw JSON object; the
+// name is unquoted only when it has escapes or is not valid UTF-8, so that it reads as Expand
+// reads it.
+func eachMember(raw []byte, f func(name, value []byte)) {
 	raw = bytes.TrimSpace(raw)
 	for i := 1; ; {
 		i = skipSpace(raw, i)
@@ -390,8 +391,8 @@ func EachMember(raw []byte, f func(name, value []byte)) {
 		if len(name) >= 2 {
 			name = name[1 : len(name)-1]
 		}
-		if bytes.IndexByte(name, '\\') >= 0 {
-			name = []byte(Unquote(raw[i:kEnd]))
+		if bytes.IndexByte(name, '\\') >= 0 || !utf8.Valid(name) {
+			name = []byte(unquote(raw[i:kEnd]))
 		}
 		i = skipSpace(raw, kEnd)
 		if i < len(raw) && raw[i] == ':' {
@@ -403,18 +404,18 @@ func EachMember(raw []byte, f func(name, value []byte)) {
 	}
 }
 
-// AppendCanonical appends the canonical form of raw JSON — what encodeJSON writes for it once
+// appendCanonical appends the canonical form of raw JSON — what encodeJSON writes for it once
 // decoded: object members sorted by name, strings re-quoted — without decoding it into maps.
-func AppendCanonical(b, raw []byte) []byte {
+func appendCanonical(b, raw []byte) []byte {
 	raw = bytes.TrimSpace(raw)
-	switch FirstByte(raw) {
+	switch firstByte(raw) {
 	case '{':
 		type member struct {
 			name  string
 			value []byte
 		}
 		var ms []member
-		EachMember(raw, func(name, value []byte) {
+		eachMember(raw, func(name, value []byte) {
 			for i := range ms { // a repeated name: the last wins, as decoding does
 				if ms[i].name == string(name) {
 					ms[i].value = value
@@ -431,7 +432,7 @@ func AppendCanonical(b, raw []byte) []byte {
 			}
 			b = AppendString(b, m.name)
 			b = append(b, ':')
-			b = AppendCanonical(b, m.value)
+			b = appendCanonical(b, m.value)
 		}
 		return append(b, '}')
 	case '[':
@@ -448,11 +449,11 @@ func AppendCanonical(b, raw []byte) []byte {
 			if j > 0 {
 				b = append(b, ',')
 			}
-			b = AppendCanonical(b, raw[i:end])
+			b = appendCanonical(b, raw[i:end])
 			i = end
 		}
 	case '"':
-		return AppendString(b, Unquote(raw))
+		return AppendString(b, unquote(raw))
 	default:
 		return append(b, raw...)
 	}

@@ -70,13 +70,13 @@ type nameKey struct{}
 
 func (nameKey) Of(item map[string]any) string { s, _ := item["name"].(string); return s }
 func (nameKey) OfRaw(raw json.RawMessage) (string, bool) {
-	if FirstByte(raw) != '{' {
+	if firstByte(raw) != '{' {
 		return "", false
 	}
 	var name string
-	EachMember(raw, func(n, v []byte) {
+	eachMember(raw, func(n, v []byte) {
 		if string(n) == "name" {
-			name = Unquote(v)
+			name = unquote(v)
 		}
 	})
 	return name, true
@@ -88,7 +88,7 @@ func TestAppendCanonicalMatchesCanonical(t *testing.T) {
 		d := json.NewDecoder(bytes.NewReader([]byte(js)))
 		d.UseNumber()
 		require.NoError(t, d.Decode(&v))
-		require.Equal(t, Canonical(v), string(AppendCanonical(nil, []byte(js))), js)
+		require.Equal(t, Canonical(v), string(appendCanonical(nil, []byte(js))), js)
 	}
 }
 
@@ -152,7 +152,7 @@ func FuzzDiff(f *testing.F) {
 	f.Add([]byte(`{"a":[1,{"b":"c"}],"d":{"e":null}}`), []byte{3, 1, 0, 4})
 	f.Add([]byte(`{"x~y/z":{"\u00e9":"\u2028"}}`), []byte{3, 2})
 	f.Fuzz(func(t *testing.T, doc []byte, ops []byte) {
-		if !json.Valid(doc) || FirstByte(doc) != '{' || CheckDepth(doc, 64) != nil || hasEmptyKey(ExpandAll(json.RawMessage(doc))) {
+		if !json.Valid(doc) || firstByte(doc) != '{' || CheckDepth(doc, 64) != nil || hasEmptyKey(ExpandAll(json.RawMessage(doc))) {
 			return
 		}
 		tr := New()
@@ -209,11 +209,11 @@ func hasEmptyKey(v any) bool {
 	return false
 }
 
-// TestFieldNamesAreUnquoted: a member name taken from fieldNames is what Unquote returns.
+// TestFieldNamesAreUnquoted: a member name taken from fieldNames is what unquote returns.
 func TestFieldNamesAreUnquoted(t *testing.T) {
 	for n, k := range fieldNames {
-		if got := Unquote([]byte(`"` + n + `"`)); got != k || k != n {
-			t.Errorf("fieldNames[%q] = %q, Unquote gives %q", n, k, got)
+		if got := unquote([]byte(`"` + n + `"`)); got != k || k != n {
+			t.Errorf("fieldNames[%q] = %q, unquote gives %q", n, k, got)
 		}
 	}
 	m := Expand(json.RawMessage(`{"name":1,"n\u0061me2":2,"unlisted":3}`)).(map[string]any)

@@ -1,0 +1,204 @@
+package policies
+
+import (
+	"encoding/json"
+	"errors"
+	"math/big"
+	"reflect"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// PathDiffOptions are the choices of DiffPaths. The zero value is `render --explain`'s diff;
+// the audit (reference §7) sets all three, to compare a live object with the one the policies
+// produce.
+type PathDiffOptions struct {
+	// ByValue compares numbers by value, and resource quantities (members of limits, requests
+	// and overhead, sizeLimit) by value: the API server stores `1000m` as `1`. Otherwise
+	// scalars compare exactly.
+	ByValue bool
+	// DescendMissing records an object only one side has by its members (a policy adding an
+	// annotation to an object without annotations changes metadata.annotations.<key>), not
+	// as a whole.
+	DescendMissing bool
+	// ListItems compares lists that are not lists of named objects item by item, by these
+	// same rules, recording the list whole when their lengths or an item differ. Otherwise
+	// such lists compare exactly.
+	ListItems bool
+}
+
+// DiffPaths lists, sorted, the paths at which two generic JSON trees differ: object keys joined
+// by dots; items of lists of named objects (containers, env, volumes: every item an object
+// with a distinct string name) by [name]; other lists, and anything else, as a whole.
+func DiffPaths(before, after any, o PathDiffOptions) []string {
+	d := pathDiff{o: o}
+	d.into(before, after, "", "")
+	sort.Strings(d.out)
+	return d.out
+}
+
+type pathDiff struct {
+	o   PathDiffOptions
+	out []string
+}
+
+func (d *pathDiff) into(a, b any, path, key string) {
+	if d.differs(a, b, path, key) {
+		d.out = append(d.out, path)
+	}
+}
+
+// differs compares a and b at path (key is the last object key on the way); for objects and
+// lists of named objects it records the differing paths inside them and returns false,
+// otherwise it says whether the values differ.
+func (d *pathDiff) differs(a, b any, path, key string) bool {
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if aok && bok {
+		for k, av := range am {
+			bv, ok := bm[k]
+			if !ok {
+				d.missing(av, joinPath(path, k), memberKey(key, k))
+				continue
+			}
+			d.into(av, bv, joinPath(path, k), memberKey(key, k))
+		}
+		for k, bv := range bm {
+			if _, ok := am[k]; !ok {
+				d.missing(bv, joinPath(path, k), memberKey(key, k))
+			}
+		}
+		return false
+	}
+	al, aok := a.([]any)
+	bl, bok := b.([]any)
+	if aok && bok {
+		an, bn := itemsByName(al), itemsByName(bl)
+		if an == nil || bn == nil {
+			if !d.o.ListItems {
+				return !reflect.DeepEqual(a, b)
+			}
+			if len(al) != len(bl) {
+				return true
+			}
+			n := len(d.out)
+			for i := range al {
+				d.into(al[i], bl[i], path, key)
+				if len(d.out) > n { // an item differs: the list is recorded whole, not its paths
+					d.out = d.out[:n]
+					return true
+				}
+			}
+			return false
+		}
+		for name, av := range an {
+			if bv, ok := bn[name]; ok {
+				d.into(av, bv, path+"["+name+"]", key)
+			} else {
+				d.out = append(d.out, path+"["+name+"]")
+			}
+		}
+		for name := range bn {
+			if _, ok := an[name]; !ok {
+				d.out = append(d.out, path+"["+name+"]")
+			}
+		}
+		return false
+	}
+	if !d.o.ByValue {
+		return !reflect.DeepEqual(a, b)
+	}
+	if aok || bok || am != nil || bm != nil {
+		return true // an object or list against something else
+	}
+	return !sameScalar(a, b, key)
+}
+
+// missing records a value only one side has.
+func (d *pathDiff) missing(v any, path, key string) {
+	if m, ok := v.(map[string]any); ok && len(m) > 0 && d.o.DescendMissing {
+		d.into(map[string]any{}, m, path, key)
+		return
+	}
+	d.out = append(d.out, path)
+}
+
+// memberKey is the key differs is given for member k of the object found at key: members of
+// quantity maps (resources.limits, …) are keyed by resource name, so they get quantityKey.
+func memberKey(key, k string) string {
+	if diffQuantityMaps[key] {
+		return quantityKey
+	}
+	return k
+}
+
+// diffQuantityMaps hold resource quantities by resource name; diffQuantityFields are quantities themselves (parse.go's quantityFields, split).
+var (
+	diffQuantityMaps   = map[string]bool{"limits": true, "requests": true, "overhead": true}
+	diffQuantityFields = map[string]bool{"sizeLimit": true}
+)
+
+// quantityKey stands for the key of a member of one of diffQuantityMaps (see memberKey).
+const quantityKey = "\x00quantity"
+
+// sameScalar compares two scalars; quantities by value, numbers by value.
+func sameScalar(a, b any, key string) bool {
+	if a == b {
+		return true
+	}
+	if diffQuantityFields[key] || key == quantityKey {
+		qa, errA := diffQuantity(a)
+		qb, errB := diffQuantity(b)
+		if errA == nil && errB == nil {
+			return qa.Cmp(qb) == 0
+		}
+	}
+	na, aok := a.(json.Number)
+	nb, bok := b.(json.Number)
+	if aok && bok {
+		fa, okA := new(big.Float).SetString(na.String())
+		fb, okB := new(big.Float).SetString(nb.String())
+		return okA && okB && fa.Cmp(fb) == 0
+	}
+	return false
+}
+
+func diffQuantity(v any) (resource.Quantity, error) {
+	switch t := v.(type) {
+	case string:
+		return resource.ParseQuantity(t)
+	case json.Number:
+		return resource.ParseQuantity(t.String())
+	}
+	return resource.Quantity{}, errNotQuantity
+}
+
+var errNotQuantity = errors.New("not a quantity")
+
+// itemsByName indexes a list whose items are all objects with distinct string names; nil otherwise.
+func itemsByName(l []any) map[string]any {
+	if len(l) == 0 {
+		return nil
+	}
+	m := make(map[string]any, len(l))
+	for _, it := range l {
+		o, ok := it.(map[string]any)
+		if !ok {
+			return nil
+		}
+		n, ok := o["name"].(string)
+		if _, dup := m[n]; !ok || dup {
+			return nil
+		}
+		m[n] = o
+	}
+	return m
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}

@@ -1,0 +1,306 @@
+package policies
+
+import (
+	"encoding/json"
+	"math/big"
+	"math/rand/v2"
+	"reflect"
+	"sort"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestDiffPathsByValue: the audit's options compare quantities and numbers by value, descend
+// into objects only one side has and compare unnamed lists item by item; explain's do none of
+// that.
+func TestDiffPathsByValue(t *testing.T) {
+	num := func(s string) json.Number { return json.Number(s) }
+	before := map[string]any{
+		"resources": map[string]any{"limits": map[string]any{"cpu": "1000m", "memory": "1Gi"}},
+		"replicas":  num("1"),
+		"args":      []any{"a", num("2")},
+	}
+	after := map[string]any{
+		"resources": map[string]any{"limits": map[string]any{"cpu": "1", "memory": "1024Mi"}},
+		"replicas":  num("1.0"),
+		"args":      []any{"a", num("2.0")},
+		"metadata":  map[string]any{"annotations": map[string]any{"x": "y"}},
+	}
+	audit := PathDiffOptions{ByValue: true, DescendMissing: true, ListItems: true}
+	require.Equal(t, []string{"metadata.annotations.x"}, DiffPaths(before, after, audit))
+	require.Equal(t, []string{"args", "metadata", "replicas", "resources.limits.cpu", "resources.limits.memory"},
+		DiffPaths(before, after, PathDiffOptions{}))
+}
+
+// TestDiffPathsAgreesWithFormerDiffs: on generated trees, DiffPaths with explain's options gives
+// what explain.go's own diff gave, and with the audit's what audit/diff.go's gave (both kept
+// below as they were), so that neither `render --explain` nor the audit changes.
+func TestDiffPathsAgreesWithFormerDiffs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(22, 5))
+	audit := PathDiffOptions{ByValue: true, DescendMissing: true, ListItems: true}
+	differ := 0
+	for range 20000 {
+		a := genDiffTree(rng, 3, "")
+		b := genDiffTree(rng, 3, "")
+		if rng.IntN(2) == 0 { // often close: b a mutated copy of a
+			b = mutateDiffTree(rng, deepCopy(a), "")
+		}
+		got := DiffPaths(a, b, PathDiffOptions{})
+		require.Equal(t, formerExplainDiff(a, b), got, "explain: %#v / %#v", a, b)
+		require.Equal(t, formerAuditDiff(a, b), DiffPaths(a, b, audit), "audit: %#v / %#v", a, b)
+		if len(got) > 0 {
+			differ++
+		}
+	}
+	require.Greater(t, differ, 1000)
+}
+
+var diffKeys = []string{"name", "a", "b", "limits", "requests", "cpu", "sizeLimit", "containers"}
+
+func genDiffScalar(rng *rand.Rand) any {
+	switch rng.IntN(7) {
+	case 0:
+		return json.Number([]string{"1", "1.0", "1000", "2", "1e3"}[rng.IntN(5)])
+	case 1:
+		return []string{"1", "1000m", "1Gi", "1024Mi", "x", ""}[rng.IntN(6)]
+	case 2:
+		return rng.IntN(2) == 0
+	case 3:
+		return nil
+	default:
+		return []string{"p", "q", "r"}[rng.IntN(3)]
+	}
+}
+
+func genDiffTree(rng *rand.Rand, depth int, key string) any {
+	if depth == 0 {
+		return genDiffScalar(rng)
+	}
+	switch rng.IntN(4) {
+	case 0:
+		return genDiffScalar(rng)
+	case 1: // a list, often of named objects
+		n := rng.IntN(4)
+		l := make([]any, n)
+		for i := range l {
+			if rng.IntN(3) > 0 {
+				m := genDiffTree(rng, depth-1, key)
+				if mm, ok := m.(map[string]any); ok {
+					mm["name"] = []string{"x", "y", "z", "w"}[rng.IntN(4)]
+				}
+				l[i] = m
+			} else {
+				l[i] = genDiffTree(rng, depth-1, key)
+			}
+		}
+		return l
+	default:
+		m := map[string]any{}
+		for range rng.IntN(4) {
+			k := diffKeys[rng.IntN(len(diffKeys))]
+			m[k] = genDiffTree(rng, depth-1, k)
+		}
+		return m
+	}
+}
+
+func mutateDiffTree(rng *rand.Rand, v any, key string) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, x := range t {
+			switch rng.IntN(6) {
+			case 0:
+				delete(t, k)
+			case 1:
+				t[k] = genDiffTree(rng, 2, k)
+			default:
+				t[k] = mutateDiffTree(rng, x, k)
+			}
+		}
+		if rng.IntN(4) == 0 {
+			k := diffKeys[rng.IntN(len(diffKeys))]
+			t[k] = genDiffTree(rng, 2, k)
+		}
+		return t
+	case []any:
+		if rng.IntN(5) == 0 && len(t) > 1 {
+			t[0], t[1] = t[1], t[0]
+		}
+		for i := range t {
+			if rng.IntN(3) == 0 {
+				t[i] = mutateDiffTree(rng, t[i], key)
+			}
+		}
+		return t
+	default:
+		if rng.IntN(3) == 0 {
+			return genDiffScalar(rng)
+		}
+		return v
+	}
+}
+
+// formerExplainDiff is explain.go's diff before DiffPaths, kept as the oracle.
+func formerExplainDiff(before, after any) []string {
+	var out []string
+	var into func(a, b any, path string)
+	into = func(a, b any, path string) {
+		am, aok := a.(map[string]any)
+		bm, bok := b.(map[string]any)
+		if aok && bok {
+			for k, av := range am {
+				bv, ok := bm[k]
+				if !ok {
+					out = append(out, joinPath(path, k))
+					continue
+				}
+				into(av, bv, joinPath(path, k))
+			}
+			for k := range bm {
+				if _, ok := am[k]; !ok {
+					out = append(out, joinPath(path, k))
+				}
+			}
+			return
+		}
+		al, aok := a.([]any)
+		bl, bok := b.([]any)
+		if aok && bok && formerNamedItems(al) && formerNamedItems(bl) {
+			an, bn := itemsByName(al), itemsByName(bl)
+			for name, av := range an {
+				if bv, ok := bn[name]; ok {
+					into(av, bv, path+"["+name+"]")
+				} else {
+					out = append(out, path+"["+name+"]")
+				}
+			}
+			for name := range bn {
+				if _, ok := an[name]; !ok {
+					out = append(out, path+"["+name+"]")
+				}
+			}
+			return
+		}
+		if !reflect.DeepEqual(a, b) {
+			out = append(out, path)
+		}
+	}
+	into(before, after, "")
+	sort.Strings(out)
+	return out
+}
+
+func formerNamedItems(l []any) bool {
+	seen := make(map[string]bool, len(l))
+	for _, it := range l {
+		m, ok := it.(map[string]any)
+		if !ok {
+			return false
+		}
+		n, ok := m["name"].(string)
+		if !ok || seen[n] {
+			return false
+		}
+		seen[n] = true
+	}
+	return len(l) > 0
+}
+
+// formerAuditDiff is audit/diff.go's fieldDiff before DiffPaths, kept as the oracle.
+func formerAuditDiff(live, want any) []string {
+	var out []string
+	var into func(a, b any, path, key string, out *[]string)
+	var differs func(a, b any, key, path string, out *[]string) bool
+	missing := func(v any, path, key string, out *[]string) {
+		if m, ok := v.(map[string]any); ok && len(m) > 0 {
+			into(map[string]any{}, m, path, key, out)
+			return
+		}
+		*out = append(*out, path)
+	}
+	into = func(a, b any, path, key string, out *[]string) {
+		if differs(a, b, key, path, out) {
+			*out = append(*out, path)
+		}
+	}
+	differs = func(a, b any, key, path string, out *[]string) bool {
+		am, aok := a.(map[string]any)
+		bm, bok := b.(map[string]any)
+		if aok && bok {
+			for k, av := range am {
+				bv, ok := bm[k]
+				if !ok {
+					missing(av, joinPath(path, k), memberKey(key, k), out)
+					continue
+				}
+				into(av, bv, joinPath(path, k), memberKey(key, k), out)
+			}
+			for k, bv := range bm {
+				if _, ok := am[k]; !ok {
+					missing(bv, joinPath(path, k), memberKey(key, k), out)
+				}
+			}
+			return false
+		}
+		al, aok := a.([]any)
+		bl, bok := b.([]any)
+		if aok && bok {
+			an, bn := itemsByName(al), itemsByName(bl)
+			if an == nil || bn == nil {
+				if len(al) != len(bl) {
+					return true
+				}
+				for i := range al {
+					var inner []string
+					into(al[i], bl[i], path, key, &inner)
+					if len(inner) > 0 {
+						return true
+					}
+				}
+				return false
+			}
+			for name, av := range an {
+				if bv, ok := bn[name]; ok {
+					into(av, bv, path+"["+name+"]", key, out)
+				} else {
+					*out = append(*out, path+"["+name+"]")
+				}
+			}
+			for name := range bn {
+				if _, ok := an[name]; !ok {
+					*out = append(*out, path+"["+name+"]")
+				}
+			}
+			return false
+		}
+		if aok || bok || am != nil || bm != nil {
+			return true
+		}
+		return !formerSameScalar(a, b, key)
+	}
+	into(live, want, "", "", &out)
+	sort.Strings(out)
+	return out
+}
+
+func formerSameScalar(a, b any, key string) bool {
+	if a == b {
+		return true
+	}
+	if diffQuantityFields[key] || key == quantityKey {
+		qa, errA := diffQuantity(a)
+		qb, errB := diffQuantity(b)
+		if errA == nil && errB == nil {
+			return qa.Cmp(qb) == 0
+		}
+	}
+	na, aok := a.(json.Number)
+	nb, bok := b.(json.Number)
+	if aok && bok {
+		fa, okA := new(big.Float).SetString(na.String())
+		fb, okB := new(big.Float).SetString(nb.String())
+		return okA && okB && fa.Cmp(fb) == 0
+	}
+	return false
+}
