@@ -213,8 +213,8 @@ func (c *checker) pod(obj map[string]any) {
 func sources(v any) int {
 	n := 0
 	if raw, ok := v.(json.RawMessage); ok {
-		jsontree.EachMember(raw, func(name, value []byte) {
-			if string(name) != "name" && jsontree.FirstByte(value) != 'n' {
+		jsontree.AllMembers(raw, func(name string, value jsontree.Scalar) {
+			if name != "name" && value.Kind != jsontree.Null {
 				n++
 			}
 		})
@@ -453,6 +453,9 @@ func (c *checker) ports(ct container, hostPorts map[string]bool) {
 	}
 }
 
+// portMembers are the members of a container port that portOf reads.
+var portMembers = []string{"name", "hostPort"}
+
 // portOf reads a container port's name and whether it has a host port, scanning it when it is
 // still raw rather than decoding it.
 func portOf(v any) (name string, hostPort bool) {
@@ -462,14 +465,12 @@ func portOf(v any) (name string, hostPort bool) {
 		hp, _ := numOf(pm["hostPort"])
 		return strOf(pm["name"]), hp != 0
 	}
-	jsontree.EachMember(raw, func(k, value []byte) {
-		switch string(k) {
-		case "name":
-			if jsontree.FirstByte(value) == '"' {
-				name = jsontree.Unquote(value)
-			}
-		case "hostPort":
-			hostPort = string(value) != "0" && jsontree.FirstByte(value) != 'n'
+	jsontree.Members(raw, portMembers, func(i int, value jsontree.Scalar) {
+		switch {
+		case i == 0 && value.Kind == jsontree.String:
+			name = value.Text
+		case i == 1:
+			hostPort = value.Kind != jsontree.Null && value.Text != "0"
 		}
 	})
 	return name, hostPort
@@ -578,11 +579,9 @@ func stringMembers(v any, keys, out []string) {
 		}
 		return
 	}
-	jsontree.EachMember(raw, func(name, value []byte) {
-		for i, k := range keys {
-			if string(name) == k && jsontree.FirstByte(value) == '"' {
-				out[i] = jsontree.Unquote(value)
-			}
+	jsontree.Members(raw, keys, func(i int, value jsontree.Scalar) {
+		if value.Kind == jsontree.String {
+			out[i] = value.Text
 		}
 	})
 }

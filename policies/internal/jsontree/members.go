@@ -44,6 +44,16 @@ func Members(raw json.RawMessage, names []string, f func(i int, value Scalar)) b
 	return true
 }
 
+// AllMembers calls f(name, value) for every member of the raw object raw, in order, and
+// returns false, calling nothing, when raw is not an object.
+func AllMembers(raw json.RawMessage, f func(name string, value Scalar)) bool {
+	if firstByte(raw) != '{' {
+		return false
+	}
+	eachMember(raw, func(name, value []byte) { f(string(name), scalarOf(value)) })
+	return true
+}
+
 // scalarOf reads a raw member value (no leading space) as a Scalar.
 func scalarOf(r []byte) Scalar {
 	switch firstByte(r) {
