@@ -3,7 +3,6 @@ package policies
 import (
 	"encoding/json"
 	"net/netip"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -11,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/internal/k8sfields"
 )
 
 // The rules of reference §8's "valid in, valid out": what the API server's validation and its
@@ -1008,33 +1008,10 @@ func (c *checker) service(obj map[string]any) {
 	}
 }
 
-// divisors are the divisors validateContainerResourceDivisor accepts for a resource, by the
-// resource's kind (cpu; memory, ephemeral storage and huge pages).
-var (
-	cpuDivisors  = []string{"1m", "1"}
-	sizeDivisors = []string{"1", "1k", "1M", "1G", "1T", "1P", "1E", "1Ki", "1Mi", "1Gi", "1Ti", "1Pi", "1Ei"}
-)
-
-// divisorSupported reports whether a downward API divisor is one the API server accepts with
-// the resource (a zero divisor is unset: it defaults to 1).
-func divisorSupported(res string, d resource.Quantity) bool {
-	if d.IsZero() {
-		return true
-	}
-	name := res[strings.IndexByte(res, '.')+1:]
-	switch {
-	case name == "cpu":
-		return slices.Contains(cpuDivisors, d.String())
-	case name == "memory", name == "ephemeral-storage", strings.HasPrefix(name, corev1.ResourceHugePagesPrefix):
-		return slices.Contains(sizeDivisors, d.String())
-	}
-	return true
-}
-
 // resourceFieldDivisor reads a resourceFieldRef's divisor and checks it (unparsable: lint's).
 func resourceFieldDivisor(r map[string]any) bool {
 	q, ok := quantityOf(r["divisor"])
-	return !ok || divisorSupported(strOf(r["resource"]), q)
+	return !ok || k8sfields.DivisorSupported(strOf(r["resource"]), q)
 }
 
 // topologySpread: a topology spread constraint's matchLabelKeys are not keys of its
