@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/internal/k8sfields"
 )
 
 // listKey is the identity of a list item, for lists merged item by item: the values of some
@@ -410,7 +411,7 @@ func (m merger) mergeItem(dst, patch map[string]any) {
 }
 
 // mainContainerName addresses the manager's main container in a policy.
-const mainContainerName = "@main"
+const mainContainerName = k8sfields.MainContainer
 
 // mainContainerNames are the names each manager gives the container that runs its process:
 // its profile's MainContainers.

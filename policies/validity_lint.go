@@ -39,7 +39,7 @@ func lintValidity(spec *PatchSpec, fld *field.Path) field.ErrorList {
 		errs = append(errs, lintPodSpec(&t.Spec, tf)...)
 	}
 	if s := spec.Service; s != nil && len(s.Spec.ClusterIPs) > 1 {
-		// Lint allows only "None" in clusterIPs (validate_fields.go), and None must be alone.
+		// Lint allows only "None" in clusterIPs (internal/k8sfields), and None must be alone.
 		errs = append(errs, field.Invalid(fld.Child("service", "spec", "clusterIPs"), s.Spec.ClusterIPs, "'None' must be the first and only value"))
 	}
 	if s := spec.Service; s != nil && len(s.Spec.IPFamilies) > 1 {
@@ -226,7 +226,7 @@ func lintHugePages(r corev1.ResourceRequirements, fld *field.Path) field.ErrorLi
 			page, err := resource.ParseQuantity(size)
 			q := list.rl[name]
 			if err != nil || page.Value() <= 0 {
-				continue // the name itself is validate_fields.go's to judge
+				continue // the name itself is internal/k8sfields' to judge
 			}
 			if q.Value()%page.Value() != 0 {
 				errs = append(errs, field.Invalid(fld.Child(list.name).Key(string(name)), q.String(),
@@ -239,7 +239,7 @@ func lintHugePages(r corev1.ResourceRequirements, fld *field.Path) field.ErrorLi
 
 // lintVolume checks what one policy's volume shows the API server would refuse whatever volume
 // it merges into: members that exclude each other both set, and values outside an enumeration
-// (a source of two kinds and a downward item of two references are validate_fields.go's).
+// (a source of two kinds and a downward item of two references are internal/k8sfields').
 // What a merge may complete (a required member) is decided at admission (validity_volumes.go).
 func lintVolume(v corev1.Volume, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList

@@ -17,7 +17,7 @@ import (
 // merged into an object's volume of the same name (or into none) can break any of them, so a
 // volume a policy touched is checked with all of them (property findings 18 and the
 // volume-source-incomplete class). Format rules of single values (DNS names, signer names) are
-// lint's (validate_fields.go); the check keeps to what a merge can break. Each read is one level
+// lint's (internal/k8sfields); the check keeps to what a merge can break. Each read is one level
 // of jsontree.Expand; a volume costs time linear in its size.
 
 // volumeSource checks a volume a policy touched (or, full, any volume) against its source's rules.

@@ -31,8 +31,9 @@ import (
 //
 //	go test ./test/e2e -run TestValidationOracle
 //
-// then fix policies/validate_fields.go until the row agrees, with a unit case in
-// validate_fields_test.go. A `template` row is applied to the Dask operator's worker Pod
+// then fix the field rules (policies/internal/k8sfields, by concern: pod.go, containers.go,
+// volumes.go, services.go) until the row agrees, with a unit case in
+// policies/validate_fields_test.go. A `template` row is applied to the Dask operator's worker Pod
 // (container "worker", no volumes, limits cpu 1 / memory 2Gi), a `service` row to its scheduler
 // Service (ClusterIP, ports tcp-comm 8786 and http-dashboard 8787); address the fixture's
 // containers by name, not "*" (see oracleObject).

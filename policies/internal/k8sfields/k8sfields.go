@@ -1,0 +1,55 @@
+// Package k8sfields checks the field values of a policy's partial objects with the rules
+// Kubernetes' pkg/apis/core/validation applies to the same fields, so that a bad policy is
+// rejected when it is written and not when a Pod or Service it patched reaches the API server
+// (SPEC §3). test/e2e's API-server oracle (TestValidationOracle) pins these rules to a real
+// kube-apiserver.
+//
+// The objects are partial: only the fields a policy sets are present, so every check applies
+// only to a present (non-zero) field and none demands what a whole Pod or Service must have.
+// Maps are walked in sorted key order so that the same policy always gives the same errors.
+package k8sfields
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// WildcardContainer is the container name that applies an entry to every container of a list.
+const WildcardContainer = "*"
+
+// MainContainer is the container name that applies an entry to the manager's main container.
+const MainContainer = "@main"
+
+// wildcardContainer and mainContainerName are the package's own short names of the above.
+const (
+	wildcardContainer = WildcardContainer
+	mainContainerName = MainContainer
+)
+
+// PodSpec validates the fields a partial pod spec sets, with the rules Kubernetes applies to them.
+func PodSpec(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
+	return validatePodSpecPatch(s, fld)
+}
+
+// ServiceSpec validates the fields a partial Service spec sets, with the rules Kubernetes applies to them.
+func ServiceSpec(s *corev1.ServiceSpec, fld *field.Path) field.ErrorList {
+	return validateServiceSpecPatch(s, fld)
+}
+
+// Labels checks a map of label keys and values (labels, nodeSelector, selector).
+func Labels(m map[string]string, fld *field.Path) field.ErrorList {
+	return validateLabelMap(m, fld)
+}
+
+// ResourceOvercommitAllowed reports whether a request may be lower than its limit; extended
+// resources and huge pages must request exactly their limit.
+func ResourceOvercommitAllowed(name string) bool {
+	return resourceOvercommitAllowed(name)
+}
+
+// DivisorSupported reports whether a downward API divisor is one the API server accepts with
+// the resource (a zero divisor is unset: it defaults to 1).
+func DivisorSupported(res string, d resource.Quantity) bool {
+	return divisorSupported(res, d)
+}
