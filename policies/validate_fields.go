@@ -13,7 +13,7 @@ import (
 )
 
 // This file is where policies calls the Kubernetes field rules (policies/internal/k8sfields,
-// pinned by the API-server oracle, SPEC §3) on a policy's partial objects, and keeps the
+// pinned by the API-server oracle, reference §3) on a policy's partial objects, and keeps the
 // checks that need policies' own notions: the provenance annotation, the URL annotations and
 // the removals of a policy as written.
 

@@ -1,7 +1,7 @@
 // Package k8sfields checks the field values of a policy's partial objects with the rules
 // Kubernetes' pkg/apis/core/validation applies to the same fields, so that a bad policy is
 // rejected when it is written and not when a Pod or Service it patched reaches the API server
-// (SPEC §3). test/e2e's API-server oracle (TestValidationOracle) pins these rules to a real
+// (reference §3). test/e2e's API-server oracle (TestValidationOracle) pins these rules to a real
 // kube-apiserver.
 //
 // The objects are partial: only the fields a policy sets are present, so every check applies
