@@ -67,8 +67,12 @@ fixtures: control-plane
 	PODPATCH_MANAGERS=1 PODPATCH_MANAGERS_VENV=$$venv PODPATCH_MANAGERS_WINDOW=1s PODPATCH_MANAGERS_FIXTURES=1 \
 		$(GO) test -count=1 -timeout 40m ./test/managers
 
+# PROPERTY_SEED: the seed of the valid-in-valid-out property test (test/property), from the commit
+# (its first 15 hex digits), so that a failure in CI reproduces from the commit alone.
+PROPERTY_SEED ?= $(shell printf '%d' 0x$$(git rev-parse --short=15 HEAD 2>/dev/null || echo 1))
+
 unit: control-plane
-	PODPATCH_E2E=required $(GO) test -count=1 ./...
+	PODPATCH_E2E=required PODPATCH_PROPERTY_SEED=$(PROPERTY_SEED) $(GO) test -count=1 ./...
 
 ## test-bench: the benchmark harness's own tests (module test/bench: report, plots, policy sets).
 test-bench:

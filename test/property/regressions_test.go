@@ -15,10 +15,9 @@ import (
 // regression is one class of refusal the property test found (issue 20), as a fixed case: a
 // policy set that lint accepts, a manager object from the fixtures that the API server accepts,
 // and the expectation that the patched object is accepted too (reference §8). Each class is
-// described, with the server's message and the suggested fix, in the findings the lead keeps
-// (docs of issue 20).
+// listed, with how podpatch handles it (adjusted, left out, refused at lint), in docs/validity.md.
 type regression struct {
-	// class names the kind of refusal; pendingEngineFix refers to it.
+	// class names the kind of refusal (familyOf).
 	class string
 	// fixture is the object, relative to the repository root; ns the namespace it is created in.
 	fixture, ns string
@@ -26,11 +25,6 @@ type regression struct {
 	// each PodTemplatePatch document, in YAML (they are named p0, p1, … in order).
 	platform, namespace []string
 }
-
-// pendingEngineFix lists the classes the engine does not handle yet: their cases are skipped.
-// The lead removes a class once the engine fix for it is merged; a case that passes while
-// listed says so in its skip message.
-var pendingEngineFix = []string{}
 
 // Fixtures of the regression cases.
 const (
@@ -151,9 +145,6 @@ func TestRegressions(t *testing.T) {
 			if lintErr != nil {
 				// Fixed at lint: the pair is no longer a counterexample (only policies lint
 				// accepts are promised to keep objects valid).
-				if slices.Contains(pendingEngineFix, rc.class) {
-					t.Skipf("pending engine fix: %s (lint refuses this case now; remove the class from pendingEngineFix once all its cases pass)", rc.class)
-				}
 				t.Logf("lint refuses the policies: %v", lintErr)
 				return
 			}
@@ -174,18 +165,8 @@ func TestRegressions(t *testing.T) {
 				// broken case (or a new class).
 				require.Equal(t, rc.class, familyOf(classify(err)), "refused for another class: %v", err)
 			}
-			if slices.Contains(pendingEngineFix, rc.class) {
-				if err == nil {
-					t.Skipf("pending engine fix: %s (this case passes now; remove the class from pendingEngineFix once all its cases pass)", rc.class)
-				}
-				t.Skipf("pending engine fix: %s (%v)", rc.class, err)
-			}
 			require.NoError(t, err, "the patched object must be accepted (reference §8)\npodpatch's patch: %s", o.jsonPatch)
 		})
-	}
-	for _, c := range pendingEngineFix {
-		found := slices.ContainsFunc(regressions, func(rc regression) bool { return rc.class == c })
-		require.True(t, found, "pendingEngineFix names %q, which no case has", c)
 	}
 }
 
