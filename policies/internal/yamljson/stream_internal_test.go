@@ -2,6 +2,8 @@ package yamljson
 
 import (
 	"context"
+	"errors"
+	"io"
 	"math/rand"
 	"strings"
 	"testing"
@@ -32,4 +34,40 @@ func TestBlankAgreesWithTheParser(t *testing.T) {
 		}
 	}
 	require.Greater(t, skipped, 1000)
+}
+
+// TestStreamSplitsDocuments: documents come back in order, empty ones included and told blank,
+// the stream's first `---` line dropped from Text only; a stream that opens a flow collection
+// is handed whole to JSON, and its documents are still read after.
+func TestStreamSplitsDocuments(t *testing.T) {
+	read := func(s *Stream) []Document {
+		var docs []Document
+		for {
+			d, err := s.Next()
+			if errors.Is(err, io.EOF) {
+				return docs
+			}
+			require.NoError(t, err)
+			docs = append(docs, d)
+		}
+	}
+	s := NewStream(strings.NewReader("---\na: 1\n---\n# c\n---\nb: 2\n"))
+	_, ok, err := s.JSON()
+	require.NoError(t, err)
+	require.False(t, ok)
+	docs := read(s)
+	require.Len(t, docs, 3)
+	require.Equal(t, "---\na: 1\n", string(docs[0].Raw))
+	require.Equal(t, "a: 1\n", string(docs[0].Text))
+	require.Equal(t, []bool{false, true, false}, []bool{docs[0].Blank, docs[1].Blank, docs[2].Blank})
+	require.Equal(t, "b: 2\n", string(docs[2].Text))
+
+	s = NewStream(strings.NewReader("  \n{a: 1}\n---\n[b]\n"))
+	text, ok, err := s.JSON()
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "  \n{a: 1}\n---\n[b]\n", string(text))
+	docs = read(s)
+	require.Len(t, docs, 2)
+	require.Equal(t, "[b]\n", string(docs[1].Text))
 }
