@@ -1,34 +1,19 @@
 package policies
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-
+	"github.com/podpatch/podpatch/policies/internal/jsontree"
 	"github.com/podpatch/podpatch/policies/internal/yamljson"
 )
 
 // decodeJSON decodes one JSON value into generic form, keeping numbers exactly as written
 // (json.Number) so that re-encoding never rewrites a quantity or an integer.
-func decodeJSON(raw []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if dec.More() {
-		return nil, errors.New("unexpected data after the JSON value")
-	}
-	return v, nil
-}
+func decodeJSON(raw []byte) (any, error) { return jsontree.Decode(raw) }
 
 // decodeObject decodes a JSON object.
 func decodeObject(raw []byte) (map[string]any, error) {
@@ -70,25 +55,22 @@ func SplitDocuments(r io.Reader) ([]RawDocument, error) {
 // ctx is done. Each document, empty ones included, takes one of *chunks, which the caller may
 // share between streams; none left is an error. Its errors carry the document's index (*DocumentError).
 func splitDocuments(ctx context.Context, r io.Reader, lim yamljson.Limits, maxDocs int, chunks *int) ([]RawDocument, error) {
-	br := bufio.NewReader(r)
-	if isJSON(br) {
+	stream := yamljson.NewStream(r)
+	if text, ok, err := stream.JSON(); err != nil {
+		return nil, err
+	} else if ok {
 		// A stream of JSON values (`kubectl get -o json`, jq), or YAML that starts with a flow
 		// collection: JSON first, the YAML front end when it is no JSON.
-		text, err := io.ReadAll(br)
-		if err != nil {
-			return nil, err
-		}
 		left := *chunks
-		docs, err := splitJSON(ctx, bytes.NewReader(text), maxDocs, chunks)
+		docs, err := splitJSON(ctx, text, maxDocs, chunks)
 		if syntax := (*json.SyntaxError)(nil); !errors.As(err, &syntax) {
 			return docs, err
 		}
-		br, *chunks = bufio.NewReader(bytes.NewReader(text)), left
+		*chunks = left
 	}
-	reader := utilyaml.NewYAMLReader(br)
 	var docs []RawDocument
 	for i := 1; maxDocs <= 0 || len(docs) < maxDocs; i++ {
-		text, err := reader.Read()
+		doc, err := stream.Next()
 		if errors.Is(err, io.EOF) {
 			return docs, nil
 		}
@@ -101,17 +83,17 @@ func splitDocuments(ctx context.Context, r io.Reader, lim yamljson.Limits, maxDo
 		if err != nil {
 			return nil, &DocumentError{Index: i, Err: err}
 		}
-		if blank(text) {
+		if doc.Blank {
 			continue // nothing to parse: a parser costs kilobytes, a `---` line four bytes
 		}
-		js, err := yamljson.ToJSON(ctx, text, lim)
+		js, err := yamljson.ToJSON(ctx, doc.Raw, lim)
 		if err != nil {
 			return nil, &DocumentError{Index: i, Err: limitError(err)}
 		}
-		if bytes.Equal(js, []byte("null")) {
+		if string(js) == "null" {
 			continue
 		}
-		docs = append(docs, RawDocument{JSON: js, Text: trimSeparator(text), Index: i})
+		docs = append(docs, RawDocument{JSON: js, Text: doc.Text, Index: i})
 	}
 	return docs, nil
 }
@@ -144,67 +126,17 @@ func limitError(err error) error {
 	return err
 }
 
-// blank reports whether a document holds only blank lines, comments and the `---` line that
-// starts it: a document with no value in it, told without a parser (TestBlankAgreesWithTheParser).
-func blank(text []byte) bool {
-	for n := 0; len(text) > 0; n++ {
-		line := text
-		if i := bytes.IndexByte(text, '\n'); i >= 0 {
-			line, text = text[:i], text[i+1:]
-		} else {
-			text = nil
-		}
-		line = bytes.TrimRight(line, "\r")
-		if n == 0 && bytes.HasPrefix(line, []byte("---")) && (len(line) == 3 || line[3] == ' ' || line[3] == '\t') {
-			line = line[3:] // the marker at column 0; a comment may follow
-		}
-		if line = bytes.TrimLeft(line, " \t"); len(line) > 0 && line[0] != '#' {
-			return false
-		}
-	}
-	return true
-}
-
-// trimSeparator drops the `---` line the YAML reader leaves at the start of a stream's first
-// document, so that printing a document after our own separator does not add an empty one.
-func trimSeparator(text []byte) []byte {
-	if !bytes.HasPrefix(text, []byte("---")) {
-		return text
-	}
-	if i := bytes.IndexByte(text, '\n'); i >= 0 {
-		return text[i+1:]
-	}
-	return nil
-}
-
-// isJSON peeks at the first non-space byte of the stream.
-func isJSON(br *bufio.Reader) bool {
-	for n := 1; ; n++ {
-		b, err := br.Peek(n)
-		if err != nil || len(b) < n {
-			return false
-		}
-		switch c := b[n-1]; c {
-		case ' ', '\t', '\r', '\n':
-			continue
-		case '{', '[':
-			return true
-		default:
-			return false
-		}
-	}
-}
-
-func splitJSON(ctx context.Context, r io.Reader, maxDocs int, chunks *int) ([]RawDocument, error) {
-	dec := json.NewDecoder(r)
+// splitJSON splits a stream of JSON values into documents, as splitDocuments does a YAML
+// stream; its syntax errors are *json.SyntaxError.
+func splitJSON(ctx context.Context, text []byte, maxDocs int, chunks *int) ([]RawDocument, error) {
+	values := jsontree.NewValues(text)
 	var docs []RawDocument
 	for i := 1; maxDocs <= 0 || len(docs) < maxDocs; i++ {
-		var raw json.RawMessage
-		err := dec.Decode(&raw)
+		raw, err := values.Next()
 		if errors.Is(err, io.EOF) {
 			return docs, nil
 		}
-		if err != nil && strings.Contains(err.Error(), "exceeded max depth") { // the decoder's own bound, beyond ours
+		if errors.Is(err, jsontree.ErrDecoderDepth) { // the decoder's own bound, beyond ours
 			err = fmt.Errorf("%w: nested deeper than %d levels", ErrTooLarge, MaxDepth)
 		}
 		if err == nil {
@@ -217,7 +149,7 @@ func splitJSON(ctx context.Context, r io.Reader, maxDocs int, chunks *int) ([]Ra
 			err = checkJSONDepth(raw)
 		}
 		if err == nil {
-			err = checkDuplicateKeys(raw)
+			err = jsontree.CheckDuplicateKeys(raw)
 		}
 		if err != nil {
 			return nil, &DocumentError{Index: i, Err: err}
@@ -225,57 +157,6 @@ func splitJSON(ctx context.Context, r io.Reader, maxDocs int, chunks *int) ([]Ra
 		docs = append(docs, RawDocument{JSON: raw, Text: raw, Index: i})
 	}
 	return docs, nil
-}
-
-// checkDuplicateKeys rejects JSON objects that repeat a key, as the YAML front end does. The
-// JSON is valid and its depth checked; the walk keeps one key set per open object.
-func checkDuplicateKeys(raw []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	type frame struct {
-		keys     map[string]struct{}
-		isObject bool
-		wantKey  bool
-	}
-	var stack []frame
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		top := len(stack) - 1
-		if d, ok := tok.(json.Delim); ok {
-			switch d {
-			case '{':
-				stack = append(stack, frame{keys: map[string]struct{}{}, isObject: true, wantKey: true})
-				continue
-			case '[':
-				stack = append(stack, frame{})
-				continue
-			default:
-				stack = stack[:top]
-				if top > 0 && stack[top-1].isObject {
-					stack[top-1].wantKey = true
-				}
-				continue
-			}
-		}
-		if top < 0 || !stack[top].isObject {
-			continue
-		}
-		if f := &stack[top]; f.wantKey {
-			k, _ := tok.(string)
-			if _, dup := f.keys[k]; dup {
-				return fmt.Errorf("key %q already set in map", k)
-			}
-			f.keys[k] = struct{}{}
-			f.wantKey = false
-		} else {
-			f.wantKey = true
-		}
-	}
 }
 
 func typeName(v any) string {

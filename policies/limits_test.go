@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand"
 	"runtime"
 	"strings"
 	"testing"
@@ -19,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
-	"github.com/podpatch/podpatch/policies/internal/yamljson"
 )
 
 // policyConfigMap wraps data keys into a policy ConfigMap of a namespace.
@@ -561,28 +559,4 @@ func allocatedBytes(f func()) uint64 {
 	f()
 	runtime.ReadMemStats(&after)
 	return after.TotalAlloc - before.TotalAlloc
-}
-
-// TestBlankAgreesWithTheParser: what blank skips, the parser reads as no value, for documents
-// made of every kind of line.
-func TestBlankAgreesWithTheParser(t *testing.T) {
-	lines := []string{"", "# c", "  # c", "\t# c", "---", "--- # c", "---\t", " ---", "----", "---x", "~", "a: 1", "...", "  ", "#", "\r"}
-	r := rand.New(rand.NewSource(3))
-	skipped := 0
-	for range 20000 {
-		var b strings.Builder
-		for range 1 + r.Intn(4) {
-			b.WriteString(lines[r.Intn(len(lines))] + "\n")
-		}
-		text := []byte(b.String())
-		if !blank(text) {
-			continue
-		}
-		skipped++
-		// Never a value: null, or an error (a tab before a comment, several empty documents).
-		if js, err := yamljson.ToJSON(context.Background(), text, streamLimits); err == nil {
-			require.Equal(t, "null", string(js), "%q", text)
-		}
-	}
-	require.Greater(t, skipped, 1000)
 }

@@ -1,0 +1,131 @@
+package jsontree_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/podpatch/podpatch/policies/internal/jsontree"
+)
+
+// tokens counts the JSON tokens of a valid value.
+func tokens(t testing.TB, raw []byte) int {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	n := 0
+	for {
+		_, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return n
+		}
+		require.NoError(t, err)
+		n++
+	}
+}
+
+// hasDuplicate is the oracle of CheckDuplicateKeys: decoding keeps one member per key, so a
+// value repeats a key exactly when its decoded form has fewer tokens than its text.
+func hasDuplicate(t testing.TB, raw []byte) bool {
+	v, err := jsontree.Decode(raw)
+	require.NoError(t, err)
+	again, err := jsontree.Encode(v)
+	require.NoError(t, err)
+	return tokens(t, again) != tokens(t, raw)
+}
+
+// genValue writes a random value whose objects draw their keys from a small set, so that
+// some repeat one, at any depth.
+func genValue(r *rand.Rand, b *strings.Builder, depth int) {
+	switch k := r.Intn(6); {
+	case depth > 4 || k < 2:
+		b.WriteString([]string{`1`, `"s"`, `null`, `true`, `1.50`}[r.Intn(5)])
+	case k < 4:
+		b.WriteString("{")
+		for i := range r.Intn(4) {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(b, "%q:", []string{"a", "b", "c", "d", "e", "f"}[r.Intn(6)])
+			genValue(r, b, depth+1)
+		}
+		b.WriteString("}")
+	default:
+		b.WriteString("[")
+		for i := range r.Intn(4) {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			genValue(r, b, depth+1)
+		}
+		b.WriteString("]")
+	}
+}
+
+// TestCheckDuplicateKeysAgreesWithDecoding compares the token walk with the oracle on
+// generated values, with and without duplicates.
+func TestCheckDuplicateKeysAgreesWithDecoding(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	seen := map[bool]int{}
+	for range 5000 {
+		var b strings.Builder
+		genValue(r, &b, 0)
+		raw := []byte(b.String())
+		want := hasDuplicate(t, raw)
+		seen[want]++
+		err := jsontree.CheckDuplicateKeys(raw)
+		require.Equal(t, want, err != nil, "%s: %v", raw, err)
+	}
+	require.Greater(t, seen[true], 100)
+	require.Greater(t, seen[false], 100)
+}
+
+// TestValuesSplitsAStream: the values of a stream come back as written, in order.
+func TestValuesSplitsAStream(t *testing.T) {
+	values := jsontree.NewValues([]byte(" {\"a\": 1}\n[1, 2]\n\"s\" 3 "))
+	var got []string
+	for {
+		raw, err := values.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		got = append(got, string(raw))
+	}
+	require.Equal(t, []string{`{"a": 1}`, `[1, 2]`, `"s"`, `3`}, got)
+
+	_, err := jsontree.NewValues([]byte("{a: 1}")).Next()
+	var syntax *json.SyntaxError
+	require.ErrorAs(t, err, &syntax)
+
+	_, err = jsontree.NewValues([]byte(strings.Repeat("[", 20000))).Next()
+	require.ErrorIs(t, err, jsontree.ErrDecoderDepth)
+}
+
+// FuzzValues: every value of any stream is valid JSON, and CheckDuplicateKeys agrees with the
+// decoding oracle on it.
+func FuzzValues(f *testing.F) {
+	for _, s := range []string{`{"a":1,"a":2}`, `[{"a":{"b":1,"b":2}}] {"c":[]}`, `{"a":{"a":1}}`, `{} [] 1 "x"`, `{"a":1`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, text []byte) {
+		values := jsontree.NewValues(text)
+		for range 100 {
+			raw, err := values.Next()
+			if err != nil {
+				return
+			}
+			require.True(t, json.Valid(raw), "%q", raw)
+			if jsontree.CheckDepth(raw, 64) != nil {
+				continue
+			}
+			err = jsontree.CheckDuplicateKeys(raw)
+			require.Equal(t, hasDuplicate(t, raw), err != nil, "%q: %v", raw, err)
+		}
+	})
+}
