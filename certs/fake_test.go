@@ -3,6 +3,7 @@ package certs
 import (
 	"encoding/json"
 	"strconv"
+	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -17,8 +18,9 @@ import (
 // fake clientset lacks (its tracker neither sets metadata.resourceVersion nor
 // checks it): every create, update and apply stores a new resourceVersion, and
 // an update or apply that carries one other than the stored object's fails
-// with a Conflict. SelfSigned and the CA injector rely on those conflicts.
-func optimistic(c *fake.Clientset) *fake.Clientset {
+// with a Conflict, counted in conflicts unless it is nil. SelfSigned and the
+// CA injector rely on those conflicts.
+func optimistic(c *fake.Clientset, conflicts *atomic.Int64) *fake.Clientset {
 	var last int64 // guarded by c's lock, under which reactors run
 	next := func() string { last++; return strconv.FormatInt(last, 10) }
 	current := func(a k8stesting.Action, name string) (string, bool) {
@@ -33,6 +35,9 @@ func optimistic(c *fake.Clientset) *fake.Clientset {
 		return m.GetResourceVersion(), true
 	}
 	conflict := func(a k8stesting.Action, name string) error {
+		if conflicts != nil {
+			conflicts.Add(1)
+		}
 		return apierrors.NewConflict(a.GetResource().GroupResource(), name, errStale)
 	}
 	c.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {

@@ -65,7 +65,7 @@ func (r *recordApplies) record(c *fake.Clientset) {
 // admissionReviewVersions. test/e2e checks the API server's managedFields.)
 func TestCAInjectorAppliesOnlyCABundle(t *testing.T) {
 	ctx := context.Background()
-	base := optimistic(fake.NewClientset())
+	base := optimistic(fake.NewClientset(), nil)
 	mwcs := base.AdmissionregistrationV1().MutatingWebhookConfigurations()
 	_, err := mwcs.Apply(ctx, gitopsConfiguration(5, "dask.podpatch.io", "spark.podpatch.io"), metav1.ApplyOptions{FieldManager: gitops})
 	require.NoError(t, err)

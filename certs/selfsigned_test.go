@@ -56,8 +56,22 @@ func (c *clock) Add(d time.Duration) {
 }
 
 // newCluster returns a fake API holding a mutating and a validating webhook
-// configuration with two webhooks each.
+// configuration with two webhooks each, for one replica: a write of its that
+// conflicts (a stale resourceVersion kept after its own write) fails the test.
 func newCluster(t *testing.T) *fake.Clientset {
+	t.Helper()
+	var conflicts atomic.Int64
+	t.Cleanup(func() { assert.Zero(t, conflicts.Load(), "conflicts with no other writer") })
+	return newClusterCounting(t, &conflicts)
+}
+
+// newRacingCluster is newCluster for replicas that race, and so conflict.
+func newRacingCluster(t *testing.T) *fake.Clientset {
+	t.Helper()
+	return newClusterCounting(t, nil)
+}
+
+func newClusterCounting(t *testing.T, conflicts *atomic.Int64) *fake.Clientset {
 	t.Helper()
 	none := admissionregistrationv1.SideEffectClassNone
 	ref := func(path string) admissionregistrationv1.WebhookClientConfig {
@@ -77,7 +91,7 @@ func newCluster(t *testing.T) *fake.Clientset {
 			{Name: "policies-v2.podpatch.io", ClientConfig: ref("/validate"), SideEffects: &none, AdmissionReviewVersions: []string{"v1"}},
 		},
 	}
-	return optimistic(fake.NewClientset(mwc, vwc))
+	return optimistic(fake.NewClientset(mwc, vwc), conflicts)
 }
 
 func testOptions(c kubernetes.Interface, dir string, now func() time.Time) SelfSignedOptions {
@@ -285,7 +299,7 @@ func TestSelfSignedSecondReconcileChangesNothing(t *testing.T) {
 func TestSelfSignedReplicasConverge(t *testing.T) {
 	t.Run("concurrent first rounds", func(t *testing.T) {
 		for range 5 {
-			c := newCluster(t)
+			c := newRacingCluster(t)
 			dirs := []string{t.TempDir(), t.TempDir()}
 			replicas := []*SelfSigned{
 				newSelfSigned(t, testOptions(c, dirs[0], fixedClock(testNow))),
@@ -318,7 +332,7 @@ func TestSelfSignedReplicasConverge(t *testing.T) {
 	})
 
 	t.Run("create loses to another replica", func(t *testing.T) {
-		base := newCluster(t)
+		base := newRacingCluster(t)
 		dirA, dirB := t.TempDir(), t.TempDir()
 		a := newSelfSigned(t, testOptions(base, dirA, fixedClock(testNow)))
 		var raced atomic.Bool
@@ -348,7 +362,7 @@ func TestSelfSignedReplicasConverge(t *testing.T) {
 	})
 
 	t.Run("CA rotation loses to another replica", func(t *testing.T) {
-		base := newCluster(t)
+		base := newRacingCluster(t)
 		dirA, dirB := t.TempDir(), t.TempDir()
 		clk := &clock{now: testNow}
 		a := newSelfSigned(t, testOptions(base, dirA, clk.Now))
