@@ -5,11 +5,10 @@ import (
 	"context"
 	"fmt"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	admissionregistrationv1ac "k8s.io/client-go/applyconfigurations/admissionregistration/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // CAInjectorFieldManager is the field manager under which podpatch writes the
@@ -22,7 +21,7 @@ const CAInjectorFieldManager = "podpatch-ca-injector"
 // configurations by server-side apply of only each entry's
 // clientConfig.caBundle, identified by the entry's name.
 type caInjector struct {
-	client               client.Client
+	client               kubernetes.Interface
 	mutating, validating string // configuration names; empty skips one
 }
 
@@ -33,7 +32,7 @@ func (i caInjector) inject(ctx context.Context, bundle []byte) (bool, error) {
 	changed := false
 	for _, t := range []struct {
 		kind, name string
-		read       func(context.Context, string, []byte) (runtime.ApplyConfiguration, bool, error)
+		read       func(context.Context, string, []byte) (applyFunc, bool, error)
 	}{
 		{"MutatingWebhookConfiguration", i.mutating, i.readMutating},
 		{"ValidatingWebhookConfiguration", i.validating, i.readValidating},
@@ -54,27 +53,31 @@ func (i caInjector) inject(ctx context.Context, bundle []byte) (bool, error) {
 // applies bundle to all of them. The apply carries the resourceVersion read,
 // so that it cannot bring back a webhook entry removed in the meantime (it
 // would hold nothing but its name and caBundle); on conflict it reads again.
-func (i caInjector) apply(ctx context.Context, name string, bundle []byte, read func(context.Context, string, []byte) (runtime.ApplyConfiguration, bool, error)) (bool, error) {
+func (i caInjector) apply(ctx context.Context, name string, bundle []byte, read func(context.Context, string, []byte) (applyFunc, bool, error)) (bool, error) {
 	changed := false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ac, stale, err := read(ctx, name, bundle)
+		apply, stale, err := read(ctx, name, bundle)
 		changed = stale
 		if err != nil || !stale {
 			return err
 		}
 		// Force: take over caBundle from whoever set it last (a replica of
 		// an older podpatch that updated the whole object, a hand edit).
-		return i.client.Apply(ctx, ac, client.FieldOwner(CAInjectorFieldManager), client.ForceOwnership)
+		return apply(ctx, metav1.ApplyOptions{FieldManager: CAInjectorFieldManager, Force: true})
 	})
 	return changed, err
 }
 
+// applyFunc server-side applies one prepared apply configuration.
+type applyFunc func(context.Context, metav1.ApplyOptions) error
+
 // readMutating reads a MutatingWebhookConfiguration and returns the apply
-// configuration that sets every webhook's caBundle to bundle, and whether any
-// differs now.
-func (i caInjector) readMutating(ctx context.Context, name string, bundle []byte) (runtime.ApplyConfiguration, bool, error) {
-	obj := &admissionregistrationv1.MutatingWebhookConfiguration{}
-	if err := i.client.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
+// of the configuration that sets every webhook's caBundle to bundle, and
+// whether any differs now.
+func (i caInjector) readMutating(ctx context.Context, name string, bundle []byte) (applyFunc, bool, error) {
+	api := i.client.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	obj, err := api.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
 		return nil, false, err
 	}
 	ac := admissionregistrationv1ac.MutatingWebhookConfiguration(name).WithResourceVersion(obj.ResourceVersion)
@@ -83,13 +86,17 @@ func (i caInjector) readMutating(ctx context.Context, name string, bundle []byte
 		stale = stale || !bytes.Equal(w.ClientConfig.CABundle, bundle)
 		ac.WithWebhooks(admissionregistrationv1ac.MutatingWebhook().WithName(w.Name).WithClientConfig(caBundleOnly(bundle)))
 	}
-	return ac, stale, nil
+	return func(ctx context.Context, o metav1.ApplyOptions) error {
+		_, err := api.Apply(ctx, ac, o)
+		return err
+	}, stale, nil
 }
 
 // readValidating is readMutating for a ValidatingWebhookConfiguration.
-func (i caInjector) readValidating(ctx context.Context, name string, bundle []byte) (runtime.ApplyConfiguration, bool, error) {
-	obj := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	if err := i.client.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
+func (i caInjector) readValidating(ctx context.Context, name string, bundle []byte) (applyFunc, bool, error) {
+	api := i.client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+	obj, err := api.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
 		return nil, false, err
 	}
 	ac := admissionregistrationv1ac.ValidatingWebhookConfiguration(name).WithResourceVersion(obj.ResourceVersion)
@@ -98,7 +105,10 @@ func (i caInjector) readValidating(ctx context.Context, name string, bundle []by
 		stale = stale || !bytes.Equal(w.ClientConfig.CABundle, bundle)
 		ac.WithWebhooks(admissionregistrationv1ac.ValidatingWebhook().WithName(w.Name).WithClientConfig(caBundleOnly(bundle)))
 	}
-	return ac, stale, nil
+	return func(ctx context.Context, o metav1.ApplyOptions) error {
+		_, err := api.Apply(ctx, ac, o)
+		return err
+	}, stale, nil
 }
 
 // caBundleOnly is a client config that sets caBundle and nothing else: the

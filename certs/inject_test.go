@@ -4,20 +4,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	admissionregistrationv1ac "k8s.io/client-go/applyconfigurations/admissionregistration/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
 const gitops = "gitops" // the field manager of a GitOps tool that installs the configuration
@@ -38,49 +39,43 @@ func gitopsConfiguration(timeout int32, webhooks ...string) *admissionregistrati
 	return ac
 }
 
-// recordApplies passes c's applies through, recording each as the JSON the
-// API server would receive, with its options.
+// recordApplies records every apply through a fake clientset, as the body
+// the API server would receive, with its options, and lets it pass.
 type recordApplies struct {
-	bodies      []string
-	opts        []client.ApplyOptions
-	beforeApply func() // runs once, before the next apply
+	bodies []string
+	opts   []metav1.PatchOptions
 }
 
-func (r *recordApplies) client(c client.WithWatch) client.WithWatch {
-	return interceptor.NewClient(c, interceptor.Funcs{
-		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-			if f := r.beforeApply; f != nil {
-				r.beforeApply = nil
-				f()
-			}
-			b, err := json.Marshal(obj)
-			if err != nil {
-				return err
-			}
-			r.bodies = append(r.bodies, string(b))
-			o := client.ApplyOptions{}
-			o.ApplyOptions(opts)
-			r.opts = append(r.opts, o)
-			return c.Apply(ctx, obj, opts...)
-		},
+func (r *recordApplies) record(c *fake.Clientset) {
+	c.PrependReactor("patch", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p, ok := a.(k8stesting.PatchAction)
+		if !ok || p.GetPatchType() != types.ApplyPatchType {
+			return false, nil, nil
+		}
+		r.bodies = append(r.bodies, string(p.GetPatch()))
+		r.opts = append(r.opts, a.(k8stesting.PatchActionImpl).PatchOptions)
+		return false, nil, nil
 	})
 }
 
 // TestCAInjectorAppliesOnlyCABundle checks what the injector sends: what an
 // apply names is what its field manager owns on the API server. (The fake
-// client's managed fields are not the API server's: it round-trips applies
+// clientset's managed fields are not the API server's: it round-trips applies
 // through Go structs, which adds the required fields sideEffects and
 // admissionReviewVersions. test/e2e checks the API server's managedFields.)
 func TestCAInjectorAppliesOnlyCABundle(t *testing.T) {
 	ctx := context.Background()
-	base := fake.NewClientBuilder().Build()
+	base := optimistic(fake.NewClientset(), nil)
+	mwcs := base.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	_, err := mwcs.Apply(ctx, gitopsConfiguration(5, "dask.podpatch.io", "spark.podpatch.io"), metav1.ApplyOptions{FieldManager: gitops})
+	require.NoError(t, err)
 	rec := &recordApplies{}
-	inj := caInjector{client: rec.client(base), mutating: testMutating}
-	require.NoError(t, base.Apply(ctx, gitopsConfiguration(5, "dask.podpatch.io", "spark.podpatch.io"), client.FieldOwner(gitops)))
+	rec.record(base)
+	inj := caInjector{client: base, mutating: testMutating}
 	get := func() *admissionregistrationv1.MutatingWebhookConfiguration {
 		t.Helper()
-		obj := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		require.NoError(t, base.Get(ctx, client.ObjectKey{Name: testMutating}, obj))
+		obj, err := mwcs.Get(ctx, testMutating, metav1.GetOptions{})
+		require.NoError(t, err)
 		return obj
 	}
 	wantApply := func(rv string, bundle string, webhooks ...string) string {
@@ -122,12 +117,31 @@ func TestCAInjectorAppliesOnlyCABundle(t *testing.T) {
 	// entry does not come back as a stub of name and caBundle.
 	rv = get().ResourceVersion
 	var replaced string // the resourceVersion after the replacement
-	rec.beforeApply = func() {
-		obj := get()
+	var once atomic.Bool
+	// Ahead of the recorder and optimistic (reactors run last-prepended
+	// first), under the fake's lock: so straight to its tracker.
+	base.PrependReactor("patch", "mutatingwebhookconfigurations", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if !once.CompareAndSwap(false, true) {
+			return false, nil, nil
+		}
+		gvr := admissionregistrationv1.SchemeGroupVersion.WithResource("mutatingwebhookconfigurations")
+		o, err := base.Tracker().Get(gvr, "", testMutating)
+		if err != nil {
+			return true, nil, err
+		}
+		obj := o.(*admissionregistrationv1.MutatingWebhookConfiguration).DeepCopy()
 		obj.Webhooks = obj.Webhooks[:1]
-		require.NoError(t, base.Update(ctx, obj))
-		replaced = obj.ResourceVersion
-	}
+		obj.ResourceVersion = "replaced" // the tracker itself keeps it as given
+		if err := base.Tracker().Update(gvr, obj, ""); err != nil {
+			return true, nil, err
+		}
+		o, err = base.Tracker().Get(gvr, "", testMutating)
+		if err != nil {
+			return true, nil, err
+		}
+		replaced = o.(*admissionregistrationv1.MutatingWebhookConfiguration).ResourceVersion
+		return false, nil, nil
+	})
 	changed, err = inj.inject(ctx, []byte("bundle-2"))
 	require.NoError(t, err)
 	assert.True(t, changed)

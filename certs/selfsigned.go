@@ -13,9 +13,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/client-go/kubernetes"
 )
 
 // DefaultOverlap is how long a CA bundle holding a new CA must have been
@@ -34,10 +35,10 @@ const (
 
 // SelfSignedOptions configure SelfSigned.
 type SelfSignedOptions struct {
-	// Client reads and writes the Secret and the webhook configurations. It
-	// should read from the API server, not from a cache: RBAC grants access to
-	// these objects by name only, which a cache's list and watch cannot use.
-	Client client.Client
+	// Client reads and writes the Secret and the webhook configurations, by
+	// name from the API server: RBAC grants access to these objects by name
+	// only, which an informer's list and watch cannot use.
+	Client kubernetes.Interface
 	// Namespace holds the Secret and the Service.
 	Namespace string
 	// SecretName is the Secret that stores the CA and the serving certificate.
@@ -243,8 +244,8 @@ func (s *SelfSigned) Reconcile(ctx context.Context) (time.Duration, error) {
 	return 0, fmt.Errorf("certificate Secret kept changing under us: %w", err)
 }
 
-func (s *SelfSigned) secretKey() client.ObjectKey {
-	return client.ObjectKey{Namespace: s.opts.Namespace, Name: s.opts.SecretName}
+func (s *SelfSigned) secretKey() types.NamespacedName {
+	return types.NamespacedName{Namespace: s.opts.Namespace, Name: s.opts.SecretName}
 }
 
 // reconcileOnce is one attempt of Reconcile. A Conflict or AlreadyExists error
@@ -252,13 +253,14 @@ func (s *SelfSigned) secretKey() client.ObjectKey {
 func (s *SelfSigned) reconcileOnce(ctx context.Context, log logr.Logger) (time.Duration, error) {
 	now := s.opts.Now()
 	key := s.secretKey()
-	secret := &corev1.Secret{}
+	secrets := s.opts.Client.CoreV1().Secrets(key.Namespace)
 	exists := true
-	if err := s.opts.Client.Get(ctx, key, secret); err != nil {
+	secret, err := secrets.Get(ctx, key.Name, metav1.GetOptions{})
+	if err != nil {
 		if !apierrors.IsNotFound(err) {
 			return 0, fmt.Errorf("reading Secret %s: %w", key, err)
 		}
-		exists = false
+		secret, exists = &corev1.Secret{}, false
 	}
 
 	// 1. A valid CA and serving certificate, renewed when due; the serving
@@ -282,12 +284,12 @@ func (s *SelfSigned) reconcileOnce(ctx context.Context, log logr.Logger) (time.D
 			Type: corev1.SecretTypeOpaque,
 			Data: p.data,
 		}
-		if err := s.opts.Client.Create(ctx, secret); err != nil {
+		if secret, err = secrets.Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 			return 0, fmt.Errorf("creating Secret %s: %w", key, err)
 		}
 		log.Info("created certificate Secret")
 	case p.any():
-		if err := s.write(ctx, secret, p); err != nil {
+		if secret, err = s.write(ctx, secret, p); err != nil {
 			return 0, err
 		}
 		log.Info("updated certificate Secret", "newCA", p.ca, "newServingCertificate", p.serving, "bundleChanged", p.bundle)
@@ -309,7 +311,7 @@ func (s *SelfSigned) reconcileOnce(ctx context.Context, log logr.Logger) (time.D
 		// Publishing counts from now also when this replica had to repair a
 		// caBundle that someone (a replica with a stale view) had overwritten.
 		setAnnotations(secret, publicationRecord(bundle, now))
-		if err := s.opts.Client.Update(ctx, secret); err != nil {
+		if secret, err = secrets.Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
 			return 0, fmt.Errorf("recording CA bundle publication on Secret %s: %w", key, err)
 		}
 	}
@@ -321,7 +323,7 @@ func (s *SelfSigned) reconcileOnce(ctx context.Context, log logr.Logger) (time.D
 		return 0, err
 	}
 	if sw.any() {
-		if err := s.write(ctx, secret, sw); err != nil {
+		if secret, err = s.write(ctx, secret, sw); err != nil {
 			return 0, err
 		}
 		log.Info("serving certificate now signed by the current CA")
@@ -342,14 +344,16 @@ func contentsOf(secret *corev1.Secret) contents {
 }
 
 // write updates the Secret to a plan's data and record of issued CAs, failing
-// with a Conflict if another writer changed it since it was read.
-func (s *SelfSigned) write(ctx context.Context, secret *corev1.Secret, p plan) error {
+// with a Conflict if another writer changed it since it was read. It returns
+// the Secret as the API server stored it.
+func (s *SelfSigned) write(ctx context.Context, secret *corev1.Secret, p plan) (*corev1.Secret, error) {
 	secret.Data = p.data
 	setAnnotations(secret, map[string]string{annotationIssuedCAs: p.issued})
-	if err := s.opts.Client.Update(ctx, secret); err != nil {
-		return fmt.Errorf("updating Secret %s: %w", client.ObjectKeyFromObject(secret), err)
+	updated, err := s.opts.Client.CoreV1().Secrets(secret.Namespace).Update(ctx, secret, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("updating Secret %s: %w", types.NamespacedName{Namespace: secret.Namespace, Name: secret.Name}, err)
 	}
-	return nil
+	return updated, nil
 }
 
 // syncFiles writes the Secret's CA, certificate and key to CertDir when they
@@ -366,7 +370,7 @@ func (s *SelfSigned) syncFiles(data map[string][]byte, log logr.Logger) error {
 	return nil
 }
 
-func setAnnotations(obj client.Object, set map[string]string) {
+func setAnnotations(obj metav1.Object, set map[string]string) {
 	a := obj.GetAnnotations()
 	if a == nil {
 		a = map[string]string{}

@@ -21,9 +21,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 const (
@@ -55,8 +56,22 @@ func (c *clock) Add(d time.Duration) {
 }
 
 // newCluster returns a fake API holding a mutating and a validating webhook
-// configuration with two webhooks each.
-func newCluster(t *testing.T) client.WithWatch {
+// configuration with two webhooks each, for one replica: a write of its that
+// conflicts (a stale resourceVersion kept after its own write) fails the test.
+func newCluster(t *testing.T) *fake.Clientset {
+	t.Helper()
+	var conflicts atomic.Int64
+	t.Cleanup(func() { assert.Zero(t, conflicts.Load(), "conflicts with no other writer") })
+	return newClusterCounting(t, &conflicts)
+}
+
+// newRacingCluster is newCluster for replicas that race, and so conflict.
+func newRacingCluster(t *testing.T) *fake.Clientset {
+	t.Helper()
+	return newClusterCounting(t, nil)
+}
+
+func newClusterCounting(t *testing.T, conflicts *atomic.Int64) *fake.Clientset {
 	t.Helper()
 	none := admissionregistrationv1.SideEffectClassNone
 	ref := func(path string) admissionregistrationv1.WebhookClientConfig {
@@ -76,10 +91,10 @@ func newCluster(t *testing.T) client.WithWatch {
 			{Name: "policies-v2.podpatch.io", ClientConfig: ref("/validate"), SideEffects: &none, AdmissionReviewVersions: []string{"v1"}},
 		},
 	}
-	return fake.NewClientBuilder().WithObjects(mwc, vwc).Build()
+	return optimistic(fake.NewClientset(mwc, vwc), conflicts)
 }
 
-func testOptions(c client.Client, dir string, now func() time.Time) SelfSignedOptions {
+func testOptions(c kubernetes.Interface, dir string, now func() time.Time) SelfSignedOptions {
 	return SelfSignedOptions{
 		Client:                         c,
 		Namespace:                      testNamespace,
@@ -99,22 +114,29 @@ func newSelfSigned(t *testing.T, o SelfSignedOptions) *SelfSigned {
 	return s
 }
 
-func getSecret(t *testing.T, c client.Client) *corev1.Secret {
+func getSecret(t *testing.T, c kubernetes.Interface) *corev1.Secret {
 	t.Helper()
-	s := &corev1.Secret{}
-	require.NoError(t, c.Get(context.Background(), client.ObjectKey{Namespace: testNamespace, Name: testSecret}, s))
+	s, err := c.CoreV1().Secrets(testNamespace).Get(context.Background(), testSecret, metav1.GetOptions{})
+	require.NoError(t, err)
 	return s
 }
 
+// updateSecret writes sec as another writer (a person, a stale replica) would.
+func updateSecret(t *testing.T, c kubernetes.Interface, sec *corev1.Secret) {
+	t.Helper()
+	_, err := c.CoreV1().Secrets(sec.Namespace).Update(context.Background(), sec, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
+
 // caBundles returns the caBundle of each of the four webhooks.
-func caBundles(c client.Client) ([][]byte, error) {
+func caBundles(c kubernetes.Interface) ([][]byte, error) {
 	ctx := context.Background()
-	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
-	if err := c.Get(ctx, client.ObjectKey{Name: testMutating}, mwc); err != nil {
+	mwc, err := c.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, testMutating, metav1.GetOptions{})
+	if err != nil {
 		return nil, err
 	}
-	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	if err := c.Get(ctx, client.ObjectKey{Name: testValidating}, vwc); err != nil {
+	vwc, err := c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, testValidating, metav1.GetOptions{})
+	if err != nil {
 		return nil, err
 	}
 	var bundles [][]byte
@@ -128,7 +150,7 @@ func caBundles(c client.Client) ([][]byte, error) {
 }
 
 // publishedBundle returns the caBundle of the four webhooks, which must agree.
-func publishedBundle(t *testing.T, c client.Client) []byte {
+func publishedBundle(t *testing.T, c kubernetes.Interface) []byte {
 	t.Helper()
 	bundles, err := caBundles(c)
 	require.NoError(t, err)
@@ -188,30 +210,60 @@ func TestSelfSignedFirstReconcile(t *testing.T) {
 	assert.Equal(t, testNow.Format(time.RFC3339), sec.Annotations[annotationPublishedAt])
 }
 
-// countWrites wraps c and counts every write through it.
-func countWrites(c client.WithWatch, n *atomic.Int64) client.WithWatch {
-	return interceptor.NewClient(c, interceptor.Funcs{
-		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+// countWrites counts every write through c.
+func countWrites(c *fake.Clientset, n *atomic.Int64) *fake.Clientset {
+	c.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		switch a.GetVerb() {
+		case "create", "update", "patch", "apply", "delete":
 			n.Add(1)
-			return c.Create(ctx, obj, opts...)
-		},
-		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-			n.Add(1)
-			return c.Update(ctx, obj, opts...)
-		},
-		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
-			n.Add(1)
-			return c.Patch(ctx, obj, p, opts...)
-		},
-		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-			n.Add(1)
-			return c.Apply(ctx, obj, opts...)
-		},
-		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			n.Add(1)
-			return c.Delete(ctx, obj, opts...)
-		},
+		}
+		return false, nil, nil
 	})
+	return c
+}
+
+// hookSecrets is c with before run ahead of every Create and Update of a
+// Secret, outside the fake's lock (so before may use c itself); an error from
+// before fails the write.
+func hookSecrets(c kubernetes.Interface, before func(ctx context.Context, verb string) error) kubernetes.Interface {
+	return hookedClient{Interface: c, before: before}
+}
+
+type hookedClient struct {
+	kubernetes.Interface
+	before func(context.Context, string) error
+}
+
+func (h hookedClient) CoreV1() corev1client.CoreV1Interface {
+	return hookedCore{CoreV1Interface: h.Interface.CoreV1(), before: h.before}
+}
+
+type hookedCore struct {
+	corev1client.CoreV1Interface
+	before func(context.Context, string) error
+}
+
+func (h hookedCore) Secrets(ns string) corev1client.SecretInterface {
+	return hookedSecrets{SecretInterface: h.CoreV1Interface.Secrets(ns), before: h.before}
+}
+
+type hookedSecrets struct {
+	corev1client.SecretInterface
+	before func(context.Context, string) error
+}
+
+func (h hookedSecrets) Create(ctx context.Context, s *corev1.Secret, o metav1.CreateOptions) (*corev1.Secret, error) {
+	if err := h.before(ctx, "create"); err != nil {
+		return nil, err
+	}
+	return h.SecretInterface.Create(ctx, s, o)
+}
+
+func (h hookedSecrets) Update(ctx context.Context, s *corev1.Secret, o metav1.UpdateOptions) (*corev1.Secret, error) {
+	if err := h.before(ctx, "update"); err != nil {
+		return nil, err
+	}
+	return h.SecretInterface.Update(ctx, s, o)
 }
 
 func TestSelfSignedSecondReconcileChangesNothing(t *testing.T) {
@@ -247,7 +299,7 @@ func TestSelfSignedSecondReconcileChangesNothing(t *testing.T) {
 func TestSelfSignedReplicasConverge(t *testing.T) {
 	t.Run("concurrent first rounds", func(t *testing.T) {
 		for range 5 {
-			c := newCluster(t)
+			c := newRacingCluster(t)
 			dirs := []string{t.TempDir(), t.TempDir()}
 			replicas := []*SelfSigned{
 				newSelfSigned(t, testOptions(c, dirs[0], fixedClock(testNow))),
@@ -268,8 +320,8 @@ func TestSelfSignedReplicasConverge(t *testing.T) {
 			wg.Wait()
 			require.NoError(t, errors.Join(errs...))
 
-			secrets := &corev1.SecretList{}
-			require.NoError(t, c.List(context.Background(), secrets, client.InNamespace(testNamespace)))
+			secrets, err := c.CoreV1().Secrets(testNamespace).List(context.Background(), metav1.ListOptions{})
+			require.NoError(t, err)
 			require.Len(t, secrets.Items, 1)
 			sec := getSecret(t, c)
 			assert.Len(t, mustCerts(t, sec.Data["ca-bundle.crt"]), 1, "one CA, not one per replica")
@@ -280,36 +332,37 @@ func TestSelfSignedReplicasConverge(t *testing.T) {
 	})
 
 	t.Run("create loses to another replica", func(t *testing.T) {
-		base := newCluster(t)
+		base := newRacingCluster(t)
 		dirA, dirB := t.TempDir(), t.TempDir()
 		a := newSelfSigned(t, testOptions(base, dirA, fixedClock(testNow)))
 		var raced atomic.Bool
-		var bWrites atomic.Int64
+		var writes, aWrites atomic.Int64 // all writes, and A's
+		countWrites(base, &writes)
 		// B's Create runs only after A has done a whole round.
-		bClient := countWrites(interceptor.NewClient(base, interceptor.Funcs{
-			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-				if _, ok := obj.(*corev1.Secret); ok && raced.CompareAndSwap(false, true) {
-					if _, err := a.Reconcile(ctx); err != nil {
-						return err
-					}
+		bClient := hookSecrets(base, func(ctx context.Context, verb string) error {
+			if verb == "create" && raced.CompareAndSwap(false, true) {
+				before := writes.Load()
+				if _, err := a.Reconcile(ctx); err != nil {
+					return err
 				}
-				return c.Create(ctx, obj, opts...)
-			},
-		}), &bWrites)
+				aWrites.Store(writes.Load() - before)
+			}
+			return nil
+		})
 		b := newSelfSigned(t, testOptions(bClient, dirB, fixedClock(testNow)))
 		_, err := b.Reconcile(context.Background())
 		require.NoError(t, err)
 		require.True(t, raced.Load())
 
 		sec := getSecret(t, base)
-		assert.Equal(t, int64(1), bWrites.Load(), "B's only write is its failed Create")
+		assert.Equal(t, int64(1), writes.Load()-aWrites.Load(), "B's only write is its failed Create")
 		assertFilesMatchSecret(t, dirA, sec)
 		assertFilesMatchSecret(t, dirB, sec)
 		assert.Equal(t, string(sec.Data["ca-bundle.crt"]), string(publishedBundle(t, base)))
 	})
 
 	t.Run("CA rotation loses to another replica", func(t *testing.T) {
-		base := newCluster(t)
+		base := newRacingCluster(t)
 		dirA, dirB := t.TempDir(), t.TempDir()
 		clk := &clock{now: testNow}
 		a := newSelfSigned(t, testOptions(base, dirA, clk.Now))
@@ -318,15 +371,13 @@ func TestSelfSignedReplicasConverge(t *testing.T) {
 		oldCA := getSecret(t, base).Data["ca.crt"]
 
 		var raced atomic.Bool
-		bClient := interceptor.NewClient(base, interceptor.Funcs{
-			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-				if _, ok := obj.(*corev1.Secret); ok && raced.CompareAndSwap(false, true) {
-					if _, err := a.Reconcile(ctx); err != nil {
-						return err
-					}
+		bClient := hookSecrets(base, func(ctx context.Context, verb string) error {
+			if verb == "update" && raced.CompareAndSwap(false, true) {
+				if _, err := a.Reconcile(ctx); err != nil {
+					return err
 				}
-				return c.Update(ctx, obj, opts...)
-			},
+			}
+			return nil
 		})
 		b := newSelfSigned(t, testOptions(bClient, dirB, clk.Now))
 		clk.Add(DefaultCAValidity - DefaultCAValidity/3 + day) // both replicas see the CA due
@@ -554,10 +605,12 @@ func TestSelfSignedRepairs(t *testing.T) {
 	require.NoError(t, err)
 	orig := getSecret(t, c)
 
-	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: testValidating}, vwc))
+	vwcs := c.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+	vwc, err := vwcs.Get(ctx, testValidating, metav1.GetOptions{})
+	require.NoError(t, err)
 	vwc.Webhooks[1].ClientConfig.CABundle = []byte("stale")
-	require.NoError(t, c.Update(ctx, vwc))
+	_, err = vwcs.Update(ctx, vwc, metav1.UpdateOptions{})
+	require.NoError(t, err)
 	clk.Add(time.Hour)
 	_, err = s.Reconcile(ctx)
 	require.NoError(t, err)
@@ -566,7 +619,7 @@ func TestSelfSignedRepairs(t *testing.T) {
 
 	sec := getSecret(t, c)
 	sec.Data["tls.key"] = []byte("garbage")
-	require.NoError(t, c.Update(ctx, sec))
+	updateSecret(t, c, sec)
 	_, err = s.Reconcile(ctx)
 	require.NoError(t, err)
 	fixed := getSecret(t, c)
@@ -579,13 +632,12 @@ func TestSelfSignedRepairs(t *testing.T) {
 
 func TestSelfSignedStart(t *testing.T) {
 	var gets atomic.Int64
-	c := interceptor.NewClient(newCluster(t), interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if _, ok := obj.(*admissionregistrationv1.MutatingWebhookConfiguration); ok && gets.Add(1) == 1 {
-				return apierrors.NewServiceUnavailable("try again")
-			}
-			return c.Get(ctx, key, obj, opts...)
-		},
+	c := newCluster(t)
+	c.PrependReactor("get", "mutatingwebhookconfigurations", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if gets.Add(1) == 1 {
+			return true, nil, apierrors.NewServiceUnavailable("try again")
+		}
+		return false, nil, nil
 	})
 	dir := t.TempDir()
 	s := newSelfSigned(t, testOptions(c, dir, time.Now))
@@ -714,7 +766,7 @@ func TestSelfSignedDropsForeignCAs(t *testing.T) {
 		t.Helper()
 		sec := getSecret(t, c)
 		sec.Data["ca-bundle.crt"] = append(append(append([]byte{}, sec.Data["ca-bundle.crt"]...), intruder.certPEM...), lookalike.certPEM...)
-		require.NoError(t, c.Update(ctx, sec))
+		updateSecret(t, c, sec)
 	}
 
 	appendForeign()
@@ -752,7 +804,7 @@ func TestSelfSignedDropsForeignCAs(t *testing.T) {
 	// makes a new CA and the foreign one never reaches the bundle.
 	sec = getSecret(t, c)
 	sec.Data["ca.crt"] = intruder.certPEM
-	require.NoError(t, c.Update(ctx, sec))
+	updateSecret(t, c, sec)
 	clk.Add(time.Hour)
 	_, err = s.Reconcile(ctx)
 	require.NoError(t, err)
@@ -779,7 +831,7 @@ func TestSelfSignedAdoptsUnrecordedSecret(t *testing.T) {
 	sec := getSecret(t, c)
 	orig := sec.DeepCopy()
 	delete(sec.Annotations, annotationIssuedCAs)
-	require.NoError(t, c.Update(ctx, sec))
+	updateSecret(t, c, sec)
 
 	clk.Add(time.Hour)
 	_, err = s.Reconcile(ctx)

@@ -20,8 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podpatch/podpatch/policies"
 )
@@ -55,7 +55,7 @@ type CheckOptions struct {
 // (its Service or URL), presents a certificate that bundle verifies and answers an
 // AdmissionReview; and a Pod created through the API server with dry-run comes back patched by
 // ExpectPolicy. It returns the first step that does not pass within the timeout.
-func Check(ctx context.Context, c client.Client, o CheckOptions) error {
+func Check(ctx context.Context, c kubernetes.Interface, o CheckOptions) error {
 	if o.HTTPTimeout <= 0 {
 		o.HTTPTimeout = 10 * time.Second
 	}
@@ -96,8 +96,8 @@ func Check(ctx context.Context, c client.Client, o CheckOptions) error {
 
 	var applied string
 	if err := retry(ctx, o.Timeout, func() error {
-		pod := probe.DeepCopy()
-		if err := c.Create(ctx, pod, client.DryRunAll); err != nil {
+		pod, err := c.CoreV1().Pods(o.Namespace).Create(ctx, probe.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
 			return fmt.Errorf("dry-run create of a Dask worker Pod in namespace %s: %w", o.Namespace, err)
 		}
 		applied = pod.Annotations[policies.AppliedAnnotation]
@@ -126,9 +126,9 @@ func retry(ctx context.Context, timeout time.Duration, f func() error) error {
 }
 
 // clientConfig returns a webhook entry's client config, which must carry a CA bundle.
-func clientConfig(ctx context.Context, c client.Client, name, webhook string) (admissionregistrationv1.WebhookClientConfig, string, error) {
-	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
-	if err := c.Get(ctx, client.ObjectKey{Name: name}, mwc); err != nil {
+func clientConfig(ctx context.Context, c kubernetes.Interface, name, webhook string) (admissionregistrationv1.WebhookClientConfig, string, error) {
+	mwc, err := c.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
 		return admissionregistrationv1.WebhookClientConfig{}, "", fmt.Errorf("MutatingWebhookConfiguration %s: %w", name, err)
 	}
 	for _, w := range mwc.Webhooks {

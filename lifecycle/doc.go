@@ -6,20 +6,15 @@
 package lifecycle
 
 import (
-	"errors"
-
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// NewClient returns a client for what this package reads and writes (webhook configurations
-// and Pods), from a kubeconfig file or, when kubeconfig is empty, the in-cluster configuration
-// (a hook's ServiceAccount).
-func NewClient(kubeconfig string) (client.Client, error) {
+// NewClient returns the typed clientset for what this package reads and writes (webhook
+// configurations, Secrets and Pods), from a kubeconfig file or, when kubeconfig is empty, the
+// in-cluster configuration (a hook's ServiceAccount).
+func NewClient(kubeconfig string) (kubernetes.Interface, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfig != "" {
@@ -30,9 +25,5 @@ func NewClient(kubeconfig string) (client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := runtime.NewScheme()
-	if err := errors.Join(corev1.AddToScheme(s), admissionregistrationv1.AddToScheme(s)); err != nil {
-		return nil, err
-	}
-	return client.New(cfg, client.Options{Scheme: s})
+	return kubernetes.NewForConfig(cfg)
 }

@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/client-go/kubernetes"
 )
 
 // RemoveWebhooks deletes the named mutating and validating webhook configurations, mutating
@@ -21,35 +19,33 @@ import (
 // Deployment and Service they point at; a failed or interrupted uninstall then leaves a webhook
 // that nothing serves (kyverno#3111, #5942, #9551). With failurePolicy Fail that blocks every
 // Pod create in the cluster. Deleting them first, in a pre-delete hook, closes that window.
-func RemoveWebhooks(ctx context.Context, c client.Client, mutating, validating []string, secrets []types.NamespacedName) ([]string, error) {
+func RemoveWebhooks(ctx context.Context, c kubernetes.Interface, mutating, validating []string, secrets []types.NamespacedName) ([]string, error) {
 	var done []string
-	remove := func(obj client.Object, kind string) error {
-		err := c.Delete(ctx, obj)
+	remove := func(kind string, key types.NamespacedName, del func(context.Context, string, metav1.DeleteOptions) error) error {
+		err := del(ctx, key.Name, metav1.DeleteOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			done = append(done, fmt.Sprintf("%s %s: already gone", kind, client.ObjectKeyFromObject(obj)))
+			done = append(done, fmt.Sprintf("%s %s: already gone", kind, key))
 			return nil
 		case err != nil:
-			return fmt.Errorf("delete %s %s: %w", kind, client.ObjectKeyFromObject(obj), err)
+			return fmt.Errorf("delete %s %s: %w", kind, key, err)
 		}
-		done = append(done, fmt.Sprintf("%s %s: deleted", kind, client.ObjectKeyFromObject(obj)))
+		done = append(done, fmt.Sprintf("%s %s: deleted", kind, key))
 		return nil
 	}
+	ar := c.AdmissionregistrationV1()
 	for _, name := range mutating {
-		obj := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		if err := remove(obj, "MutatingWebhookConfiguration"); err != nil {
+		if err := remove("MutatingWebhookConfiguration", types.NamespacedName{Name: name}, ar.MutatingWebhookConfigurations().Delete); err != nil {
 			return done, err
 		}
 	}
 	for _, name := range validating {
-		obj := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		if err := remove(obj, "ValidatingWebhookConfiguration"); err != nil {
+		if err := remove("ValidatingWebhookConfiguration", types.NamespacedName{Name: name}, ar.ValidatingWebhookConfigurations().Delete); err != nil {
 			return done, err
 		}
 	}
 	for _, key := range secrets {
-		obj := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-		if err := remove(obj, "Secret"); err != nil {
+		if err := remove("Secret", key, c.CoreV1().Secrets(key.Namespace).Delete); err != nil {
 			return done, err
 		}
 	}

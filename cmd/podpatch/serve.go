@@ -18,13 +18,9 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -308,7 +304,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 	}
 	var selfSigned *certs.SelfSigned
 	if o.SelfSigned {
-		if selfSigned, err = o.selfSigned(cfg); err != nil {
+		if selfSigned, err = o.selfSigned(kit); err != nil {
 			return err
 		}
 	}
@@ -404,18 +400,10 @@ func (o *serveOptions) leaderOnly(kit *kube.Kit, store *webhook.Store, cluster p
 	return rs, nil
 }
 
-// selfSigned builds the certificate manager of --self-signed.
-func (o *serveOptions) selfSigned(cfg *rest.Config) (*certs.SelfSigned, error) {
-	s := runtime.NewScheme() // what it reads and writes: Secrets and webhook configurations
-	if err := errors.Join(corev1.AddToScheme(s), admissionregistrationv1.AddToScheme(s)); err != nil {
-		return nil, err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: s})
-	if err != nil {
-		return nil, err
-	}
+// selfSigned builds the certificate manager of --self-signed on the kit's clientset.
+func (o *serveOptions) selfSigned(kit *kube.Kit) (*certs.SelfSigned, error) {
 	return certs.NewSelfSigned(certs.SelfSignedOptions{
-		Client: c, Namespace: o.Namespace, SecretName: o.SecretName, ServiceName: o.ServiceName,
+		Client: kit.Clientset, Namespace: o.Namespace, SecretName: o.SecretName, ServiceName: o.ServiceName,
 		MutatingWebhookConfiguration: o.MutatingWebhookConfiguration, ValidatingWebhookConfiguration: o.ValidatingWebhookConfiguration,
 		CertDir: o.CertDir, CAValidity: o.CAValidity, CertValidity: o.CertValidity, Overlap: o.RotationOverlap,
 	})

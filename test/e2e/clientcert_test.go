@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podpatch/podpatch/lifecycle"
@@ -60,7 +61,9 @@ func TestClientCert(t *testing.T) {
 
 	t.Run("podpatch check (helm test) passes: the certificate is verified, the answer checked through the API server", func(t *testing.T) {
 		var log bytes.Buffer
-		require.NoError(t, lifecycle.Check(ctx, k8s, lifecycle.CheckOptions{
+		cs, err := kubernetes.NewForConfig(restConfig)
+		require.NoError(t, err)
+		require.NoError(t, lifecycle.Check(ctx, cs, lifecycle.CheckOptions{
 			MutatingWebhookConfiguration: mwc.Name, Namespace: "team-a", ExpectPolicy: "podpatch-system/cost-center/cost-center",
 			Timeout: 30 * time.Second, Log: &log}), log.String())
 		require.Contains(t, log.String(), "it requires a client certificate (--client-ca-file)")
