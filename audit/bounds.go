@@ -42,10 +42,6 @@ const (
 	MaxTableLine = 2048
 )
 
-// Clip returns s if it has at most n bytes, else its head, cut at a character boundary, and
-// an ellipsis saying how many bytes were left out, n bytes at most in all (n ≥ 32).
-func Clip(s string, n int) string { return kube.Clip(s, n) }
-
 // ellipsis marks a clipped string or list.
 const ellipsis = "…"
 
@@ -57,7 +53,7 @@ func clipList(l []string) []string {
 		l = append(l[:MaxFindingList-1:MaxFindingList-1], fmt.Sprintf("%s %d more", ellipsis, more))
 	}
 	for i := range l {
-		l[i] = Clip(l[i], MaxString)
+		l[i] = kube.Clip(l[i], MaxString)
 	}
 	return l
 }
@@ -65,15 +61,15 @@ func clipList(l []string) []string {
 // bound clips every string and list of a Finding (see MaxString, MaxFindingList). The owner is
 // clipped where it is read (directOwner).
 func (f *Finding) bound() {
-	f.Namespace = Clip(f.Namespace, MaxString)
-	f.Name = Clip(f.Name, MaxString)
-	f.UID = Clip(f.UID, MaxString)
-	f.Cluster.Name = Clip(f.Cluster.Name, MaxString)
-	f.Cluster.Group = Clip(f.Cluster.Group, MaxString)
+	f.Namespace = kube.Clip(f.Namespace, MaxString)
+	f.Name = kube.Clip(f.Name, MaxString)
+	f.UID = kube.Clip(f.UID, MaxString)
+	f.Cluster.Name = kube.Clip(f.Cluster.Name, MaxString)
+	f.Cluster.Group = kube.Clip(f.Cluster.Group, MaxString)
 	f.Fields = clipList(f.Fields)
 	f.Applied = clipList(f.Applied)
 	for i := range f.Policies {
-		f.Policies[i].Ref = Clip(f.Policies[i].Ref, MaxString)
+		f.Policies[i].Ref = kube.Clip(f.Policies[i].Ref, MaxString)
 		f.Policies[i].Fields = clipList(f.Policies[i].Fields)
 	}
 }
@@ -81,8 +77,8 @@ func (f *Finding) bound() {
 // boundOwner clips an owner's strings.
 func boundOwner(o *Owner) *Owner {
 	if o != nil {
-		o.APIVersion, o.Kind = Clip(o.APIVersion, MaxString), Clip(o.Kind, MaxString)
-		o.Name, o.UID = Clip(o.Name, MaxString), Clip(o.UID, MaxString)
+		o.APIVersion, o.Kind = kube.Clip(o.APIVersion, MaxString), kube.Clip(o.Kind, MaxString)
+		o.Name, o.UID = kube.Clip(o.Name, MaxString), kube.Clip(o.UID, MaxString)
 	}
 	return o
 }
@@ -122,10 +118,10 @@ func printable(s string) string {
 }
 
 // cell is a table cell: printable, at most MaxTableCell bytes.
-func cell(s string) string { return Clip(printable(s), MaxTableCell) }
+func cell(s string) string { return kube.Clip(printable(s), MaxTableCell) }
 
 // short is a printable name, at most MaxString bytes.
-func short(s string) string { return Clip(printable(s), MaxString) }
+func short(s string) string { return kube.Clip(printable(s), MaxString) }
 
 // line is a printable value clipped so that its line stays within MaxTableLine bytes.
-func line(s string) string { return Clip(printable(s), MaxTableLine-2*MaxString) }
+func line(s string) string { return kube.Clip(printable(s), MaxTableLine-2*MaxString) }

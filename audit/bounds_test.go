@@ -20,32 +20,6 @@ import (
 	"github.com/podpatch/podpatch/policies"
 )
 
-// TestClip: a clipped string is at most n bytes, valid UTF-8, the head of the original, and
-// says how much was cut; a string that fits is kept as it is.
-func TestClip(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	alphabet := []string{"a", "é", "€", "😀", "\x1b", "\n", " ", "/"}
-	for range 2000 {
-		var b strings.Builder
-		for range rng.IntN(3000) {
-			b.WriteString(alphabet[rng.IntN(len(alphabet))])
-		}
-		s := b.String()
-		n := 32 + rng.IntN(600)
-		got := Clip(s, n)
-		require.LessOrEqual(t, len(got), n)
-		require.True(t, utf8.ValidString(got))
-		if len(s) <= n {
-			require.Equal(t, s, got)
-			continue
-		}
-		head, cut, ok := strings.Cut(got, ellipsis+"(+")
-		require.True(t, ok, "%q", got)
-		require.True(t, strings.HasPrefix(s, head))
-		require.Equal(t, strconv.Itoa(len(s)-len(head))+" bytes)", cut)
-	}
-}
-
 // hostileString is a string of about n bytes with what breaks output: control characters,
 // terminal escapes, tabs, newlines, multi-byte runes.
 func hostileString(rng *rand.Rand, n int) string {

@@ -55,13 +55,13 @@ func (e *ownerEvents) update(findings []Finding) {
 			continue
 		}
 		k := ownerKey{namespace: f.Namespace, owner: *o}
-		drifting[k] = append(drifting[k], Clip(fmt.Sprintf("%s %s (%s: %s)", f.Kind, f.Name, f.Reason.Text(), strings.Join(f.Fields, ", ")), maxEventObject))
+		drifting[k] = append(drifting[k], kube.Clip(fmt.Sprintf("%s %s (%s: %s)", f.Kind, f.Name, f.Reason.Text(), strings.Join(f.Fields, ", ")), maxEventObject))
 	}
 	written := 0
 	for _, k := range slices.SortedFunc(maps.Keys(drifting), compareOwners) {
 		objs := drifting[k]
 		slices.Sort(objs)
-		msg := Clip(fmt.Sprintf("%d object(s) drift from their podpatch policies: %s", len(objs), joinUpTo(objs, "; ", kube.MaxEventMessage)), kube.MaxEventMessage)
+		msg := kube.Clip(fmt.Sprintf("%d object(s) drift from their podpatch policies: %s", len(objs), joinUpTo(objs, "; ", kube.MaxEventMessage)), kube.MaxEventMessage)
 		if e.said[k] == msg || written >= maxEventsPerRound {
 			continue
 		}

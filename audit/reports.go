@@ -18,6 +18,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podpatch/podpatch/internal/kube"
 )
 
 // The Reports podpatch writes.
@@ -294,22 +296,22 @@ func result(f Finding, p PolicyResult) openreportsv1alpha1.ReportResult {
 		res.Properties["group"] = f.Cluster.Group
 	}
 	if o := f.Cluster.Owner; o != nil {
-		res.Properties["owner"] = Clip(o.String(), maxProperty)
+		res.Properties["owner"] = kube.Clip(o.String(), maxProperty)
 		res.Properties["ownerAPIVersion"] = o.APIVersion
 	}
 	if p.Drift {
 		fields := strings.Join(p.Fields, ", ")
 		res.Result = resultFail
-		res.Description = Clip(f.Reason.Text()+": "+fields, maxProperty)
+		res.Description = kube.Clip(f.Reason.Text()+": "+fields, maxProperty)
 		res.Properties["reason"] = string(f.Reason)
-		res.Properties["fields"] = Clip(fields, maxProperty)
+		res.Properties["fields"] = kube.Clip(fields, maxProperty)
 		res.Properties["policyVersion"] = rv
 		res.Properties["appliedVersion"] = p.AppliedVersion
 	}
 	if p.LeftOut != "" {
-		res.Description = Clip(string(EnforceLeftOut)+": "+p.LeftOut, maxProperty)
+		res.Description = kube.Clip(string(EnforceLeftOut)+": "+p.LeftOut, maxProperty)
 		res.Properties["reason"] = string(EnforceLeftOut)
-		res.Properties["leftOut"] = Clip(p.LeftOut, maxProperty)
+		res.Properties["leftOut"] = kube.Clip(p.LeftOut, maxProperty)
 	}
 	return res
 }
