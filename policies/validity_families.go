@@ -24,7 +24,13 @@ const maxFamilyEntries = 4
 // allocation step does when it creates the Service.
 func (c *checker) ipFamilies(spec map[string]any) {
 	if strOf(spec["type"]) == string(corev1.ServiceTypeExternalName) {
-		return // no cluster IP: the allocator looks at nothing
+		// No cluster IP: validation refuses any IP family field on it.
+		for _, k := range []string{"ipFamilies", "ipFamilyPolicy"} {
+			if spec[k] != nil {
+				c.add(RuleServiceIPFamilies, "spec."+k, "may not be set for ExternalName services")
+			}
+		}
+		return
 	}
 	families := make([]string, 0, 2)
 	for _, f := range boundedList(spec["ipFamilies"]) {

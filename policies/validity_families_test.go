@@ -99,7 +99,11 @@ func TestServiceIPFamiliesRule(t *testing.T) {
 		{name: "headless without a selector may name any family", edit: with(headless, "selector", nil, "ipFamilyPolicy", "RequireDualStack", "ipFamilies", fams("IPv6", "IPv4"))},
 		{name: "headless with a selector is checked", edit: with(headless, "ipFamilies", fams("IPv6")),
 			v4: []string{"spec.ipFamilies[0]"}},
-		{name: "ExternalName is never checked", edit: with(nil, "type", "ExternalName", "externalName", "x.example", "ipFamilyPolicy", "RequireDualStack", "ipFamilies", fams("IPv6"))},
+		// The API server refuses IP family fields on ExternalName on every cluster (property seed
+		// 559228454379181747): "may not be set for ExternalName services".
+		{name: "ExternalName takes no IP family fields", edit: with(nil, "type", "ExternalName", "externalName", "x.example", "ipFamilyPolicy", "RequireDualStack", "ipFamilies", fams("IPv6")),
+			v4: []string{"spec.ipFamilies", "spec.ipFamilyPolicy"}, v6: []string{"spec.ipFamilies", "spec.ipFamilyPolicy"},
+			dual: []string{"spec.ipFamilies", "spec.ipFamilyPolicy"}, unknown: []string{"spec.ipFamilies", "spec.ipFamilyPolicy"}},
 		{name: "an unknown family is validation's", edit: with(nil, "ipFamilies", fams("IPv5"))},
 	} {
 		t.Run(c.name, func(t *testing.T) {
