@@ -84,6 +84,9 @@ type Result struct {
 	// Adjusted says which fields were changed with others so that the object stays valid
 	// (spec.priority removed when policies change spec.priorityClassName, …).
 	Adjusted []string
+	// Findings are the manager-aware checks' findings on the patched object (reference §8),
+	// in a stable order.
+	Findings []Finding
 
 	// violations are the patched object's (validity.go); selection is the layers applied.
 	violations []Violation
