@@ -73,20 +73,7 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.Kubeconfig
-	kc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
-	cfg, err := kc.ClientConfig()
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	namespace := o.Namespace
-	if namespace == "" && !o.AllNamespaces {
-		if namespace, _, err = kc.Namespace(); err != nil {
-			return fmt.Errorf("kubeconfig: %w", err)
-		}
-	}
-	kit, err := kube.New(cfg)
+	kit, namespace, err := userKit(o.Kubeconfig, o.Namespace, !o.AllNamespaces)
 	if err != nil {
 		return err
 	}
@@ -128,6 +115,26 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 		return exitError{auditExitDrift}
 	}
 	return nil
+}
+
+// userKit builds the cluster kit of a command that runs as the user (audit, explain) from a
+// kubeconfig file (or $KUBECONFIG, ~/.kube/config, in-cluster), and the namespace to read:
+// namespace if set, else, when one is wanted, the kubeconfig context's.
+func userKit(kubeconfig, namespace string, wantNamespace bool) (*kube.Kit, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	kc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+	cfg, err := kc.ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("kubeconfig: %w", err)
+	}
+	if namespace == "" && wantNamespace {
+		if namespace, _, err = kc.Namespace(); err != nil {
+			return nil, "", fmt.Errorf("kubeconfig: %w", err)
+		}
+	}
+	kit, err := kube.New(cfg)
+	return kit, namespace, err
 }
 
 // referencesTimeout bounds the wait for the reference caches of `podpatch audit`.
