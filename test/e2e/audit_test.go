@@ -36,7 +36,13 @@ type auditRun struct {
 // unless args name another).
 func runAudit(t *testing.T, args ...string) auditRun {
 	t.Helper()
-	cmd := exec.Command(podpatchBin, append([]string{"audit", "--kubeconfig", kubeconfig}, args...)...)
+	return runCommand(t, append([]string{"audit", "--kubeconfig", kubeconfig}, args...)...)
+}
+
+// runCommand runs the podpatch binary with args and returns its output and exit status.
+func runCommand(t *testing.T, args ...string) auditRun {
+	t.Helper()
+	cmd := exec.Command(podpatchBin, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

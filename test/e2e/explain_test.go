@@ -1,0 +1,326 @@
+package e2e
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/podpatch/podpatch/audit"
+	"github.com/podpatch/podpatch/explain"
+	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/test/cluster"
+)
+
+const explainNamespace = "explain-e2e"
+
+// explainPolicies are the namespace's policies: team labels every object (default mode), and
+// ray-cpu asks 4 CPUs of Ray workers whose limit is 1, so it is left out of them (reference §8).
+const explainPolicies = `apiVersion: podpatch.io/v1alpha1
+kind: PodTemplatePatch
+metadata: {name: team}
+spec:
+  mode: default
+  template:
+    metadata:
+      labels: {team: ml}
+  service:
+    metadata:
+      labels: {team: ml}
+---
+apiVersion: podpatch.io/v1alpha1
+kind: PodTemplatePatch
+metadata: {name: ray-cpu}
+spec:
+  mode: merge
+  match: {managers: [ray], roles: [worker]}
+  template:
+    spec:
+      containers:
+        - name: "@main"
+          resources:
+            requests: {cpu: "4"}
+`
+
+// ref is a controller owner reference to obj.
+func ref(obj client.Object, apiVersion, kind string) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: obj.GetName(), UID: obj.GetUID(), Controller: new(true)}
+}
+
+// createIn creates obj in the explain namespace, deleted when the test ends.
+func createIn(t *testing.T, obj client.Object) client.Object {
+	t.Helper()
+	obj.SetNamespace(explainNamespace)
+	require.NoError(t, k8s.Create(contextBackground(), obj), obj.GetName())
+	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), obj) })
+	return obj
+}
+
+// fixture creates a manager's fixture named name, with labels (and a Service's selector) set
+// to name its cluster, owned by owner, with an annotation (key, value) if given.
+func fixture(t *testing.T, path, name string, labels map[string]string, owner metav1.OwnerReference, annotation ...string) *unstructured.Unstructured {
+	t.Helper()
+	u := readObject(t, cluster.FixtureDir+path)
+	if len(annotation) == 2 {
+		u.SetAnnotations(map[string]string{annotation[0]: annotation[1]})
+	}
+	u.SetName(name)
+	u.SetGenerateName("")
+	l := u.GetLabels()
+	for k, v := range labels {
+		l[k] = v
+	}
+	u.SetLabels(l)
+	if sel, ok, _ := unstructured.NestedStringMap(u.Object, "spec", "selector"); ok { // a Service: its selector names the cluster
+		for k := range sel {
+			if v, ok := labels[k]; ok {
+				sel[k] = v
+			}
+		}
+		require.NoError(t, unstructured.SetNestedStringMap(u.Object, sel, "spec", "selector"))
+	}
+	u.SetOwnerReferences([]metav1.OwnerReference{owner})
+	return createIn(t, u).(*unstructured.Unstructured)
+}
+
+// builtinOwner creates a Deployment or a ReplicaSet (never reconciled here: no controller
+// manager runs) owned by owner.
+func builtinOwner(t *testing.T, obj client.Object, name string, owner metav1.OwnerReference) client.Object {
+	t.Helper()
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}
+	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel.MatchLabels},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		o.Spec = appsv1.DeploymentSpec{Selector: sel, Template: tmpl}
+	case *appsv1.ReplicaSet:
+		o.Spec = appsv1.ReplicaSetSpec{Selector: sel, Template: tmpl}
+	}
+	obj.SetName(name)
+	obj.SetOwnerReferences([]metav1.OwnerReference{owner})
+	return createIn(t, obj)
+}
+
+// explainRun runs `podpatch explain` against the test control plane.
+func explainRun(t *testing.T, args ...string) auditRun {
+	t.Helper()
+	return runCommand(t, append([]string{"explain", "--kubeconfig", kubeconfig, "-n", explainNamespace}, args...)...)
+}
+
+// explainReport runs `podpatch explain -o json TARGET` and decodes the report.
+func explainReport(t *testing.T, target string) *explain.Report {
+	t.Helper()
+	run := explainRun(t, target, "-o", "json")
+	require.Equal(t, 0, run.code, "%s: stderr:\n%s", target, run.stderr)
+	rep := &explain.Report{}
+	require.NoError(t, json.Unmarshal([]byte(run.stdout), rep), run.stdout)
+	return rep
+}
+
+// TestExplain builds a Dask operator cluster (DaskCluster → scheduler Deployment → ReplicaSet →
+// Pod, and Service; DaskCluster → DaskWorkerGroup → Deployment → ReplicaSet → worker Pods) and a
+// KubeRay cluster (RayJob → RayCluster → head and worker Pods, head Service) from the managers'
+// fixtures, one Ray worker admitted while podpatch was down, and explains them from every
+// level: each target yields exactly the objects it is or owns, each as stored (its UID, its
+// provenance), with the policies that apply, the one left out and why, and the drift.
+func TestExplain(t *testing.T) {
+	ctx := contextBackground()
+	crd := installCRDs(t,
+		ownerCRD{"kubernetes.dask.org", "v1", "DaskCluster", "daskclusters"},
+		ownerCRD{"kubernetes.dask.org", "v1", "DaskWorkerGroup", "daskworkergroups"},
+		ownerCRD{"ray.io", "v1", "RayCluster", "rayclusters"},
+		ownerCRD{"ray.io", "v1", "RayJob", "rayjobs"})
+	ensureNamespace(t, explainNamespace)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "explain-policies", Labels: map[string]string{policies.PolicyLabel: "true"}},
+		Data: map[string]string{"policies.yaml": explainPolicies}}
+	createIn(t, cm)
+
+	rj := createCustom(t, explainNamespace, crd["RayJob"], "rj")
+	t.Cleanup(func() { _ = k8s.Delete(ctx, rj) })
+	rc := createCustom(t, explainNamespace, crd["RayCluster"], "rc", ref(rj, "ray.io/v1", "RayJob"))
+	t.Cleanup(func() { _ = k8s.Delete(ctx, rc) })
+	rcRef := ref(rc, "ray.io/v1", "RayCluster")
+	rayLabels := map[string]string{"ray.io/cluster": "rc"}
+
+	// Admitted while podpatch was down: no webhook configuration yet.
+	down := fixture(t, "kuberay/worker-pod.yaml", "rc-worker-down", rayLabels, rcRef)
+
+	certDir, ca := servingCerts(t)
+	p := startPodpatch(t, certDir)
+	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
+	installWebhooks(t, mwc, vwc)
+	require.Eventually(t, func() bool {
+		return dryRunCreate(t, daskWorker(explainNamespace, "probe")).Labels["team"] == "ml"
+	}, 30*time.Second, 200*time.Millisecond, "podpatch never applied the namespace's policies")
+
+	dc := createCustom(t, explainNamespace, crd["DaskCluster"], "dc")
+	t.Cleanup(func() { _ = k8s.Delete(ctx, dc) })
+	dcRef := ref(dc, "kubernetes.dask.org/v1", "DaskCluster")
+	wg := createCustom(t, explainNamespace, crd["DaskWorkerGroup"], "dc-default", dcRef)
+	t.Cleanup(func() { _ = k8s.Delete(ctx, wg) })
+	schedDep := builtinOwner(t, &appsv1.Deployment{}, "dc-scheduler", dcRef)
+	schedRS := builtinOwner(t, &appsv1.ReplicaSet{}, "dc-scheduler-5d8f", ref(schedDep, "apps/v1", "Deployment"))
+	workDep := builtinOwner(t, &appsv1.Deployment{}, "dc-default-worker", ref(wg, "kubernetes.dask.org/v1", "DaskWorkerGroup"))
+	workRS := builtinOwner(t, &appsv1.ReplicaSet{}, "dc-default-worker-7c4b", ref(workDep, "apps/v1", "Deployment"))
+	daskLabels := map[string]string{"dask.org/cluster-name": "dc", "dask.org/workergroup-name": "dc-default"}
+	sched := fixture(t, "dask-operator/scheduler-pod.yaml", "dc-scheduler-5d8f-x1", map[string]string{"dask.org/cluster-name": "dc"}, ref(schedRS, "apps/v1", "ReplicaSet"))
+	w1 := fixture(t, "dask-operator/worker-pod.yaml", "dc-default-worker-7c4b-a", daskLabels, ref(workRS, "apps/v1", "ReplicaSet"))
+	w2 := fixture(t, "dask-operator/worker-pod.yaml", "dc-default-worker-7c4b-b", daskLabels, ref(workRS, "apps/v1", "ReplicaSet"))
+	svc := fixture(t, "dask-operator/scheduler-service.yaml", "dc-scheduler", map[string]string{"dask.org/cluster-name": "dc"}, dcRef,
+		policies.ProvideExternalURLAnnotation, "true")
+
+	head := fixture(t, "kuberay/head-pod.yaml", "rc-head", rayLabels, rcRef)
+	worker := fixture(t, "kuberay/worker-pod.yaml", "rc-worker-a", rayLabels, rcRef)
+	headSvc := fixture(t, "kuberay/head-service.yaml", "rc-head-svc", rayLabels, rcRef)
+	// Not owned by the clusters: never in their explanations.
+	fixture(t, "kuberay/worker-pod.yaml", "stray-worker", map[string]string{"ray.io/cluster": "stray"},
+		metav1.OwnerReference{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: "stray", UID: "00000000-0000-4000-8000-000000000000", Controller: new(true)})
+
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(cm), cm))
+	teamRef := explainNamespace + "/explain-policies/team@" + cm.ResourceVersion
+	rayCPURef := explainNamespace + "/explain-policies/ray-cpu@" + cm.ResourceVersion
+	stored := map[string]client.Object{}
+	for _, o := range []client.Object{down, sched, w1, w2, svc, head, worker, headSvc} {
+		stored[o.GetObjectKind().GroupVersionKind().Kind+"/"+o.GetName()] = o
+	}
+	names := func(objs ...client.Object) []string {
+		var out []string
+		for _, o := range objs {
+			out = append(out, o.GetObjectKind().GroupVersionKind().Kind+"/"+o.GetName())
+		}
+		slices.Sort(out)
+		return out
+	}
+	// check asserts that a report explains exactly want, each object as the API server stored
+	// it, and returns its objects by Kind/name.
+	check := func(t *testing.T, target string, want ...client.Object) map[string]explain.Object {
+		t.Helper()
+		rep := explainReport(t, target)
+		got := map[string]explain.Object{}
+		var keys []string
+		for _, o := range rep.Objects {
+			k := string(o.Kind) + "/" + o.Name
+			got[k] = o
+			keys = append(keys, k)
+			s := stored[k]
+			require.NotNil(t, s, "%s: %s is not one of the test's objects", target, k)
+			live := &unstructured.Unstructured{}
+			live.SetGroupVersionKind(s.GetObjectKind().GroupVersionKind())
+			require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(s), live))
+			require.Equal(t, string(live.GetUID()), o.UID, k)
+			require.Equal(t, audit.SplitApplied(live.GetAnnotations()[policies.AppliedAnnotation]), o.Applied, "%s carries", k)
+		}
+		slices.Sort(keys)
+		require.Equal(t, names(want...), keys, target)
+		require.Equal(t, len(want), rep.Total, target)
+		require.Equal(t, explain.Target{APIVersion: rep.Target.APIVersion, Kind: rep.Target.Kind, Namespace: explainNamespace,
+			Name: rep.Target.Name, UID: rep.Target.UID}, rep.Target)
+		return got
+	}
+
+	t.Run("daskcluster", func(t *testing.T) {
+		got := check(t, "daskcluster/dc", sched, w1, w2, svc)
+		w := got["Pod/"+w1.GetName()]
+		require.Equal(t, audit.Cluster{Manager: policies.ManagerDask, Role: policies.RoleWorker, Name: "dc", Group: "dc-default",
+			Owner: &audit.Owner{APIVersion: "kubernetes.dask.org/v1", Kind: "DaskCluster", Name: "dc", UID: string(dc.GetUID())}}, w.Cluster)
+		var chain []string
+		for _, o := range w.Owners {
+			chain = append(chain, o.String())
+		}
+		require.Equal(t, []string{"ReplicaSet/" + workRS.GetName(), "Deployment/" + workDep.GetName(), "DaskWorkerGroup/dc-default", "DaskCluster/dc"}, chain)
+		require.False(t, w.Drift, "admitted by podpatch")
+		require.Equal(t, []string{teamRef}, w.Applied)
+		require.Len(t, w.Policies, 1)
+		require.Equal(t, audit.PolicyResult{Ref: teamRef, Scope: policies.ScopeNamespace, Mode: policies.ModeDefault, AppliedVersion: cm.ResourceVersion},
+			w.Policies[0])
+		s := got["Service/dc-scheduler"]
+		require.Equal(t, &explain.ExternalURL{Requested: true}, s.ExternalURL, "requested, not resolved: a ClusterIP Service")
+		require.Equal(t, audit.Cluster{Manager: policies.ManagerDask, Role: policies.RoleScheduler, Name: "dc", Owner: w.Cluster.Owner}, s.Cluster)
+		require.Equal(t, audit.Cluster{Manager: policies.ManagerDask, Role: policies.RoleScheduler, Name: "dc", Owner: w.Cluster.Owner},
+			got["Pod/"+sched.GetName()].Cluster)
+		// The table, grouped by role.
+		table := explainRun(t, "daskcluster/dc")
+		require.Equal(t, 0, table.code, table.stderr)
+		require.Less(t, strings.Index(table.stdout, "== scheduler"), strings.Index(table.stdout, "== worker"))
+		require.Equal(t, 4, strings.Count(table.stdout, "\n  cluster:  "), table.stdout)
+		t.Logf("podpatch explain -n %s daskcluster/dc:\n%s", explainNamespace, table.stdout)
+	})
+	t.Run("every way to name a kind", func(t *testing.T) {
+		for _, target := range []string{"DaskCluster/dc", "daskclusters/dc", "daskcluster.kubernetes.dask.org/dc", "DaskCluster.v1.kubernetes.dask.org/dc"} {
+			check(t, target, sched, w1, w2, svc)
+		}
+	})
+	t.Run("owners below the custom resource", func(t *testing.T) {
+		check(t, "daskworkergroup/dc-default", w1, w2)
+		check(t, "deployment/dc-default-worker", w1, w2)
+		check(t, "deploy/dc-scheduler", sched)
+		check(t, "rs/"+workRS.GetName(), w1, w2)
+	})
+	t.Run("a pod and a service", func(t *testing.T) {
+		check(t, "pod/"+w2.GetName(), w2)
+		check(t, "svc/dc-scheduler", svc)
+		check(t, "service/rc-head-svc", headSvc)
+	})
+	t.Run("raycluster and rayjob: never patched and a policy left out", func(t *testing.T) {
+		got := check(t, "raycluster/rc", down, head, worker, headSvc)
+		check(t, "rayjob/rj", down, head, worker, headSvc)
+
+		d := got["Pod/rc-worker-down"]
+		require.True(t, d.Drift)
+		require.Equal(t, audit.NeverPatched, d.Reason)
+		require.Empty(t, d.Applied)
+		require.Contains(t, d.Fields, "metadata.labels.team")
+		require.Equal(t, &audit.Owner{APIVersion: "ray.io/v1", Kind: "RayJob", Name: "rj", UID: string(rj.GetUID())}, d.Cluster.Owner)
+
+		for _, k := range []string{"Pod/rc-worker-down", "Pod/rc-worker-a"} {
+			w := got[k]
+			require.Len(t, w.Skipped, 1, k)
+			sk := w.Skipped[0]
+			require.Equal(t, rayCPURef, sk.Policy, k)
+			require.Equal(t, "request-above-limit", sk.Rule, k)
+			require.Contains(t, sk.Field, "resources.requests", k)
+			require.NotContains(t, w.Applied, rayCPURef, k)
+		}
+		// The stored worker kept its request: the policy was left out at admission too.
+		live := &corev1.Pod{}
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(worker), live))
+		require.Equal(t, "1", live.Spec.Containers[0].Resources.Requests.Cpu().String())
+		require.Empty(t, got["Pod/rc-head"].Skipped, "ray-cpu matches workers only")
+
+		table := explainRun(t, "raycluster/rc")
+		require.Equal(t, 0, table.code, table.stderr)
+		require.Contains(t, table.stdout, "left out: "+rayCPURef)
+		require.Contains(t, table.stdout, "drift:    never patched: ")
+		t.Logf("podpatch explain -n %s raycluster/rc:\n%s", explainNamespace, table.stdout)
+		y := explainRun(t, "raycluster/rc", "-o", "yaml")
+		require.Equal(t, 0, y.code, y.stderr)
+		require.Contains(t, y.stdout, "reason: never-patched")
+	})
+	t.Run("errors", func(t *testing.T) {
+		for _, c := range []struct {
+			args []string
+			code int
+			msg  string
+		}{
+			{[]string{"nosuchkind/x"}, 1, `unknown kind "nosuchkind"`},
+			{[]string{"daskcluster/missing"}, 1, `daskcluster "missing" not found in namespace ` + explainNamespace},
+			{[]string{"namespace/" + explainNamespace}, 1, "Namespace is not namespaced"},
+			{[]string{"daskcluster"}, 2, "want KIND/NAME"},
+			{[]string{"daskcluster/dc", "-o", "xml"}, 2, "--output"},
+		} {
+			run := explainRun(t, c.args...)
+			require.Equal(t, c.code, run.code, "%v: %s", c.args, run.stderr)
+			require.Contains(t, run.stderr, c.msg, c.args)
+			require.Equal(t, 1, strings.Count(run.stderr, "\n"), "one line: %s", run.stderr)
+			require.Empty(t, run.stdout)
+		}
+	})
+}
