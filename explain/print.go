@@ -45,18 +45,22 @@ func Write(w io.Writer, rep *Report, format string) error {
 	return fmt.Errorf("unknown output format %q (want %s)", format, strings.Join(Formats, ", "))
 }
 
-// text is a value as the table prints it: control characters escaped, clipped to a line.
-func text(s string) string {
-	return kube.Clip(audit.Printable(s), audit.MaxTableLine-2*audit.MaxString)
+// put writes one line of the table: the prefix, then the value with its control characters
+// escaped, clipped so that the line stays within audit.MaxTableLine.
+func put(b *strings.Builder, prefix, value string) {
+	b.WriteString(prefix)
+	n := audit.MaxTableLine - len(prefix)
+	b.WriteString(kube.Clip(audit.Printable(kube.Clip(value, n)), n)) // an escape is longer than its byte: clip again
+	b.WriteByte('\n')
 }
 
 func table(rep *Report) string {
 	var b strings.Builder
 	t := rep.Target
-	fmt.Fprintf(&b, "%s %s/%s (%s): %d recognised pod(s) and service(s); policy generation %s\n",
-		text(t.Kind), text(t.Namespace), text(t.Name), text(t.APIVersion), rep.Total, rep.Generation)
+	put(&b, "", fmt.Sprintf("%s %s/%s (%s): %d recognised pod(s) and service(s); policy generation %s",
+		t.Kind, t.Namespace, t.Name, t.APIVersion, rep.Total, rep.Generation))
 	if rep.Total == 0 {
-		fmt.Fprintf(&b, "  no Pod or Service that a profile recognises is, or belongs to, %s/%s\n", text(t.Kind), text(t.Name))
+		put(&b, "  ", fmt.Sprintf("no Pod or Service that a profile recognises is, or belongs to, %s/%s", t.Kind, t.Name))
 		return b.String()
 	}
 	role := policies.Role("\x00")
@@ -66,7 +70,7 @@ func table(rep *Report) string {
 		}
 		if o.Cluster.Role != role {
 			role = o.Cluster.Role
-			fmt.Fprintf(&b, "\n== %s\n", text(string(role)))
+			put(&b, "\n== ", string(role))
 		}
 		writeObject(&b, o)
 	}
@@ -77,27 +81,27 @@ func table(rep *Report) string {
 }
 
 func writeObject(b *strings.Builder, o Object) {
-	fmt.Fprintf(b, "\n%s %s\n", o.Kind, text(o.Name))
+	put(b, "\n", string(o.Kind)+" "+o.Name)
 	c := o.Cluster
 	cluster := fmt.Sprintf("%s %s, cluster %q", c.Manager, c.Role, c.Name)
 	if c.Group != "" {
 		cluster += fmt.Sprintf(", group %q", c.Group)
 	}
-	fmt.Fprintf(b, "  cluster:  %s\n", text(cluster))
+	put(b, "  cluster:  ", cluster)
 	if len(o.Owners) > 0 {
 		chain := make([]string, len(o.Owners))
 		for i := range o.Owners {
 			chain[i] = o.Owners[i].String()
 		}
-		fmt.Fprintf(b, "  owners:   %s\n", text(strings.Join(chain, " -> ")))
+		put(b, "  owners:   ", strings.Join(chain, " -> "))
 	}
 	applied := "none (never patched by podpatch)"
 	if len(o.Applied) > 0 {
 		applied = strings.Join(o.Applied, ", ")
 	}
-	fmt.Fprintf(b, "  carries:  %s\n", text(applied))
+	put(b, "  carries:  ", applied)
 	if len(o.Policies) == 0 {
-		b.WriteString("  policies: none apply now\n")
+		put(b, "  policies: ", "none apply now")
 	} else {
 		b.WriteString("  policies:\n")
 	}
@@ -120,19 +124,19 @@ func writeObject(b *strings.Builder, o Object) {
 				}
 			}
 		}
-		fmt.Fprintf(b, "    %s (%s %s): %s\n", text(p.Ref), p.Scope, p.Mode, text(what))
+		put(b, "    ", fmt.Sprintf("%s (%s %s): %s", p.Ref, p.Scope, p.Mode, what))
 	}
 	for _, s := range o.Skipped {
-		fmt.Fprintf(b, "  left out: %s (%s %s): %s: %s (%s)\n", text(s.Policy), s.Scope, s.Mode, text(s.Field), text(s.Message), text(s.Rule))
+		put(b, "  left out: ", fmt.Sprintf("%s (%s %s): %s: %s (%s)", s.Policy, s.Scope, s.Mode, s.Field, s.Message, s.Rule))
 	}
 	if o.Fallback != policies.FallbackNone {
-		fmt.Fprintf(b, "  fallback: %s\n", o.Fallback)
+		put(b, "  fallback: ", string(o.Fallback))
 	}
 	for _, w := range o.Warnings {
-		fmt.Fprintf(b, "  warning:  %s\n", text(w))
+		put(b, "  warning:  ", w)
 	}
 	for _, a := range o.Adjusted {
-		fmt.Fprintf(b, "  adjusted: %s\n", text(a))
+		put(b, "  adjusted: ", a)
 	}
 	drift := "none"
 	if o.Drift {
@@ -141,10 +145,10 @@ func writeObject(b *strings.Builder, o Object) {
 			drift += ": " + strings.Join(o.Fields, ", ")
 		}
 	}
-	fmt.Fprintf(b, "  drift:    %s\n", text(drift))
+	put(b, "  drift:    ", drift)
 	for _, f := range o.Findings {
-		fmt.Fprintf(b, "  check:    %s\n", text(policies.Finding{Check: f.Check, Severity: f.Severity, Policy: f.Policy, Field: f.Field,
-			Message: f.Message, Fix: f.Fix}.String()))
+		put(b, "  check:    ", policies.Finding{Check: f.Check, Severity: f.Severity, Policy: f.Policy, Field: f.Field,
+			Message: f.Message, Fix: f.Fix}.String())
 	}
 	if u := o.ExternalURL; u != nil {
 		url := "requested, not resolved yet (kubectl describe service " + o.Name + " says why)"
@@ -154,6 +158,6 @@ func writeObject(b *strings.Builder, o Object) {
 				url += " (" + u.Source + ")"
 			}
 		}
-		fmt.Fprintf(b, "  url:      %s\n", text(url))
+		put(b, "  url:      ", url)
 	}
 }
