@@ -1,48 +1,28 @@
 package explain
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies"
 )
 
-// Formats are the output formats of `podpatch explain`.
-var Formats = []string{"table", "json", "yaml"}
-
 // MaxTableObjects bounds the objects the table prints; the rest are counted ("and N more").
 const MaxTableObjects = 50
 
-// Write prints a report: a block per object, grouped by role, for people; or the report as
-// JSON or YAML (the schema of reference §9). Strings are bounded where the report is made; the
-// table escapes control characters and clips each line to audit.MaxTableLine.
+// Write prints a report in one of audit.Formats: a block per object, grouped by role, for
+// people; or the report as JSON or YAML (the schema of reference §9). Strings are bounded where
+// the report is made; the table escapes control characters and clips each line to
+// audit.MaxTableLine.
 func Write(w io.Writer, rep *Report, format string) error {
-	switch format {
-	case "json":
-		b, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
-	case "yaml":
-		b, err := yaml.Marshal(rep)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
-	case "table", "":
+	if format == "table" || format == "" {
 		_, err := io.WriteString(w, table(rep))
 		return err
 	}
-	return fmt.Errorf("unknown output format %q (want %s)", format, strings.Join(Formats, ", "))
+	return audit.WriteData(w, rep, format)
 }
 
 // put writes one line of the table: the prefix, then the value with its control characters
