@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -55,10 +56,12 @@ func ref(obj client.Object, apiVersion, kind string) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: obj.GetName(), UID: obj.GetUID(), Controller: new(true)}
 }
 
-// createIn creates obj in the explain namespace, deleted when the test ends.
+// createIn creates obj in its namespace, else the explain namespace, deleted when the test ends.
 func createIn(t *testing.T, obj client.Object) client.Object {
 	t.Helper()
-	obj.SetNamespace(explainNamespace)
+	if obj.GetNamespace() == "" {
+		obj.SetNamespace(explainNamespace)
+	}
 	require.NoError(t, k8s.Create(contextBackground(), obj), obj.GetName())
 	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), obj) })
 	return obj
@@ -68,7 +71,14 @@ func createIn(t *testing.T, obj client.Object) client.Object {
 // to name its cluster, owned by owner, with an annotation (key, value) if given.
 func fixture(t *testing.T, path, name string, labels map[string]string, owner metav1.OwnerReference, annotation ...string) *unstructured.Unstructured {
 	t.Helper()
+	return fixtureIn(t, explainNamespace, path, name, labels, owner, annotation...)
+}
+
+// fixtureIn is fixture in a namespace.
+func fixtureIn(t *testing.T, namespace, path, name string, labels map[string]string, owner metav1.OwnerReference, annotation ...string) *unstructured.Unstructured {
+	t.Helper()
 	u := readObject(t, cluster.FixtureDir+path)
+	u.SetNamespace(namespace)
 	if len(annotation) == 2 {
 		u.SetAnnotations(map[string]string{annotation[0]: annotation[1]})
 	}
@@ -323,4 +333,94 @@ func TestExplain(t *testing.T) {
 			require.Empty(t, run.stdout)
 		}
 	})
+}
+
+// explainRules are the permissions `podpatch explain` needs, as reference §9 lists them: read
+// the target, the namespace's Pods, Services and policy ConfigMaps (and the platform
+// namespace's), the namespace, and the owners on the way; list and watch what the reference
+// caches hold.
+var explainRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"pods", "services", "configmaps"}, Verbs: []string{"get", "list"}},
+	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},
+	{APIGroups: []string{"apps"}, Resources: []string{"replicasets", "deployments", "statefulsets"}, Verbs: []string{"get"}},
+	{APIGroups: []string{"kubernetes.dask.org", "gateway.dask.org", "ray.io", "sparkoperator.k8s.io", "flink.apache.org"},
+		Resources: []string{"*"}, Verbs: []string{"get"}},
+	{APIGroups: []string{""}, Resources: []string{"serviceaccounts", "limitranges"}, Verbs: []string{"list", "watch"}},
+	{APIGroups: []string{"scheduling.k8s.io"}, Resources: []string{"priorityclasses"}, Verbs: []string{"list", "watch"}},
+	{APIGroups: []string{"node.k8s.io"}, Resources: []string{"runtimeclasses"}, Verbs: []string{"list", "watch"}},
+	{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"servicecidrs"}, Verbs: []string{"list", "watch"}},
+}
+
+// TestExplainGuide is the troubleshooting guide's example: the example policies, a DaskCluster
+// whose scheduler Service the enforced internal load balancer makes a LoadBalancer (the
+// operator waits for its address), and a worker admitted while podpatch was down; explained by
+// a user holding only explainRules, whose output is the admin's.
+func TestExplainGuide(t *testing.T) {
+	ctx := contextBackground()
+	const ns = "explain-guide"
+	crd := installCRDs(t,
+		ownerCRD{"kubernetes.dask.org", "v1", "DaskCluster", "daskclusters"},
+		ownerCRD{"kubernetes.dask.org", "v1", "DaskWorkerGroup", "daskworkergroups"})
+	ensureNamespace(t, ns)
+	applyManifests(t, kustomizeBuild(t, "manifests/examples"))
+
+	dc := createCustom(t, ns, crd["DaskCluster"], "analytics")
+	t.Cleanup(func() { _ = k8s.Delete(ctx, dc) })
+	dcRef := ref(dc, "kubernetes.dask.org/v1", "DaskCluster")
+	wg := createCustom(t, ns, crd["DaskWorkerGroup"], "analytics-default", dcRef)
+	t.Cleanup(func() { _ = k8s.Delete(ctx, wg) })
+	in := func(obj client.Object) client.Object { obj.SetNamespace(ns); return obj }
+	schedRS := builtinOwner(t, in(&appsv1.ReplicaSet{}), "analytics-scheduler-6c9f7d8b5d",
+		ref(builtinOwner(t, in(&appsv1.Deployment{}), "analytics-scheduler", dcRef), "apps/v1", "Deployment"))
+	workRS := builtinOwner(t, in(&appsv1.ReplicaSet{}), "analytics-default-worker-7d4b9c6f8",
+		ref(builtinOwner(t, in(&appsv1.Deployment{}), "analytics-default-worker", ref(wg, "kubernetes.dask.org/v1", "DaskWorkerGroup")), "apps/v1", "Deployment"))
+	labels := map[string]string{"dask.org/cluster-name": "analytics", "dask.org/workergroup-name": "analytics-default"}
+	// While podpatch is down.
+	fixtureIn(t, ns, "dask-operator/worker-pod.yaml", "analytics-default-worker-7d4b9c6f8-x2x9q", labels, ref(workRS, "apps/v1", "ReplicaSet"))
+
+	certDir, ca := servingCerts(t)
+	p := startPodpatch(t, certDir)
+	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
+	installWebhooks(t, mwc, vwc)
+	p.waitForExamples(t)
+	require.Eventually(t, func() bool {
+		return dryRunCreate(t, daskWorker(ns, "probe")).Annotations[policies.AppliedAnnotation] != ""
+	}, 30*time.Second, 200*time.Millisecond, "the API server never called podpatch")
+	fixtureIn(t, ns, "dask-operator/scheduler-pod.yaml", "analytics-scheduler-6c9f7d8b5d-79d9k", map[string]string{"dask.org/cluster-name": "analytics"},
+		ref(schedRS, "apps/v1", "ReplicaSet"))
+	fixtureIn(t, ns, "dask-operator/worker-pod.yaml", "analytics-default-worker-7d4b9c6f8-dw5dw", labels, ref(workRS, "apps/v1", "ReplicaSet"))
+	svc := fixtureIn(t, ns, "dask-operator/scheduler-service.yaml", "analytics-scheduler", map[string]string{"dask.org/cluster-name": "analytics"}, dcRef)
+	require.Equal(t, "LoadBalancer", svc.Object["spec"].(map[string]any)["type"], "the enforced internal load balancer")
+
+	run := func(kc string, args ...string) auditRun {
+		return runCommand(t, append([]string{"explain", "--kubeconfig", kc, "-n", ns}, args...)...)
+	}
+	admin := run(kubeconfig, "daskcluster/analytics")
+	require.Equal(t, 0, admin.code, admin.stderr)
+	require.Contains(t, admin.stdout, "podpatch-system/platform-defaults/scheduler-internal-lb@")
+	require.Contains(t, admin.stdout, "drift:    never patched: ")
+	t.Logf("$ podpatch explain -n %s daskcluster/analytics\n%s", ns, admin.stdout)
+	y := run(kubeconfig, "svc/analytics-scheduler", "-o", "yaml")
+	require.Equal(t, 0, y.code, y.stderr)
+	t.Logf("$ podpatch explain -n %s svc/analytics-scheduler -o yaml\n%s", ns, y.stdout)
+
+	// A user with only the documented permissions gets the same answer, without a warning.
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "podpatch-explain"}, Rules: explainRules}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "podpatch-explain-guide"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "explainer"}}}
+	installWebhooks(t, role, binding) // creates them, deleted when the test ends
+	user, err := controlPlane.UserKubeconfig("explainer")
+	require.NoError(t, err)
+	var as auditRun
+	require.Eventually(t, func() bool { as = run(user, "daskcluster/analytics"); return as.code == 0 },
+		10*time.Second, 200*time.Millisecond, "as the user")
+	require.Empty(t, as.stderr)
+	require.Equal(t, admin.stdout, as.stdout)
+	// Without them: one line, exit 1.
+	nobody, err := controlPlane.UserKubeconfig("nobody")
+	require.NoError(t, err)
+	denied := run(nobody, "daskcluster/analytics")
+	require.Equal(t, 1, denied.code)
+	require.Contains(t, denied.stderr, "forbidden")
 }
