@@ -115,6 +115,9 @@ type Object struct {
 	audit.Finding
 	// Owners is the owner chain, the direct owner first, up to the custom resource.
 	Owners []audit.Owner `json:"owners,omitempty"`
+	// Sets are the fields each policy that matches the object writes (policies.Policy.Paths), by
+	// its ref: what it set at admission, which a live object that has them no longer shows.
+	Sets map[string][]string `json:"sets,omitempty"`
 	// Skipped are the policies left out of the object to keep it valid (reference §8).
 	Skipped []Skipped `json:"skipped,omitempty"`
 	// Fallback says which layers were left out as a whole (namespace, enforce-only).
@@ -316,6 +319,12 @@ func object(f audit.Finding, res policies.Result, chain []metav1.OwnerReference,
 		top := o.Owners[len(o.Owners)-1]
 		o.Cluster.Owner = &top
 	}
+	for _, p := range res.Applied {
+		o.set(p, f.Kind)
+	}
+	for _, s := range res.Skipped {
+		o.set(s.Policy, f.Kind)
+	}
 	clip := func(s string) string { return kube.Clip(s, audit.MaxString) }
 	for _, s := range res.Skipped[:min(len(res.Skipped), audit.MaxFindingList)] {
 		o.Skipped = append(o.Skipped, Skipped{Policy: clip(s.Policy.Ref), Scope: s.Policy.Scope, Mode: s.Policy.Mode,
@@ -329,6 +338,16 @@ func object(f audit.Finding, res policies.Result, chain []metav1.OwnerReference,
 		o.ExternalURL = externalURL(raw)
 	}
 	return o
+}
+
+// set records the fields a policy writes on the object.
+func (o *Object) set(p *policies.Policy, kind policies.Kind) {
+	if o.Sets == nil {
+		o.Sets = map[string][]string{}
+	}
+	if len(o.Sets) < audit.MaxFindingList {
+		o.Sets[kube.Clip(p.Ref, audit.MaxString)] = audit.ClipList(p.Paths(kind))
+	}
 }
 
 // externalURL reads what a Service says of its external URL (reference §6); nil when it asks

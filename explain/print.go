@@ -86,12 +86,12 @@ func writeObject(b *strings.Builder, o Object) {
 		b.WriteString("  policies:\n")
 	}
 	for _, p := range o.Policies {
-		what := "applied, the object has what it sets"
+		what := "the object has them"
 		switch {
 		case p.LeftOut != "":
 			what = "LEFT OUT: " + p.LeftOut
 		case len(p.Fields) > 0:
-			what = "would set " + strings.Join(p.Fields, ", ")
+			what = "the object lacks " + strings.Join(p.Fields, ", ")
 		}
 		if p.LeftOut == "" {
 			switch p.AppliedVersion {
@@ -104,7 +104,7 @@ func writeObject(b *strings.Builder, o Object) {
 				}
 			}
 		}
-		put(b, "    ", fmt.Sprintf("%s (%s %s): %s", p.Ref, p.Scope, p.Mode, what))
+		put(b, "    ", fmt.Sprintf("%s (%s %s): sets %s; %s", p.Ref, p.Scope, p.Mode, dash(strings.Join(o.Sets[p.Ref], ", ")), what))
 	}
 	for _, s := range o.Skipped {
 		put(b, "  left out: ", fmt.Sprintf("%s (%s %s): %s: %s (%s)", s.Policy, s.Scope, s.Mode, s.Field, s.Message, s.Rule))
@@ -140,4 +140,12 @@ func writeObject(b *strings.Builder, o Object) {
 		}
 		put(b, "  url:      ", url)
 	}
+}
+
+// dash is s, or "nothing" when it is empty.
+func dash(s string) string {
+	if s == "" {
+		return "nothing"
+	}
+	return s
 }

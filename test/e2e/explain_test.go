@@ -251,6 +251,7 @@ func TestExplain(t *testing.T) {
 		require.Len(t, w.Policies, 1)
 		require.Equal(t, audit.PolicyResult{Ref: teamRef, Scope: policies.ScopeNamespace, Mode: policies.ModeDefault, AppliedVersion: cm.ResourceVersion},
 			w.Policies[0])
+		require.Equal(t, map[string][]string{teamRef: {"metadata.labels.team"}}, w.Sets, "what the policy set at admission")
 		s := got["Service/dc-scheduler"]
 		require.Equal(t, &explain.ExternalURL{Requested: true}, s.ExternalURL, "requested, not resolved: a ClusterIP Service")
 		require.Equal(t, audit.Cluster{Manager: policies.ManagerDask, Role: policies.RoleScheduler, Name: "dc", Owner: w.Cluster.Owner}, s.Cluster)
@@ -298,6 +299,7 @@ func TestExplain(t *testing.T) {
 			require.Equal(t, "request-above-limit", sk.Rule, k)
 			require.Contains(t, sk.Field, "resources.requests", k)
 			require.NotContains(t, w.Applied, rayCPURef, k)
+			require.Equal(t, map[string][]string{teamRef: {"metadata.labels.team"}, rayCPURef: {"spec.containers[@main].resources.requests.cpu"}}, w.Sets, k)
 		}
 		// The stored worker kept its request: the policy was left out at admission too.
 		live := &corev1.Pod{}
@@ -397,7 +399,7 @@ func TestExplainGuide(t *testing.T) {
 	}
 	admin := run(kubeconfig, "daskcluster/analytics")
 	require.Equal(t, 0, admin.code, admin.stderr)
-	require.Contains(t, admin.stdout, "podpatch-system/platform-defaults/scheduler-internal-lb@")
+	require.Regexp(t, `podpatch-system/platform-defaults/scheduler-internal-lb@\d+ \(platform enforce\): sets metadata.annotations.networking.gke.io/load-balancer-type, spec.type; the object has them`, admin.stdout)
 	require.Contains(t, admin.stdout, "drift:    never patched: ")
 	t.Logf("$ podpatch explain -n %s daskcluster/analytics\n%s", ns, admin.stdout)
 	y := run(kubeconfig, "svc/analytics-scheduler", "-o", "yaml")
