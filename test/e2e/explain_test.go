@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/explain"
@@ -337,20 +340,22 @@ func TestExplain(t *testing.T) {
 	})
 }
 
-// explainRules are the permissions `podpatch explain` needs, as reference §9 lists them: read
-// the target, the namespace's Pods, Services and policy ConfigMaps (and the platform
-// namespace's), the namespace, and the owners on the way; list and watch what the reference
-// caches hold.
-var explainRules = []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"pods", "services", "configmaps"}, Verbs: []string{"get", "list"}},
-	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}},
-	{APIGroups: []string{"apps"}, Resources: []string{"replicasets", "deployments", "statefulsets"}, Verbs: []string{"get"}},
-	{APIGroups: []string{"kubernetes.dask.org", "gateway.dask.org", "ray.io", "sparkoperator.k8s.io", "flink.apache.org"},
-		Resources: []string{"*"}, Verbs: []string{"get"}},
-	{APIGroups: []string{""}, Resources: []string{"serviceaccounts", "limitranges"}, Verbs: []string{"list", "watch"}},
-	{APIGroups: []string{"scheduling.k8s.io"}, Resources: []string{"priorityclasses"}, Verbs: []string{"list", "watch"}},
-	{APIGroups: []string{"node.k8s.io"}, Resources: []string{"runtimeclasses"}, Verbs: []string{"list", "watch"}},
-	{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"servicecidrs"}, Verbs: []string{"list", "watch"}},
+// explainRules are the permissions `podpatch explain` needs, read from the ClusterRole reference
+// §9 lists, so that what the reference says is what the test grants.
+func explainRules(t *testing.T) []rbacv1.PolicyRule {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "docs", "reference.md"))
+	require.NoError(t, err)
+	_, block, ok := strings.Cut(string(b), "As a ClusterRole (what `TestExplainGuide` grants a user):")
+	require.True(t, ok, "reference §9 lists explain's permissions")
+	_, block, _ = strings.Cut(block, "```yaml\n")
+	block, _, _ = strings.Cut(block, "```")
+	var role struct {
+		Rules []rbacv1.PolicyRule `json:"rules"`
+	}
+	require.NoError(t, yaml.UnmarshalStrict([]byte(block), &role))
+	require.NotEmpty(t, role.Rules)
+	return role.Rules
 }
 
 // TestExplainGuide is the troubleshooting guide's example: the example policies, a DaskCluster
@@ -407,7 +412,7 @@ func TestExplainGuide(t *testing.T) {
 	t.Logf("$ podpatch explain -n %s svc/analytics-scheduler -o yaml\n%s", ns, y.stdout)
 
 	// A user with only the documented permissions gets the same answer, without a warning.
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "podpatch-explain"}, Rules: explainRules}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "podpatch-explain"}, Rules: explainRules(t)}
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "podpatch-explain-guide"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
 		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "explainer"}}}
