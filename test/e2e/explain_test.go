@@ -150,7 +150,9 @@ func TestExplain(t *testing.T) {
 		ownerCRD{"kubernetes.dask.org", "v1", "DaskCluster", "daskclusters"},
 		ownerCRD{"kubernetes.dask.org", "v1", "DaskWorkerGroup", "daskworkergroups"},
 		ownerCRD{"ray.io", "v1", "RayCluster", "rayclusters"},
-		ownerCRD{"ray.io", "v1", "RayJob", "rayjobs"})
+		ownerCRD{"ray.io", "v1", "RayJob", "rayjobs"},
+		ownerCRD{"sparkoperator.k8s.io", "v1beta2", "SparkApplication", "sparkapplications"},
+		ownerCRD{"flink.apache.org", "v1beta1", "FlinkDeployment", "flinkdeployments"})
 	ensureNamespace(t, explainNamespace)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "explain-policies", Labels: map[string]string{policies.PolicyLabel: "true"}},
 		Data: map[string]string{"policies.yaml": explainPolicies}}
@@ -197,11 +199,27 @@ func TestExplain(t *testing.T) {
 	fixture(t, "kuberay/worker-pod.yaml", "stray-worker", map[string]string{"ray.io/cluster": "stray"},
 		metav1.OwnerReference{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: "stray", UID: "00000000-0000-4000-8000-000000000000", Controller: new(true)})
 
+	// spark-operator: SparkApplication → driver Pod → executor Pods and the driver Service.
+	sa := createCustom(t, explainNamespace, crd["SparkApplication"], "pi")
+	t.Cleanup(func() { _ = k8s.Delete(ctx, sa) })
+	driver := fixture(t, "spark-operator/driver-pod.yaml", "pi-driver", nil, ref(sa, "sparkoperator.k8s.io/v1beta2", "SparkApplication"))
+	exec1 := fixture(t, "spark-operator/executor-pod.yaml", "pi-exec-1", nil, ref(driver, "v1", "Pod"))
+	driverSvc := fixture(t, "spark-operator/driver-service.yaml", "pi-driver-svc", nil, ref(driver, "v1", "Pod"))
+	// Flink's native integration: FlinkDeployment → Deployment → ReplicaSet → JobManager Pod;
+	// the Deployment owns the TaskManager Pods and the REST Service.
+	fd := createCustom(t, explainNamespace, crd["FlinkDeployment"], "basic")
+	t.Cleanup(func() { _ = k8s.Delete(ctx, fd) })
+	flinkDep := builtinOwner(t, &appsv1.Deployment{}, "basic", ref(fd, "flink.apache.org/v1beta1", "FlinkDeployment"))
+	flinkRS := builtinOwner(t, &appsv1.ReplicaSet{}, "basic-7b9c5d8f6c", ref(flinkDep, "apps/v1", "Deployment"))
+	jm := fixture(t, "flink/jobmanager-pod.yaml", "basic-7b9c5d8f6c-g2nlz", nil, ref(flinkRS, "apps/v1", "ReplicaSet"))
+	tm := fixture(t, "flink/taskmanager-pod.yaml", "basic-taskmanager-1-1", nil, ref(flinkDep, "apps/v1", "Deployment"))
+	rest := fixture(t, "flink/rest-service.yaml", "basic-rest", nil, ref(flinkDep, "apps/v1", "Deployment"))
+
 	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(cm), cm))
 	teamRef := explainNamespace + "/explain-policies/team@" + cm.ResourceVersion
 	rayCPURef := explainNamespace + "/explain-policies/ray-cpu@" + cm.ResourceVersion
 	stored := map[string]client.Object{}
-	for _, o := range []client.Object{down, sched, w1, w2, svc, head, worker, headSvc} {
+	for _, o := range []client.Object{down, sched, w1, w2, svc, head, worker, headSvc, driver, exec1, driverSvc, jm, tm, rest} {
 		stored[o.GetObjectKind().GroupVersionKind().Kind+"/"+o.GetName()] = o
 	}
 	names := func(objs ...client.Object) []string {
@@ -282,6 +300,19 @@ func TestExplain(t *testing.T) {
 		check(t, "pod/"+w2.GetName(), w2)
 		check(t, "svc/dc-scheduler", svc)
 		check(t, "service/rc-head-svc", headSvc)
+	})
+	t.Run("sparkapplication and flinkdeployment", func(t *testing.T) {
+		got := check(t, "sparkapplication/pi", driver, exec1, driverSvc)
+		var chain []string
+		for _, o := range got["Pod/pi-exec-1"].Owners {
+			chain = append(chain, o.String())
+		}
+		require.Equal(t, []string{"Pod/pi-driver", "SparkApplication/pi"}, chain, "an executor through its driver")
+		check(t, "pod/pi-driver", driver, exec1, driverSvc)
+		check(t, "pod/pi-exec-1", exec1)
+		check(t, "flinkdeployment/basic", jm, tm, rest)
+		check(t, "deployment/basic", jm, tm, rest)
+		check(t, "rs/basic-7b9c5d8f6c", jm)
 	})
 	t.Run("raycluster and rayjob: never patched and a policy left out", func(t *testing.T) {
 		got := check(t, "raycluster/rc", down, head, worker, headSvc)

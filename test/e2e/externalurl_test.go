@@ -310,6 +310,10 @@ func installCRDs(t *testing.T, crds ...ownerCRD) map[string]ownerCRD {
 					"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
 			},
 		}}
+		if strings.HasSuffix(c.group, ".k8s.io") || strings.HasSuffix(c.group, ".kubernetes.io") {
+			// A protected group, as the spark-operator's: its CRDs carry the approval annotation.
+			crd.SetAnnotations(map[string]string{"api-approved.kubernetes.io": "unapproved, podpatch tests"})
+		}
 		require.NoError(t, client.IgnoreAlreadyExists(k8s.Create(contextBackground(), crd)))
 		out[c.kind] = c
 	}
