@@ -245,6 +245,8 @@ type walk struct {
 	labels map[string]string
 	warn   func(string)
 	seen   map[string]bool // Pod UIDs: a Pod two profiles' selectors select is read once
+	// ownerErrs are the owner read errors warned about.
+	ownerErrs map[string]bool
 }
 
 // visit returns the function that reads one listed object of a kind.
@@ -276,7 +278,10 @@ func (w *walk) visit(ctx context.Context, kind policies.Kind) func(json.RawMessa
 		var chain []metav1.OwnerReference
 		if direct := kube.ControllerOf(m.Metadata.OwnerReferences); direct != nil {
 			// An owner that cannot be read ends the chain there; what was reached still counts.
-			chain, _ = w.owners.Chain(ctx, w.rep.Target.Namespace, id.Manager, *direct, w.resources)
+			var err error
+			if chain, err = w.owners.Chain(ctx, w.rep.Target.Namespace, id.Manager, *direct, w.resources); err != nil && !apierrors.IsNotFound(err) {
+				w.ownerError(err)
+			}
 		}
 		if uid != w.rep.Target.UID && !slices.ContainsFunc(chain, func(r metav1.OwnerReference) bool { return string(r.UID) == w.rep.Target.UID }) {
 			return nil
@@ -296,6 +301,23 @@ func (w *walk) visit(ctx context.Context, kind policies.Kind) func(json.RawMessa
 		w.rep.Objects = append(w.rep.Objects, object(f, res, chain, raw))
 		return nil
 	}
+}
+
+// maxOwnerWarnings bounds the warnings about owners that cannot be read.
+const maxOwnerWarnings = 5
+
+// ownerError warns that an owner could not be read (forbidden, or a passing failure): the
+// objects below it may be left out. Each message is said once, at most maxOwnerWarnings of them.
+func (w *walk) ownerError(err error) {
+	msg := kube.Clip(err.Error(), audit.MaxString)
+	if w.ownerErrs == nil {
+		w.ownerErrs = map[string]bool{}
+	}
+	if w.ownerErrs[msg] || len(w.ownerErrs) >= maxOwnerWarnings {
+		return
+	}
+	w.ownerErrs[msg] = true
+	w.warn(msg + ": the objects it owns may be missing from the explanation")
 }
 
 // resources is the resource of a custom resource's kind, for the owner walk.

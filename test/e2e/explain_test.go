@@ -455,6 +455,30 @@ func TestExplainGuide(t *testing.T) {
 		10*time.Second, 200*time.Millisecond, "as the user")
 	require.Empty(t, as.stderr)
 	require.Equal(t, admin.stdout, as.stdout)
+	// Without get on ReplicaSets: the scheduler and workers below them are missing, and a
+	// warning says why.
+	partial := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "podpatch-explain-partial"}}
+	for _, r := range explainRules(t) {
+		if !slices.Contains(r.APIGroups, "apps") {
+			partial.Rules = append(partial.Rules, r)
+		}
+	}
+	partialBinding := binding.DeepCopy()
+	partialBinding.Name, partialBinding.ResourceVersion, partialBinding.RoleRef.Name = "podpatch-explain-partial", "", partial.Name
+	partialBinding.Subjects[0].Name = "partial-explainer"
+	installWebhooks(t, partial, partialBinding)
+	pu, err := controlPlane.UserKubeconfig("partial-explainer")
+	require.NoError(t, err)
+	var part auditRun
+	require.Eventually(t, func() bool { part = run(pu, "daskcluster/analytics", "-o", "json"); return part.code == 0 },
+		10*time.Second, 200*time.Millisecond, "as the partial user")
+	require.Contains(t, part.stderr, "replicasets.apps")
+	require.Contains(t, part.stderr, "forbidden")
+	require.Contains(t, part.stderr, "may be missing from the explanation")
+	rep := &explain.Report{}
+	require.NoError(t, json.Unmarshal([]byte(part.stdout), rep))
+	require.Equal(t, 1, rep.Total, "only the Service, owned by the DaskCluster directly")
+
 	// Without them: one line, exit 1.
 	nobody, err := controlPlane.UserKubeconfig("nobody")
 	require.NoError(t, err)
