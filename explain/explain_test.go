@@ -2,6 +2,7 @@ package explain
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,8 +11,12 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/podpatch/podpatch/audit"
+	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies"
 )
 
@@ -111,4 +116,32 @@ func TestJSONSchema(t *testing.T) {
 	require.Equal(t, &ExternalURL{URL: "http://a:8787", Source: "load-balancer"}, o.ExternalURL)
 	require.Error(t, Write(&b, &Report{}, "xml"))
 	require.False(t, errors.Is(nil, ErrUsage))
+}
+
+// The walk keeps the objects whose chain contains the target, explains the first MaxObjects
+// and counts the rest; objects of other owners and unrecognised ones are not counted.
+func TestWalkKeepsOwnedObjectsBounded(t *testing.T) {
+	const target = "uid-rc"
+	w := &walk{e: &Explainer{Mapper: meta.NewDefaultRESTMapper(nil)}, set: policies.NewSet(nil),
+		rep: &Report{Target: Target{Namespace: "ns", UID: target}}, warn: func(string) {}, seen: map[string]bool{},
+		owners: kube.NewOwners(func(context.Context, schema.GroupVersionResource, string, string) (*metav1.PartialObjectMetadata, error) {
+			return nil, errors.New("no reads expected")
+		})}
+	pod := func(i int, owner, role string) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"metadata":{"name":"p-%d","namespace":"ns","uid":"uid-%d","labels":{"ray.io/node-type":%q,"ray.io/cluster":"rc"},
+			"ownerReferences":[{"apiVersion":"ray.io/v1","kind":"RayCluster","name":"rc","uid":%q,"controller":true}]},"spec":{"containers":[{"name":"c","image":"i"}]}}`,
+			i, i, role, owner))
+	}
+	visit := w.visit(context.Background(), policies.KindPod)
+	n := MaxObjects + 10
+	for i := range n {
+		require.NoError(t, visit(pod(i, target, "worker")))
+		require.NoError(t, visit(pod(i, target, "worker"))) // a Pod two selectors select: once
+	}
+	require.NoError(t, visit(pod(n, "uid-other", "worker")))
+	require.NoError(t, visit(pod(n+1, target, "not-a-role")))
+	require.Equal(t, n, w.rep.Total)
+	require.Len(t, w.rep.Objects, MaxObjects)
+	require.Equal(t, n-MaxObjects, w.rep.Omitted)
+	require.Equal(t, &audit.Owner{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: "rc", UID: target}, w.rep.Objects[0].Cluster.Owner)
 }
