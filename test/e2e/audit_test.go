@@ -151,14 +151,7 @@ func TestAudit(t *testing.T) {
 	t.Logf("podpatch audit -n audit-down:\n%s", table.stdout)
 
 	// podpatch up: what it admits is stored patched, and an audit of it finds nothing.
-	certDir, ca := servingCerts(t)
-	p := startPodpatch(t, certDir)
-	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
-	installWebhooks(t, mwc, vwc)
-	p.waitForExamples(t)
-	require.Eventually(t, func() bool {
-		return dryRunCreate(t, daskWorker("default", "probe")).Annotations[policies.AppliedAnnotation] != ""
-	}, 30*time.Second, 200*time.Millisecond, "the API server never called podpatch")
+	serveExamples(t, "default")
 	ensureNamespace(t, "audit-up")
 	up := createFixtures(t, "audit-up")
 	for name, obj := range up {

@@ -371,6 +371,22 @@ func TestExplain(t *testing.T) {
 	})
 }
 
+// serveExamples starts podpatch behind the base webhook configurations and waits until it
+// serves the example policies (applied by the caller) and the API server calls it for a Dask
+// worker of a namespace.
+func serveExamples(t *testing.T, namespace string) *podpatchProcess {
+	t.Helper()
+	certDir, ca := servingCerts(t)
+	p := startPodpatch(t, certDir)
+	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
+	installWebhooks(t, mwc, vwc)
+	p.waitForExamples(t)
+	require.Eventually(t, func() bool {
+		return dryRunCreate(t, daskWorker(namespace, "probe")).Annotations[policies.AppliedAnnotation] != ""
+	}, 30*time.Second, 200*time.Millisecond, "the API server never called podpatch")
+	return p
+}
+
 // explainRules are the permissions `podpatch explain` needs, read from the ClusterRole reference
 // §9 lists, so that what the reference says is what the test grants.
 func explainRules(t *testing.T) []rbacv1.PolicyRule {
@@ -416,14 +432,7 @@ func TestExplainGuide(t *testing.T) {
 	// While podpatch is down.
 	fixtureIn(t, ns, "dask-operator/worker-pod.yaml", "analytics-default-worker-7d4b9c6f8-x2x9q", labels, ref(workRS, "apps/v1", "ReplicaSet"))
 
-	certDir, ca := servingCerts(t)
-	p := startPodpatch(t, certDir)
-	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
-	installWebhooks(t, mwc, vwc)
-	p.waitForExamples(t)
-	require.Eventually(t, func() bool {
-		return dryRunCreate(t, daskWorker(ns, "probe")).Annotations[policies.AppliedAnnotation] != ""
-	}, 30*time.Second, 200*time.Millisecond, "the API server never called podpatch")
+	serveExamples(t, ns)
 	fixtureIn(t, ns, "dask-operator/scheduler-pod.yaml", "analytics-scheduler-6c9f7d8b5d-79d9k", map[string]string{"dask.org/cluster-name": "analytics"},
 		ref(schedRS, "apps/v1", "ReplicaSet"))
 	fixtureIn(t, ns, "dask-operator/worker-pod.yaml", "analytics-default-worker-7d4b9c6f8-dw5dw", labels, ref(workRS, "apps/v1", "ReplicaSet"))
