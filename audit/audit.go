@@ -191,21 +191,26 @@ func (c *ClusterAudit) Run(ctx context.Context) (*Report, error) {
 	return rep, nil
 }
 
-// policies compiles the policy ConfigMaps the audit needs. One that fails to compile is left
-// out, with a warning: the webhook serves its last good version, which a fresh reader cannot
-// know.
+// policies compiles the policy ConfigMaps the audit needs (Reader.PolicySet).
 func (c *ClusterAudit) policies(ctx context.Context, warn func(string)) (*policies.Set, error) {
-	cms, err := c.Reader.PolicyConfigMaps(ctx, c.Options.PlatformNamespace, c.Namespace)
+	return c.Reader.PolicySet(ctx, c.Options, c.Namespace, warn)
+}
+
+// PolicySet compiles the policy ConfigMaps that apply to a namespace ("" for all) as podpatch
+// serve does, for the audit and `podpatch explain`. One that fails to compile is left out, with
+// a warning: the webhook serves its last good version, which a fresh reader cannot know.
+// Provenance entries carry @resourceVersion whatever opts say.
+func (r *Reader) PolicySet(ctx context.Context, opts policies.Options, namespace string, warn func(string)) (*policies.Set, error) {
+	cms, err := r.PolicyConfigMaps(ctx, opts.PlatformNamespace, namespace)
 	if err != nil {
 		return nil, err
 	}
-	opts := c.Options
 	opts.WithResourceVersion = true
 	var all []*policies.Policy
 	for _, cm := range cms {
 		ps, probs := policies.ParseConfigMap(cm, opts)
 		if len(probs) > 0 {
-			warn(fmt.Sprintf("policy ConfigMap %s/%s fails to compile (%d problem(s); see podpatch lint): left out of the audit",
+			warn(fmt.Sprintf("policy ConfigMap %s/%s fails to compile (%d problem(s); see podpatch lint): left out, as podpatch serve keeps serving its last good version",
 				cm.Namespace, cm.Name, len(probs)))
 			continue
 		}

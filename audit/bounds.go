@@ -45,9 +45,9 @@ const (
 // ellipsis marks a clipped string or list.
 const ellipsis = "…"
 
-// clipList clips each entry to MaxString and keeps at most MaxFindingList entries, the last
+// ClipList clips each entry to MaxString and keeps at most MaxFindingList entries, the last
 // saying how many more there were.
-func clipList(l []string) []string {
+func ClipList(l []string) []string {
 	if len(l) > MaxFindingList {
 		more := len(l) - (MaxFindingList - 1)
 		l = append(l[:MaxFindingList-1:MaxFindingList-1], fmt.Sprintf("%s %d more", ellipsis, more))
@@ -66,16 +66,16 @@ func (f *Finding) bound() {
 	f.UID = kube.Clip(f.UID, MaxString)
 	f.Cluster.Name = kube.Clip(f.Cluster.Name, MaxString)
 	f.Cluster.Group = kube.Clip(f.Cluster.Group, MaxString)
-	f.Fields = clipList(f.Fields)
-	f.Applied = clipList(f.Applied)
+	f.Fields = ClipList(f.Fields)
+	f.Applied = ClipList(f.Applied)
 	for i := range f.Policies {
 		f.Policies[i].Ref = kube.Clip(f.Policies[i].Ref, MaxString)
-		f.Policies[i].Fields = clipList(f.Policies[i].Fields)
+		f.Policies[i].Fields = ClipList(f.Policies[i].Fields)
 	}
 }
 
-// boundOwner clips an owner's strings.
-func boundOwner(o *Owner) *Owner {
+// BoundOwner clips an owner's strings.
+func BoundOwner(o *Owner) *Owner {
 	if o != nil {
 		o.APIVersion, o.Kind = kube.Clip(o.APIVersion, MaxString), kube.Clip(o.Kind, MaxString)
 		o.Name, o.UID = kube.Clip(o.Name, MaxString), kube.Clip(o.UID, MaxString)
@@ -92,9 +92,9 @@ func plausibleOwner(o *Owner) bool {
 		o.Name != "" && len(o.Name) <= validation.DNS1123SubdomainMaxLength
 }
 
-// printable escapes what a terminal or a table would interpret: control characters (escape
+// Printable escapes what a terminal or a table would interpret: control characters (escape
 // sequences, tabs, newlines) and other non-graphic runes are written as Go escapes.
-func printable(s string) string {
+func Printable(s string) string {
 	clean := true
 	for _, r := range s {
 		if !unicode.IsGraphic(r) || r == utf8.RuneError {
@@ -118,10 +118,10 @@ func printable(s string) string {
 }
 
 // cell is a table cell: printable, at most MaxTableCell bytes.
-func cell(s string) string { return kube.Clip(printable(s), MaxTableCell) }
+func cell(s string) string { return kube.Clip(Printable(s), MaxTableCell) }
 
 // short is a printable name, at most MaxString bytes.
-func short(s string) string { return kube.Clip(printable(s), MaxString) }
+func short(s string) string { return kube.Clip(Printable(s), MaxString) }
 
 // line is a printable value clipped so that its line stays within MaxTableLine bytes.
-func line(s string) string { return kube.Clip(printable(s), MaxTableLine-2*MaxString) }
+func line(s string) string { return kube.Clip(Printable(s), MaxTableLine-2*MaxString) }

@@ -168,13 +168,7 @@ func check(set *policies.Set, obj Object) (Finding, bool, error) {
 	if !res.Recognised || (!res.Changed && len(leftOut) == 0) {
 		return Finding{}, false, nil
 	}
-	f := Finding{Kind: obj.Kind, Namespace: m.Namespace, Name: m.Name, UID: m.UID,
-		Cluster: Cluster{Manager: res.Identity.Manager, Role: res.Identity.Role, Name: res.Identity.Cluster, Group: res.Identity.Group,
-			Owner: directOwner(m.OwnerReferences)},
-		Applied: splitApplied(m.Annotations[policies.AppliedAnnotation])}
-	if f.Name == "" {
-		f.Name = m.GenerateName + "*"
-	}
+	f := header(obj.Kind, meta, res.Identity)
 	f.Policies = make([]PolicyResult, len(res.Applied))
 	for i, p := range res.Applied {
 		ref, _, _ := strings.Cut(p.Ref, "@")
@@ -217,6 +211,48 @@ func check(set *policies.Set, obj Object) (Finding, bool, error) {
 	}
 	attribute(&f, res.Changes)
 	return f, true, nil
+}
+
+// header is the part of a Finding that says which object it is and what it carries.
+func header(kind policies.Kind, meta objectMeta, id policies.Identity) Finding {
+	m := meta.Metadata
+	f := Finding{Kind: kind, Namespace: m.Namespace, Name: m.Name, UID: m.UID,
+		Cluster: Cluster{Manager: id.Manager, Role: id.Role, Name: id.Cluster, Group: id.Group, Owner: directOwner(m.OwnerReferences)},
+		Applied: SplitApplied(m.Annotations[policies.AppliedAnnotation])}
+	if f.Name == "" {
+		f.Name = m.GenerateName + "*"
+	}
+	return f
+}
+
+// Explain is Check for `podpatch explain` (reference §9): the Finding of a recognised object
+// whether or not policies match it (ok is false only for an object no profile recognises), and
+// the engine's explained Result of the current policies on the live object: the policies left
+// out and why, the fallback, the manager-aware checks' findings.
+func Explain(set *policies.Set, obj Object) (f Finding, res policies.Result, ok bool, err error) {
+	f, matched, err := Check(set, obj)
+	if err != nil {
+		return f, res, false, err
+	}
+	var meta objectMeta
+	if err := json.Unmarshal(obj.JSON, &meta); err != nil { // Check decoded it already
+		return f, res, false, fmt.Errorf("decode %s: %w", strings.ToLower(string(obj.Kind)), err)
+	}
+	m := meta.Metadata
+	res, err = set.Apply(policies.Input{Kind: obj.Kind, Object: obj.JSON, Namespace: m.Namespace, NamespaceLabels: obj.NamespaceLabels,
+		Cluster: obj.Cluster, Explain: true})
+	if err != nil {
+		return f, res, false, fmt.Errorf("%s %s/%s: %w", strings.ToLower(string(obj.Kind)), m.Namespace, m.Name, err)
+	}
+	if !res.Recognised {
+		return Finding{}, res, false, nil
+	}
+	if !matched {
+		f = header(obj.Kind, meta, res.Identity)
+		f.Policies = []PolicyResult{}
+		f.bound()
+	}
+	return f, res, true, nil
 }
 
 // enforceLeftOut are the enforce policies of skipped, which podpatch leaves out of an object to
@@ -304,8 +340,8 @@ func dropProvenance(obj any) {
 	}
 }
 
-// splitApplied reads a provenance annotation into its entries.
-func splitApplied(v string) []string {
+// SplitApplied reads a provenance annotation into its entries.
+func SplitApplied(v string) []string {
 	var out []string
 	for _, e := range strings.Split(v, ",") {
 		if e = strings.TrimSpace(e); e != "" {
@@ -392,5 +428,5 @@ func directOwner(refs []metav1.OwnerReference) *Owner {
 			break
 		}
 	}
-	return boundOwner(&Owner{APIVersion: pick.APIVersion, Kind: pick.Kind, Name: pick.Name, UID: string(pick.UID)})
+	return BoundOwner(&Owner{APIVersion: pick.APIVersion, Kind: pick.Kind, Name: pick.Name, UID: string(pick.UID)})
 }

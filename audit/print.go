@@ -21,23 +21,30 @@ var Formats = []string{"table", "json", "yaml"}
 // characters are escaped, so that an
 // object's strings can neither widen every row nor write to the terminal.
 func Write(w io.Writer, rep *Report, format string) error {
+	if format == "table" || format == "" {
+		return writeTable(w, rep)
+	}
+	return WriteData(w, rep, format)
+}
+
+// WriteData writes a report as indented JSON or as YAML: -o json and -o yaml of `podpatch
+// audit` and `podpatch explain`.
+func WriteData(w io.Writer, v any, format string) error {
 	switch format {
 	case "json":
-		b, err := json.MarshalIndent(rep, "", "  ")
+		b, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {
 			return err
 		}
 		_, err = fmt.Fprintf(w, "%s\n", b)
 		return err
 	case "yaml":
-		b, err := yaml.Marshal(rep)
+		b, err := yaml.Marshal(v)
 		if err != nil {
 			return err
 		}
 		_, err = w.Write(b)
 		return err
-	case "table", "":
-		return writeTable(w, rep)
 	}
 	return fmt.Errorf("unknown output format %q (want %s)", format, strings.Join(Formats, ", "))
 }

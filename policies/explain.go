@@ -6,3 +6,43 @@ package policies
 func diffPaths(before, after any) []string {
 	return DiffPaths(before, after, PathDiffOptions{})
 }
+
+// Paths lists the fields a policy writes (sets or removes) on objects of a kind, in `render
+// --explain`'s form, whatever an object already holds: what `podpatch explain` shows of a live
+// object whose fields the policy set at admission. Named items are named as the policy names
+// them (`spec.containers[@main]`, `[*]`); other lists are named whole.
+func (p *Policy) Paths(k Kind) []string {
+	patch := p.patchFor(k)
+	if len(patch) == 0 {
+		return nil
+	}
+	return DiffPaths(skeleton(patch), patch, PathDiffOptions{DescendMissing: true})
+}
+
+// skeleton is a patch without its values: its objects, and its lists of named objects with
+// only their names, so that DiffPaths of it and the patch names every leaf the patch writes.
+func skeleton(v map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, m := range v {
+		switch m := m.(type) {
+		case map[string]any:
+			if len(m) > 0 { // an empty object is a value the patch writes (emptyDir: {})
+				out[k] = skeleton(m)
+			}
+		case []any:
+			if itemsByName(m) == nil {
+				continue // a list written whole
+			}
+			var items []any
+			for _, it := range m {
+				if it := it.(map[string]any); len(it) > 1 { // a name alone is an item written whole
+					s := skeleton(it)
+					s["name"] = it["name"]
+					items = append(items, s)
+				}
+			}
+			out[k] = items
+		}
+	}
+	return out
+}

@@ -27,22 +27,38 @@ import (
 // auditExitDrift is the exit status of an audit that found drift (reference §7).
 const auditExitDrift = 3
 
+// readerOptions are the flags of a command that reads a cluster as its user: `audit`, `explain`.
+type readerOptions struct {
+	policyOptions
+	Kubeconfig string
+	Namespace  string
+	Output     string
+}
+
+func (o *readerOptions) AddFlags(fs *pflag.FlagSet) {
+	o.policyOptions.AddFlags(fs)
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	fs.StringVarP(&o.Namespace, "namespace", "n", "", "namespace to read (default: the kubeconfig context's)")
+	fs.StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(audit.Formats, ", "))
+}
+
+func (o *readerOptions) Validate() error {
+	if !slices.Contains(audit.Formats, o.Output) {
+		return usageError{fmt.Errorf("--output %q: want one of %s", o.Output, strings.Join(audit.Formats, ", "))}
+	}
+	return nil
+}
+
 // auditOptions are the flags of `podpatch audit`.
 type auditOptions struct {
-	policyOptions
-	Kubeconfig    string
-	Namespace     string
+	readerOptions
 	AllNamespaces bool
-	Output        string
 	PageSize      int64
 }
 
 func (o *auditOptions) AddFlags(fs *pflag.FlagSet) {
-	o.policyOptions.AddFlags(fs)
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
-	fs.StringVarP(&o.Namespace, "namespace", "n", "", "namespace to audit (default: the kubeconfig context's)")
+	o.readerOptions.AddFlags(fs)
 	fs.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "audit every namespace")
-	fs.StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(audit.Formats, ", "))
 	fs.Int64Var(&o.PageSize, "page-size", audit.DefaultPageSize, "objects per List call")
 }
 
@@ -50,8 +66,8 @@ func (o *auditOptions) Validate() error {
 	if o.AllNamespaces && o.Namespace != "" {
 		return usageError{errors.New("--namespace and --all-namespaces exclude each other")}
 	}
-	if !slices.Contains(audit.Formats, o.Output) {
-		return usageError{fmt.Errorf("--output %q: want one of %s", o.Output, strings.Join(audit.Formats, ", "))}
+	if err := o.readerOptions.Validate(); err != nil {
+		return err
 	}
 	if o.PageSize < 1 {
 		return usageError{errors.New("--page-size must be at least 1")}
@@ -73,28 +89,11 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.Kubeconfig
-	kc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
-	cfg, err := kc.ClientConfig()
-	if err != nil {
-		return fmt.Errorf("kubeconfig: %w", err)
-	}
-	namespace := o.Namespace
-	if namespace == "" && !o.AllNamespaces {
-		if namespace, _, err = kc.Namespace(); err != nil {
-			return fmt.Errorf("kubeconfig: %w", err)
-		}
-	}
-	kit, err := kube.New(cfg)
+	kit, reader, namespace, err := userKit(o.Kubeconfig, o.Namespace, !o.AllNamespaces)
 	if err != nil {
 		return err
 	}
 	defer kit.Close()
-	reader, err := audit.NewReader(kit)
-	if err != nil {
-		return err
-	}
 	reader.PageSize = o.PageSize
 
 	progress := &audit.Progress{W: stderr, After: time.Second}
@@ -128,6 +127,34 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 		return exitError{auditExitDrift}
 	}
 	return nil
+}
+
+// userKit builds the cluster kit of a command that runs as the user (audit, explain) from a
+// kubeconfig file (or $KUBECONFIG, ~/.kube/config, in-cluster), the audit's reader on it, and
+// the namespace to read: namespace if set, else, when one is wanted, the kubeconfig context's.
+func userKit(kubeconfig, namespace string, wantNamespace bool) (*kube.Kit, *audit.Reader, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	kc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+	cfg, err := kc.ClientConfig()
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("kubeconfig: %w", err)
+	}
+	if namespace == "" && wantNamespace {
+		if namespace, _, err = kc.Namespace(); err != nil {
+			return nil, nil, "", fmt.Errorf("kubeconfig: %w", err)
+		}
+	}
+	kit, err := kube.New(cfg)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	reader, err := audit.NewReader(kit)
+	if err != nil {
+		kit.Close()
+		return nil, nil, "", err
+	}
+	return kit, reader, namespace, nil
 }
 
 // referencesTimeout bounds the wait for the reference caches of `podpatch audit`.

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -107,30 +108,67 @@ func (o *Owners) Memo() *Owners {
 // now). An error says that an owner could not be read (gone, forbidden, or a passing
 // failure); the owner returned is then the one whose read failed.
 func (o *Owners) Resolve(ctx context.Context, namespace string, manager policies.Manager, direct metav1.OwnerReference) (metav1.OwnerReference, error) {
+	chain, err := o.Chain(ctx, namespace, manager, direct, nil)
+	return chain[len(chain)-1], err
+}
+
+// Chain walks as Resolve does and returns every owner it reached, bottom up, direct first.
+// With resources set, it goes on from the custom resource through the manager's other custom
+// resources (its profile's Owners.Resources: a DaskWorkerGroup to its DaskCluster, a RayCluster
+// to its RayJob), each read at the resource resources names for its kind: at most
+// len(Resources) more reads. `podpatch explain` finds what an owner owns with it.
+func (o *Owners) Chain(ctx context.Context, namespace string, manager policies.Manager, direct metav1.OwnerReference,
+	resources func(schema.GroupVersionKind) (schema.GroupVersionResource, bool)) ([]metav1.OwnerReference, error) {
+	chain := []metav1.OwnerReference{direct}
 	pr, ok := policies.ProfileOf(manager)
 	if !ok {
-		return direct, nil
+		return chain, nil
 	}
-	ref := direct
+	// up reads the top of the chain and adds its controller; false when the walk ends there.
+	up := func(gvr schema.GroupVersionResource) (bool, error) {
+		ref := chain[len(chain)-1]
+		m, err := o.lookup(ctx, gvr, namespace, ref.Name)
+		if err != nil {
+			return false, fmt.Errorf("get %s %s: %w", gvr.Resource, ref.Name, err)
+		}
+		if m.UID != ref.UID {
+			return false, nil // the same name may be another object now
+		}
+		next := ControllerOf(m.OwnerReferences)
+		if next == nil {
+			return false, nil
+		}
+		chain = append(chain, *next)
+		return true, nil
+	}
 	for range len(pr.Owners.Through) {
+		ref := chain[len(chain)-1]
 		gvr, ok := pr.Owners.Step(ref.APIVersion, ref.Kind)
 		if !ok {
 			break
 		}
-		m, err := o.lookup(ctx, gvr, namespace, ref.Name)
-		if err != nil {
-			return ref, fmt.Errorf("get %s %s: %w", gvr.Resource, ref.Name, err)
+		if more, err := up(gvr); err != nil || !more {
+			return chain, err
 		}
-		if m.UID != ref.UID {
-			break // the same name may be another object now
-		}
-		up := ControllerOf(m.OwnerReferences)
-		if up == nil {
+	}
+	for range len(pr.Owners.Resources) {
+		if resources == nil {
 			break
 		}
-		ref = *up
+		ref := chain[len(chain)-1]
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+		if err != nil || !slices.Contains(pr.Owners.Resources, schema.GroupKind{Group: gv.Group, Kind: ref.Kind}) {
+			break
+		}
+		gvr, ok := resources(gv.WithKind(ref.Kind))
+		if !ok {
+			break
+		}
+		if more, err := up(gvr); err != nil || !more {
+			return chain, err
+		}
 	}
-	return ref, nil
+	return chain, nil
 }
 
 // ControllerOf is an object's controller reference, else its first owner reference; nil if it

@@ -36,7 +36,13 @@ type auditRun struct {
 // unless args name another).
 func runAudit(t *testing.T, args ...string) auditRun {
 	t.Helper()
-	cmd := exec.Command(podpatchBin, append([]string{"audit", "--kubeconfig", kubeconfig}, args...)...)
+	return runCommand(t, append([]string{"audit", "--kubeconfig", kubeconfig}, args...)...)
+}
+
+// runCommand runs the podpatch binary with args and returns its output and exit status.
+func runCommand(t *testing.T, args ...string) auditRun {
+	t.Helper()
+	cmd := exec.Command(podpatchBin, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -145,14 +151,7 @@ func TestAudit(t *testing.T) {
 	t.Logf("podpatch audit -n audit-down:\n%s", table.stdout)
 
 	// podpatch up: what it admits is stored patched, and an audit of it finds nothing.
-	certDir, ca := servingCerts(t)
-	p := startPodpatch(t, certDir)
-	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
-	installWebhooks(t, mwc, vwc)
-	p.waitForExamples(t)
-	require.Eventually(t, func() bool {
-		return dryRunCreate(t, daskWorker("default", "probe")).Annotations[policies.AppliedAnnotation] != ""
-	}, 30*time.Second, 200*time.Millisecond, "the API server never called podpatch")
+	serveExamples(t, "default")
 	ensureNamespace(t, "audit-up")
 	up := createFixtures(t, "audit-up")
 	for name, obj := range up {

@@ -289,12 +289,17 @@ type ownerCRD struct{ group, version, kind, plural string }
 // installOwnerCRDs installs minimal CRDs of the managers' custom resources.
 func installOwnerCRDs(t *testing.T) map[string]ownerCRD {
 	t.Helper()
+	return installCRDs(t,
+		ownerCRD{"kubernetes.dask.org", "v1", "DaskCluster", "daskclusters"},
+		ownerCRD{"ray.io", "v1", "RayCluster", "rayclusters"},
+		ownerCRD{"flink.apache.org", "v1beta1", "FlinkDeployment", "flinkdeployments"})
+}
+
+// installCRDs installs minimal CRDs of custom resources, by kind.
+func installCRDs(t *testing.T, crds ...ownerCRD) map[string]ownerCRD {
+	t.Helper()
 	out := map[string]ownerCRD{}
-	for _, c := range []ownerCRD{
-		{"kubernetes.dask.org", "v1", "DaskCluster", "daskclusters"},
-		{"ray.io", "v1", "RayCluster", "rayclusters"},
-		{"flink.apache.org", "v1beta1", "FlinkDeployment", "flinkdeployments"},
-	} {
+	for _, c := range crds {
 		crd := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
 			"metadata": map[string]any{"name": c.plural + "." + c.group},
@@ -305,6 +310,10 @@ func installOwnerCRDs(t *testing.T) map[string]ownerCRD {
 					"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
 			},
 		}}
+		if strings.HasSuffix(c.group, ".k8s.io") || strings.HasSuffix(c.group, ".kubernetes.io") {
+			// A protected group, as the spark-operator's: its CRDs carry the approval annotation.
+			crd.SetAnnotations(map[string]string{"api-approved.kubernetes.io": "unapproved, podpatch tests"})
+		}
 		require.NoError(t, client.IgnoreAlreadyExists(k8s.Create(contextBackground(), crd)))
 		out[c.kind] = c
 	}
@@ -314,15 +323,24 @@ func installOwnerCRDs(t *testing.T) map[string]ownerCRD {
 // createOwner creates a custom resource once its CRD serves.
 func createOwner(t *testing.T, c ownerCRD, name string) *unstructured.Unstructured {
 	t.Helper()
+	return createCustom(t, externalURLNamespace, c, name)
+}
+
+// createCustom creates a custom resource of a namespace once its CRD serves, owned by owners,
+// and returns it as stored.
+func createCustom(t *testing.T, namespace string, c ownerCRD, name string, owners ...metav1.OwnerReference) *unstructured.Unstructured {
+	t.Helper()
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion(c.group + "/" + c.version)
 	u.SetKind(c.kind)
-	u.SetNamespace(externalURLNamespace)
+	u.SetNamespace(namespace)
 	u.SetName(name)
+	u.SetOwnerReferences(owners)
 	require.Eventually(t, func() bool {
 		return k8s.Create(contextBackground(), u.DeepCopy()) == nil
 	}, 20*time.Second, 100*time.Millisecond, "creating %s: the CRD never served", c.kind)
-	return getObject(t, u.GetAPIVersion(), c.kind, name)
+	require.NoError(t, k8s.Get(contextBackground(), client.ObjectKey{Namespace: namespace, Name: name}, u))
+	return u
 }
 
 func getObject(t *testing.T, apiVersion, kind, name string) *unstructured.Unstructured {

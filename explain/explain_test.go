@@ -1,0 +1,147 @@
+package explain
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/podpatch/podpatch/audit"
+	"github.com/podpatch/podpatch/internal/kube"
+	"github.com/podpatch/podpatch/policies"
+)
+
+func TestParseTarget(t *testing.T) {
+	for _, c := range []struct{ arg, resource, name string }{
+		{"pod/x", "pod", "x"},
+		{"DaskCluster/simple", "daskcluster", "simple"},
+		{"RayCluster.ray.io/r", "raycluster.ray.io", "r"},
+		{"deploy/Web", "deploy", "Web"},
+	} {
+		r, n, err := ParseTarget(c.arg)
+		require.NoError(t, err, c.arg)
+		require.Equal(t, c.resource, r, c.arg)
+		require.Equal(t, c.name, n, c.arg)
+	}
+	for _, arg := range []string{"", "pod", "pod/", "/x", "pod/x/y", strings.Repeat("a", 100_000)} {
+		_, _, err := ParseTarget(arg)
+		require.ErrorIs(t, err, ErrUsage, arg)
+		require.LessOrEqual(t, len(err.Error()), 512, "the message quotes the argument clipped")
+	}
+}
+
+// hostile is a string of the kinds an object's owner or provenance may hold unvalidated:
+// terminal escapes, newlines, tabs, invalid UTF-8, and great length.
+func hostile(r *rand.Rand) string {
+	parts := []string{"\x1b[2J", "\n", "\t", "\xff", "ok", "é", strings.Repeat("x", r.IntN(50_000))}
+	var b strings.Builder
+	for range 1 + r.IntN(8) {
+		b.WriteString(parts[r.IntN(len(parts))])
+	}
+	return b.String()
+}
+
+// A report's table is bounded whatever its strings hold: no control character reaches the
+// terminal, no line exceeds audit.MaxTableLine, at most MaxTableObjects objects are printed and
+// the rest counted. The strings are the report's as object() bounds them, so this is what a
+// hostile object gives.
+func TestTableIsBounded(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for round := range 20 {
+		rep := &Report{Target: Target{Kind: "DaskCluster", Namespace: "ns", Name: hostile(r), APIVersion: "v1"}}
+		n := r.IntN(2 * MaxTableObjects)
+		for i := range n {
+			f := audit.Finding{Kind: policies.KindPod, Name: hostile(r), Cluster: audit.Cluster{Manager: policies.ManagerDask,
+				Role: policies.RoleWorker, Name: hostile(r)}, Drift: true, Reason: audit.NeverPatched,
+				Fields: []string{hostile(r)}, Policies: []audit.PolicyResult{{Ref: hostile(r), Fields: []string{hostile(r)}}}}
+			o := object(f, policies.Result{Warnings: []string{hostile(r)}, Skipped: nil}, nil, json.RawMessage(`{}`))
+			o.Owners = []audit.Owner{*audit.BoundOwner(&audit.Owner{Kind: hostile(r), Name: hostile(r)})}
+			o.Findings = []Finding{{Check: "x", Message: hostile(r), Fix: hostile(r)}}
+			o.ExternalURL = &ExternalURL{Requested: true, URL: hostile(r)}
+			if i%2 == 0 {
+				o.Cluster.Role = policies.RoleScheduler
+			}
+			rep.Objects = append(rep.Objects, o)
+		}
+		rep.Total = n + round // some beyond MaxObjects, only counted
+		var b bytes.Buffer
+		require.NoError(t, Write(&b, rep, "table"))
+		out := b.String()
+		for _, line := range strings.Split(out, "\n") {
+			require.LessOrEqual(t, len(line), audit.MaxTableLine, "round %d", round)
+			require.NotContains(t, line, "\x1b", "round %d", round)
+			require.NotContains(t, line, "\t", "round %d", round)
+		}
+		printed := min(n, MaxTableObjects)
+		if n > 0 {
+			require.Equal(t, printed, strings.Count(out, "\n  cluster:  "), "round %d", round)
+		}
+		if more := rep.Total - printed; more > 0 && n > 0 {
+			require.Contains(t, out, fmt.Sprintf("and %d more", more), "round %d", round)
+		} else {
+			require.NotContains(t, out, " more (-o json", "round %d", round)
+		}
+	}
+}
+
+// The JSON schema of reference §9: an object's audit fields are at its top level, beside the
+// explanation's own.
+func TestJSONSchema(t *testing.T) {
+	o := object(audit.Finding{Kind: policies.KindService, Name: "s", Policies: []audit.PolicyResult{}}, policies.Result{
+		Skipped:  []policies.Skipped{{Policy: &policies.Policy{Ref: "ns/cm/p@1", Scope: policies.ScopeNamespace, Mode: policies.ModeMerge}, Violation: policies.Violation{Rule: "r", Field: "f", Message: "m"}}},
+		Findings: []policies.Finding{{Check: policies.CheckRayResources, Severity: policies.SeverityWarning, Message: "m", Fix: "x"}},
+		Fallback: policies.FallbackNamespace,
+	}, nil, json.RawMessage(`{"metadata":{"annotations":{"podpatch.io/external-url":"http://a:8787","podpatch.io/external-url-source":"load-balancer"}}}`))
+	var b bytes.Buffer
+	require.NoError(t, Write(&b, &Report{Objects: []Object{o}}, "json"))
+	var got struct {
+		Objects []map[string]json.RawMessage `json:"objects"`
+	}
+	require.NoError(t, json.Unmarshal(b.Bytes(), &got))
+	for _, k := range []string{"kind", "name", "cluster", "drift", "policies", "skipped", "fallback", "findings", "externalURL"} {
+		require.Contains(t, got.Objects[0], k)
+	}
+	back := &Report{}
+	require.NoError(t, json.Unmarshal(b.Bytes(), back))
+	require.Equal(t, []Object{o}, back.Objects)
+	require.Equal(t, &ExternalURL{URL: "http://a:8787", Source: "load-balancer"}, o.ExternalURL)
+	require.Error(t, Write(&b, &Report{}, "xml"))
+	require.False(t, errors.Is(nil, ErrUsage))
+}
+
+// The walk keeps the objects whose chain contains the target, explains the first MaxObjects
+// and counts the rest; objects of other owners and unrecognised ones are not counted.
+func TestWalkKeepsOwnedObjectsBounded(t *testing.T) {
+	const target = "uid-rc"
+	w := &walk{e: &Explainer{Mapper: meta.NewDefaultRESTMapper(nil)}, set: policies.NewSet(nil),
+		rep: &Report{Target: Target{Namespace: "ns", UID: target}}, warn: func(string) {}, seen: map[string]bool{},
+		owners: kube.NewOwners(func(context.Context, schema.GroupVersionResource, string, string) (*metav1.PartialObjectMetadata, error) {
+			return nil, errors.New("no reads expected")
+		})}
+	pod := func(i int, owner, role string) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"metadata":{"name":"p-%d","namespace":"ns","uid":"uid-%d","labels":{"ray.io/node-type":%q,"ray.io/cluster":"rc"},
+			"ownerReferences":[{"apiVersion":"ray.io/v1","kind":"RayCluster","name":"rc","uid":%q,"controller":true}]},"spec":{"containers":[{"name":"c","image":"i"}]}}`,
+			i, i, role, owner))
+	}
+	visit := w.visit(context.Background(), policies.KindPod)
+	n := MaxObjects + 10
+	for i := range n {
+		require.NoError(t, visit(pod(i, target, "worker")))
+		require.NoError(t, visit(pod(i, target, "worker"))) // a Pod two selectors select: once
+	}
+	require.NoError(t, visit(pod(n, "uid-other", "worker")))
+	require.NoError(t, visit(pod(n+1, target, "not-a-role")))
+	require.Equal(t, n, w.rep.Total)
+	require.Len(t, w.rep.Objects, MaxObjects)
+	require.Equal(t, n-MaxObjects, w.rep.Omitted)
+	require.Equal(t, &audit.Owner{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: "rc", UID: target}, w.rep.Objects[0].Cluster.Owner)
+}
