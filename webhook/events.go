@@ -523,10 +523,11 @@ func (a *aggregator) resolve(ctx context.Context, owners *kube.Owners, g *group,
 		}
 	}
 	top, err := owners.Top(ctx, g.key.namespace, g.key.manager, direct)
-	if err != nil {
+	if err != nil && !(apierrors.IsForbidden(err) && customOwner(top)) {
 		a.unresolved(g, err, now)
 		return
 	}
+	// A custom resource whose owner may not be read (no RBAC for a RayJob, say) is the top.
 	top = metav1.OwnerReference{APIVersion: top.APIVersion, Kind: top.Kind, Name: top.Name, UID: top.UID}
 	if !plausible(top) {
 		g.resolved = true
@@ -552,6 +553,12 @@ func (a *aggregator) unresolved(g *group, err error, now time.Time) {
 func plausible(o metav1.OwnerReference) bool {
 	return o.Name != "" && len(o.Name) <= validation.DNS1123SubdomainMaxLength && len(o.APIVersion) <= 2*validation.DNS1123SubdomainMaxLength &&
 		len(validation.IsDNS1035Label(strings.ToLower(o.Kind))) == 0 && len(o.UID) <= 128
+}
+
+// customOwner reports whether an owner is outside the built-in groups: a custom resource.
+func customOwner(o metav1.OwnerReference) bool {
+	gv, err := schema.ParseGroupVersion(o.APIVersion)
+	return err == nil && gv.Group != "" && gv.Group != "apps" && gv.Group != "batch"
 }
 
 func compareTop(a, b topKey) int {
