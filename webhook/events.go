@@ -675,7 +675,10 @@ func fieldOf(path string) string {
 	names := 0
 	for _, seg := range strings.Split(strings.TrimPrefix(path, "/"), "/") {
 		seg = strings.ReplaceAll(strings.ReplaceAll(seg, "~1", "/"), "~0", "~")
-		if _, err := strconv.Atoi(seg); err == nil || seg == "-" {
+		if seg == "-" {
+			continue // appended to the list
+		}
+		if _, err := strconv.Atoi(seg); err == nil {
 			b.WriteString("[" + seg + "]")
 			continue
 		}
