@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -441,4 +443,26 @@ func TestEventsAPIWritesFor1000Pods(t *testing.T) {
 		testutil.ToFloat64(e.metrics.dropped.WithLabelValues("queue_full")))
 	require.LessOrEqual(t, total, 3*2, "a handful per reason, not one per Pod")
 	require.Zero(t, testutil.ToFloat64(e.metrics.dropped.WithLabelValues("queue_full")))
+}
+
+// Without RBAC to read a RayCluster (for the RayJob above it), the RayCluster is the top: the
+// Event goes there; without RBAC to read a Dask worker's ReplicaSet there is no custom
+// resource to tell, and the objects are counted as unresolved.
+func TestEventsForbiddenOwner(t *testing.T) {
+	forbidden := kube.NewOwners(func(_ context.Context, gvr schema.GroupVersionResource, _, name string) (*metav1.PartialObjectMetadata, error) {
+		return nil, apierrors.NewForbidden(gvr.GroupResource(), name, errors.New("no RBAC"))
+	})
+	e, log, _ := testEvents(t, forbidden, EventOptions{})
+	rc := partial("ray.io/v1", "RayCluster", "ns", "rc")
+	e.Offer(podRequest(podJSON(t, "", "rc-worker-", []metav1.OwnerReference{refTo(rc)}), false),
+		policies.Result{Recognised: true, Identity: policies.Identity{Manager: policies.ManagerRay, Role: policies.RoleWorker}, Applied: []*policies.Policy{basePolicy}}, nil)
+	rs := partial("apps/v1", "ReplicaSet", "ns", "w-abc")
+	e.Offer(podRequest(podJSON(t, "", "w-abc-", []metav1.OwnerReference{refTo(rs)}), false),
+		policies.Result{Recognised: true, Identity: policies.Identity{Manager: policies.ManagerDask, Role: policies.RoleWorker}, Applied: []*policies.Policy{basePolicy}}, nil)
+	e.drain()
+	e.agg.flush(context.Background())
+	require.Len(t, log.events, 1)
+	require.Equal(t, "RayCluster", log.events[0].ref.Kind)
+	require.Equal(t, rc.UID, log.events[0].ref.UID)
+	require.Equal(t, 1.0, testutil.ToFloat64(e.metrics.dropped.WithLabelValues("unresolved")))
 }
