@@ -67,6 +67,8 @@ const (
 	maxFieldDepth = 4
 	// maxItemLength bounds one skipped policy's or finding's text.
 	maxItemLength = 300
+	// finalFlush bounds the last flush, when the process stops.
+	finalFlush = 2 * time.Second
 )
 
 // EventOptions configure the Events on owning custom resources.
@@ -237,6 +239,13 @@ func (e *Events) Start(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			// What the last window admitted is said before the process ends, briefly.
+			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlush)
+			defer cancel()
+			for len(e.queue) > 0 {
+				e.agg.add(<-e.queue)
+			}
+			e.agg.flush(final)
 			return nil
 		case r := <-e.queue:
 			e.agg.add(r)
@@ -498,8 +507,8 @@ func (a *aggregator) flush(ctx context.Context) {
 		}
 	}
 	for k, s := range a.said {
-		if _, ok := byTop[k]; !ok && now.Sub(s.at) > eventIdle {
-			delete(a.said, k)
+		if _, ok := byTop[k]; !ok && (now.Sub(s.at) > eventIdle || len(a.said) > a.o.Groups) {
+			delete(a.said, k) // bounded like the groups: what no group needs goes first
 		}
 	}
 }

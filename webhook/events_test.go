@@ -466,3 +466,23 @@ func TestEventsForbiddenOwner(t *testing.T) {
 	require.Equal(t, rc.UID, log.events[0].ref.UID)
 	require.Equal(t, 1.0, testutil.ToFloat64(e.metrics.dropped.WithLabelValues("unresolved")))
 }
+
+// When the process stops, what the last window admitted is said before the worker returns.
+func TestEventsFlushOnStop(t *testing.T) {
+	rc := partial("ray.io/v1", "RayCluster", "ns", "rc")
+	owners, _ := metaClient(t, rc)
+	log := &eventLog{}
+	e, err := NewEvents(EventOptions{Recorder: kube.NewRecorder(log), Owners: owners, Registry: prometheus.NewRegistry(), Window: time.Hour})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Start(ctx) }()
+	for range 3 {
+		e.Offer(podRequest(podJSON(t, "", "rc-worker-", []metav1.OwnerReference{refTo(rc)}), false), workerResult("rc"), nil)
+	}
+	cancel()
+	require.NoError(t, <-done)
+	got := log.byReason()
+	require.Len(t, got[EventPoliciesApplied], 1)
+	require.Contains(t, got[EventPoliciesApplied][0].msg, "to 3 Pods")
+}
