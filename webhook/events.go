@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"bytes"
 	"container/list"
 	"context"
 	"encoding/json"
@@ -257,52 +256,124 @@ func (e *Events) Start(ctx context.Context) error {
 
 // objectMeta is what Offer reads of an object's metadata.
 type objectMeta struct {
-	Name            string    `json:"name"`
-	OwnerReferences ownerRefs `json:"ownerReferences"`
+	Name            string
+	OwnerReferences []metav1.OwnerReference
 }
 
-// ownerRefs reads at most maxOwnerRefs owner references.
-type ownerRefs []metav1.OwnerReference
-
-// UnmarshalJSON implements json.Unmarshaler, reading the first maxOwnerRefs entries only.
-func (o *ownerRefs) UnmarshalJSON(b []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
-		return nil // null, or not a list: no owners
-	}
-	for dec.More() && len(*o) < maxOwnerRefs {
-		var r metav1.OwnerReference
-		if err := dec.Decode(&r); err != nil {
-			return err
-		}
-		*o = append(*o, r)
-	}
-	return nil
-}
-
-// readMeta reads the name and owner references of an object. The API server writes metadata
-// before spec, so the rest of a large object is not read.
+// readMeta reads the name and owner references of an object: it skips to the metadata member
+// (the API server writes it before spec, so the rest of a large object is not read) and decodes
+// only that. raw is valid JSON: the review decoded it already.
 func readMeta(raw []byte) (objectMeta, error) {
 	var m objectMeta
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return m, fmt.Errorf("object is not a JSON object: %w", err)
+	meta, ok := member(raw, "metadata")
+	if !ok {
+		return m, nil
 	}
-	for dec.More() {
-		key, err := dec.Token()
-		if err != nil {
+	if v, ok := member(meta, "name"); ok {
+		if err := json.Unmarshal(v, &m.Name); err != nil {
 			return m, err
 		}
-		if key == "metadata" {
-			err := dec.Decode(&m)
+	}
+	refs, ok := member(meta, "ownerReferences")
+	if !ok || len(refs) == 0 || refs[0] != '[' {
+		return m, nil // absent or null
+	}
+	// The first maxOwnerRefs entries, each decoded alone.
+	for i := skipSpace(refs, 1); i < len(refs) && refs[i] != ']' && len(m.OwnerReferences) < maxOwnerRefs; {
+		end := skipValue(refs, i)
+		var r metav1.OwnerReference
+		if err := json.Unmarshal(refs[i:end], &r); err != nil {
 			return m, err
 		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return m, err
+		m.OwnerReferences = append(m.OwnerReferences, r)
+		i = skipSpace(refs, end)
+		if i < len(refs) && refs[i] == ',' {
+			i = skipSpace(refs, i+1)
 		}
 	}
 	return m, nil
+}
+
+// member returns the value of a top-level member of a JSON object, scanning without decoding.
+func member(raw []byte, name string) ([]byte, bool) {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return nil, false
+	}
+	i++
+	for {
+		i = skipSpace(raw, i)
+		if i >= len(raw) || raw[i] != '"' {
+			return nil, false
+		}
+		keyEnd := skipValue(raw, i)
+		key := raw[i:keyEnd]
+		i = skipSpace(raw, keyEnd)
+		if i >= len(raw) || raw[i] != ':' {
+			return nil, false
+		}
+		i = skipSpace(raw, i+1)
+		end := skipValue(raw, i)
+		if end <= i {
+			return nil, false
+		}
+		if len(key) == len(name)+2 && string(key[1:len(key)-1]) == name {
+			return raw[i:end], true
+		}
+		i = skipSpace(raw, end)
+		if i >= len(raw) || raw[i] != ',' {
+			return nil, false
+		}
+		i++
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the end of the JSON value at b[i]: a string, an object or array (nested,
+// strings in it skipped), or a literal; len(b) when it does not end.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return len(b)
+	}
+	switch b[i] {
+	case '"':
+		for j := i + 1; j < len(b); j++ {
+			switch b[j] {
+			case '\\':
+				j++
+			case '"':
+				return j + 1
+			}
+		}
+		return len(b)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				j = skipValue(b, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(b)
+	default:
+		j := i
+		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\n' && b[j] != '\t' && b[j] != '\r' {
+			j++
+		}
+		return j
+	}
 }
 
 // groupKey is what one aggregation group's objects share: their direct owner (or the object

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -485,4 +487,86 @@ func TestEventsFlushOnStop(t *testing.T) {
 	got := log.byReason()
 	require.Len(t, got[EventPoliciesApplied], 1)
 	require.Contains(t, got[EventPoliciesApplied][0].msg, "to 3 Pods")
+}
+
+// Whatever an object or a patch holds, what the worker keeps of it is bounded: at most
+// maxOwnerRefs owner references, at most maxEventItems fields of at most 128 bytes.
+func FuzzEventInputs(f *testing.F) {
+	f.Add([]byte(`{"metadata":{"name":"a","ownerReferences":[{"apiVersion":"ray.io/v1","kind":"RayCluster","name":"rc","uid":"u","controller":true}]}}`),
+		[]byte(`[{"op":"add","path":"/metadata/labels","value":{"a":"b","c":"d"}},{"op":"add","path":"/spec/tolerations/-","value":{}}]`))
+	f.Add([]byte(`{"spec":{},"metadata":{"ownerReferences":null}}`), []byte(`[{"op":"replace","path":"/a~1b/~0c/0/d/e/f/g","value":1}]`))
+	f.Add([]byte(`{"metadata":{"ownerReferences":[{},{},{}]}}`), []byte(`[]`))
+	f.Fuzz(func(t *testing.T, obj, patch []byte) {
+		m, err := readMeta(obj)
+		if err == nil {
+			require.LessOrEqual(t, len(m.OwnerReferences), maxOwnerRefs)
+		}
+		fs := patchFields(patch)
+		require.LessOrEqual(t, len(fs), maxEventItems)
+		for _, f := range fs {
+			require.LessOrEqual(t, len(f), 128)
+		}
+	})
+}
+
+// The request path's share: what Offer costs for a KubeRay worker Pod.
+func BenchmarkEventsOffer(b *testing.B) {
+	raw, err := os.ReadFile("../policies/testdata/fixtures/kuberay/worker-pod.yaml")
+	require.NoError(b, err)
+	pod, err := yaml.YAMLToJSON(raw)
+	require.NoError(b, err)
+	e, err := NewEvents(EventOptions{Recorder: kube.NewRecorder(&eventLog{}), Owners: kube.NewOwners(nil), Registry: prometheus.NewRegistry(), Queue: 1})
+	require.NoError(b, err)
+	req, res := podRequest(pod, false), workerResult("raycluster-kuberay")
+	b.ReportAllocs()
+	for b.Loop() {
+		e.Offer(req, res, nil)
+		select {
+		case <-e.queue:
+		default:
+		}
+	}
+}
+
+// readMeta's scan agrees with encoding/json on what it reads, whatever precedes the metadata
+// (strings holding braces, quotes and escapes, nested lists, literals, white space), and on
+// generated objects of random shape.
+func TestReadMetaMatchesEncodingJSON(t *testing.T) {
+	cases := []string{
+		`{"metadata":{"name":"a"}}`,
+		` { "kind" : "Pod" , "spec" : {"x":"}{][\"\\","y":[1,2,{"z":null}],"t":true} , "metadata" : {"name":"b","ownerReferences":[{"kind":"K","name":"n","uid":"u","apiVersion":"v1"}]} } `,
+		"{\"a\":-1.5e3,\n\t\"b\":false,\r\n\"metadata\":{\"name\":\"c\\\"d\"}}",
+		`{"spec":{"metadata":{"name":"nested"}},"metadata":{"name":"top"}}`,
+		`{"kind":"Pod"}`,
+		`{}`,
+		`{"metadatax":{"name":"no"},"metadata":{"generateName":"g-"}}`,
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 500 {
+		members := []string{`"metadata":{"name":"gen-` + strconv.Itoa(i) + `","ownerReferences":[{"kind":"RayCluster","name":"r` + strconv.Itoa(i) + `"}]}`}
+		for range rng.IntN(6) {
+			v := []string{`"s\"}{"`, `[1,[2,{"a":"]"}]]`, `{"k":{"k":"\\"}}`, `null`, `12.5`, `"\u00e9"`}[rng.IntN(6)]
+			members = append(members, `"m`+strconv.Itoa(rng.IntN(100))+`":`+v)
+		}
+		rng.Shuffle(len(members), func(a, b int) { members[a], members[b] = members[b], members[a] })
+		sep := []string{",", " , ", ",\n  "}[rng.IntN(3)]
+		cases = append(cases, "{"+strings.Join(members, sep)+"}")
+	}
+	for _, c := range cases {
+		require.True(t, json.Valid([]byte(c)), c)
+		var want struct {
+			Metadata struct {
+				Name            string                  `json:"name"`
+				OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
+			} `json:"metadata"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(c), &want))
+		got, err := readMeta([]byte(c))
+		require.NoError(t, err, c)
+		require.Equal(t, want.Metadata.Name, got.Name, c)
+		require.Equal(t, len(want.Metadata.OwnerReferences), len(got.OwnerReferences), c)
+		for i := range got.OwnerReferences {
+			require.Equal(t, want.Metadata.OwnerReferences[i], got.OwnerReferences[i], c)
+		}
+	}
 }
