@@ -19,6 +19,11 @@ const (
 	EventDrift = "PolicyDrift"
 	// EventDriftResolved says that none does any more.
 	EventDriftResolved = "PolicyDriftResolved"
+	// EventAdmittedUnpatched says which of a custom resource's objects run without their
+	// policies because podpatch failed open when they were admitted (NeverPatched, reference
+	// §9): down, unreachable or over its budget. Said next to PolicyDrift, which lists every
+	// drifting object; no Event says when they are gone (PolicyDriftResolved does).
+	EventAdmittedUnpatched = "AdmittedUnpatched"
 	// maxEventsPerRound bounds the Events one round writes; the rest follow in later rounds.
 	maxEventsPerRound = 100
 	// maxEventObject bounds what an Event message says of one object.
@@ -30,11 +35,13 @@ var builtinGroups = map[string]bool{"": true, "apps": true, "batch": true}
 
 // ownerEvents tells the custom resources (DaskCluster, RayCluster, SparkApplication,
 // FlinkDeployment, …) that own drifting objects, where their users look: an Event when the
-// set of their drifting objects changes, and one when it empties. It remembers what it said
-// to each, so that a steady state writes nothing.
+// set of their drifting objects changes, and one when it empties; and an AdmittedUnpatched
+// Event when the set of those never patched (podpatch failed open) changes. It remembers what
+// it said to each, so that a steady state writes nothing.
 type ownerEvents struct {
-	recorder *kube.Recorder
-	said     map[ownerKey]string // what the last Event said, by owner
+	recorder  *kube.Recorder
+	said      map[ownerKey]string // what the last PolicyDrift Event said, by owner
+	unpatched map[ownerKey]string // what the last AdmittedUnpatched Event said, by owner
 }
 
 type ownerKey struct {
@@ -43,12 +50,13 @@ type ownerKey struct {
 }
 
 func newOwnerEvents(r *kube.Recorder) *ownerEvents {
-	return &ownerEvents{recorder: r, said: map[ownerKey]string{}}
+	return &ownerEvents{recorder: r, said: map[ownerKey]string{}, unpatched: map[ownerKey]string{}}
 }
 
 // update writes the Events of one round's findings.
 func (e *ownerEvents) update(findings []Finding) {
 	drifting := map[ownerKey][]string{}
+	unpatched := map[ownerKey][]string{}
 	for _, f := range findings {
 		o := f.Cluster.Owner
 		if !f.Drift || o == nil || !customResource(o.APIVersion) || !plausibleOwner(o) {
@@ -56,8 +64,29 @@ func (e *ownerEvents) update(findings []Finding) {
 		}
 		k := ownerKey{namespace: f.Namespace, owner: *o}
 		drifting[k] = append(drifting[k], kube.Clip(fmt.Sprintf("%s %s (%s: %s)", f.Kind, f.Name, f.Reason.Text(), strings.Join(f.Fields, ", ")), maxEventObject))
+		if f.Reason == NeverPatched {
+			unpatched[k] = append(unpatched[k], kube.Clip(fmt.Sprintf("%s %s (%s)", f.Kind, f.Name, strings.Join(f.Fields, ", ")), maxEventObject))
+		}
 	}
 	written := 0
+	for _, k := range slices.SortedFunc(maps.Keys(unpatched), compareOwners) {
+		objs := unpatched[k]
+		slices.Sort(objs)
+		msg := kube.Clip(fmt.Sprintf("%d object(s) were admitted without their podpatch policies because podpatch failed open "+
+			"(down, unreachable or over its request budget when they were created; recreate them to get the policies): %s",
+			len(objs), joinUpTo(objs, "; ", kube.MaxEventMessage)), kube.MaxEventMessage)
+		if e.unpatched[k] == msg || written >= maxEventsPerRound {
+			continue
+		}
+		e.recorder.Event(k.reference(), corev1.EventTypeWarning, EventAdmittedUnpatched, msg)
+		e.unpatched[k] = msg
+		written++
+	}
+	for k := range e.unpatched {
+		if _, still := unpatched[k]; !still {
+			delete(e.unpatched, k)
+		}
+	}
 	for _, k := range slices.SortedFunc(maps.Keys(drifting), compareOwners) {
 		objs := drifting[k]
 		slices.Sort(objs)

@@ -1,6 +1,8 @@
 package audit
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,13 +65,15 @@ func TestBuildReportIsBounded(t *testing.T) {
 }
 
 // TestOwnerEvents: an Event when an owner's drifting objects change, none while they do not,
-// one when they are gone; built-in owners get none.
+// one when they are gone; built-in owners get none. Objects never patched (podpatch failed
+// open) are also said as AdmittedUnpatched, once while they last.
 func TestOwnerEvents(t *testing.T) {
 	rec := record.NewFakeRecorder(10)
 	e := newOwnerEvents(kube.NewRecorder(rec))
 	fs := reportFindings()
 	e.update(fs)
-	require.Len(t, rec.Events, 1)
+	require.Len(t, rec.Events, 2)
+	require.Contains(t, <-rec.Events, "Warning AdmittedUnpatched 1 object(s) were admitted without their podpatch policies because podpatch failed open")
 	require.Contains(t, <-rec.Events, "Warning PolicyDrift 1 object(s) drift from their podpatch policies: Pod drifts (never patched: metadata.labels.cc)")
 	e.update(fs)
 	require.Empty(t, rec.Events, "nothing new, nothing said")
@@ -77,4 +81,27 @@ func TestOwnerEvents(t *testing.T) {
 	e.update(fs)
 	require.Len(t, rec.Events, 1)
 	require.Contains(t, <-rec.Events, "Normal PolicyDriftResolved")
+	require.Empty(t, e.unpatched, "forgotten with the objects")
+
+	// An object that drifts for another reason is no fail-open.
+	fs[1].Cluster.Owner = &Owner{APIVersion: "kubernetes.dask.org/v1", Kind: "DaskCluster", Name: "dc"}
+	fs[1].Reason = ChangedSinceAdmission
+	e.update(fs)
+	require.Len(t, rec.Events, 1)
+	require.Contains(t, <-rec.Events, "Warning PolicyDrift")
+
+	// 10,000 objects never patched, with names as long as any: one Event, bounded.
+	var many []Finding
+	for i := range 10000 {
+		f := reportFindings()[1]
+		f.Name = fmt.Sprintf("%d-%s", i, strings.Repeat("n", 300))
+		many = append(many, f)
+	}
+	e = newOwnerEvents(kube.NewRecorder(rec))
+	e.update(many)
+	require.Len(t, rec.Events, 2)
+	msg := <-rec.Events
+	require.Contains(t, msg, "Warning AdmittedUnpatched 10000 object(s)")
+	require.LessOrEqual(t, len(msg), kube.MaxEventMessage+len("Warning AdmittedUnpatched "))
+	<-rec.Events
 }

@@ -26,6 +26,9 @@ type Mutator struct {
 	PlatformNamespace string
 	// Cluster answers what patched Pods reference, from caches (reference §8); nil when unknown.
 	Cluster policies.Cluster
+	// Events aggregates what admission did into Events on the owning custom resources
+	// (reference §9), off the request path; nil: none.
+	Events *Events
 }
 
 var (
@@ -34,7 +37,7 @@ var (
 )
 
 // Handle implements admission.Handler. Dry-run requests are handled the same way: the
-// handler has no side effects. The policies stop when ctx is done (the request budget).
+// handler has no side effects (they offer nothing to Events). The policies stop when ctx is done (the request budget).
 func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	kind := policies.Kind(req.Kind.Kind)
 	if req.Kind.Group != "" || (kind != policies.KindPod && kind != policies.KindService) ||
@@ -108,6 +111,7 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		warnings = append(warnings, fmt.Sprintf("podpatch: policy ConfigMap(s) %s/%s are left out: the namespace holds more than %d policies",
 			req.Namespace, strings.Join(names, ", "+req.Namespace+"/"), policies.MaxNamespacePolicies))
 	}
+	m.Events.Offer(req, res, snap.Set) // never blocks; nothing on a dry run
 	if !res.Changed {
 		result := "unchanged"
 		if !res.Recognised {

@@ -73,6 +73,9 @@ type HandlerOptions struct {
 	Log            logr.Logger
 	// Cluster answers what patched Pods reference (reference §8); nil when unknown (--policy-dir).
 	Cluster policies.Cluster
+	// Events receives what /mutate did, for the Events on owning custom resources (reference
+	// §9); nil: none.
+	Events *Events
 }
 
 // NewHandler returns the admission endpoints, POST /mutate and POST /validate.
@@ -85,7 +88,8 @@ func NewHandler(o HandlerOptions) http.Handler {
 		return o.Metrics.instrument(name, &Review{Name: name, Log: o.Log.WithName(name), Budget: o.RequestBudget, Slots: slots,
 			Metrics: o.Metrics, Handler: h})
 	}
-	routes.Register("/mutate", review("mutate", &Mutator{Source: o.Store, Metrics: o.Metrics, PlatformNamespace: o.Policies.PlatformNamespace, Cluster: o.Cluster}))
+	routes.Register("/mutate", review("mutate", &Mutator{Source: o.Store, Metrics: o.Metrics, PlatformNamespace: o.Policies.PlatformNamespace, Cluster: o.Cluster,
+		Events: o.Events}))
 	routes.Register("/validate", review("validate", &Validator{Options: o.Policies, Metrics: o.Metrics}))
 	return routes.WebhookMux()
 }

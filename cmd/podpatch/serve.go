@@ -69,6 +69,10 @@ type serveOptions struct {
 	// AuditInterval is the time between two rounds of the leader-elected drift audit; 0 turns
 	// it off (see audit.Periodic).
 	AuditInterval time.Duration
+	// OwnerEvents turns on the aggregated Events on the owning custom resources (reference
+	// §9); OwnerEventsWindow is how long they are aggregated before a write.
+	OwnerEvents       bool
+	OwnerEventsWindow time.Duration
 
 	SelfSigned                     bool
 	Namespace                      string
@@ -100,6 +104,8 @@ func newServeOptions() *serveOptions {
 		RequestBudget:                  webhook.DefaultRequestBudget,
 		MaxInFlight:                    webhook.DefaultMaxInFlight,
 		MemoryLimit:                    os.Getenv("MEMORY_LIMIT"),
+		OwnerEvents:                    true,
+		OwnerEventsWindow:              webhook.DefaultEventWindow,
 		Namespace:                      ns,
 		ServiceName:                    "podpatch",
 		SecretName:                     "podpatch-tls",
@@ -132,6 +138,8 @@ func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.MaxInFlight, "max-in-flight", o.MaxInFlight, "requests handled at once, their bodies read; others wait, within their budget, for a slot")
 	fs.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit, "the container's memory limit (default $MEMORY_LIMIT); the Go runtime's soft memory limit is set to 85% of it unless GOMEMLIMIT is set")
 	fs.DurationVar(&o.AuditInterval, "audit-interval", o.AuditInterval, "every this often, the elected replica audits recognised Pods and Services for drift from their policies and writes OpenReports Reports, a metric and Events (0: off; needs RBAC to list Pods and Services, see manifests/components/openreports)")
+	fs.BoolVar(&o.OwnerEvents, "owner-events", o.OwnerEvents, "record aggregated PoliciesApplied, PolicySkipped and PolicyCheck Events on the custom resource owning admitted Pods and Services (needs a cluster, and RBAC to read the owners' metadata)")
+	fs.DurationVar(&o.OwnerEventsWindow, "owner-events-window", o.OwnerEventsWindow, "how long --owner-events aggregates before it writes; an Event's later updates come at a doubling interval, 10m at most")
 	fs.BoolVar(&o.SelfSigned, "self-signed", o.SelfSigned, "generate and rotate a CA and serving certificate, kept in a Secret, and inject the CA into the webhook configurations")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace of podpatch's Service and Secret (default $POD_NAMESPACE)")
 	fs.StringVar(&o.ServiceName, "service-name", o.ServiceName, "podpatch's Service, named in the serving certificate")
@@ -173,6 +181,9 @@ func (o *serveOptions) Validate() error {
 	}
 	if o.AuditInterval < 0 {
 		errs = append(errs, errors.New("--audit-interval must not be negative"))
+	}
+	if o.OwnerEventsWindow <= 0 {
+		errs = append(errs, errors.New("--owner-events-window must be positive"))
 	}
 	if o.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout must be positive"))
@@ -283,12 +294,20 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 		}
 		feed, store, cluster = cf, cstore, cf.References()
 	}
+	var events *webhook.Events // what admission did, as Events on the owners; every replica writes its own
+	if kit != nil && o.OwnerEvents {
+		if events, err = webhook.NewEvents(webhook.EventOptions{Recorder: kit.Recorder("podpatch"), Owners: kit.Owners,
+			Window: o.OwnerEventsWindow, Registry: crmetrics.Registry, Log: log.WithName("events")}); err != nil {
+			return err
+		}
+	}
 	grace := o.ShutdownTimeout - o.ShutdownDelay // for the requests in flight once the delay is over
 	srv := &webhook.Server{
 		Addr: net.JoinHostPort(o.Host, strconv.Itoa(o.Port)), CertDir: o.CertDir, Grace: grace, Log: log.WithName("server"),
 		TLSOpts: certs.ServingOptions{CertDir: o.CertDir, EnableHTTP2: o.EnableHTTP2, ClientCAFile: o.ClientCAFile}.TLSOpts(),
 		Handler: webhook.NewHandler(webhook.HandlerOptions{Store: store, Policies: popts, Metrics: m,
-			RequestBudget: o.RequestBudget, MaxInFlight: o.MaxInFlight, LargeBodyBytes: webhook.LargeBytesFor(memLimit), Log: log, Cluster: cluster}),
+			RequestBudget: o.RequestBudget, MaxInFlight: o.MaxInFlight, LargeBodyBytes: webhook.LargeBytesFor(memLimit), Log: log, Cluster: cluster,
+			Events: events}),
 	}
 	probes := webhook.Probes(store, srv, m, ctx.Done())
 
@@ -340,6 +359,9 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(crmetrics.Registry, promhttp.HandlerOpts{}))
 		start("metrics", webhook.ServeHTTP(o.MetricsBindAddress, mux, grace))
+	}
+	if events != nil {
+		start("owner events", events.Start)
 	}
 	start("certificate expiry", m.WatchCertificateExpiry(o.CertDir))
 	start("webhook", srv.Start)

@@ -249,7 +249,7 @@ func TestAuditReports(t *testing.T) {
 			}
 		}
 	}
-	require.Len(t, rbac, 10) // the base (podpatch, the external URL resolver, leader election) and the component: roles and bindings
+	require.Len(t, rbac, 12) // the base (podpatch, the external URL resolver, leader election, owner Events) and the component: roles and bindings
 	require.Len(t, crds, 2)
 	applyManifests(t, rbac)
 	applyManifests(t, kustomizeBuild(t, "manifests/examples"))
@@ -281,6 +281,17 @@ func TestAuditReports(t *testing.T) {
 		}
 		return false
 	}, 30*time.Second, 200*time.Millisecond, "a PolicyDrift Event on the DaskCluster that owns the scheduler Service")
+	require.Eventually(t, func() bool {
+		events := &corev1.EventList{}
+		require.NoError(t, k8s.List(ctx, events, client.InNamespace("audit-reports")))
+		for _, e := range events.Items {
+			if e.InvolvedObject.Kind == "DaskCluster" && e.InvolvedObject.Name == "simple" && e.Reason == audit.EventAdmittedUnpatched &&
+				e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "Service simple-scheduler") {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 200*time.Millisecond, "an AdmittedUnpatched Event on the DaskCluster: its scheduler Service was never patched")
 
 	// A second replica stands by: only the holder of the Lease audits.
 	standbyCerts, _ := servingCerts(t)

@@ -10,6 +10,7 @@ import (
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -123,7 +124,7 @@ func TestLeastPrivilege(t *testing.T) {
 			rbac = append(rbac, o)
 		}
 	}
-	require.Len(t, rbac, 12) // Roles, ClusterRoles and their bindings: base, external URLs, self-signed
+	require.Len(t, rbac, 14) // Roles, ClusterRoles and their bindings: base, external URLs, owner Events, self-signed
 	applyManifests(t, rbac)
 	applyManifests(t, kustomizeBuild(t, "manifests/examples"))
 	sa, err := controlPlane.UserKubeconfig(podpatchServiceAccount, "system:serviceaccounts", "system:serviceaccounts:podpatch-system")
@@ -148,6 +149,11 @@ func TestLeastPrivilege(t *testing.T) {
 	require.NoError(t, asSA.List(ctx, &corev1.ServiceAccountList{}, client.InNamespace("team-a")))
 	err = asSA.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "default"}, &corev1.ServiceAccount{})
 	require.True(t, apierrors.IsForbidden(err), "no get on ServiceAccounts: %v", err)
+	// The owners of admitted objects, for the Events on the custom resource (reference §9): get.
+	err = asSA.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "no-such-replicaset"}, &appsv1.ReplicaSet{})
+	require.True(t, apierrors.IsNotFound(err), "get on ReplicaSets: %v", err)
+	err = asSA.List(ctx, &appsv1.ReplicaSetList{}, client.InNamespace("team-a"))
+	require.True(t, apierrors.IsForbidden(err), "no list on ReplicaSets: %v", err)
 
 	port := freePort(t)
 	mwc, vwc := webhookConfigurations(t, built, fmt.Sprintf("https://localhost:%d", port), nil)

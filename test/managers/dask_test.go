@@ -75,6 +75,11 @@ func TestDaskOperator(t *testing.T) {
 	served := env.waitGenerated(t, ns, want, 2*time.Minute)
 
 	r := env.checkPatched(t, served, control, ns, ctl)
+	t.Run("Events on the DaskClusters", func(t *testing.T) {
+		for _, c := range []string{"simple", "gpu-cluster"} {
+			env.checkAppliedEvents(t, ns, "DaskCluster", c, c, served)
+		}
+	})
 	t.Run("the operator does not fight the mutation", func(t *testing.T) {
 		// The example policies make scheduler Services internal load balancers; the operator
 		// reports a cluster Pending until the load balancer has an address. A cloud's

@@ -38,6 +38,11 @@ func TestFlink(t *testing.T) {
 	control := env.waitGenerated(t, ctl, want, 2*time.Minute)
 	served := env.waitGenerated(t, ns, want, 2*time.Minute)
 	env.checkPatched(t, served, control, ns, ctl)
+	t.Run("Events on the JobManager Deployment", func(t *testing.T) {
+		// A native session cluster has no FlinkDeployment: its JobManager Deployment, which
+		// owns the Pod's ReplicaSet and the Services, is the top owner.
+		env.checkAppliedEvents(t, ns, "Deployment", "basic-example", "basic-example", served)
+	})
 	t.Run("flink does not fight the mutation", func(t *testing.T) {
 		env.checkSteady(t, ns, ctl)
 	})

@@ -88,6 +88,9 @@ func TestKubeRay(t *testing.T) {
 			require.Empty(t, limit(containers[1]), "the sidecar gets no GPU")
 		}
 	})
+	t.Run("Events on the RayCluster", func(t *testing.T) {
+		env.checkAppliedEvents(t, ns, "RayCluster", name, name, served)
+	})
 	t.Run("the operator does not fight the mutation", func(t *testing.T) {
 		env.checkSteady(t, ns, ctl, rayClusterGVK)
 		env.checkStatus(t, r, rayClusterGVK, name, ns, ctl)

@@ -73,6 +73,11 @@ func TestSpark(t *testing.T) {
 		r.add(fmt.Sprintf("spark.driver.port=%d", driverPorts[ctl]), fmt.Sprintf("spark.driver.port=%d", driverPorts[ns]))
 	})
 	_ = r
+	t.Run("Events on the driver Pod", func(t *testing.T) {
+		// spark-submit makes no SparkApplication: the driver Pod owns the executors and the
+		// Service, and is its own top.
+		env.checkAppliedEvents(t, ns, "Pod", env.sparkDriverPod(t, ns), "spark-pi", served)
+	})
 	t.Run("spark does not fight the mutation", func(t *testing.T) {
 		env.checkSteady(t, ns, ctl)
 	})

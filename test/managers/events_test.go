@@ -1,0 +1,326 @@
+package managers
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/test/cluster"
+	"github.com/podpatch/podpatch/webhook"
+)
+
+// describeEvents lists the Events podpatch wrote on one object: what `kubectl describe` on it
+// shows of podpatch (its Events whose involvedObject is the object).
+func (h *harness) describeEvents(ctx context.Context, ns, kind, name string) ([]corev1.Event, error) {
+	l, err := h.clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.Set{"involvedObject.kind": kind, "involvedObject.name": name}.String()})
+	if err != nil {
+		return nil, err
+	}
+	var out []corev1.Event
+	for _, e := range l.Items {
+		if e.Source.Component == "podpatch" {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// objectsRe reads the count, kind and role an aggregated Event's message states.
+var objectsRe = regexp.MustCompile(`(?:to|of|in) (\d+) (Pod|Service)s? \(role (\w+)`)
+
+// latest is, per kind and role, the message of the latest Event of a reason: the one stating
+// the most objects (the count only grows).
+func latest(events []corev1.Event, reason string) map[string]string {
+	out := map[string]string{}
+	most := map[string]int{}
+	for _, e := range events {
+		if e.Reason != reason {
+			continue
+		}
+		m := objectsRe.FindStringSubmatch(e.Message)
+		if m == nil {
+			continue
+		}
+		n, _ := strconv.Atoi(m[1])
+		k := m[2] + "/" + m[3]
+		if n >= most[k] {
+			most[k], out[k] = n, e.Message
+		}
+	}
+	return out
+}
+
+func objectsText(n int, kind policies.Kind) string {
+	if n == 1 {
+		return "1 " + string(kind)
+	}
+	return fmt.Sprintf("%d %ss", n, kind)
+}
+
+// checkAppliedEvents checks, on the custom resource (or top owner) kind/name, what `kubectl
+// describe` shows of the objects of one compute cluster: for each kind and role among them, a
+// PoliciesApplied Event stating how many objects podpatch patched and, for every policy their
+// podpatch.io/applied annotations name, on how many of them it applied (reference §9).
+func (h *harness) checkAppliedEvents(t *testing.T, ns, kind, name, cluster string, served []generated) {
+	t.Helper()
+	type want struct {
+		n        int
+		policies map[string]int
+	}
+	wants := map[string]*want{}
+	for _, g := range served {
+		applied := g.obj.GetAnnotations()[policies.AppliedAnnotation]
+		if g.Cluster != cluster || applied == "" {
+			continue
+		}
+		k := string(g.Kind) + "/" + string(g.Role)
+		w := wants[k]
+		if w == nil {
+			w = &want{policies: map[string]int{}}
+			wants[k] = w
+		}
+		w.n++
+		for _, ref := range strings.Split(applied, ",") {
+			w.policies[strings.TrimSpace(ref)]++
+		}
+	}
+	require.NotEmpty(t, wants, "objects of %s patched", cluster)
+	var msgs map[string]string
+	eventually(t, 30*time.Second, func() error {
+		evs, err := h.describeEvents(context.Background(), ns, kind, name)
+		if err != nil {
+			return err
+		}
+		msgs = latest(evs, webhook.EventPoliciesApplied)
+		for k, w := range wants {
+			kd, role, _ := strings.Cut(k, "/")
+			msg, ok := msgs[k]
+			if !ok {
+				return fmt.Errorf("no PoliciesApplied Event for %s on %s/%s (has %v)", k, kind, name, msgs)
+			}
+			if !strings.Contains(msg, "to "+objectsText(w.n, policies.Kind(kd))+" (role "+role) {
+				return fmt.Errorf("%s: want %d objects: %s", k, w.n, msg)
+			}
+		}
+		return nil
+	}, "PoliciesApplied Events on %s/%s", kind, name)
+	for k, w := range wants {
+		kd, _, _ := strings.Cut(k, "/")
+		msg := msgs[k]
+		t.Logf("%s/%s: %s", kind, name, msg)
+		for _, ref := range slices.Sorted(maps.Keys(w.policies)) {
+			require.Contains(t, msg, ref+" ("+objectsText(w.policies[ref], policies.Kind(kd))+")", "%s on %s/%s", k, kind, name)
+		}
+	}
+}
+
+// eventsPolicies are a team's namespace policies in the Events test's namespace: one that
+// applies to Ray workers, and one that podpatch leaves out of them because it raises the
+// memory request above the limit KubeRay set (reference §8, rule request-above-limit).
+const eventsPolicies = `apiVersion: podpatch.io/v1alpha1
+kind: PodTemplatePatch
+metadata: {name: team-label}
+spec:
+  match: {roles: [worker]}
+  template:
+    metadata:
+      labels: {team: events}
+---
+apiVersion: podpatch.io/v1alpha1
+kind: PodTemplatePatch
+metadata: {name: big-memory}
+spec:
+  match: {roles: [worker]}
+  template:
+    spec:
+      containers:
+        - name: "@main"
+          resources:
+            requests: {memory: 64Gi}
+`
+
+// installTeamPolicies creates the Events test's namespace policies and waits for podpatch to
+// serve them; it returns their ConfigMap's resourceVersion.
+func (h *harness) installTeamPolicies(t *testing.T, ns string) string {
+	t.Helper()
+	before, err := h.podpatch.MetricSum("podpatch_policies")
+	require.NoError(t, err)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-events", Labels: map[string]string{policies.PolicyLabel: "true"}},
+		Data: map[string]string{"policies.yaml": eventsPolicies}}
+	require.NoError(t, h.k8s.Create(context.Background(), cm))
+	eventually(t, 30*time.Second, func() error {
+		n, err := h.podpatch.MetricSum("podpatch_policies")
+		if err != nil || n != before+2 {
+			return fmt.Errorf("%v policies, %v", n, err)
+		}
+		return nil
+	}, "podpatch serves the team's policies")
+	return cm.ResourceVersion
+}
+
+// TestOwnerEventsRay: the real KubeRay operator makes a RayCluster's Pods; `kubectl describe
+// raycluster` then shows, from podpatch, which policies applied to how many of its Pods, and
+// which policy was left out of its workers and why — each figure checked against the Pods the
+// API server stored.
+func TestOwnerEventsRay(t *testing.T) {
+	bin := filepath.Join(env.binDir, "ray-operator")
+	_, err := os.Stat(bin)
+	require.NoError(t, err, "bin/ray-operator: run hack/build-managers.sh")
+	env.createCRDs(t, filepath.Join(goModuleDir(t, "test/tools/ray-operator", "github.com/ray-project/kuberay/ray-operator"), "config", "crd", "bases"))
+	ns := "mgr-events-ray"
+	require.NoError(t, env.k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	rv := env.installTeamPolicies(t, ns)
+
+	metrics, err := cluster.FreePort()
+	require.NoError(t, err)
+	probes, err := cluster.FreePort()
+	require.NoError(t, err)
+	op := exec.Command(bin, "--enable-leader-election=false",
+		fmt.Sprintf("--metrics-addr=127.0.0.1:%d", metrics), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probes),
+		"--watch-namespace="+ns, "--log-stdout-encoder=console")
+	op.Env = append(os.Environ(), "KUBECONFIG="+env.cp.Kubeconfig)
+	start(t, "ray-operator", op)
+
+	rc := env.readTestdata(t, "kuberay/raycluster.yaml")
+	rc.SetNamespace(ns)
+	groups, _, _ := unstructured.NestedSlice(rc.Object, "spec", "workerGroupSpecs")
+	groups[0].(map[string]any)["replicas"] = int64(4)
+	require.NoError(t, unstructured.SetNestedSlice(rc.Object, groups, "spec", "workerGroupSpecs"))
+	require.NoError(t, env.k8s.Create(context.Background(), rc))
+	const name = "raycluster-kuberay"
+	want := map[shape]int{
+		pod(policies.ManagerRay, policies.RoleScheduler, name, "headgroup"): 1,
+		pod(policies.ManagerRay, policies.RoleWorker, name, "workergroup"):  4,
+		pod(policies.ManagerRay, policies.RoleWorker, name, "gpu-group"):    1,
+		service(policies.ManagerRay, policies.RoleScheduler, name, ""):      1,
+	}
+	served := env.waitGenerated(t, ns, want, 2*time.Minute)
+	env.checkAppliedEvents(t, ns, "RayCluster", name, name, served)
+
+	// Every worker lacks the 64Gi request: the policy was left out of each, and the Event
+	// says so, counting them.
+	workers := 0
+	for _, g := range served {
+		if g.Kind != policies.KindPod || g.Role != policies.RoleWorker {
+			continue
+		}
+		workers++
+		containers, _, _ := unstructured.NestedSlice(g.obj.Object, "spec", "containers")
+		mem, _, _ := unstructured.NestedString(containers[0].(map[string]any), "resources", "requests", "memory")
+		require.NotEqual(t, "64Gi", mem, "left out")
+		require.Equal(t, "events", g.obj.GetLabels()["team"], "the rest applied")
+	}
+	ref := ns + "/team-events/big-memory@" + rv
+	eventually(t, 30*time.Second, func() error {
+		evs, err := env.describeEvents(context.Background(), ns, "RayCluster", name)
+		if err != nil {
+			return err
+		}
+		msg := latest(evs, webhook.EventPolicySkipped)["Pod/worker"]
+		wantText := ref + ": spec.containers[ray-worker].resources.requests[memory] (request-above-limit) (" + objectsText(workers, policies.KindPod) + ")"
+		if !strings.Contains(msg, "out of "+objectsText(workers, policies.KindPod)+" (role worker") || !strings.Contains(msg, wantText) {
+			return fmt.Errorf("PolicySkipped on the RayCluster: want %q in %q", wantText, msg)
+		}
+		t.Logf("RayCluster %s: PolicySkipped: %s", name, msg)
+		for _, e := range evs {
+			require.Equal(t, string(rcUID(t, ns, name)), string(e.InvolvedObject.UID), "on this RayCluster")
+		}
+		return nil
+	}, "PolicySkipped Event on the RayCluster")
+}
+
+// rcUID is the UID of a RayCluster.
+func rcUID(t *testing.T, ns, name string) types.UID {
+	t.Helper()
+	o := &unstructured.Unstructured{}
+	o.SetGroupVersionKind(rayClusterGVK)
+	require.NoError(t, env.k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, o))
+	return o.GetUID()
+}
+
+// TestOwnerEvents1000Pods measures reference §9's promise: 1,000 worker Pods of one RayCluster,
+// created through podpatch as fast as the API server takes them, give a handful of Event
+// writes on the RayCluster, not 1,000. The Pods are KubeRay's worker fixture, owned by a
+// RayCluster no operator watches (nothing runs them).
+func TestOwnerEvents1000Pods(t *testing.T) {
+	const n = 1000
+	env.createCRDs(t, filepath.Join(goModuleDir(t, "test/tools/ray-operator", "github.com/ray-project/kuberay/ray-operator"), "config", "crd", "bases"))
+	ns := "mgr-events-1000"
+	require.NoError(t, env.k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	rc := env.readTestdata(t, "kuberay/raycluster.yaml")
+	rc.SetNamespace(ns)
+	rc.SetName("rc-1000")
+	require.NoError(t, env.k8s.Create(context.Background(), rc))
+
+	b, err := os.ReadFile(filepath.Join(env.root, "policies", "testdata", "fixtures", "kuberay", "worker-pod.yaml"))
+	require.NoError(t, err)
+	var worker corev1.Pod
+	require.NoError(t, yaml.Unmarshal(b, &worker))
+	worker.Namespace = ns
+	worker.GenerateName = "rc-1000-workergroup-worker-"
+	worker.Labels["ray.io/cluster"] = "rc-1000"
+	worker.OwnerReferences = []metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: "rc-1000", UID: rc.GetUID(), Controller: new(true)}}
+
+	cfg := rest.CopyConfig(env.cp.Config)
+	cfg.QPS, cfg.Burst = 500, 500
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	began := time.Now()
+	var g errgroup.Group
+	g.SetLimit(8)
+	for range n {
+		g.Go(func() error {
+			_, err := cs.CoreV1().Pods(ns).Create(context.Background(), worker.DeepCopy(), metav1.CreateOptions{})
+			return err
+		})
+	}
+	require.NoError(t, g.Wait())
+	created := time.Since(began)
+	pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, pods.Items, n)
+	for _, p := range pods.Items {
+		require.NotEmpty(t, p.Annotations[policies.AppliedAnnotation], "patched by podpatch")
+	}
+	var served []generated
+	for i := range pods.Items {
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&pods.Items[i])
+		require.NoError(t, err)
+		served = append(served, generated{shape: pod(policies.ManagerRay, policies.RoleWorker, "rc-1000", "workergroup"),
+			obj: &unstructured.Unstructured{Object: u}})
+	}
+	env.checkAppliedEvents(t, ns, "RayCluster", "rc-1000", "rc-1000", served)
+	time.Sleep(2 * webhook.DefaultEventWindow) // anything still to write is written by now
+	evs, err := env.describeEvents(context.Background(), ns, "RayCluster", "rc-1000")
+	require.NoError(t, err)
+	writes := 0
+	for _, e := range evs {
+		writes += int(max(e.Count, 1)) // a create, then a patch per repeat
+	}
+	t.Logf("%d worker Pods of one RayCluster created in %v: %d Events on it, %d Event writes", n, created.Round(time.Millisecond), len(evs), writes)
+	require.LessOrEqual(t, writes, 10, "a handful of Event writes, not one per Pod")
+}

@@ -1,0 +1,775 @@
+package webhook
+
+import (
+	"container/list"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/podpatch/podpatch/internal/kube"
+	"github.com/podpatch/podpatch/internal/promreg"
+	"github.com/podpatch/podpatch/policies"
+)
+
+// The reasons of the Events on the owning custom resource (reference §9).
+const (
+	// EventPoliciesApplied (Normal) says which policies applied to how many objects, and the
+	// fields they set.
+	EventPoliciesApplied = "PoliciesApplied"
+	// EventPolicySkipped (Warning) says which policies were left out of how many objects, and why.
+	EventPolicySkipped = "PolicySkipped"
+	// EventPolicyCheck (Warning) says what a manager-aware check found (reference §8).
+	EventPolicyCheck = "PolicyCheck"
+)
+
+// Defaults and bounds of the Events (reference §9).
+const (
+	// DefaultEventQueue is how many admissions wait for the Event worker; past it they are
+	// dropped and counted.
+	DefaultEventQueue = 1024
+	// DefaultEventWindow is how long the worker aggregates before it writes: the first Event of
+	// an owner comes at most this long after its first object.
+	DefaultEventWindow = 5 * time.Second
+	// DefaultEventMaxInterval is the longest time between two updates of one Event: the time
+	// between updates doubles from the window up to it, so a cluster growing for an hour
+	// costs a dozen writes.
+	DefaultEventMaxInterval = 10 * time.Minute
+	// DefaultEventGroups bounds the aggregation: (owner, role, policy set, reason) groups held;
+	// past it the least recently seen is evicted and counted.
+	DefaultEventGroups = 4096
+
+	// eventIdle is how long a group that said everything is kept without a new object.
+	eventIdle = time.Hour
+	// Per record and per group: policies, fields, skipped policies and findings kept; an
+	// Event message is at most kube.MaxEventMessage bytes anyway.
+	maxEventItems = 16
+	// maxOwnerRefs is how many ownerReferences of an object are read.
+	maxOwnerRefs = 16
+	// maxPatchForFields: the fields a group's policies set are read from the JSONPatch of an
+	// object, when it is at most this long (the worker holds it meanwhile).
+	maxPatchForFields = 8 << 10
+	// maxFieldDepth is how many names of a patch path name a field.
+	maxFieldDepth = 4
+	// maxItemLength bounds one skipped policy's or finding's text.
+	maxItemLength = 300
+	// finalFlush bounds the last flush, when the process stops.
+	finalFlush = 2 * time.Second
+)
+
+// EventOptions configure the Events on owning custom resources.
+type EventOptions struct {
+	// Recorder writes the Events: the kit's one broadcaster (kube.Kit.Recorder).
+	Recorder *kube.Recorder
+	// Owners resolves an object's owner up to its top custom resource (kube.Owners.Top); the
+	// worker reads each owner once per window through its Memo.
+	Owners *kube.Owners
+	// Queue, Window, MaxInterval, Groups: zero for the defaults (Default*).
+	Queue       int
+	Window      time.Duration
+	MaxInterval time.Duration
+	Groups      int
+	Registry    prometheus.Registerer
+	Log         logr.Logger
+	// now is the clock (tests).
+	now func() time.Time
+}
+
+// Events aggregates what admission did into Events on the owning custom resources (reference
+// §9): the admission handler offers a small record to a bounded queue and never waits; one
+// worker resolves owners and writes one Event per (owner, kind, role, policy set, reason),
+// its count of objects updated at a bounded rate, not one Event per object.
+type Events struct {
+	o       EventOptions
+	queue   chan eventRecord
+	metrics eventMetrics
+	agg     *aggregator
+}
+
+type eventMetrics struct {
+	dropped *prometheus.CounterVec
+	written *prometheus.CounterVec
+	queue   prometheus.GaugeFunc
+}
+
+// NewEvents returns the Events of a webhook; Start runs its worker.
+func NewEvents(o EventOptions) (*Events, error) {
+	if o.Queue <= 0 {
+		o.Queue = DefaultEventQueue
+	}
+	if o.Window <= 0 {
+		o.Window = DefaultEventWindow
+	}
+	if o.MaxInterval < o.Window {
+		o.MaxInterval = max(DefaultEventMaxInterval, o.Window)
+	}
+	if o.Groups <= 0 {
+		o.Groups = DefaultEventGroups
+	}
+	if o.now == nil {
+		o.now = time.Now
+	}
+	e := &Events{o: o, queue: make(chan eventRecord, o.Queue)}
+	e.metrics = eventMetrics{
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "podpatch_events_dropped_total",
+			Help: "Admissions left out of the Events on owning custom resources, by reason (queue_full: the Event queue was full; evicted: the aggregation held too many groups and dropped the least recently seen; unresolved: the owner could not be read).",
+		}, []string{"reason"}),
+		written: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "podpatch_events_written_total",
+			Help: "Aggregated Events recorded on owning custom resources, by reason (PoliciesApplied, PolicySkipped, PolicyCheck).",
+		}, []string{"reason"}),
+	}
+	e.metrics.queue = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "podpatch_events_queue_length",
+		Help: "Admissions waiting in the Event queue.",
+	}, func() float64 { return float64(len(e.queue)) })
+	r := promreg.New(o.Registry)
+	e.metrics.dropped = r.Register(e.metrics.dropped).(*prometheus.CounterVec)
+	e.metrics.written = r.Register(e.metrics.written).(*prometheus.CounterVec)
+	r.Register(e.metrics.queue)
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("register Event metrics: %w", err)
+	}
+	e.agg = newAggregator(o, e.metrics)
+	return e, nil
+}
+
+// eventRecord is what the worker needs of one admission, copied from the request: bounded,
+// and holding none of the request's body.
+type eventRecord struct {
+	namespace  string
+	kind       policies.Kind
+	name       string // metadata.name, empty when only generateName is set
+	owner      metav1.OwnerReference
+	hasOwner   bool
+	identity   policies.Identity
+	generation string
+	applied    []string
+	patch      []byte // the response's JSONPatch, shared (never written), when short
+	skipped    []string
+	findings   []string
+}
+
+// Offer hands what one admission did to the worker; it never blocks. Dry-run requests and
+// unrecognised objects are not offered: a dry run has no side effects (reference §5).
+func (e *Events) Offer(req admission.Request, res policies.Result, set *policies.Set) {
+	if e == nil || !res.Recognised || (req.DryRun != nil && *req.DryRun) {
+		return
+	}
+	if len(res.Applied) == 0 && len(res.Skipped) == 0 && len(res.Findings) == 0 && res.Fallback == policies.FallbackNone {
+		return
+	}
+	meta, err := readMeta(req.Object.Raw)
+	if err != nil {
+		return // the engine read the object; this cannot be, and no Event is worth a failure
+	}
+	r := eventRecord{namespace: req.Namespace, kind: policies.Kind(req.Kind.Kind), name: meta.Name, identity: res.Identity}
+	if set != nil {
+		r.generation = set.Generation()
+	}
+	if o := kube.ControllerOf(meta.OwnerReferences); o != nil {
+		r.owner, r.hasOwner = *o, true
+	}
+	for i, p := range res.Applied {
+		if i == maxEventItems {
+			break
+		}
+		r.applied = append(r.applied, kube.Clip(p.Ref, maxItemLength))
+	}
+	if len(res.Patch) <= maxPatchForFields {
+		r.patch = res.Patch
+	}
+	if res.Fallback != policies.FallbackNone {
+		r.skipped = append(r.skipped, fallbackText(res.Fallback))
+	}
+	for _, sk := range res.Skipped {
+		if len(r.skipped) == maxEventItems {
+			break
+		}
+		r.skipped = append(r.skipped, kube.Clip(skippedText(sk), maxItemLength))
+	}
+	for i, f := range res.Findings {
+		if i == maxEventItems {
+			break
+		}
+		r.findings = append(r.findings, kube.Clip(f.String(), maxItemLength))
+	}
+	select {
+	case e.queue <- r:
+	default:
+		e.metrics.dropped.WithLabelValues("queue_full").Inc()
+	}
+}
+
+func fallbackText(f policies.Fallback) string {
+	if f == policies.FallbackEnforceOnly {
+		return "all but the platform's enforce policies (the platform's selectors contradict each other)"
+	}
+	return "the namespace's policies (they made the object unpatchable; the platform's applied alone)"
+}
+
+func skippedText(sk policies.Skipped) string {
+	what := sk.Policy.Ref
+	if sk.Policy.Mode == policies.ModeEnforce {
+		what += " (enforce)"
+	}
+	return what + ": " + sk.Violation.Field + " (" + sk.Violation.Rule + ")"
+}
+
+// Start runs the worker until ctx is done: it aggregates what is offered and writes every
+// Window.
+func (e *Events) Start(ctx context.Context) error {
+	t := time.NewTicker(e.o.Window)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			// What the last window admitted is said before the process ends, briefly.
+			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlush)
+			defer cancel()
+			for len(e.queue) > 0 {
+				e.agg.add(<-e.queue)
+			}
+			e.agg.flush(final)
+			return nil
+		case r := <-e.queue:
+			e.agg.add(r)
+		case <-t.C:
+			e.agg.flush(ctx)
+		}
+	}
+}
+
+// objectMeta is what Offer reads of an object's metadata.
+type objectMeta struct {
+	Name            string
+	OwnerReferences []metav1.OwnerReference
+}
+
+// readMeta reads the name and owner references of an object: it skips to the metadata member
+// (the API server writes it before spec, so the rest of a large object is not read) and decodes
+// only that. raw is valid JSON: the review decoded it already.
+func readMeta(raw []byte) (objectMeta, error) {
+	var m objectMeta
+	meta, ok := member(raw, "metadata")
+	if !ok {
+		return m, nil
+	}
+	if v, ok := member(meta, "name"); ok {
+		if err := json.Unmarshal(v, &m.Name); err != nil {
+			return m, err
+		}
+	}
+	refs, ok := member(meta, "ownerReferences")
+	if !ok || len(refs) == 0 || refs[0] != '[' {
+		return m, nil // absent or null
+	}
+	// The first maxOwnerRefs entries, each decoded alone.
+	for i := skipSpace(refs, 1); i < len(refs) && refs[i] != ']' && len(m.OwnerReferences) < maxOwnerRefs; {
+		end := skipValue(refs, i)
+		var r metav1.OwnerReference
+		if err := json.Unmarshal(refs[i:end], &r); err != nil {
+			return m, err
+		}
+		m.OwnerReferences = append(m.OwnerReferences, r)
+		i = skipSpace(refs, end)
+		if i < len(refs) && refs[i] == ',' {
+			i = skipSpace(refs, i+1)
+		}
+	}
+	return m, nil
+}
+
+// member returns the value of a top-level member of a JSON object, scanning without decoding.
+func member(raw []byte, name string) ([]byte, bool) {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return nil, false
+	}
+	i++
+	for {
+		i = skipSpace(raw, i)
+		if i >= len(raw) || raw[i] != '"' {
+			return nil, false
+		}
+		keyEnd := skipValue(raw, i)
+		key := raw[i:keyEnd]
+		i = skipSpace(raw, keyEnd)
+		if i >= len(raw) || raw[i] != ':' {
+			return nil, false
+		}
+		i = skipSpace(raw, i+1)
+		end := skipValue(raw, i)
+		if end <= i {
+			return nil, false
+		}
+		if len(key) == len(name)+2 && string(key[1:len(key)-1]) == name {
+			return raw[i:end], true
+		}
+		i = skipSpace(raw, end)
+		if i >= len(raw) || raw[i] != ',' {
+			return nil, false
+		}
+		i++
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the end of the JSON value at b[i]: a string, an object or array (nested,
+// strings in it skipped), or a literal; len(b) when it does not end.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return len(b)
+	}
+	switch b[i] {
+	case '"':
+		for j := i + 1; j < len(b); j++ {
+			switch b[j] {
+			case '\\':
+				j++
+			case '"':
+				return j + 1
+			}
+		}
+		return len(b)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				j = skipValue(b, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(b)
+	default:
+		j := i
+		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\n' && b[j] != '\t' && b[j] != '\r' {
+			j++
+		}
+		return j
+	}
+}
+
+// groupKey is what one aggregation group's objects share: their direct owner (or the object
+// itself, for a Spark driver Pod with no owner), kind, role, policy set and reason.
+type groupKey struct {
+	namespace  string
+	owner      metav1.OwnerReference // Controller dropped: only its identity
+	self       bool                  // owner is the object itself
+	kind       policies.Kind
+	manager    policies.Manager
+	role       policies.Role
+	generation string
+	reason     string
+}
+
+// group aggregates the objects of one groupKey.
+type group struct {
+	key   groupKey
+	count int
+	// items count objects per policy (PoliciesApplied), per skipped policy and rule
+	// (PolicySkipped) or per finding (PolicyCheck); at most maxEventItems, the rest in more.
+	items map[string]int
+	more  int
+	// fields are the paths the policies set (PoliciesApplied), read from one object's patch.
+	fields      []string
+	fieldsKnown bool
+	clusters    map[string]bool
+	dirty       bool
+	first, seen time.Time
+	elem        *list.Element
+	// top is the owner Events go on, once resolved; resolved says whether it was tried and
+	// settled (found, or gone for good).
+	top      *metav1.OwnerReference
+	resolved bool
+}
+
+// topKey is what one Event is about.
+type topKey struct {
+	namespace  string
+	owner      metav1.OwnerReference
+	kind       policies.Kind
+	role       policies.Role
+	generation string
+	reason     string
+}
+
+// said is what the last Event of a topKey said, and when the next may be written.
+type said struct {
+	msg      string
+	at       time.Time
+	interval time.Duration
+}
+
+// aggregator is the worker's state; only the worker goroutine touches it.
+type aggregator struct {
+	o       EventOptions
+	metrics eventMetrics
+	groups  map[groupKey]*group
+	lru     *list.List // of *group, most recently seen first
+	said    map[topKey]*said
+}
+
+func newAggregator(o EventOptions, m eventMetrics) *aggregator {
+	return &aggregator{o: o, metrics: m, groups: map[groupKey]*group{}, lru: list.New(), said: map[topKey]*said{}}
+}
+
+// add counts one admission in its groups: one per reason it has something to say for.
+func (a *aggregator) add(r eventRecord) {
+	base := groupKey{namespace: r.namespace, kind: r.kind, manager: r.identity.Manager, role: r.identity.Role, generation: r.generation}
+	switch {
+	case r.hasOwner && !plausible(r.owner):
+		return // an owner no object can be: not worth a read
+	case r.hasOwner:
+		base.owner = metav1.OwnerReference{APIVersion: r.owner.APIVersion, Kind: r.owner.Kind, Name: r.owner.Name, UID: r.owner.UID}
+	case r.kind == policies.KindPod && r.identity.Manager == policies.ManagerSpark && r.identity.Role == policies.RoleScheduler && r.name != "":
+		// spark-submit's driver Pod owns its executors: it is the top the user looks at.
+		base.owner, base.self = metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: r.name}, true
+	default:
+		return // no owner to tell (reference §9)
+	}
+	if len(r.applied) > 0 {
+		g := a.group(base, EventPoliciesApplied)
+		g.note(r.identity.Cluster, r.applied)
+		if !g.fieldsKnown && r.patch != nil {
+			g.fields, g.fieldsKnown = patchFields(r.patch), true
+		}
+	}
+	if len(r.skipped) > 0 {
+		a.group(base, EventPolicySkipped).note(r.identity.Cluster, r.skipped)
+	}
+	if len(r.findings) > 0 {
+		a.group(base, EventPolicyCheck).note(r.identity.Cluster, r.findings)
+	}
+}
+
+// group returns the group of a key, made if new; the least recently seen is evicted when
+// the aggregation is full.
+func (a *aggregator) group(base groupKey, reason string) *group {
+	k := base
+	k.reason = reason
+	now := a.o.now()
+	if g, ok := a.groups[k]; ok {
+		g.seen = now
+		a.lru.MoveToFront(g.elem)
+		return g
+	}
+	for len(a.groups) >= a.o.Groups {
+		old := a.lru.Back().Value.(*group)
+		a.remove(old)
+		a.metrics.dropped.WithLabelValues("evicted").Add(float64(max(old.count, 1)))
+	}
+	g := &group{key: k, items: map[string]int{}, clusters: map[string]bool{}, first: now, seen: now}
+	g.elem = a.lru.PushFront(g)
+	a.groups[k] = g
+	return g
+}
+
+func (a *aggregator) remove(g *group) {
+	a.lru.Remove(g.elem)
+	delete(a.groups, g.key)
+}
+
+// note counts one object with its items.
+func (g *group) note(cluster string, items []string) {
+	g.count++
+	g.dirty = true
+	if cluster != "" && len(g.clusters) < maxEventItems {
+		g.clusters[cluster] = true
+	}
+	for _, it := range items {
+		if _, ok := g.items[it]; ok || len(g.items) < maxEventItems {
+			g.items[it]++
+		} else {
+			g.more++
+		}
+	}
+}
+
+// flush resolves the owners of new groups and writes the Events whose message changed and
+// whose interval has passed.
+func (a *aggregator) flush(ctx context.Context) {
+	now := a.o.now()
+	ctx, cancel := context.WithTimeout(ctx, a.o.Window)
+	defer cancel()
+	owners := a.o.Owners.Memo() // each owner read once per flush
+	byTop := map[topKey][]*group{}
+	dirty := map[topKey]bool{}
+	for e := a.lru.Front(); e != nil; {
+		g := e.Value.(*group)
+		e = e.Next()
+		if !g.resolved {
+			a.resolve(ctx, owners, g, now)
+		}
+		if g.resolved && g.top == nil {
+			a.remove(g) // nobody to tell
+			continue
+		}
+		if g.top == nil {
+			continue // try again next flush
+		}
+		k := topKey{namespace: g.key.namespace, owner: *g.top, kind: g.key.kind, role: g.key.role, generation: g.key.generation, reason: g.key.reason}
+		byTop[k] = append(byTop[k], g)
+		dirty[k] = dirty[k] || g.dirty
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(byTop), compareTop) {
+		gs := byTop[k]
+		if !dirty[k] {
+			continue
+		}
+		s := a.said[k]
+		if s != nil && now.Before(s.at.Add(s.interval)) {
+			continue // said recently: the groups stay dirty for a later flush
+		}
+		msg := message(k, gs)
+		for _, g := range gs {
+			g.dirty = false
+		}
+		if s != nil && s.msg == msg {
+			continue
+		}
+		typ := corev1.EventTypeWarning
+		if k.reason == EventPoliciesApplied {
+			typ = corev1.EventTypeNormal
+		}
+		a.o.Recorder.Event(&corev1.ObjectReference{APIVersion: k.owner.APIVersion, Kind: k.owner.Kind, Namespace: k.namespace,
+			Name: k.owner.Name, UID: k.owner.UID}, typ, k.reason, msg)
+		a.metrics.written.WithLabelValues(k.reason).Inc()
+		if s == nil {
+			s = &said{interval: a.o.Window}
+			a.said[k] = s
+		} else {
+			s.interval = min(2*s.interval, a.o.MaxInterval)
+		}
+		s.msg, s.at = msg, now
+	}
+	// Forget what went quiet: idle groups, and what was said of owners no group has now.
+	for e := a.lru.Back(); e != nil; {
+		g := e.Value.(*group)
+		e = e.Prev()
+		if !g.dirty && now.Sub(g.seen) > eventIdle {
+			a.remove(g)
+		}
+	}
+	for k, s := range a.said {
+		if _, ok := byTop[k]; !ok && (now.Sub(s.at) > eventIdle || len(a.said) > a.o.Groups) {
+			delete(a.said, k) // bounded like the groups: what no group needs goes first
+		}
+	}
+}
+
+// resolve finds the top owner of a group: settled when found, forbidden, or gone a window
+// after the group's first object; a passing failure is tried again at the next flush.
+func (a *aggregator) resolve(ctx context.Context, owners *kube.Owners, g *group, now time.Time) {
+	direct := g.key.owner
+	if g.key.self {
+		m, err := owners.Get(ctx, schema.GroupVersionResource{Version: "v1", Resource: "pods"}, g.key.namespace, direct.Name)
+		if err != nil {
+			a.unresolved(g, err, now)
+			return
+		}
+		direct.UID = m.UID
+		if up := kube.ControllerOf(m.OwnerReferences); up != nil {
+			direct = *up
+		} else {
+			g.top, g.resolved = &direct, true
+			return
+		}
+	}
+	top, err := owners.Top(ctx, g.key.namespace, g.key.manager, direct)
+	if err != nil && !(apierrors.IsForbidden(err) && customOwner(top)) {
+		a.unresolved(g, err, now)
+		return
+	}
+	// A custom resource whose owner may not be read (no RBAC for a RayJob, say) is the top.
+	top = metav1.OwnerReference{APIVersion: top.APIVersion, Kind: top.Kind, Name: top.Name, UID: top.UID}
+	if !plausible(top) {
+		g.resolved = true
+		a.metrics.dropped.WithLabelValues("unresolved").Add(float64(g.count))
+		return
+	}
+	g.top, g.resolved = &top, true
+}
+
+func (a *aggregator) unresolved(g *group, err error, now time.Time) {
+	// An object just admitted may not be stored yet: not found is settled only a window on.
+	if apierrors.IsForbidden(err) || (apierrors.IsNotFound(err) && now.Sub(g.first) >= a.o.Window) {
+		g.resolved = true
+		a.metrics.dropped.WithLabelValues("unresolved").Add(float64(g.count))
+		a.o.Log.V(1).Info("owner of admitted objects not found; no Event", "namespace", g.key.namespace, "owner", g.key.owner.Kind+"/"+g.key.owner.Name, "error", err.Error())
+		return
+	}
+	a.o.Log.Info("owner of admitted objects not read; trying again", "namespace", g.key.namespace, "owner", g.key.owner.Kind+"/"+g.key.owner.Name, "error", err.Error())
+}
+
+// plausible reports whether an owner can name an object an Event can be written on: an
+// ownerReference is checked by the API server for neither.
+func plausible(o metav1.OwnerReference) bool {
+	return o.Name != "" && len(o.Name) <= validation.DNS1123SubdomainMaxLength && len(o.APIVersion) <= 2*validation.DNS1123SubdomainMaxLength &&
+		len(validation.IsDNS1035Label(strings.ToLower(o.Kind))) == 0 && len(o.UID) <= 128
+}
+
+// customOwner reports whether an owner is outside the built-in groups: a custom resource.
+func customOwner(o metav1.OwnerReference) bool {
+	gv, err := schema.ParseGroupVersion(o.APIVersion)
+	return err == nil && gv.Group != "" && gv.Group != "apps" && gv.Group != "batch"
+}
+
+func compareTop(a, b topKey) int {
+	return strings.Compare(a.namespace+"/"+a.owner.Kind+"/"+a.owner.Name+"/"+string(a.role)+"/"+a.reason,
+		b.namespace+"/"+b.owner.Kind+"/"+b.owner.Name+"/"+string(b.role)+"/"+b.reason)
+}
+
+// message says what the groups of one Event did, deterministic for equal content.
+func message(k topKey, gs []*group) string {
+	count, more := 0, 0
+	items := map[string]int{}
+	var fields []string
+	clusters := map[string]bool{}
+	for _, g := range gs {
+		count += g.count
+		more += g.more
+		for it, n := range g.items {
+			items[it] += n
+		}
+		for _, f := range g.fields {
+			if !slices.Contains(fields, f) && len(fields) < maxEventItems {
+				fields = append(fields, f)
+			}
+		}
+		for c := range g.clusters {
+			clusters[c] = true
+		}
+	}
+	objs := plural(count, string(k.kind))
+	role := "role " + string(k.role)
+	if k.role == "" {
+		role = "no role"
+	}
+	if len(clusters) > 0 {
+		role += ", cluster " + strings.Join(slices.Sorted(maps.Keys(clusters)), ", ")
+	}
+	ctx := " (" + role + "; policy set " + k.generation + ")"
+	var b strings.Builder
+	switch k.reason {
+	case EventPoliciesApplied:
+		fmt.Fprintf(&b, "podpatch applied policies to %s%s: %s", objs, ctx, itemList(items, more, string(k.kind)))
+		if len(fields) > 0 {
+			slices.Sort(fields)
+			b.WriteString("; fields: " + strings.Join(fields, ", "))
+		}
+	case EventPolicySkipped:
+		fmt.Fprintf(&b, "podpatch left policies out of %s%s to keep them valid: %s", objs, ctx, itemList(items, more, string(k.kind)))
+	default:
+		fmt.Fprintf(&b, "podpatch checks found problems in %s%s: %s", objs, ctx, itemList(items, more, string(k.kind)))
+	}
+	return kube.Clip(b.String(), kube.MaxEventMessage)
+}
+
+// itemList is "a (3 Pods); b (1 Pod)", most frequent first.
+func itemList(items map[string]int, more int, kind string) string {
+	keys := slices.SortedFunc(maps.Keys(items), func(a, b string) int {
+		if items[a] != items[b] {
+			return items[b] - items[a]
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, 0, len(keys)+1)
+	for _, k := range keys {
+		parts = append(parts, k+" ("+plural(items[k], kind)+")")
+	}
+	if more > 0 {
+		parts = append(parts, "and "+strconv.Itoa(more)+" more")
+	}
+	return strings.Join(parts, "; ")
+}
+
+func plural(n int, kind string) string {
+	if n == 1 {
+		return "1 " + kind
+	}
+	return strconv.Itoa(n) + " " + kind + "s"
+}
+
+// patchFields names the fields a JSONPatch sets: its paths' first maxFieldDepth names, list
+// indexes as [i], an object added whole by its members, podpatch's own provenance annotation
+// aside.
+func patchFields(patch []byte) []string {
+	var ops []struct {
+		Path  string          `json:"path"`
+		Value json.RawMessage `json:"value"`
+	}
+	if json.Unmarshal(patch, &ops) != nil {
+		return nil
+	}
+	var out []string
+	add := func(f string) {
+		if f != "" && f != "metadata.annotations."+policies.AppliedAnnotation && !slices.Contains(out, f) && len(out) < maxEventItems {
+			out = append(out, f)
+		}
+	}
+	for _, op := range ops {
+		f := fieldOf(op.Path)
+		var members map[string]json.RawMessage
+		if strings.Count(f, ".") < maxFieldDepth-1 && !strings.HasSuffix(f, "]") && json.Unmarshal(op.Value, &members) == nil && len(members) > 0 {
+			for _, m := range slices.Sorted(maps.Keys(members)) {
+				add(f + "." + m)
+			}
+			continue
+		}
+		add(f)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// fieldOf turns "/spec/containers/0/resources/limits/cpu" into "spec.containers[0].resources.limits".
+func fieldOf(path string) string {
+	var b strings.Builder
+	names := 0
+	for _, seg := range strings.Split(strings.TrimPrefix(path, "/"), "/") {
+		seg = strings.ReplaceAll(strings.ReplaceAll(seg, "~1", "/"), "~0", "~")
+		if seg == "-" {
+			continue // appended to the list
+		}
+		if _, err := strconv.Atoi(seg); err == nil {
+			b.WriteString("[" + seg + "]")
+			continue
+		}
+		if names == maxFieldDepth {
+			break
+		}
+		if names > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(seg)
+		names++
+	}
+	return kube.Clip(b.String(), 128)
+}
