@@ -199,6 +199,9 @@ func writeExplain(out *bytes.Buffer, kind string, meta map[string]any, ns string
 	for _, sk := range res.Skipped { // reference §8: what would make the object invalid
 		fmt.Fprintf(out, "# podpatch:   left out: %s (%s %s): %s\n", sk.Policy.Ref, sk.Policy.Scope, sk.Policy.Mode, oneLine(sk.Violation.String()))
 	}
+	for _, f := range res.Findings { // reference §8: what the manager does not know of
+		fmt.Fprintf(out, "# podpatch:   check: %s\n", oneLine(f.String()))
+	}
 	for _, a := range res.Adjusted {
 		fmt.Fprintf(out, "# podpatch:   adjusted: %s\n", oneLine(a))
 	}
