@@ -15,7 +15,7 @@ import (
 
 // The fixes of the checks: what to set on the custom resource instead (reference §8).
 const (
-	fixRay = "set it in the RayCluster's group (headGroupSpec / workerGroupSpecs[].template resources, or rayStartParams num-cpus, num-gpus, memory, resources) so that KubeRay generates `ray start` with it"
+	fixRay        = "set it in the RayCluster's group (headGroupSpec / workerGroupSpecs[].template resources, or rayStartParams num-cpus, num-gpus, memory, resources) so that KubeRay generates `ray start` with it"
 	fixDaskWorker = "set the worker's resources and its --memory-limit / --nthreads args together in the DaskCluster's spec.worker.spec (or DaskWorkerGroup), or drop the flags so that dask-worker sizes itself from the container"
 	fixSpark      = "set spark.executor.memory / spark.executor.memoryOverhead (spark.driver.* for the driver) with spark-submit --conf or in the SparkApplication's executor/driver memory and memoryOverhead; Spark sizes the container from them"
 	fixFlink      = "set spec.taskManager.resource.memory / spec.jobManager.resource.memory in the FlinkDeployment (or taskmanager/jobmanager.memory.process.size): Flink sizes the container and its memory pools from it"

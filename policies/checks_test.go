@@ -130,10 +130,10 @@ func TestShellWords(t *testing.T) {
 	for in, want := range map[string][]string{
 		`ulimit -n 65536; ray start  --memory=1073741824  --num-cpus=1 `: {"ulimit", "-n", "65536", "ray", "start", "--memory=1073741824", "--num-cpus=1"},
 		`ray start --resources='{"TPU": 4}' --num-gpus="2"`:              {"ray", "start", `--resources={"TPU": 4}`, "--num-gpus=2"},
-		`a\ b "c \"d\"" 'e`:                                              {"a b", `c "d"`, "e"},
-		`x && y|z`:                                                       {"x", "y", "z"},
-		`"unterminated`:                                                  {"unterminated"},
-		``:                                                               nil,
+		`a\ b "c \"d\"" 'e`: {"a b", `c "d"`, "e"},
+		`x && y|z`:          {"x", "y", "z"},
+		`"unterminated`:     {"unterminated"},
+		``:                  nil,
 	} {
 		require.Equal(t, want, shellWords(nil, in, maxCheckTokens), in)
 	}
