@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -36,16 +37,20 @@ func checkFindings(kind Kind, id Identity, given []byte, res *Result) []Finding 
 	if kind == KindService {
 		out = checkDaskLoadBalancer(id, given, res)
 	} else {
-		prof, ok := ProfileOf(id.Manager)
-		if !ok {
+		var prof *Profile // the record itself, read only: ProfileOf's copy costs allocations per admission
+		for i := range profiles {
+			if profiles[i].Manager == id.Manager {
+				prof = &profiles[i]
+			}
+		}
+		if prof == nil {
 			return nil
 		}
-		after := readMainContainer(res.patched, id.Manager, "", true)
+		after := readMainContainer(res.patched, id.Manager, "")
 		if !after.found {
 			return nil
 		}
-		givenObj, _ := jsontree.Expand(json.RawMessage(given)).(map[string]any)
-		f := &podFacts{id: id, prof: &prof, after: after, before: readMainContainer(givenObj, id.Manager, after.name, false), applied: res.Applied}
+		f := &podFacts{id: id, prof: prof, after: after, given: given, applied: res.Applied}
 		switch id.Manager {
 		case ManagerRay:
 			out = checkRay(f)
@@ -99,14 +104,13 @@ type containerView struct {
 	found            bool
 	name             string
 	limits, requests map[string]any
-	words            []string
-	env              map[string]string
+	c                map[string]any // the container, for its command words and env
 }
 
 // readMainContainer reads the main container of a Pod (the container named name, or, with name
-// "", the manager's conventional one, else the first), without changing the tree: resources,
-// and with full its command words and env.
-func readMainContainer(obj map[string]any, manager Manager, name string, full bool) containerView {
+// "", the manager's conventional one, else the first) and its resources, without changing the
+// tree.
+func readMainContainer(obj map[string]any, manager Manager, name string) containerView {
 	spec, _ := jsontree.Expand(obj["spec"]).(map[string]any)
 	list, _ := jsontree.Expand(spec["containers"]).([]any)
 	var pick map[string]any
@@ -134,16 +138,48 @@ func readMainContainer(obj map[string]any, manager Manager, name string, full bo
 	if pick == nil {
 		return containerView{}
 	}
-	v := containerView{found: true}
+	v := containerView{found: true, c: pick}
 	v.name, _ = pick["name"].(string)
 	res, _ := jsontree.Expand(pick["resources"]).(map[string]any)
 	v.limits, _ = jsontree.Expand(res["limits"]).(map[string]any)
 	v.requests, _ = jsontree.Expand(res["requests"]).(map[string]any)
-	if !full {
-		return v
+	return v
+}
+
+// mentions reports whether the container's command or args hold one of names anywhere, read
+// without decoding them: a check whose manager states nothing there stops before it costs.
+func (v containerView) mentions(names []string) bool {
+	for _, k := range []string{"command", "args"} {
+		switch x := v.c[k].(type) {
+		case json.RawMessage:
+			for _, n := range names {
+				if bytes.Contains(x, []byte(n)) {
+					return true
+				}
+			}
+		case []any:
+			for _, it := range x {
+				s, _ := it.(string)
+				for _, n := range names {
+					if strings.Contains(s, n) {
+						return true
+					}
+				}
+			}
+		}
 	}
-	v.words = commandWords(stringList(pick["command"]), stringList(pick["args"]))
-	envList, _ := jsontree.Expand(pick["env"]).([]any)
+	return false
+}
+
+// words are the container's command words (commandWords).
+func (v containerView) words() []string {
+	return commandWords(stringList(v.c["command"]), stringList(v.c["args"]))
+}
+
+// env reads the container's plain env values, the first maxCheckEnv entries.
+func (v containerView) env() map[string]string {
+	out := map[string]string{}
+	envList, _ := jsontree.Expand(v.c["env"]).([]any)
 	for i, it := range envList {
 		if i == maxCheckEnv {
 			break
@@ -154,14 +190,11 @@ func readMainContainer(obj map[string]any, manager Manager, name string, full bo
 		if n == "" || !ok {
 			continue
 		}
-		if v.env == nil {
-			v.env = map[string]string{}
-		}
-		if _, seen := v.env[n]; !seen {
-			v.env[n] = val
+		if _, seen := out[n]; !seen {
+			out[n] = val
 		}
 	}
-	return v
+	return out
 }
 
 // stringList reads a JSON list of strings, at most maxCheckArgs of them.
@@ -179,13 +212,26 @@ func stringList(v any) []string {
 	return out
 }
 
-// podFacts are what a Pod's check reads: the manager's profile, the main container as given and
-// as patched, and the policies applied.
+// podFacts are what a Pod's check reads: the manager's profile, the main container as patched
+// and, read only once a check found the manager's statement, as given; and the policies applied.
 type podFacts struct {
-	id            Identity
-	prof          *Profile
-	before, after containerView
-	applied       []*Policy
+	id      Identity
+	prof    *Profile
+	after   containerView
+	given   []byte
+	applied []*Policy
+
+	beforeView *containerView
+}
+
+// before is the main container as given, decoded on first use.
+func (f *podFacts) before() containerView {
+	if f.beforeView == nil {
+		obj, _ := jsontree.Expand(json.RawMessage(f.given)).(map[string]any)
+		v := readMainContainer(obj, f.id.Manager, f.after.name)
+		f.beforeView = &v
+	}
+	return *f.beforeView
 }
 
 // figure is a resource of a container section ("limits", "requests"); false when absent or
@@ -205,7 +251,7 @@ func (v containerView) figure(section, name string) (resource.Quantity, bool) {
 // changed reports whether the policies changed a resource of the main container's section.
 func (f *podFacts) changed(section, name string) bool {
 	a, aok := f.after.figure(section, name)
-	b, bok := f.before.figure(section, name)
+	b, bok := f.before().figure(section, name)
 	return aok != bok || aok && a.Cmp(b) != 0
 }
 

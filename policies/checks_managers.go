@@ -46,7 +46,10 @@ func isGPUResource(name string) bool {
 // GPUs than stated, or GPUs it was not told of: the autoscaler plans without them). Figures
 // KubeRay left out (no --num-cpus, --memory) Ray reads from the cgroup itself: no finding.
 func checkRay(f *podFacts) []Finding {
-	words := f.after.words
+	if !f.after.mentions(f.prof.Sizes.Flags) {
+		return nil
+	}
+	words := f.after.words()
 	start := -1
 	for i := 0; i+1 < len(words); i++ {
 		if (words[i] == "ray" || strings.HasSuffix(words[i], "/ray")) && words[i+1] == "start" {
@@ -62,7 +65,7 @@ func checkRay(f *podFacts) []Finding {
 	// CPU: the limit, else the request (KubeRay's order), as a whole number rounded up.
 	cpuSection := "limits"
 	if _, ok := f.after.figure("limits", "cpu"); !ok {
-		if _, ok := f.before.figure("limits", "cpu"); !ok {
+		if _, ok := f.before().figure("limits", "cpu"); !ok {
 			cpuSection = "requests"
 		}
 	}
@@ -92,7 +95,7 @@ func checkRay(f *podFacts) []Finding {
 	}
 	// GPUs: --num-gpus is one figure, from the first GPU resource (sorted, as KubeRay reads them).
 	var gpus []string
-	for _, m := range []map[string]any{f.after.limits, f.before.limits} {
+	for _, m := range []map[string]any{f.after.limits, f.before().limits} {
 		for k := range m {
 			if isGPUResource(k) && !slices.Contains(gpus, k) {
 				gpus = append(gpus, k)
@@ -155,7 +158,10 @@ func checkRay(f *podFacts) []Finding {
 // Pod is OOMKilled). A raised memory limit or a CPU limit other than the threads: warning, the
 // worker does not use what the policy added.
 func checkDask(f *podFacts) []Finding {
-	flags := flagValues(f.after.words, f.prof.Sizes.Flags, f.after.env)
+	if !f.after.mentions(f.prof.Sizes.Flags) {
+		return nil // the Dask operator's worker: sizes itself from the container
+	}
+	flags := flagValues(f.after.words(), f.prof.Sizes.Flags, f.after.env)
 	if len(flags) == 0 {
 		return nil
 	}
@@ -223,16 +229,16 @@ func checkSpark(f *podFacts) []Finding {
 	heap, heapOK := int64(0), false
 	heapFrom := ""
 	if f.id.Role == RoleWorker {
-		if s, ok := f.after.env["SPARK_EXECUTOR_MEMORY"]; ok && slices.Contains(f.prof.Sizes.Env, "SPARK_EXECUTOR_MEMORY") {
+		if s, ok := f.after.env()["SPARK_EXECUTOR_MEMORY"]; ok && slices.Contains(f.prof.Sizes.Env, "SPARK_EXECUTOR_MEMORY") {
 			heap, heapOK = parseSize(s, jvmUnits, 1<<20)
 			heapFrom = "SPARK_EXECUTOR_MEMORY=" + s
 		}
-	} else if p := propertyValues(f.after.words, "", f.prof.Sizes.Properties); p["spark.driver.memory"] != "" {
+	} else if p := propertyValues(f.after.words(), "", f.prof.Sizes.Properties); p["spark.driver.memory"] != "" {
 		heap, heapOK = parseSize(p["spark.driver.memory"], jvmUnits, 1<<20)
 		heapFrom = "spark.driver.memory=" + p["spark.driver.memory"]
 	}
 	now, nok := effectiveMemory(f.after)
-	was, wok := effectiveMemory(f.before)
+	was, wok := effectiveMemory(f.before())
 	var sev Severity
 	var msg string
 	switch {
@@ -279,13 +285,13 @@ func checkFlink(f *podFacts) []Finding {
 	default:
 		return nil
 	}
-	props := propertyValues(f.after.words, f.after.env[f.prof.Sizes.PropertiesEnv], f.prof.Sizes.Properties)
+	props := propertyValues(f.after.words(), f.after.env()[f.prof.Sizes.PropertiesEnv], f.prof.Sizes.Properties)
 	stated, sok := int64(0), false
 	from := ""
 	if s, ok := props[prop]; ok {
 		stated, sok = parseSize(s, jvmUnits, 1)
 		from = prop + "=" + s
-	} else if q, ok := f.before.figure("requests", "memory"); ok {
+	} else if q, ok := f.before().figure("requests", "memory"); ok {
 		stated, sok = q.Value(), true // Flink set the request to the process size
 		from = prop + " (the request Flink set, " + q.String() + ")"
 	}
@@ -298,7 +304,7 @@ func checkFlink(f *podFacts) []Finding {
 			fmt.Sprintf("memory is now %s, below %s: Flink's memory pools outgrow the container and it is OOMKilled", now.String(), from), fixFlink)}
 	}
 	if now.Value() > stated {
-		if was, ok := f.before.figure("limits", "memory"); ok && now.Value() <= was.Value() {
+		if was, ok := f.before().figure("limits", "memory"); ok && now.Value() <= was.Value() {
 			return nil // still within the limit Flink's limit factor gave
 		}
 		return []Finding{f.finding(CheckFlinkMemory, SeverityWarning, section, "memory",

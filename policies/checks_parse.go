@@ -110,8 +110,8 @@ func commandWords(command, args []string) []string {
 
 // flagValues reads the flags named in names from words: `--flag=value` and `--flag value`. The
 // first occurrence wins for each (the managers write each once). A value `$(VAR)` is expanded
-// from env, as the kubelet expands it.
-func flagValues(words []string, names []string, env map[string]string) map[string]string {
+// from env (read only then), as the kubelet expands it.
+func flagValues(words []string, names []string, env func() map[string]string) map[string]string {
 	var out map[string]string
 	for i, w := range words {
 		if !strings.HasPrefix(w, "--") {
@@ -184,9 +184,9 @@ func propertyValues(words []string, text string, names []string) map[string]stri
 }
 
 // expandEnvRef expands a value that is exactly `$(VAR)` from env, as the kubelet does.
-func expandEnvRef(v string, env map[string]string) string {
+func expandEnvRef(v string, env func() map[string]string) string {
 	if strings.HasPrefix(v, "$(") && strings.HasSuffix(v, ")") {
-		if x, ok := env[v[2:len(v)-1]]; ok {
+		if x, ok := env()[v[2:len(v)-1]]; ok {
 			return x
 		}
 	}

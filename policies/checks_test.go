@@ -163,7 +163,7 @@ func TestSizeParsers(t *testing.T) {
 		"taskmanager.memory.process.size: 4g\ntaskmanager.numberOfTaskSlots: 2", []string{"taskmanager.memory.process.size", "jobmanager.memory.process.size", "taskmanager.numberOfTaskSlots"})
 	require.Equal(t, map[string]string{"taskmanager.memory.process.size": "2048m", "jobmanager.memory.process.size": "1g", "taskmanager.numberOfTaskSlots": "2"}, props)
 	require.Equal(t, map[string]string{"--memory-limit": "3G", "--nthreads": "2"},
-		flagValues([]string{"dask-worker", "--memory-limit", "$(MEM)", "--nthreads=2", "--nthreads", "9"}, []string{"--memory-limit", "--nthreads"}, map[string]string{"MEM": "3G"}))
+		flagValues([]string{"dask-worker", "--memory-limit", "$(MEM)", "--nthreads=2", "--nthreads", "9"}, []string{"--memory-limit", "--nthreads"}, func() map[string]string { return map[string]string{"MEM": "3G"} }))
 }
 
 // FuzzRayStartCommand feeds hostile command lines to the checks through a KubeRay worker whose
@@ -197,7 +197,7 @@ func FuzzRayStartCommand(f *testing.F) {
 		words := commandWords([]string{command}, []string{arg})
 		require.LessOrEqual(t, len(words), maxCheckTokens)
 		_ = propertyValues(words, command, profiles[len(profiles)-1].Sizes.Properties)
-		_ = flagValues(words, []string{"--memory-limit", "--nthreads", "--nworkers"}, map[string]string{"X": arg})
+		_ = flagValues(words, []string{"--memory-limit", "--nthreads", "--nworkers"}, func() map[string]string { return map[string]string{"X": arg} })
 		_, _ = parseSize(arg, daskUnits, 1)
 		_, _ = parseSize(command, jvmUnits, 1<<20)
 		_ = rayResources(arg)
