@@ -239,6 +239,20 @@ func checkSpark(f *podFacts) []Finding {
 	}
 	now, nok := effectiveMemory(f.after)
 	was, wok := effectiveMemory(f.before())
+	if f.id.Role == RoleWorker && heapOK && nok && f.before().env()["SPARK_EXECUTOR_MEMORY"] != f.after.env()["SPARK_EXECUTOR_MEMORY"] {
+		// The policy set the heap too (the executor's entrypoint gives the JVM -Xmx from it):
+		// the memory must hold it and Spark's default overhead, max(384Mi, 10%).
+		overhead := max(heap/10, 384<<20)
+		switch {
+		case now.Value() < heap:
+			return []Finding{f.finding(CheckSparkMemory, SeverityError, section, "memory",
+				fmt.Sprintf("memory is now %s, below the JVM heap (%s): the executor will be OOMKilled", now.String(), heapFrom), fixSpark)}
+		case now.Value() < heap+overhead:
+			return []Finding{f.finding(CheckSparkMemory, SeverityWarning, section, "memory",
+				fmt.Sprintf("memory is now %s, below the heap (%s) and Spark's default overhead of %dMi: the JVM's native memory may outgrow it", now.String(), heapFrom, overhead>>20), fixSpark)}
+		}
+		return nil
+	}
 	var sev Severity
 	var msg string
 	switch {
@@ -328,6 +342,9 @@ func checkDaskLoadBalancer(id Identity, given []byte, res *Result) []Finding {
 	if t, _ := gspec["type"].(string); t == "LoadBalancer" {
 		return nil // the DaskCluster asked for it
 	}
+	if !ownedByDaskCluster(obj) {
+		return nil // the classic KubeCluster's Service: no operator to keep anything Pending
+	}
 	policy := ""
 	for i := len(res.Applied) - 1; i >= 0 && policy == ""; i-- {
 		ps, _ := res.Applied[i].service["spec"].(map[string]any)
@@ -338,4 +355,23 @@ func checkDaskLoadBalancer(id Identity, given []byte, res *Result) []Finding {
 	return []Finding{{Check: CheckDaskLoadBalancer, Severity: SeverityWarning, Policy: policy, Field: "spec.type",
 		Message: fmt.Sprintf("the scheduler Service is now a LoadBalancer: the Dask operator keeps DaskCluster %q Pending until the load balancer has an address", clipName(id.Cluster)),
 		Fix:     fixDaskLB}}
+}
+
+// ownedByDaskCluster reports whether an object's ownerReferences name a DaskCluster of the Dask
+// operator (kubernetes.dask.org), which the operator sets when it creates the Service; at most
+// the first 16 references are read.
+func ownedByDaskCluster(obj map[string]any) bool {
+	meta, _ := jsontree.Expand(obj["metadata"]).(map[string]any)
+	refs, _ := jsontree.Expand(meta["ownerReferences"]).([]any)
+	for i, it := range refs {
+		if i == 16 {
+			break
+		}
+		r, _ := jsontree.Expand(it).(map[string]any)
+		av, _ := r["apiVersion"].(string)
+		if k, _ := r["kind"].(string); k == "DaskCluster" && strings.HasPrefix(av, "kubernetes.dask.org/") {
+			return true
+		}
+	}
+	return false
 }

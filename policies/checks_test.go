@@ -61,6 +61,11 @@ func TestChecksFire(t *testing.T) {
 			want: []Finding{{Check: CheckSparkMemory, Severity: SeverityError, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[spark-kubernetes-executor].resources.limits.memory"}}},
 		{name: "spark executor raised", fixture: "spark/executor-pod.yaml", policy: resourcesPolicy("spark", "executor", `{limits: {memory: 8Gi}, requests: {memory: 8Gi}}`),
 			want: []Finding{{Check: CheckSparkMemory, Severity: SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[spark-kubernetes-executor].resources.limits.memory"}}},
+		{name: "spark executor heap and memory raised together", fixture: "spark/executor-pod.yaml",
+			policy: "match: {managers: [spark], roles: [executor]}\ntemplate: {spec: {containers: [{name: \"@main\", env: [{name: SPARK_EXECUTOR_MEMORY, value: 1536m}], resources: {limits: {memory: 2Gi}, requests: {memory: 2Gi}}}]}}"},
+		{name: "spark executor heap raised above memory", fixture: "spark/executor-pod.yaml",
+			policy: "match: {managers: [spark], roles: [executor]}\ntemplate: {spec: {containers: [{name: \"@main\", env: [{name: SPARK_EXECUTOR_MEMORY, value: 4g}], resources: {limits: {memory: 2Gi}, requests: {memory: 2Gi}}}]}}",
+			want: []Finding{{Check: CheckSparkMemory, Severity: SeverityError, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[spark-kubernetes-executor].resources.limits.memory"}}},
 		{name: "spark driver lowered", fixture: "spark/driver-pod.yaml", policy: resourcesPolicy("spark", "driver", `{limits: {memory: 1Gi}, requests: {memory: 1Gi}}`),
 			want: []Finding{{Check: CheckSparkMemory, Severity: SeverityError, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[spark-kubernetes-driver].resources.limits.memory"}}},
 		{name: "flink taskmanager lowered", fixture: "flink/taskmanager-pod.yaml", policy: resourcesPolicy("flink", "taskmanager", `{limits: {memory: 1Gi}, requests: {memory: 1Gi}}`),
@@ -202,4 +207,29 @@ func FuzzRayStartCommand(f *testing.F) {
 		_, _ = parseSize(command, jvmUnits, 1<<20)
 		_ = rayResources(arg)
 	})
+}
+
+// TestRenderExplainChecks: render --explain prints one "check:" line per finding, and the
+// rendered object is the one without the comment lines.
+func TestRenderExplainChecks(t *testing.T) {
+	set := platformSet(t, resourcesPolicy("ray", "worker", `{limits: {nvidia.com/gpu: "1", memory: 512Mi}, requests: {memory: 512Mi}}`))
+	docs, err := SplitDocuments(bytes.NewReader(fixtureJSON(t, "kuberay/worker-pod.yaml", nil)))
+	require.NoError(t, err)
+	plain, err := set.Render(docs, RenderOptions{Namespace: "default"})
+	require.NoError(t, err)
+	explained, err := set.Render(docs, RenderOptions{Namespace: "default", Explain: true})
+	require.NoError(t, err)
+	var checks, rest []string
+	for _, l := range strings.Split(string(explained), "\n") {
+		switch {
+		case strings.HasPrefix(l, "# podpatch:   check: "):
+			checks = append(checks, strings.TrimPrefix(l, "# podpatch:   check: "))
+		case !strings.HasPrefix(l, "# podpatch:"):
+			rest = append(rest, l)
+		}
+	}
+	res := applyBoth(t, set, KindPod, docs[0].JSON)
+	require.Len(t, res.Findings, 2)
+	require.Equal(t, []string{res.Findings[0].String(), res.Findings[1].String()}, checks)
+	require.Equal(t, string(plain), strings.Join(rest, "\n"))
 }
