@@ -65,7 +65,7 @@ func TestChecksFire(t *testing.T) {
 			policy: "match: {managers: [spark], roles: [executor]}\ntemplate: {spec: {containers: [{name: \"@main\", env: [{name: SPARK_EXECUTOR_MEMORY, value: 1536m}], resources: {limits: {memory: 2Gi}, requests: {memory: 2Gi}}}]}}"},
 		{name: "spark executor heap raised above memory", fixture: "spark/executor-pod.yaml",
 			policy: "match: {managers: [spark], roles: [executor]}\ntemplate: {spec: {containers: [{name: \"@main\", env: [{name: SPARK_EXECUTOR_MEMORY, value: 4g}], resources: {limits: {memory: 2Gi}, requests: {memory: 2Gi}}}]}}",
-			want: []Finding{{Check: CheckSparkMemory, Severity: SeverityError, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[spark-kubernetes-executor].resources.limits.memory"}}},
+			want:   []Finding{{Check: CheckSparkMemory, Severity: SeverityError, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[spark-kubernetes-executor].resources.limits.memory"}}},
 		{name: "spark driver lowered", fixture: "spark/driver-pod.yaml", policy: resourcesPolicy("spark", "driver", `{limits: {memory: 1Gi}, requests: {memory: 1Gi}}`),
 			want: []Finding{{Check: CheckSparkMemory, Severity: SeverityError, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[spark-kubernetes-driver].resources.limits.memory"}}},
 		{name: "flink taskmanager lowered", fixture: "flink/taskmanager-pod.yaml", policy: resourcesPolicy("flink", "taskmanager", `{limits: {memory: 1Gi}, requests: {memory: 1Gi}}`),
