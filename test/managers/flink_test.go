@@ -38,6 +38,13 @@ func TestFlink(t *testing.T) {
 	control := env.waitGenerated(t, ctl, want, 2*time.Minute)
 	served := env.waitGenerated(t, ns, want, 2*time.Minute)
 	env.checkPatched(t, served, control, ns, ctl)
+	t.Run("manager-aware checks", func(t *testing.T) {
+		// The JobManager's memory is changed; Flink sized it from jobmanager.memory.process.size
+		// (reference §8). A session cluster has no TaskManager until a job runs.
+		env.checkFindings(t, control, ns, map[shape]wantFinding{
+			pod(policies.ManagerFlink, policies.RoleScheduler, "basic-example", ""): {policies.CheckFlinkMemory, "podpatch-system/managers-checks/flink-jobmanager-memory"},
+		})
+	})
 	t.Run("flink does not fight the mutation", func(t *testing.T) {
 		env.checkSteady(t, ns, ctl)
 	})

@@ -73,6 +73,12 @@ func TestSpark(t *testing.T) {
 		r.add(fmt.Sprintf("spark.driver.port=%d", driverPorts[ctl]), fmt.Sprintf("spark.driver.port=%d", driverPorts[ns]))
 	})
 	_ = r
+	t.Run("manager-aware checks", func(t *testing.T) {
+		// The executors' memory is raised; their JVM heap stays spark.executor.memory (reference §8).
+		env.checkFindings(t, control, ns, map[shape]wantFinding{
+			pod(policies.ManagerSpark, policies.RoleWorker, "spark-pi", ""): {policies.CheckSparkMemory, "podpatch-system/managers-checks/spark-executor-memory"},
+		})
+	})
 	t.Run("spark does not fight the mutation", func(t *testing.T) {
 		env.checkSteady(t, ns, ctl)
 	})
