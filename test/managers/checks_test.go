@@ -1,7 +1,9 @@
 package managers
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,6 +33,7 @@ func (h *harness) checkFindings(t *testing.T, control []generated, ns string, wa
 	require.Empty(t, probs)
 	for s, w := range want {
 		found := false
+		var seen []string // what the objects of the shape gave, for the failure message
 		for _, g := range control {
 			if !g.shape.matches(s) {
 				continue
@@ -42,6 +45,7 @@ func (h *harness) checkFindings(t *testing.T, control []generated, ns string, wa
 			require.NoError(t, err)
 			res, err := set.Patch(policies.Input{Kind: g.Kind, Object: js, Namespace: ns, NamespaceFromRequest: true})
 			require.NoError(t, err)
+			seen = append(seen, fmt.Sprintf("%s %s: applied %d, findings %v, left out %v", g.Kind, g.obj.GetName(), len(res.Applied), res.Findings, res.Skipped))
 			for _, f := range res.Findings {
 				if f.Check == w.check && f.Policy == w.policy {
 					found = true
@@ -49,7 +53,7 @@ func (h *harness) checkFindings(t *testing.T, control []generated, ns string, wa
 				}
 			}
 		}
-		require.True(t, found, "%s: no %s finding naming %s on the manager's objects", s, w.check, w.policy)
+		require.True(t, found, "%s: no %s finding naming %s on the manager's objects: %s", s, w.check, w.policy, strings.Join(seen, "; "))
 	}
 	eventually(t, 30*time.Second, func() error {
 		labels, err := h.podpatch.MetricLabels("podpatch_check_findings_total", "check")

@@ -74,9 +74,10 @@ func TestSpark(t *testing.T) {
 	})
 	_ = r
 	t.Run("manager-aware checks", func(t *testing.T) {
-		// The executors' memory is raised; their JVM heap stays spark.executor.memory (reference §8).
+		// The namespace's executors policy raises the executors' memory; their JVM heap stays
+		// spark.executor.memory (reference §8).
 		env.checkFindings(t, control, ns, map[shape]wantFinding{
-			pod(policies.ManagerSpark, policies.RoleWorker, "spark-pi", ""): {policies.CheckSparkMemory, "podpatch-system/managers-checks/spark-executor-memory"},
+			pod(policies.ManagerSpark, policies.RoleWorker, "spark-pi", ""): {policies.CheckSparkMemory, ns + "/team/executors"},
 		})
 	})
 	t.Run("spark does not fight the mutation", func(t *testing.T) {
