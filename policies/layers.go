@@ -91,6 +91,8 @@ type Result struct {
 	// violations are the patched object's (validity.go); selection is the layers applied.
 	violations []Violation
 	selection  layers
+	// patched is the patched object's tree, for the checks (checks.go).
+	patched map[string]any
 }
 
 // Change is what one policy did to one object.
@@ -197,7 +199,9 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	out.violations, out.selection = nil, layers{}
+	// The manager-aware checks (reference §8), on the very result the webhook and render return.
+	out.Findings = checkFindings(in.Kind, id, in.Object, &out)
+	out.violations, out.selection, out.patched = nil, layers{}, nil
 	out.Recognised, out.Identity = true, id
 	return out, nil
 }
@@ -365,7 +369,7 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 	if res.Patch, err = jsontree.Diff(t, json.RawMessage(in.Object), obj); err != nil {
 		return res, nil, fmt.Errorf("diff %s: %w", strings.ToLower(string(in.Kind)), err)
 	}
-	res.Changed = true
+	res.Changed, res.patched = true, obj
 	if patchOnly {
 		return res, patchedLabels, nil
 	}

@@ -99,45 +99,61 @@ func (s *Set) renderDocument(out *bytes.Buffer, d RawDocument, opts RenderOption
 // renderObject patches one object and returns it, or nil when nothing matched; with
 // opts.Explain it writes the explanation to explain.
 func (s *Set) renderObject(explain *bytes.Buffer, obj map[string]any, opts RenderOptions) (map[string]any, error) {
+	res, patched, err := s.applyObject(obj, opts)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Explain {
+		kind, _ := obj["kind"].(string)
+		meta, _ := obj["metadata"].(map[string]any)
+		writeExplain(explain, kind, meta, objectNamespace(obj, opts), res)
+	}
+	return patched, nil
+}
+
+// objectNamespace is an object's namespace, else opts.Namespace.
+func objectNamespace(obj map[string]any, opts RenderOptions) string {
+	meta, _ := obj["metadata"].(map[string]any)
+	if ns, _ := meta["namespace"].(string); ns != "" {
+		return ns
+	}
+	return opts.Namespace
+}
+
+// applyObject applies the policies to one object as the webhook would (a workload: its pod
+// template, in place) and returns the result and the patched object, nil when nothing matched.
+func (s *Set) applyObject(obj map[string]any, opts RenderOptions) (Result, map[string]any, error) {
 	kind, _ := obj["kind"].(string)
 	if kind == "" {
-		return nil, fmt.Errorf("object has no kind")
+		return Result{}, nil, fmt.Errorf("object has no kind")
 	}
-	meta, _ := obj["metadata"].(map[string]any)
-	ns, _ := meta["namespace"].(string)
-	if ns == "" {
-		ns = opts.Namespace
-	}
-	in := Input{Namespace: ns, NamespaceLabels: opts.NamespaceLabels, Explain: opts.Explain}
+	in := Input{Namespace: objectNamespace(obj, opts), NamespaceLabels: opts.NamespaceLabels, Explain: opts.Explain}
 	var res Result
 	var patched map[string]any
 	var err error
 	switch {
 	case kind == string(KindPod) || kind == string(KindService):
 		if in.Object, err = jsontree.Encode(obj); err != nil {
-			return nil, err
+			return res, nil, err
 		}
 		in.Kind = Kind(kind)
 		if res, err = s.Apply(in); err != nil {
-			return nil, err
+			return res, nil, err
 		}
 		if res.Changed {
 			if patched, err = decodeObject(res.Object); err != nil {
-				return nil, err
+				return res, nil, err
 			}
 		}
 	case workloadKinds[kind] != nil:
 		if res, err = s.applyTemplate(obj, workloadKinds[kind], in); err != nil {
-			return nil, err
+			return res, nil, err
 		}
 		if res.Changed {
 			patched = obj
 		}
 	}
-	if opts.Explain {
-		writeExplain(explain, kind, meta, ns, res)
-	}
-	return patched, nil
+	return res, patched, nil
 }
 
 // applyTemplate patches a workload's pod template, in place, as a Pod in the workload's namespace.
@@ -198,6 +214,9 @@ func writeExplain(out *bytes.Buffer, kind string, meta map[string]any, ns string
 	}
 	for _, sk := range res.Skipped { // reference §8: what would make the object invalid
 		fmt.Fprintf(out, "# podpatch:   left out: %s (%s %s): %s\n", sk.Policy.Ref, sk.Policy.Scope, sk.Policy.Mode, oneLine(sk.Violation.String()))
+	}
+	for _, f := range res.Findings { // reference §8: what the manager does not know of
+		fmt.Fprintf(out, "# podpatch:   check: %s\n", oneLine(f.String()))
 	}
 	for _, a := range res.Adjusted {
 		fmt.Fprintf(out, "# podpatch:   adjusted: %s\n", oneLine(a))

@@ -44,6 +44,9 @@ const (
 	// ReasonPolicySkipped: a policy was left out because it would have made the object invalid
 	// (reference §8); podpatch_policy_skipped_total counts each by rule.
 	ReasonPolicySkipped Reason = "policy_skipped"
+	// ReasonCheckFinding: a manager-aware check found that a policy contradicts the manager
+	// (reference §8); podpatch_check_findings_total counts each by check.
+	ReasonCheckFinding Reason = "check_finding"
 )
 
 // The stages at which a request can run out of budget: the stage label of

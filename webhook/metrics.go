@@ -23,6 +23,7 @@ type Metrics struct {
 	bodyBytes   *prometheus.GaugeVec
 	panics      *prometheus.CounterVec
 	skipped     *prometheus.CounterVec
+	findings    *prometheus.CounterVec
 	obs         observations // observe.go
 }
 
@@ -62,6 +63,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "podpatch_policy_skipped_total",
 			Help: "Policies left out of an object because their contribution would have made it invalid (reference §8), by the rule it would have broken (request-above-limit, priority-class-not-found, …; see docs/metrics.md).",
 		}, []string{"reason"}),
+		findings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "podpatch_check_findings_total",
+			Help: "Manager-aware check findings on admitted objects (reference §8), by check id (ray-resources-mismatch, spark-memory-not-jvm, dask-worker-mismatch, flink-memory-mismatch, dask-loadbalancer-pending; see docs/checks.md).",
+		}, []string{"check"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "podpatch_requests_in_flight",
 			Help: "Admission requests holding one of the --max-in-flight slots (their bodies read, being handled).",
@@ -87,6 +92,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.bodyBytes = r.Register(m.bodyBytes).(*prometheus.GaugeVec)
 	m.panics = r.Register(m.panics).(*prometheus.CounterVec)
 	m.skipped = r.Register(m.skipped).(*prometheus.CounterVec)
+	m.findings = r.Register(m.findings).(*prometheus.CounterVec)
 	m.obs.register(r.Register)
 	return m, r.Err()
 }
@@ -129,4 +135,16 @@ func (m *Metrics) policySkipped(rule string) {
 		rule = "other"
 	}
 	m.skipped.WithLabelValues(rule).Inc()
+}
+
+// checkFinding counts a manager-aware check's finding; m may be nil. The check is one of
+// policies.CheckIDs, a fixed set.
+func (m *Metrics) checkFinding(check string) {
+	if m == nil {
+		return
+	}
+	if !slices.Contains(policies.CheckIDs, check) {
+		check = "other"
+	}
+	m.findings.WithLabelValues(check).Inc()
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -101,8 +102,10 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		log().Info("policies left out so that the rest applies", "fallback", res.Fallback, "reason", w)
 		warnings = append(warnings, "podpatch: "+w)
 	}
+	if len(res.Skipped)+len(res.Findings) > 0 {
+		warnings = append(warnings, m.actionWarnings(res.Skipped, res.Findings)...)
+	}
 	if len(res.Skipped) > 0 {
-		warnings = append(warnings, m.skippedWarnings(res.Skipped)...)
 		log().Info("policies left out: they would make the object invalid", "count", len(res.Skipped), "first", res.Skipped[0].Policy.Ref,
 			"rule", res.Skipped[0].Violation.Rule)
 	}
@@ -139,27 +142,54 @@ func (m *Mutator) Fallback(_ admission.Request, reason Reason) admission.Respons
 	return admission.Allowed("").WithWarnings("podpatch did not apply policies because " + why + "; the object was admitted unchanged")
 }
 
-// Bounds of the skipped-policy warnings: kubectl prints every warning, and the API server keeps
-// warnings short.
+// Bounds of the warnings on policies left out and check findings together: kubectl prints every
+// warning, and the API server keeps warnings short.
 const (
 	maxSkippedWarnings = 3
 	maxWarningLength   = 400
 )
 
-// skippedWarnings says which policies were left out and why (reference §8), bounded in number and
-// length, and counts them.
-func (m *Mutator) skippedWarnings(skipped []policies.Skipped) []string {
-	var out []string
-	for i, sk := range skipped {
+// actionWarnings says which policies were left out and why and what the manager-aware checks
+// found (reference §8, §9: what the user should act on), counts them all, and returns at most
+// maxSkippedWarnings of them, of at most maxWarningLength bytes each, most urgent first: error
+// findings and enforce policies left out (the platform's rule did not hold, or the workload
+// breaks), then other policies left out, then warning findings; "and N more" says what was cut.
+func (m *Mutator) actionWarnings(skipped []policies.Skipped, findings []policies.Finding) []string {
+	type item struct {
+		tier    int
+		text    string
+		finding bool
+	}
+	items := make([]item, 0, len(skipped)+len(findings))
+	for _, sk := range skipped {
 		m.Metrics.policySkipped(sk.Violation.Rule)
+		tier := 1
+		if sk.Policy.Mode == policies.ModeEnforce {
+			tier = 0
+		}
+		items = append(items, item{tier: tier, text: sk.String()})
+	}
+	for _, f := range findings {
+		m.Metrics.checkFinding(f.Check)
+		tier := 2
+		if f.Severity == policies.SeverityError {
+			tier = 0
+		}
+		items = append(items, item{tier: tier, text: "check " + f.String(), finding: true})
+	}
+	slices.SortStableFunc(items, func(a, b item) int { return a.tier - b.tier })
+	var out []string
+	for i, it := range items {
 		if i == maxSkippedWarnings {
-			out = append(out, fmt.Sprintf("podpatch: and %d more policies left out", len(skipped)-maxSkippedWarnings))
+			out = append(out, fmt.Sprintf("podpatch: and %d more policies left out or check findings (podpatch render --explain lists them)", len(items)-maxSkippedWarnings))
+			break
 		}
-		if i >= maxSkippedWarnings {
-			continue
+		if it.finding {
+			m.Metrics.warned(ReasonCheckFinding)
+		} else {
+			m.Metrics.warned(ReasonPolicySkipped)
 		}
-		m.Metrics.warned(ReasonPolicySkipped)
-		w := "podpatch: " + sk.String()
+		w := "podpatch: " + it.text
 		if len(w) > maxWarningLength {
 			w = strings.ToValidUTF8(w[:maxWarningLength-3], "") + "..."
 		}

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -14,11 +17,14 @@ import (
 type lintOptions struct {
 	policyOptions
 	Namespace string
+	// Objects are files of objects to apply the policies to, as render reads them (reference §8).
+	Objects []string
 }
 
 func (o *lintOptions) AddFlags(fs *pflag.FlagSet) {
 	o.policyOptions.AddFlags(fs)
-	fs.StringVar(&o.Namespace, "namespace", "default", "namespace of policy ConfigMaps that have none")
+	fs.StringVar(&o.Namespace, "namespace", "default", "namespace of policy ConfigMaps (and --objects objects) that have none")
+	fs.StringSliceVar(&o.Objects, "objects", nil, "files of objects (YAML or JSON, - for stdin) to apply the policies to: report policies left out and check findings (repeatable)")
 }
 
 func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -29,6 +35,9 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	if len(paths) == 0 {
 		return usageError{errors.New("name at least one policy file or directory")}
+	}
+	if slices.Contains(o.Objects, "-") && slices.Contains(paths, "-") {
+		return usageError{errors.New("standard input (-) can be read only once")}
 	}
 	opts, err := o.Options()
 	if err != nil {
@@ -42,9 +51,65 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	probs = append(probs, set.SelectionProblems(cms)...) // selectors that contradict each other (reference §3 fixed point)
 	if len(probs) > 0 {
 		fmt.Fprintln(stdout, policies.ProblemLines(probs))
+	} else {
+		fmt.Fprintf(stdout, "%d ConfigMap(s), %d platform and %d namespace policies: ok\n",
+			len(cms), set.Count(policies.ScopePlatform), set.Count(policies.ScopeNamespace))
+	}
+	failed, err := lintObjects(set, o, stdin, stdout)
+	if err != nil {
+		return err
+	}
+	if len(probs) > 0 || failed {
 		return exitError{1}
 	}
-	fmt.Fprintf(stdout, "%d ConfigMap(s), %d platform and %d namespace policies: ok\n",
-		len(cms), set.Count(policies.ScopePlatform), set.Count(policies.ScopeNamespace))
 	return nil
 }
+
+// lintObjects applies the policies to the objects of --objects as render does and prints, one
+// line each, `FILE: KIND NS/NAME: …` for every policy left out (reference §8), layer left out
+// and check finding; failed when a policy was left out or a finding is an error (warnings do
+// not fail).
+func lintObjects(set *policies.Set, o *lintOptions, stdin io.Reader, stdout io.Writer) (failed bool, err error) {
+	objects, leftOut, errs, warns := 0, 0, 0, 0
+	for _, f := range o.Objects {
+		data, err := policies.ReadInput(f, stdin)
+		if err != nil {
+			return false, err
+		}
+		docs, err := policies.SplitDocuments(bytes.NewReader(data))
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", f, err)
+		}
+		checks, err := set.CheckObjects(docs, policies.RenderOptions{Namespace: o.Namespace})
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", f, err)
+		}
+		for _, c := range checks {
+			objects++
+			at := fmt.Sprintf("%s: %s %s/%s: ", f, c.Kind, c.Namespace, c.Name)
+			for _, w := range c.Warnings {
+				fmt.Fprintf(stdout, "%swarning: %s\n", at, oneLine(w))
+				leftOut++
+			}
+			for _, sk := range c.Skipped {
+				fmt.Fprintf(stdout, "%sleft out: %s\n", at, oneLine(sk.String()))
+				leftOut++
+			}
+			for _, fd := range c.Findings {
+				fmt.Fprintf(stdout, "%scheck: %s\n", at, oneLine(fd.String()))
+				if fd.Severity == policies.SeverityError {
+					errs++
+				} else {
+					warns++
+				}
+			}
+		}
+	}
+	if len(o.Objects) > 0 {
+		fmt.Fprintf(stdout, "objects: %d with policies left out or findings: %d left out, %d error and %d warning finding(s)\n", objects, leftOut, errs, warns)
+	}
+	return leftOut+errs > 0, nil
+}
+
+// oneLine keeps a report line on one line.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -80,6 +80,16 @@ func TestDaskOperator(t *testing.T) {
 			env.checkAppliedEvents(t, ns, "DaskCluster", c, c, served)
 		}
 	})
+	t.Run("manager-aware checks", func(t *testing.T) {
+		// The examples' internal load balancer keeps the DaskCluster Pending until it has an
+		// address; the GPU group's --memory-limit is below what a policy gives (reference §8).
+		env.checkFindings(t, control, ns, map[shape]wantFinding{
+			service(policies.ManagerDask, policies.RoleScheduler, "simple", ""): {policies.CheckDaskLoadBalancer,
+				"podpatch-system/platform-defaults/scheduler-internal-lb"},
+			pod(policies.ManagerDask, policies.RoleWorker, "gpu-cluster", "gpu-cluster-gpu"): {policies.CheckDaskWorker,
+				"podpatch-system/managers-checks/dask-gpu-worker-memory"},
+		})
+	})
 	t.Run("the operator does not fight the mutation", func(t *testing.T) {
 		// The example policies make scheduler Services internal load balancers; the operator
 		// reports a cluster Pending until the load balancer has an address. A cloud's

@@ -43,6 +43,13 @@ func TestFlink(t *testing.T) {
 		// owns the Pod's ReplicaSet and the Services, is the top owner.
 		env.checkAppliedEvents(t, ns, "Deployment", "basic-example", "basic-example", served)
 	})
+	t.Run("manager-aware checks", func(t *testing.T) {
+		// The JobManager's memory is changed; Flink sized it from jobmanager.memory.process.size
+		// (reference §8). A session cluster has no TaskManager until a job runs.
+		env.checkFindings(t, control, ns, map[shape]wantFinding{
+			pod(policies.ManagerFlink, policies.RoleScheduler, "basic-example", ""): {policies.CheckFlinkMemory, "podpatch-system/managers-checks/flink-jobmanager-memory"},
+		})
+	})
 	t.Run("flink does not fight the mutation", func(t *testing.T) {
 		env.checkSteady(t, ns, ctl)
 	})

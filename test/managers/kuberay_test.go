@@ -73,6 +73,12 @@ func TestKubeRay(t *testing.T) {
 	served := env.waitGenerated(t, ns, want, 2*time.Minute)
 
 	r := env.checkPatched(t, served, control, ns, ctl)
+	t.Run("manager-aware checks", func(t *testing.T) {
+		// The GPUs gpu-workers adds are not in the `ray start` KubeRay generated (reference §8).
+		env.checkFindings(t, control, ns, map[shape]wantFinding{
+			pod(policies.ManagerRay, policies.RoleWorker, name, "gpu-group"): {policies.CheckRayResources, "podpatch-system/gpu-workers/gpu-workers"},
+		})
+	})
 	t.Run("GPU limit on the Ray container only", func(t *testing.T) {
 		for _, g := range served {
 			if g.Kind != policies.KindPod || g.Group != "gpu-group" {

@@ -78,6 +78,13 @@ func TestSpark(t *testing.T) {
 		// Service, and is its own top.
 		env.checkAppliedEvents(t, ns, "Pod", env.sparkDriverPod(t, ns), "spark-pi", served)
 	})
+	t.Run("manager-aware checks", func(t *testing.T) {
+		// The namespace's executors policy raises the executors' memory; their JVM heap stays
+		// spark.executor.memory (reference §8).
+		env.checkFindings(t, control, ns, map[shape]wantFinding{
+			pod(policies.ManagerSpark, policies.RoleWorker, "spark-pi", ""): {policies.CheckSparkMemory, ns + "/team/executors"},
+		})
+	})
 	t.Run("spark does not fight the mutation", func(t *testing.T) {
 		env.checkSteady(t, ns, ctl)
 	})
