@@ -23,8 +23,10 @@ import (
 var resourceFlavors = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "resourceflavors"}
 
 // flavorDiscoveryInterval is how often Flavors asks discovery whether the ResourceFlavor API is
-// served yet, until it is: on a cluster without Kueue an informer would fail and log forever.
-const flavorDiscoveryInterval = time.Minute
+// served yet, until it is (one GET of one group version): on a cluster without Kueue an informer
+// would fail and log forever. Kueue installed after podpatch is known within this interval;
+// until then its Pods get no placement from policies at all.
+const flavorDiscoveryInterval = 15 * time.Second
 
 // Flavors answers policies.KueueFlavors from an informer on Kueue's ResourceFlavors, started
 // once discovery shows the API. Until its cache has synced (no Kueue, RBAC refused, …) the
