@@ -29,6 +29,9 @@ const (
 	// KueueAdmissionGate is the scheduling gate Kueue's pod webhook adds to a plain Pod and
 	// lifts, writing the flavor's node labels and tolerations, when it admits the workload.
 	KueueAdmissionGate = "kueue.x-k8s.io/admission"
+	// KueueTopologyGate is the gate of Kueue's topology-aware scheduling, which its pod webhook
+	// adds too.
+	KueueTopologyGate = "kueue.x-k8s.io/topology"
 )
 
 // kueueLabels are the labels any one of which makes a Pod Kueue's.
@@ -69,7 +72,7 @@ func kueueManaged(t *jsontree.Tree, obj map[string]any) bool {
 	gates, _ := gv.([]any)
 	for i := range gates {
 		g, _ := t.At(gates, i).(map[string]any)
-		if n, _ := t.Get(g, "name"); n == KueueAdmissionGate {
+		if n, _ := t.Get(g, "name"); n == KueueAdmissionGate || n == KueueTopologyGate {
 			return true
 		}
 	}

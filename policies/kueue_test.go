@@ -45,7 +45,7 @@ type kueueCase struct {
 func genKueueCase(tb testing.TB, r *rand.Rand) kueueCase {
 	pick := func(l []string) string { return l[r.Intn(len(l))] }
 	c := kueueCase{fixture: pick([]string{"dask-operator/worker-pod.yaml", "kuberay/worker-pod.yaml", "kuberay/head-pod.yaml", "spark/executor-pod.yaml"})}
-	c.mark = pick([]string{"", KueueQueueLabel, KueueManagedLabel, KueuePodSetLabel, KueuePodGroupLabel, "gate"})
+	c.mark = pick([]string{"", KueueQueueLabel, KueueManagedLabel, KueuePodSetLabel, KueuePodGroupLabel, "gate", "topology-gate"})
 	c.cluster = &kueueCluster{keys: KueueKeys{NodeLabels: map[string]bool{}, Tolerations: map[string]bool{}}, flavorsKnown: r.Intn(4) > 0}
 	for _, k := range kueueNodeKeys {
 		if r.Intn(2) == 0 {
@@ -65,6 +65,8 @@ func genKueueCase(tb testing.TB, r *rand.Rand) kueueCase {
 		case "":
 		case "gate":
 			spec["schedulingGates"] = []any{map[string]any{"name": KueueAdmissionGate}}
+		case "topology-gate":
+			spec["schedulingGates"] = []any{map[string]any{"name": KueueTopologyGate}}
 		default:
 			labels[c.mark] = "q"
 		}

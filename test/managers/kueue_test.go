@@ -148,6 +148,18 @@ data:
           containers:
           - name: "@main"
             env: [{name: SHAPED_BY, value: podpatch}]
+  seen-kueue.yaml: |
+    apiVersion: podpatch.io/v1alpha1
+    kind: PodTemplatePatch
+    metadata: {name: seen-kueue}
+    spec:
+      mode: merge
+      match:
+        namespaceSelector: {matchLabels: {podpatch.io/kueue-test: "true"}}
+        selector: {matchLabels: {kueue.x-k8s.io/managed: "true"}}
+      template:
+        metadata:
+          annotations: {kueue-e2e/saw-kueue-label: "true"}
   cpu-head.yaml: |
     apiVersion: podpatch.io/v1alpha1
     kind: PodTemplatePatch
@@ -178,7 +190,7 @@ data:
 `
 
 // kueuePolicyCount is how many policies kueuePolicies holds.
-const kueuePolicyCount = 3
+const kueuePolicyCount = 4
 
 // TestKueue runs the real Kueue controller (bin/kueue, hack/build-kueue.sh) with its webhooks
 // next to podpatch's, and the real KubeRay operator, and checks reference §8's
@@ -280,10 +292,12 @@ func TestKueue(t *testing.T) {
 	t.Run("webhook order: Kueue's pod webhook runs before podpatch's", func(t *testing.T) {
 		p := daskWorkerPod(t, "kueue-pods", "order")
 		require.NoError(t, env.k8s.Create(ctx, p, client.DryRunAll))
-		// Kueue's webhook added its gate and label before podpatch saw the Pod: podpatch left the
-		// flavor key out, so it saw a Kueue-managed Pod.
+		// Kueue's webhook added its gate and label before podpatch saw the Pod: a policy selecting
+		// Kueue's label applied.
 		require.Contains(t, gateNames(p), policies.KueueAdmissionGate)
 		require.Equal(t, "true", p.Labels[policies.KueueManagedLabel])
+		require.Equal(t, "true", p.Annotations["kueue-e2e/saw-kueue-label"], "podpatch saw Kueue's label")
+		// And podpatch left the flavor key out.
 		require.NotContains(t, p.Spec.NodeSelector, flavorKey)
 		require.Equal(t, "true", p.Labels["kueue-e2e/shaped"])
 	})
@@ -352,6 +366,22 @@ func TestKueue(t *testing.T) {
 			}
 			return nil
 		}, "the RayJob's RayCluster")
+		t.Cleanup(func() {
+			if !t.Failed() {
+				return
+			}
+			for _, gvk := range []schema.GroupVersionKind{{Group: "ray.io", Version: "v1", Kind: "RayJob"}, rayClusterGVK, workloadGVK} {
+				l := &unstructured.UnstructuredList{}
+				l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+				if err := env.k8s.List(ctx, l, client.InNamespace(ns)); err == nil {
+					for _, o := range l.Items {
+						spec, _, _ := unstructured.NestedFieldNoCopy(o.Object, "spec", "suspend")
+						st, _, _ := unstructured.NestedFieldNoCopy(o.Object, "status")
+						t.Logf("%s %s: labels %v, suspend %v, status %v", gvk.Kind, o.GetName(), o.GetLabels(), spec, st)
+					}
+				}
+			}
+		})
 		pods := waitRayPods(t, ns, rcName, 2, 2*time.Minute)
 		for _, p := range pods {
 			require.Equal(t, "spot", p.Spec.NodeSelector[flavorKey], p.Name)
@@ -416,6 +446,28 @@ func startKueue(t *testing.T, bin, moduleDir string) {
 	require.NoError(t, err)
 	visibility, err := cluster.FreePort()
 	require.NoError(t, err)
+	// With its own certificate management off, Kueue v0.17 reads a metrics serving certificate
+	// from a fixed path, metrics on or off (cmd/kueue/main.go): made here if absent, and removed
+	// again.
+	const metricsCerts = "/etc/kueue/metrics/certs"
+	if _, err := os.Stat(filepath.Join(metricsCerts, "tls.crt")); os.IsNotExist(err) {
+		made := "/etc/kueue" // the first directory of the path this test makes
+		for _, d := range []string{"/etc/kueue", "/etc/kueue/metrics", metricsCerts} {
+			if _, err := os.Stat(d); err == nil {
+				made = ""
+			} else if made == "" {
+				made = d
+			}
+		}
+		require.NoError(t, os.MkdirAll(metricsCerts, 0o755), "Kueue needs %s", metricsCerts)
+		_, err := cluster.ServingCerts(metricsCerts)
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			if made != "" {
+				_ = os.RemoveAll(made)
+			}
+		})
+	}
 	cfg := fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
 namespace: kueue-system
@@ -448,7 +500,10 @@ integrations:
 		}
 		return false
 	}
-	url := func(path string) *string { u := fmt.Sprintf("https://127.0.0.1:%d%s", port, path); return &u }
+	url := func(path string) *string { // the serving certificate names localhost
+		u := fmt.Sprintf("https://localhost:%d%s", port, path)
+		return &u
+	}
 	for _, o := range objs {
 		js, err := o.MarshalJSON()
 		require.NoError(t, err)
