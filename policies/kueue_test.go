@@ -258,3 +258,34 @@ func TestKueuePlacementExplain(t *testing.T) {
 	require.Len(t, out.Findings, 3)
 	require.Contains(t, out.Findings[0].Message, "unknown")
 }
+
+// TestKueuePlacementRemoval: a policy removing a flavor key (null), a Kueue toleration or the
+// required node affinity does not remove Kueue's on a Pod Kueue manages; on another Pod it does.
+func TestKueuePlacementRemoval(t *testing.T) {
+	set := platformSet(t, "mode: enforce\ntemplate: {spec: {nodeSelector: {pool: null, zone: null}, affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: null}}}}")
+	cluster := &kueueCluster{keys: KueueKeys{NodeLabels: map[string]bool{"pool": true}}, flavorsKnown: true}
+	aff := map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{
+		"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": "pool", "operator": "In", "values": []any{"spot"}}}}}}}}
+	for _, managed := range []bool{true, false} {
+		in := fixtureJSON(t, "kuberay/worker-pod.yaml", func(obj map[string]any) {
+			if managed {
+				obj["metadata"].(map[string]any)["labels"].(map[string]any)[KueuePodSetLabel] = "workers"
+			}
+			obj["spec"].(map[string]any)["nodeSelector"] = map[string]any{"pool": "spot", "zone": "a"}
+			obj["spec"].(map[string]any)["affinity"] = aff
+		})
+		out, err := set.Apply(Input{Kind: KindPod, Object: in, Namespace: "default", Cluster: cluster})
+		require.NoError(t, err)
+		sel, _ := podField(t, out.Object, "spec", "nodeSelector").(map[string]any)
+		if managed {
+			require.Equal(t, map[string]any{"pool": "spot"}, sel, "zone is not a flavor key: removed")
+			require.Equal(t, canon(aff), canon(podField(t, out.Object, "spec", "affinity")))
+			require.Len(t, out.Findings, 2)
+		} else {
+			require.Empty(t, sel)
+			na, _ := podField(t, out.Object, "spec", "affinity").(map[string]any)["nodeAffinity"].(map[string]any)
+			require.NotContains(t, na, "requiredDuringSchedulingIgnoredDuringExecution")
+			require.Empty(t, out.Findings)
+		}
+	}
+}
