@@ -52,12 +52,13 @@ control-plane bin/kube-apiserver bin/kube-controller-manager bin/etcd:
 
 ## test-managers: the real KubeRay operator, Dask operator, spark-submit and Flink client against the
 ## test control plane (with kube-controller-manager) and podpatch; every Pod and Service they make
-## must be stored as `podpatch render` predicts. hack/build-managers.sh builds bin/ray-operator and a
+## must be stored as `podpatch render` predicts; and the real Kueue (hack/build-kueue.sh builds bin/kueue)
+## with KubeRay, Jobs and plain Pods. hack/build-managers.sh builds bin/ray-operator and a
 ## virtualenv cached by its pins. MANAGERS_WINDOW: how long each cluster is watched for a fight.
 MANAGERS_WINDOW ?= 15s
 test-managers: control-plane
-	@venv=$$(hack/build-managers.sh bin) && \
-	PODPATCH_MANAGERS=1 PODPATCH_MANAGERS_VENV=$$venv PODPATCH_MANAGERS_WINDOW=$(MANAGERS_WINDOW) \
+	@venv=$$(hack/build-managers.sh bin) && kueue=$$(hack/build-kueue.sh bin) && \
+	PODPATCH_MANAGERS=1 PODPATCH_MANAGERS_VENV=$$venv PODPATCH_KUEUE_BIN=$$kueue PODPATCH_MANAGERS_WINDOW=$(MANAGERS_WINDOW) \
 		$(GO) test -count=1 -timeout 40m ./test/managers
 
 ## fixtures: the same run, writing each manager's objects as podpatch receives them (the unpatched

@@ -18,7 +18,7 @@ const CheckDaskLoadBalancer = "dask-loadbalancer-pending"
 
 // CheckIDs are the ids of the manager-aware checks podpatch runs at admission, in `render
 // --explain` and in `lint --objects`: the values of podpatch_check_findings_total's label.
-var CheckIDs = []string{CheckRayResources, CheckSparkMemory, CheckDaskWorker, CheckFlinkMemory, CheckDaskLoadBalancer}
+var CheckIDs = []string{CheckRayResources, CheckSparkMemory, CheckDaskWorker, CheckFlinkMemory, CheckDaskLoadBalancer, CheckKueuePlacement}
 
 // MaxFindings bounds the findings of one object: each check states each figure at most once,
 // and this is above what all of them can find together.

@@ -200,7 +200,11 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 		return res, err
 	}
 	// The manager-aware checks (reference §8), on the very result the webhook and render return.
-	out.Findings = checkFindings(in.Kind, id, in.Object, &out)
+	// Kueue's placement findings came first (applyLayers); at most MaxFindings in all.
+	out.Findings = append(out.Findings, checkFindings(in.Kind, id, in.Object, &out)...)
+	if len(out.Findings) > MaxFindings {
+		out.Findings = out.Findings[:MaxFindings]
+	}
 	out.violations, out.selection, out.patched = nil, layers{}, nil
 	out.Recognised, out.Identity = true, id
 	return out, nil
@@ -298,8 +302,10 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 	st := &applyState{t: t, done: in.Done}
 	var owned map[string]bool
 	var before coupledValues // the coupled fields as given
+	var given placement      // the placement Kueue decides, as given (kueue.go)
 	if in.Kind == KindPod {
 		before.read(t, obj)
+		given = readPlacement(t, obj)
 		// Platform sidecars first, so that a namespace policy cannot claim their names; they
 		// are out of the namespace policies' reach, and replace a container of the same name
 		// the object brought (reference §3).
@@ -343,6 +349,15 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 
 	if st.stopped() {
 		return Result{Object: in.Object}, nil, fmt.Errorf("%s not patched: %w", strings.ToLower(string(in.Kind)), st.err)
+	}
+	if in.Kind == KindPod {
+		// Kueue's placement wins on the Pods it manages (reference §8, kueue-placement-conflict).
+		if fs := keepKueuePlacement(t, obj, &given, res.Applied, env.cluster); len(fs) > 0 {
+			res.Findings = append(res.Findings, fs...)
+			if in.Explain {
+				res.Changes = dropRestored(res.Changes, in.Object, obj)
+			}
+		}
 	}
 	meta, _ := t.GetMap(obj, "metadata")
 	labelsV, _ := t.Get(meta, "labels")

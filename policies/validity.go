@@ -54,6 +54,7 @@ type RuntimeClassInfo struct {
 // Cluster answers, from caches kept current off the request path (never an API call), what the
 // admission plugins will look up. A nil Cluster, as in `render` and `lint`, knows nothing: the
 // checks that need it are skipped. Implementations answer Unknown until their caches synced.
+// One that also knows Kueue's ResourceFlavors implements KueueFlavors (kueue.go).
 type Cluster interface {
 	// PriorityClass looks up a PriorityClass by name; the name "" asks for the cluster's global
 	// default (Absent: there is none, and the plugin uses priority 0).

@@ -10,6 +10,7 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -34,13 +35,28 @@ type References struct {
 	limits   toolscache.SharedIndexInformer
 	accounts toolscache.SharedIndexInformer
 	cidrs    toolscache.SharedIndexInformer
+	// flavors are Kueue's ResourceFlavors (kueue.go); nil: unknown.
+	flavors *Flavors
 }
 
-var _ policies.Cluster = (*References)(nil)
+var (
+	_ policies.Cluster      = (*References)(nil)
+	_ policies.KueueFlavors = (*References)(nil)
+)
 
 // NewReferences builds the informers on the kit's clients. Run starts them.
 func NewReferences(kit *kube.Kit) (*References, error) {
-	return newReferences(kit.Clientset, kit.Metadata)
+	r, err := newReferences(kit.Clientset, kit.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	// Kueue's ResourceFlavors are custom resources: a dynamic client of the kit's configuration.
+	dyn, err := dynamic.NewForConfig(kit.Config)
+	if err != nil {
+		return nil, err
+	}
+	r.flavors = NewFlavors(kit.Clientset.Discovery(), dyn)
+	return r, nil
 }
 
 func newReferences(cs kubernetes.Interface, md metadata.Interface) (*References, error) {
@@ -76,6 +92,11 @@ func trimReference(obj any) (any, error) {
 // Run runs the informers until ctx is done. It does not wait for them to sync: until one has,
 // its answers are Unknown.
 func (r *References) Run(ctx context.Context) {
+	if r.flavors != nil {
+		done := make(chan struct{})
+		go func() { defer close(done); r.flavors.Run(ctx) }()
+		defer func() { <-done }()
+	}
 	r.factory.Start(ctx.Done())
 	r.metadata.Start(ctx.Done())
 	<-ctx.Done()
@@ -218,4 +239,10 @@ func (r *References) ServiceIPFamilies() ([]corev1.IPFamily, bool) {
 		}
 	}
 	return families, len(families) > 0
+}
+
+// KueuePlacementKeys implements policies.KueueFlavors (reference §8, kueue-placement-conflict).
+// Not part of Synced: a cluster without Kueue never has it.
+func (r *References) KueuePlacementKeys() (policies.KueueKeys, bool) {
+	return r.flavors.KueuePlacementKeys()
 }

@@ -47,6 +47,7 @@ func TestRBACRules(t *testing.T) {
 			{APIGroups: []string{"scheduling.k8s.io"}, Resources: []string{"priorityclasses"}, Verbs: []string{"list", "watch"}},
 			{APIGroups: []string{"node.k8s.io"}, Resources: []string{"runtimeclasses"}, Verbs: []string{"list", "watch"}},
 			{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"servicecidrs"}, Verbs: []string{"list", "watch"}},
+			{APIGroups: []string{"kueue.x-k8s.io"}, Resources: []string{"resourceflavors"}, Verbs: []string{"list", "watch"}},
 			core([]string{"events"}, "create", "patch"),
 		},
 		// The external URL resolver: Services it watches and patches, the Deployment between a
