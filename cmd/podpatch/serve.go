@@ -30,6 +30,7 @@ import (
 	"github.com/podpatch/podpatch/externalurl"
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/internal/leader"
+	"github.com/podpatch/podpatch/internal/promreg"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/webhook"
 )
@@ -257,6 +258,12 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 	webhook.SetMemoryLimit(memLimit, log)
 	m, err := webhook.NewMetrics(crmetrics.Registry)
 	if err != nil {
+		return err
+	}
+	m.SetMemoryLimit(memLimit)
+	runtimeMetrics := promreg.New(crmetrics.Registry) // go_*, process_* (docs/metrics.md)
+	runtimeMetrics.RegisterRuntime()
+	if err := runtimeMetrics.Err(); err != nil {
 		return err
 	}
 	var cfg *rest.Config
