@@ -24,6 +24,7 @@ type Metrics struct {
 	panics      *prometheus.CounterVec
 	skipped     *prometheus.CounterVec
 	obs         observations // observe.go
+	reg         prometheus.Registerer
 }
 
 // NewMetrics creates the metrics and registers them with reg (controller-runtime's registry
@@ -75,6 +76,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Admission handler panics recovered and answered with an error, by webhook (mutate, validate): a bug to report.",
 		}, []string{"webhook"}),
 	}
+	m.reg = reg
 	r := promreg.New(reg)
 	m.admissions = r.Register(m.admissions).(*prometheus.CounterVec)
 	m.warnings = r.Register(m.warnings).(*prometheus.CounterVec)

@@ -281,6 +281,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 	var store *webhook.Store
 	var feed interface{ Start(context.Context) error }
 	var cluster policies.Cluster // what patched Pods reference; unknown with --policy-dir
+	var source *webhook.PolicySource
 	if o.PolicyDir != "" {
 		feed, store = webhook.NewDirFeed(o.PolicyDir, o.PolicyDirInterval, popts, m, log.WithName("policy-dir"))
 	} else {
@@ -288,7 +289,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 		if err != nil {
 			return err
 		}
-		feed, store, cluster = cf, cstore, cf.References()
+		feed, store, cluster, source = cf, cstore, cf.References(), cf.PolicySource()
 	}
 	grace := o.ShutdownTimeout - o.ShutdownDelay // for the requests in flight once the delay is over
 	srv := &webhook.Server{
@@ -297,7 +298,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 		Handler: webhook.NewHandler(webhook.HandlerOptions{Store: store, Policies: popts, Metrics: m,
 			RequestBudget: o.RequestBudget, MaxInFlight: o.MaxInFlight, LargeBodyBytes: webhook.LargeBytesFor(memLimit), Log: log, Cluster: cluster}),
 	}
-	probes := webhook.Probes(store, srv, m, ctx.Done())
+	probes := webhook.Probes(store, srv, m, ctx.Done(), source)
 
 	leaderOnly, err := o.leaderOnly(kit, store, cluster, log)
 	if err != nil {
