@@ -27,6 +27,8 @@ func StartRestartable(binDir, dir string, crdDirs ...string) (*ControlPlane, err
 	return start(binDir, dir, func(c *ControlPlane) {
 		c.env.ControlPlane.Etcd = &envtest.Etcd{DataDir: etcdDir}
 		c.env.ControlPlane.APIServer = &envtest.APIServer{CertDir: certDir}
+		// Room for the Services of a long run (envtest's default is a /24: 254 Services).
+		c.env.ControlPlane.APIServer.Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
 		// kube-apiserver drains its requests on SIGTERM; under load that takes longer than
 		// envtest's default 20 s, and a restart must not leave the old one on the port.
 		c.env.ControlPlaneStopTimeout = 2 * time.Minute

@@ -46,6 +46,16 @@ type tier struct {
 }
 
 func currentTier() tier {
+	t := baseTier()
+	// PODPATCH_FAULTS_SOAK sets the soak's length: the documented 30-minute soak is
+	// PODPATCH_FAULTS_SOAK=30m (docs/faults.md).
+	if d, err := time.ParseDuration(os.Getenv("PODPATCH_FAULTS_SOAK")); err == nil && d > 0 {
+		t.soak = d
+	}
+	return t
+}
+
+func baseTier() tier {
 	if long {
 		return tier{replicas: 3, rate: 15, workers: 4, before: 10 * time.Second, after: 15 * time.Second,
 			outage: 30 * time.Second, burst: 20 * time.Second, soak: 3 * time.Minute}
@@ -373,20 +383,16 @@ func (e *env) leaderLoss(t *testing.T) (time.Duration, string) {
 	}()
 	var lead *replica
 	require.Eventually(t, func() bool { lead = e.leader(); return lead != nil }, 30*time.Second, 100*time.Millisecond)
-	m, err := metrics(lead)
-	require.NoError(t, err)
-	roundsBefore := m["podpatch_audit_rounds_total"]
-	_ = roundsBefore
 	killed := time.Now()
 	e.kill(t, lead)
 	var next *replica
 	require.Eventually(t, func() bool { next = e.leader(); return next != nil }, 30*time.Second, 50*time.Millisecond,
 		"no replica took over the lease")
 	takeover := time.Since(killed)
-	require.Eventually(t, func() bool {
-		m, err := metrics(next)
-		return err == nil && m["podpatch_audit_rounds_total"] >= 1
-	}, 30*time.Second, 100*time.Millisecond, "the new leader never audited")
+	rounds := func() float64 { return series(next, `podpatch_audit_rounds_total{result="ok"}`) }
+	audited := rounds()
+	require.Eventually(t, func() bool { return rounds() > audited }, 30*time.Second, 100*time.Millisecond,
+		"the new leader never completed an audit round")
 	e.startReplica(t)
 	// Every Service that asked has its URL, written once.
 	require.Eventually(t, func() bool {
@@ -409,7 +415,34 @@ func (e *env) leaderLoss(t *testing.T) (time.Duration, string) {
 	}
 	slices.Sort(twice)
 	require.Empty(t, twice, "URLs written more than once")
-	return takeover, fmt.Sprintf("%d Services' URLs written once each", len(requested))
+	// Each Service's ExternalURLResolved Event, once: a new leader that resolved a Service
+	// again would report it again.
+	var missing, dup []string
+	require.Eventually(t, func() bool {
+		var events corev1.EventList
+		if err := e.k8s.List(ctx, &events, client.InNamespace(loadNS)); err != nil {
+			return false
+		}
+		resolved := map[string]int32{}
+		for _, ev := range events.Items {
+			if ev.Reason == "ExternalURLResolved" && ev.InvolvedObject.Kind == "Service" {
+				resolved[ev.InvolvedObject.Name] += max(ev.Count, 1)
+			}
+		}
+		missing, dup = nil, nil
+		for name := range requested {
+			switch n := resolved[name]; {
+			case n == 0:
+				missing = append(missing, name)
+			case n > 1:
+				dup = append(dup, name)
+			}
+		}
+		return len(missing) == 0
+	}, 30*time.Second, 200*time.Millisecond, "Services without their ExternalURLResolved Event")
+	require.Empty(t, dup, "ExternalURLResolved reported more than once")
+	return takeover, fmt.Sprintf("lease taken over in %s; %d Services' URLs written once each, one Event each; the new leader audited",
+		takeover.Round(10*time.Millisecond), len(requested))
 }
 
 // report writes the table to PODPATCH_FAULTS_REPORT (if set) and the log.

@@ -59,12 +59,20 @@ type load struct {
 	c    *counts
 	stop context.CancelFunc
 	wg   sync.WaitGroup
+	// steady deletes each object once checked, so that the cluster's size, and with it what
+	// the leader's Service cache holds, stays constant (the soak).
+	steady bool
 }
 
 func (e *env) startLoad(t *testing.T, rate float64, workers int) *load {
+	return e.startLoadWith(t, rate, workers, false)
+}
+
+// startLoadWith is startLoad; steady deletes every object once checked.
+func (e *env) startLoadWith(t *testing.T, rate float64, workers int, steady bool) *load {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &load{e: e, c: &counts{}, stop: cancel}
+	l := &load{e: e, c: &counts{}, stop: cancel, steady: steady}
 	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
 	jobs := make(chan int)
 	l.wg.Add(1)
@@ -128,6 +136,9 @@ func (l *load) one(i int) {
 	}
 	kind, problem := e.check(sent, obj)
 	l.c.note(kind, "%s %s: %s", obj.GetKind(), obj.GetName(), problem)
+	if l.steady {
+		_ = e.k8s.Delete(ctx, obj) // Pods without a kubelet go at once: no finalizer, no grace
+	}
 }
 
 // check compares a stored object with what Set.Apply makes of the object as sent under the
