@@ -8,6 +8,7 @@ FUZZTIME ?= 20000x
 # FuzzKeyedLists builds objects with hundreds of list items: fewer, larger executions.
 FUZZTIME_LISTS ?= 2000x
 
+.PHONY: test-faults test-faults-short
 .PHONY: all build demo dev test vet fmt-check lint unit fuzz bench bench-engine clean control-plane image test-bench test-chart test-image test-managers fixtures
 
 all: build
@@ -29,7 +30,7 @@ dev: control-plane bin/podpatch
 ## test: vet, formatting, unit and golden tests, CLI tests against the built binary, end-to-end
 ## tests against a real kube-apiserver (built from source on first use), the Helm chart and the
 ## image (modules of their own), brief fuzzing, and the real cluster managers behind podpatch.
-test: vet fmt-check lint unit test-bench test-chart test-image fuzz test-managers
+test: vet fmt-check lint unit test-bench test-chart test-image fuzz test-managers test-faults-short
 
 vet:
 	$(GO) vet ./...
@@ -60,6 +61,18 @@ test-managers: control-plane
 	@venv=$$(hack/build-managers.sh bin) && kueue=$$(hack/build-kueue.sh bin) && \
 	PODPATCH_MANAGERS=1 PODPATCH_MANAGERS_VENV=$$venv PODPATCH_KUEUE_BIN=$$kueue PODPATCH_MANAGERS_WINDOW=$(MANAGERS_WINDOW) \
 		$(GO) test -count=1 -timeout 40m ./test/managers
+
+## test-faults: the fault tier (test/faults, docs/faults.md): three podpatch replicas behind a load
+## balancer under continuous Dask/Spark/Ray/Flink admissions and policy churn, through restarts of
+## kube-apiserver and etcd, an etcd compaction, killed replicas and leader, rolling updates, a
+## partition, policy bursts, a certificate rotation and a 3-minute soak. FAULTS_REPORT: the table.
+FAULTS_REPORT ?=
+test-faults: control-plane
+	PODPATCH_FAULTS=long PODPATCH_FAULTS_REPORT=$(FAULTS_REPORT) $(GO) test -count=1 -timeout 60m -v -run TestFaults ./test/faults
+
+## test-faults-short: the same faults, two replicas, shorter phases and a 60 s soak (part of `make test`).
+test-faults-short: control-plane
+	PODPATCH_FAULTS=short PODPATCH_FAULTS_REPORT=$(FAULTS_REPORT) $(GO) test -count=1 -timeout 20m ./test/faults
 
 ## fixtures: the same run, writing each manager's objects as podpatch receives them (the unpatched
 ## control copies) into policies/testdata/fixtures/.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata/metadatainformer"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -40,6 +41,7 @@ type ClusterFeed struct {
 	meta     metadatainformer.SharedInformerFactory
 	recorder *kube.Recorder // the kit's
 	changed  chan struct{}  // a change waits to be published
+	source   *PolicySource  // whether the policy informer is connected
 }
 
 // NewClusterFeed builds the informers on the cluster kit's configuration; InvalidPolicy Events
@@ -53,6 +55,13 @@ func NewClusterFeed(kit *kube.Kit, opts policies.Options, m *Metrics, log logr.L
 		return nil, nil, fmt.Errorf("reference caches: %w", err)
 	}
 	f := &ClusterFeed{policies: pf, meta: metadatainformer.NewSharedInformerFactory(kit.Metadata, 0), refs: refs, changed: make(chan struct{}, 1), recorder: kit.Recorder("podpatch")}
+	if f.source, err = NewPolicySource(m.reg); err != nil {
+		return nil, nil, err
+	}
+	// The policy ConfigMaps' informer is the Source's, so that it knows when the API server
+	// stops answering and when it answers again.
+	cmInf := f.source.policyInformer(kit, sel)
+	pf.InformerFor(&corev1.ConfigMap{}, func(kubernetes.Interface, time.Duration) toolscache.SharedIndexInformer { return cmInf })
 	f.store = NewStore(opts, m, func(cm *corev1.ConfigMap, probs policies.Problems) {
 		log.Info("policy ConfigMap fails to compile; keeping its last good version",
 			"namespace", cm.Namespace, "name", cm.Name, "problems", len(probs))
@@ -125,6 +134,9 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 		last = time.Now()
 	}
 }
+
+// PolicySource says whether the policy informer is connected to the API server.
+func (f *ClusterFeed) PolicySource() *PolicySource { return f.source }
 
 // References are the caches of the cluster objects patched Pods reference (reference §8), which Start
 // runs; admission never waits for them to sync.

@@ -25,6 +25,7 @@ type Metrics struct {
 	skipped     *prometheus.CounterVec
 	findings    *prometheus.CounterVec
 	obs         observations // observe.go
+	reg         prometheus.Registerer
 }
 
 // NewMetrics creates the metrics and registers them with reg (controller-runtime's registry
@@ -80,6 +81,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Admission handler panics recovered and answered with an error, by webhook (mutate, validate): a bug to report.",
 		}, []string{"webhook"}),
 	}
+	m.reg = reg
 	r := promreg.New(reg)
 	m.admissions = r.Register(m.admissions).(*prometheus.CounterVec)
 	m.warnings = r.Register(m.warnings).(*prometheus.CounterVec)

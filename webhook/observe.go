@@ -24,6 +24,7 @@ type observations struct {
 	apply      *prometheus.HistogramVec
 	generation *prometheus.GaugeVec
 	certExpiry prometheus.Gauge
+	memLimit   prometheus.Gauge
 	ready      prometheus.GaugeFunc
 	readyCheck atomic.Pointer[func() bool]
 }
@@ -48,6 +49,10 @@ func (o *observations) register(reg func(prometheus.Collector) prometheus.Collec
 	o.certExpiry = reg(prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "podpatch_certificate_expiry_timestamp_seconds",
 		Help: "Expiry (NotAfter, Unix seconds) of the serving certificate, set when it is loaded or reloaded.",
+	})).(prometheus.Gauge)
+	o.memLimit = reg(prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "podpatch_memory_limit_bytes",
+		Help: "The container's memory limit as --memory-limit gives it (bytes; 0 when unset), to compare process_resident_memory_bytes with.",
 	})).(prometheus.Gauge)
 	o.ready = reg(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "podpatch_ready",
@@ -84,6 +89,12 @@ func (m *Metrics) setGeneration(generation string) {
 // setCertificateExpiry records the serving certificate's expiry.
 func (m *Metrics) setCertificateExpiry(notAfter time.Time) {
 	m.obs.certExpiry.Set(float64(notAfter.Unix()))
+}
+
+// SetMemoryLimit exports the container's memory limit (--memory-limit, bytes; 0 when unset), so
+// that the resident memory can be compared with it (the PodpatchMemoryNearLimit alert).
+func (m *Metrics) SetMemoryLimit(limit int64) {
+	m.obs.memLimit.Set(float64(max(limit, 0)))
 }
 
 // observeReadiness makes podpatch_ready report the outcome of the readiness checks.

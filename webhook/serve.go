@@ -97,7 +97,10 @@ func NewHandler(o HandlerOptions) http.Handler {
 // Probes returns /healthz and /readyz: ready once the store has synced and srv accepts TLS
 // connections, until stopping is closed. podpatch_ready follows the same checks, whether or not
 // the probes are served.
-func Probes(store *Store, srv *Server, m *Metrics, stopping <-chan struct{}) http.Handler {
+//
+// source (nil with --policy-dir) says, in a header of every readiness answer and a line with
+// ?verbose, whether the policy informer is connected; it does not make the replica unready.
+func Probes(store *Store, srv *Server, m *Metrics, stopping <-chan struct{}, source *PolicySource) http.Handler {
 	synced := func(_ *http.Request) error {
 		if !store.Synced() {
 			return errors.New("policies not synced yet")
@@ -117,8 +120,8 @@ func Probes(store *Store, srv *Server, m *Metrics, stopping <-chan struct{}) htt
 	mux.Handle("/healthz", http.StripPrefix("/healthz", &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}))
 	readyz := http.StripPrefix("/readyz", &healthz.Handler{Checks: map[string]healthz.Checker{
 		"policies": synced, "webhook": latch(srv.StartedChecker()), "shutdown": running}})
-	mux.Handle("/readyz", withGeneration(readyz, store))
-	mux.Handle("/readyz/", withGeneration(readyz, store))
+	mux.Handle("/readyz", withSource(withGeneration(readyz, store), source))
+	mux.Handle("/readyz/", withSource(withGeneration(readyz, store), source))
 	return mux
 }
 

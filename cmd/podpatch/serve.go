@@ -30,6 +30,7 @@ import (
 	"github.com/podpatch/podpatch/externalurl"
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/internal/leader"
+	"github.com/podpatch/podpatch/internal/promreg"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/webhook"
 )
@@ -270,6 +271,12 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 	if err != nil {
 		return err
 	}
+	m.SetMemoryLimit(memLimit)
+	runtimeMetrics := promreg.New(crmetrics.Registry) // go_*, process_* (docs/metrics.md)
+	runtimeMetrics.RegisterRuntime()
+	if err := runtimeMetrics.Err(); err != nil {
+		return err
+	}
 	var cfg *rest.Config
 	var kit *kube.Kit // the cluster's clients, Event recorder and owner resolver, built once
 	if o.needsCluster() {
@@ -285,6 +292,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 	var store *webhook.Store
 	var feed interface{ Start(context.Context) error }
 	var cluster policies.Cluster // what patched Pods reference; unknown with --policy-dir
+	var source *webhook.PolicySource
 	if o.PolicyDir != "" {
 		feed, store = webhook.NewDirFeed(o.PolicyDir, o.PolicyDirInterval, popts, m, log.WithName("policy-dir"))
 	} else {
@@ -292,7 +300,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 		if err != nil {
 			return err
 		}
-		feed, store, cluster = cf, cstore, cf.References()
+		feed, store, cluster, source = cf, cstore, cf.References(), cf.PolicySource()
 	}
 	var events *webhook.Events // what admission did, as Events on the owners; every replica writes its own
 	if kit != nil && o.OwnerEvents {
@@ -309,7 +317,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 			RequestBudget: o.RequestBudget, MaxInFlight: o.MaxInFlight, LargeBodyBytes: webhook.LargeBytesFor(memLimit), Log: log, Cluster: cluster,
 			Events: events}),
 	}
-	probes := webhook.Probes(store, srv, m, ctx.Done())
+	probes := webhook.Probes(store, srv, m, ctx.Done(), source)
 
 	leaderOnly, err := o.leaderOnly(kit, store, cluster, log)
 	if err != nil {

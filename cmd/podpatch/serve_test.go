@@ -194,6 +194,13 @@ func TestServe(t *testing.T) {
 	require.Contains(t, metrics, "controller_runtime_webhook_latency_seconds")
 	require.Contains(t, metrics, fmt.Sprintf(`podpatch_policy_generation_info{hash=%q} 1`, generation))
 	require.Contains(t, metrics, "\npodpatch_ready 1\n")
+	// The Go runtime and process collectors docs/metrics.md lists, and the memory limit they
+	// are compared with (0: --memory-limit unset).
+	for _, family := range []string{"go_goroutines", "go_threads", "go_memstats_heap_inuse_bytes", "go_gc_gomemlimit_bytes",
+		"process_resident_memory_bytes", "process_open_fds", "process_max_fds", "podpatch_memory_limit_bytes"} {
+		require.Regexp(t, "\n"+family+" [0-9.e+]+\n", metrics)
+	}
+	require.Contains(t, metrics, "\npodpatch_memory_limit_bytes 0\n")
 	hresp, err := http.Get("http://" + o.HealthProbeBindAddress + "/healthz")
 	require.NoError(t, err)
 	require.NoError(t, hresp.Body.Close())

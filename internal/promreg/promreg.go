@@ -7,6 +7,7 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // Registry registers collectors with a prometheus.Registerer.
@@ -33,3 +34,14 @@ func (r *Registry) Register(c prometheus.Collector) prometheus.Collector {
 
 // Err returns the errors of every Register but those of collectors registered before.
 func (r *Registry) Err() error { return r.err }
+
+// RegisterRuntime registers the standard Go runtime collector (go_goroutines, go_threads,
+// go_memstats_*, go_gc_*, go_gc_gomemlimit_bytes, go_sched_gomaxprocs_threads) and the process
+// collector (process_resident_memory_bytes, process_open_fds, process_max_fds,
+// process_cpu_seconds_total, process_start_time_seconds, …) that docs/metrics.md lists, so that
+// memory, goroutines and file descriptors can be watched in production. A second call shares
+// the first one's collectors.
+func (r *Registry) RegisterRuntime() {
+	r.Register(collectors.NewGoCollector())
+	r.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+}

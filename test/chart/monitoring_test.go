@@ -50,7 +50,7 @@ func TestRulesFile(t *testing.T) {
 		}
 	}
 	require.ElementsMatch(t, []string{"PodpatchWebhookFailingOpen", "PodpatchInvalidPolicies", "PodpatchCertificateExpiringSoon",
-		"PodpatchPolicyGenerationsDiffer", "PodpatchNoReadyReplica"}, alerts)
+		"PodpatchPolicyGenerationsDiffer", "PodpatchNoReadyReplica", "PodpatchMemoryNearLimit"}, alerts)
 }
 
 // requireMonitoringMetrics checks that every metric a dashboard panel, a dashboard variable or

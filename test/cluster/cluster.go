@@ -54,6 +54,11 @@ type ControlPlane struct {
 // Start runs kube-apiserver and etcd from binDir, installing the CRDs in crdDirs. dir holds
 // the kubeconfig file and the API server's webhook client credentials.
 func Start(binDir, dir string, crdDirs ...string) (*ControlPlane, error) {
+	return start(binDir, dir, nil, crdDirs...)
+}
+
+// start is Start, with configure (if not nil) called on the control plane before it starts.
+func start(binDir, dir string, configure func(*ControlPlane), crdDirs ...string) (*ControlPlane, error) {
 	for _, b := range []string{"kube-apiserver", "etcd"} {
 		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
 			return nil, fmt.Errorf("%s missing: run `make control-plane`: %w", b, err)
@@ -69,6 +74,9 @@ func Start(binDir, dir string, crdDirs ...string) (*ControlPlane, error) {
 	}
 	c.WebhookClientCA, c.WebhookClientCAFile = ca, filepath.Join(dir, webhookClientCAFile)
 	c.env = &envtest.Environment{BinaryAssetsDirectory: binDir, CRDDirectoryPaths: crdDirs, ErrorIfCRDPathMissing: true}
+	if configure != nil {
+		configure(c)
+	}
 	c.env.ControlPlane.GetAPIServer().Configure().Set("admission-control-config-file", admission)
 	if c.Config, err = c.env.Start(); err != nil {
 		return nil, fmt.Errorf("start control plane: %w", err)
@@ -250,6 +258,15 @@ func (p *Podpatch) Stop() error {
 	case <-time.After(30 * time.Second):
 		return errors.Join(errors.New("podpatch did not stop on SIGTERM"), p.cmd.Process.Kill())
 	}
+}
+
+// Kill sends SIGKILL and waits for the process to end.
+func (p *Podpatch) Kill() error {
+	if err := p.cmd.Process.Kill(); err != nil {
+		return err
+	}
+	<-p.done
+	return nil
 }
 
 // PID is the process id of the podpatch process, for reading its /proc/<pid>/status.

@@ -1,0 +1,164 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/podpatch/podpatch/internal/kube"
+	"github.com/podpatch/podpatch/internal/promreg"
+)
+
+// PolicySourceHeader is the /readyz answer's header saying whether the policy informer is connected
+// to the API server ("connected") or not ("disconnected"; the last good policies are served).
+const PolicySourceHeader = "X-Podpatch-Policy-Source"
+
+// PolicySource says whether the policy ConfigMap informer is connected to the API server (reference
+// §5 "Policy source"). While it is not, podpatch keeps serving its last good policies and stays
+// ready — every replica loses the API server together, and unready replicas would fail or skip
+// every admission — but /readyz (PolicySourceHeader, and a line with ?verbose) and
+// podpatch_policy_source_connected say so, and podpatch_policy_watch_errors_total counts why.
+// It is disconnected from a failed list or watch until a list or watch succeeds.
+type PolicySource struct {
+	mu        sync.Mutex
+	connected bool
+	since     time.Time // of the last change
+	lastErr   string
+	errors    *prometheus.CounterVec
+}
+
+// NewPolicySource returns a PolicySource, disconnected until the first list succeeds, with its metrics
+// registered on reg.
+func NewPolicySource(reg prometheus.Registerer) (*PolicySource, error) {
+	r := promreg.New(reg)
+	s := &PolicySource{since: time.Now()}
+	r.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "podpatch_policy_source_connected",
+		Help: "1 while the policy ConfigMap informer is connected to the API server, 0 from a list or watch error until it lists or watches again (the last good policies are served meanwhile).",
+	}, s.value))
+	s.errors = r.Register(prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "podpatch_policy_watch_errors_total",
+		Help: "Errors of the policy ConfigMap informer's list and watch, by reason (expired: the watch's resourceVersion was compacted away, 410 Gone, and the informer lists again; error: any other, e.g. the API server unreachable).",
+	}, []string{"reason"})).(*prometheus.CounterVec)
+	return s, r.Err()
+}
+
+// value is the gauge's. (In a process running several servers, tests, the gauge registered
+// first reads the first PolicySource.)
+func (s *PolicySource) value() float64 {
+	if ok, _, _ := s.State(); ok {
+		return 1
+	}
+	return 0
+}
+
+// State returns whether the informer is connected, since when it is (or is not), and the last
+// error.
+func (s *PolicySource) State() (connected bool, since time.Time, lastErr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.connected, s.since, s.lastErr
+}
+
+func (s *PolicySource) set(connected bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.lastErr = err.Error()
+	}
+	if s.connected != connected {
+		s.connected, s.since = connected, time.Now()
+	}
+}
+
+// failed records a list or watch error: disconnected, counted by reason.
+func (s *PolicySource) failed(err error) {
+	reason := "error"
+	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+		reason = "expired"
+	}
+	s.errors.WithLabelValues(reason).Inc()
+	s.set(false, err)
+}
+
+// listWatch is the policy ConfigMaps' ListWatch (labelled podpatch.io/policy=true only). A list
+// or a watch that starts marks the source connected; one that fails, disconnected — the
+// reflector retries a watch refused by the API server on its own, without telling its error
+// handler, so the ListWatch is where every failure shows. A watch that ends with 410 Gone (its
+// resourceVersion compacted away; the reflector then lists again) is counted as expired.
+func (s *PolicySource) listWatch(c kubernetes.Interface, selector string) *toolscache.ListWatch {
+	tweak := func(o metav1.ListOptions) metav1.ListOptions {
+		o.LabelSelector = selector
+		return o
+	}
+	return &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			l, err := c.CoreV1().ConfigMaps(metav1.NamespaceAll).List(ctx, tweak(o))
+			if err != nil {
+				s.failed(err)
+				return nil, err
+			}
+			s.set(true, nil)
+			return l, nil
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			w, err := c.CoreV1().ConfigMaps(metav1.NamespaceAll).Watch(ctx, tweak(o))
+			if err != nil {
+				s.failed(err)
+				return nil, err
+			}
+			s.set(true, nil)
+			return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
+				if ev.Type == watch.Error {
+					if err := apierrors.FromObject(ev.Object); apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+						s.errors.WithLabelValues("expired").Inc()
+					}
+				}
+				return ev, true
+			}), nil
+		},
+	}
+}
+
+// policyInformer builds the policy ConfigMap informer on the kit's clientset with the
+// PolicySource's ListWatch.
+func (s *PolicySource) policyInformer(kit *kube.Kit, selector string) toolscache.SharedIndexInformer {
+	return toolscache.NewSharedIndexInformerWithOptions(s.listWatch(kit.Clientset, selector), &corev1.ConfigMap{},
+		toolscache.SharedIndexInformerOptions{Indexers: toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}})
+}
+
+// withSource says, on every readiness answer, whether the policy source is connected, and
+// with ?verbose since when and why not.
+func withSource(h http.Handler, s *PolicySource) http.Handler {
+	if s == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ok, since, lastErr := s.State()
+		state := "connected"
+		if !ok {
+			state = "disconnected"
+		}
+		w.Header().Set(PolicySourceHeader, state)
+		h.ServeHTTP(w, r)
+		if r.URL.Query().Has("verbose") {
+			if ok {
+				fmt.Fprintf(w, "policy source: connected since %s\n", since.UTC().Format(time.RFC3339))
+			} else {
+				fmt.Fprintf(w, "policy source: disconnected since %s, serving the last good policies (last error: %.200s)\n",
+					since.UTC().Format(time.RFC3339), lastErr)
+			}
+		}
+	})
+}
