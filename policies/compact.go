@@ -1,6 +1,8 @@
 package policies
 
 import (
+	"bytes"
+	"slices"
 	"sync/atomic"
 	"weak"
 
@@ -35,7 +37,7 @@ func newPatchPart(m map[string]any) (*patchPart, error) {
 	if m, err = decodeObject(raw); err != nil {
 		return nil, err
 	}
-	pp := &patchPart{raw: raw}
+	pp := &patchPart{raw: slices.Clip(bytes.Clone(raw))} // the encoder's buffer has room to spare
 	pp.keep(&m)
 	return pp, nil
 }
