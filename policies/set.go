@@ -53,6 +53,14 @@ type namedBucket struct {
 	byNamespace map[string][]*Policy // match.namespaces of literal names only, under each
 }
 
+// part returns the compiled part of the policy that applies to a kind.
+func (p *Policy) part(k Kind) *patchPart {
+	if k == KindService {
+		return p.service
+	}
+	return p.template
+}
+
 // literalNamespaces reports whether a policy names its namespaces without a glob.
 func (p *Policy) literalNamespaces() bool {
 	if len(p.match.namespaces) == 0 {
@@ -310,6 +318,9 @@ type layers struct {
 	platformDefault, namespaceDefault []*Policy
 	platformMerge, namespaceMerge     []*Policy
 	enforce                           []*Policy
+	// pins holds the decoded parts of the selected policies while the admission holds the
+	// selection (compact.go).
+	pins []*treeCell
 }
 
 // all lists the policies in provenance order.
@@ -328,11 +339,11 @@ func (l *layers) hasNamespace() bool { return len(l.namespaceDefault)+len(l.name
 
 // platformOnly is the selection without namespace policies.
 func (l *layers) platformOnly() layers {
-	return layers{platformDefault: l.platformDefault, platformMerge: l.platformMerge, enforce: l.enforce}
+	return layers{platformDefault: l.platformDefault, platformMerge: l.platformMerge, enforce: l.enforce, pins: l.pins}
 }
 
 // enforceOnly is the selection's enforce layer alone.
-func (l *layers) enforceOnly() layers { return layers{enforce: l.enforce} }
+func (l *layers) enforceOnly() layers { return layers{enforce: l.enforce, pins: l.pins} }
 
 func (l *layers) equal(o layers) bool {
 	return slices.Equal(l.platformDefault, o.platformDefault) && slices.Equal(l.namespaceDefault, o.namespaceDefault) &&
@@ -362,6 +373,7 @@ func (s *Set) selectLayers(sub *subject, skip bool) layers {
 		if (skip && p.Mode != ModeEnforce) || !p.match.matches(sub) {
 			return
 		}
+		l.pins = append(l.pins, p.part(sub.kind).pin())
 		switch p.Mode {
 		case ModeDefault:
 			l.platformDefault = append(l.platformDefault, p)
@@ -382,6 +394,7 @@ func (s *Set) selectLayers(sub *subject, skip bool) layers {
 		if !p.match.matches(sub) {
 			continue
 		}
+		l.pins = append(l.pins, p.part(sub.kind).pin())
 		if p.Mode == ModeDefault {
 			l.namespaceDefault = append(l.namespaceDefault, p)
 		} else {
