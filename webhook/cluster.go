@@ -168,9 +168,7 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 func trimPolicyConfigMap(obj any) (any, error) {
 	if cm, ok := obj.(*corev1.ConfigMap); ok {
 		cm.ManagedFields = nil
-		if _, ok := cm.Annotations[lastApplied]; ok {
-			delete(cm.Annotations, lastApplied)
-		}
+		delete(cm.Annotations, lastApplied)
 	}
 	return obj, nil
 }
