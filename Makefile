@@ -30,7 +30,7 @@ dev: control-plane bin/podpatch
 ## test: vet, formatting, unit and golden tests, CLI tests against the built binary, end-to-end
 ## tests against a real kube-apiserver (built from source on first use), the Helm chart and the
 ## image (modules of their own), brief fuzzing, and the real cluster managers behind podpatch.
-test: vet fmt-check lint unit test-bench test-chart test-image fuzz test-managers test-faults-short
+test: vet fmt-check lint unit test-bench bench-check test-chart test-image fuzz test-managers test-faults-short
 
 vet:
 	$(GO) vet ./...
@@ -123,6 +123,22 @@ fuzz:
 ## ConfigMaps and the scale test at that size); regenerates docs/benchmarks/benchmarks.md and the plots.
 bench:
 	@hack/bench.sh
+
+.PHONY: bench-compare bench-check bench-baseline
+
+## bench-compare: the in-process benchmarks (whole handler, engine, worst case), 6 runs each,
+## against docs/benchmarks/baseline.txt with benchstat; fails on a significant regression beyond
+## +15 % sec/op or +10 % allocs/op or B/op (hack/bench-compare.sh, docs/development.md).
+bench-compare:
+	@hack/bench-compare.sh full
+
+## bench-check: the quick version `make test` runs: each benchmark once, allocs/op only (+10 %).
+bench-check:
+	@hack/bench-compare.sh quick
+
+## bench-baseline: rewrites docs/benchmarks/baseline.txt (on the machine you compare on).
+bench-baseline:
+	@hack/bench-compare.sh baseline
 
 ## bench-engine: the policy engine's own Go benchmarks only.
 bench-engine:

@@ -4,6 +4,7 @@
 #   1. Go benchmarks of each stage of the request path and of the whole handler (test/bench, a
 #      module of its own: its plotting and load-generation dependencies stay out of podpatch's),
 #   2. CPU profiles of the whole handler into docs/benchmarks/profiles/ (pprof + `go tool pprof -top`),
+#      and heap profiles of the policy store into docs/benchmarks/heap/ (issue 27),
 #   3. the end-to-end scale test (test/e2e TestScale) at the issue's size: 10,000 policy
 #      ConfigMaps over 500 namespaces, one changing every 100 ms while pods are created,
 #   4. HTTPS load runs on loopback against `podpatch serve --policy-dir` and the two reference
@@ -118,6 +119,17 @@ for p in "1 5" "1 10000" "10 5"; do
 	done
 done
 
+step "heap profiles of the policy store at 1,000 and 10,000 ConfigMaps (docs/benchmarks/heap/, issue 27)"
+rm -rf docs/benchmarks/heap
+mkdir -p docs/benchmarks/heap
+run env PODPATCH_HEAP_PROFILES="$root/docs/benchmarks/heap" "$GO" test ./webhook -run '^TestStoreHeapProfile$' -count=1 -v \
+	-o "$work/webhook.test" | tee docs/benchmarks/heap/test.log
+for n in 1000 10000; do
+	out=docs/benchmarks/heap/store-$n.heap.txt
+	echo "$(quote "$GO" tool pprof -top -sample_index inuse_space -nodecount 40 "$work/webhook.test" "docs/benchmarks/heap/store-$n.heap.pprof") > $out" >>"$commands"
+	"$GO" tool pprof -top -sample_index inuse_space -nodecount 40 "$work/webhook.test" "docs/benchmarks/heap/store-$n.heap.pprof" >"$out" 2>/dev/null
+done
+
 scale=()
 if [[ -z ${SKIP_SCALE:-} ]]; then
 	step "end-to-end scale test: $SCALE_CONFIGMAPS policy ConfigMaps over $SCALE_NAMESPACES namespaces"
@@ -131,7 +143,7 @@ fi
 
 step "load runs, end-to-end run, store run and report"
 args=(--root . --bin bin --work "$work" --go-bench "$work/gobench.txt" --profiles docs/benchmarks/profiles
-	--commands "$commands" --out docs/benchmarks/benchmarks.md --plot docs/benchmarks/benchmarks.png
+	--heap-profiles docs/benchmarks/heap --commands "$commands" --out docs/benchmarks/benchmarks.md --plot docs/benchmarks/benchmarks.png
 	--started "$started" --loadavg "$loadavg" --revision "$revision" --bench-rounds "$BENCH_COUNT"
 	--duration "$LOAD_DURATION" --rates "$LOAD_RATES" --workers "$LOAD_WORKERS"
 	--store-plot docs/benchmarks/benchmarks-store.png --store-counts "$STORE_COUNTS" "${scale[@]}")

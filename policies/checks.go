@@ -77,7 +77,7 @@ func checksConcern(kind Kind, id Identity, applied []*Policy) bool {
 			return false
 		}
 		return slices.ContainsFunc(applied, func(p *Policy) bool {
-			spec, _ := p.service["spec"].(map[string]any)
+			spec, _ := p.patchFor(KindService)["spec"].(map[string]any)
 			_, ok := spec["type"]
 			return ok
 		})
@@ -88,7 +88,7 @@ func checksConcern(kind Kind, id Identity, applied []*Policy) bool {
 		return false
 	}
 	return slices.ContainsFunc(applied, func(p *Policy) bool {
-		spec, _ := p.template["spec"].(map[string]any)
+		spec, _ := p.patchFor(KindPod)["spec"].(map[string]any)
 		list, _ := spec["containers"].([]any)
 		for _, it := range list {
 			if c, _ := it.(map[string]any); c != nil && c["resources"] != nil {
@@ -263,7 +263,7 @@ func (f *podFacts) responsible(section, name string) string {
 	for _, sec := range []string{section, otherSection(section)} {
 		for i := len(f.applied) - 1; i >= 0; i-- {
 			p := f.applied[i]
-			spec, _ := p.template["spec"].(map[string]any)
+			spec, _ := p.patchFor(KindPod)["spec"].(map[string]any)
 			list, _ := spec["containers"].([]any)
 			for _, it := range list {
 				c, _ := it.(map[string]any)

@@ -347,7 +347,7 @@ func checkDaskLoadBalancer(id Identity, given []byte, res *Result) []Finding {
 	}
 	policy := ""
 	for i := len(res.Applied) - 1; i >= 0 && policy == ""; i-- {
-		ps, _ := res.Applied[i].service["spec"].(map[string]any)
+		ps, _ := res.Applied[i].patchFor(KindService)["spec"].(map[string]any)
 		if t, _ := ps["type"].(string); t == "LoadBalancer" {
 			policy = res.Applied[i].Ref
 		}

@@ -322,7 +322,7 @@ func namesKey(required any, keys map[string]bool) bool {
 func soleSetter(applied []*Policy, member, key string) string {
 	ref := ""
 	for _, p := range applied {
-		spec, _ := p.template["spec"].(map[string]any)
+		spec, _ := p.patchFor(KindPod)["spec"].(map[string]any)
 		v, ok := spec[member]
 		if !ok {
 			continue

@@ -313,11 +313,11 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 		m.manager = manager
 		placed := map[string]bool{}
 		for _, p := range l.platform() {
-			m.insertSidecars(obj, p.template, placed)
-			owned = sidecarNames(p.template, owned, manager)
+			m.insertSidecars(obj, p.patchFor(KindPod), placed)
+			owned = sidecarNames(p.patchFor(KindPod), owned, manager)
 		}
 		for _, p := range l.namespace() {
-			m.insertSidecars(obj, p.template, nil)
+			m.insertSidecars(obj, p.patchFor(KindPod), nil)
 		}
 	}
 	pass := func(ps []*Policy, fill bool, namespace bool) {
@@ -397,9 +397,9 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 // patchFor returns the part of the policy that applies to a kind.
 func (p *Policy) patchFor(k Kind) map[string]any {
 	if k == KindService {
-		return p.service
+		return p.service.get()
 	}
-	return p.template
+	return p.template.get()
 }
 
 func reversed(ps []*Policy) []*Policy {

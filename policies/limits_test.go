@@ -323,7 +323,7 @@ func TestKeyedMergesAreLinear(t *testing.T) {
 	st := &applyState{t: tr}
 	m := newMerger(st, KindPod, false)
 	for _, p := range ps {
-		m.mergeMap(root, p.template)
+		m.mergeMap(root, p.patchFor(KindPod))
 	}
 	require.NoError(t, st.err)
 	objectItems := 6 * n // tolerations, spread, requirements, preferred, env, and the term's requirements again

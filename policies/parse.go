@@ -75,8 +75,8 @@ type Policy struct {
 	hash [sha256.Size]byte
 
 	match    matcher
-	template map[string]any // {"metadata": …, "spec": …} as written, nulls kept
-	service  map[string]any
+	template *patchPart // {"metadata": …, "spec": …} as written, nulls kept (compact.go)
+	service  *patchPart
 }
 
 // Problem is one thing wrong with a policy ConfigMap, located so a person can find it.
@@ -344,13 +344,20 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 		}
 		return raw
 	}
+	var template, service map[string]any
 	if spec.Template != nil {
-		p.template = part("template", func(fld *field.Path) field.ErrorList { return validateTemplatePatch(spec.Template, fld) },
+		template = part("template", func(fld *field.Path) field.ErrorList { return validateTemplatePatch(spec.Template, fld) },
 			opts.NamespaceAllowed.template)
 	}
 	if spec.Service != nil {
-		p.service = part("service", func(fld *field.Path) field.ErrorList { return validateServicePatch(spec.Service, fld) },
+		service = part("service", func(fld *field.Path) field.ErrorList { return validateServicePatch(spec.Service, fld) },
 			opts.NamespaceAllowed.service)
+	}
+	if p.template, err = newPatchPart(template); err != nil {
+		errs = append(errs, field.InternalError(specPath.Child("template"), err))
+	}
+	if p.service, err = newPatchPart(service); err != nil {
+		errs = append(errs, field.InternalError(specPath.Child("service"), err))
 	}
 	errs = append(errs, lintValidity(&spec, specPath)...) // reference §8, what lint can know offline
 	return p, errs

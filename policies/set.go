@@ -7,6 +7,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -37,9 +38,63 @@ type Set struct {
 // scopeIndex is the index of the platform's policies or of one namespace's.
 type scopeIndex struct {
 	buckets index
+	// named splits the platform's buckets by namespace: the policies that match.namespaces
+	// narrows to namespaces named without a glob are found by the object's namespace, so a
+	// platform policy per namespace costs the other namespaces' objects nothing (issue 27).
+	named   map[bucket]*namedBucket
 	count   int
 	dropped []string
 	hash    [sha256.Size]byte
+}
+
+// namedBucket is a platform bucket split by namespace, each list in application order.
+type namedBucket struct {
+	any         []*Policy            // no match.namespaces, or one with a glob
+	byNamespace map[string][]*Policy // match.namespaces of literal names only, under each
+}
+
+// part returns the compiled part of the policy that applies to a kind.
+func (p *Policy) part(k Kind) *patchPart {
+	if k == KindService {
+		return p.service
+	}
+	return p.template
+}
+
+// literalNamespaces reports whether a policy names its namespaces without a glob.
+func (p *Policy) literalNamespaces() bool {
+	if len(p.match.namespaces) == 0 {
+		return false
+	}
+	for _, ns := range p.match.namespaces {
+		if strings.ContainsAny(ns, `*?[\`) {
+			return false
+		}
+	}
+	return true
+}
+
+// candidates calls f, in application order, with the policies of bucket b that may match an
+// object in namespace ns: the whole bucket, or for the platform the named ones of ns and those
+// of any namespace.
+func (x *scopeIndex) candidates(b bucket, ns string, f func(*Policy)) {
+	nb := x.named[b]
+	if nb == nil {
+		for _, p := range x.buckets[b] {
+			f(p)
+		}
+		return
+	}
+	a, n := nb.any, nb.byNamespace[ns]
+	for len(a) > 0 || len(n) > 0 {
+		if len(n) == 0 || (len(a) > 0 && comparePolicies(a[0], n[0]) < 0) {
+			f(a[0])
+			a = a[1:]
+		} else {
+			f(n[0])
+			n = n[1:]
+		}
+	}
 }
 
 // NewSet compiles policies into a Set. Policies are indexed by scope (and namespace), manager,
@@ -107,6 +162,29 @@ func newScopeIndex(ps []*Policy, capped bool) *scopeIndex {
 	}
 	for _, list := range x.buckets {
 		slices.SortStableFunc(list, comparePolicies)
+	}
+	if !capped { // the platform's
+		for b, list := range x.buckets {
+			if !slices.ContainsFunc(list, (*Policy).literalNamespaces) {
+				continue
+			}
+			nb := &namedBucket{byNamespace: map[string][]*Policy{}}
+			for _, p := range list {
+				if !p.literalNamespaces() {
+					nb.any = append(nb.any, p)
+					continue
+				}
+				for _, ns := range p.match.namespaces {
+					if l := nb.byNamespace[ns]; len(l) == 0 || l[len(l)-1] != p { // a name listed twice
+						nb.byNamespace[ns] = append(l, p)
+					}
+				}
+			}
+			if x.named == nil {
+				x.named = map[bucket]*namedBucket{}
+			}
+			x.named[b] = nb
+		}
 	}
 	return x
 }
@@ -240,6 +318,9 @@ type layers struct {
 	platformDefault, namespaceDefault []*Policy
 	platformMerge, namespaceMerge     []*Policy
 	enforce                           []*Policy
+	// pins holds the decoded parts of the selected policies while the admission holds the
+	// selection (compact.go).
+	pins []*treeCell
 }
 
 // all lists the policies in provenance order.
@@ -258,11 +339,11 @@ func (l *layers) hasNamespace() bool { return len(l.namespaceDefault)+len(l.name
 
 // platformOnly is the selection without namespace policies.
 func (l *layers) platformOnly() layers {
-	return layers{platformDefault: l.platformDefault, platformMerge: l.platformMerge, enforce: l.enforce}
+	return layers{platformDefault: l.platformDefault, platformMerge: l.platformMerge, enforce: l.enforce, pins: l.pins}
 }
 
 // enforceOnly is the selection's enforce layer alone.
-func (l *layers) enforceOnly() layers { return layers{enforce: l.enforce} }
+func (l *layers) enforceOnly() layers { return layers{enforce: l.enforce, pins: l.pins} }
 
 func (l *layers) equal(o layers) bool {
 	return slices.Equal(l.platformDefault, o.platformDefault) && slices.Equal(l.namespaceDefault, o.namespaceDefault) &&
@@ -288,10 +369,11 @@ func (l *layers) empty() bool {
 func (s *Set) selectLayers(sub *subject, skip bool) layers {
 	var l layers
 	b := bucket{sub.id.Manager, sub.id.Role, sub.kind}
-	for _, p := range s.platform.buckets[b] {
+	s.platform.candidates(b, sub.namespace, func(p *Policy) {
 		if (skip && p.Mode != ModeEnforce) || !p.match.matches(sub) {
-			continue
+			return
 		}
+		l.pins = append(l.pins, p.part(sub.kind).pin())
 		switch p.Mode {
 		case ModeDefault:
 			l.platformDefault = append(l.platformDefault, p)
@@ -300,7 +382,7 @@ func (s *Set) selectLayers(sub *subject, skip bool) layers {
 		default:
 			l.enforce = append(l.enforce, p)
 		}
-	}
+	})
 	if skip {
 		return l
 	}
@@ -312,6 +394,7 @@ func (s *Set) selectLayers(sub *subject, skip bool) layers {
 		if !p.match.matches(sub) {
 			continue
 		}
+		l.pins = append(l.pins, p.part(sub.kind).pin())
 		if p.Mode == ModeDefault {
 			l.namespaceDefault = append(l.namespaceDefault, p)
 		} else {
@@ -348,7 +431,13 @@ func (s *Set) selectionReads(sub *subject, before, after labels.Set) bool {
 		return false
 	}
 	b := bucket{sub.id.Manager, sub.id.Role, sub.kind}
-	if reads(s.platform.buckets[b]) {
+	var platform []*Policy
+	s.platform.candidates(b, sub.namespace, func(p *Policy) {
+		if p.match.selector != nil {
+			platform = append(platform, p)
+		}
+	})
+	if reads(platform) {
 		return true
 	}
 	idx := s.namespaces[sub.namespace]

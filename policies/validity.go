@@ -394,7 +394,7 @@ func (v *coupledValues) of(field string) string {
 // anySets reports whether a policy sets (not removes) a member of the pod spec.
 func anySets(ps []*Policy, member string) bool {
 	for _, p := range ps {
-		spec, _ := p.template["spec"].(map[string]any)
+		spec, _ := p.patchFor(KindPod)["spec"].(map[string]any)
 		if spec[member] != nil {
 			return true
 		}

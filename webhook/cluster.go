@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -81,6 +82,9 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 	defer f.policies.Shutdown()
 	defer f.meta.Shutdown()
 	cmInf := f.policies.Core().V1().ConfigMaps().Informer()
+	if err := cmInf.SetTransform(trimPolicyConfigMap); err != nil {
+		return err
+	}
 	cmHandler, err := cmInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { f.upsert(obj) },
 		UpdateFunc: func(_, obj any) { f.upsert(obj) },
@@ -114,6 +118,10 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 		return errors.New("policy cache did not sync")
 	}
 	f.store.MarkSynced()
+	// The initial list and the compile of every ConfigMap leave a heap peak several times what
+	// the store keeps (the list's objects, each policy's parse); the runtime would return it to
+	// the OS over minutes. Return it now, once: one collection, at start (issue 27).
+	debug.FreeOSMemory()
 	last := time.Now() // the last publish
 	for {
 		select {
@@ -151,8 +159,30 @@ func invalidPolicyMessage(probs policies.Problems) string {
 func (f *ClusterFeed) upsert(obj any) {
 	if cm, ok := obj.(*corev1.ConfigMap); ok {
 		f.store.Upsert(cm)
+		if f.store.compiled(cm) {
+			// The informer's cache keeps the object; its text is compiled and nothing reads it
+			// again: a change comes as a new object, and a relist's objects are new ones too
+			// (the informer has no resync). The cache is this feed's alone, so dropping the text
+			// from it is safe, and the store then holds the policies once, compiled, instead of
+			// also their YAML in the cache (docs/benchmarks/benchmarks.md, issue 27).
+			cm.Data = nil
+		}
 		f.kick()
 	}
+}
+
+// lastApplied is kubectl's copy of an applied object, a second copy of a policy's text.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// trimPolicyConfigMap is the policy informer's transform: it drops from each ConfigMap what
+// neither the store nor the InvalidPolicy Event reads, before the cache keeps it: managed
+// fields and kubectl's last-applied copy of the data.
+func trimPolicyConfigMap(obj any) (any, error) {
+	if cm, ok := obj.(*corev1.ConfigMap); ok {
+		cm.ManagedFields = nil
+		delete(cm.Annotations, lastApplied)
+	}
+	return obj, nil
 }
 
 // kick says that a change waits to be published.

@@ -145,6 +145,15 @@ func (s *Store) Upsert(cm *corev1.ConfigMap) policies.Problems {
 	return probs
 }
 
+// compiled reports whether the store holds this resourceVersion of a ConfigMap, compiled or
+// found invalid: a delivery of it again would compile nothing.
+func (s *Store) compiled(cm *corev1.ConfigMap) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entries[types.NamespacedName{Namespace: cm.Namespace, Name: cm.Name}]
+	return e != nil && cm.ResourceVersion != "" && e.resourceVersion == cm.ResourceVersion
+}
+
 // DefaultCompileBudget bounds the time one ConfigMap's compile in the store may take. The
 // compile's work is linear in the ConfigMap's bytes (at most policies.MaxConfigMapBytes) and
 // takes well under a second; the budget is the guard should that ever not hold.

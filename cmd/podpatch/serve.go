@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strconv"
@@ -74,6 +75,8 @@ type serveOptions struct {
 	// §9); OwnerEventsWindow is how long they are aggregated before a write.
 	OwnerEvents       bool
 	OwnerEventsWindow time.Duration
+	// Profiling serves net/http/pprof under /debug/pprof/ on the metrics listener only.
+	Profiling bool
 
 	SelfSigned                     bool
 	Namespace                      string
@@ -132,6 +135,7 @@ func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.PolicyDirInterval, "policy-dir-interval", o.PolicyDirInterval, "how often --policy-dir is checked for changes")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file (default: in-cluster configuration)")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "address of /metrics (0 disables)")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve Go's profiles (net/http/pprof) under /debug/pprof/ on the metrics listener, never on the webhook's (docs/operations.md)")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "address of /healthz and /readyz (0 disables)")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long podpatch may take to stop after SIGTERM, --shutdown-delay and the requests in flight included; keep it below the Pod's terminationGracePeriodSeconds")
 	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "after SIGTERM, keep serving this long, unready, while the API server and kube-proxy stop sending requests to this replica; then stop accepting connections")
@@ -364,9 +368,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 		start("health probes", webhook.ServeHTTP(o.HealthProbeBindAddress, probes, grace))
 	}
 	if o.MetricsBindAddress != "0" {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(crmetrics.Registry, promhttp.HandlerOpts{}))
-		start("metrics", webhook.ServeHTTP(o.MetricsBindAddress, mux, grace))
+		start("metrics", webhook.ServeHTTP(o.MetricsBindAddress, metricsMux(o.Profiling), grace))
 	}
 	if events != nil {
 		start("owner events", events.Start)
@@ -376,6 +378,22 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 	log.Info("podpatch serving", "port", o.Port, "policyDir", o.PolicyDir, "selfSigned", o.SelfSigned,
 		"requestBudget", o.RequestBudget, "maxInFlight", o.MaxInFlight, "leaderOnly", len(leaderOnly))
 	return g.Wait()
+}
+
+// metricsMux is the metrics listener's handler: /metrics and, with --profiling, Go's profiles
+// under /debug/pprof/. The handlers are registered on this mux only; importing net/http/pprof
+// also registers them on http.DefaultServeMux, which no listener of podpatch serves.
+func metricsMux(profiling bool) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(crmetrics.Registry, promhttp.HandlerOpts{}))
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
 }
 
 // delayed returns a context done delay after parent is done, or at once when cancelled. On a

@@ -296,3 +296,64 @@ func scrape(t *testing.T, addr string) string {
 	require.NoError(t, err)
 	return string(b)
 }
+
+// TestServeProfiling checks that Go's profiles are off by default and, with --profiling, served
+// on the metrics listener and on no other: never on the webhook's, which tenants' API
+// requests reach, nor on the probes'.
+func TestServeProfiling(t *testing.T) {
+	certDir := t.TempDir()
+	b, err := certs.Generate(certs.GenerateOptions{Service: "podpatch", Namespace: "podpatch-system"})
+	require.NoError(t, err)
+	require.NoError(t, certs.WriteFiles(certDir, b))
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(b.CACert))
+	webhookClient := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "podpatch.podpatch-system.svc"}}}
+	status := func(c *http.Client, url string) int {
+		resp, err := c.Get(url)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		require.NoError(t, resp.Body.Close())
+		return resp.StatusCode
+	}
+	for _, profiling := range []bool{false, true} {
+		t.Run(fmt.Sprintf("profiling=%v", profiling), func(t *testing.T) {
+			o := newServeOptions()
+			addr := freeAddr(t)
+			host, port, err := net.SplitHostPort(addr)
+			require.NoError(t, err)
+			args := []string{"--cert-dir", certDir, "--policy-dir", examples, "--shutdown-delay", "0s", "--host", host, "--port", port,
+				"--metrics-bind-address", freeAddr(t), "--health-probe-bind-address", freeAddr(t)}
+			if profiling {
+				args = append(args, "--profiling")
+			}
+			_, err = parseCommand("serve", args, io.Discard, false, o)
+			require.NoError(t, err)
+			require.Equal(t, profiling, o.Profiling, "off by default")
+			require.NoError(t, o.Validate())
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- serve(ctx, o, logr.Discard()) }()
+			defer func() { cancel(); require.NoError(t, <-done) }()
+			require.Eventually(t, func() bool {
+				resp, err := http.Get("http://" + o.HealthProbeBindAddress + "/readyz")
+				if err != nil {
+					return false
+				}
+				resp.Body.Close()
+				return resp.StatusCode == http.StatusOK
+			}, 20*time.Second, 50*time.Millisecond, "readyz never became ready")
+
+			want := http.StatusNotFound
+			if profiling {
+				want = http.StatusOK
+			}
+			for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/goroutine?debug=1", "/debug/pprof/cmdline"} {
+				require.Equal(t, want, status(http.DefaultClient, "http://"+o.MetricsBindAddress+path), "metrics listener %s", path)
+				require.Equal(t, http.StatusNotFound, status(http.DefaultClient, "http://"+o.HealthProbeBindAddress+path), "probe listener %s", path)
+				require.Equal(t, http.StatusNotFound, status(webhookClient, "https://"+addr+path), "webhook listener %s", path)
+			}
+			require.Equal(t, http.StatusOK, status(http.DefaultClient, "http://"+o.MetricsBindAddress+"/metrics"))
+		})
+	}
+}

@@ -34,6 +34,10 @@ type Report struct {
 
 	Profiles []Profile
 	PlotFile string
+	// HeapProfiles are the policy store's heap profiles (webhook's TestStoreHeapProfile, issue
+	// 27): Top is the inuse_space top, TopHead its head; HeapLog what the test logged.
+	HeapProfiles []Profile
+	HeapLog      []string
 
 	// Store is the policy-store run (issue 11), one result per ConfigMap count; StoreSkipped
 	// says why it is missing. StorePlotFile is its plot.
@@ -87,19 +91,20 @@ func (r *Report) e2e(webhook, modePrefix string) (E2EResult, bool) {
 	return E2EResult{}, false
 }
 
-// Goals evaluates the goals of issue 5 on this run's figures. A goal whose figures are missing
+// Goals evaluates the goals of issues 5 and 27 (the later targets where issue 27 raised them) on
+// this run's figures. A goal whose figures are missing
 // is not met.
 func (r *Report) Goals() []Goal {
 	var goals []Goal
 	notMeasured := func(g Goal) Goal { g.Measured, g.Met = "not measured", false; return g }
 
 	// In-process CPU per admission vs the floor.
-	g := Goal{Goal: "In-process CPU per admission, 1-container worker, 5 policies", Target: "≤ 2× the read-only-what-you-need floor"}
+	g := Goal{Goal: "In-process CPU per admission, 1-container worker, 5 policies", Target: "≤ 1.5× the read-only-what-you-need floor"}
 	h, ok1 := r.Bench.Get(fmt.Sprintf(handlerName, 5, 1), "cpu-ns/op")
 	f, ok2 := r.Bench.Get(referenceName(1, "floor"), "cpu-ns/op")
 	if ok1 && ok2 && f > 0 {
 		g.Measured = fmt.Sprintf("%s vs floor %s = **%.2f×**", us(h), us(f), h/f)
-		g.Met = h <= 2*f
+		g.Met = h <= 1.5*f
 		goals = append(goals, g)
 	} else {
 		goals = append(goals, notMeasured(g))
@@ -110,7 +115,7 @@ func (r *Report) Goals() []Goal {
 	for _, ref := range []struct {
 		name   string
 		factor float64
-	}{{"allow", 0.6}, {"idiomatic", 2}} {
+	}{{"allow", 1.0}, {"idiomatic", 2}} {
 		g := Goal{Goal: "Maximum throughput vs " + ref.name + " reference", Target: fmt.Sprintf("≥ %g× %s", ref.factor, ref.name)}
 		rr, okR := r.find(ref.name, 0, 0)
 		if okP && okR && rr.Achieved > 0 && pp.Errors == 0 {
@@ -161,7 +166,7 @@ func (r *Report) Goals() []Goal {
 	}
 
 	// RSS with 1,000 policy ConfigMaps.
-	g = Goal{Goal: "Server RSS with 1,000 policy ConfigMaps under steady load", Target: "≤ 50 MB"}
+	g = Goal{Goal: "Server RSS with 1,000 policy ConfigMaps under steady load", Target: "≤ 40 MB"}
 	var peak int64
 	for _, l := range r.Load {
 		if l.Server == "podpatch" && l.Policies == 1000 {
@@ -170,7 +175,7 @@ func (r *Report) Goals() []Goal {
 	}
 	if peak > 0 {
 		g.Measured = fmt.Sprintf("peak **%s** (VmHWM)", mb(peak))
-		g.Met = peak <= 50*1000*1000
+		g.Met = peak <= 40*1000*1000
 		goals = append(goals, g)
 	} else {
 		goals = append(goals, notMeasured(g))
@@ -178,7 +183,11 @@ func (r *Report) Goals() []Goal {
 
 	// End to end.
 	for _, mode := range []string{"sequential", "concurrent"} {
-		g := Goal{Goal: "End-to-end pod-create p50 delta, " + mode, Target: "≤ allow-only delta + 0.5 ms"}
+		over := 300 * time.Microsecond // issue 27
+		if mode == "concurrent" {
+			over = time.Millisecond
+		}
+		g := Goal{Goal: "End-to-end pod-create p50 delta, " + mode, Target: fmt.Sprintf("≤ allow-only delta + %s", ms(over))}
 		none, ok1 := r.e2e("none", mode)
 		allow, ok2 := r.e2e("allow", mode)
 		pp, ok3 := r.e2e("podpatch", mode)
@@ -188,7 +197,22 @@ func (r *Report) Goals() []Goal {
 			if id, ok := r.e2e("idiomatic", mode); ok {
 				g.Measured += fmt.Sprintf(" (idiomatic, which patches the same fields: %s)", signedMs(id.P50-none.P50))
 			}
-			g.Met = dP <= dA+500*time.Microsecond
+			g.Met = dP <= dA+over
+			goals = append(goals, g)
+		} else {
+			goals = append(goals, notMeasured(g))
+		}
+	}
+
+	// The worst case lint accepts, without reading the body (issue 27): WorstCase less its floor,
+	// the same Pod read and patched by one small policy.
+	for _, c := range []string{"containers=1/items=12000", "containers=10/items=1500"} {
+		g := Goal{Goal: "BenchmarkWorstCase " + c + ", excluding reading the body (less WorstCaseFloor)", Target: "≤ 20 ms"}
+		w, ok1 := r.Bench.Get("BenchmarkWorstCase/"+c, "ns/op")
+		f, ok2 := r.Bench.Get("BenchmarkWorstCaseFloor/"+c, "ns/op")
+		if ok1 && ok2 {
+			g.Measured = fmt.Sprintf("%s − %s = **%s**", ms(time.Duration(w)), ms(time.Duration(f)), ms(time.Duration(w-f)))
+			g.Met = time.Duration(w-f) <= 20*time.Millisecond
 			goals = append(goals, g)
 		} else {
 			goals = append(goals, notMeasured(g))
@@ -214,7 +238,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 	p.f("\n## Commands\n\n```sh\n%s\n```\n\n", strings.Join(r.Commands, "\n"))
 
-	p.f("## Goals (issue 5)\n\n| goal | target | this run | |\n|---|---|---|---|\n")
+	p.f("## Goals (issues 5 and 27)\n\nIssue 27's notes — where the memory and the time go, and the designs that would go lower — are in\n[issue-27.md](issue-27.md).\n\n| goal | target | this run | |\n|---|---|---|---|\n")
 	for _, g := range r.Goals() {
 		status := "**NOT MET**"
 		if g.Met {
@@ -253,6 +277,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	r.writeLoad(p)
 	r.writeE2E(p)
 	r.writeStore(p)
+	r.writeHeap(p)
 	r.writeProfiles(p)
 
 	p.f("## Method\n\n")
@@ -494,6 +519,29 @@ func (r *Report) writeE2E(p *printer) {
 			float64(e.N)/e.Elapsed.Seconds(), d50, d99)
 	}
 	p.f("\n")
+}
+
+func (r *Report) writeHeap(p *printer) {
+	if len(r.HeapProfiles) == 0 {
+		return
+	}
+	p.f("## Memory of a compiled policy set (issue 27)\n\n")
+	p.f("`PODPATCH_HEAP_PROFILES=… go test ./webhook -run TestStoreHeapProfile`: a `webhook.Store` loaded with 1,000 and\n")
+	p.f("10,000 policy ConfigMaps (one policy each, a tenth of them platform policies, as `BenchmarkStore`), the\n")
+	p.f("ConfigMaps kept alive as the informer's cache keeps them (so the heap held is the store's own), then a heap\n")
+	p.f("profile of every allocation still live after a collection (`MemProfileRate` 512). The policies keep their\n")
+	p.f("template as compact JSON and decode the tree on demand (policies/compact.go); the informer's cache keeps\n")
+	p.f("no managed fields, no `last-applied-configuration` and, once compiled, no text (webhook/cluster.go).\n\n")
+	if len(r.HeapLog) > 0 {
+		p.f("```\n%s\n```\n\n", strings.Join(r.HeapLog, "\n"))
+	}
+	for _, pr := range r.HeapProfiles {
+		link := func(path string) string {
+			return fmt.Sprintf("[`%s`](%s)", path, strings.TrimPrefix(path, "docs/benchmarks/"))
+		}
+		p.f("### %s\n\n%s; top by live bytes (`-sample_index inuse_space`) %s\n\n", pr.Name, link(pr.Pprof), link(pr.Top))
+		p.f("```\n%s\n```\n\n", strings.Join(pr.TopHead, "\n"))
+	}
 }
 
 func (r *Report) writeProfiles(p *printer) {

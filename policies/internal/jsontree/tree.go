@@ -72,6 +72,11 @@ func scalarOrRaw(r json.RawMessage) any {
 	case '{', '[':
 		return r
 	case '"':
+		if len(r) >= 2 {
+			if v, ok := commonValues[string(r[1:len(r)-1])]; ok {
+				return v
+			}
+		}
 		return unquote(r)
 	case 't':
 		return true
@@ -107,6 +112,24 @@ func unquoteKey(r []byte) string {
 	}
 	return unquote(r)
 }
+
+// commonValues are string values frequent in Pods and Services (Kubernetes' enumerations and
+// defaults, all plain ASCII), boxed once: decoding one costs no allocation, where a copy of the
+// string and its box in an interface cost two (issue 27, the hot path).
+var commonValues = func() map[string]any {
+	values := strings.Fields(`Always IfNotPresent Never OnFailure TCP UDP SCTP File FallbackToLogsOnError
+		/dev/termination-log ClusterFirst ClusterFirstWithHostNet Default None default-scheduler
+		Exists Equal NoSchedule PreferNoSchedule NoExecute PreemptLowerPriority
+		RuntimeDefault Unconfined Localhost In NotIn DoesNotExist Gt Lt ClusterIP NodePort
+		LoadBalancer ExternalName SingleStack PreferDualStack RequireDualStack IPv4 IPv6 Cluster
+		Local HTTP HTTPS http https kubernetes.io/hostname topology.kubernetes.io/zone
+		ScheduleAnyway DoNotSchedule Honor Ignore v1 Pod Service true false ALL`)
+	m := make(map[string]any, len(values))
+	for _, v := range values {
+		m[v] = v
+	}
+	return m
+}()
 
 // fieldNames are the member names most frequent in Pods and Services (all plain ASCII, so
 // unquote would return them as they are).

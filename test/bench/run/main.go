@@ -34,6 +34,7 @@ import (
 type options struct {
 	root, bin, work              string
 	goBench, profiles, commands  string
+	heapProfiles                 string
 	out, plot                    string
 	started                      int64
 	loadavg, revision            string
@@ -57,6 +58,7 @@ func main() {
 	flag.StringVar(&o.bin, "bin", "bin", "directory of podpatch, bench-allow, bench-idiomatic, kube-apiserver and etcd")
 	flag.StringVar(&o.work, "work", "", "scratch directory (policy sets, certificates, server logs); default: a new temporary one")
 	flag.StringVar(&o.goBench, "go-bench", "", "output of `go test -bench` to report")
+	flag.StringVar(&o.heapProfiles, "heap-profiles", "", "directory of the policy store's heap profiles (*.heap.pprof with a *.heap.txt top next to each, and test.log)")
 	flag.StringVar(&o.profiles, "profiles", "docs/benchmarks/profiles", "directory of the handler CPU profiles (*.pprof with a *.txt top next to each)")
 	flag.StringVar(&o.commands, "commands", "", "file listing the commands of this run, for the report")
 	flag.StringVar(&o.out, "out", "docs/benchmarks/benchmarks.md", "report to write")
@@ -122,6 +124,11 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	if rep.Profiles, err = readProfiles(o.profiles); err != nil {
 		return err
+	}
+	if o.heapProfiles != "" {
+		if rep.HeapProfiles, rep.HeapLog, err = readHeapProfiles(o.heapProfiles); err != nil {
+			return err
+		}
 	}
 	if o.scaleLog != "" {
 		f, err := os.Open(o.scaleLog)
@@ -453,6 +460,36 @@ func verify(s servers, started map[string]*bench.Server, pods, reviews map[int][
 			c, patched["podpatch"].PatchOps, patched["podpatch"].PatchBytes, patched["idiomatic"].PatchOps, patched["idiomatic"].PatchBytes))
 	}
 	return out, nil
+}
+
+// readHeapProfiles lists the store's heap profiles of dir (*.heap.pprof, a *.heap.txt top next
+// to each) and the lines of its test.log that say what the store held.
+func readHeapProfiles(dir string) ([]bench.Profile, []string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.heap.pprof"))
+	if err != nil {
+		return nil, nil, err
+	}
+	sort.Slice(files, func(i, j int) bool {
+		return len(files[i]) < len(files[j]) || (len(files[i]) == len(files[j]) && files[i] < files[j])
+	})
+	var out []bench.Profile
+	for _, f := range files {
+		stem := strings.TrimSuffix(f, ".pprof")
+		p := bench.Profile{Name: filepath.Base(strings.TrimSuffix(stem, ".heap")), Pprof: f, Top: stem + ".txt"}
+		if p.TopHead, err = head(p.Top, 20); err != nil {
+			return nil, nil, err
+		}
+		out = append(out, p)
+	}
+	var log []string
+	if b, err := os.ReadFile(filepath.Join(dir, "test.log")); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if strings.Contains(line, "the store holds") {
+				log = append(log, strings.TrimSpace(line))
+			}
+		}
+	}
+	return out, log, nil
 }
 
 // readProfiles lists the *.pprof files of dir, oldest first (the order hack/bench.sh made them),
