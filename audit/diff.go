@@ -15,3 +15,21 @@ func fieldDiff(live, want any) []string {
 
 // auditDiff are the audit's choices of policies.DiffPaths.
 var auditDiff = policies.PathDiffOptions{ByValue: true, DescendMissing: true, ListItems: true}
+
+// Compare lists where two objects of a kind differ, with the value each has there, as the
+// audit compares them (reference §7): both in the API server's encoding (`1000m` is `1`,
+// zero values of omitempty fields dropped), the provenance annotation left out, paths as
+// fieldDiff names them. `podpatch diff` (reference §10) shows its result as old → new.
+func Compare(kind policies.Kind, before, after []byte) ([]policies.PathChange, error) {
+	b, err := canonical(kind, before)
+	if err != nil {
+		return nil, err
+	}
+	a, err := canonical(kind, after)
+	if err != nil {
+		return nil, err
+	}
+	dropProvenance(b)
+	dropProvenance(a)
+	return policies.DiffChanges(b, a, auditDiff), nil
+}

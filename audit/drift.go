@@ -198,17 +198,14 @@ func check(set *policies.Set, obj Object) (Finding, bool, error) {
 	if res, err = set.Apply(in); err != nil {
 		return f, true, fmt.Errorf("%s %s/%s: %w", strings.ToLower(string(obj.Kind)), m.Namespace, m.Name, err)
 	}
-	live, err := canonical(obj.Kind, obj.JSON)
+	changes, err := Compare(obj.Kind, obj.JSON, res.Object)
 	if err != nil {
 		return f, true, err
 	}
-	want, err := canonical(obj.Kind, res.Object)
-	if err != nil {
-		return f, true, err
+	for _, c := range changes {
+		f.Fields = append(f.Fields, c.Path)
 	}
-	dropProvenance(live)
-	dropProvenance(want)
-	if f.Fields = fieldDiff(live, want); len(f.Fields) == 0 {
+	if len(f.Fields) == 0 {
 		return f, true, nil
 	}
 	f.Drift = true
