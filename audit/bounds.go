@@ -92,9 +92,9 @@ func plausibleOwner(o *Owner) bool {
 		o.Name != "" && len(o.Name) <= validation.DNS1123SubdomainMaxLength
 }
 
-// printable escapes what a terminal or a table would interpret: control characters (escape
+// Printable escapes what a terminal or a table would interpret: control characters (escape
 // sequences, tabs, newlines) and other non-graphic runes are written as Go escapes.
-func printable(s string) string {
+func Printable(s string) string {
 	clean := true
 	for _, r := range s {
 		if !unicode.IsGraphic(r) || r == utf8.RuneError {
@@ -118,10 +118,10 @@ func printable(s string) string {
 }
 
 // cell is a table cell: printable, at most MaxTableCell bytes.
-func cell(s string) string { return kube.Clip(printable(s), MaxTableCell) }
+func cell(s string) string { return kube.Clip(Printable(s), MaxTableCell) }
 
 // short is a printable name, at most MaxString bytes.
-func short(s string) string { return kube.Clip(printable(s), MaxString) }
+func short(s string) string { return kube.Clip(Printable(s), MaxString) }
 
 // line is a printable value clipped so that its line stays within MaxTableLine bytes.
-func line(s string) string { return kube.Clip(printable(s), MaxTableLine-2*MaxString) }
+func line(s string) string { return kube.Clip(Printable(s), MaxTableLine-2*MaxString) }

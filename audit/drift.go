@@ -260,12 +260,12 @@ func onlyProvenance(patch []byte) (bool, error) {
 	return true, nil
 }
 
-// canonical is an object as the API server would store it, as far as encoding goes: through
+// Canonical is an object as the API server would store it, as far as encoding goes: through
 // the Go type, which drops the zero values of omitempty fields (a policy's `hostNetwork:
 // false`) but keeps those of pointers (`allowPrivilegeEscalation: false` is not unset), and
 // writes quantities canonically (`1000m` is `1`). Fields this build does not know are left out
 // of the comparison. An object the type cannot hold is compared as it is.
-func canonical(kind policies.Kind, b []byte) (any, error) {
+func Canonical(kind policies.Kind, b []byte) (any, error) {
 	var typed any
 	switch kind {
 	case policies.KindPod:

@@ -92,7 +92,7 @@ func (d *pathDiff) differs(a, b any, path, key string) bool {
 	al, aok := a.([]any)
 	bl, bok := b.([]any)
 	if aok && bok {
-		an, bn := itemsByName(al), itemsByName(bl)
+		an, bn := ItemsByName(al), ItemsByName(bl)
 		if an == nil || bn == nil {
 			if !d.o.ListItems {
 				return !reflect.DeepEqual(a, b)
@@ -202,8 +202,9 @@ func diffQuantity(v any) (resource.Quantity, error) {
 
 var errNotQuantity = errors.New("not a quantity")
 
-// itemsByName indexes a list whose items are all objects with distinct string names; nil otherwise.
-func itemsByName(l []any) map[string]any {
+// ItemsByName indexes a list of named objects (containers, env, volumes: every item an object
+// with a distinct string name) by name; nil for any other list, and for an empty one.
+func ItemsByName(l []any) map[string]any {
 	if len(l) == 0 {
 		return nil
 	}

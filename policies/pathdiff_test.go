@@ -167,7 +167,7 @@ func formerExplainDiff(before, after any) []string {
 		al, aok := a.([]any)
 		bl, bok := b.([]any)
 		if aok && bok && formerNamedItems(al) && formerNamedItems(bl) {
-			an, bn := itemsByName(al), itemsByName(bl)
+			an, bn := ItemsByName(al), ItemsByName(bl)
 			for name, av := range an {
 				if bv, ok := bn[name]; ok {
 					into(av, bv, path+"["+name+"]")
@@ -246,7 +246,7 @@ func formerAuditDiff(live, want any) []string {
 		al, aok := a.([]any)
 		bl, bok := b.([]any)
 		if aok && bok {
-			an, bn := itemsByName(al), itemsByName(bl)
+			an, bn := ItemsByName(al), ItemsByName(bl)
 			if an == nil || bn == nil {
 				if len(al) != len(bl) {
 					return true
