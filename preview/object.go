@@ -93,15 +93,17 @@ type Previewer struct {
 
 	alone    map[*policies.Policy]*policies.Set
 	sidecars map[*policies.Policy]map[string]bool
+	parts    map[string]policyPart
 	reserved map[string]bool
 }
 
 // objectMeta is what a preview reads of an object's metadata.
 type objectMeta struct {
 	Metadata struct {
-		Name         string `json:"name"`
-		GenerateName string `json:"generateName"`
-		Namespace    string `json:"namespace"`
+		Name         string            `json:"name"`
+		GenerateName string            `json:"generateName"`
+		Namespace    string            `json:"namespace"`
+		Annotations  map[string]string `json:"annotations"`
 	} `json:"metadata"`
 }
 
@@ -125,20 +127,28 @@ func (p *Previewer) Object(in Input) (Object, bool, error) {
 		return fmt.Errorf("%s %s/%s: %w", strings.ToLower(string(in.Kind)), ns, name, err)
 	}
 	pin := policies.Input{Kind: in.Kind, Object: in.JSON, Namespace: ns, NamespaceLabels: in.NamespaceLabels, Cluster: in.Cluster}
+	if in.Live {
+		// The changed ConfigMaps' base policies that admitted it, as its provenance says.
+		var admitted []*policies.Policy
+		for _, e := range strings.Split(m.Annotations[policies.AppliedAnnotation], ",") {
+			ref, _, _ := strings.Cut(strings.TrimSpace(e), "@")
+			if q := p.replaced[ref]; q != nil && !slices.Contains(admitted, q) {
+				admitted = append(admitted, q)
+			}
+		}
+		if len(admitted) > 0 {
+			var err error
+			if pin.Object, err = p.strip(pin, admitted); err != nil {
+				return Object{}, false, where(err)
+			}
+		}
+	}
 	old, err := p.Base.Apply(pin)
 	if err != nil {
 		return Object{}, false, where(err)
 	}
 	if !old.Recognised {
 		return Object{}, false, nil
-	}
-	if in.Live && slices.ContainsFunc(old.Applied, func(q *policies.Policy) bool { return p.Changed[configMapOf(q)] }) {
-		if pin.Object, err = p.strip(pin, old.Applied); err != nil {
-			return Object{}, false, where(err)
-		}
-		if old, err = p.Base.Apply(pin); err != nil {
-			return Object{}, false, where(err)
-		}
 	}
 	pin.Explain = true // which policy set the placement, for the unschedulable finding
 	neu, err := p.New.Apply(pin)
@@ -179,7 +189,7 @@ func (o *Object) Changed() bool {
 
 // placement runs the unschedulable check on the old and the new Pod and adds its findings.
 func (p *Previewer) placement(o *Object, old []byte, neu policies.Result, oldF, newF *[]Finding) error {
-	var before, after corev1.Pod
+	var before, after placementOf
 	if err := json.Unmarshal(old, &before); err != nil {
 		return err
 	}
@@ -198,6 +208,27 @@ func (p *Previewer) placement(o *Object, old []byte, neu policies.Result, oldF, 
 	if !slices.ContainsFunc(*oldF, func(g Finding) bool { return g.Check == policies.CheckUnschedulable }) {
 		o.Unschedulable = r.Reason
 	}
+	return nil
+}
+
+// placementOf is what the unschedulable check reads of a Pod.
+type placementOf struct {
+	Spec corev1.PodSpec `json:"spec"`
+}
+
+// UnmarshalJSON decodes only the placement fields of the spec.
+func (p *placementOf) UnmarshalJSON(b []byte) error {
+	var v struct {
+		Spec struct {
+			NodeSelector map[string]string   `json:"nodeSelector"`
+			Affinity     *corev1.Affinity    `json:"affinity"`
+			Tolerations  []corev1.Toleration `json:"tolerations"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	p.Spec = corev1.PodSpec{NodeSelector: v.Spec.NodeSelector, Affinity: v.Spec.Affinity, Tolerations: v.Spec.Tolerations}
 	return nil
 }
 

@@ -1,7 +1,9 @@
 package preview
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 
 	"github.com/podpatch/podpatch/audit"
@@ -19,19 +21,19 @@ import (
 // still has the value the policy gives. What cannot be told apart stays: a value the user
 // wrote that equals the policy's is taken out too (the preview then shows the new policy's
 // value), and what a policy removed cannot be put back.
-func (p *Previewer) strip(in policies.Input, applied []*policies.Policy) ([]byte, error) {
-	live, err := audit.Canonical(in.Kind, in.Object)
-	if err != nil {
-		return nil, err
+func (p *Previewer) strip(in policies.Input, admitted []*policies.Policy) ([]byte, error) {
+	// As the API server returns it, the object is in its encoding already.
+	var live any
+	d := json.NewDecoder(bytes.NewReader(in.Object))
+	d.UseNumber()
+	if err := d.Decode(&live); err != nil {
+		return nil, fmt.Errorf("decode: %w", err)
 	}
 	obj, ok := live.(map[string]any)
 	if !ok {
 		return in.Object, nil
 	}
-	for _, q := range applied {
-		if !p.Changed[configMapOf(q)] {
-			continue
-		}
+	for _, q := range admitted {
 		skel, part, err := p.partOf(q, in, obj)
 		if err != nil {
 			return nil, err
@@ -64,8 +66,19 @@ func (p *Previewer) partOf(q *policies.Policy, in policies.Input, obj map[string
 	}
 	for _, allLabels := range []bool{false, true} {
 		s := skeleton(in.Kind, obj, p.reserved, allLabels, sidecars)
-		in.Object, err = json.Marshal(s)
+		// Pods of one group have one skeleton but for their names: a policy's part in them
+		// is computed once (policies do not match on names).
+		key, err := skeletonKey(q, in.Namespace, s)
 		if err != nil {
+			return nil, nil, err
+		}
+		if part, ok := p.parts[key]; ok {
+			if part.skel == nil {
+				continue
+			}
+			return part.skel, part.part, nil
+		}
+		if in.Object, err = json.Marshal(s); err != nil {
 			return nil, nil, err
 		}
 		res, err := set.Apply(in)
@@ -73,6 +86,7 @@ func (p *Previewer) partOf(q *policies.Policy, in policies.Input, obj map[string
 			return nil, nil, err
 		}
 		if !slices.Contains(res.Applied, q) {
+			p.remember(key, nil, nil)
 			continue
 		}
 		sc, err := audit.Canonical(in.Kind, in.Object)
@@ -85,9 +99,40 @@ func (p *Previewer) partOf(q *policies.Policy, in policies.Input, obj map[string
 		}
 		skel, _ = sc.(map[string]any)
 		part, _ = rc.(map[string]any)
+		p.remember(key, skel, part)
 		return skel, part, nil
 	}
 	return nil, nil, nil
+}
+
+// policyPart is a policy's part in a skeleton: the skeleton and the skeleton with the policy
+// applied (nil: the policy does not apply to it).
+type policyPart struct{ skel, part map[string]any }
+
+// MaxParts bounds the memory of policies' parts a Previewer keeps; when full it starts over.
+const MaxParts = 4096
+
+func (p *Previewer) remember(key string, skel, part map[string]any) {
+	if p.parts == nil || len(p.parts) >= MaxParts {
+		p.parts = map[string]policyPart{}
+	}
+	p.parts[key] = policyPart{skel: skel, part: part}
+}
+
+// skeletonKey identifies a policy's part in a skeleton: the policy, the namespace, and the
+// skeleton without what names the one object (name, generateName, uid, owners).
+func skeletonKey(q *policies.Policy, namespace string, s map[string]any) (string, error) {
+	meta := s["metadata"].(map[string]any)
+	anon := make(map[string]any, len(meta))
+	for k, v := range meta {
+		switch k {
+		case "name", "generateName", "uid", "ownerReferences":
+		default:
+			anon[k] = v
+		}
+	}
+	b, err := json.Marshal(map[string]any{"m": anon, "s": s["spec"], "k": s["kind"]})
+	return fmt.Sprintf("%p\x00%s\x00%s", q, namespace, b), err
 }
 
 // sidecarsOf are the names of the containers a policy adds whole (platform sidecars): the

@@ -168,28 +168,20 @@ func runDiff(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%d invalid policy ConfigMap(s); run podpatch lint for details", len(probs))
 	}
 
-	p := &preview.Previewer{Sets: sets}
+	var snap *placement.Snapshot
 	var cluster policies.Cluster
 	if kit != nil {
-		p.Placement = snapshot(ctx, kit, warn)
+		snap = snapshot(ctx, kit, warn)
 		var refErr error
 		if cluster, refErr = references(ctx, kit, referencesTimeout); refErr != nil {
 			warn(refErr.Error() + "; policies that name a missing PriorityClass, RuntimeClass or ServiceAccount are previewed as if applied")
 		}
 	}
-	c := preview.NewCollector(sets)
+	r := preview.NewRunner(sets, snap, 0)
+	r.OnError = func(err error) { warn(err.Error()) }
 	each := func(in preview.Input) {
-		c.Read()
 		in.Cluster = cluster
-		obj, ok, err := p.Object(in)
-		if err != nil {
-			c.Error()
-			warn(err.Error())
-			return
-		}
-		if ok {
-			c.Add(obj)
-		}
+		r.Add(in)
 	}
 	if len(o.Files) > 0 {
 		err = eachFileObject(o.Files, fileNamespace, o.NamespaceLabels, stdin, each)
@@ -199,7 +191,7 @@ func runDiff(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep := c.Report()
+	rep := r.Report()
 	if err := preview.Write(stdout, rep, o.Output); err != nil {
 		return err
 	}
@@ -216,7 +208,7 @@ func runDiff(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 
 // snapshot reads the cluster's Nodes, NodePools and ComputeClasses for the unschedulable
 // check; without them (RBAC) the check is left out, with a warning.
-func snapshot(ctx context.Context, kit *kube.Kit, warn func(string)) *placement.Cache {
+func snapshot(ctx context.Context, kit *kube.Kit, warn func(string)) *placement.Snapshot {
 	dyn, err := dynamic.NewForConfig(kit.Config)
 	if err != nil {
 		warn(fmt.Sprintf("the unschedulable check is left out: %v", err))
@@ -227,7 +219,7 @@ func snapshot(ctx context.Context, kit *kube.Kit, warn func(string)) *placement.
 		warn(fmt.Sprintf("the unschedulable check is left out: %v", err))
 		return nil
 	}
-	return &placement.Cache{Snapshot: snap}
+	return snap
 }
 
 // eachFileObject reads the objects of -f files, as `render` does.
