@@ -97,9 +97,6 @@ func hasProblem(fps []policies.FileProblems, name string) bool {
 	return false
 }
 
-// configMapOf is the namespace/name of the ConfigMap a policy comes from.
-func configMapOf(p *policies.Policy) string { return p.Namespace + "/" + p.ConfigMap }
-
 // refOf is a policy's provenance entry without its @resourceVersion: a policy read from a file
 // has none, the same policy live has one.
 func refOf(p *policies.Policy) string {
