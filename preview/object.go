@@ -150,7 +150,6 @@ func (p *Previewer) Object(in Input) (Object, bool, error) {
 	if !old.Recognised {
 		return Object{}, false, nil
 	}
-	pin.Explain = true // which policy set the placement, for the unschedulable finding
 	neu, err := p.New.Apply(pin)
 	if err != nil {
 		return Object{}, false, where(err)
@@ -170,7 +169,7 @@ func (p *Previewer) Object(in Input) (Object, bool, error) {
 	o.LeftOutResolved, o.LeftOut = added(leftOut(neu.Skipped), leftOut(old.Skipped))
 	oldF, newF := findings(old.Findings), findings(neu.Findings)
 	if in.Kind == policies.KindPod && p.Placement != nil {
-		if err := p.placement(&o, old.Object, neu, &oldF, &newF); err != nil {
+		if err := p.placement(&o, pin, old.Object, neu, &oldF, &newF); err != nil {
 			return Object{}, false, where(err)
 		}
 	}
@@ -188,7 +187,7 @@ func (o *Object) Changed() bool {
 }
 
 // placement runs the unschedulable check on the old and the new Pod and adds its findings.
-func (p *Previewer) placement(o *Object, old []byte, neu policies.Result, oldF, newF *[]Finding) error {
+func (p *Previewer) placement(o *Object, in policies.Input, old []byte, neu policies.Result, oldF, newF *[]Finding) error {
 	var before, after placementOf
 	if err := json.Unmarshal(old, &before); err != nil {
 		return err
@@ -203,7 +202,13 @@ func (p *Previewer) placement(o *Object, old []byte, neu policies.Result, oldF, 
 	if r.Schedulable {
 		return nil
 	}
-	f := findingOf(placement.Finding(r, placementPolicy(neu.Changes)))
+	// Which policy set the placement: the new set again, explained (only for a stranded Pod).
+	in.Explain = true
+	explained, err := p.New.Apply(in)
+	if err != nil {
+		return err
+	}
+	f := findingOf(placement.Finding(r, placementPolicy(explained.Changes)))
 	*newF = append(*newF, f)
 	if !slices.ContainsFunc(*oldF, func(g Finding) bool { return g.Check == policies.CheckUnschedulable }) {
 		o.Unschedulable = r.Reason
