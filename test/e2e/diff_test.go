@@ -375,3 +375,77 @@ func installKarpenterCRD(t *testing.T) {
 	crd := fromYAML(t, b)
 	require.NoError(t, client.IgnoreAlreadyExists(k8s.Create(contextBackground(), crd)), fmt.Sprint(crd.GetName()))
 }
+
+// TestDiffScale previews a change against N live Pods (PODPATCH_DIFF_SCALE=N, e.g. 10000; off
+// by default: creating them takes minutes): the time of `podpatch diff` end to end, List
+// calls included, and the size of its Markdown for a change that touches every Pod.
+func TestDiffScale(t *testing.T) {
+	n := 0
+	if _, err := fmt.Sscan(os.Getenv("PODPATCH_DIFF_SCALE"), &n); err != nil || n <= 0 {
+		t.Skip("PODPATCH_DIFF_SCALE=N runs this test with N Pods")
+	}
+	ctx := contextBackground()
+	const ns = "diff-scale"
+	ensureNamespace(t, ns)
+	base := diffPlatformCM("base", "base", true)
+	base.Name = "diff-scale"
+	for i, d := range base.Data { // this namespace only
+		base.Data[i] = strings.ReplaceAll(d, "namespaces: ["+diffNamespace+"]", "namespaces: ["+ns+"]")
+	}
+	require.NoError(t, k8s.Create(ctx, base.DeepCopy()))
+	t.Cleanup(func() { _ = k8s.Delete(ctx, base) })
+	// The Pods are created without the webhook (as if admitted while podpatch was down): the
+	// preview reads them the same way.
+	worker := readObject(t, cluster.FixtureDir+"dask-operator/worker-pod.yaml")
+	work := make(chan int)
+	errs := make(chan error, 16)
+	for range 16 {
+		go func() {
+			for i := range work {
+				obj := worker.DeepCopy()
+				obj.SetNamespace(ns)
+				obj.SetName(fmt.Sprintf("worker-%05d", i))
+				obj.SetGenerateName("")
+				labels := obj.GetLabels()
+				labels["dask.org/cluster-name"] = fmt.Sprintf("c%d", i/50)
+				obj.SetLabels(labels)
+				if err := k8s.Create(ctx, obj); err != nil && !strings.Contains(err.Error(), "already exists") {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	start := time.Now()
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	for range 16 {
+		require.NoError(t, <-errs)
+	}
+	t.Logf("created %d Pods in %s", n, time.Since(start))
+	changed := base.DeepCopy()
+	for i, d := range changed.Data {
+		changed.Data[i] = strings.ReplaceAll(d, "diff-mark: base", "diff-mark: new")
+	}
+	dir := writeConfigMaps(t, changed)
+	start = time.Now()
+	md := runDiff(t, "--policies", dir, "-n", ns, "-o", "markdown")
+	elapsed := time.Since(start)
+	require.Equal(t, 3, md.code, md.stderr)
+	t.Logf("podpatch diff of %d live Pods: %s; Markdown %d bytes", n, elapsed, len(md.stdout))
+	rep := diffReport0(t, ns, dir)
+	require.Equal(t, n, rep.Stats.Changed)
+}
+
+// diffReport0 is diffReport for another namespace.
+func diffReport0(t *testing.T, ns, dir string) *preview.Report {
+	t.Helper()
+	run := runDiff(t, "--policies", dir, "-n", ns, "-o", "json")
+	require.Equal(t, 3, run.code, run.stderr)
+	rep := &preview.Report{}
+	require.NoError(t, json.Unmarshal([]byte(run.stdout), rep))
+	return rep
+}
