@@ -304,3 +304,40 @@ func formerSameScalar(a, b any, key string) bool {
 	}
 	return false
 }
+
+// TestDiffChangesValues: DiffChanges names the paths DiffPaths names, with the value each side
+// has there (nil for a side without it), members of objects only one side has included.
+func TestDiffChangesValues(t *testing.T) {
+	before := map[string]any{
+		"metadata": map[string]any{"labels": map[string]any{"a": "1", "gone": "x"}},
+		"spec": map[string]any{"containers": []any{
+			map[string]any{"name": "main", "resources": map[string]any{"limits": map[string]any{"memory": "1Gi"}}},
+			map[string]any{"name": "old-sidecar"},
+		}},
+	}
+	after := map[string]any{
+		"metadata": map[string]any{"labels": map[string]any{"a": "2"}, "annotations": map[string]any{"n": "v"}},
+		"spec": map[string]any{"containers": []any{
+			map[string]any{"name": "main", "resources": map[string]any{"limits": map[string]any{"memory": "1024Mi"}}},
+		}, "tolerations": []any{map[string]any{"key": "k"}}},
+	}
+	o := PathDiffOptions{ByValue: true, DescendMissing: true, ListItems: true}
+	got := DiffChanges(before, after, o)
+	require.Equal(t, []PathChange{
+		{Path: "metadata.annotations.n", After: "v"},
+		{Path: "metadata.labels.a", Before: "1", After: "2"},
+		{Path: "metadata.labels.gone", Before: "x"},
+		{Path: "spec.containers[old-sidecar]", Before: map[string]any{"name": "old-sidecar"}},
+		{Path: "spec.tolerations", After: []any{map[string]any{"key": "k"}}},
+	}, got, "1Gi is 1024Mi")
+	var paths []string
+	for _, c := range got {
+		paths = append(paths, c.Path)
+	}
+	require.Equal(t, DiffPaths(before, after, o), paths)
+	// Swapped sides swap the values.
+	for i, c := range DiffChanges(after, before, o) {
+		require.Equal(t, got[i].Before, c.After, c.Path)
+		require.Equal(t, got[i].After, c.Before, c.Path)
+	}
+}
