@@ -68,6 +68,18 @@ type Field struct {
 	Path string `json:"path"`
 	Old  any    `json:"old,omitempty"`
 	New  any    `json:"new,omitempty"`
+	// Uncertain: a changed merge or enforce policy set Old over whatever the manager wrote,
+	// which the live object no longer shows; when the new set leaves the field to the
+	// manager, New is that unknown value, shown as absent.
+	Uncertain bool `json:"uncertain,omitempty"`
+}
+
+// related reports whether two paths are the same field or one lies inside the other.
+func related(a, b string) bool {
+	inside := func(x, y string) bool {
+		return len(x) > len(y) && strings.HasPrefix(x, y) && (x[len(y)] == '.' || x[len(y)] == '[')
+	}
+	return a == b || inside(a, b) || inside(b, a)
 }
 
 // Finding is a §8 finding as reported.
@@ -127,18 +139,20 @@ func (p *Previewer) Object(in Input) (Object, bool, error) {
 		return fmt.Errorf("%s %s/%s: %w", strings.ToLower(string(in.Kind)), ns, name, err)
 	}
 	pin := policies.Input{Kind: in.Kind, Object: in.JSON, Namespace: ns, NamespaceLabels: in.NamespaceLabels, Cluster: in.Cluster}
+	var overridden []Field
 	if in.Live {
-		// The changed ConfigMaps' base policies that admitted it, as its provenance says.
+		// The base policies that admitted it, as its provenance says: all of them are taken
+		// out, and applied again, so that the layers' order is that of a new object's.
 		var admitted []*policies.Policy
 		for _, e := range strings.Split(m.Annotations[policies.AppliedAnnotation], ",") {
 			ref, _, _ := strings.Cut(strings.TrimSpace(e), "@")
-			if q := p.replaced[ref]; q != nil && !slices.Contains(admitted, q) {
+			if q := p.admitting[ref]; q != nil && !slices.Contains(admitted, q) {
 				admitted = append(admitted, q)
 			}
 		}
 		if len(admitted) > 0 {
 			var err error
-			if pin.Object, err = p.strip(pin, admitted); err != nil {
+			if pin.Object, overridden, err = p.strip(pin, admitted); err != nil {
 				return Object{}, false, where(err)
 			}
 		}
@@ -162,9 +176,35 @@ func (p *Previewer) Object(in Input) (Object, bool, error) {
 	if err != nil {
 		return Object{}, false, where(err)
 	}
-	for _, c := range changes {
-		o.Fields = append(o.Fields, Field{Path: c.Path, Old: c.Before, New: c.After})
+	var known []string // what the new set's merge and enforce policies set: known whatever the manager wrote
+	if len(overridden) > 0 {
+		explain := pin
+		explain.Explain = true
+		explained, err := p.New.Apply(explain)
+		if err != nil {
+			return Object{}, false, where(err)
+		}
+		for _, c := range explained.Changes {
+			if c.Policy.Mode != policies.ModeDefault {
+				known = append(known, c.Fields...)
+			}
+		}
 	}
+	for _, c := range changes {
+		relatedTo := func(f Field) bool { return related(f.Path, c.Path) }
+		o.Fields = append(o.Fields, Field{Path: c.Path, Old: c.Before, New: c.After,
+			Uncertain: slices.ContainsFunc(overridden, relatedTo) && !slices.ContainsFunc(known, func(k string) bool { return related(k, c.Path) })})
+	}
+	// A value a changed merge or enforce policy set over the manager's, which the new set no
+	// longer sets so, may change back to the manager's even where both sets agree here.
+	for _, f := range overridden {
+		relatedTo := func(p string) bool { return related(p, f.Path) }
+		if slices.ContainsFunc(known, relatedTo) || slices.ContainsFunc(o.Fields, func(g Field) bool { return relatedTo(g.Path) }) {
+			continue
+		}
+		o.Fields = append(o.Fields, Field{Path: f.Path, Old: f.Old, New: f.Old, Uncertain: true})
+	}
+	slices.SortStableFunc(o.Fields, func(a, b Field) int { return strings.Compare(a.Path, b.Path) })
 	o.Started, o.Stopped = added(refs(old.Applied), refs(neu.Applied))
 	o.LeftOutResolved, o.LeftOut = added(leftOut(neu.Skipped), leftOut(old.Skipped))
 	oldF, newF := findings(old.Findings), findings(neu.Findings)

@@ -74,7 +74,11 @@ func value(v any) string {
 func lines(o *Object) []string {
 	var out []string
 	for _, f := range o.Fields {
-		out = append(out, fmt.Sprintf("~ %s: %s → %s", text(f.Path), value(f.Old), value(f.New)))
+		line := fmt.Sprintf("~ %s: %s → %s", text(f.Path), value(f.Old), value(f.New))
+		if f.Uncertain {
+			line += " (or the manager's own value, which a changed policy overrode)"
+		}
+		out = append(out, line)
 	}
 	if o.MoreFields > 0 {
 		out = append(out, fmt.Sprintf("~ and %d more field(s)", o.MoreFields))

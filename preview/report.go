@@ -181,7 +181,7 @@ func bound(o Object) Object {
 	}
 	fields := make([]Field, len(o.Fields))
 	for i, f := range o.Fields {
-		fields[i] = Field{Path: clip(f.Path), Old: clipValue(f.Old), New: clipValue(f.New)}
+		fields[i] = Field{Path: clip(f.Path), Old: clipValue(f.Old), New: clipValue(f.New), Uncertain: f.Uncertain}
 	}
 	o.Fields = fields
 	for _, l := range []*[]string{&o.Started, &o.Stopped, &o.LeftOut, &o.LeftOutResolved} {

@@ -23,8 +23,9 @@ type Sets struct {
 	// Changed are the ConfigMaps (namespace/name) the change adds, replaces or deletes: the
 	// policies of their base versions are the ones whose traces a live object may carry.
 	Changed map[string]bool
-	// replaced are those base policies, by provenance entry without @resourceVersion.
-	replaced map[string]*policies.Policy
+	// admitting are the base policies, by provenance entry without @resourceVersion: those a
+	// live object's provenance names admitted it.
+	admitting map[string]*policies.Policy
 }
 
 // NewSets builds the base set from base, and the new set from base with every ConfigMap of
@@ -57,17 +58,14 @@ func NewSets(base, changes []policies.SourcedConfigMap, deletes []string, opts p
 		s.Changed[key(c)] = true
 	}
 	s.Base, baseProblems = policies.Compile(base, opts)
-	s.replaced = map[string]*policies.Policy{}
+	s.admitting = map[string]*policies.Policy{}
 	for _, c := range base {
-		if !s.Changed[key(c)] {
-			continue
-		}
 		ps, errs := policies.ParseConfigMap(c.ConfigMap, opts)
 		if len(errs) > 0 {
 			continue // left out of the base: nothing of it to take out
 		}
 		for _, p := range ps {
-			s.replaced[refOf(p)] = p
+			s.admitting[refOf(p)] = p
 		}
 	}
 	var next []policies.SourcedConfigMap

@@ -21,28 +21,38 @@ import (
 // still has the value the policy gives. What cannot be told apart stays: a value the user
 // wrote that equals the policy's is taken out too (the preview then shows the new policy's
 // value), and what a policy removed cannot be put back.
-func (p *Previewer) strip(in policies.Input, admitted []*policies.Policy) ([]byte, error) {
+//
+// overridden are the paths of the values a merge or enforce policy set, which may have
+// replaced a value of the object's own: what the manager writes there is unknown.
+func (p *Previewer) strip(in policies.Input, admitted []*policies.Policy) (stripped []byte, overridden []Field, err error) {
 	// As the API server returns it, the object is in its encoding already.
 	var live any
 	d := json.NewDecoder(bytes.NewReader(in.Object))
 	d.UseNumber()
 	if err := d.Decode(&live); err != nil {
-		return nil, fmt.Errorf("decode: %w", err)
+		return nil, nil, fmt.Errorf("decode: %w", err)
 	}
 	obj, ok := live.(map[string]any)
 	if !ok {
-		return in.Object, nil
+		return in.Object, nil, nil
 	}
-	for _, q := range admitted {
+	for i := len(admitted) - 1; i >= 0; i-- { // undone in the reverse order of the layers
+		q := admitted[i]
 		skel, part, err := p.partOf(q, in, obj)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if part != nil {
-			stripTree(obj, skel, part)
+		if part == nil {
+			continue
 		}
+		taken := func(string, any) {}
+		if q.Mode != policies.ModeDefault && p.Changed[q.Namespace+"/"+q.ConfigMap] { // a default fills only what the object left unset; an unchanged policy sets it again
+			taken = func(path string, v any) { overridden = append(overridden, Field{Path: path, Old: v}) }
+		}
+		stripTree(obj, skel, part, "", taken)
 	}
-	return json.Marshal(obj)
+	stripped, err = json.Marshal(obj)
+	return stripped, overridden, err
 }
 
 // partOf applies one policy alone to a skeleton of the object and returns both, in the API
@@ -218,8 +228,12 @@ func skeleton(kind policies.Kind, obj map[string]any, reserved map[string]bool, 
 // stripTree takes out of obj every value a policy set: where part (the skeleton with the
 // policy applied) differs from skel and obj still holds part's value. Items of lists of named
 // objects are followed by name; an item the policy added (a sidecar) is taken out whole.
-func stripTree(obj, skel, part map[string]any) {
+func stripTree(obj, skel, part map[string]any, path string, taken func(string, any)) {
 	for k, pv := range part {
+		at := k
+		if path != "" {
+			at = path + "." + k
+		}
 		ov, ok := obj[k]
 		if !ok {
 			continue
@@ -235,7 +249,7 @@ func stripTree(obj, skel, part map[string]any) {
 				continue
 			}
 			sm, _ := sv.(map[string]any)
-			stripTree(om, sm, pt)
+			stripTree(om, sm, pt, at, taken)
 			if len(om) == 0 {
 				delete(obj, k)
 			}
@@ -266,7 +280,7 @@ func stripTree(obj, skel, part map[string]any) {
 				if !inSkel {
 					continue // the policy added it
 				}
-				stripTree(item, si, pi)
+				stripTree(item, si, pi, at+"["+name+"]", taken)
 				kept = append(kept, item)
 			}
 			if len(kept) == 0 {
@@ -277,6 +291,7 @@ func stripTree(obj, skel, part map[string]any) {
 		default:
 			if same(ov, pv) {
 				delete(obj, k)
+				taken(at, pv)
 			}
 		}
 	}
