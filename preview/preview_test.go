@@ -326,7 +326,7 @@ func TestNewSetsRefuses(t *testing.T) {
 func TestReportBounded(t *testing.T) {
 	s := newSets(t, scenario{changes: []policies.SourcedConfigMap{workerDefaults("2222Mi", "finance")}})
 	c := NewCollector(s)
-	long := strings.Repeat("x\x1b[31m|`<", 200)
+	long := strings.Repeat("x\x1b[31m|`<", 70)
 	breaking := map[string]bool{}
 	for i := range 600 {
 		o := Object{Kind: policies.KindPod, Namespace: "ns", Name: fmt.Sprintf("%s-%d", long, i), identity: policies.Identity{Manager: policies.ManagerRay, Role: policies.RoleWorker, Cluster: fmt.Sprint(i % 150)}}
