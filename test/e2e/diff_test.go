@@ -326,6 +326,59 @@ func TestDiff(t *testing.T) {
 	t.Cleanup(func() { _ = k8s.Delete(ctx, open) })
 	fits := diffReport(t, 3, "--policies", gpu)
 	require.Zero(t, fits.Stats.Breaking, "a NodePool can create a Node the workers fit")
+
+	// GKE ComputeClasses (a CRD of the documented schema): a class that does not exist
+	// strands the workers that select it; one with node auto-creation does not.
+	installComputeClassCRD(t)
+	batch := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cloud.google.com/v1", "kind": "ComputeClass",
+		"metadata": map[string]any{"name": "diff-batch"},
+		"spec":     map[string]any{"priorities": []any{map[string]any{"machineFamily": "n2"}}, "nodePoolAutoCreation": map[string]any{"enabled": true}}}}
+	require.Eventually(t, func() bool { return k8s.Create(ctx, batch.DeepCopy()) == nil }, 30*time.Second, 200*time.Millisecond, "the ComputeClass CRD never served")
+	t.Cleanup(func() { _ = k8s.Delete(ctx, batch) })
+	selectClass := func(name string) string {
+		return writeConfigMaps(t, policyConfigMap("podpatch-system", "diff-class", map[string]string{"class.yaml": `apiVersion: podpatch.io/v1alpha1
+kind: PodTemplatePatch
+metadata: {name: class}
+spec:
+  mode: merge
+  match: {namespaces: [` + diffNamespace + `], roles: [worker]}
+  template:
+    spec:
+      nodeSelector: {cloud.google.com/compute-class: ` + name + `}
+`}))
+	}
+	missing := diffReport(t, 4, "--policies", selectClass("diff-missing"))
+	for _, o := range previewed(t, missing) {
+		if o.Breaks {
+			require.Contains(t, o.Unschedulable, `ComputeClass "diff-missing" does not exist`, o.Name)
+		}
+	}
+	require.Equal(t, workers, missing.Stats.Breaking)
+	autoCreated := diffReport(t, 3, "--policies", selectClass("diff-batch"))
+	require.Zero(t, autoCreated.Stats.Breaking, "GKE creates nodes for a class with auto-creation")
+}
+
+// installComputeClassCRD installs a CRD of GKE's ComputeClass with the documented schema
+// (cloud.google.com/v1, cluster-scoped; spec.priorities, spec.nodePoolAutoCreation.enabled).
+func installComputeClassCRD(t *testing.T) {
+	t.Helper()
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "computeclasses.cloud.google.com"},
+		"spec": map[string]any{
+			"group": "cloud.google.com", "scope": "Cluster",
+			"names": map[string]any{"kind": "ComputeClass", "plural": "computeclasses", "singular": "computeclass", "listKind": "ComputeClassList"},
+			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "properties": map[string]any{
+					"spec": map[string]any{"type": "object", "properties": map[string]any{
+						"priorities":           map[string]any{"type": "array", "items": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+						"nodePoolAutoCreation": map[string]any{"type": "object", "properties": map[string]any{"enabled": map[string]any{"type": "boolean"}}},
+						"whenUnsatisfiable":    map[string]any{"type": "string"},
+					}},
+				}}}}},
+		},
+	}}
+	require.NoError(t, client.IgnoreAlreadyExists(k8s.Create(contextBackground(), crd)))
 }
 
 // createReadyNode creates a Node with its own taints only: the API server's admission taints a
