@@ -479,3 +479,28 @@ func TestPreviewIsHonestGenerated(t *testing.T) {
 		}
 	}
 }
+
+// TestRunnerInInputOrder: previewing on several goroutines gives the report one goroutine
+// gives, whatever the scheduling (run with -race).
+func TestRunnerInInputOrder(t *testing.T) {
+	s := newSets(t, scenarios[len(scenarios)-1])
+	var ins []Input
+	for i := range 40 {
+		for _, in := range fixtures(t) {
+			var obj map[string]any
+			require.NoError(t, json.Unmarshal(in.JSON, &obj))
+			obj["metadata"].(map[string]any)["name"] = fmt.Sprintf("o-%d", i)
+			in.JSON = []byte(jsonOf(t, obj))
+			ins = append(ins, in)
+		}
+	}
+	report := func(workers int) string {
+		r := NewRunner(s, nil, workers)
+		r.OnError = func(err error) { t.Error(err) }
+		for _, in := range ins {
+			r.Add(in)
+		}
+		return jsonOf(t, r.Report())
+	}
+	require.Equal(t, report(1), report(4))
+}
