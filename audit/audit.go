@@ -44,75 +44,78 @@ type Audit struct {
 // Run audits a namespace ("" for every namespace).
 func (a *Audit) Run(ctx context.Context, namespace string) (Stats, error) {
 	var st Stats
-	seen := map[string]bool{} // Pod UIDs: a Pod two profiles' selectors select is audited once
-	check := func(kind policies.Kind) func(json.RawMessage) error {
-		return func(raw json.RawMessage) error {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			m := metaOf(raw)
-			if kind == policies.KindPod {
-				if m.UID != "" {
-					if seen[m.UID] {
-						return nil
-					}
-					seen[m.UID] = true
-				}
-				st.Pods++
-			} else {
-				st.Services++
-			}
-			obj := Object{Kind: kind, JSON: raw, Cluster: a.Cluster}
-			if a.NamespaceLabels != nil {
-				obj.NamespaceLabels = a.NamespaceLabels(m.Namespace)
-			}
-			f, ok, err := Check(a.Set, obj)
-			if err != nil {
-				st.Errors++
-				if a.OnError != nil {
-					a.OnError(err)
-				}
-				return nil
-			}
-			if !ok {
-				return nil
-			}
-			st.Checked++
-			if f.Drift {
-				st.Drifted++
-			}
-			f.Cluster.Owner = a.Owners.Resolve(ctx, f.Namespace, f.Cluster.Manager, f.Cluster.Owner)
-			if a.OnFinding != nil {
-				a.OnFinding(f)
-			}
-			return nil
-		}
-	}
-	progress := func(fn func(json.RawMessage) error) func(json.RawMessage) error {
-		if a.Progress == nil {
-			return fn
-		}
-		n := 0
-		return func(raw json.RawMessage) error {
-			err := fn(raw)
-			if n++; n%100 == 0 {
-				a.Progress(st)
-			}
+	n := 0
+	err := a.Reader.EachObject(ctx, namespace, func(kind policies.Kind, raw json.RawMessage) error {
+		if err := ctx.Err(); err != nil {
 			return err
 		}
-	}
-	for _, sel := range policies.ObjectSelectors() {
-		if err := a.Reader.Each(ctx, "pods", namespace, sel.String(), progress(check(policies.KindPod))); err != nil {
-			return st, err
+		a.check(ctx, &st, kind, raw)
+		if n++; a.Progress != nil && n%100 == 0 {
+			a.Progress(st)
 		}
-	}
-	if err := a.Reader.Each(ctx, "services", namespace, "", progress(check(policies.KindService))); err != nil {
+		return nil
+	})
+	if err != nil {
 		return st, err
 	}
 	if a.Progress != nil {
 		a.Progress(st)
 	}
 	return st, nil
+}
+
+// check audits one object and counts it.
+func (a *Audit) check(ctx context.Context, st *Stats, kind policies.Kind, raw json.RawMessage) {
+	if kind == policies.KindPod {
+		st.Pods++
+	} else {
+		st.Services++
+	}
+	obj := Object{Kind: kind, JSON: raw, Cluster: a.Cluster}
+	if a.NamespaceLabels != nil {
+		obj.NamespaceLabels = a.NamespaceLabels(metaOf(raw).Namespace)
+	}
+	f, ok, err := Check(a.Set, obj)
+	if err != nil {
+		st.Errors++
+		if a.OnError != nil {
+			a.OnError(err)
+		}
+		return
+	}
+	if !ok {
+		return
+	}
+	st.Checked++
+	if f.Drift {
+		st.Drifted++
+	}
+	f.Cluster.Owner = a.Owners.Resolve(ctx, f.Namespace, f.Cluster.Manager, f.Cluster.Owner)
+	if a.OnFinding != nil {
+		a.OnFinding(f)
+	}
+}
+
+// EachObject calls fn with every Pod a profile's selector selects (each once, however many
+// select it) and every Service of a namespace ("" for every namespace), a page at a time: the
+// objects the audit reads, as the API server returns them. A Pod is valid only during the call.
+func (r *Reader) EachObject(ctx context.Context, namespace string, fn func(policies.Kind, json.RawMessage) error) error {
+	seen := map[string]bool{} // Pod UIDs: a Pod two profiles' selectors select is read once
+	for _, sel := range policies.ObjectSelectors() {
+		err := r.Each(ctx, "pods", namespace, sel.String(), func(raw json.RawMessage) error {
+			if uid := metaOf(raw).UID; uid != "" {
+				if seen[uid] {
+					return nil
+				}
+				seen[uid] = true
+			}
+			return fn(policies.KindPod, raw)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return r.Each(ctx, "services", namespace, "", func(raw json.RawMessage) error { return fn(policies.KindService, raw) })
 }
 
 // metaOf reads an object's UID and namespace.

@@ -192,17 +192,14 @@ func check(set *policies.Set, obj Object) (Finding, bool, error) {
 	if res, err = set.Apply(in); err != nil {
 		return f, true, fmt.Errorf("%s %s/%s: %w", strings.ToLower(string(obj.Kind)), m.Namespace, m.Name, err)
 	}
-	live, err := canonical(obj.Kind, obj.JSON)
+	changes, err := Compare(obj.Kind, obj.JSON, res.Object)
 	if err != nil {
 		return f, true, err
 	}
-	want, err := canonical(obj.Kind, res.Object)
-	if err != nil {
-		return f, true, err
+	for _, c := range changes {
+		f.Fields = append(f.Fields, c.Path)
 	}
-	dropProvenance(live)
-	dropProvenance(want)
-	if f.Fields = fieldDiff(live, want); len(f.Fields) == 0 {
+	if len(f.Fields) == 0 {
 		return f, true, nil
 	}
 	f.Drift = true
@@ -299,12 +296,12 @@ func onlyProvenance(patch []byte) (bool, error) {
 	return true, nil
 }
 
-// canonical is an object as the API server would store it, as far as encoding goes: through
+// Canonical is an object as the API server would store it, as far as encoding goes: through
 // the Go type, which drops the zero values of omitempty fields (a policy's `hostNetwork:
 // false`) but keeps those of pointers (`allowPrivilegeEscalation: false` is not unset), and
 // writes quantities canonically (`1000m` is `1`). Fields this build does not know are left out
 // of the comparison. An object the type cannot hold is compared as it is.
-func canonical(kind policies.Kind, b []byte) (any, error) {
+func Canonical(kind policies.Kind, b []byte) (any, error) {
 	var typed any
 	switch kind {
 	case policies.KindPod:

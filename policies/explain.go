@@ -30,7 +30,7 @@ func skeleton(v map[string]any) map[string]any {
 				out[k] = skeleton(m)
 			}
 		case []any:
-			if itemsByName(m) == nil {
+			if ItemsByName(m) == nil {
 				continue // a list written whole
 			}
 			var items []any

@@ -32,20 +32,38 @@ type PathDiffOptions struct {
 // by dots; items of lists of named objects (containers, env, volumes: every item an object
 // with a distinct string name) by [name]; other lists, and anything else, as a whole.
 func DiffPaths(before, after any, o PathDiffOptions) []string {
+	var out []string
+	for _, c := range DiffChanges(before, after, o) {
+		out = append(out, c.Path)
+	}
+	return out
+}
+
+// PathChange is one path at which two trees differ (as DiffPaths names it) and the value each
+// has there; nil where that side has none.
+type PathChange struct {
+	Path          string
+	Before, After any
+}
+
+// DiffChanges is DiffPaths with the values on both sides, sorted by path: what `podpatch diff`
+// shows as old → new (reference §10), from the one path diff the audit and `render --explain`
+// use.
+func DiffChanges(before, after any, o PathDiffOptions) []PathChange {
 	d := pathDiff{o: o}
 	d.into(before, after, "", "")
-	sort.Strings(d.out)
+	sort.Slice(d.out, func(i, j int) bool { return d.out[i].Path < d.out[j].Path })
 	return d.out
 }
 
 type pathDiff struct {
 	o   PathDiffOptions
-	out []string
+	out []PathChange
 }
 
 func (d *pathDiff) into(a, b any, path, key string) {
 	if d.differs(a, b, path, key) {
-		d.out = append(d.out, path)
+		d.out = append(d.out, PathChange{Path: path, Before: a, After: b})
 	}
 }
 
@@ -59,14 +77,14 @@ func (d *pathDiff) differs(a, b any, path, key string) bool {
 		for k, av := range am {
 			bv, ok := bm[k]
 			if !ok {
-				d.missing(av, joinPath(path, k), memberKey(key, k))
+				d.missing(av, nil, joinPath(path, k), memberKey(key, k))
 				continue
 			}
 			d.into(av, bv, joinPath(path, k), memberKey(key, k))
 		}
 		for k, bv := range bm {
 			if _, ok := am[k]; !ok {
-				d.missing(bv, joinPath(path, k), memberKey(key, k))
+				d.missing(nil, bv, joinPath(path, k), memberKey(key, k))
 			}
 		}
 		return false
@@ -74,7 +92,7 @@ func (d *pathDiff) differs(a, b any, path, key string) bool {
 	al, aok := a.([]any)
 	bl, bok := b.([]any)
 	if aok && bok {
-		an, bn := itemsByName(al), itemsByName(bl)
+		an, bn := ItemsByName(al), ItemsByName(bl)
 		if an == nil || bn == nil {
 			if !d.o.ListItems {
 				return !reflect.DeepEqual(a, b)
@@ -96,12 +114,12 @@ func (d *pathDiff) differs(a, b any, path, key string) bool {
 			if bv, ok := bn[name]; ok {
 				d.into(av, bv, path+"["+name+"]", key)
 			} else {
-				d.out = append(d.out, path+"["+name+"]")
+				d.out = append(d.out, PathChange{Path: path + "[" + name + "]", Before: av})
 			}
 		}
-		for name := range bn {
+		for name, bv := range bn {
 			if _, ok := an[name]; !ok {
-				d.out = append(d.out, path+"["+name+"]")
+				d.out = append(d.out, PathChange{Path: path + "[" + name + "]", After: bv})
 			}
 		}
 		return false
@@ -115,13 +133,21 @@ func (d *pathDiff) differs(a, b any, path, key string) bool {
 	return !sameScalar(a, b, key)
 }
 
-// missing records a value only one side has.
-func (d *pathDiff) missing(v any, path, key string) {
+// missing records a value only one side has (the other is nil).
+func (d *pathDiff) missing(a, b any, path, key string) {
+	v, empty := a, map[string]any{}
+	if v == nil {
+		v = b
+	}
 	if m, ok := v.(map[string]any); ok && len(m) > 0 && d.o.DescendMissing {
-		d.into(map[string]any{}, m, path, key)
+		if a == nil {
+			d.into(empty, m, path, key)
+		} else {
+			d.into(m, empty, path, key)
+		}
 		return
 	}
-	d.out = append(d.out, path)
+	d.out = append(d.out, PathChange{Path: path, Before: a, After: b})
 }
 
 // memberKey is the key differs is given for member k of the object found at key: members of
@@ -176,8 +202,9 @@ func diffQuantity(v any) (resource.Quantity, error) {
 
 var errNotQuantity = errors.New("not a quantity")
 
-// itemsByName indexes a list whose items are all objects with distinct string names; nil otherwise.
-func itemsByName(l []any) map[string]any {
+// ItemsByName indexes a list of named objects (containers, env, volumes: every item an object
+// with a distinct string name) by name; nil for any other list, and for an empty one.
+func ItemsByName(l []any) map[string]any {
 	if len(l) == 0 {
 		return nil
 	}

@@ -167,7 +167,7 @@ func formerExplainDiff(before, after any) []string {
 		al, aok := a.([]any)
 		bl, bok := b.([]any)
 		if aok && bok && formerNamedItems(al) && formerNamedItems(bl) {
-			an, bn := itemsByName(al), itemsByName(bl)
+			an, bn := ItemsByName(al), ItemsByName(bl)
 			for name, av := range an {
 				if bv, ok := bn[name]; ok {
 					into(av, bv, path+"["+name+"]")
@@ -246,7 +246,7 @@ func formerAuditDiff(live, want any) []string {
 		al, aok := a.([]any)
 		bl, bok := b.([]any)
 		if aok && bok {
-			an, bn := itemsByName(al), itemsByName(bl)
+			an, bn := ItemsByName(al), ItemsByName(bl)
 			if an == nil || bn == nil {
 				if len(al) != len(bl) {
 					return true
@@ -303,4 +303,41 @@ func formerSameScalar(a, b any, key string) bool {
 		return okA && okB && fa.Cmp(fb) == 0
 	}
 	return false
+}
+
+// TestDiffChangesValues: DiffChanges names the paths DiffPaths names, with the value each side
+// has there (nil for a side without it), members of objects only one side has included.
+func TestDiffChangesValues(t *testing.T) {
+	before := map[string]any{
+		"metadata": map[string]any{"labels": map[string]any{"a": "1", "gone": "x"}},
+		"spec": map[string]any{"containers": []any{
+			map[string]any{"name": "main", "resources": map[string]any{"limits": map[string]any{"memory": "1Gi"}}},
+			map[string]any{"name": "old-sidecar"},
+		}},
+	}
+	after := map[string]any{
+		"metadata": map[string]any{"labels": map[string]any{"a": "2"}, "annotations": map[string]any{"n": "v"}},
+		"spec": map[string]any{"containers": []any{
+			map[string]any{"name": "main", "resources": map[string]any{"limits": map[string]any{"memory": "1024Mi"}}},
+		}, "tolerations": []any{map[string]any{"key": "k"}}},
+	}
+	o := PathDiffOptions{ByValue: true, DescendMissing: true, ListItems: true}
+	got := DiffChanges(before, after, o)
+	require.Equal(t, []PathChange{
+		{Path: "metadata.annotations.n", After: "v"},
+		{Path: "metadata.labels.a", Before: "1", After: "2"},
+		{Path: "metadata.labels.gone", Before: "x"},
+		{Path: "spec.containers[old-sidecar]", Before: map[string]any{"name": "old-sidecar"}},
+		{Path: "spec.tolerations", After: []any{map[string]any{"key": "k"}}},
+	}, got, "1Gi is 1024Mi")
+	var paths []string
+	for _, c := range got {
+		paths = append(paths, c.Path)
+	}
+	require.Equal(t, DiffPaths(before, after, o), paths)
+	// Swapped sides swap the values.
+	for i, c := range DiffChanges(after, before, o) {
+		require.Equal(t, got[i].Before, c.After, c.Path)
+		require.Equal(t, got[i].After, c.Before, c.Path)
+	}
 }

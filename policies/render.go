@@ -237,3 +237,10 @@ func describe(id Identity) string {
 	}
 	return s
 }
+
+// TemplatePath is where a workload kind holds its pod template (spec.template; a CronJob's
+// spec.jobTemplate.spec.template), as `render` patches it; ok is false for other kinds.
+func TemplatePath(kind string) (path []string, ok bool) {
+	path, ok = workloadKinds[kind]
+	return path, ok
+}

@@ -36,6 +36,7 @@ Usage:
   podpatch check [--namespace NS] [--expect-policy NS/CONFIGMAP/POLICY]
   podpatch audit [--namespace NS | -A] [-o table|json|yaml]
   podpatch explain [--namespace NS] KIND/NAME [-o table|json|yaml]
+  podpatch diff --policies PATH… [--base PATH…] [-n NS | -A | -f FILE…] [-o table|json|yaml|markdown]
   podpatch version
 
 Run "podpatch COMMAND --help" for a command's flags.
@@ -75,6 +76,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 		err = runAudit(args[1:], stdout, stderr)
 	case "explain":
 		err = runExplain(args[1:], stdout, stderr)
+	case "diff":
+		err = runDiff(args[1:], stdin, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "podpatch", version)
 	case "help", "-h", "--help":

@@ -1,0 +1,224 @@
+// Package placement is the `unschedulable` check of reference §8: whether a Pod's
+// nodeSelector, required node affinity and tolerations leave it a place to run — a Node of the
+// cluster, or a Karpenter NodePool or a GKE ComputeClass that could create one — so that
+// `podpatch diff` (reference §10), `explain` and `lint --objects` can say when a policy change
+// strands Pods before it is pushed.
+//
+// Nodes are matched with the scheduler's own predicates (k8s.io/component-helpers); NodePools
+// with Karpenter's compatibility rules (requirements.go), read from their documented schema
+// through the dynamic client, so that no cloud provider's module is a dependency.
+package placement
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
+
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+
+	"github.com/podpatch/podpatch/policies"
+)
+
+// The bounds of a Snapshot: what one check looks at, whatever the size of the cluster.
+const (
+	// MaxNodes is how many Nodes a Snapshot holds; beyond, the check is not conclusive.
+	MaxNodes = 5000
+	// MaxNodePools is how many Karpenter NodePools a Snapshot holds.
+	MaxNodePools = 500
+	// MaxComputeClasses is how many GKE ComputeClasses a Snapshot holds.
+	MaxComputeClasses = 500
+)
+
+// ComputeClassLabel is the nodeSelector key a Pod selects a GKE ComputeClass by.
+const ComputeClassLabel = "cloud.google.com/compute-class"
+
+// Snapshot is what a cluster offers Pods: its Nodes and, when their APIs exist, the Karpenter
+// NodePools and GKE ComputeClasses that can create more. Build one with Read, or by hand.
+type Snapshot struct {
+	Nodes []*corev1.Node
+	// NodePools are Karpenter's; HasKarpenter says the NodePool API exists (NodePools may
+	// then still be none).
+	NodePools    []NodePool
+	HasKarpenter bool
+	// ComputeClasses are GKE's, by name; HasComputeClasses says the API exists.
+	ComputeClasses    map[string]ComputeClass
+	HasComputeClasses bool
+	// Truncated says some Nodes, NodePools or ComputeClasses were beyond the bounds: a Pod
+	// none of those held fits is then not reported (it might fit one left out).
+	Truncated bool
+}
+
+// NodePool is what the check reads of a `karpenter.sh/v1` NodePool.
+type NodePool struct {
+	Name string
+	// Labels are spec.template.metadata.labels: every Node of the pool carries them.
+	Labels map[string]string
+	// Requirements are spec.template.spec.requirements.
+	Requirements []Requirement
+	// Taints are spec.template.spec.taints; startupTaints are not kept: Karpenter expects
+	// them removed once the Node is ready, and Pods need not tolerate them.
+	Taints []corev1.Taint
+}
+
+// Requirement is a NodePool requirement: a node selector requirement with Karpenter's
+// minValues (how many values must stay possible for the key).
+type Requirement struct {
+	corev1.NodeSelectorRequirement
+	MinValues *int
+}
+
+// ComputeClass is what the check reads of a `cloud.google.com/v1` ComputeClass.
+type ComputeClass struct {
+	Name string
+	// AutoCreate is spec.nodePoolAutoCreation.enabled: GKE creates node pools for its Pods.
+	AutoCreate bool
+}
+
+// Result is the verdict on one Pod.
+type Result struct {
+	// Schedulable is false when no Node fits and nothing could create one.
+	Schedulable bool
+	// Reason says why not (the first Node's and NodePool's refusals), in one line.
+	Reason string
+}
+
+// Check says whether a pod spec has a place to run in the snapshot. It is linear in the
+// snapshot's bounded size; a snapshot that is truncated, or has neither Nodes nor a way to
+// create them, gives no verdict (Schedulable true).
+func Check(spec *corev1.PodSpec, snap *Snapshot) Result {
+	if snap == nil || spec == nil || (len(snap.Nodes) == 0 && !snap.HasKarpenter && !snap.HasComputeClasses) {
+		return Result{Schedulable: true}
+	}
+	pod := &corev1.Pod{Spec: *spec}
+	var why []string
+	if name, ok := spec.NodeSelector[ComputeClassLabel]; ok && snap.HasComputeClasses {
+		cc, ok := snap.ComputeClasses[name]
+		switch {
+		case ok && cc.AutoCreate:
+			return Result{Schedulable: true}
+		case !ok && !snap.Truncated:
+			why = append(why, fmt.Sprintf("ComputeClass %q does not exist", name))
+		}
+	}
+	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
+	for _, n := range snap.Nodes {
+		reason := nodeRefuses(pod, affinity, n)
+		if reason == "" {
+			return Result{Schedulable: true}
+		}
+		if len(why) < 2 {
+			why = append(why, "Node "+n.Name+": "+reason)
+		}
+	}
+	if snap.HasKarpenter {
+		reqs := podRequirements(spec)
+		for i := range snap.NodePools {
+			reason := snap.NodePools[i].refuses(spec, reqs)
+			if reason == "" {
+				return Result{Schedulable: true}
+			}
+			if len(why) < 3 {
+				why = append(why, "NodePool "+snap.NodePools[i].Name+": "+reason)
+			}
+		}
+	}
+	if snap.Truncated {
+		return Result{Schedulable: true}
+	}
+	return Result{Reason: summary(snap, why)}
+}
+
+// summary says what was looked at and the first refusals.
+func summary(snap *Snapshot, why []string) string {
+	what := fmt.Sprintf("no Node of %d fits", len(snap.Nodes))
+	if snap.HasKarpenter {
+		what += fmt.Sprintf(", no Karpenter NodePool of %d can create one", len(snap.NodePools))
+	}
+	if len(why) > 0 {
+		what += " (" + strings.Join(why, "; ") + ")"
+	}
+	return what
+}
+
+// nodeRefuses says why a Node does not take the Pod ("" when it does): the scheduler's
+// NodeAffinity (nodeSelector and required affinity) and TaintToleration filters, and
+// spec.unschedulable (cordoned).
+func nodeRefuses(pod *corev1.Pod, affinity nodeaffinity.RequiredNodeAffinity, n *corev1.Node) string {
+	if n.Spec.Unschedulable {
+		return "cordoned"
+	}
+	if ok, err := affinity.Match(n); err != nil {
+		return "invalid node affinity: " + err.Error()
+	} else if !ok {
+		return "its labels do not match the nodeSelector or required node affinity"
+	}
+	noScheduleOrExecute := func(t *corev1.Taint) bool {
+		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+	}
+	if t, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), n.Spec.Taints, pod.Spec.Tolerations, noScheduleOrExecute, true); untolerated {
+		return "taint " + t.ToString() + " is not tolerated"
+	}
+	return ""
+}
+
+// Finding is the `unschedulable` finding (reference §8) for a Pod Check refuses, naming what
+// made it so when known (the policy that set the placement fields, or "").
+func Finding(r Result, policy string) policies.Finding {
+	return policies.Finding{Check: policies.CheckUnschedulable, Severity: policies.SeverityError, Policy: policy,
+		Field: "spec", Message: "the Pod would be unschedulable: " + r.Reason,
+		Fix: "make the policy's nodeSelector, required node affinity and tolerations match a Node or NodePool, or narrow its match to Pods that can run there"}
+}
+
+// placementKey is the part of a pod spec Check reads, as a string: Pods of one group share it,
+// so a Cache answers them with one check.
+func placementKey(spec *corev1.PodSpec) string {
+	var b strings.Builder
+	keys := make([]string, 0, len(spec.NodeSelector))
+	for k := range spec.NodeSelector {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		b.WriteString(k + "=" + spec.NodeSelector[k] + "\x00")
+	}
+	b.WriteString("\x01")
+	if a := spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		b.WriteString(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.String())
+	}
+	b.WriteString("\x01")
+	for _, t := range spec.Tolerations {
+		b.WriteString(t.String() + "\x00")
+	}
+	return b.String()
+}
+
+// Cache remembers Check's verdicts by the placement fields of the pod spec, so that previewing
+// thousands of Pods of a few shapes costs a few checks. At most MaxCached verdicts are kept.
+type Cache struct {
+	Snapshot *Snapshot
+	verdicts map[string]Result
+}
+
+// MaxCached bounds a Cache; when full it starts over.
+const MaxCached = 4096
+
+// Check is Check through the cache.
+func (c *Cache) Check(spec *corev1.PodSpec) Result {
+	if c == nil {
+		return Result{Schedulable: true}
+	}
+	k := placementKey(spec)
+	if r, ok := c.verdicts[k]; ok {
+		return r
+	}
+	if c.verdicts == nil || len(c.verdicts) >= MaxCached {
+		c.verdicts = map[string]Result{}
+	}
+	r := Check(spec, c.Snapshot)
+	c.verdicts[k] = r
+	return r
+}

@@ -1,0 +1,232 @@
+package placement
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podpatch/podpatch/policies"
+)
+
+func node(name string, labels map[string]string, taints ...corev1.Taint) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: corev1.NodeSpec{Taints: taints}}
+}
+
+func gpuTaint() corev1.Taint {
+	return corev1.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}
+}
+
+func required(terms ...corev1.NodeSelectorTerm) *corev1.Affinity {
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}}
+}
+
+func expr(key string, op corev1.NodeSelectorOperator, vs ...string) corev1.NodeSelectorRequirement {
+	return corev1.NodeSelectorRequirement{Key: key, Operator: op, Values: vs}
+}
+
+func TestCheckNodes(t *testing.T) {
+	snap := &Snapshot{Nodes: []*corev1.Node{
+		node("cpu-1", map[string]string{"pool": "cpu", "zone": "a", "cores": "8"}),
+		node("gpu-1", map[string]string{"pool": "gpu", "zone": "b"}, gpuTaint()),
+	}}
+	tolerateGPU := []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	for _, c := range []struct {
+		name string
+		spec corev1.PodSpec
+		ok   bool
+	}{
+		{"no constraints", corev1.PodSpec{}, true},
+		{"nodeSelector matches", corev1.PodSpec{NodeSelector: map[string]string{"pool": "cpu"}}, true},
+		{"nodeSelector matches no node", corev1.PodSpec{NodeSelector: map[string]string{"pool": "tpu"}}, false},
+		{"tainted node, not tolerated", corev1.PodSpec{NodeSelector: map[string]string{"pool": "gpu"}}, false},
+		{"tainted node, tolerated", corev1.PodSpec{NodeSelector: map[string]string{"pool": "gpu"}, Tolerations: tolerateGPU}, true},
+		{"In", corev1.PodSpec{Affinity: required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{expr("zone", corev1.NodeSelectorOpIn, "a", "c")}})}, true},
+		{"NotIn every zone", corev1.PodSpec{Affinity: required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{expr("zone", corev1.NodeSelectorOpNotIn, "a")}})}, false},
+		{"Gt", corev1.PodSpec{Affinity: required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{expr("cores", corev1.NodeSelectorOpGt, "4")}})}, true},
+		{"Lt", corev1.PodSpec{Affinity: required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{expr("cores", corev1.NodeSelectorOpLt, "4")}})}, false},
+		{"DoesNotExist", corev1.PodSpec{Affinity: required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{expr("cores", corev1.NodeSelectorOpDoesNotExist)}}), Tolerations: tolerateGPU}, true},
+		{"matchFields", corev1.PodSpec{Affinity: required(corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{expr("metadata.name", corev1.NodeSelectorOpIn, "cpu-1")}})}, true},
+		{"matchFields of no node", corev1.PodSpec{Affinity: required(corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{expr("metadata.name", corev1.NodeSelectorOpIn, "gone")}})}, false},
+		{"second term", corev1.PodSpec{Affinity: required(
+			corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{expr("zone", corev1.NodeSelectorOpIn, "z")}},
+			corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{expr("zone", corev1.NodeSelectorOpIn, "a")}})}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := Check(&c.spec, snap)
+			require.Equal(t, c.ok, r.Schedulable, r.Reason)
+			if !c.ok {
+				require.Contains(t, r.Reason, "no Node of 2 fits")
+			}
+		})
+	}
+	// Cordoned Nodes take nothing; an empty cluster with no autoscaler gives no verdict.
+	cordoned := node("c", nil)
+	cordoned.Spec.Unschedulable = true
+	require.False(t, Check(&corev1.PodSpec{}, &Snapshot{Nodes: []*corev1.Node{cordoned}}).Schedulable)
+	require.True(t, Check(&corev1.PodSpec{NodeSelector: map[string]string{"x": "y"}}, &Snapshot{}).Schedulable)
+	require.True(t, Check(&corev1.PodSpec{NodeSelector: map[string]string{"x": "y"}}, nil).Schedulable)
+	// Truncated: a Pod none of the Nodes held fits is not reported.
+	require.True(t, Check(&corev1.PodSpec{NodeSelector: map[string]string{"x": "y"}}, &Snapshot{Nodes: snap.Nodes, Truncated: true}).Schedulable)
+}
+
+func two() *int { n := 2; return &n }
+
+func TestCheckNodePools(t *testing.T) {
+	pool := NodePool{Name: "spot", Labels: map[string]string{"team": "data"},
+		Requirements: []Requirement{
+			{NodeSelectorRequirement: expr("karpenter.sh/capacity-type", corev1.NodeSelectorOpIn, "spot")},
+			{NodeSelectorRequirement: expr(corev1.LabelInstanceTypeStable, corev1.NodeSelectorOpIn, "m5.large", "m5.xlarge", "m6i.large"), MinValues: two()},
+		},
+		Taints: []corev1.Taint{{Key: "spot", Effect: corev1.TaintEffectNoSchedule}}}
+	snap := &Snapshot{HasKarpenter: true, NodePools: []NodePool{pool}}
+	spot := []corev1.Toleration{{Key: "spot", Operator: corev1.TolerationOpExists}}
+	for _, c := range []struct {
+		name string
+		spec corev1.PodSpec
+		ok   bool
+	}{
+		{"tolerates, no selector", corev1.PodSpec{Tolerations: spot}, true},
+		{"taint not tolerated", corev1.PodSpec{}, false},
+		{"template label", corev1.PodSpec{Tolerations: spot, NodeSelector: map[string]string{"team": "data"}}, true},
+		{"template label, other value", corev1.PodSpec{Tolerations: spot, NodeSelector: map[string]string{"team": "ml"}}, false},
+		{"the pool's own name", corev1.PodSpec{Tolerations: spot, NodeSelector: map[string]string{NodePoolLabel: "spot"}}, true},
+		{"requirement intersects", corev1.PodSpec{Tolerations: spot, NodeSelector: map[string]string{"karpenter.sh/capacity-type": "spot"}}, true},
+		{"requirement does not", corev1.PodSpec{Tolerations: spot, NodeSelector: map[string]string{"karpenter.sh/capacity-type": "on-demand"}}, false},
+		{"well-known label the pool leaves open", corev1.PodSpec{Tolerations: spot, NodeSelector: map[string]string{corev1.LabelTopologyZone: "us-east-1a"}}, true},
+		{"custom label the pool does not set", corev1.PodSpec{Tolerations: spot, NodeSelector: map[string]string{"gpu": "a100"}}, false},
+		{"custom label required absent", corev1.PodSpec{Tolerations: spot, Affinity: required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{expr("gpu", corev1.NodeSelectorOpDoesNotExist)}})}, true},
+		{"minValues kept", corev1.PodSpec{Tolerations: spot, Affinity: required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{expr(corev1.LabelInstanceTypeStable, corev1.NodeSelectorOpIn, "m5.large", "m5.xlarge")}})}, true},
+		{"minValues broken", corev1.PodSpec{Tolerations: spot, NodeSelector: map[string]string{corev1.LabelInstanceTypeStable: "m5.large"}}, false},
+		{"matchFields: no new Node has the name", corev1.PodSpec{Tolerations: spot, Affinity: required(corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{expr("metadata.name", corev1.NodeSelectorOpIn, "n1")}})}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := Check(&c.spec, snap)
+			require.Equal(t, c.ok, r.Schedulable, r.Reason)
+		})
+	}
+}
+
+func TestCheckComputeClasses(t *testing.T) {
+	snap := &Snapshot{HasComputeClasses: true, ComputeClasses: map[string]ComputeClass{"batch": {Name: "batch", AutoCreate: true}, "fixed": {Name: "fixed"}}}
+	sel := func(name string) *corev1.PodSpec {
+		return &corev1.PodSpec{NodeSelector: map[string]string{ComputeClassLabel: name}}
+	}
+	require.True(t, Check(sel("batch"), snap).Schedulable)
+	r := Check(sel("missing"), snap)
+	require.False(t, r.Schedulable)
+	require.Contains(t, r.Reason, `ComputeClass "missing" does not exist`)
+	require.False(t, Check(sel("fixed"), snap).Schedulable, "no auto-creation and no Node of the class")
+	snap.Nodes = []*corev1.Node{node("n", map[string]string{ComputeClassLabel: "fixed"})}
+	require.True(t, Check(sel("fixed"), snap).Schedulable, "a Node of the class")
+	f := Finding(r, "p/c/x")
+	require.Equal(t, policies.CheckUnschedulable, f.Check)
+	require.Equal(t, policies.SeverityError, f.Severity)
+}
+
+// TestNodePoolsAgreeWithNodes checks Karpenter's compatibility, as placement decides it, against
+// the scheduler's own matching of every Node a NodePool could create (over a small universe of
+// values): a pool is compatible exactly when one of its possible Nodes takes the Pod.
+func TestNodePoolsAgreeWithNodes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(24, 10))
+	keys := []string{"k1", "k2"}
+	universe := []string{"0", "1", "2", "3", "4", "x"}
+	ops := []corev1.NodeSelectorOperator{corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn, corev1.NodeSelectorOpExists,
+		corev1.NodeSelectorOpDoesNotExist, corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt}
+	randomExpr := func(key string) corev1.NodeSelectorRequirement {
+		op := ops[rng.IntN(len(ops))]
+		var vs []string
+		switch op {
+		case corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn:
+			for _, v := range []string{"1", "2", "3"} {
+				if rng.IntN(2) == 0 {
+					vs = append(vs, v)
+				}
+			}
+			if len(vs) == 0 {
+				vs = []string{"2"}
+			}
+		case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt:
+			vs = []string{fmt.Sprint(1 + rng.IntN(3))}
+		}
+		return expr(key, op, vs...)
+	}
+	for i := range 800 {
+		pool := NodePool{Name: "p"}
+		for _, k := range keys {
+			if rng.IntN(3) > 0 {
+				pool.Requirements = append(pool.Requirements, Requirement{NodeSelectorRequirement: randomExpr(k)})
+			}
+		}
+		var terms []corev1.NodeSelectorTerm
+		for range 1 + rng.IntN(2) {
+			var es []corev1.NodeSelectorRequirement
+			for _, k := range keys {
+				if rng.IntN(2) == 0 {
+					es = append(es, randomExpr(k))
+				}
+			}
+			terms = append(terms, corev1.NodeSelectorTerm{MatchExpressions: es})
+		}
+		spec := &corev1.PodSpec{Affinity: required(terms...)}
+		// Every Node the pool could create: each key absent or one value of the universe,
+		// as the pool's requirements allow (the scheduler's own matching).
+		poolSel := &corev1.PodSpec{}
+		if len(pool.Requirements) > 0 {
+			var es []corev1.NodeSelectorRequirement
+			for _, r := range pool.Requirements {
+				es = append(es, r.NodeSelectorRequirement)
+			}
+			poolSel.Affinity = required(corev1.NodeSelectorTerm{MatchExpressions: es})
+		}
+		defined := map[string]bool{}
+		for _, r := range pool.Requirements {
+			defined[r.Key] = true
+		}
+		var nodes []*corev1.Node
+		choices := append([]string{""}, universe...)
+		for _, a := range choices {
+			for _, b := range choices {
+				labels := map[string]string{NodePoolLabel: "p"}
+				for j, v := range []string{a, b} {
+					if v != "" {
+						if !defined[keys[j]] {
+							continue // Karpenter sets only the labels a pool defines
+						}
+						labels[keys[j]] = v
+					}
+				}
+				n := node(fmt.Sprintf("n-%s-%s", a, b), labels)
+				if Check(poolSel, &Snapshot{Nodes: []*corev1.Node{n}}).Schedulable {
+					nodes = append(nodes, n)
+				}
+			}
+		}
+		want := len(nodes) > 0 && Check(spec, &Snapshot{Nodes: nodes}).Schedulable
+		got := Check(spec, &Snapshot{HasKarpenter: true, NodePools: []NodePool{pool}})
+		require.Equal(t, want, got.Schedulable, "case %d: pool %s; pod %s; %s", i, describeReqs(pool.Requirements), spec.Affinity.NodeAffinity.String(), got.Reason)
+	}
+}
+
+func describeReqs(rs []Requirement) string {
+	var s []string
+	for _, r := range rs {
+		s = append(s, r.Key+" "+string(r.Operator)+" "+strings.Join(r.Values, ","))
+	}
+	return strings.Join(s, "; ")
+}
+
+func TestCacheLinear(t *testing.T) {
+	snap := &Snapshot{Nodes: []*corev1.Node{node("a", map[string]string{"pool": "cpu"})}}
+	c := &Cache{Snapshot: snap}
+	for i := range 3 * MaxCached {
+		spec := &corev1.PodSpec{NodeSelector: map[string]string{"pool": "cpu", "i": fmt.Sprint(i % (MaxCached + 10))}}
+		require.False(t, c.Check(spec).Schedulable)
+		require.LessOrEqual(t, len(c.verdicts), MaxCached)
+	}
+	require.True(t, c.Check(&corev1.PodSpec{NodeSelector: map[string]string{"pool": "cpu"}}).Schedulable)
+}

@@ -1,0 +1,162 @@
+package placement
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+)
+
+// The APIs Read looks for.
+var (
+	NodePoolResource     = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodepools"}
+	ComputeClassResource = schema.GroupVersionResource{Group: "cloud.google.com", Version: "v1", Resource: "computeclasses"}
+)
+
+// Read takes a Snapshot of a cluster: its Nodes, and the Karpenter NodePools and GKE
+// ComputeClasses when discovery lists their APIs, each list bounded (MaxNodes, …; beyond,
+// Truncated). dyn may be nil: then only Nodes are read.
+func Read(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface) (*Snapshot, error) {
+	snap := &Snapshot{}
+	opts := metav1.ListOptions{Limit: 500}
+	for {
+		list, err := cs.CoreV1().Nodes().List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("list nodes: %w", err)
+		}
+		for i := range list.Items {
+			if len(snap.Nodes) == MaxNodes {
+				snap.Truncated = true
+				break
+			}
+			n := list.Items[i]
+			snap.Nodes = append(snap.Nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels},
+				Spec: corev1.NodeSpec{Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable}})
+		}
+		if opts.Continue = list.Continue; opts.Continue == "" || snap.Truncated {
+			break
+		}
+	}
+	if dyn == nil {
+		return snap, nil
+	}
+	var err error
+	if snap.HasKarpenter, err = served(cs.Discovery(), NodePoolResource); err != nil {
+		return nil, err
+	}
+	if snap.HasKarpenter {
+		err := each(ctx, dyn, NodePoolResource, MaxNodePools, snap, func(u *unstructured.Unstructured) error {
+			p, err := NodePoolOf(u)
+			if err == nil {
+				snap.NodePools = append(snap.NodePools, p)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if snap.HasComputeClasses, err = served(cs.Discovery(), ComputeClassResource); err != nil {
+		return nil, err
+	}
+	if snap.HasComputeClasses {
+		snap.ComputeClasses = map[string]ComputeClass{}
+		err := each(ctx, dyn, ComputeClassResource, MaxComputeClasses, snap, func(u *unstructured.Unstructured) error {
+			auto, _, _ := unstructured.NestedBool(u.Object, "spec", "nodePoolAutoCreation", "enabled")
+			snap.ComputeClasses[u.GetName()] = ComputeClass{Name: u.GetName(), AutoCreate: auto}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return snap, nil
+}
+
+// served says whether discovery lists a resource.
+func served(d discovery.DiscoveryInterface, gvr schema.GroupVersionResource) (bool, error) {
+	list, err := d.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("discover %s: %w", gvr.GroupVersion(), err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == gvr.Resource {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// each lists a cluster-scoped custom resource, at most max of them.
+func each(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, max int, snap *Snapshot, fn func(*unstructured.Unstructured) error) error {
+	opts := metav1.ListOptions{Limit: 500}
+	n := 0
+	for {
+		list, err := dyn.Resource(gvr).List(ctx, opts)
+		if err != nil {
+			return fmt.Errorf("list %s: %w", gvr.Resource, err)
+		}
+		for i := range list.Items {
+			if n == max {
+				snap.Truncated = true
+				return nil
+			}
+			n++
+			if err := fn(&list.Items[i]); err != nil {
+				return fmt.Errorf("%s %s: %w", gvr.Resource, list.Items[i].GetName(), err)
+			}
+		}
+		if opts.Continue = list.GetContinue(); opts.Continue == "" {
+			return nil
+		}
+	}
+}
+
+// nodePoolSpec is the part of Karpenter's NodePool schema the check reads.
+type nodePoolSpec struct {
+	Spec struct {
+		Template struct {
+			Metadata struct {
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
+			Spec struct {
+				Requirements []struct {
+					Key       string                      `json:"key"`
+					Operator  corev1.NodeSelectorOperator `json:"operator"`
+					Values    []string                    `json:"values"`
+					MinValues *int                        `json:"minValues"`
+				} `json:"requirements"`
+				Taints []corev1.Taint `json:"taints"`
+			} `json:"spec"`
+		} `json:"template"`
+	} `json:"spec"`
+}
+
+// NodePoolOf reads a `karpenter.sh/v1` NodePool.
+func NodePoolOf(u *unstructured.Unstructured) (NodePool, error) {
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		return NodePool{}, err
+	}
+	var s nodePoolSpec
+	if err := json.Unmarshal(b, &s); err != nil {
+		return NodePool{}, fmt.Errorf("decode: %w", err)
+	}
+	t := s.Spec.Template
+	p := NodePool{Name: u.GetName(), Labels: t.Metadata.Labels, Taints: t.Spec.Taints}
+	for _, r := range t.Spec.Requirements {
+		p.Requirements = append(p.Requirements, Requirement{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: r.Key, Operator: r.Operator, Values: r.Values}, MinValues: r.MinValues})
+	}
+	return p, nil
+}

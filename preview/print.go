@@ -1,0 +1,229 @@
+package preview
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/podpatch/podpatch/audit"
+	"github.com/podpatch/podpatch/internal/kube"
+)
+
+// Formats are the output formats of `podpatch diff`.
+var Formats = []string{"table", "json", "yaml", "markdown"}
+
+// MaxMarkdownBytes bounds the Markdown report: a GitHub comment holds at most 65,536
+// characters. Details that do not fit are left out, with a line saying so.
+const MaxMarkdownBytes = 60000
+
+// Write prints a report: a table of the groups followed by each group's objects and what
+// changes in them; the report as JSON or YAML; or a pull-request comment in Markdown (a
+// summary table first, each group's details folded).
+func Write(w io.Writer, rep *Report, format string) error {
+	switch format {
+	case "json":
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	case "yaml":
+		b, err := yaml.Marshal(rep)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	case "markdown":
+		_, err := io.WriteString(w, markdown(rep))
+		return err
+	case "table", "":
+		return writeTable(w, rep)
+	}
+	return fmt.Errorf("unknown output format %q (want %s)", format, strings.Join(Formats, ", "))
+}
+
+// Summary is the report's last line.
+func Summary(rep *Report) string {
+	return fmt.Sprintf("%d of %d previewed object(s) change, %d break (%d read, %d error(s); policy generation %s → %s)",
+		rep.Stats.Changed, rep.Stats.Previewed, rep.Stats.Breaking, rep.Stats.Objects, rep.Stats.Errors, rep.BaseGeneration, rep.NewGeneration)
+}
+
+// text is a printable string of bounded length (tenant strings: no escape sequences).
+func text(s string) string { return kube.Clip(audit.Printable(s), MaxString) }
+
+// value is a field's value in one line: its JSON, or "(unset)".
+func value(v any) string {
+	if v == nil {
+		return "(unset)"
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "?"
+	}
+	return kube.Clip(audit.Printable(string(b)), MaxValueBytes)
+}
+
+// lines are what an object's preview says, one line each, prefixed by a sign: ~ a field,
+// + a policy starts or a finding appears, - a policy stops or a finding goes, ! what breaks.
+func lines(o *Object) []string {
+	var out []string
+	for _, f := range o.Fields {
+		line := fmt.Sprintf("~ %s: %s → %s", text(f.Path), value(f.Old), value(f.New))
+		if f.Uncertain {
+			line += " (or the manager's own value, which a changed policy overrode)"
+		}
+		out = append(out, line)
+	}
+	if o.MoreFields > 0 {
+		out = append(out, fmt.Sprintf("~ and %d more field(s)", o.MoreFields))
+	}
+	for _, p := range o.Started {
+		out = append(out, "+ policy "+text(p)+" starts applying")
+	}
+	for _, p := range o.Stopped {
+		out = append(out, "- policy "+text(p)+" stops applying")
+	}
+	for _, l := range o.LeftOut {
+		out = append(out, "! invalid: left out: "+text(l))
+	}
+	for _, l := range o.LeftOutResolved {
+		out = append(out, "- no longer left out: "+text(l))
+	}
+	if o.Unschedulable != "" {
+		out = append(out, "! unschedulable: "+text(o.Unschedulable))
+	}
+	for _, f := range o.NewFindings {
+		sign := "+"
+		if f.Severity == "error" {
+			sign = "!"
+		}
+		out = append(out, sign+" finding: "+text(f.String()))
+	}
+	for _, f := range o.ResolvedFindings {
+		out = append(out, "- resolved: "+text(f.String()))
+	}
+	return out
+}
+
+func groupName(g *Group) string {
+	return fmt.Sprintf("%s %s %s %s", text(g.Namespace), g.Manager, text(dash(g.Cluster)), g.Role)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func writeTable(w io.Writer, rep *Report) error {
+	var b strings.Builder
+	if len(rep.Groups) > 0 {
+		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAMESPACE\tMANAGER\tCLUSTER\tROLE\tCHANGED\tBREAKING")
+		for _, g := range rep.Groups {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", text(g.Namespace), g.Manager, text(dash(g.Cluster)), g.Role, g.Changed, g.Breaking)
+		}
+		if rep.MoreGroups > 0 {
+			fmt.Fprintf(tw, "… and %d more group(s)\n", rep.MoreGroups)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		for _, g := range rep.Groups {
+			fmt.Fprintf(&b, "\n%s: %d object(s) change, %d break\n", groupName(g), g.Changed, g.Breaking)
+			for i := range g.Objects {
+				o := &g.Objects[i]
+				fmt.Fprintf(&b, "  %s %s/%s\n", o.Kind, text(o.Namespace), text(o.Name))
+				for _, l := range lines(o) {
+					fmt.Fprintf(&b, "    %s\n", l)
+				}
+			}
+			if g.More > 0 {
+				fmt.Fprintf(&b, "  … and %d more\n", g.More)
+			}
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString(Summary(rep) + "\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// md is a string safe inside a Markdown table cell or inline code: no backticks, pipes, angle
+// brackets or line breaks from tenant strings can end the code span or the table, or open HTML.
+func md(s string) string {
+	return strings.NewReplacer("`", "'", "|", "\\|", "<", "‹", ">", "›", "\n", " ", "\r", " ").Replace(text(s))
+}
+
+// markdown is the report as a pull-request comment (reference §10): the verdict, a summary
+// table of the groups, and each group's objects folded in <details>; at most MaxMarkdownBytes.
+func markdown(rep *Report) string {
+	var b strings.Builder
+	verdict := "no object changes"
+	switch {
+	case rep.Stats.Breaking > 0:
+		verdict = fmt.Sprintf(":x: %d object(s) break", rep.Stats.Breaking)
+	case rep.Stats.Changed > 0:
+		verdict = fmt.Sprintf(":warning: %d object(s) change", rep.Stats.Changed)
+	}
+	fmt.Fprintf(&b, "### podpatch diff: %s\n\n", verdict)
+	fmt.Fprintf(&b, "%s\n\n", md(Summary(rep)))
+	if len(rep.ConfigMaps) > 0 {
+		names := make([]string, len(rep.ConfigMaps))
+		for i, c := range rep.ConfigMaps {
+			names[i] = "`" + md(c) + "`"
+		}
+		fmt.Fprintf(&b, "Changed policy ConfigMaps: %s\n\n", strings.Join(names, ", "))
+	}
+	if len(rep.Groups) == 0 {
+		return b.String()
+	}
+	b.WriteString("| namespace | manager | cluster | role | changed | breaking | fields |\n|---|---|---|---|---:|---:|---|\n")
+	for _, g := range rep.Groups {
+		fields := make([]string, len(g.Fields))
+		for i, f := range g.Fields {
+			fields[i] = "`" + md(f) + "`"
+		}
+		mark := ""
+		if g.Breaking > 0 {
+			mark = " :x:"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d%s | %s |\n", md(g.Namespace), g.Manager, md(dash(g.Cluster)), g.Role, g.Changed, g.Breaking, mark, strings.Join(fields, " "))
+	}
+	if rep.MoreGroups > 0 {
+		fmt.Fprintf(&b, "\n… and %d more group(s): see `podpatch diff -o json`.\n", rep.MoreGroups)
+	}
+	b.WriteString("\n")
+	left := 0
+	for i, g := range rep.Groups {
+		var d strings.Builder
+		fmt.Fprintf(&d, "<details><summary>%s: %d change, %d break</summary>\n\n", md(groupName(g)), g.Changed, g.Breaking)
+		for j := range g.Objects {
+			o := &g.Objects[j]
+			fmt.Fprintf(&d, "- `%s %s/%s`\n", o.Kind, md(o.Namespace), md(o.Name))
+			for _, l := range lines(o) {
+				fmt.Fprintf(&d, "  - `%s`\n", md(l))
+			}
+		}
+		if g.More > 0 {
+			fmt.Fprintf(&d, "- … and %d more\n", g.More)
+		}
+		d.WriteString("\n</details>\n")
+		if b.Len()+d.Len() > MaxMarkdownBytes-200 {
+			left = len(rep.Groups) - i
+			break
+		}
+		b.WriteString(d.String())
+	}
+	if left > 0 {
+		fmt.Fprintf(&b, "\n… the details of %d more group(s) do not fit in a comment: see `podpatch diff -o json`.\n", left)
+	}
+	return b.String()
+}

@@ -1,0 +1,231 @@
+package preview
+
+import (
+	"cmp"
+	"encoding/json"
+	"slices"
+
+	"github.com/podpatch/podpatch/internal/kube"
+	"github.com/podpatch/podpatch/policies"
+)
+
+// The bounds of a report (reference §10: output bounded): whatever the number of objects, a
+// report holds the counts of every group and the details of a few objects.
+const (
+	// MaxObjectsPerGroup is how many objects of a group are shown; the rest are counted.
+	MaxObjectsPerGroup = 3
+	// MaxGroups is how many groups are shown; the rest are counted in MoreGroups.
+	MaxGroups = 100
+	// MaxDetailedGroups is how many groups a report keeps an object of while it reads; the
+	// others are counted only.
+	MaxDetailedGroups = 2000
+	// MaxFields is how many fields of an object are shown.
+	MaxFields = 40
+	// MaxGroupFields is how many distinct field paths a group lists.
+	MaxGroupFields = 20
+	// MaxValueBytes bounds the JSON of a value shown; a longer one is cut, with a marker.
+	MaxValueBytes = 512
+	// MaxString bounds every other string from an object or a policy.
+	MaxString = 512
+)
+
+// Stats count what a preview read and found.
+type Stats struct {
+	// Objects are the objects read; Previewed those a profile recognises and a policy of
+	// either set matches.
+	Objects   int `json:"objects"`
+	Previewed int `json:"previewed"`
+	Changed   int `json:"changed"`
+	Breaking  int `json:"breaking"`
+	// Errors are objects that could not be previewed.
+	Errors int `json:"errors"`
+}
+
+// Report is what `podpatch diff` prints (reference §10).
+type Report struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// BaseGeneration and NewGeneration identify the two policy sets.
+	BaseGeneration string `json:"baseGeneration"`
+	NewGeneration  string `json:"newGeneration"`
+	// Changed are the ConfigMaps the change adds, replaces or deletes.
+	ConfigMaps []string `json:"configMaps"`
+	Stats      Stats    `json:"stats"`
+	// Groups are the compute clusters with changed objects, by namespace, manager, cluster
+	// and role; at most MaxGroups, the others counted in MoreGroups.
+	Groups     []*Group `json:"groups"`
+	MoreGroups int      `json:"moreGroups,omitempty"`
+}
+
+// Group is one compute cluster's role (manager, cluster, role) in a namespace.
+type Group struct {
+	Namespace string           `json:"namespace"`
+	Manager   policies.Manager `json:"manager"`
+	Cluster   string           `json:"cluster"`
+	Role      policies.Role    `json:"role"`
+	Changed   int              `json:"changed"`
+	Breaking  int              `json:"breaking"`
+	// Fields are the paths that change in the group's objects (at most MaxGroupFields).
+	Fields []string `json:"fields,omitempty"`
+	// Objects are the first changed objects (breaking ones first); More counts the others.
+	Objects []Object `json:"objects"`
+	More    int      `json:"more,omitempty"`
+}
+
+type groupKey struct {
+	namespace string
+	identity  policies.Identity
+}
+
+// Collector gathers previewed objects into a bounded Report, one at a time.
+type Collector struct {
+	rep      Report
+	groups   map[groupKey]*Group
+	kept     int
+	detailed int
+}
+
+// NewCollector starts a report of a change between two sets.
+func NewCollector(s Sets) *Collector {
+	c := &Collector{groups: map[groupKey]*Group{}, rep: Report{APIVersion: policies.APIVersion, Kind: "DiffReport",
+		BaseGeneration: s.Base.Generation(), NewGeneration: s.New.Generation(), Groups: []*Group{}}}
+	for cm := range s.Changed {
+		c.rep.ConfigMaps = append(c.rep.ConfigMaps, cm)
+	}
+	slices.Sort(c.rep.ConfigMaps)
+	return c
+}
+
+// Read counts an object read; Error one that could not be previewed.
+func (c *Collector) Read()  { c.rep.Stats.Objects++ }
+func (c *Collector) Error() { c.rep.Stats.Errors++ }
+
+// Add records a previewed object.
+func (c *Collector) Add(o Object) {
+	c.rep.Stats.Previewed++
+	if !o.Changed() {
+		return
+	}
+	c.rep.Stats.Changed++
+	if o.Breaks {
+		c.rep.Stats.Breaking++
+	}
+	k := groupKey{namespace: o.Namespace, identity: policies.Identity{Manager: o.identity.Manager, Role: o.identity.Role, Cluster: o.identity.Cluster}}
+	g := c.groups[k]
+	if g == nil {
+		g = &Group{Namespace: clip(o.Namespace), Manager: o.identity.Manager, Cluster: clip(o.identity.Cluster), Role: o.identity.Role, Objects: []Object{}}
+		c.groups[k] = g
+	}
+	g.Changed++
+	if o.Breaks {
+		g.Breaking++
+	}
+	for _, f := range o.Fields {
+		if len(g.Fields) < MaxGroupFields && !slices.Contains(g.Fields, clip(f.Path)) {
+			g.Fields = append(g.Fields, clip(f.Path))
+		}
+	}
+	// Details: every group keeps its first object (while at most MaxDetailedGroups have
+	// any), more while the report holds fewer than MaxGroups*MaxObjectsPerGroup; a breaking
+	// object takes the place of one that does not break.
+	switch {
+	case len(g.Objects) == 0 && c.detailed < MaxDetailedGroups:
+		g.Objects = append(g.Objects, bound(o))
+		c.detailed++
+		c.kept++
+	case len(g.Objects) > 0 && len(g.Objects) < MaxObjectsPerGroup && c.kept < MaxGroups*MaxObjectsPerGroup:
+		g.Objects = append(g.Objects, bound(o))
+		c.kept++
+	case o.Breaks && len(g.Objects) > 0 && !g.Objects[len(g.Objects)-1].Breaks:
+		g.Objects[len(g.Objects)-1] = bound(o)
+		g.More++
+	default:
+		g.More++
+	}
+	slices.SortStableFunc(g.Objects, func(a, b Object) int { return cmpBool(b.Breaks, a.Breaks) })
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// Report returns the report: groups with breaking objects first, then by namespace, manager,
+// cluster and role; at most MaxGroups.
+func (c *Collector) Report() *Report {
+	rep := c.rep
+	for _, g := range c.groups {
+		rep.Groups = append(rep.Groups, g)
+	}
+	slices.SortFunc(rep.Groups, func(a, b *Group) int {
+		return cmp.Or(cmpBool(b.Breaking > 0, a.Breaking > 0), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Manager, b.Manager),
+			cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Role, b.Role))
+	})
+	if len(rep.Groups) > MaxGroups {
+		rep.MoreGroups = len(rep.Groups) - MaxGroups
+		rep.Groups = rep.Groups[:MaxGroups]
+	}
+	return &rep
+}
+
+// bound clips what an object's preview holds: the object and the policies are the users'.
+func bound(o Object) Object {
+	o.Name, o.Namespace, o.Group = clip(o.Name), clip(o.Namespace), clip(o.Group)
+	if len(o.Fields) > MaxFields {
+		o.MoreFields, o.Fields = len(o.Fields)-MaxFields, o.Fields[:MaxFields]
+	}
+	fields := make([]Field, len(o.Fields))
+	for i, f := range o.Fields {
+		fields[i] = Field{Path: clip(f.Path), Old: clipValue(f.Old), New: clipValue(f.New), Uncertain: f.Uncertain}
+	}
+	o.Fields = fields
+	for _, l := range []*[]string{&o.Started, &o.Stopped, &o.LeftOut, &o.LeftOutResolved} {
+		*l = clipAll(*l)
+	}
+	for _, l := range []*[]Finding{&o.NewFindings, &o.ResolvedFindings} {
+		fs := make([]Finding, 0, min(len(*l), MaxFields))
+		for _, f := range (*l)[:min(len(*l), MaxFields)] {
+			fs = append(fs, Finding{Check: clip(f.Check), Severity: f.Severity, Policy: clip(f.Policy), Field: clip(f.Field), Message: clip(f.Message), Fix: clip(f.Fix)})
+		}
+		if len(fs) == 0 {
+			fs = nil
+		}
+		*l = fs
+	}
+	o.Unschedulable = clip(o.Unschedulable)
+	return o
+}
+
+func clipAll(l []string) []string {
+	if len(l) > MaxFields {
+		l = l[:MaxFields]
+	}
+	out := make([]string, len(l))
+	for i, s := range l {
+		out[i] = clip(s)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func clip(s string) string { return kube.Clip(s, MaxString) }
+
+// clipValue keeps a value whose JSON is at most MaxValueBytes; a longer one becomes its JSON,
+// cut, as a string.
+func clipValue(v any) any {
+	if v == nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil || len(b) <= MaxValueBytes {
+		return v
+	}
+	return kube.Clip(string(b), MaxValueBytes)
+}
