@@ -27,6 +27,7 @@ import (
 
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/internal/kube"
+	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
 )
 
@@ -171,6 +172,9 @@ type Explainer struct {
 	Options policies.Options
 	// Cluster answers what objects reference (audit.Object.Cluster); nil: unknown.
 	Cluster policies.Cluster
+	// Placement, when set, runs the unschedulable check (reference §8) on each Pod as the
+	// policies would leave it, against the cluster's Nodes, NodePools and ComputeClasses.
+	Placement *placement.Cache
 	// Warn is told what is left out (invalid policy ConfigMaps, objects that cannot be checked).
 	Warn func(string)
 }
@@ -298,7 +302,15 @@ func (w *walk) visit(ctx context.Context, kind policies.Kind) func(json.RawMessa
 			}
 			return nil
 		}
-		w.rep.Objects = append(w.rep.Objects, object(f, res, chain, raw))
+		o := object(f, res, chain, raw)
+		if kind == policies.KindPod && len(o.Findings) < audit.MaxFindingList {
+			if spec, err := placement.Spec(res.Object); err == nil {
+				if r := w.e.Placement.Check(spec); !r.Schedulable {
+					o.Findings = append(o.Findings, finding(placement.Finding(r, placement.Responsible(res.Changes))))
+				}
+			}
+		}
+		w.rep.Objects = append(w.rep.Objects, o)
 		return nil
 	}
 }
@@ -353,13 +365,19 @@ func object(f audit.Finding, res policies.Result, chain []metav1.OwnerReference,
 			Rule: clip(s.Violation.Rule), Field: clip(s.Violation.Field), Message: clip(s.Violation.Message)})
 	}
 	for _, c := range res.Findings[:min(len(res.Findings), audit.MaxFindingList)] {
-		o.Findings = append(o.Findings, Finding{Check: clip(c.Check), Severity: c.Severity, Policy: clip(c.Policy), Field: clip(c.Field),
-			Message: clip(c.Message), Fix: clip(c.Fix)})
+		o.Findings = append(o.Findings, finding(c))
 	}
 	if f.Kind == policies.KindService {
 		o.ExternalURL = externalURL(raw)
 	}
 	return o
+}
+
+// finding is a §8 finding, its strings bounded as the audit bounds its Findings.
+func finding(c policies.Finding) Finding {
+	clip := func(s string) string { return kube.Clip(s, audit.MaxString) }
+	return Finding{Check: clip(c.Check), Severity: c.Severity, Policy: clip(c.Policy), Field: clip(c.Field),
+		Message: clip(c.Message), Fix: clip(c.Fix)}
 }
 
 // set records the fields a policy writes on the object.

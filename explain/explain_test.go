@@ -11,12 +11,14 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/internal/kube"
+	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
 )
 
@@ -144,4 +146,61 @@ func TestWalkKeepsOwnedObjectsBounded(t *testing.T) {
 	require.Len(t, w.rep.Objects, MaxObjects)
 	require.Equal(t, n-MaxObjects, w.rep.Omitted)
 	require.Equal(t, &audit.Owner{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: "rc", UID: target}, w.rep.Objects[0].Cluster.Owner)
+}
+
+// TestWalkFindsUnschedulable: with the cluster's Nodes, a Pod the policies would leave with a
+// nodeSelector no Node has gets the unschedulable finding naming the policy (reference §8);
+// without the selector policy, or without Nodes, none.
+func TestWalkFindsUnschedulable(t *testing.T) {
+	const target = "uid-rc"
+	policy := `apiVersion: podpatch.io/v1alpha1
+kind: PodTemplatePatch
+metadata: {name: gpu-pool}
+spec:
+  match: {managers: [ray], roles: [worker]}
+  template:
+    spec:
+      nodeSelector: {pool: gpu}
+`
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "placement", Namespace: policies.DefaultPlatformNamespace,
+		Labels: map[string]string{policies.PolicyLabel: "true"}, ResourceVersion: "1"}, Data: map[string]string{"p.yaml": policy}}
+	ps, probs := policies.ParseConfigMap(cm, policies.Options{PlatformNamespace: policies.DefaultPlatformNamespace})
+	require.Empty(t, probs)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"pool": "cpu"}}}
+	pod := json.RawMessage(`{"metadata":{"name":"w","namespace":"ns","uid":"uid-w","labels":{"ray.io/node-type":"worker","ray.io/cluster":"rc"},
+		"ownerReferences":[{"apiVersion":"ray.io/v1","kind":"RayCluster","name":"rc","uid":"uid-rc","controller":true}]},"spec":{"containers":[{"name":"c","image":"i"}]}}`)
+	for _, c := range []struct {
+		name  string
+		set   *policies.Set
+		nodes []*corev1.Node
+		want  bool
+	}{
+		{"policy strands the Pod", policies.NewSet(ps), []*corev1.Node{node}, true},
+		{"no policy", policies.NewSet(nil), []*corev1.Node{node}, false},
+		{"no Nodes: no verdict", policies.NewSet(ps), nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := &walk{e: &Explainer{Mapper: meta.NewDefaultRESTMapper(nil), Placement: &placement.Cache{Snapshot: &placement.Snapshot{Nodes: c.nodes}}},
+				set: c.set, rep: &Report{Target: Target{Namespace: "ns", UID: target}}, warn: func(string) {}, seen: map[string]bool{},
+				owners: kube.NewOwners(func(context.Context, schema.GroupVersionResource, string, string) (*metav1.PartialObjectMetadata, error) {
+					return nil, errors.New("no reads expected")
+				})}
+			require.NoError(t, w.visit(context.Background(), policies.KindPod)(pod))
+			require.Len(t, w.rep.Objects, 1)
+			var got []Finding
+			for _, f := range w.rep.Objects[0].Findings {
+				if f.Check == policies.CheckUnschedulable {
+					got = append(got, f)
+				}
+			}
+			if !c.want {
+				require.Empty(t, got)
+				return
+			}
+			require.Len(t, got, 1)
+			require.Equal(t, policies.SeverityError, got[0].Severity)
+			require.Equal(t, policies.DefaultPlatformNamespace+"/placement/gpu-pool", got[0].Policy)
+			require.Contains(t, got[0].Message, "Node n1")
+		})
+	}
 }

@@ -10,6 +10,7 @@
 package placement
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -171,6 +172,37 @@ func Finding(r Result, policy string) policies.Finding {
 	return policies.Finding{Check: policies.CheckUnschedulable, Severity: policies.SeverityError, Policy: policy,
 		Field: "spec", Message: "the Pod would be unschedulable: " + r.Reason,
 		Fix: "make the policy's nodeSelector, required node affinity and tolerations match a Node or NodePool, or narrow its match to Pods that can run there"}
+}
+
+// Spec decodes what Check reads of a Pod's JSON: its nodeSelector, affinity and tolerations.
+func Spec(pod []byte) (*corev1.PodSpec, error) {
+	var v struct {
+		Spec struct {
+			NodeSelector map[string]string   `json:"nodeSelector"`
+			Affinity     *corev1.Affinity    `json:"affinity"`
+			Tolerations  []corev1.Toleration `json:"tolerations"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(pod, &v); err != nil {
+		return nil, err
+	}
+	return &corev1.PodSpec{NodeSelector: v.Spec.NodeSelector, Affinity: v.Spec.Affinity, Tolerations: v.Spec.Tolerations}, nil
+}
+
+// Responsible is the policy (its ref without @resourceVersion) of the last of changes to set a
+// placement field (nodeSelector, affinity, tolerations), "" when none did.
+func Responsible(changes []policies.Change) string {
+	for i := len(changes) - 1; i >= 0; i-- {
+		for _, f := range changes[i].Fields {
+			for _, p := range []string{"spec.nodeSelector", "spec.affinity", "spec.tolerations"} {
+				if strings.HasPrefix(f, p) {
+					ref, _, _ := strings.Cut(changes[i].Policy.Ref, "@")
+					return ref
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // placementKey is the part of a pod spec Check reads, as a string: Pods of one group share it,

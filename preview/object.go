@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/placement"
@@ -228,17 +227,18 @@ func (o *Object) Changed() bool {
 
 // placement runs the unschedulable check on the old and the new Pod and adds its findings.
 func (p *Previewer) placement(o *Object, in policies.Input, old []byte, neu policies.Result, oldF, newF *[]Finding) error {
-	var before, after placementOf
-	if err := json.Unmarshal(old, &before); err != nil {
+	before, err := placement.Spec(old)
+	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(neu.Object, &after); err != nil {
+	after, err := placement.Spec(neu.Object)
+	if err != nil {
 		return err
 	}
-	if r := p.Placement.Check(&before.Spec); !r.Schedulable {
+	if r := p.Placement.Check(before); !r.Schedulable {
 		*oldF = append(*oldF, findingOf(placement.Finding(r, "")))
 	}
-	r := p.Placement.Check(&after.Spec)
+	r := p.Placement.Check(after)
 	if r.Schedulable {
 		return nil
 	}
@@ -248,48 +248,12 @@ func (p *Previewer) placement(o *Object, in policies.Input, old []byte, neu poli
 	if err != nil {
 		return err
 	}
-	f := findingOf(placement.Finding(r, placementPolicy(explained.Changes)))
+	f := findingOf(placement.Finding(r, placement.Responsible(explained.Changes)))
 	*newF = append(*newF, f)
 	if !slices.ContainsFunc(*oldF, func(g Finding) bool { return g.Check == policies.CheckUnschedulable }) {
 		o.Unschedulable = r.Reason
 	}
 	return nil
-}
-
-// placementOf is what the unschedulable check reads of a Pod.
-type placementOf struct {
-	Spec corev1.PodSpec `json:"spec"`
-}
-
-// UnmarshalJSON decodes only the placement fields of the spec.
-func (p *placementOf) UnmarshalJSON(b []byte) error {
-	var v struct {
-		Spec struct {
-			NodeSelector map[string]string   `json:"nodeSelector"`
-			Affinity     *corev1.Affinity    `json:"affinity"`
-			Tolerations  []corev1.Toleration `json:"tolerations"`
-		} `json:"spec"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	p.Spec = corev1.PodSpec{NodeSelector: v.Spec.NodeSelector, Affinity: v.Spec.Affinity, Tolerations: v.Spec.Tolerations}
-	return nil
-}
-
-// placementPolicy is the last policy to set a placement field (nodeSelector, affinity,
-// tolerations), "" when none did.
-func placementPolicy(changes []policies.Change) string {
-	for i := len(changes) - 1; i >= 0; i-- {
-		for _, f := range changes[i].Fields {
-			for _, p := range []string{"spec.nodeSelector", "spec.affinity", "spec.tolerations"} {
-				if strings.HasPrefix(f, p) {
-					return refOf(changes[i].Policy)
-				}
-			}
-		}
-	}
-	return ""
 }
 
 func refs(ps []*policies.Policy) []string {

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/podpatch/podpatch/explain"
+	"github.com/podpatch/podpatch/placement"
 )
 
 // runExplain is `podpatch explain KIND/NAME` (reference §9): exit status 0 when explained, 1 when
@@ -48,6 +49,10 @@ func runExplain(args []string, stdout, stderr io.Writer) error {
 	e.Cluster, refErr = references(ctx, kit, referencesTimeout)
 	if refErr != nil {
 		warn(fmt.Sprintf("%v; policies that name a missing PriorityClass, RuntimeClass or ServiceAccount are explained as if applied", refErr))
+	}
+	// The unschedulable check (reference §8), when the user may read the Nodes.
+	if snap := snapshot(ctx, kit, warn); snap != nil {
+		e.Placement = &placement.Cache{Snapshot: snap}
 	}
 	rep, err := e.Run(ctx, namespace, resource, name)
 	if err != nil {
