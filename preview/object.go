@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"

@@ -27,9 +27,6 @@ import (
 	"github.com/podpatch/podpatch/test/cluster"
 )
 
-// kueueVersion is the Kueue module test/tools/kueue builds (hack/build-kueue.sh).
-const kueueVersion = "v0.17.0"
-
 const (
 	// kueueTestLabel marks the namespaces Kueue manages (its managedJobsNamespaceSelector) and
 	// this suite's Kueue policies select.
