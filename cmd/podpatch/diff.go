@@ -73,16 +73,7 @@ func (o *diffOptions) Validate() error {
 	if len(o.Files) == 0 && len(o.NamespaceLabels) > 0 {
 		return usageError{errors.New("--namespace-labels is for --filename objects (live namespaces have their own)")}
 	}
-	stdins := 0
-	for _, f := range slices.Concat(o.Files, o.Policies, o.Base) {
-		if f == "-" {
-			stdins++
-		}
-	}
-	if stdins > 1 {
-		return usageError{errors.New("standard input (-) can be read only once")}
-	}
-	return nil
+	return stdinOnce(o.Files, o.Policies, o.Base)
 }
 
 // runDiff is `podpatch diff` (reference §10): exit status 0 when the change changes nothing, 3

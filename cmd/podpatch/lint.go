@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -36,8 +35,8 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(paths) == 0 {
 		return usageError{errors.New("name at least one policy file or directory")}
 	}
-	if slices.Contains(o.Objects, "-") && slices.Contains(paths, "-") {
-		return usageError{errors.New("standard input (-) can be read only once")}
+	if err := stdinOnce(o.Objects, paths); err != nil {
+		return err
 	}
 	opts, err := o.Options()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -69,13 +70,18 @@ func (o *renderOptions) Validate() error {
 	if len(o.Policies) == 0 {
 		return usageError{errors.New("at least one --policies PATH is required")}
 	}
-	stdins := 0
-	for _, f := range append(append([]string{}, o.Files...), o.Policies...) {
+	return stdinOnce(o.Files, o.Policies)
+}
+
+// stdinOnce refuses command lines that name standard input (-) more than once.
+func stdinOnce(lists ...[]string) error {
+	n := 0
+	for _, f := range slices.Concat(lists...) {
 		if f == "-" {
-			stdins++
+			n++
 		}
 	}
-	if stdins > 1 {
+	if n > 1 {
 		return usageError{errors.New("standard input (-) can be read only once")}
 	}
 	return nil
