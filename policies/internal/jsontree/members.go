@@ -1,6 +1,9 @@
 package jsontree
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+)
 
 // The raw members of a node not decoded yet, read without decoding the node: list indexes key
 // the items of long lists this way (Key.OfRaw), so that indexing a large object costs a scan and
@@ -51,6 +54,42 @@ func AllMembers(raw json.RawMessage, f func(name string, value Scalar)) bool {
 		return false
 	}
 	eachMember(raw, func(name, value []byte) { f(string(name), scalarOf(value)) })
+	return true
+}
+
+// Member returns the raw value of the first member named name of the raw object raw, scanning
+// no further than that member; false when raw is not an object or has no such member.
+func Member(raw json.RawMessage, name string) (json.RawMessage, bool) {
+	if firstByte(raw) != '{' {
+		return nil, false
+	}
+	var out json.RawMessage
+	found := false
+	eachMemberWhile(raw, func(n, v []byte) bool {
+		if string(n) == name {
+			out, found = v, true
+		}
+		return !found
+	})
+	return out, found
+}
+
+// Items calls f with the raw value of every item of the raw list raw, in order, until f returns
+// false; it returns false, calling nothing, when raw is not a list.
+func Items(raw json.RawMessage, f func(item json.RawMessage) bool) bool {
+	raw = bytes.TrimSpace(raw)
+	if firstByte(raw) != '[' {
+		return false
+	}
+	for i := skipSpace(raw, 1); i < len(raw) && raw[i] != ']'; {
+		end := skipValue(raw, i)
+		if end <= i || !f(raw[i:end]) {
+			return true
+		}
+		if i = skipSpace(raw, end); i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+	}
 	return true
 }
 

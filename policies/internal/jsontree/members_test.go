@@ -3,6 +3,8 @@ package jsontree
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // scalarOfDecoded is the Scalar of a member Expand decoded.
@@ -68,4 +70,27 @@ func FuzzMembers(f *testing.F) {
 			t.Fatalf("%s: CanonicalObject %s, Canonical %s", doc, canon, want)
 		}
 	})
+}
+
+// TestMemberAndItems: Member finds the first member of that name and stops there, Items reads
+// every item until told to stop; both refuse other kinds of values.
+func TestMemberAndItems(t *testing.T) {
+	raw := json.RawMessage(` {"a": 1, "m" : {"x": [1, {"y": "]"}, "z\"]"]}, "m": 2, "b": "}"} `)
+	m, ok := Member(raw, "m")
+	require.True(t, ok)
+	require.JSONEq(t, `{"x": [1, {"y": "]"}, "z\"]"]}`, string(m))
+	_, ok = Member(raw, "nope")
+	require.False(t, ok)
+	_, ok = Member(json.RawMessage(`[1]`), "m")
+	require.False(t, ok)
+
+	x, _ := Member(m, "x")
+	var items []string
+	require.True(t, Items(x, func(it json.RawMessage) bool { items = append(items, string(it)); return true }))
+	require.Equal(t, []string{`1`, `{"y": "]"}`, `"z\"]"`}, items)
+	items = nil
+	require.True(t, Items(x, func(it json.RawMessage) bool { items = append(items, string(it)); return len(items) < 2 }))
+	require.Len(t, items, 2)
+	require.True(t, Items(json.RawMessage(` [ ] `), func(json.RawMessage) bool { t.Fatal("no items"); return true }))
+	require.False(t, Items(raw, func(json.RawMessage) bool { return true }))
 }

@@ -400,6 +400,11 @@ func (t *Tree) Keep(list []any, name string, x *Index) {
 // name is unquoted only when it has escapes or is not valid UTF-8, so that it reads as Expand
 // reads it.
 func eachMember(raw []byte, f func(name, value []byte)) {
+	eachMemberWhile(raw, func(name, value []byte) bool { f(name, value); return true })
+}
+
+// eachMemberWhile is eachMember until f returns false: the rest of the object is not scanned.
+func eachMemberWhile(raw []byte, f func(name, value []byte) bool) {
 	raw = bytes.TrimSpace(raw)
 	for i := 1; ; {
 		i = skipSpace(raw, i)
@@ -422,7 +427,9 @@ func eachMember(raw []byte, f func(name, value []byte)) {
 			i = skipSpace(raw, i+1)
 		}
 		vEnd := skipValue(raw, i)
-		f(name, raw[i:vEnd])
+		if !f(name, raw[i:vEnd]) {
+			return
+		}
 		i = vEnd
 	}
 }
