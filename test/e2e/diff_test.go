@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -127,18 +125,7 @@ func writeConfigMaps(t *testing.T, cms ...*corev1.ConfigMap) string {
 // runDiff runs `podpatch diff` against the test control plane.
 func runDiff(t *testing.T, args ...string) auditRun {
 	t.Helper()
-	cmd := exec.Command(podpatchBin, append([]string{"diff", "--kubeconfig", kubeconfig}, args...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	run := auditRun{stdout: stdout.String(), stderr: stderr.String()}
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		run.code = exit.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	return run
+	return runCommand(t, append([]string{"diff", "--kubeconfig", kubeconfig}, args...)...)
 }
 
 func diffReport(t *testing.T, wantCode int, args ...string) *preview.Report {
