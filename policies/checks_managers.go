@@ -208,6 +208,17 @@ func checkDask(f *podFacts) []Finding {
 	return out
 }
 
+// changedMemory is the section of the main container's resources ("limits", else "requests")
+// whose memory a policy changed; "" when neither.
+func (f *podFacts) changedMemory() string {
+	for _, section := range []string{"limits", "requests"} {
+		if f.changed(section, "memory") {
+			return section
+		}
+	}
+	return ""
+}
+
 // checkSpark is spark-memory-not-jvm. Spark sizes its containers from its configuration when it
 // makes the Pod (BasicExecutorFeatureStep / BasicDriverFeatureStep): memory request = limit =
 // spark.{executor,driver}.memory (the JVM's -Xmx; SPARK_EXECUTOR_MEMORY in an executor) +
@@ -217,13 +228,8 @@ func checkDask(f *podFacts) []Finding {
 // stays, the rest unused) or when request and limit now differ (Spark sets them equal; the Pod
 // loses its Guaranteed QoS).
 func checkSpark(f *podFacts) []Finding {
-	section := ""
-	switch {
-	case f.changed("limits", "memory"):
-		section = "limits"
-	case f.changed("requests", "memory"):
-		section = "requests"
-	default:
+	section := f.changedMemory()
+	if section == "" {
 		return nil
 	}
 	heap, heapOK := int64(0), false
@@ -290,13 +296,8 @@ func checkFlink(f *podFacts) []Finding {
 	if f.id.Role == RoleWorker {
 		prop = "taskmanager.memory.process.size"
 	}
-	section := ""
-	switch {
-	case f.changed("limits", "memory"):
-		section = "limits"
-	case f.changed("requests", "memory"):
-		section = "requests"
-	default:
+	section := f.changedMemory()
+	if section == "" {
 		return nil
 	}
 	props := propertyValues(f.after.words(), f.after.env()[f.prof.Sizes.PropertiesEnv], f.prof.Sizes.Properties)
