@@ -64,8 +64,11 @@ const (
 	maxPatchForFields = 8 << 10
 	// maxFieldDepth is how many names of a patch path name a field.
 	maxFieldDepth = 4
-	// maxItemLength bounds one skipped policy's or finding's text.
-	maxItemLength = 300
+	// maxItemLength bounds one skipped policy's text; maxFindingLength a finding's, which
+	// ends with its fix, the part a user acts on (an Event's message is at most
+	// kube.MaxEventMessage bytes in all).
+	maxItemLength    = 300
+	maxFindingLength = 600
 	// finalFlush bounds the last flush, when the process stops.
 	finalFlush = 2 * time.Second
 )
@@ -206,7 +209,7 @@ func (e *Events) Offer(req admission.Request, res policies.Result, set *policies
 		if i == maxEventItems {
 			break
 		}
-		r.findings = append(r.findings, kube.Clip(f.String(), maxItemLength))
+		r.findings = append(r.findings, kube.Clip(f.String(), maxFindingLength))
 	}
 	select {
 	case e.queue <- r:

@@ -18,6 +18,7 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/test/cluster"
+	"github.com/podpatch/podpatch/webhook"
 )
 
 var rayClusterGVK = schema.GroupVersionKind{Group: "ray.io", Version: "v1", Kind: "RayCluster"}
@@ -96,6 +97,22 @@ func TestKubeRay(t *testing.T) {
 	})
 	t.Run("Events on the RayCluster", func(t *testing.T) {
 		env.checkAppliedEvents(t, ns, "RayCluster", name, name, served)
+		// `kubectl describe raycluster` also says what the check above found, with its fix
+		// (reference §9, PolicyCheck): the user learns it where they look.
+		eventually(t, 30*time.Second, func() error {
+			evs, err := env.describeEvents(context.Background(), ns, "RayCluster", name)
+			if err != nil {
+				return err
+			}
+			msg := latest(evs, webhook.EventPolicyCheck)["Pod/worker"]
+			for _, want := range []string{policies.CheckRayResources, "podpatch-system/gpu-workers/gpu-workers", "fix: set it in the RayCluster", "rayStartParams"} {
+				if !strings.Contains(msg, want) {
+					return fmt.Errorf("PolicyCheck on the RayCluster: want %q in %q", want, msg)
+				}
+			}
+			t.Logf("RayCluster %s: PolicyCheck: %s", name, msg)
+			return nil
+		}, "PolicyCheck Event on the RayCluster")
 	})
 	t.Run("the operator does not fight the mutation", func(t *testing.T) {
 		env.checkSteady(t, ns, ctl, rayClusterGVK)
