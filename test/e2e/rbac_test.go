@@ -58,6 +58,17 @@ func TestRBACRules(t *testing.T) {
 			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get"}},
 		},
 		"ClusterRole/podpatch-external-url-nodes": {core([]string{"nodes"}, "list", "watch")},
+		// The Events on owning custom resources (reference §9): the owners on the way up, read
+		// one at a time (webhook/events_rbac_test.go checks they cover every profile's chain).
+		"ClusterRole/podpatch-owner-events": {
+			core([]string{"pods"}, "get"),
+			{APIGroups: []string{"apps"}, Resources: []string{"replicasets", "deployments"}, Verbs: []string{"get"}},
+			{APIGroups: []string{"kubernetes.dask.org"}, Resources: []string{"daskworkergroups", "daskclusters", "daskjobs"}, Verbs: []string{"get"}},
+			{APIGroups: []string{"gateway.dask.org"}, Resources: []string{"daskclusters"}, Verbs: []string{"get"}},
+			{APIGroups: []string{"sparkoperator.k8s.io"}, Resources: []string{"sparkapplications"}, Verbs: []string{"get"}},
+			{APIGroups: []string{"ray.io"}, Resources: []string{"rayclusters", "rayjobs", "rayservices"}, Verbs: []string{"get"}},
+			{APIGroups: []string{"flink.apache.org"}, Resources: []string{"flinkdeployments"}, Verbs: []string{"get"}},
+		},
 		"Role/podpatch-leader-election": {
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"podpatch-leader"}, Verbs: []string{"get", "update"}},
