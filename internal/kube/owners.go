@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/podpatch/podpatch/policies"
 )
@@ -29,29 +28,6 @@ func MetadataLookup(meta metadata.Interface) Lookup {
 		ctx, cancel := context.WithTimeout(ctx, ReadTimeout)
 		defer cancel()
 		return meta.Resource(gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
-	}
-}
-
-// ListerLookup reads the resources a metadata informer holds from its lister, with no API
-// call, and every other resource with fallback (nil: they are not found).
-func ListerLookup(listers map[schema.GroupVersionResource]cache.GenericLister, fallback Lookup) Lookup {
-	return func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*metav1.PartialObjectMetadata, error) {
-		l, ok := listers[gvr]
-		if !ok {
-			if fallback == nil {
-				return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
-			}
-			return fallback(ctx, gvr, namespace, name)
-		}
-		obj, err := l.ByNamespace(namespace).Get(name)
-		if err != nil {
-			return nil, err
-		}
-		m, ok := obj.(*metav1.PartialObjectMetadata)
-		if !ok {
-			return nil, fmt.Errorf("%s %s: not metadata (%T)", gvr.Resource, name, obj)
-		}
-		return m, nil
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	metadatafake "k8s.io/client-go/metadata/fake"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/podpatch/podpatch/policies"
 )
@@ -165,43 +164,4 @@ func TestMemoReadsOnce(t *testing.T) {
 		require.Equal(t, direct, got)
 	}
 	require.Equal(t, 3, reads, "a passing failure is read again")
-}
-
-// With a metadata informer's lister, a walk makes no API call for the resources it holds: the
-// same chain resolves from the informer's store, a UID mismatch still stops it, and a
-// resource it does not hold goes to the fallback.
-func TestListerLookup(t *testing.T) {
-	ctx := context.Background()
-	pr, _ := policies.ProfileOf(policies.ManagerDask)
-	top := metav1.OwnerReference{APIVersion: "kubernetes.dask.org/v1", Kind: "DaskWorkerGroup", Name: "g", UID: "uid-g", Controller: new(true)}
-	objs, direct := chain(pr.Owners.Through, top)
-	listers := map[schema.GroupVersionResource]cache.GenericLister{}
-	for _, gk := range pr.Owners.Through {
-		gvr, ok := pr.Owners.Step(builtinVersion(gk), gk.Kind)
-		require.True(t, ok)
-		idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-		for _, o := range objs {
-			if o.GetObjectKind().GroupVersionKind().Kind == gk.Kind {
-				require.NoError(t, idx.Add(o))
-			}
-		}
-		listers[gvr] = cache.NewGenericLister(idx, gvr.GroupResource())
-	}
-	calls := 0
-	api := counting(MetadataLookup(fakeMeta()), &calls)
-	got, err := NewOwners(ListerLookup(listers, api)).Resolve(ctx, "ns", policies.ManagerDask, direct)
-	require.NoError(t, err)
-	require.Equal(t, top, got)
-	require.Zero(t, calls, "no API call")
-
-	moved := direct
-	moved.UID = "uid-another"
-	got, err = NewOwners(ListerLookup(listers, api)).Resolve(ctx, "ns", policies.ManagerDask, moved)
-	require.NoError(t, err)
-	require.Equal(t, moved, got)
-
-	driver := metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "driver", UID: "uid-driver"}
-	_, err = NewOwners(ListerLookup(listers, api)).Resolve(ctx, "ns", policies.ManagerSpark, driver)
-	require.True(t, apierrors.IsNotFound(err))
-	require.Equal(t, 1, calls, "Pods are not held: read from the API server")
 }
