@@ -61,7 +61,7 @@ func baseTier() tier {
 			outage: 30 * time.Second, burst: 20 * time.Second, soak: 3 * time.Minute}
 	}
 	return tier{replicas: 2, rate: 8, workers: 3, before: 3 * time.Second, after: 4 * time.Second,
-		outage: 8 * time.Second, burst: 5 * time.Second, soak: 60 * time.Second}
+		outage: 8 * time.Second, burst: 5 * time.Second, soak: 90 * time.Second}
 }
 
 // TestFaults runs every fault in turn against one set of replicas under continuous load.
