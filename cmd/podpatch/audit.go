@@ -79,13 +79,7 @@ func (o *auditOptions) Validate() error {
 // the audit could not be done or some objects could not be checked.
 func runAudit(args []string, stdout, stderr io.Writer) error {
 	o := &auditOptions{}
-	if _, err := parseCommand("audit", args, stderr, false, o); err != nil {
-		return err
-	}
-	if err := o.Validate(); err != nil {
-		return err
-	}
-	popts, err := o.Options()
+	popts, err := parsePolicyCommand("audit", args, stderr, o)
 	if err != nil {
 		return err
 	}

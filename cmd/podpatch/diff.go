@@ -81,13 +81,7 @@ func (o *diffOptions) Validate() error {
 // 1 on errors.
 func runDiff(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	o := &diffOptions{}
-	if _, err := parseCommand("diff", args, stderr, false, o); err != nil {
-		return err
-	}
-	if err := o.Validate(); err != nil {
-		return err
-	}
-	popts, err := o.Options()
+	popts, err := parsePolicyCommand("diff", args, stderr, o)
 	if err != nil {
 		return err
 	}

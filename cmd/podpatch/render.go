@@ -87,15 +87,28 @@ func stdinOnce(lists ...[]string) error {
 	return nil
 }
 
-func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	o := &renderOptions{}
-	if _, err := parseCommand("render", args, stderr, false, o); err != nil {
-		return err
+// policyCommand is a command whose flags include the policy flags and are validated together.
+type policyCommand interface {
+	AddFlags(*pflag.FlagSet)
+	Validate() error
+	Options() (policies.Options, error)
+}
+
+// parsePolicyCommand parses and validates a command's flags (no positional arguments) and
+// returns how it reads policy ConfigMaps: the prologue of render, audit and diff.
+func parsePolicyCommand(name string, args []string, stderr io.Writer, o policyCommand) (policies.Options, error) {
+	if _, err := parseCommand(name, args, stderr, false, o); err != nil {
+		return policies.Options{}, err
 	}
 	if err := o.Validate(); err != nil {
-		return err
+		return policies.Options{}, err
 	}
-	opts, err := o.Options()
+	return o.Options()
+}
+
+func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	o := &renderOptions{}
+	opts, err := parsePolicyCommand("render", args, stderr, o)
 	if err != nil {
 		return err
 	}
