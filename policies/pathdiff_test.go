@@ -2,7 +2,6 @@ package policies
 
 import (
 	"encoding/json"
-	"math/big"
 	"math/rand/v2"
 	"reflect"
 	"sort"
@@ -277,32 +276,11 @@ func formerAuditDiff(live, want any) []string {
 		if aok || bok || am != nil || bm != nil {
 			return true
 		}
-		return !formerSameScalar(a, b, key)
+		return !sameScalar(a, b, key)
 	}
 	into(live, want, "", "", &out)
 	sort.Strings(out)
 	return out
-}
-
-func formerSameScalar(a, b any, key string) bool {
-	if a == b {
-		return true
-	}
-	if diffQuantityFields[key] || key == quantityKey {
-		qa, errA := diffQuantity(a)
-		qb, errB := diffQuantity(b)
-		if errA == nil && errB == nil {
-			return qa.Cmp(qb) == 0
-		}
-	}
-	na, aok := a.(json.Number)
-	nb, bok := b.(json.Number)
-	if aok && bok {
-		fa, okA := new(big.Float).SetString(na.String())
-		fb, okB := new(big.Float).SetString(nb.String())
-		return okA && okB && fa.Cmp(fb) == 0
-	}
-	return false
 }
 
 // TestDiffChangesValues: DiffChanges names the paths DiffPaths names, with the value each side
