@@ -9,8 +9,9 @@
 #
 # Usage: hack/build-control-plane.sh [BINDIR]      (BINDIR defaults to bin/ at the repo root)
 #
-# A binary is rebuilt only when it is missing or older than its module's go.mod, go.sum or .go
-# files; otherwise the script says it is up to date and does nothing. A cold build of
+# A binary is rebuilt only when its module's go.mod, go.sum or .go files, the Go version or the
+# flags changed (hack/lib/gobuild.sh; a build of the same key by another checkout of this machine
+# is copied from ~/.cache/podpatch/bin instead); otherwise the script says it is up to date. A cold build of
 # kube-apiserver takes several minutes (about 5 on 2 cores). Point envtest at the result with
 # KUBEBUILDER_ASSETS=BINDIR or envtest.Environment{BinaryAssetsDirectory: BINDIR}.
 set -euo pipefail
@@ -34,47 +35,15 @@ bindir=$(cd "$bindir" && pwd)
 # a workspace, and go.sum must already be complete (a fresh clone must not need `go mod tidy`).
 export GOWORK=off
 export GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=readonly"
-export CGO_ENABLED=0
 
-fmt_duration() {
-	local s=$1
-	if ((s >= 60)); then printf '%dm%02ds' $((s / 60)) $((s % 60)); else printf '%ds' "$s"; fi
-}
-
-# needs_build BINARY MODULE_DIR: true when BINARY is missing or older than any input of MODULE_DIR.
-needs_build() {
-	local bin=$1 dir=$2 f
-	[[ -x $bin ]] || return 0
-	for f in "$dir"/go.mod "$dir"/go.sum "$dir"/*.go; do
-		[[ -e $f ]] || continue
-		[[ $f -nt $bin ]] && return 0
-	done
-	return 1
-}
+# shellcheck source=lib/gobuild.sh
+. "$root/hack/lib/gobuild.sh"
 
 # build NAME MODULE_DIR PACKAGE [LDFLAGS...]: builds PACKAGE inside MODULE_DIR into BINDIR/NAME.
-# It builds to a temporary file and renames it into place, so an interrupted or failed build
-# never leaves a binary that looks up to date.
 build() {
 	local name=$1 dir=$2 pkg=$3
 	shift 3
-	local out=$bindir/$name
-	[[ -f $dir/go.mod ]] || die "$dir/go.mod is missing"
-	if ! needs_build "$out" "$dir"; then
-		echo "build-control-plane: $out is up to date; nothing to do"
-		return 0
-	fi
-	echo "build-control-plane: building $out from $pkg (module ${dir#"$root"/}) ..."
-	local tmp=$out.tmp.$$ start=$SECONDS
-	# shellcheck disable=SC2064
-	trap "rm -f '$tmp'" EXIT
-	if ! (cd "$dir" && "$GO" build -trimpath -ldflags="-s -w $*" -o "$tmp" "$pkg"); then
-		rm -f "$tmp"
-		die "building $name failed (see the go output above)"
-	fi
-	mv -f "$tmp" "$out" || die "cannot move $tmp to $out"
-	trap - EXIT
-	echo "build-control-plane: built $out in $(fmt_duration $((SECONDS - start))) ($(du -h "$out" | cut -f1))"
+	gobuild_cached build-control-plane "$name" "$dir" "$pkg" "$bindir/$name" "$@" || exit 1
 }
 
 # kube-apiserver reports the Kubernetes version it was built from: release builds stamp it with

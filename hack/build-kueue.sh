@@ -7,7 +7,8 @@
 # Usage: hack/build-kueue.sh [BINDIR]     (BINDIR defaults to bin/ at the repo root)
 # Prints the binary's path on standard output (progress goes to standard error).
 #
-# Cached: rebuilt only when missing or older than its module's go.mod/go.sum.
+# Cached: rebuilt only when its module changed (hack/lib/gobuild.sh, shared by the checkouts of
+# this machine through ~/.cache/podpatch/bin).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -25,18 +26,7 @@ bindir=$(cd "$bindir" && pwd)
 
 mod=$root/test/tools/kueue
 out=$bindir/kueue
-if [[ -x $out && ! $mod/go.mod -nt $out && ! $mod/go.sum -nt $out ]]; then
-	say "$out is up to date"
-else
-	say "building $out (module test/tools/kueue) ..."
-	start=$SECONDS
-	tmp=$out.tmp.$$
-	trap 'rm -f "$tmp"' EXIT
-	(cd "$mod" && GOWORK=off GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=readonly" CGO_ENABLED=0 \
-		"$GO" build -trimpath -ldflags="-s -w" -o "$tmp" sigs.k8s.io/kueue/cmd/kueue) ||
-		die "building kueue failed"
-	mv -f "$tmp" "$out"
-	trap - EXIT
-	say "built $out in $((SECONDS - start))s"
-fi
+# shellcheck source=lib/gobuild.sh
+. "$root/hack/lib/gobuild.sh"
+gobuild_cached build-kueue kueue "$mod" sigs.k8s.io/kueue/cmd/kueue "$out" || die "building kueue failed"
 echo "$out"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the linters `make test` runs — staticcheck and goimports, pinned in test/tools/lint —
-# from the Go module proxy into BINDIR (default bin/), once: a binary is rebuilt only when it is
-# missing or older than the module's go.mod or go.sum.
+# from the Go module proxy into BINDIR (default bin/), once: a binary is rebuilt only when its
+# module changed (hack/lib/gobuild.sh, with the machine's shared cache of tool binaries).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 GO=${GO:-go}
@@ -10,11 +10,8 @@ mkdir -p "$bindir"
 bindir=$(cd "$bindir" && pwd) # the builds below run in the tools module's directory
 export GOWORK=off GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=readonly" CGO_ENABLED=0
 mod=$root/test/tools/lint
+# shellcheck source=lib/gobuild.sh
+. "$root/hack/lib/gobuild.sh"
 for pkg in honnef.co/go/tools/cmd/staticcheck golang.org/x/tools/cmd/goimports; do
-	bin=$bindir/$(basename "$pkg")
-	if [[ -x $bin && $bin -nt $mod/go.mod && $bin -nt $mod/go.sum ]]; then
-		continue
-	fi
-	echo "build-lint: building $(basename "$pkg")"
-	(cd "$mod" && "$GO" build -o "$bin" "$pkg")
+	gobuild_cached build-lint "$(basename "$pkg")" "$mod" "$pkg" "$bindir/$(basename "$pkg")"
 done

@@ -12,8 +12,8 @@
 # Usage: hack/build-managers.sh [BINDIR]     (BINDIR defaults to bin/ at the repo root)
 # Prints the virtualenv's path on standard output (progress goes to standard error).
 #
-# Both are cached: the operator is rebuilt only when missing or older than its module's
-# go.mod/go.sum; the virtualenv lives in $PODPATCH_CACHE (default
+# Both are cached: the operator is rebuilt only when its module changed (hack/lib/gobuild.sh,
+# shared by the checkouts of this machine through ~/.cache/podpatch/bin); the virtualenv lives in $PODPATCH_CACHE (default
 # ${XDG_CACHE_HOME:-~/.cache}/podpatch) under a name keyed by the requirements' hash, so a
 # change of pins makes a new one and an unchanged one is reused as is. pip's own cache keeps
 # the downloads (about 800 MB, mostly pyspark and Flink's jars) between virtualenvs.
@@ -36,20 +36,10 @@ bindir=$(cd "$bindir" && pwd)
 # The KubeRay operator, from its own module (its Kubernetes libraries are older than podpatch's).
 mod=$root/test/tools/ray-operator
 out=$bindir/ray-operator
-if [[ -x $out && ! $mod/go.mod -nt $out && ! $mod/go.sum -nt $out ]]; then
-	say "$out is up to date"
-else
-	say "building $out (module test/tools/ray-operator) ..."
-	start=$SECONDS
-	tmp=$out.tmp.$$
-	trap 'rm -f "$tmp"' EXIT
-	(cd "$mod" && GOWORK=off GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=readonly" CGO_ENABLED=0 \
-		"$GO" build -trimpath -ldflags="-s -w" -o "$tmp" github.com/ray-project/kuberay/ray-operator) ||
-		die "building ray-operator failed"
-	mv -f "$tmp" "$out"
-	trap - EXIT
-	say "built $out in $((SECONDS - start))s"
-fi
+# shellcheck source=lib/gobuild.sh
+. "$root/hack/lib/gobuild.sh"
+gobuild_cached build-managers ray-operator "$mod" github.com/ray-project/kuberay/ray-operator "$out" ||
+	die "building ray-operator failed"
 
 # The virtualenv, keyed by the pins.
 reqs=$root/test/managers/requirements.txt
