@@ -224,6 +224,44 @@ func Load(path string) (*File, error) {
 	case len(f.Spec.Cases) == 0:
 		return nil, e(lineOf("spec"), "spec.cases is empty: nothing to test")
 	}
+	// Inline objects and values are taken as the front end converted them (the YAML 1.2 core
+	// schema render -f reads objects with), not as the struct decoder resolved them.
+	var tree struct {
+		Spec struct {
+			Cases []struct {
+				Object json.RawMessage `json:"object"`
+				Expect struct {
+					Object json.RawMessage `json:"object"`
+					Fields []struct {
+						Value any `json:"value"`
+					} `json:"fields"`
+				} `json:"expect"`
+			} `json:"cases"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(docs[0].JSON, &tree); err != nil || len(tree.Spec.Cases) != len(f.Spec.Cases) {
+		return nil, &Error{File: path, Msg: fmt.Sprintf("spec.cases: %v", err)}
+	}
+	for i, tc := range tree.Spec.Cases {
+		c := &f.Spec.Cases[i]
+		if c.Object != nil {
+			c.Object = nil
+			if err := json.Unmarshal(tc.Object, &c.Object); err != nil {
+				return nil, &Error{File: path, Line: lineOf("spec", "cases", i, "object"), Msg: err.Error()}
+			}
+		}
+		if c.Expect.Object != nil {
+			c.Expect.Object = nil
+			if err := json.Unmarshal(tc.Expect.Object, &c.Expect.Object); err != nil {
+				return nil, &Error{File: path, Line: lineOf("spec", "cases", i, "expect", "object"), Msg: err.Error()}
+			}
+		}
+		for j := range c.Expect.Fields {
+			if j < len(tc.Expect.Fields) {
+				c.Expect.Fields[j].Value = tc.Expect.Fields[j].Value
+			}
+		}
+	}
 	names := map[string]int{}
 	for i := range f.Spec.Cases {
 		c := &f.Spec.Cases[i]
