@@ -30,6 +30,7 @@ const usage = `podpatch shapes the Pods and Services that Dask, Spark, Ray and F
 Usage:
   podpatch render -f FILE [-f FILE…] --policies PATH [--policies PATH…] [flags]
   podpatch lint PATH…
+  podpatch test PATH… [--run PATTERN] [--update] [-o text|json|junit]
   podpatch serve [flags]
   podpatch certs --service NAME --namespace NS --out DIR
   podpatch uninstall-webhooks --mutating NAME --validating NAME [--secret NS/NAME]
@@ -64,6 +65,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 		err = runRender(args[1:], stdin, stdout, stderr)
 	case "lint":
 		err = runLint(args[1:], stdin, stdout, stderr)
+	case "test":
+		err = runTest(args[1:], stdout, stderr)
 	case "certs":
 		err = runCerts(args[1:], stdout, stderr)
 	case "serve":

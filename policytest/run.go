@@ -1,0 +1,513 @@
+package policytest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/pmezard/go-difflib/difflib"
+	"sigs.k8s.io/yaml"
+
+	"github.com/podpatch/podpatch/policies"
+)
+
+// MaxDiffLines bounds the diff a failing case prints.
+const MaxDiffLines = 40
+
+// CaseResult is the outcome of one case.
+type CaseResult struct {
+	File  string `json:"file"`
+	Line  int    `json:"line"`
+	Suite string `json:"suite"`
+	Name  string `json:"name"`
+	Pass  bool   `json:"pass"`
+	// Failures say what did not hold, one entry each (a diff for the whole object).
+	Failures []string `json:"failures,omitempty"`
+	// Updated is the expected-object file --update rewrote.
+	Updated string `json:"updated,omitempty"`
+}
+
+// ID is the case's name for --run: suite/case.
+func (r CaseResult) ID() string { return r.Suite + "/" + r.Name }
+
+// Options are how a suite runs.
+type Options struct {
+	// Run, when set, selects the cases whose suite/case name it matches.
+	Run *regexp.Regexp
+	// Update writes the observed patched objects to the cases' expect.objectFile.
+	Update bool
+}
+
+// suite is a loaded test file with its compiled policies.
+type suite struct {
+	path string
+	f    *File
+	set  *policies.Set
+	// broken is why the policies do not compile: every case fails with it.
+	broken string
+	refs   map[string]bool
+}
+
+// RunFile loads a test file and runs its cases. A wrong test file is an *Error.
+func RunFile(path string, o Options) ([]CaseResult, error) {
+	f, err := Load(path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := compile(path, f)
+	if err != nil {
+		return nil, err
+	}
+	var out []CaseResult
+	for i := range f.Spec.Cases {
+		c := &f.Spec.Cases[i]
+		r := CaseResult{File: path, Line: c.line, Suite: f.Metadata.Name, Name: c.Name}
+		if o.Run != nil && !o.Run.MatchString(r.ID()) {
+			continue
+		}
+		if err := s.run(c, &r, o); err != nil {
+			return nil, err
+		}
+		r.Pass = len(r.Failures) == 0
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (s *suite) rel(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(filepath.Dir(s.path), p)
+}
+
+func compile(path string, f *File) (*suite, error) {
+	s := &suite{path: path, f: f, refs: map[string]bool{}}
+	ns := f.Spec.Context.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	var paths []string
+	for _, p := range f.Spec.Policies {
+		paths = append(paths, s.rel(p))
+	}
+	cms, err := policies.ReadConfigMapFiles(paths, ns, nil)
+	if err != nil {
+		return nil, &Error{File: path, Line: 0, Msg: "spec.policies: " + err.Error()}
+	}
+	if len(cms) == 0 {
+		return nil, &Error{File: path, Msg: "spec.policies: no policy ConfigMaps under " + strings.Join(f.Spec.Policies, ", ")}
+	}
+	opts, err := engineOptions(f.Spec.PlatformNamespace)
+	if err != nil {
+		return nil, &Error{File: path, Msg: err.Error()}
+	}
+	set, probs := policies.Compile(cms, opts)
+	if len(probs) > 0 {
+		s.broken = "the policies do not compile:\n" + policies.ProblemLines(probs)
+	}
+	s.set = set
+	for _, cm := range cms {
+		ps, _ := policies.ParseConfigMap(cm.ConfigMap, opts)
+		for _, p := range ps {
+			s.refs[refOf(p)] = true
+		}
+	}
+	return s, nil
+}
+
+func engineOptions(platform string) (policies.Options, error) {
+	if platform == "" {
+		platform = policies.DefaultPlatformNamespace
+	}
+	allowed, err := policies.ParseAllowedFields(policies.DefaultNamespaceAllowedFields)
+	if err != nil {
+		return policies.Options{}, err
+	}
+	denied, err := policies.ParseDeniedAnnotations(policies.DefaultNamespaceDeniedAnnotations)
+	if err != nil {
+		return policies.Options{}, err
+	}
+	return policies.Options{PlatformNamespace: platform, NamespaceAllowed: allowed, NamespaceDenied: denied}, nil
+}
+
+func refOf(p *policies.Policy) string {
+	ref, _, _ := strings.Cut(p.Ref, "@")
+	return ref
+}
+
+// object is the case's input as JSON.
+func (s *suite) object(c *Case) ([]byte, error) {
+	if c.Object != nil {
+		return json.Marshal(c.Object)
+	}
+	p := s.rel(c.File)
+	data, err := policies.ReadInput(p, nil)
+	if err != nil {
+		return nil, s.caseErr(c, "file: %v", err)
+	}
+	docs, err := policies.SplitDocuments(bytes.NewReader(data))
+	if err != nil {
+		return nil, s.caseErr(c, "file %s: %v", c.File, err)
+	}
+	if len(docs) != 1 {
+		return nil, s.caseErr(c, "file %s holds %d documents; a case tests one object", c.File, len(docs))
+	}
+	return docs[0].JSON, nil
+}
+
+func (s *suite) caseErr(c *Case, format string, args ...any) error {
+	return &Error{File: s.path, Line: c.line, Msg: fmt.Sprintf("case %q: ", c.Name) + fmt.Sprintf(format, args...)}
+}
+
+func (s *suite) run(c *Case, r *CaseResult, o Options) error {
+	for _, ref := range c.Expect.Applied {
+		if !s.refs[ref] {
+			return s.caseErr(c, "expect.applied names %s, which is no policy of spec.policies", ref)
+		}
+	}
+	for _, l := range c.Expect.LeftOut {
+		if !s.refs[l.Policy] {
+			return s.caseErr(c, "expect.leftOut names %s, which is no policy of spec.policies", l.Policy)
+		}
+	}
+	in, err := s.object(c)
+	if err != nil {
+		return err
+	}
+	if s.broken != "" {
+		r.Failures = append(r.Failures, s.broken)
+		return nil
+	}
+	ns, labels := s.f.Spec.Context.Namespace, s.f.Spec.Context.NamespaceLabels
+	if c.Namespace != "" {
+		ns = c.Namespace
+	}
+	if c.NamespaceLabels != nil {
+		labels = c.NamespaceLabels
+	}
+	if ns == "" {
+		ns = "default"
+	}
+	res, got, err := Apply(s.set, in, ns, labels)
+	if err != nil {
+		return s.caseErr(c, "object: %v", err)
+	}
+	check(c, res, got, r)
+	return s.wholeObject(c, got, r, o)
+}
+
+// Apply patches one object as admission would (policies.Set.Apply; a workload's pod template as
+// a Pod, as `render` does) and returns the result and the patched object as JSON.
+func Apply(set *policies.Set, obj []byte, namespace string, labels map[string]string) (policies.Result, []byte, error) {
+	var tree map[string]any
+	if err := json.Unmarshal(obj, &tree); err != nil {
+		return policies.Result{}, nil, err
+	}
+	kind, _ := tree["kind"].(string)
+	in := policies.Input{Kind: policies.Kind(kind), Object: obj, Namespace: namespace, NamespaceLabels: labels, Explain: true}
+	switch {
+	case in.Kind == policies.KindPod || in.Kind == policies.KindService:
+		res, err := set.Apply(in)
+		return res, res.Object, err
+	default:
+		at, ok := policies.TemplatePath(kind)
+		if !ok {
+			return policies.Result{}, nil, fmt.Errorf("kind %q: podpatch patches Pods, Services and the pod templates of workloads", kind)
+		}
+		parent := tree
+		for _, k := range at[:len(at)-1] {
+			if parent, ok = parent[k].(map[string]any); !ok {
+				return policies.Result{}, nil, fmt.Errorf("%s has no pod template", kind)
+			}
+		}
+		tmpl, ok := parent[at[len(at)-1]].(map[string]any)
+		if !ok {
+			return policies.Result{}, nil, fmt.Errorf("%s has no pod template", kind)
+		}
+		tmeta, _ := tmpl["metadata"].(map[string]any)
+		_, hadNS := tmeta["namespace"]
+		meta := map[string]any{}
+		for k, v := range tmeta {
+			meta[k] = v
+		}
+		if m, _ := tree["metadata"].(map[string]any); m != nil && m["namespace"] != nil {
+			meta["namespace"] = m["namespace"]
+		}
+		pod, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": tmpl["spec"]})
+		if err != nil {
+			return policies.Result{}, nil, err
+		}
+		in.Kind, in.Object = policies.KindPod, pod
+		res, err := set.Apply(in)
+		if err != nil || !res.Changed {
+			return res, obj, err
+		}
+		var p map[string]any
+		if err := json.Unmarshal(res.Object, &p); err != nil {
+			return res, nil, err
+		}
+		pm, _ := p["metadata"].(map[string]any)
+		if !hadNS {
+			delete(pm, "namespace")
+		}
+		tmpl["metadata"], tmpl["spec"] = pm, p["spec"]
+		out, err := json.Marshal(tree)
+		return res, out, err
+	}
+}
+
+// check compares everything but the whole object.
+func check(c *Case, res policies.Result, got []byte, r *CaseResult) {
+	e := c.Expect
+	fail := func(format string, args ...any) { r.Failures = append(r.Failures, fmt.Sprintf(format, args...)) }
+	if e.Changed != nil && *e.Changed != res.Changed {
+		fail("changed: want %v, got %v", *e.Changed, res.Changed)
+	}
+	var tree any
+	_ = json.Unmarshal(got, &tree) // got is the engine's own JSON
+	for _, fe := range e.Fields {
+		p, _ := parsePath(fe.Path) // checked by Load
+		v, ok := lookup(tree, p)
+		switch {
+		case fe.Absent && ok:
+			fail("%s: want absent, got %s", fe.Path, compact(v))
+		case !fe.Absent && !ok:
+			fail("%s: want %s, got absent", fe.Path, compact(fe.Value))
+		case !fe.Absent && !sameJSON(fe.Value, v):
+			fail("%s: want %s, got %s", fe.Path, compact(fe.Value), compact(v))
+		}
+	}
+	if e.Applied != nil {
+		var applied []string
+		for _, p := range res.Applied {
+			applied = append(applied, refOf(p))
+		}
+		setDiff("applied", e.Applied, applied, fail)
+	}
+	if e.LeftOut != nil {
+		var want, gotRefs []string
+		for _, l := range e.LeftOut {
+			want = append(want, l.Policy)
+		}
+		for _, sk := range res.Skipped {
+			gotRefs = append(gotRefs, refOf(sk.Policy))
+		}
+		setDiff("leftOut", want, gotRefs, fail)
+		for _, l := range e.LeftOut {
+			for _, sk := range res.Skipped {
+				if refOf(sk.Policy) == l.Policy && l.Reason != "" && sk.Violation.Rule != l.Reason && !strings.Contains(sk.Violation.String(), l.Reason) {
+					fail("leftOut %s: want reason %q, got %s", l.Policy, l.Reason, sk.Violation)
+				}
+			}
+		}
+	}
+	if e.Findings != nil {
+		var ids []string
+		for _, f := range res.Findings {
+			ids = append(ids, f.Check)
+		}
+		setDiff("findings", e.Findings, ids, fail)
+	}
+	if e.Warnings != nil {
+		left := slices.Clone(res.Warnings)
+		for _, w := range e.Warnings {
+			i := slices.IndexFunc(left, func(s string) bool { return strings.Contains(s, w) })
+			if i < 0 {
+				fail("warnings: no warning contains %q (got %d: %s)", w, len(res.Warnings), strings.Join(res.Warnings, " | "))
+				continue
+			}
+			left = slices.Delete(left, i, i+1)
+		}
+		for _, w := range left {
+			fail("warnings: unexpected %q", w)
+		}
+	}
+}
+
+func setDiff(what string, want, got []string, fail func(string, ...any)) {
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			fail("%s: want %s, missing (got [%s])", what, w, strings.Join(got, ", "))
+		}
+	}
+	for _, g := range got {
+		if !slices.Contains(want, g) {
+			fail("%s: unexpected %s", what, g)
+		}
+	}
+}
+
+// wholeObject compares expect.object / expect.objectFile, and with o.Update rewrites the file.
+func (s *suite) wholeObject(c *Case, got []byte, r *CaseResult, o Options) error {
+	e := c.Expect
+	if e.Object == nil && e.ObjectFile == "" {
+		return nil
+	}
+	gotY, err := yaml.JSONToYAML(got)
+	if err != nil {
+		return err
+	}
+	var wantJSON []byte
+	if e.Object != nil {
+		if wantJSON, err = json.Marshal(e.Object); err != nil {
+			return err
+		}
+	} else {
+		p := s.rel(e.ObjectFile)
+		data, err := policies.ReadInput(p, nil)
+		switch {
+		case os.IsNotExist(err) && o.Update:
+		case err != nil:
+			return s.caseErr(c, "expect.objectFile: %v (run podpatch test --update to write it)", err)
+		default:
+			docs, err := policies.SplitDocuments(bytes.NewReader(data))
+			if err != nil || len(docs) != 1 {
+				return s.caseErr(c, "expect.objectFile %s: want one YAML document (%v)", e.ObjectFile, err)
+			}
+			wantJSON = docs[0].JSON
+		}
+	}
+	var want, have any
+	_ = json.Unmarshal(got, &have)
+	if wantJSON != nil {
+		if err := json.Unmarshal(wantJSON, &want); err != nil {
+			return err
+		}
+		if reflect.DeepEqual(want, have) {
+			return nil
+		}
+	}
+	if o.Update {
+		if e.ObjectFile == "" {
+			r.Failures = append(r.Failures, "--update does not rewrite an inline expect.object (comments and layout would be lost): move it to expect.objectFile")
+			return nil
+		}
+		p := s.rel(e.ObjectFile)
+		header := fmt.Sprintf("# The patched object of case %q of %s (podpatch test --update).\n", c.Name, filepath.Base(s.path))
+		if err := writeFile(p, append([]byte(header), gotY...)); err != nil {
+			return s.caseErr(c, "--update: %v", err)
+		}
+		r.Updated = p
+		return nil
+	}
+	wantY, _ := yaml.JSONToYAML(wantJSON)
+	d, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{A: difflib.SplitLines(string(wantY)), B: difflib.SplitLines(string(gotY)),
+		FromFile: "want", ToFile: "got", Context: 2})
+	lines := strings.Split(strings.TrimRight(d, "\n"), "\n")
+	if len(lines) > MaxDiffLines {
+		lines = append(lines[:MaxDiffLines], fmt.Sprintf("… %d more diff lines", len(lines)-MaxDiffLines))
+	}
+	r.Failures = append(r.Failures, "object differs:\n"+strings.Join(lines, "\n"))
+	return nil
+}
+
+// writeFile replaces a file through a temporary file in its folder, so that a crash leaves the old one.
+func writeFile(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".podpatch-test-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func compact(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+func sameJSON(a, b any) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	var x, y any
+	_ = json.Unmarshal(ja, &x)
+	_ = json.Unmarshal(jb, &y)
+	return reflect.DeepEqual(x, y)
+}
+
+// parsePath splits a.b[key].c: dots separate keys; [x] is a key that may hold dots, or on a
+// list the item named x, or the item at index x.
+func parsePath(p string) ([]string, error) {
+	if p == "" {
+		return nil, fmt.Errorf("path is required")
+	}
+	var out []string
+	for p != "" {
+		switch {
+		case p[0] == '[':
+			end := strings.IndexByte(p, ']')
+			if end < 2 {
+				return nil, fmt.Errorf("path: unclosed or empty [ in %q", p)
+			}
+			out, p = append(out, p[1:end]), p[end+1:]
+			p = strings.TrimPrefix(p, ".")
+		default:
+			end := strings.IndexAny(p, ".[")
+			if end < 0 {
+				end = len(p)
+			}
+			if end == 0 {
+				return nil, fmt.Errorf("path: empty key in %q", p)
+			}
+			out, p = append(out, p[:end]), p[end:]
+			if strings.HasPrefix(p, ".") {
+				p = p[1:]
+				if p == "" {
+					return nil, fmt.Errorf("path ends with a dot")
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+func lookup(v any, path []string) (any, bool) {
+	for _, k := range path {
+		switch t := v.(type) {
+		case map[string]any:
+			var ok bool
+			if v, ok = t[k]; !ok {
+				return nil, false
+			}
+		case []any:
+			found := false
+			for _, it := range t {
+				if m, ok := it.(map[string]any); ok && m["name"] == k {
+					v, found = it, true
+					break
+				}
+			}
+			if !found {
+				i, err := strconv.Atoi(k)
+				if err != nil || i < 0 || i >= len(t) {
+					return nil, false
+				}
+				v = t[i]
+			}
+		default:
+			return nil, false
+		}
+	}
+	return v, true
+}
