@@ -6,7 +6,7 @@
 #   BINDIR/kube-controller-manager   k8s.io/kubernetes/cmd/kube-controller-manager, same module
 #                                    (test/managers: Deployments, ReplicaSets and Jobs make Pods)
 #   BINDIR/kube-scheduler            k8s.io/kubernetes/cmd/kube-scheduler, same module and version
-#                                    (test/cluster WithScheduler: Pods are bound to the lab's Nodes)
+#                                    (test/cluster StartScheduler: Pods are bound to the lab's Nodes)
 #   BINDIR/kwok                      sigs.k8s.io/kwok/cmd/kwok, module test/tools/kwok (fake Nodes;
 #                                    Pods bound to them are brought to Running without a kubelet)
 #   BINDIR/kwok.yaml                 kwok's default Node and Pod stages (kwokctl's: node-initialize,
