@@ -5,6 +5,13 @@
 #   BINDIR/kube-apiserver            k8s.io/kubernetes/cmd/kube-apiserver, module test/tools/kube-apiserver
 #   BINDIR/kube-controller-manager   k8s.io/kubernetes/cmd/kube-controller-manager, same module
 #                                    (test/managers: Deployments, ReplicaSets and Jobs make Pods)
+#   BINDIR/kube-scheduler            k8s.io/kubernetes/cmd/kube-scheduler, same module and version
+#                                    (test/cluster StartScheduler: Pods are bound to the lab's Nodes)
+#   BINDIR/kwok                      sigs.k8s.io/kwok/cmd/kwok, module test/tools/kwok (fake Nodes;
+#                                    Pods bound to them are brought to Running without a kubelet)
+#   BINDIR/kwok.yaml                 kwok's default Node and Pod stages (kwokctl's: node-initialize,
+#                                    node-heartbeat, pod-ready, pod-complete, pod-delete), from the
+#                                    same module: `kwok --config BINDIR/kwok.yaml`
 #   BINDIR/etcd                      go.etcd.io/etcd/server/v3/etcdmain,  module test/tools/etcd
 #
 # Usage: hack/build-control-plane.sh [BINDIR]      (BINDIR defaults to bin/ at the repo root)
@@ -60,4 +67,25 @@ done
 
 build kube-apiserver "$kdir" k8s.io/kubernetes/cmd/kube-apiserver "${kldflags[@]}"
 build kube-controller-manager "$kdir" k8s.io/kubernetes/cmd/kube-controller-manager "${kldflags[@]}"
+build kube-scheduler "$kdir" k8s.io/kubernetes/cmd/kube-scheduler "${kldflags[@]}"
 build etcd "$tools/etcd" .
+build kwok "$tools/kwok" sigs.k8s.io/kwok/cmd/kwok
+
+# kwok run on its own (not by kwokctl) has no stages unless its --config names some: collect the
+# default ones from the kwok module the binary was built from.
+kwokdir=$(cd "$tools/kwok" && "$GO" list -m -f '{{.Dir}}' sigs.k8s.io/kwok) ||
+	die "cannot find the sigs.k8s.io/kwok module of $tools/kwok"
+stages=$kwokdir/kustomize/stage
+if [[ ! -f $bindir/kwok.yaml || $bindir/kwok -nt $bindir/kwok.yaml ]]; then
+	{
+		first=1
+		for f in node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml \
+			pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+			[[ -f $stages/$f ]] || die "kwok stage $stages/$f is missing"
+			((first)) || echo "---"
+			first=0
+			cat "$stages/$f"
+		done
+	} >"$bindir/kwok.yaml.tmp.$$" && mv -f "$bindir/kwok.yaml.tmp.$$" "$bindir/kwok.yaml"
+	echo "build-control-plane: wrote $bindir/kwok.yaml (kwok's default stages)"
+fi

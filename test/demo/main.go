@@ -1,7 +1,8 @@
 // Command demo is `make demo`: it starts a real kube-apiserver and etcd (built from source into
 // bin/), runs podpatch with the example policies, installs the webhook configurations from
 // manifests/, creates the Dask, Spark, Ray and Flink objects of the fixtures through the API server and
-// prints, for each, what podpatch changed in the stored object, then the external URLs podpatch
+// prints, for each, what podpatch changed in the stored object and, for a Pod, the node and pool
+// kube-scheduler bound it to (kwok's fake Nodes bring it to Running) or why it stays Pending, then the external URLs podpatch
 // resolved for the scheduler and driver Services (reference §6). With --keep (`make dev`) it
 // keeps running and prints a kubeconfig for kubectl.
 package main
@@ -61,6 +62,13 @@ func run(root string, keep bool) (err error) {
 			return err
 		}
 	}
+
+	step("starting kube-scheduler and kwok; creating the node pools (GKE, EKS, Karpenter)")
+	stopLab, err := startLab(ctx, cp, root)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, stopLab()) }()
 
 	step("starting podpatch serve (TLS, policies from the API server)")
 	certDir := filepath.Join(tmp, "certs")
@@ -223,6 +231,9 @@ func show(ctx context.Context, c client.Client, set *policies.Set, path string) 
 	}
 	if !cluster.Subset(predicted, compared.Object) {
 		fmt.Println("    note: the stored object differs from podpatch render's prediction in the fields above")
+	}
+	if stored.GetKind() == "Pod" {
+		return showPlacement(ctx, c, stored.GetNamespace(), stored.GetName())
 	}
 	return nil
 }
