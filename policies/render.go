@@ -3,6 +3,8 @@ package policies
 import (
 	"bytes"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -203,6 +205,12 @@ func writeExplain(out *bytes.Buffer, kind string, meta map[string]any, ns string
 	switch {
 	case !res.Recognised:
 		out.WriteString("not recognised by any profile, unchanged\n")
+		if _, workload := workloadKinds[kind]; kind != string(KindPod) && kind != string(KindService) && !workload {
+			return // podpatch shapes no other kind: no labels would change that
+		}
+		for _, line := range expectedLabels() { // what the object lacks
+			fmt.Fprintf(out, "# podpatch:   %s\n", line)
+		}
 		return
 	case !res.Changed && len(res.Skipped) == 0:
 		fmt.Fprintf(out, "%s\n# podpatch:   no policy matched, unchanged\n", describe(res.Identity))
@@ -243,4 +251,33 @@ func describe(id Identity) string {
 func TemplatePath(kind string) (path []string, ok bool) {
 	path, ok = workloadKinds[kind]
 	return path, ok
+}
+
+// expectedLabels says, one line a profile, which labels and values recognise an object: what
+// an object that no profile recognised lacks.
+func expectedLabels() []string {
+	var out []string
+	for _, p := range profiles {
+		line := fmt.Sprintf("%s expects label %s in (%s)", p.Manager, p.RoleKey, strings.Join(slices.Sorted(maps.Keys(p.Roles)), ", "))
+		if p.RequireKey != "" {
+			if p.RequireValue != "" {
+				line += fmt.Sprintf(" and %s=%s", p.RequireKey, p.RequireValue)
+			} else {
+				line += " and label " + p.RequireKey
+			}
+		}
+		if len(p.ServiceLabels) > 0 {
+			var sl []string
+			for _, k := range slices.Sorted(maps.Keys(p.ServiceLabels)) {
+				if v := p.ServiceLabels[k]; v != "" {
+					sl = append(sl, k+"="+v)
+				} else {
+					sl = append(sl, k)
+				}
+			}
+			line += "; a Service also by " + strings.Join(sl, ", ")
+		}
+		out = append(out, line)
+	}
+	return out
 }
