@@ -21,6 +21,9 @@ type RenderOptions struct {
 	// Explain adds, before each object, YAML comments saying which policies matched and which
 	// fields each one set.
 	Explain bool
+	// ExcludedNamespaces are the namespaces the webhook configurations' namespaceSelector
+	// leaves out: render patches their objects all the same, and Explain says admission would not.
+	ExcludedNamespaces []string
 }
 
 // workloadKinds have a pod template at spec.template (CronJob: spec.jobTemplate.spec.template).
@@ -108,7 +111,11 @@ func (s *Set) renderObject(explain *bytes.Buffer, obj map[string]any, opts Rende
 	if opts.Explain {
 		kind, _ := obj["kind"].(string)
 		meta, _ := obj["metadata"].(map[string]any)
-		writeExplain(explain, kind, meta, objectNamespace(obj, opts), res)
+		ns := objectNamespace(obj, opts)
+		writeExplain(explain, kind, meta, ns, res)
+		if slices.Contains(opts.ExcludedNamespaces, ns) && (res.Changed || len(res.Skipped) > 0) {
+			fmt.Fprintf(explain, "# podpatch:   note: the webhook's namespaceSelector leaves namespace %s out: admission would not call podpatch for this object\n", ns)
+		}
 	}
 	return patched, nil
 }
