@@ -6,24 +6,32 @@
 package lifecycle
 
 import (
+	"fmt"
+
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
 // NewClient returns the typed clientset for what this package reads and writes (webhook
-// configurations, Secrets and Pods), from a kubeconfig file or, when kubeconfig is empty, the
-// in-cluster configuration (a hook's ServiceAccount).
+// configurations, Secrets and Pods), from the kubeconfig file named by kubeconfig or, when it
+// is empty, as every other client command of podpatch and kubectl load it: $KUBECONFIG,
+// ~/.kube/config, and the in-cluster configuration (a hook's ServiceAccount) when neither exists.
 func NewClient(kubeconfig string) (kubernetes.Interface, error) {
-	var cfg *rest.Config
-	var err error
-	if kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
+	cfg, err := restConfig(kubeconfig)
 	if err != nil {
 		return nil, err
 	}
 	return kubernetes.NewForConfig(cfg)
+}
+
+// restConfig loads the client configuration NewClient uses.
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return cfg, nil
 }

@@ -25,21 +25,44 @@ type SourcedConfigMap struct {
 // and *.json, skipping kustomization files), in a stable order. A ConfigMap without
 // metadata.namespace gets defaultNamespace, as `kubectl apply` would give it. "-" reads stdin.
 func ReadConfigMapFiles(paths []string, defaultNamespace string, stdin io.Reader) ([]SourcedConfigMap, error) {
+	out, _, err := readConfigMapFiles(paths, defaultNamespace, stdin, false)
+	return out, err
+}
+
+// ReadConfigMapFilesSkipping is ReadConfigMapFiles for a directory of manifests that holds
+// other objects too (what `podpatch lint` reads): a document of another kind (an apiVersion
+// and kind that are not a v1 ConfigMap or a List) is skipped, not an error, and named in
+// skipped as "FILE: document N: APIVERSION KIND NAME". A document without apiVersion or kind
+// is still an error.
+func ReadConfigMapFilesSkipping(paths []string, defaultNamespace string, stdin io.Reader) (cms []SourcedConfigMap, skipped []string, err error) {
+	return readConfigMapFiles(paths, defaultNamespace, stdin, true)
+}
+
+func readConfigMapFiles(paths []string, defaultNamespace string, stdin io.Reader, skipOthers bool) ([]SourcedConfigMap, []string, error) {
 	var out []SourcedConfigMap
+	var skipped []string
 	for _, p := range paths {
 		files, err := expandPath(p)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, f := range files {
-			cms, err := readConfigMapFile(f, defaultNamespace, stdin)
+			var skip *[]string
+			var here []string
+			if skipOthers {
+				skip = &here
+			}
+			cms, err := readConfigMapFile(f, defaultNamespace, stdin, skip)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", f, err)
+				return nil, nil, fmt.Errorf("%s: %w", f, err)
+			}
+			for _, s := range here {
+				skipped = append(skipped, f+": "+s)
 			}
 			out = append(out, cms...)
 		}
 	}
-	return out, nil
+	return out, skipped, nil
 }
 
 // expandPath lists the policy files of a path: the file itself, or a directory's files.
@@ -89,7 +112,9 @@ func ReadInput(path string, stdin io.Reader) ([]byte, error) {
 	return readBounded(f, MaxFileBytes)
 }
 
-func readConfigMapFile(path, defaultNamespace string, stdin io.Reader) ([]SourcedConfigMap, error) {
+// readConfigMapFile reads the ConfigMaps of one file; with skip set, documents of another kind
+// are named in *skip instead of failing the file.
+func readConfigMapFile(path, defaultNamespace string, stdin io.Reader, skip *[]string) ([]SourcedConfigMap, error) {
 	data, err := ReadInput(path, stdin)
 	if err != nil {
 		return nil, err
@@ -100,6 +125,12 @@ func readConfigMapFile(path, defaultNamespace string, stdin io.Reader) ([]Source
 	}
 	var out []SourcedConfigMap
 	for _, d := range docs {
+		if skip != nil {
+			if other := otherKind(d.JSON); other != "" {
+				*skip = append(*skip, fmt.Sprintf("document %d: %s", d.Index, other))
+				continue
+			}
+		}
 		cms, err := decodeConfigMaps(d.JSON)
 		if err != nil {
 			return nil, fmt.Errorf("document %d: %w", d.Index, err)
@@ -112,6 +143,26 @@ func readConfigMapFile(path, defaultNamespace string, stdin io.Reader) ([]Source
 		}
 	}
 	return out, nil
+}
+
+// otherKind names a document that has an apiVersion and a kind other than a v1 ConfigMap or a
+// List ("apps/v1 Deployment NAME"), or returns "" (a ConfigMap, a List, or a document too
+// malformed to skip, which decodeConfigMaps reports).
+func otherKind(js []byte) string {
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(js, &head) != nil || head.APIVersion == "" || head.Kind == "" {
+		return ""
+	}
+	if head.Kind == "List" || head.Kind == "ConfigMapList" || head.Kind == "ConfigMap" && head.APIVersion == "v1" {
+		return ""
+	}
+	return strings.TrimSpace(head.APIVersion + " " + head.Kind + " " + head.Metadata.Name)
 }
 
 // decodeConfigMaps decodes a ConfigMap, or a List of them, strictly.

@@ -210,13 +210,13 @@ func TestNamespacePoliciesAreBounded(t *testing.T) {
 func TestLintReportsEveryError(t *testing.T) {
 	got := problemText(t, "team-a", docHead+"spec:\n  priority: 99999999999\n  mode: Enforce\n  template:\n    metadata: {labels: {a: [1]}}\n    spec:\n      tolerations: [{key: a, tolerationSeconds: soon}, {key: b, operator: Sometimes}]\n      containers: [{name: '*', resources: {limits: {cpu: lots}}}, {name: 5}]\n")
 	for _, want := range []string{
-		"spec.priority: Invalid value: \"\": wrong type: want int32",
+		"spec.priority: Invalid value: 99999999999: wrong type: want int32",
 		"spec.mode: Unsupported value: \"Enforce\"",
-		"spec.template.metadata.labels[a]: Invalid value: \"\": wrong type: want string",
-		"spec.template.spec.tolerations[0].tolerationSeconds: Invalid value: \"\": wrong type: want int64",
+		"spec.template.metadata.labels[a]: Invalid value: a list of 1 item(s): wrong type: want string",
+		"spec.template.spec.tolerations[0].tolerationSeconds: Invalid value: \"soon\": wrong type: want int64",
 		"spec.template.spec.tolerations[1].operator: Unsupported value: \"Sometimes\"",
 		"spec.template.spec.containers[0].resources.limits[cpu]: Invalid value: \"lots\"",
-		"spec.template.spec.containers[1].name: Invalid value: \"\": wrong type: want string",
+		"spec.template.spec.containers[1].name: Invalid value: 5: wrong type: want string",
 	} {
 		require.Contains(t, got, want)
 	}

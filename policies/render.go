@@ -3,6 +3,8 @@ package policies
 import (
 	"bytes"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -19,6 +21,9 @@ type RenderOptions struct {
 	// Explain adds, before each object, YAML comments saying which policies matched and which
 	// fields each one set.
 	Explain bool
+	// ExcludedNamespaces are the namespaces the webhook configurations' namespaceSelector
+	// leaves out: render patches their objects all the same, and Explain says admission would not.
+	ExcludedNamespaces []string
 }
 
 // workloadKinds have a pod template at spec.template (CronJob: spec.jobTemplate.spec.template).
@@ -106,7 +111,11 @@ func (s *Set) renderObject(explain *bytes.Buffer, obj map[string]any, opts Rende
 	if opts.Explain {
 		kind, _ := obj["kind"].(string)
 		meta, _ := obj["metadata"].(map[string]any)
-		writeExplain(explain, kind, meta, objectNamespace(obj, opts), res)
+		ns := objectNamespace(obj, opts)
+		writeExplain(explain, kind, meta, ns, res)
+		if slices.Contains(opts.ExcludedNamespaces, ns) && (res.Changed || len(res.Skipped) > 0) {
+			fmt.Fprintf(explain, "# podpatch:   note: the webhook's namespaceSelector leaves namespace %s out: admission would not call podpatch for this object\n", ns)
+		}
 	}
 	return patched, nil
 }
@@ -203,6 +212,12 @@ func writeExplain(out *bytes.Buffer, kind string, meta map[string]any, ns string
 	switch {
 	case !res.Recognised:
 		out.WriteString("not recognised by any profile, unchanged\n")
+		if _, workload := workloadKinds[kind]; kind != string(KindPod) && kind != string(KindService) && !workload {
+			return // podpatch shapes no other kind: no labels would change that
+		}
+		for _, line := range expectedLabels() { // what the object lacks
+			fmt.Fprintf(out, "# podpatch:   %s\n", line)
+		}
 		return
 	case !res.Changed && len(res.Skipped) == 0:
 		fmt.Fprintf(out, "%s\n# podpatch:   no policy matched, unchanged\n", describe(res.Identity))
@@ -243,4 +258,33 @@ func describe(id Identity) string {
 func TemplatePath(kind string) (path []string, ok bool) {
 	path, ok = workloadKinds[kind]
 	return path, ok
+}
+
+// expectedLabels says, one line a profile, which labels and values recognise an object: what
+// an object that no profile recognised lacks.
+func expectedLabels() []string {
+	var out []string
+	for _, p := range profiles {
+		line := fmt.Sprintf("%s expects label %s in (%s)", p.Manager, p.RoleKey, strings.Join(slices.Sorted(maps.Keys(p.Roles)), ", "))
+		if p.RequireKey != "" {
+			if p.RequireValue != "" {
+				line += fmt.Sprintf(" and %s=%s", p.RequireKey, p.RequireValue)
+			} else {
+				line += " and label " + p.RequireKey
+			}
+		}
+		if len(p.ServiceLabels) > 0 {
+			var sl []string
+			for _, k := range slices.Sorted(maps.Keys(p.ServiceLabels)) {
+				if v := p.ServiceLabels[k]; v != "" {
+					sl = append(sl, k+"="+v)
+				} else {
+					sl = append(sl, k)
+				}
+			}
+			line += "; a Service also by " + strings.Join(sl, ", ")
+		}
+		out = append(out, line)
+	}
+	return out
 }

@@ -2,6 +2,8 @@ package policies
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -92,7 +94,7 @@ func sanitizeTypes(v any, t reflect.Type, fld *field.Path) field.ErrorList {
 			}
 		}
 		if !ok {
-			errs = append(errs, field.Invalid(fld, "", "wrong type: want "+t.String()))
+			errs = append(errs, field.Invalid(fld, shownValue(v), "wrong type: want "+t.String()))
 		}
 		return ok
 	}
@@ -151,3 +153,32 @@ func isInteger(v any, bits int) bool {
 }
 
 func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
+
+// shownValue is how a wrong-typed value appears in its problem: a scalar as written (a string
+// quoted and clipped to 64 bytes), a mapping or list by its kind and size, never its whole text.
+func shownValue(v any) any {
+	switch v := v.(type) {
+	case nil:
+		return nil
+	case string:
+		if len(v) > 64 {
+			return strings.ToValidUTF8(v[:64], "") + "…"
+		}
+		return v
+	case map[string]any:
+		return valueKind{fmt.Sprintf("a mapping of %d key(s)", len(v))}
+	case []any:
+		return valueKind{fmt.Sprintf("a list of %d item(s)", len(v))}
+	default: // json.Number, bool: printed as written
+		return v
+	}
+}
+
+// valueKind prints unquoted in a field error: field.Error renders a value that does not marshal
+// to JSON with its String method.
+type valueKind struct{ text string }
+
+func (k valueKind) String() string { return k.text }
+
+// MarshalJSON fails, so that field.Error prints String instead.
+func (k valueKind) MarshalJSON() ([]byte, error) { return nil, errors.New("not JSON: " + k.text) }

@@ -64,7 +64,7 @@ func NewClusterFeed(kit *kube.Kit, opts policies.Options, m *Metrics, log logr.L
 	cmInf := f.source.policyInformer(kit, sel)
 	pf.InformerFor(&corev1.ConfigMap{}, func(kubernetes.Interface, time.Duration) toolscache.SharedIndexInformer { return cmInf })
 	f.store = NewStore(opts, m, func(cm *corev1.ConfigMap, probs policies.Problems) {
-		log.Info("policy ConfigMap fails to compile; keeping its last good version",
+		log.Info("policy ConfigMap fails to compile; keeping its last good version, if any",
 			"namespace", cm.Namespace, "name", cm.Name, "problems", len(probs))
 		f.recorder.Event(cm, corev1.EventTypeWarning, "InvalidPolicy", invalidPolicyMessage(probs))
 	})

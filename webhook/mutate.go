@@ -198,23 +198,37 @@ func (m *Mutator) actionWarnings(skipped []policies.Skipped, findings []policies
 	return out
 }
 
-// invalidWarnings names the broken policy ConfigMaps that could have applied to an object in ns.
+// invalidWarnings names the broken policy ConfigMaps that could have applied to an object in ns:
+// those with a last good version, which was applied, apart from those that never compiled
+// since podpatch started, of which nothing was.
 func (m *Mutator) invalidWarnings(snap *Snapshot, ns string) []string {
-	var broken []string
+	var kept, never []string
 	for _, scopeNS := range []string{m.PlatformNamespace, ns} {
 		for _, name := range snap.Invalid[scopeNS] {
-			broken = append(broken, scopeNS+"/"+name)
+			if slices.Contains(snap.NeverGood[scopeNS], name) {
+				never = append(never, scopeNS+"/"+name)
+			} else {
+				kept = append(kept, scopeNS+"/"+name)
+			}
 		}
 		if ns == m.PlatformNamespace {
 			break
 		}
 	}
-	if len(broken) == 0 {
+	if len(kept)+len(never) == 0 {
 		return nil
 	}
 	m.Metrics.warned(ReasonInvalidPolicy)
-	return []string{"podpatch: policy ConfigMap(s) " + strings.Join(broken, ", ") +
-		" fail to compile; their last good version was applied (see podpatch lint or their InvalidPolicy events)"}
+	var out []string
+	if len(kept) > 0 {
+		out = append(out, "podpatch: policy ConfigMap(s) "+strings.Join(kept, ", ")+
+			" fail to compile; their last good version was applied (see podpatch lint or their InvalidPolicy events)")
+	}
+	if len(never) > 0 {
+		out = append(out, "podpatch: policy ConfigMap(s) "+strings.Join(never, ", ")+
+			" fail to compile and have no good version: none of their policies was applied (see podpatch lint or their InvalidPolicy events)")
+	}
+	return out
 }
 
 func (m *Mutator) count(kind policies.Kind, id policies.Identity, result string) {

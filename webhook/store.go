@@ -23,6 +23,9 @@ type Snapshot struct {
 	Set *policies.Set
 	// Invalid lists, by namespace, the ConfigMaps whose current version fails to compile.
 	Invalid map[string][]string
+	// NeverGood lists, by namespace, the Invalid ConfigMaps that have not compiled since podpatch
+	// started: none of their policies is served.
+	NeverGood map[string][]string
 	// Dropped lists, by namespace, the ConfigMaps its limit of policies leaves out.
 	Dropped map[string][]string
 }
@@ -62,6 +65,7 @@ type entry struct {
 	resourceVersion string
 	good            []*policies.Policy // the last version that compiled
 	invalid         bool               // the current version does not compile
+	everGood        bool               // a version compiled: good is its policies
 }
 
 // NewStore returns an empty store. onInvalid, if set, is told about every ConfigMap version
@@ -134,7 +138,7 @@ func (s *Store) Upsert(cm *corev1.ConfigMap) policies.Problems {
 	if e.invalid = len(probs) > 0; e.invalid {
 		s.metrics.reloads.WithLabelValues("invalid").Inc()
 	} else {
-		e.good = ps
+		e.good, e.everGood = ps, true
 		s.metrics.reloads.WithLabelValues("ok").Inc()
 	}
 	s.dirty[key.Namespace] = true
@@ -211,12 +215,15 @@ func (s *Store) publish() {
 		s.set = s.set.Replace(scope, ns, ps)
 	}
 	clear(s.dirty)
-	snap := &Snapshot{Set: s.set, Invalid: map[string][]string{}}
+	snap := &Snapshot{Set: s.set, Invalid: map[string][]string{}, NeverGood: map[string][]string{}}
 	invalid := 0
 	for ns, cms := range s.byNS {
 		for name, e := range cms {
 			if e.invalid {
 				snap.Invalid[ns] = append(snap.Invalid[ns], name)
+				if !e.everGood {
+					snap.NeverGood[ns] = append(snap.NeverGood[ns], name)
+				}
 				invalid++
 			}
 		}
@@ -229,6 +236,9 @@ func (s *Store) publish() {
 		invalid++
 	}
 	for _, names := range snap.Invalid {
+		sort.Strings(names)
+	}
+	for _, names := range snap.NeverGood {
 		sort.Strings(names)
 	}
 	s.snap.Store(snap)

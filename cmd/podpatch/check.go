@@ -18,7 +18,7 @@ type checkOptions struct {
 }
 
 func (o *checkOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster configuration)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	fs.StringVar(&o.MutatingWebhookConfiguration, "mutating-webhook-configuration", "podpatch", "podpatch's MutatingWebhookConfiguration")
 	fs.StringVar(&o.Webhook, "webhook", "", "webhook entry to probe (default: the first)")
 	fs.StringVar(&o.Namespace, "namespace", "default", "namespace for the dry-run probe Pod; must not be excluded by the webhook's namespaceSelector")

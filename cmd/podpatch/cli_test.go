@@ -498,7 +498,7 @@ func TestRenderExplain(t *testing.T) {
 		}
 	}
 	assert.Equal(t, plain, strings.Join(rest, ""), "--explain only adds # podpatch: comment lines")
-	require.Len(t, explained, 7, "%s", out)
+	require.Len(t, explained, 7+len(policies.Profiles()), "%s", out)
 	assert.Equal(t, `# podpatch: Pod default/simple-default-worker-3f9c2a1b7e-7d4b9c6f8-*: dask worker, cluster "simple", group "simple-default"`, explained[0])
 	assert.Regexp(t, `^# podpatch:   podpatch-system/platform-defaults/worker-requests \(platform default\): `, explained[1])
 	assert.Regexp(t, `^# podpatch:   default/team-overrides/big-workers \(namespace merge\): .*metadata\.labels\.team`, explained[2])
@@ -506,7 +506,18 @@ func TestRenderExplain(t *testing.T) {
 	assert.Regexp(t, `^# podpatch:   podpatch-system/cost-center/cost-center \(platform enforce\): metadata\.labels\.cost-center$`, explained[3])
 	assert.Regexp(t, `^# podpatch:   podpatch-system/security-baseline/security-baseline \(platform enforce\): spec\.containers\[worker\]\.securityContext, spec\.securityContext\.seccompProfile$`, explained[4])
 	assert.Equal(t, "# podpatch: Pod default/web: not recognised by any profile, unchanged", explained[5])
-	assert.Equal(t, "# podpatch: ConfigMap default/settings: not recognised by any profile, unchanged", explained[6])
+	// An unrecognised Pod is told, one line a profile, which labels and values each expects
+	// (issue 37); a ConfigMap, which podpatch never shapes, is not.
+	for i, p := range policies.Profiles() {
+		assert.Regexp(t, `^# podpatch:   `+regexp.QuoteMeta(string(p.Manager)+" expects label "+p.RoleKey+" in (")+`.+\)`, explained[6+i])
+		for role := range p.Roles {
+			assert.Contains(t, explained[6+i], role)
+		}
+		if p.RequireKey != "" {
+			assert.Contains(t, explained[6+i], p.RequireKey)
+		}
+	}
+	assert.Equal(t, "# podpatch: ConfigMap default/settings: not recognised by any profile, unchanged", explained[6+len(policies.Profiles())])
 	documents(t, out) // the comments keep the output valid YAML
 }
 

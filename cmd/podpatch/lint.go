@@ -42,9 +42,12 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cms, err := policies.ReadConfigMapFiles(paths, o.Namespace, stdin)
+	cms, skipped, err := policies.ReadConfigMapFilesSkipping(paths, o.Namespace, stdin)
 	if err != nil {
 		return err
+	}
+	for _, s := range skipped { // a directory of manifests holds Deployments, Services, …
+		fmt.Fprintf(stdout, "%s: skipped: not a ConfigMap\n", s)
 	}
 	set, probs := policies.Compile(cms, opts)
 	probs = append(probs, set.SelectionProblems(cms)...) // selectors that contradict each other (reference §3 fixed point)

@@ -44,6 +44,11 @@ func (o *policyOptions) Options() (policies.Options, error) {
 	return policies.Options{PlatformNamespace: o.PlatformNamespace, NamespaceAllowed: allowed, NamespaceDenied: denied}, nil
 }
 
+// shippedExcludedNamespaces are the namespaces, besides the platform namespace, that the webhook
+// configurations of manifests/base and the chart's defaults leave out by their namespaceSelector
+// (TestShippedExcludedNamespaces reads them there); render --explain notes an object in one.
+var shippedExcludedNamespaces = []string{"kube-system", "kube-node-lease"}
+
 // renderOptions are the flags of `podpatch render`.
 type renderOptions struct {
 	policyOptions
@@ -130,7 +135,8 @@ func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
-		out, err := set.Render(docs, policies.RenderOptions{Namespace: o.Namespace, NamespaceLabels: o.NamespaceLabels, Explain: o.Explain})
+		out, err := set.Render(docs, policies.RenderOptions{Namespace: o.Namespace, NamespaceLabels: o.NamespaceLabels, Explain: o.Explain,
+			ExcludedNamespaces: append(slices.Clone(shippedExcludedNamespaces), o.PlatformNamespace)})
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}

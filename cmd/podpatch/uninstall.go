@@ -24,7 +24,7 @@ type uninstallOptions struct {
 }
 
 func (o *uninstallOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster configuration)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	fs.StringSliceVar(&o.Mutating, "mutating", nil, "MutatingWebhookConfiguration to delete (repeatable)")
 	fs.StringSliceVar(&o.Validating, "validating", nil, "ValidatingWebhookConfiguration to delete (repeatable)")
 	fs.StringSliceVar(&o.Secrets, "secret", nil, "NAMESPACE/NAME of a Secret to delete, e.g. the one podpatch --self-signed keeps (repeatable)")
