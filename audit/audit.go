@@ -209,19 +209,24 @@ func (r *Reader) PolicySet(ctx context.Context, opts policies.Options, namespace
 		return nil, err
 	}
 	opts.WithResourceVersion = true
-	var all []*policies.Policy
-	for _, cm := range cms {
-		ps, probs := policies.ParseConfigMap(cm, opts)
-		if len(probs) > 0 {
-			warn(fmt.Sprintf("policy ConfigMap %s/%s fails to compile (%d problem(s); see podpatch lint): left out, as podpatch serve keeps serving its last good version",
-				cm.Namespace, cm.Name, len(probs)))
+	sourced := make([]policies.SourcedConfigMap, len(cms))
+	for i, cm := range cms {
+		sourced[i] = policies.SourcedConfigMap{ConfigMap: cm}
+	}
+	// The engine's own compile: invalid ConfigMaps are left out whole, then those past their
+	// namespace's limit (Set.Dropped), in that order.
+	set, probs := policies.Compile(sourced, opts)
+	dropped := map[string]bool{}
+	for _, d := range set.Dropped() {
+		dropped[d] = true
+	}
+	for _, fp := range probs {
+		if dropped[fp.ConfigMap] {
+			warn(fmt.Sprintf("policy ConfigMap %s: left out, beyond its namespace's %d policies (as podpatch serve does)", fp.ConfigMap, policies.MaxNamespacePolicies))
 			continue
 		}
-		all = append(all, ps...)
-	}
-	set := policies.NewSet(all)
-	for _, d := range set.Dropped() {
-		warn(fmt.Sprintf("policy ConfigMap %s: left out, beyond its namespace's %d policies (as podpatch serve does)", d, policies.MaxNamespacePolicies))
+		warn(fmt.Sprintf("policy ConfigMap %s fails to compile (%d problem(s); see podpatch lint): left out, as podpatch serve keeps serving its last good version",
+			fp.ConfigMap, len(fp.Problems)))
 	}
 	return set, nil
 }

@@ -43,7 +43,7 @@ type Source interface {
 // version. Changes are collected and published together by Publish, which recompiles only the
 // namespaces they touched (policies.Set.Replace): a burst of events — the informer's initial
 // list, a resync, `kubectl apply` of a directory — costs one publish, and one changed ConfigMap
-// among thousands costs its namespace. Feeds: the informer (cluster.go) or a directory (dir.go).
+// among thousands costs its namespace. Feeds: the informer (clusterfeed.go) or a directory (dirfeed.go).
 type Store struct {
 	opts          policies.Options
 	compileBudget time.Duration

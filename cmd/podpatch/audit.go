@@ -20,8 +20,8 @@ import (
 
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/internal/kube"
+	"github.com/podpatch/podpatch/internal/references"
 	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/webhook"
 )
 
 // auditExitDrift is the exit status of an audit that found drift (reference §7).
@@ -98,10 +98,10 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 		Warn: func(msg string) { fmt.Fprintf(stderr, "podpatch audit: warning: %s\n", msg) }}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	// The objects patched Pods reference, from the caches the webhook uses, so that the audit
+	// The objects patched Pods reference, from the caches podpatch serve admits with (internal/references), so that the audit
 	// leaves out what admission leaves out (reference §8). Without them the audit still runs.
 	var refErr error
-	c.Cluster, refErr = references(ctx, kit, referencesTimeout)
+	c.Cluster, refErr = startReferences(ctx, kit, referencesTimeout)
 	progress.Begin()
 	rep, err := c.Run(ctx)
 	progress.Done()
@@ -182,16 +182,16 @@ var referenceLists = []struct {
 	}},
 }
 
-// references starts the webhook's reference caches against the cluster and waits, at most
-// timeout, until they have synced; they run until ctx is done. It starts none when the user
+// startReferences starts the reference caches (internal/references, the ones podpatch serve
+// runs) against the cluster and waits, at most timeout, until they have synced; they run until ctx is done. It starts none when the user
 // may not list what they cache.
-func references(ctx context.Context, kit *kube.Kit, timeout time.Duration) (policies.Cluster, error) {
+func startReferences(ctx context.Context, kit *kube.Kit, timeout time.Duration) (policies.Cluster, error) {
 	for _, l := range referenceLists {
 		if err := l.list(ctx, kit.Clientset, metav1.ListOptions{Limit: 1}); err != nil {
 			return nil, fmt.Errorf("reference caches: list %s: %w", l.name, err)
 		}
 	}
-	refs, err := webhook.NewReferences(kit)
+	refs, err := references.New(kit)
 	if err != nil {
 		return nil, fmt.Errorf("reference caches: %w", err)
 	}

@@ -158,7 +158,7 @@ func runDiff(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if kit != nil {
 		snap = snapshot(ctx, kit, warn)
 		var refErr error
-		if cluster, refErr = references(ctx, kit, referencesTimeout); refErr != nil {
+		if cluster, refErr = startReferences(ctx, kit, referencesTimeout); refErr != nil {
 			warn(refErr.Error() + "; policies that name a missing PriorityClass, RuntimeClass or ServiceAccount are previewed as if applied")
 		}
 	}

@@ -1,5 +1,14 @@
-// Command podpatch is the podpatch admission webhook and its offline tools: `render` shows
-// what policies do to objects, `lint` validates policy ConfigMaps.
+// Command podpatch is the podpatch admission webhook and its tools, one file per command:
+//
+//   - serve (serve.go): the composition root of the webhook: options → components
+//     (webhook, internal/references, the leader-only externalurl and audit) → one errgroup;
+//   - render (render.go): what policies do to objects, offline, through the webhook's code path;
+//   - lint (lint.go): validates policy ConfigMaps (and, with --objects, objects against them);
+//   - audit (audit.go), explain (explain.go), diff (diff.go): the cluster tools of
+//     reference §7, §9 and §10 (packages audit, explain, preview);
+//   - certs (certs.go): serving certificates;
+//   - uninstall-webhooks (uninstall.go) and check (check.go): the Helm chart's hooks (lifecycle);
+//   - version.
 package main
 
 import (

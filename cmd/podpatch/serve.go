@@ -32,6 +32,7 @@ import (
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/internal/leader"
 	"github.com/podpatch/podpatch/internal/promreg"
+	"github.com/podpatch/podpatch/internal/references"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/webhook"
 )
@@ -296,6 +297,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 	var store *webhook.Store
 	var feed interface{ Start(context.Context) error }
 	var cluster policies.Cluster // what patched Pods reference; unknown with --policy-dir
+	var refs *references.Caches  // the caches cluster answers from; admission never waits for them to sync
 	var source *webhook.PolicySource
 	if o.PolicyDir != "" {
 		feed, store = webhook.NewDirFeed(o.PolicyDir, o.PolicyDirInterval, popts, m, log.WithName("policy-dir"))
@@ -304,7 +306,10 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 		if err != nil {
 			return err
 		}
-		feed, store, cluster, source = cf, cstore, cf.References(), cf.PolicySource()
+		if refs, err = references.New(kit); err != nil {
+			return fmt.Errorf("reference caches: %w", err)
+		}
+		feed, store, cluster, source = cf, cstore, refs, cf.PolicySource()
 	}
 	var events *webhook.Events // what admission did, as Events on the owners; every replica writes its own
 	if kit != nil && o.OwnerEvents {
@@ -353,6 +358,9 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 		})
 	}
 	start("policies", feed.Start)
+	if refs != nil {
+		start("reference caches", func(ctx context.Context) error { refs.Run(ctx); return nil })
+	}
 	if elector != nil {
 		start("leader election", func(ctx context.Context) error { return elector.Run(ctx, leaderOnly...) })
 	}

@@ -123,7 +123,7 @@ func workerPod(tb testing.TB, containers int) (pod, review []byte) {
 	return pod, review
 }
 
-// mutator is podpatch's /mutate handler built as webhook.NewHandler builds it (webhook/serve.go:
+// mutator is podpatch's /mutate handler built as webhook.NewHandler builds it (webhook/handler.go:
 // webhook.Review serving webhook.Mutator, without the routing). If NewHandler changes,
 // change this function with it.
 func mutator(tb testing.TB, s *policySet) http.Handler {

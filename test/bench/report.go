@@ -531,7 +531,7 @@ func (r *Report) writeHeap(p *printer) {
 	p.f("ConfigMaps kept alive as the informer's cache keeps them (so the heap held is the store's own), then a heap\n")
 	p.f("profile of every allocation still live after a collection (`MemProfileRate` 512). The policies keep their\n")
 	p.f("template as compact JSON and decode the tree on demand (policies/compact.go); the informer's cache keeps\n")
-	p.f("no managed fields, no `last-applied-configuration` and, once compiled, no text (webhook/cluster.go).\n\n")
+	p.f("no managed fields, no `last-applied-configuration` and, once compiled, no text (webhook/clusterfeed.go).\n\n")
 	if len(r.HeapLog) > 0 {
 		p.f("```\n%s\n```\n\n", strings.Join(r.HeapLog, "\n"))
 	}

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podpatch/podpatch/internal/kube"
+	"github.com/podpatch/podpatch/internal/references"
 	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/webhook"
 )
 
 // TestServiceIPFamiliesOracle: the Service IP families the webhook's caches read from the
@@ -27,7 +27,7 @@ func TestServiceIPFamiliesOracle(t *testing.T) {
 	kit, err := kube.New(restConfig)
 	require.NoError(t, err)
 	t.Cleanup(kit.Close)
-	refs, err := webhook.NewReferences(kit)
+	refs, err := references.New(kit)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(contextBackground())
 	done := make(chan struct{})

@@ -42,7 +42,7 @@ func TestRBACRules(t *testing.T) {
 	base := map[string][]rbacv1.PolicyRule{
 		"ClusterRole/podpatch": {
 			core([]string{"configmaps", "namespaces"}, "list", "watch"),
-			// What patched Pods reference, cached for reference §8's check (webhook/references.go).
+			// What patched Pods reference, cached for reference §8's check (internal/references).
 			core([]string{"serviceaccounts", "limitranges"}, "list", "watch"),
 			{APIGroups: []string{"scheduling.k8s.io"}, Resources: []string{"priorityclasses"}, Verbs: []string{"list", "watch"}},
 			{APIGroups: []string{"node.k8s.io"}, Resources: []string{"runtimeclasses"}, Verbs: []string{"list", "watch"}},

@@ -35,16 +35,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/podpatch/podpatch/internal/kube"
+	"github.com/podpatch/podpatch/internal/references"
 	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/webhook"
 )
 
-// k8s is the admin client of the shared control plane; repoRoot the repository; references the
-// webhook's informer caches of what patched objects refer to, which the engine reads.
+// k8s is the admin client of the shared control plane; repoRoot the repository; refCaches the
+// reference caches (internal/references) of what patched objects refer to, which the engine reads.
 var (
-	k8s        client.Client
-	repoRoot   string
-	references *webhook.References
+	k8s       client.Client
+	repoRoot  string
+	refCaches *references.Caches
 )
 
 // The namespaces objects are created in (dry run): a plain one, one with a LimitRange and one
@@ -125,14 +125,14 @@ func runMain(m *testing.M) int {
 	if err := setupCluster(context.Background(), fixtures); err != nil {
 		return fail("cluster objects: %v", err)
 	}
-	// The engine answers existence, defaults and limits from the webhook's own informer caches,
+	// The engine answers existence, defaults and limits from podpatch serve's own informer caches,
 	// as at admission.
 	kit, err := kube.New(cfg)
 	if err != nil {
 		return fail("cluster kit: %v", err)
 	}
 	defer kit.Close()
-	refs, err := webhook.NewReferences(kit)
+	refs, err := references.New(kit)
 	if err != nil {
 		return fail("reference caches: %v", err)
 	}
@@ -144,7 +144,7 @@ func runMain(m *testing.M) int {
 	}); err != nil {
 		return fail("reference caches did not sync: %v", err)
 	}
-	references = refs
+	refCaches = refs
 	return m.Run()
 }
 

@@ -3,7 +3,6 @@ package webhook
 import (
 	"context"
 	"errors"
-	"fmt"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -37,7 +36,6 @@ const PublishDelay = 100 * time.Millisecond
 // the cluster kit's clients (docs/ARCHITECTURE.md, one client idiom).
 type ClusterFeed struct {
 	store    *Store
-	refs     *References
 	policies informers.SharedInformerFactory
 	meta     metadatainformer.SharedInformerFactory
 	recorder *kube.Recorder // the kit's
@@ -51,11 +49,8 @@ func NewClusterFeed(kit *kube.Kit, opts policies.Options, m *Metrics, log logr.L
 	sel := labels.SelectorFromSet(labels.Set{policies.PolicyLabel: "true"}).String()
 	pf := informers.NewSharedInformerFactoryWithOptions(kit.Clientset, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
-	refs, err := NewReferences(kit)
-	if err != nil {
-		return nil, nil, fmt.Errorf("reference caches: %w", err)
-	}
-	f := &ClusterFeed{policies: pf, meta: metadatainformer.NewSharedInformerFactory(kit.Metadata, 0), refs: refs, changed: make(chan struct{}, 1), recorder: kit.Recorder("podpatch")}
+	f := &ClusterFeed{policies: pf, meta: metadatainformer.NewSharedInformerFactory(kit.Metadata, 0), changed: make(chan struct{}, 1), recorder: kit.Recorder("podpatch")}
+	var err error
 	if f.source, err = NewPolicySource(m.reg); err != nil {
 		return nil, nil, err
 	}
@@ -76,9 +71,6 @@ func NewClusterFeed(kit *kube.Kit, opts policies.Options, m *Metrics, log logr.L
 // before its handlers have been told about each object: with a thousand ConfigMaps, podpatch
 // was ready with a third of them).
 func (f *ClusterFeed) Start(ctx context.Context) error {
-	refsDone := make(chan struct{})
-	go func() { defer close(refsDone); f.refs.Run(ctx) }()
-	defer func() { <-refsDone }()
 	defer f.policies.Shutdown()
 	defer f.meta.Shutdown()
 	cmInf := f.policies.Core().V1().ConfigMaps().Informer()
@@ -145,10 +137,6 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 
 // PolicySource says whether the policy informer is connected to the API server.
 func (f *ClusterFeed) PolicySource() *PolicySource { return f.source }
-
-// References are the caches of the cluster objects patched Pods reference (reference §8), which Start
-// runs; admission never waits for them to sync.
-func (f *ClusterFeed) References() *References { return f.refs }
 
 // invalidPolicyMessage is the InvalidPolicy Event's message: the first problems, clipped to
 // what the API server accepts (kube.MaxEventMessage, as the recorder does).

@@ -1,4 +1,10 @@
-package webhook
+// Package references holds the caches of the cluster objects that patched Pods and Services
+// reference (reference §8): PriorityClasses, RuntimeClasses, ServiceAccounts, LimitRanges and
+// ServiceCIDRs (Caches), and Kueue's ResourceFlavors (Flavors). They answer the engine's
+// lookups (policies.Cluster, policies.KueueFlavors) from informer caches, never from the API
+// server. `podpatch serve` (admission, the periodic audit) and `podpatch audit` both build
+// them here, on the cluster kit.
+package references
 
 import (
 	"context"
@@ -21,13 +27,13 @@ import (
 	"github.com/podpatch/podpatch/policies"
 )
 
-// References answers policies.Cluster from informer caches: the PriorityClasses, RuntimeClasses,
+// Caches answers policies.Cluster from informer caches: the PriorityClasses, RuntimeClasses,
 // ServiceAccounts (metadata only) and LimitRanges that the API server's admission plugins look
 // up when they run again on a patched Pod, and the ServiceCIDRs that tell which IP families a
 // Service may have (reference §8). Lookups read the caches only, never the
 // API server; a cache that has not synced (or that RBAC keeps from syncing) answers Unknown, so
 // no policy is ever left out for what podpatch cannot know.
-type References struct {
+type Caches struct {
 	factory  informers.SharedInformerFactory
 	metadata metadatainformer.SharedInformerFactory
 	priority toolscache.SharedIndexInformer
@@ -35,18 +41,18 @@ type References struct {
 	limits   toolscache.SharedIndexInformer
 	accounts toolscache.SharedIndexInformer
 	cidrs    toolscache.SharedIndexInformer
-	// flavors are Kueue's ResourceFlavors (kueue.go); nil: unknown.
+	// flavors are Kueue's ResourceFlavors (flavors.go); nil: unknown.
 	flavors *Flavors
 }
 
 var (
-	_ policies.Cluster      = (*References)(nil)
-	_ policies.KueueFlavors = (*References)(nil)
+	_ policies.Cluster      = (*Caches)(nil)
+	_ policies.KueueFlavors = (*Caches)(nil)
 )
 
-// NewReferences builds the informers on the kit's clients. Run starts them.
-func NewReferences(kit *kube.Kit) (*References, error) {
-	r, err := newReferences(kit.Clientset, kit.Metadata)
+// New builds the informers on the kit's clients. Run starts them.
+func New(kit *kube.Kit) (*Caches, error) {
+	r, err := newCaches(kit.Clientset, kit.Metadata)
 	if err != nil {
 		return nil, err
 	}
@@ -59,8 +65,8 @@ func NewReferences(kit *kube.Kit) (*References, error) {
 	return r, nil
 }
 
-func newReferences(cs kubernetes.Interface, md metadata.Interface) (*References, error) {
-	r := &References{
+func newCaches(cs kubernetes.Interface, md metadata.Interface) (*Caches, error) {
+	r := &Caches{
 		factory:  informers.NewSharedInformerFactory(cs, 0),
 		metadata: metadatainformer.NewSharedInformerFactory(md, 0),
 	}
@@ -91,7 +97,7 @@ func trimReference(obj any) (any, error) {
 
 // Run runs the informers until ctx is done. It does not wait for them to sync: until one has,
 // its answers are Unknown.
-func (r *References) Run(ctx context.Context) {
+func (r *Caches) Run(ctx context.Context) {
 	if r.flavors != nil {
 		done := make(chan struct{})
 		go func() { defer close(done); r.flavors.Run(ctx) }()
@@ -106,13 +112,13 @@ func (r *References) Run(ctx context.Context) {
 
 // Synced reports whether every cache has synced. (On a cluster without the ServiceCIDR API,
 // older than Kubernetes 1.33, it never does; ServiceIPFamilies then answers unknown.)
-func (r *References) Synced() bool {
+func (r *Caches) Synced() bool {
 	return r.priority.HasSynced() && r.runtime.HasSynced() && r.limits.HasSynced() && r.accounts.HasSynced() &&
 		r.cidrs.HasSynced()
 }
 
 // PriorityClass implements policies.Cluster.
-func (r *References) PriorityClass(name string) (policies.PriorityClassInfo, policies.Presence) {
+func (r *Caches) PriorityClass(name string) (policies.PriorityClassInfo, policies.Presence) {
 	if !r.priority.HasSynced() {
 		return policies.PriorityClassInfo{}, policies.Unknown
 	}
@@ -149,7 +155,7 @@ func (r *References) PriorityClass(name string) (policies.PriorityClassInfo, pol
 }
 
 // RuntimeClass implements policies.Cluster.
-func (r *References) RuntimeClass(name string) (policies.RuntimeClassInfo, policies.Presence) {
+func (r *Caches) RuntimeClass(name string) (policies.RuntimeClassInfo, policies.Presence) {
 	if !r.runtime.HasSynced() {
 		return policies.RuntimeClassInfo{}, policies.Unknown
 	}
@@ -172,7 +178,7 @@ func (r *References) RuntimeClass(name string) (policies.RuntimeClassInfo, polic
 }
 
 // ServiceAccount implements policies.Cluster.
-func (r *References) ServiceAccount(namespace, name string) policies.Presence {
+func (r *Caches) ServiceAccount(namespace, name string) policies.Presence {
 	if !r.accounts.HasSynced() {
 		return policies.Unknown
 	}
@@ -187,7 +193,7 @@ func (r *References) ServiceAccount(namespace, name string) policies.Presence {
 }
 
 // LimitRanges implements policies.Cluster.
-func (r *References) LimitRanges(namespace string) ([]corev1.LimitRangeItem, bool) {
+func (r *Caches) LimitRanges(namespace string) ([]corev1.LimitRangeItem, bool) {
 	if !r.limits.HasSynced() {
 		return nil, false
 	}
@@ -212,7 +218,7 @@ const defaultServiceCIDR = "kubernetes"
 // ranges, the primary first. kube-apiserver allocates cluster IPs of those families only (other
 // ServiceCIDRs extend a family's ranges, never add a family), so it is unknown when the cache
 // has not synced, the API is absent or forbidden, or the cluster has no default ServiceCIDR.
-func (r *References) ServiceIPFamilies() ([]corev1.IPFamily, bool) {
+func (r *Caches) ServiceIPFamilies() ([]corev1.IPFamily, bool) {
 	if !r.cidrs.HasSynced() {
 		return nil, false
 	}
@@ -243,6 +249,6 @@ func (r *References) ServiceIPFamilies() ([]corev1.IPFamily, bool) {
 
 // KueuePlacementKeys implements policies.KueueFlavors (reference §8, kueue-placement-conflict).
 // Not part of Synced: a cluster without Kueue never has it.
-func (r *References) KueuePlacementKeys() (policies.KueueKeys, bool) {
+func (r *Caches) KueuePlacementKeys() (policies.KueueKeys, bool) {
 	return r.flavors.KueuePlacementKeys()
 }

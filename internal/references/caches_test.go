@@ -1,4 +1,4 @@
-package webhook
+package references
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func TestReferences(t *testing.T) {
 	sa := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
 		ObjectMeta: metav1.ObjectMeta{Name: "runner", Namespace: "team-a"}}
 	md := metadatafake.NewSimpleMetadataClient(scheme, sa)
-	r, err := newReferences(cs, md)
+	r, err := newCaches(cs, md)
 	require.NoError(t, err)
 
 	_, p := r.PriorityClass("high")
@@ -103,7 +103,7 @@ func TestReferencesServiceIPFamilies(t *testing.T) {
 		{"a default that does not parse", []runtime.Object{cidr("kubernetes", "not-a-cidr")}, nil, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r, err := newReferences(fake.NewClientset(c.objs...), metadatafake.NewSimpleMetadataClient(scheme))
+			r, err := newCaches(fake.NewClientset(c.objs...), metadatafake.NewSimpleMetadataClient(scheme))
 			require.NoError(t, err)
 			_, ok := r.ServiceIPFamilies()
 			require.False(t, ok, "before the cache synced")
