@@ -36,11 +36,10 @@ const maxSCC = 3
 // sccCeiling holds the packages that were larger than maxSCC when the measure came (issue 32):
 // their group may shrink, never grow. A row goes when its package is split.
 var sccCeiling = map[string]int{
-	"audit":                       5,
-	"cmd/podpatch":                10,
-	"policies":                    19,
-	"policies/internal/k8sfields": 4,
-	"webhook":                     8,
+	"audit":        5,
+	"cmd/podpatch": 10,
+	"policies":     19,
+	"webhook":      8,
 }
 
 // module is the module path; packages are named relative to it in the tables below.
