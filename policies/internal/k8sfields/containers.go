@@ -15,6 +15,18 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
+// WildcardContainer is the container name that applies an entry to every container of a list.
+const WildcardContainer = "*"
+
+// MainContainer is the container name that applies an entry to the manager's main container.
+const MainContainer = "@main"
+
+// wildcardContainer and mainContainerName are the package's own short names of the above.
+const (
+	wildcardContainer = WildcardContainer
+	mainContainerName = MainContainer
+)
+
 // The rules of a container's fields: name, env, ports, mounts, resources, probes, lifecycle
 // handlers and the container security context.
 

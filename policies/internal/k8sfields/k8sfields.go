@@ -15,18 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// WildcardContainer is the container name that applies an entry to every container of a list.
-const WildcardContainer = "*"
-
-// MainContainer is the container name that applies an entry to the manager's main container.
-const MainContainer = "@main"
-
-// wildcardContainer and mainContainerName are the package's own short names of the above.
-const (
-	wildcardContainer = WildcardContainer
-	mainContainerName = MainContainer
-)
-
 // PodSpec validates the fields a partial pod spec sets, with the rules Kubernetes applies to them.
 func PodSpec(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
 	return validatePodSpecPatch(s, fld)
