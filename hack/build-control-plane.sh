@@ -72,9 +72,12 @@ build etcd "$tools/etcd" .
 build kwok "$tools/kwok" sigs.k8s.io/kwok/cmd/kwok
 
 # kwok run on its own (not by kwokctl) has no stages unless its --config names some: collect the
-# default ones from the kwok module the binary was built from.
-kwokdir=$(cd "$tools/kwok" && "$GO" list -m -f '{{.Dir}}' sigs.k8s.io/kwok) ||
-	die "cannot find the sigs.k8s.io/kwok module of $tools/kwok"
+# default ones from the kwok module the binary was built from. `go mod download` (not `go list -m`,
+# whose .Dir is empty when the module is not in this machine's module cache, as on a machine whose
+# kwok binary came from the build cache) fetches the module if needed and prints where it is.
+kwokdir=$(cd "$tools/kwok" && "$GO" mod download -json sigs.k8s.io/kwok | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p') ||
+	die "cannot download the sigs.k8s.io/kwok module of $tools/kwok"
+[[ -n $kwokdir && -d $kwokdir ]] || die "go mod download gave no directory for sigs.k8s.io/kwok in $tools/kwok"
 stages=$kwokdir/kustomize/stage
 if [[ ! -f $bindir/kwok.yaml || $bindir/kwok -nt $bindir/kwok.yaml ]]; then
 	{

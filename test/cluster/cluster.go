@@ -129,15 +129,37 @@ func (c *ControlPlane) Stop() error { return c.env.Stop() }
 
 // CertManagerCRDs finds deploy/crds in the cert-manager module this build uses.
 func CertManagerCRDs() (string, error) {
-	out, err := exec.Command("go", "list", "-m", "-json", "github.com/cert-manager/cert-manager").Output()
+	dir, err := ModuleDir("", "github.com/cert-manager/cert-manager")
 	if err != nil {
-		return "", fmt.Errorf("go list cert-manager: %w", err)
-	}
-	var mod struct{ Dir string }
-	if err := json.Unmarshal(out, &mod); err != nil {
 		return "", err
 	}
-	return filepath.Join(mod.Dir, "deploy", "crds"), nil
+	return filepath.Join(dir, "deploy", "crds"), nil
+}
+
+// ModuleDir is the directory of module, as the go.mod of moduleDir ("" for the current
+// directory's) requires it. It uses `go mod download`, which fetches the module when this
+// machine's module cache lacks it: `go list -m` gives an empty Dir then, as on a fresh machine
+// whose tool binaries came from the build cache and so downloaded nothing.
+func ModuleDir(moduleDir, module string) (string, error) {
+	cmd := exec.Command("go", "mod", "download", "-json", module)
+	cmd.Dir = moduleDir
+	if moduleDir != "" {
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go mod download %s (in %q): %w: %s", module, moduleDir, err, strings.TrimSpace(stderr.String()))
+	}
+	var mod struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &mod); err != nil {
+		return "", fmt.Errorf("go mod download %s: %w", module, err)
+	}
+	if mod.Error != "" || mod.Dir == "" {
+		return "", fmt.Errorf("go mod download %s (in %q) gave no directory: %s", module, moduleDir, mod.Error)
+	}
+	return mod.Dir, nil
 }
 
 // BuildPodpatch builds the podpatch binary from the repository at root.

@@ -125,15 +125,12 @@ func TestKubeRay(t *testing.T) {
 const kuberayVersion = "v1.5.0"
 
 // goModuleDir is the directory of a module required by one of the repository's tool modules.
+// `go mod download` fetches it when this machine's module cache lacks it (the tool's binary may
+// have come from the build cache, so nothing else downloaded it); `go list -m` would give "".
 func goModuleDir(t *testing.T, moduleDir, module string) string {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
-	cmd.Dir = filepath.Join(env.root, moduleDir)
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
-	out, err := cmd.Output()
-	require.NoError(t, err, "go list -m %s in %s", module, moduleDir)
-	dir := strings.TrimSpace(string(out))
-	require.NotEmpty(t, dir, "%s is not downloaded: run hack/build-managers.sh", module)
+	dir, err := cluster.ModuleDir(filepath.Join(env.root, moduleDir), module)
+	require.NoError(t, err)
 	return dir
 }
 
