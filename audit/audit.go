@@ -90,7 +90,7 @@ func (a *Audit) check(ctx context.Context, st *Stats, kind policies.Kind, raw js
 	if f.Drift {
 		st.Drifted++
 	}
-	f.Cluster.Owner = a.Owners.Resolve(ctx, f.Namespace, f.Cluster.Manager, f.Cluster.Owner)
+	f.Cluster.Owner, f.Cluster.ownerExists = a.Owners.Resolve(ctx, f.Namespace, f.Cluster.Manager, f.Cluster.Owner)
 	if a.OnFinding != nil {
 		a.OnFinding(f)
 	}

@@ -87,6 +87,9 @@ type Cluster struct {
 	// Owner is the object's controller (one level up through a ReplicaSet or a Pod when the
 	// reader can see it): the DaskCluster, RayCluster, SparkApplication, … it belongs to.
 	Owner *Owner `json:"owner,omitempty"`
+	// ownerExists says the audit's owner walk read Owner (Owners.Resolve): only such an owner
+	// is written an Event on, since an ownerReference may name anything.
+	ownerExists bool
 }
 
 // Owner names the resource that owns an object.

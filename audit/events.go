@@ -59,7 +59,7 @@ func (e *ownerEvents) update(findings []Finding) {
 	unpatched := map[ownerKey][]string{}
 	for _, f := range findings {
 		o := f.Cluster.Owner
-		if !f.Drift || o == nil || !customResource(o.APIVersion) || !plausibleOwner(o) {
+		if !f.Drift || o == nil || !f.Cluster.ownerExists || !customResource(o.APIVersion) || !plausibleOwner(o) {
 			continue
 		}
 		k := ownerKey{namespace: f.Namespace, owner: *o}

@@ -51,14 +51,22 @@ func TestOwnersFollowEveryProfilesChain(t *testing.T) {
 				objs, direct := chainObjects("ns", pr.Owners.Through[from:], top)
 				o := (&Reader{owners: kube.NewOwners(kube.MetadataLookup(fakeMeta(objs...)))}).Owners()
 				want := &Owner{APIVersion: top.APIVersion, Kind: top.Kind, Name: top.Name, UID: string(top.UID)}
-				require.Equal(t, want, o.Resolve(ctx, "ns", pr.Manager, direct), "%s from %s", pr.Manager, direct.Kind)
+				got, exists := o.Resolve(ctx, "ns", pr.Manager, direct)
+				require.Equal(t, want, got, "%s from %s", pr.Manager, direct.Kind)
+				require.False(t, exists, "%s from %s: the custom resource does not exist", pr.Manager, direct.Kind)
+				cr := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: top.APIVersion, Kind: top.Kind},
+					ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: top.Name, UID: top.UID}}
+				withCR := (&Reader{owners: kube.NewOwners(kube.MetadataLookup(fakeMeta(append(objs, cr)...)))}).Owners()
+				got, exists = withCR.Resolve(ctx, "ns", pr.Manager, direct)
+				require.Equal(t, want, got, "%s from %s", pr.Manager, direct.Kind)
+				require.True(t, exists, "%s from %s: the custom resource exists", pr.Manager, direct.Kind)
 
 				for _, other := range policies.Profiles() {
 					if len(pr.Owners.Through[from:]) == 0 || sharesFirstStep(other, pr.Owners.Through[from]) {
 						continue
 					}
-					require.Equal(t, direct, o.Resolve(ctx, "ns", other.Manager, direct),
-						"%s's chain does not look through %s", other.Manager, direct.Kind)
+					got, _ := o.Resolve(ctx, "ns", other.Manager, direct)
+					require.Equal(t, direct, got, "%s's chain does not look through %s", other.Manager, direct.Kind)
 				}
 			}
 		}
@@ -84,12 +92,17 @@ func TestOwnersStopAtWhatCannotBeRead(t *testing.T) {
 	ctx := context.Background()
 	rs := &Owner{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "uid-rs"}
 	o := (&Reader{owners: kube.NewOwners(kube.MetadataLookup(fakeMeta()))}).Owners()
-	require.Equal(t, rs, o.Resolve(ctx, "ns", policies.ManagerDask, rs), "gone")
+	got, exists := o.Resolve(ctx, "ns", policies.ManagerDask, rs)
+	require.Equal(t, rs, got, "gone")
+	require.False(t, exists, "gone")
 
 	other := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "ReplicaSet"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "rs", UID: "uid-another",
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "d", UID: "uid-d"}}}}
 	o = (&Reader{owners: kube.NewOwners(kube.MetadataLookup(fakeMeta(other)))}).Owners()
-	require.Equal(t, rs, o.Resolve(ctx, "ns", policies.ManagerDask, rs), "another object of that name")
-	require.Equal(t, rs, o.Resolve(ctx, "ns", "", rs), "no manager, no chain")
+	for _, m := range []policies.Manager{policies.ManagerDask, ""} {
+		got, exists = o.Resolve(ctx, "ns", m, rs)
+		require.Equal(t, rs, got, "another object of that name (manager %q)", m)
+		require.False(t, exists, "another object of that name (manager %q)", m)
+	}
 }

@@ -213,18 +213,19 @@ type Owners struct {
 // Owners returns a resolver for one audit round.
 func (r *Reader) Owners() *Owners { return &Owners{owners: r.owners.Memo()} }
 
-// Resolve returns the owner the audit reports for an object of a namespace a manager made.
-func (o *Owners) Resolve(ctx context.Context, namespace string, manager policies.Manager, direct *Owner) *Owner {
+// Resolve returns the owner the audit reports for an object of a namespace a manager made,
+// and whether the walk read it (kube.Owners.Verified): it exists, with that name and UID.
+func (o *Owners) Resolve(ctx context.Context, namespace string, manager policies.Manager, direct *Owner) (owner *Owner, exists bool) {
 	if o == nil || direct == nil {
-		return direct
+		return direct, false
 	}
 	ref := metav1.OwnerReference{APIVersion: direct.APIVersion, Kind: direct.Kind, Name: direct.Name, UID: types.UID(direct.UID)}
-	up, err := o.owners.Resolve(ctx, namespace, manager, ref)
+	up, exists, err := o.owners.Verified(ctx, namespace, manager, ref)
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
-		return direct // a passing failure: try again next time
+		return direct, false // a passing failure: try again next time
 	}
 	if up == ref {
-		return direct
+		return direct, exists
 	}
-	return directOwner([]metav1.OwnerReference{up})
+	return directOwner([]metav1.OwnerReference{up}), exists
 }

@@ -15,7 +15,7 @@ import (
 
 func reportFindings() []Finding {
 	owner := &Owner{APIVersion: "kubernetes.dask.org/v1", Kind: "DaskCluster", Name: "simple", UID: "o1"}
-	cluster := Cluster{Manager: policies.ManagerDask, Role: policies.RoleWorker, Name: "simple", Owner: owner}
+	cluster := Cluster{Manager: policies.ManagerDask, Role: policies.RoleWorker, Name: "simple", Owner: owner, ownerExists: true}
 	return []Finding{
 		{Kind: policies.KindPod, Namespace: "ns", Name: "ok", Cluster: cluster,
 			Policies: []PolicyResult{{Ref: "podpatch-system/cc/cc@5"}}},
@@ -89,6 +89,15 @@ func TestOwnerEvents(t *testing.T) {
 	e.update(fs)
 	require.Len(t, rec.Events, 1)
 	require.Contains(t, <-rec.Events, "Warning PolicyDrift")
+
+	// An owner the walk did not read (made up, gone, another object of that name) is told nothing.
+	e = newOwnerEvents(kube.NewRecorder(rec))
+	fs = reportFindings()
+	for i := range fs {
+		fs[i].Cluster.ownerExists = false
+	}
+	e.update(fs)
+	require.Empty(t, rec.Events, "no Event on an owner that may not exist")
 
 	// 10,000 objects never patched, with names as long as any: one Event, bounded.
 	var many []Finding

@@ -77,7 +77,9 @@ func TestOwnerFollowsEveryProfilesChain(t *testing.T) {
 		for _, res := range pr.Owners.Resources {
 			for from := range len(pr.Owners.Through) + 1 {
 				top := metav1.OwnerReference{APIVersion: res.Group + "/v1", Kind: res.Kind, Name: "cr", UID: "uid-cr", Controller: new(true)}
-				var objs []runtime.Object
+				// The custom resource exists: only an owner that does is told.
+				objs := []runtime.Object{&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: top.APIVersion, Kind: top.Kind},
+					ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: top.Name, UID: top.UID}}}
 				next := top
 				through := pr.Owners.Through[from:]
 				for i := len(through) - 1; i >= 0; i-- {

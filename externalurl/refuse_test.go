@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metadatafake "k8s.io/client-go/metadata/fake"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/podpatch/podpatch/externalurl/urltemplate"
@@ -125,17 +126,26 @@ func TestRefusedURLEventAndMetric(t *testing.T) {
 
 // TestOwnerEventsOnlyOnPlausibleOwners: a Service's owner reference is the user's, and the API
 // server checks only that its fields are not empty: an owner whose kind, name or apiVersion
-// cannot name an object gets no Event (the Service still does); a real owner does.
+// cannot name an object, or that does not exist with that name and UID, gets no Event (the
+// Service still does); a real owner does.
 func TestOwnerEventsOnlyOnPlausibleOwners(t *testing.T) {
 	m, err := NewMetrics(prometheus.NewRegistry())
 	require.NoError(t, err)
 	yes := true
+	dc := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "kubernetes.dask.org/v1", Kind: "DaskCluster"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "simple", UID: "u"}}
+	scheme := metadatafake.NewTestScheme()
+	scheme.AddKnownTypeWithName(dc.GroupVersionKind(), &metav1.PartialObjectMetadata{})
+	owners := kube.NewOwners(kube.MetadataLookup(metadatafake.NewSimpleMetadataClient(scheme, dc)))
 	for _, c := range []struct {
 		name  string
 		owner metav1.OwnerReference
 		want  int
 	}{
 		{"a DaskCluster", metav1.OwnerReference{APIVersion: "kubernetes.dask.org/v1", Kind: "DaskCluster", Name: "simple", UID: "u", Controller: &yes}, 2},
+		{"a DaskCluster that is not there", metav1.OwnerReference{APIVersion: "kubernetes.dask.org/v1", Kind: "DaskCluster", Name: "made-up", UID: "u", Controller: &yes}, 1},
+		{"another DaskCluster of that name", metav1.OwnerReference{APIVersion: "kubernetes.dask.org/v1", Kind: "DaskCluster", Name: "simple", UID: "other", Controller: &yes}, 1},
+		{"a made-up kind", metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "Pipeline", Name: "simple", UID: "u", Controller: &yes}, 1},
 		{"a 500 KB kind", metav1.OwnerReference{APIVersion: "kubernetes.dask.org/v1", Kind: strings.Repeat("K", 500_000), Name: "simple", UID: "u", Controller: &yes}, 1},
 		{"a kind with a newline", metav1.OwnerReference{APIVersion: "v1", Kind: "Pod\n", Name: "simple", UID: "u", Controller: &yes}, 1},
 		{"a huge name", metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: strings.Repeat("n", 300), UID: "u", Controller: &yes}, 1},
@@ -144,7 +154,7 @@ func TestOwnerEventsOnlyOnPlausibleOwners(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rec := record.NewFakeRecorder(10)
-			tm := &term{Resolver: &Resolver{metrics: m, log: logr.Discard(), recorder: kube.NewRecorder(rec)}, reported: map[string]string{}}
+			tm := &term{Resolver: &Resolver{metrics: m, log: logr.Discard(), recorder: kube.NewRecorder(rec), owners: owners}, reported: map[string]string{}}
 			s := svc(ingress(corev1.LoadBalancerIngress{IP: "203.0.113.1"}))
 			s.OwnerReferences = []metav1.OwnerReference{c.owner}
 			res := Resolve(Input{Service: s, AddressTypes: DefaultAddressTypes})

@@ -417,16 +417,18 @@ func (t *term) emit(ctx context.Context, s *corev1.Service, typ, reason, msg str
 // cluster kit's resolver (kube.Owners) looks through the built-in owners between them that
 // the manager's profile names (the Deployment between Flink's REST Service and its
 // FlinkDeployment, the driver Pod of a spark-operator driver Service), a bounded metadata read
-// each, only when an Event is due; one that cannot be read receives the Event.
+// each, only when an Event is due. Only an owner read and found to be the object its reference
+// names is told (kube.Owners.Verified): an ownerReference may name anything.
 func (t *term) owner(ctx context.Context, s *corev1.Service) *corev1.ObjectReference {
 	direct := kube.ControllerOf(s.OwnerReferences)
 	if direct == nil {
 		return nil
 	}
 	id, _ := policies.Recognise(policies.KindService, s.Labels, s.Spec.Selector)
-	ref, err := t.owners.Resolve(ctx, s.Namespace, id.Manager, *direct)
-	if err != nil {
-		t.log.V(1).Info("owner not read; the Event goes to it", "service", s.Name, "kind", ref.Kind, "error", err.Error())
+	ref, exists, err := t.owners.Verified(ctx, s.Namespace, id.Manager, *direct)
+	if !exists {
+		t.log.V(1).Info("owner not found; no Event on it", "service", s.Name, "kind", ref.Kind, "error", fmt.Sprint(err))
+		return nil
 	}
 	if !plausibleOwner(&ref) {
 		return nil

@@ -496,27 +496,40 @@ func (a *aggregator) resolve(ctx context.Context, owners *kube.Owners, g *group,
 			return
 		}
 	}
-	top, err := owners.Top(ctx, g.key.namespace, g.key.manager, direct)
-	if err != nil && !(apierrors.IsForbidden(err) && customOwner(top)) {
+	// Only an owner that was read, and is the object the reference names, is told: an
+	// ownerReference is what the object's writer put there, and names nothing for certain.
+	top, ok, err := owners.Top(ctx, g.key.namespace, g.key.manager, direct)
+	switch {
+	case !ok && err == nil:
+		a.drop(g, "another object of that name, or a kind nothing serves", direct)
+		return
+	case !ok:
 		a.unresolved(g, err, now)
+		return
+	case err != nil && !apierrors.IsForbidden(err) && !apierrors.IsNotFound(err):
+		a.unresolved(g, err, now) // a passing failure above it: the top may be higher
 		return
 	}
 	// A custom resource whose owner may not be read (no RBAC for a RayJob, say) is the top.
 	top = metav1.OwnerReference{APIVersion: top.APIVersion, Kind: top.Kind, Name: top.Name, UID: top.UID}
 	if !plausible(top) {
-		g.resolved = true
-		a.metrics.dropped.WithLabelValues("unresolved").Add(float64(g.count))
+		a.drop(g, "not a name an Event can be written on", direct)
 		return
 	}
 	g.top, g.resolved = &top, true
 }
 
+// drop settles a group whose owner no Event can be written on.
+func (a *aggregator) drop(g *group, why string, direct metav1.OwnerReference) {
+	g.resolved = true
+	a.metrics.dropped.WithLabelValues("unresolved").Add(float64(g.count))
+	a.o.Log.V(1).Info("owner of admitted objects not found; no Event", "namespace", g.key.namespace, "owner", direct.Kind+"/"+direct.Name, "reason", why)
+}
+
 func (a *aggregator) unresolved(g *group, err error, now time.Time) {
 	// An object just admitted may not be stored yet: not found is settled only a window on.
 	if apierrors.IsForbidden(err) || (apierrors.IsNotFound(err) && now.Sub(g.first) >= a.o.Window) {
-		g.resolved = true
-		a.metrics.dropped.WithLabelValues("unresolved").Add(float64(g.count))
-		a.o.Log.V(1).Info("owner of admitted objects not found; no Event", "namespace", g.key.namespace, "owner", g.key.owner.Kind+"/"+g.key.owner.Name, "error", err.Error())
+		a.drop(g, err.Error(), g.key.owner)
 		return
 	}
 	a.o.Log.Info("owner of admitted objects not read; trying again", "namespace", g.key.namespace, "owner", g.key.owner.Kind+"/"+g.key.owner.Name, "error", err.Error())
@@ -527,12 +540,6 @@ func (a *aggregator) unresolved(g *group, err error, now time.Time) {
 func plausible(o metav1.OwnerReference) bool {
 	return o.Name != "" && len(o.Name) <= validation.DNS1123SubdomainMaxLength && len(o.APIVersion) <= 2*validation.DNS1123SubdomainMaxLength &&
 		len(validation.IsDNS1035Label(strings.ToLower(o.Kind))) == 0 && len(o.UID) <= 128
-}
-
-// customOwner reports whether an owner is outside the built-in groups: a custom resource.
-func customOwner(o metav1.OwnerReference) bool {
-	gv, err := schema.ParseGroupVersion(o.APIVersion)
-	return err == nil && gv.Group != "" && gv.Group != "apps" && gv.Group != "batch"
 }
 
 func compareTop(a, b topKey) int {

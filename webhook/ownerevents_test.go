@@ -447,15 +447,32 @@ func TestEventsAPIWritesFor1000Pods(t *testing.T) {
 	require.Zero(t, testutil.ToFloat64(e.metrics.dropped.WithLabelValues("queue_full")))
 }
 
-// Without RBAC to read a RayCluster (for the RayJob above it), the RayCluster is the top: the
-// Event goes there; without RBAC to read a Dask worker's ReplicaSet there is no custom
-// resource to tell, and the objects are counted as unresolved.
+// With RBAC to read a RayCluster but not the RayJob above it, the RayCluster is the top: the
+// Event goes there. An owner that may not be read at all is not known to exist: no Event, and
+// the objects are counted as unresolved (a Ray Pod's RayCluster, a Dask worker's ReplicaSet).
 func TestEventsForbiddenOwner(t *testing.T) {
+	rj := partial("ray.io/v1", "RayJob", "ns", "rj")
+	rc := partial("ray.io/v1", "RayCluster", "ns", "rc", refTo(rj))
+	allowed, _ := metaClient(t, rc)
+	onlyRayClusters := kube.NewOwners(func(ctx context.Context, gvr schema.GroupVersionResource, ns, name string) (*metav1.PartialObjectMetadata, error) {
+		if gvr.Resource != "rayclusters" {
+			return nil, apierrors.NewForbidden(gvr.GroupResource(), name, errors.New("no RBAC"))
+		}
+		return allowed.Get(ctx, gvr, ns, name)
+	})
+	e, log, _ := testEvents(t, onlyRayClusters, EventOptions{})
+	e.Offer(podRequest(podJSON(t, "", "rc-worker-", []metav1.OwnerReference{refTo(rc)}), false),
+		policies.Result{Recognised: true, Identity: policies.Identity{Manager: policies.ManagerRay, Role: policies.RoleWorker}, Applied: []*policies.Policy{basePolicy}}, nil)
+	e.drain()
+	e.agg.flush(context.Background())
+	require.Len(t, log.events, 1)
+	require.Equal(t, "RayCluster", log.events[0].ref.Kind)
+	require.Equal(t, rc.UID, log.events[0].ref.UID)
+
 	forbidden := kube.NewOwners(func(_ context.Context, gvr schema.GroupVersionResource, _, name string) (*metav1.PartialObjectMetadata, error) {
 		return nil, apierrors.NewForbidden(gvr.GroupResource(), name, errors.New("no RBAC"))
 	})
-	e, log, _ := testEvents(t, forbidden, EventOptions{})
-	rc := partial("ray.io/v1", "RayCluster", "ns", "rc")
+	e, log, _ = testEvents(t, forbidden, EventOptions{})
 	e.Offer(podRequest(podJSON(t, "", "rc-worker-", []metav1.OwnerReference{refTo(rc)}), false),
 		policies.Result{Recognised: true, Identity: policies.Identity{Manager: policies.ManagerRay, Role: policies.RoleWorker}, Applied: []*policies.Policy{basePolicy}}, nil)
 	rs := partial("apps/v1", "ReplicaSet", "ns", "w-abc")
@@ -463,10 +480,39 @@ func TestEventsForbiddenOwner(t *testing.T) {
 		policies.Result{Recognised: true, Identity: policies.Identity{Manager: policies.ManagerDask, Role: policies.RoleWorker}, Applied: []*policies.Policy{basePolicy}}, nil)
 	e.drain()
 	e.agg.flush(context.Background())
-	require.Len(t, log.events, 1)
-	require.Equal(t, "RayCluster", log.events[0].ref.Kind)
+	require.Empty(t, log.events)
+	require.Equal(t, 2.0, testutil.ToFloat64(e.metrics.dropped.WithLabelValues("unresolved")))
+}
+
+// Made-up owner references, of every shape a user can write (the API server checks neither that
+// the owner exists nor its UID), get no Event: of a kind nothing serves, a name nothing has, the
+// name of a real owner with another UID or kind. The real owner among them gets its Event.
+func TestEventsOnlyOnOwnersThatExist(t *testing.T) {
+	dc := partial("kubernetes.dask.org/v1", "DaskCluster", "ns", "dc")
+	rc := partial("ray.io/v1", "RayCluster", "ns", "rc")
+	owners, _ := metaClient(t, dc, rc)
+	e, log, c := testEvents(t, owners, EventOptions{})
+	made := []metav1.OwnerReference{
+		{APIVersion: "example.com/v1", Kind: "Pipeline", Name: "p", UID: "uid-p"},
+		{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: "nobody", UID: "uid-nobody"},
+		{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: "rc", UID: "uid-not-rc"},
+		{APIVersion: "ray.io/v1", Kind: "RayJob", Name: "rc", UID: rc.UID},
+		{APIVersion: "v1", Kind: "ConfigMap", Name: "rc", UID: rc.UID},
+		{APIVersion: "kubernetes.dask.org/v1", Kind: "DaskCluster", Name: "dc", UID: "uid-other"},
+	}
+	for i, ref := range append(made, refTo(rc)) {
+		ref.Controller = new(true)
+		e.Offer(podRequest(podJSON(t, "", fmt.Sprintf("p%d-", i), []metav1.OwnerReference{ref}), false),
+			policies.Result{Recognised: true, Identity: policies.Identity{Manager: policies.ManagerRay, Role: policies.RoleWorker}, Applied: []*policies.Policy{basePolicy}}, nil)
+	}
+	e.drain()
+	for range 3 { // not found is settled a window after the first object
+		e.agg.flush(context.Background())
+		c.t = c.t.Add(time.Minute)
+	}
+	require.Len(t, log.events, 1, "%v", log.events)
 	require.Equal(t, rc.UID, log.events[0].ref.UID)
-	require.Equal(t, 1.0, testutil.ToFloat64(e.metrics.dropped.WithLabelValues("unresolved")))
+	require.Equal(t, "rc", log.events[0].ref.Name)
 }
 
 // When the process stops, what the last window admitted is said before the worker returns.

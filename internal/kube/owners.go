@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -82,10 +83,12 @@ func (o *Owners) Memo() *Owners {
 // up its manager's chain, and returns the last owner it reached: the custom resource, or the
 // built-in owner where the walk stopped (it has no owner, or is another object of that name
 // now). An error says that an owner could not be read (gone, forbidden, or a passing
-// failure); the owner returned is then the one whose read failed.
+// failure); the owner returned is then the one whose read failed. The owner returned may not
+// exist (nothing reads the custom resource at the end): what names it for a person may use
+// it, what writes on it uses Verified.
 func (o *Owners) Resolve(ctx context.Context, namespace string, manager policies.Manager, direct metav1.OwnerReference) (metav1.OwnerReference, error) {
-	chain, err := o.Chain(ctx, namespace, manager, direct, nil)
-	return chain[len(chain)-1], err
+	w, err := o.Walk(ctx, namespace, manager, direct, nil)
+	return w.Chain[len(w.Chain)-1], err
 }
 
 // Chain walks as Resolve does and returns every owner it reached, bottom up, direct first.
@@ -95,43 +98,44 @@ func (o *Owners) Resolve(ctx context.Context, namespace string, manager policies
 // len(Resources) more reads. `podpatch explain` finds what an owner owns with it.
 func (o *Owners) Chain(ctx context.Context, namespace string, manager policies.Manager, direct metav1.OwnerReference,
 	resources func(schema.GroupVersionKind) (schema.GroupVersionResource, bool)) ([]metav1.OwnerReference, error) {
-	chain := []metav1.OwnerReference{direct}
+	w, err := o.Walk(ctx, namespace, manager, direct, resources)
+	return w.Chain, err
+}
+
+// Walk is what a walk up an object's owners reached.
+type Walk struct {
+	// Chain is every owner reached, bottom up, the direct owner first; never empty.
+	Chain []metav1.OwnerReference
+	// Read counts the owners of Chain, from the bottom, that the walk read and found to be the
+	// object their reference names (same name and UID): those exist. An ownerReference is
+	// anything its writer put there (the API server checks neither that the owner exists nor
+	// its UID), so only those may receive an Event.
+	Read int
+}
+
+// Walk is Chain, saying which owners were read.
+func (o *Owners) Walk(ctx context.Context, namespace string, manager policies.Manager, direct metav1.OwnerReference,
+	resources func(schema.GroupVersionKind) (schema.GroupVersionResource, bool)) (Walk, error) {
+	w := Walk{Chain: []metav1.OwnerReference{direct}}
 	pr, ok := policies.ProfileOf(manager)
 	if !ok {
-		return chain, nil
-	}
-	// up reads the top of the chain and adds its controller; false when the walk ends there.
-	up := func(gvr schema.GroupVersionResource) (bool, error) {
-		ref := chain[len(chain)-1]
-		m, err := o.lookup(ctx, gvr, namespace, ref.Name)
-		if err != nil {
-			return false, fmt.Errorf("get %s %s: %w", gvr.Resource, ref.Name, err)
-		}
-		if m.UID != ref.UID {
-			return false, nil // the same name may be another object now
-		}
-		next := ControllerOf(m.OwnerReferences)
-		if next == nil {
-			return false, nil
-		}
-		chain = append(chain, *next)
-		return true, nil
+		return w, nil
 	}
 	for range len(pr.Owners.Through) {
-		ref := chain[len(chain)-1]
+		ref := w.Chain[len(w.Chain)-1]
 		gvr, ok := pr.Owners.Step(ref.APIVersion, ref.Kind)
 		if !ok {
 			break
 		}
-		if more, err := up(gvr); err != nil || !more {
-			return chain, err
+		if more, err := o.up(ctx, namespace, gvr, &w); err != nil || !more {
+			return w, err
 		}
 	}
 	for range len(pr.Owners.Resources) {
 		if resources == nil {
 			break
 		}
-		ref := chain[len(chain)-1]
+		ref := w.Chain[len(w.Chain)-1]
 		gv, err := schema.ParseGroupVersion(ref.APIVersion)
 		if err != nil || !slices.Contains(pr.Owners.Resources, schema.GroupKind{Group: gv.Group, Kind: ref.Kind}) {
 			break
@@ -140,11 +144,71 @@ func (o *Owners) Chain(ctx context.Context, namespace string, manager policies.M
 		if !ok {
 			break
 		}
-		if more, err := up(gvr); err != nil || !more {
-			return chain, err
+		if more, err := o.up(ctx, namespace, gvr, &w); err != nil || !more {
+			return w, err
 		}
 	}
-	return chain, nil
+	return w, nil
+}
+
+// up reads the top of the walk's chain at gvr and, when it is the object its reference names,
+// counts it read and adds its controller; false when the walk ends there.
+func (o *Owners) up(ctx context.Context, namespace string, gvr schema.GroupVersionResource, w *Walk) (bool, error) {
+	ref := w.Chain[len(w.Chain)-1]
+	m, err := o.lookup(ctx, gvr, namespace, ref.Name)
+	if err != nil {
+		return false, fmt.Errorf("get %s %s: %w", gvr.Resource, ref.Name, err)
+	}
+	if m.UID != ref.UID {
+		return false, nil // the same name may be another object now
+	}
+	w.Read = len(w.Chain)
+	next := ControllerOf(m.OwnerReferences)
+	if next == nil {
+		return false, nil
+	}
+	w.Chain = append(w.Chain, *next)
+	return true, nil
+}
+
+// Verified is Resolve's owner when it exists: the last owner the walk reached, read (the
+// custom resource the walk ends at is read once more, at the resource its kind names) and
+// found to be the object its reference names. ok is false when no owner could be: gone,
+// another object of that name, unreadable (err says why), or a made-up reference; an Event
+// is then written on nobody.
+func (o *Owners) Verified(ctx context.Context, namespace string, manager policies.Manager, direct metav1.OwnerReference) (metav1.OwnerReference, bool, error) {
+	w, err := o.Walk(ctx, namespace, manager, direct, nil)
+	if err == nil && w.Read < len(w.Chain) {
+		err = o.readLast(ctx, namespace, &w)
+	}
+	if w.Read != len(w.Chain) {
+		return w.Chain[len(w.Chain)-1], false, err
+	}
+	return w.Chain[len(w.Chain)-1], true, err
+}
+
+// readLast reads the last owner of a walk, which the walk reached but did not read, at the
+// resource its kind names (lowercase plural, as the managers' CRDs and the built-in kinds do):
+// a kind no resource has is never found.
+func (o *Owners) readLast(ctx context.Context, namespace string, w *Walk) error {
+	ref := w.Chain[len(w.Chain)-1]
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil || gv.Version == "" || ref.Kind == "" {
+		return nil // no object can be named so
+	}
+	m, err := o.lookup(ctx, resourceOf(gv.WithKind(ref.Kind)), namespace, ref.Name)
+	if err != nil {
+		return fmt.Errorf("get %s %s: %w", strings.ToLower(ref.Kind), ref.Name, err)
+	}
+	if m.UID == ref.UID {
+		w.Read = len(w.Chain)
+	}
+	return nil
+}
+
+// resourceOf is the resource a kind is served at: its lowercase plural.
+func resourceOf(gvk schema.GroupVersionKind) schema.GroupVersionResource {
+	return gvk.GroupVersion().WithResource(strings.ToLower(gvk.Kind) + "s")
 }
 
 // ControllerOf is an object's controller reference, else its first owner reference; nil if it

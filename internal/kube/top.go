@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"slices"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -16,19 +15,27 @@ import (
 // to the RayJob or RayService that made it. Each step reads the custom resource's metadata
 // at the resource its kind names (lowercase plural, as every manager's CRD does), at most
 // len(Resources) steps, stopping at an owner outside the chain's Resources or at another
-// object of that name. An error says where the walk stopped and why; the owner returned is
-// then the last one reached.
-func (o *Owners) Top(ctx context.Context, namespace string, manager policies.Manager, direct metav1.OwnerReference) (metav1.OwnerReference, error) {
+// object of that name. The owner returned is the topmost one that was read and is the object
+// its reference names (Walk.Read), so an Event written on it lands on an object that exists;
+// ok is false when there is none (the direct owner is gone, unreadable, another object of that
+// name, or made up). An error says where the walk stopped and why.
+func (o *Owners) Top(ctx context.Context, namespace string, manager policies.Manager, direct metav1.OwnerReference) (top metav1.OwnerReference, ok bool, err error) {
 	pr, _ := policies.ProfileOf(manager)
-	chain, err := o.Chain(ctx, namespace, manager, direct, func(gvk schema.GroupVersionKind) (schema.GroupVersionResource, bool) {
-		return gvk.GroupVersion().WithResource(strings.ToLower(gvk.Kind) + "s"), true
+	w, err := o.Walk(ctx, namespace, manager, direct, func(gvk schema.GroupVersionKind) (schema.GroupVersionResource, bool) {
+		return resourceOf(gvk), true
 	})
-	// The walk adds the controller of the last custom resource it read, whatever its kind: a
-	// custom resource of another manager, or a built-in one, is not the user's.
-	if n := len(chain); n > 1 && !isResource(pr.Owners.Resources, chain[n-1]) && isResource(pr.Owners.Resources, chain[n-2]) {
-		return chain[n-2], err
+	if err == nil && w.Read < len(w.Chain) && (w.Read == 0 || isResource(pr.Owners.Resources, w.Chain[len(w.Chain)-1])) {
+		// The walk reached an owner without reading it: the direct owner of a kind no step
+		// names, or a custom resource of the chain beyond the steps' bound.
+		err = o.readLast(ctx, namespace, &w)
 	}
-	return chain[len(chain)-1], err
+	// The walk adds the controller of the last custom resource it read, whatever its kind, and
+	// does not read it: a custom resource of another manager, or a built-in one, is not the
+	// user's, and stays beyond Read.
+	if w.Read == 0 {
+		return direct, false, err
+	}
+	return w.Chain[w.Read-1], true, err
 }
 
 // Get reads one object's metadata with the resolver's lookup (memoised by Memo): the UID of
