@@ -129,8 +129,8 @@ type Expect struct {
 	UnschedulableReason string `yaml:"unschedulableReason"`
 }
 
-// placement names the placement expectations given (the unschedulable finding among them).
-func (e *Expect) placement() []string {
+// placementGiven names the placement expectations given (the unschedulable finding among them).
+func (e *Expect) placementGiven() []string {
 	var out []string
 	if e.Schedulable != nil {
 		out = append(out, "schedulable")
@@ -369,7 +369,7 @@ func Load(path string) (*File, error) {
 // context.nodes the unschedulable check has nothing to place a Pod on, which must not pass as
 // a silent skip. It returns the expect key at fault and why ("" when none).
 func checkPlacement(e *Expect, nodes *Nodes) (key, msg string) {
-	given := e.placement()
+	given := e.placementGiven()
 	switch {
 	case len(given) == 0:
 		return "", ""

@@ -200,7 +200,7 @@ func (s *suite) run(c *Case, r *CaseResult, o Options) error {
 	}
 	_ = json.Unmarshal(in, &head) // Apply says what is wrong with it
 	isService := policies.Kind(head.Kind) == policies.KindService
-	if e := c.Expect.placement(); isService && len(e) > 0 {
+	if e := c.Expect.placementGiven(); isService && len(e) > 0 {
 		return s.caseErr(c, "expect.%s: a Service is placed on no Node; placement expectations are for Pods and workloads' pod templates", e[0])
 	}
 	if s.broken != "" {
