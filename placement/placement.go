@@ -133,6 +133,32 @@ func Check(spec *corev1.PodSpec, snap *Snapshot) Result {
 	return Result{Reason: summary(snap, why)}
 }
 
+// Fits lists what in the snapshot takes the pod spec, by name and in the snapshot's order: the
+// Nodes that fit it and, when the snapshot has Karpenter, the NodePools that could create one.
+// It applies Check's predicates to every Node and NodePool where Check stops at the first,
+// for `podpatch test`'s expect.fitsNodes and expect.fitsNodePools (reference §4).
+func Fits(spec *corev1.PodSpec, snap *Snapshot) (nodes, nodePools []string) {
+	if snap == nil || spec == nil {
+		return nil, nil
+	}
+	pod := &corev1.Pod{Spec: *spec}
+	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
+	for _, n := range snap.Nodes {
+		if nodeRefuses(pod, affinity, n) == "" {
+			nodes = append(nodes, n.Name)
+		}
+	}
+	if snap.HasKarpenter {
+		reqs := podRequirements(spec)
+		for i := range snap.NodePools {
+			if snap.NodePools[i].refuses(spec, reqs) == "" {
+				nodePools = append(nodePools, snap.NodePools[i].Name)
+			}
+		}
+	}
+	return nodes, nodePools
+}
+
 // summary says what was looked at and the first refusals.
 func summary(snap *Snapshot, why []string) string {
 	what := fmt.Sprintf("no Node of %d fits", len(snap.Nodes))

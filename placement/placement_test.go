@@ -230,3 +230,60 @@ func TestCacheLinear(t *testing.T) {
 	}
 	require.True(t, c.Check(&corev1.PodSpec{NodeSelector: map[string]string{"pool": "cpu"}}).Schedulable)
 }
+
+// TestFits: Fits names every Node and NodePool that takes the Pod, and agrees with Check: some
+// fit exactly when Check finds the Pod schedulable.
+func TestFits(t *testing.T) {
+	tolerateGPU := []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	spot := NodePool{Name: "spot", Taints: []corev1.Taint{{Key: "spot", Effect: corev1.TaintEffectNoSchedule}}}
+	snap := &Snapshot{Nodes: []*corev1.Node{
+		node("cpu-a", map[string]string{"pool": "cpu"}),
+		node("cpu-b", map[string]string{"pool": "cpu"}),
+		node("gpu-a", map[string]string{"pool": "gpu"}, gpuTaint()),
+	}, HasKarpenter: true, NodePools: []NodePool{spot}}
+	for _, c := range []struct {
+		name         string
+		spec         corev1.PodSpec
+		nodes, pools string
+	}{
+		{"no constraints", corev1.PodSpec{}, "cpu-a cpu-b", ""},
+		{"gpu, tolerated", corev1.PodSpec{NodeSelector: map[string]string{"pool": "gpu"}, Tolerations: tolerateGPU}, "gpu-a", ""},
+		{"gpu, not tolerated", corev1.PodSpec{NodeSelector: map[string]string{"pool": "gpu"}}, "", ""},
+		{"spot pool only", corev1.PodSpec{NodeSelector: map[string]string{NodePoolLabel: "spot"}, Tolerations: []corev1.Toleration{{Key: "spot", Operator: corev1.TolerationOpExists}}}, "", "spot"},
+		{"everything", corev1.PodSpec{Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}}, "cpu-a cpu-b gpu-a", "spot"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			nodes, pools := Fits(&c.spec, snap)
+			require.Equal(t, c.nodes, strings.Join(nodes, " "))
+			require.Equal(t, c.pools, strings.Join(pools, " "))
+			require.Equal(t, len(nodes)+len(pools) > 0, Check(&c.spec, snap).Schedulable)
+		})
+	}
+}
+
+// TestSnapshotAdd: Add keeps what Read keeps of each kind, and refuses other objects.
+func TestSnapshotAdd(t *testing.T) {
+	snap := &Snapshot{}
+	for _, obj := range []string{
+		`{"apiVersion":"v1","kind":"Node","metadata":{"name":"gpu-a","labels":{"pool":"gpu"},"annotations":{"a":"b"}},
+		  "spec":{"taints":[{"key":"nvidia.com/gpu","value":"present","effect":"NoSchedule"}]},"status":{"allocatable":{"cpu":"8"}}}`,
+		`{"apiVersion":"karpenter.sh/v1","kind":"NodePool","metadata":{"name":"spot"},"spec":{"template":{"spec":{
+		  "requirements":[{"key":"karpenter.sh/capacity-type","operator":"In","values":["spot"]}],"taints":[{"key":"spot","effect":"NoSchedule"}]}}}}`,
+		`{"apiVersion":"cloud.google.com/v1","kind":"ComputeClass","metadata":{"name":"batch"},"spec":{"nodePoolAutoCreation":{"enabled":true}}}`,
+	} {
+		require.NoError(t, snap.Add([]byte(obj)))
+	}
+	require.Len(t, snap.Nodes, 1)
+	require.Equal(t, "gpu-a", snap.Nodes[0].Name)
+	require.Nil(t, snap.Nodes[0].Annotations, "only what the check reads is kept")
+	require.Len(t, snap.Nodes[0].Spec.Taints, 1)
+	require.True(t, snap.HasKarpenter)
+	require.Equal(t, "spot", snap.NodePools[0].Name)
+	require.Len(t, snap.NodePools[0].Requirements, 1)
+	require.True(t, snap.HasComputeClasses)
+	require.True(t, snap.ComputeClasses["batch"].AutoCreate)
+	require.False(t, snap.Truncated)
+	require.ErrorContains(t, snap.Add([]byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}}`)), "want a v1 Node")
+	require.ErrorContains(t, snap.Add([]byte(`{"apiVersion":"v1","kind":"Node","metadata":{}}`)), "metadata.name is required")
+	require.ErrorContains(t, snap.Add([]byte(`{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"},"spec":{"taints":"x"}}`)), "node n")
+}

@@ -37,9 +37,7 @@ func Read(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface) (
 				snap.Truncated = true
 				break
 			}
-			n := list.Items[i]
-			snap.Nodes = append(snap.Nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels},
-				Spec: corev1.NodeSpec{Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable}})
+			snap.Nodes = append(snap.Nodes, nodeOf(&list.Items[i]))
 		}
 		if opts.Continue = list.Continue; opts.Continue == "" || snap.Truncated {
 			break
@@ -70,8 +68,7 @@ func Read(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface) (
 	if snap.HasComputeClasses {
 		snap.ComputeClasses = map[string]ComputeClass{}
 		err := each(ctx, dyn, ComputeClassResource, MaxComputeClasses, snap, func(u *unstructured.Unstructured) error {
-			auto, _, _ := unstructured.NestedBool(u.Object, "spec", "nodePoolAutoCreation", "enabled")
-			snap.ComputeClasses[u.GetName()] = ComputeClass{Name: u.GetName(), AutoCreate: auto}
+			snap.ComputeClasses[u.GetName()] = computeClassOf(u)
 			return nil
 		})
 		if err != nil {
@@ -159,4 +156,68 @@ func NodePoolOf(u *unstructured.Unstructured) (NodePool, error) {
 		p.Requirements = append(p.Requirements, Requirement{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: r.Key, Operator: r.Operator, Values: r.Values}, MinValues: r.MinValues})
 	}
 	return p, nil
+}
+
+// nodeOf is what the check keeps of a Node: its name, labels, taints and cordon.
+func nodeOf(n *corev1.Node) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels},
+		Spec: corev1.NodeSpec{Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable}}
+}
+
+// computeClassOf reads a `cloud.google.com/v1` ComputeClass.
+func computeClassOf(u *unstructured.Unstructured) ComputeClass {
+	auto, _, _ := unstructured.NestedBool(u.Object, "spec", "nodePoolAutoCreation", "enabled")
+	return ComputeClass{Name: u.GetName(), AutoCreate: auto}
+}
+
+// Add puts one object, in JSON, into the snapshot as Read would have listed it: a v1 Node, a
+// `karpenter.sh/v1` NodePool (HasKarpenter) or a `cloud.google.com/v1` ComputeClass
+// (HasComputeClasses), within the same bounds (beyond, Truncated). It is how `podpatch test`
+// builds a snapshot from the Nodes of a test file (reference §4). An object of another kind,
+// or without a name, is an error.
+func (s *Snapshot) Add(obj []byte) error {
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(obj); err != nil {
+		return err
+	}
+	if u.GetName() == "" {
+		return fmt.Errorf("%s %s: metadata.name is required", u.GetAPIVersion(), u.GetKind())
+	}
+	gvk := u.GroupVersionKind()
+	switch {
+	case gvk == corev1.SchemeGroupVersion.WithKind("Node"):
+		var n corev1.Node
+		if err := json.Unmarshal(obj, &n); err != nil {
+			return fmt.Errorf("node %s: %w", u.GetName(), err)
+		}
+		if len(s.Nodes) == MaxNodes {
+			s.Truncated = true
+			return nil
+		}
+		s.Nodes = append(s.Nodes, nodeOf(&n))
+	case gvk == NodePoolResource.GroupVersion().WithKind("NodePool"):
+		s.HasKarpenter = true
+		p, err := NodePoolOf(u)
+		if err != nil {
+			return fmt.Errorf("nodepool %s: %w", u.GetName(), err)
+		}
+		if len(s.NodePools) == MaxNodePools {
+			s.Truncated = true
+			return nil
+		}
+		s.NodePools = append(s.NodePools, p)
+	case gvk == ComputeClassResource.GroupVersion().WithKind("ComputeClass"):
+		s.HasComputeClasses = true
+		if s.ComputeClasses == nil {
+			s.ComputeClasses = map[string]ComputeClass{}
+		}
+		if len(s.ComputeClasses) == MaxComputeClasses {
+			s.Truncated = true
+			return nil
+		}
+		s.ComputeClasses[u.GetName()] = computeClassOf(u)
+	default:
+		return fmt.Errorf("%s %s %s: want a v1 Node, a karpenter.sh/v1 NodePool or a cloud.google.com/v1 ComputeClass", u.GetAPIVersion(), u.GetKind(), u.GetName())
+	}
+	return nil
 }

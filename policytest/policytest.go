@@ -2,8 +2,10 @@
 // that platform teams keep in git. A PolicyTest file names policy files or folders, objects as
 // the cluster managers make them, the context (namespace and its labels), and per object what
 // must hold once patched: the whole object or listed fields, the policies applied and left out,
-// the findings by check id, the admission warnings. Every object goes through policies.Set.Apply,
-// the path the webhook and `render` take, so a passing test is what admission does.
+// the findings by check id, the admission warnings, and — given the cluster's Nodes in the
+// context — whether a Pod has a place to run and which Nodes take it. Every object goes through
+// policies.Set.Apply, the path the webhook and `render` take, so a passing test is what
+// admission does; placement goes through the placement package, as `diff` and `explain` do.
 package policytest
 
 import (
@@ -13,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -50,15 +53,37 @@ type Spec struct {
 	Cases             []Case  `yaml:"cases"`
 }
 
-// Context is what the webhook learns from the request and the cluster.
+// Context is what the webhook learns from the request and the cluster, and what the cluster
+// offers Pods.
 type Context struct {
 	// Namespace is the namespace of objects that have none (default "default").
 	Namespace       string            `yaml:"namespace"`
 	NamespaceLabels map[string]string `yaml:"namespaceLabels"`
+	// Nodes are the cluster's Nodes, and the Karpenter NodePools and GKE ComputeClasses that
+	// could create more, for the `unschedulable` check (reference §8) that `diff` and `explain`
+	// run against a cluster: given them, every Pod case (and workload pod template) gets that
+	// check, and may expect schedulable, fitsNodes, fitsNodePools and unschedulableReason.
+	Nodes Nodes `yaml:"nodes"`
 	// KubernetesVersion is reserved: version-specific behaviour arrives with the version work,
 	// and any value is refused until then.
 	KubernetesVersion string `yaml:"kubernetesVersion"`
+
+	nodesLine int
 }
+
+// Nodes are what the unschedulable check places Pods on: files or folders of v1 Nodes,
+// `karpenter.sh/v1` NodePools and `cloud.google.com/v1` ComputeClasses (one or more documents,
+// or a v1 List as `kubectl get nodes -o yaml` writes it), relative to the test file, and such
+// objects inline. At most MaxNodes objects and MaxNodeBytes of files.
+type Nodes struct {
+	Files   []string         `yaml:"files"`
+	Objects []map[string]any `yaml:"objects"`
+
+	raw []json.RawMessage
+}
+
+// given says whether the context has any Nodes (or NodePools, ComputeClasses) to place Pods on.
+func (n *Nodes) given() bool { return len(n.Files)+len(n.Objects) > 0 }
 
 // Case is one object and what must hold once it is patched.
 type Case struct {
@@ -92,6 +117,37 @@ type Expect struct {
 	Findings []string `yaml:"findings"`
 	// Warnings are admission warnings: each entry a substring of one warning.
 	Warnings []string `yaml:"warnings"`
+	// Schedulable says whether the patched Pod has a place to run among context.nodes: the
+	// unschedulable check of reference §8 does (true) or does not (false) fire. The placement
+	// expectations below need context.nodes, and a Pod or a workload's pod template.
+	Schedulable *bool `yaml:"schedulable"`
+	// FitsNodes are the Nodes of context.nodes that take the patched Pod, exactly (any order);
+	// FitsNodePools the Karpenter NodePools of context.nodes that could create one.
+	FitsNodes     []string `yaml:"fitsNodes"`
+	FitsNodePools []string `yaml:"fitsNodePools"`
+	// UnschedulableReason is a part of the unschedulable finding's message (schedulable: false).
+	UnschedulableReason string `yaml:"unschedulableReason"`
+}
+
+// placementGiven names the placement expectations given (the unschedulable finding among them).
+func (e *Expect) placementGiven() []string {
+	var out []string
+	if e.Schedulable != nil {
+		out = append(out, "schedulable")
+	}
+	if e.FitsNodes != nil {
+		out = append(out, "fitsNodes")
+	}
+	if e.FitsNodePools != nil {
+		out = append(out, "fitsNodePools")
+	}
+	if e.UnschedulableReason != "" {
+		out = append(out, "unschedulableReason")
+	}
+	if slices.Contains(e.Findings, policies.CheckUnschedulable) {
+		out = append(out, "findings: "+policies.CheckUnschedulable)
+	}
+	return out
 }
 
 // FieldExpect is one field of the patched object: Path as in findings
@@ -228,6 +284,11 @@ func Load(path string) (*File, error) {
 	// schema render -f reads objects with), not as the struct decoder resolved them.
 	var tree struct {
 		Spec struct {
+			Context struct {
+				Nodes struct {
+					Objects []json.RawMessage `json:"objects"`
+				} `json:"nodes"`
+			} `json:"context"`
 			Cases []struct {
 				Object json.RawMessage `json:"object"`
 				Expect struct {
@@ -242,6 +303,8 @@ func Load(path string) (*File, error) {
 	if err := json.Unmarshal(docs[0].JSON, &tree); err != nil || len(tree.Spec.Cases) != len(f.Spec.Cases) {
 		return nil, &Error{File: path, Msg: fmt.Sprintf("spec.cases: %v", err)}
 	}
+	f.Spec.Context.Nodes.raw = tree.Spec.Context.Nodes.Objects
+	f.Spec.Context.nodesLine = lineOf("spec", "context", "nodes")
 	for i, tc := range tree.Spec.Cases {
 		c := &f.Spec.Cases[i]
 		if c.Object != nil {
@@ -276,7 +339,10 @@ func Load(path string) (*File, error) {
 		case c.Expect.Object != nil && c.Expect.ObjectFile != "":
 			return nil, e(lineOf("spec", "cases", i, "expect"), "case %q: expect.object and expect.objectFile both given", c.Name)
 		case reflect.DeepEqual(c.Expect, Expect{}):
-			return nil, e(c.line, "case %q: no expectation (expect: object, objectFile, fields, changed, applied, leftOut, findings or warnings)", c.Name)
+			return nil, e(c.line, "case %q: no expectation (expect: object, objectFile, fields, changed, applied, leftOut, findings, warnings, schedulable, fitsNodes, fitsNodePools or unschedulableReason)", c.Name)
+		}
+		if key, msg := checkPlacement(&c.Expect, &f.Spec.Context.Nodes); msg != "" {
+			return nil, e(lineOf("spec", "cases", i, "expect", key), "case %q: %s", c.Name, msg)
 		}
 		names[c.Name] = c.line
 		for j := range c.Expect.Fields {
@@ -297,6 +363,27 @@ func Load(path string) (*File, error) {
 		}
 	}
 	return f, nil
+}
+
+// checkPlacement refuses placement expectations that no policy could make hold: without
+// context.nodes the unschedulable check has nothing to place a Pod on, which must not pass as
+// a silent skip. It returns the expect key at fault and why ("" when none).
+func checkPlacement(e *Expect, nodes *Nodes) (key, msg string) {
+	given := e.placementGiven()
+	switch {
+	case len(given) == 0:
+		return "", ""
+	case !nodes.given():
+		key, _, _ = strings.Cut(given[0], ":")
+		return key, fmt.Sprintf("expect.%s needs context.nodes: the Nodes (or Karpenter NodePools, GKE ComputeClasses) the Pod is placed on", given[0])
+	case e.UnschedulableReason != "" && (e.Schedulable == nil || *e.Schedulable):
+		return "unschedulableReason", "expect.unschedulableReason needs schedulable: false"
+	case e.Schedulable != nil && !*e.Schedulable && len(e.FitsNodes)+len(e.FitsNodePools) > 0:
+		return "schedulable", "expect.schedulable is false, but fitsNodes or fitsNodePools names what takes the Pod"
+	case e.Schedulable != nil && e.Findings != nil && *e.Schedulable == slices.Contains(e.Findings, policies.CheckUnschedulable):
+		return "findings", fmt.Sprintf("expect.schedulable: %v contradicts expect.findings: the unschedulable finding fires exactly when the Pod is not schedulable", *e.Schedulable)
+	}
+	return "", ""
 }
 
 // Line is where a case starts in its file.

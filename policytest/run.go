@@ -53,6 +53,8 @@ type suite struct {
 	// broken is why the policies do not compile: every case fails with it.
 	broken string
 	refs   map[string]bool
+	// placed is context.nodes, nil when it has none.
+	placed *placed
 }
 
 // RunFile loads a test file and runs its cases. A wrong test file is an *Error.
@@ -114,6 +116,9 @@ func compile(path string, f *File) (*suite, error) {
 		s.broken = "the policies do not compile:\n" + policies.ProblemLines(probs)
 	}
 	s.set = set
+	if s.placed, err = s.readNodes(); err != nil {
+		return nil, err
+	}
 	for _, cm := range cms {
 		ps, _ := policies.ParseConfigMap(cm.ConfigMap, opts)
 		for _, p := range ps {
@@ -178,9 +183,25 @@ func (s *suite) run(c *Case, r *CaseResult, o Options) error {
 			return s.caseErr(c, "expect.leftOut names %s, which is no policy of spec.policies", l.Policy)
 		}
 	}
+	if s.placed != nil {
+		if n := unknownNames(c.Expect.FitsNodes, s.placed.nodes); n != "" {
+			return s.caseErr(c, "expect.fitsNodes names %s, which is no Node of context.nodes", n)
+		}
+		if n := unknownNames(c.Expect.FitsNodePools, s.placed.nodePools); n != "" {
+			return s.caseErr(c, "expect.fitsNodePools names %s, which is no NodePool of context.nodes", n)
+		}
+	}
 	in, err := s.object(c)
 	if err != nil {
 		return err
+	}
+	var head struct {
+		Kind string `json:"kind"`
+	}
+	_ = json.Unmarshal(in, &head) // Apply says what is wrong with it
+	isService := policies.Kind(head.Kind) == policies.KindService
+	if e := c.Expect.placementGiven(); isService && len(e) > 0 {
+		return s.caseErr(c, "expect.%s: a Service is placed on no Node; placement expectations are for Pods and workloads' pod templates", e[0])
 	}
 	if s.broken != "" {
 		r.Failures = append(r.Failures, s.broken)
@@ -199,6 +220,12 @@ func (s *suite) run(c *Case, r *CaseResult, o Options) error {
 	res, got, err := Apply(s.set, in, ns, labels)
 	if err != nil {
 		return s.caseErr(c, "object: %v", err)
+	}
+	if s.placed != nil && !isService {
+		fail := func(format string, args ...any) { r.Failures = append(r.Failures, fmt.Sprintf(format, args...)) }
+		if err := s.placed.place(c, &res, fail); err != nil {
+			return s.caseErr(c, "object: %v", err)
+		}
 	}
 	check(c, res, got, r)
 	return s.wholeObject(c, got, r, o)

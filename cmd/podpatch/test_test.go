@@ -18,6 +18,8 @@ func TestPolicyTestSuites(t *testing.T) {
 	out := requireOK(t, podpatch(t, "", "test", "../../manifests/policy-tests"))
 	assert.Contains(t, out, "PASS examples/dask worker (")
 	assert.Contains(t, out, "PASS examples/flink taskmanager (")
+	assert.Contains(t, out, "PASS placement/dask gpu worker on the gpu pool (")
+	assert.Contains(t, out, "PASS placement/dask gpu worker pinned to eks is stranded (")
 	assert.NotContains(t, out, "FAIL")
 	assert.Regexp(t, `(?m)^\d+ passed, 0 failed, 0 wrong test files$`, out)
 }
@@ -30,10 +32,15 @@ func TestPolicyTestMustFail(t *testing.T) {
 	require.Equal(t, 1, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 	assert.Contains(t, r.stdout, "FAIL wrong-expectation/dask worker cpu ("+dir+"wrong-expectation.yaml:9)")
 	assert.Contains(t, r.stdout, `spec.containers[worker].resources.requests.cpu: want "2", got "1"`)
+	r = podpatch(t, "", "test", dir+"wrong-schedulability.yaml")
+	require.Equal(t, 1, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	assert.Contains(t, r.stdout, "FAIL wrong-schedulability/dask worker stranded ("+dir+"wrong-schedulability.yaml:13)")
+	assert.Contains(t, r.stdout, "schedulable: want false, got true (it fits Nodes default-pool-a, default-pool-b)")
 	for _, tc := range []struct{ file, msg string }{
 		{"unknown-field.yaml:12", "field aplied not found"},
 		{"no-expectation.yaml:9", `case "dask worker": no expectation`},
 		{"unknown-policy.yaml:9", "names podpatch-system/gpu/gpu-everywhere, which is no policy of spec.policies"},
+		{"schedulable-without-nodes.yaml:13", `case "dask worker": expect.schedulable needs context.nodes`},
 	} {
 		name, _, _ := strings.Cut(tc.file, ":")
 		line := requireOneLineError(t, podpatch(t, "", "test", dir+name), 2)
@@ -44,7 +51,8 @@ func TestPolicyTestMustFail(t *testing.T) {
 	r = podpatch(t, "", "test", dir)
 	assert.Equal(t, 2, r.code)
 	assert.Contains(t, r.stdout, "FAIL wrong-expectation/dask worker cpu")
-	assert.Equal(t, 3, strings.Count(r.stderr, "\n"), r.stderr)
+	assert.Contains(t, r.stdout, "FAIL wrong-schedulability/dask worker stranded")
+	assert.Equal(t, 4, strings.Count(r.stderr, "\n"), r.stderr)
 }
 
 // TestPolicyTestOutputs checks --output json and junit, --run, and usage errors.

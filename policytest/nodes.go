@@ -1,0 +1,225 @@
+package policytest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/podpatch/podpatch/placement"
+	"github.com/podpatch/podpatch/policies"
+)
+
+// The bounds of context.nodes: a test file describes a cluster's pools, a handful of Nodes
+// each, not a cluster's inventory; whatever it names, reading it costs at most this.
+const (
+	// MaxNodes bounds the objects of context.nodes: Nodes, NodePools and ComputeClasses
+	// together, within each of placement's own bounds, so the check is always conclusive.
+	MaxNodes = 500
+	// MaxNodeBytes bounds the files of context.nodes together, as `render -f` bounds one file.
+	MaxNodeBytes = policies.MaxFileBytes
+)
+
+// placed is what a suite places Pods on: the snapshot the unschedulable check reads (as
+// `diff` and `explain` read a cluster's) and the names in it, for the expectations that name them.
+type placed struct {
+	cache     *placement.Cache
+	nodes     map[string]bool
+	nodePools map[string]bool
+}
+
+// readNodes builds the suite's snapshot from context.nodes; nil when it has none. Anything it
+// cannot read, beyond the bounds, or named twice is a wrong test file.
+func (s *suite) readNodes() (*placed, error) {
+	n := &s.f.Spec.Context.Nodes
+	if !n.given() {
+		return nil, nil
+	}
+	fail := func(format string, args ...any) error {
+		return &Error{File: s.path, Line: s.f.Spec.Context.nodesLine, Msg: "context.nodes: " + fmt.Sprintf(format, args...)}
+	}
+	p := &placed{cache: &placement.Cache{Snapshot: &placement.Snapshot{}}, nodes: map[string]bool{}, nodePools: map[string]bool{}}
+	classes := map[string]bool{}
+	count := 0
+	add := func(where string, obj []byte) error {
+		var head struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Metadata   struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(obj, &head); err != nil {
+			return fail("%s: %v", where, err)
+		}
+		objs := [][]byte{obj}
+		if head.APIVersion == "v1" && head.Kind == "List" {
+			objs = objs[:0]
+			for _, it := range head.Items {
+				objs = append(objs, it)
+			}
+		}
+		for _, o := range objs {
+			if count++; count > MaxNodes {
+				return fail("more than %d objects (Nodes, NodePools and ComputeClasses together)", MaxNodes)
+			}
+			if err := p.cache.Snapshot.Add(o); err != nil {
+				return fail("%s: %v", where, err)
+			}
+			var id struct {
+				Kind     string `json:"kind"`
+				Metadata struct {
+					Name string `json:"name"`
+				} `json:"metadata"`
+			}
+			_ = json.Unmarshal(o, &id) // Add read it
+			seen := map[string]map[string]bool{"Node": p.nodes, "NodePool": p.nodePools, "ComputeClass": classes}[id.Kind]
+			if seen == nil || seen[id.Metadata.Name] {
+				return fail("%s: %s %s is given twice", where, id.Kind, id.Metadata.Name)
+			}
+			seen[id.Metadata.Name] = true
+		}
+		return nil
+	}
+	for i, raw := range n.raw {
+		if err := add(fmt.Sprintf("objects[%d]", i), raw); err != nil {
+			return nil, err
+		}
+	}
+	total := 0
+	for _, f := range n.Files {
+		files, err := nodeFiles(s.rel(f))
+		if err != nil {
+			return nil, fail("%v", err)
+		}
+		if len(files) == 0 {
+			return nil, fail("no *.yaml, *.yml or *.json file under %s", f)
+		}
+		for _, file := range files {
+			data, err := policies.ReadInput(file, nil)
+			if err != nil {
+				return nil, fail("%v", err)
+			}
+			if total += len(data); total > MaxNodeBytes {
+				return nil, fail("the files hold more than %d MiB together", MaxNodeBytes>>20)
+			}
+			docs, err := policies.SplitDocuments(bytes.NewReader(data))
+			if err != nil {
+				return nil, fail("%s: %v", file, err)
+			}
+			for _, d := range docs {
+				if err := add(fmt.Sprintf("%s: document %d", file, d.Index), d.JSON); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	if count == 0 {
+		return nil, fail("holds no Node, NodePool or ComputeClass")
+	}
+	if p.cache.Snapshot.Truncated { // MaxNodes is within placement's bounds: not reached
+		return nil, fail("beyond the bounds of the unschedulable check")
+	}
+	return p, nil
+}
+
+// nodeFiles lists a file, or the *.yaml, *.yml and *.json files under a folder, in a stable order.
+func nodeFiles(path string) ([]string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.IsDir() {
+		return []string{path}, nil
+	}
+	var out []string
+	err = filepath.WalkDir(path, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || strings.HasPrefix(d.Name(), ".") {
+			return nil
+		}
+		if ext := filepath.Ext(p); ext == ".yaml" || ext == ".yml" || ext == ".json" {
+			out = append(out, p)
+		}
+		return nil
+	})
+	sort.Strings(out)
+	return out, err
+}
+
+// place runs the unschedulable check on a patched Pod (res.Object: a Pod, or a workload's pod
+// template as a Pod) as `explain` does, adding its finding to res.Findings, and checks the
+// case's placement expectations.
+func (p *placed) place(c *Case, res *policies.Result, fail func(string, ...any)) error {
+	spec, err := placement.Spec(res.Object)
+	if err != nil {
+		return err
+	}
+	r := p.cache.Check(spec)
+	var msg string
+	if !r.Schedulable {
+		f := placement.Finding(r, placement.Responsible(res.Changes))
+		res.Findings = append(res.Findings, f)
+		msg = f.Message
+	}
+	e := c.Expect
+	switch {
+	case e.Schedulable == nil:
+	case *e.Schedulable && !r.Schedulable:
+		fail("schedulable: want true, got false: %s", msg)
+	case !*e.Schedulable && r.Schedulable:
+		nodes, pools := placement.Fits(spec, p.cache.Snapshot)
+		fail("schedulable: want false, got true (it fits %s)", fitting(nodes, pools))
+	}
+	if e.UnschedulableReason != "" && !r.Schedulable && !strings.Contains(msg, e.UnschedulableReason) {
+		fail("unschedulableReason: want a message containing %q, got %q", e.UnschedulableReason, msg)
+	}
+	if e.FitsNodes != nil || e.FitsNodePools != nil {
+		nodes, pools := placement.Fits(spec, p.cache.Snapshot)
+		if e.FitsNodes != nil {
+			setDiff("fitsNodes", e.FitsNodes, nodes, fail)
+		}
+		if e.FitsNodePools != nil {
+			setDiff("fitsNodePools", e.FitsNodePools, pools, fail)
+		}
+	}
+	return nil
+}
+
+// fitting says in a few words what takes a Pod.
+func fitting(nodes, pools []string) string {
+	var parts []string
+	if len(nodes) > 0 {
+		parts = append(parts, "Nodes "+clip(nodes))
+	}
+	if len(pools) > 0 {
+		parts = append(parts, "NodePools "+clip(pools))
+	}
+	if len(parts) == 0 {
+		return "a ComputeClass that creates node pools"
+	}
+	return strings.Join(parts, " and ")
+}
+
+// clip lists at most five names.
+func clip(names []string) string {
+	if len(names) > 5 {
+		return strings.Join(names[:5], ", ") + fmt.Sprintf(" and %d more", len(names)-5)
+	}
+	return strings.Join(names, ", ")
+}
+
+// unknownNames is the first name of want that is not in known, "" when all are.
+func unknownNames(want []string, known map[string]bool) string {
+	if i := slices.IndexFunc(want, func(n string) bool { return !known[n] }); i >= 0 {
+		return want[i]
+	}
+	return ""
+}
