@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // Input is one object to patch.
@@ -88,7 +89,7 @@ type Result struct {
 	// in a stable order.
 	Findings []Finding
 
-	// violations are the patched object's (validity.go); selection is the layers applied.
+	// violations are the patched object's (package validity); selection is the layers applied.
 	violations []Violation
 	selection  layers
 	// patched is the patched object's tree, for the checks (checks.go).
@@ -163,7 +164,7 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	if l.empty() {
 		return res, nil
 	}
-	env := &checkEnv{kind: in.Kind, namespace: ns, namespaceLabels: in.NamespaceLabels, cluster: in.Cluster}
+	env := envOf(in, ns)
 	// The first round patches the tree decoded here; any later one decodes the input afresh.
 	out, err := s.fixedPoint(in, patchOnly, &decoded{t, obj}, sub, skip, l, allLayers, env)
 	if err != nil && !errors.Is(err, ErrStopped) && l.hasNamespace() {
@@ -214,7 +215,7 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 // to its own fixed point when the enforce policies' selection converges, else the enforce
 // policies selected on the object as it came in, once. false when there are none or when even
 // that fails.
-func (s *Set) enforceOnly(in Input, patchOnly bool, sub *subject, skip bool, l layers, env *checkEnv) (Result, bool) {
+func (s *Set) enforceOnly(in Input, patchOnly bool, sub *subject, skip bool, l layers, env *validity.Env) (Result, bool) {
 	enforce := l.enforceOnly()
 	if enforce.empty() {
 		return Result{}, false
@@ -244,7 +245,7 @@ const MaxSelectionRounds = 4
 // MaxSelectionRounds the selection oscillates: the object is not patched (Apply then tries
 // without namespace policies, then the enforce layer alone). keep restricts every selection to
 // the layers of such a fallback.
-func (s *Set) fixedPoint(in Input, patchOnly bool, first *decoded, sub *subject, skip bool, l layers, keep func(*layers) layers, env *checkEnv) (Result, error) {
+func (s *Set) fixedPoint(in Input, patchOnly bool, first *decoded, sub *subject, skip bool, l layers, keep func(*layers) layers, env *validity.Env) (Result, error) {
 	selected := sub.labels // the labels l was selected with
 	for round := 1; ; round++ {
 		res, labels, err := s.applyLayers(in, patchOnly, first, sub.id.Manager, l, env)
@@ -287,7 +288,7 @@ type decoded struct {
 // result and the labels of the patched object. The result carries the selection and the patched
 // object's violations (reference §8), after the fields coupled to those the policies changed were
 // adjusted.
-func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager, l layers, env *checkEnv) (Result, labels.Set, error) {
+func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager, l layers, env *validity.Env) (Result, labels.Set, error) {
 	res := Result{Object: in.Object}
 	if d == nil {
 		t := jsontree.New()
@@ -301,10 +302,10 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 	res.Applied, res.selection = l.all(), l
 	st := &applyState{t: t, done: in.Done}
 	var owned map[string]bool
-	var before coupledValues // the coupled fields as given
-	var given placement      // the placement Kueue decides, as given (kueue.go)
+	var before validity.CoupledValues // the coupled fields as given
+	var given placement               // the placement Kueue decides, as given (kueue.go)
 	if in.Kind == KindPod {
-		before.read(t, obj)
+		before.Read(t, obj)
 		given = readPlacement(t, obj)
 		// Platform sidecars first, so that a namespace policy cannot claim their names; they
 		// are out of the namespace policies' reach, and replace a container of the same name
@@ -352,7 +353,7 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 	}
 	if in.Kind == KindPod {
 		// Kueue's placement wins on the Pods it manages (reference §8, kueue-placement-conflict).
-		if fs := keepKueuePlacement(t, obj, &given, res.Applied, env.cluster); len(fs) > 0 {
+		if fs := keepKueuePlacement(t, obj, &given, res.Applied, env.Cluster); len(fs) > 0 {
 			res.Findings = append(res.Findings, fs...)
 			if in.Explain {
 				res.Changes = dropRestored(res.Changes, in.Object, obj)
@@ -368,13 +369,13 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 	}
 	setAnnotation(t, obj, AppliedAnnotation, strings.Join(refs, ","))
 	if in.Kind == KindPod {
-		res.Adjusted = couple(t, obj, &before, res.Applied, env.cluster)
+		res.Adjusted = validity.Couple(t, obj, &before, func(member string) bool { return anySets(res.Applied, member) }, env.Cluster)
 	}
-	res.violations, _ = env.check(obj)
+	res.violations, _ = env.Check(obj)
 	if in.Kind == KindPod && slices.ContainsFunc(res.violations, func(v Violation) bool { return v.Rule == RuleExtendedResourceLimit }) {
-		if adj := equalizeNonOvercommittable(t, obj); len(adj) > 0 {
+		if adj := validity.EqualizeNonOvercommittable(t, obj); len(adj) > 0 {
 			res.Adjusted = append(res.Adjusted, adj...)
-			res.violations, _ = env.check(obj)
+			res.violations, _ = env.Check(obj)
 		}
 	}
 	if in.Explain {

@@ -8,11 +8,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/podpatch/podpatch/policies/internal/k8sfields"
 )
 
 // lintValidity reports what `lint` can know offline about reference §8's rules: a policy whose own
 // values break one whatever object it meets. What depends on the object or the cluster is
-// decided at admission (validity.go), where such a policy is left out instead: Service port
+// decided at admission (policies/validity), where such a policy is left out instead: Service port
 // names, for one, since a policy's port merges into the object's port of the same number and
 // keeps its name. (sessionAffinityConfig with sessionAffinity None is no error: the API server's
 // defaulting drops the config, TestValidityOracle.)
@@ -240,7 +242,7 @@ func lintHugePages(r corev1.ResourceRequirements, fld *field.Path) field.ErrorLi
 // lintVolume checks what one policy's volume shows the API server would refuse whatever volume
 // it merges into: members that exclude each other both set, and values outside an enumeration
 // (a source of two kinds and a downward item of two references are internal/k8sfields').
-// What a merge may complete (a required member) is decided at admission (validity_volumes.go).
+// What a merge may complete (a required member) is decided at admission (policies/validity, volumes.go).
 func lintVolume(v corev1.Volume, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	both := func(a, b bool, at *field.Path, msg string) {
@@ -251,7 +253,7 @@ func lintVolume(v corev1.Volume, fld *field.Path) field.ErrorList {
 	if f := v.Flocker; f != nil {
 		both(f.DatasetName != "", f.DatasetUUID != "", fld.Child("flocker"), "datasetName and datasetUUID can not be specified simultaneously")
 	}
-	if q := v.Quobyte; q != nil && q.Registry != "" && !quobyteRegistry(q.Registry) {
+	if q := v.Quobyte; q != nil && q.Registry != "" && !k8sfields.QuobyteRegistry(q.Registry) {
 		errs = append(errs, field.Invalid(fld.Child("quobyte", "registry"), q.Registry, "must be a host:port pair or multiple pairs separated by commas"))
 	}
 	if f := v.Flocker; f != nil && strings.Contains(f.DatasetName, "/") {
@@ -259,7 +261,7 @@ func lintVolume(v corev1.Volume, fld *field.Path) field.ErrorList {
 	}
 	if a := v.AzureDisk; a != nil && a.DataDiskURI != "" {
 		// Whatever kind a merge gives it, the URI fits one of the two forms.
-		if kind := a.Kind; kind != nil && !azureDiskURI(string(*kind), a.DataDiskURI) || !azureDiskURI("Managed", a.DataDiskURI) && !azureDiskURI("", a.DataDiskURI) {
+		if kind := a.Kind; kind != nil && !k8sfields.AzureDiskURI(string(*kind), a.DataDiskURI) || !k8sfields.AzureDiskURI("Managed", a.DataDiskURI) && !k8sfields.AzureDiskURI("", a.DataDiskURI) {
 			errs = append(errs, field.Invalid(fld.Child("azureDisk", "diskURI"), a.DataDiskURI, "must start with /subscriptions/ for a Managed disk, https:// for the other kinds"))
 		}
 	}
@@ -272,8 +274,8 @@ func lintVolume(v corev1.Volume, fld *field.Path) field.ErrorList {
 			if b := src.ClusterTrustBundle; b != nil {
 				both(b.Name != nil, b.SignerName != nil, sf.Child("clusterTrustBundle"), "only one of name and signerName may be used")
 			}
-			if pc := src.PodCertificate; pc != nil && pc.KeyType != "" && !slices.Contains(keyTypes, pc.KeyType) {
-				errs = append(errs, field.NotSupported(sf.Child("podCertificate", "keyType"), pc.KeyType, keyTypes))
+			if pc := src.PodCertificate; pc != nil && pc.KeyType != "" && !slices.Contains(k8sfields.PodCertificateKeyTypes, pc.KeyType) {
+				errs = append(errs, field.NotSupported(sf.Child("podCertificate", "keyType"), pc.KeyType, k8sfields.PodCertificateKeyTypes))
 			}
 		}
 	}
