@@ -13,96 +13,6 @@ import (
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
-// Input is one object to patch.
-type Input struct {
-	// Kind is KindPod or KindService.
-	Kind Kind
-	// Object is the object's JSON, exactly as received.
-	Object []byte
-	// Namespace is used when the object has no metadata.namespace (Pods created by
-	// ReplicaSets may arrive without one); the request's namespace in the webhook.
-	Namespace string
-	// NamespaceFromRequest makes Namespace the only namespace that selects policies, as the
-	// webhook's request namespace is (reference §5): an object whose metadata.namespace is set and
-	// says another is not patched, and Apply returns an error wrapping ErrNamespaceMismatch.
-	NamespaceFromRequest bool
-	// NamespaceLabels are the labels of the object's namespace, for match.namespaceSelector.
-	NamespaceLabels map[string]string
-	// Explain records, for each applied policy, which fields it changed (Apply only).
-	Explain bool
-	// Done, when set, is the webhook's request budget: once it is closed Apply stops between
-	// steps and returns an error wrapping ErrStopped, leaving the object unpatched.
-	Done <-chan struct{}
-	// Cluster answers whether the cluster objects the patched object references exist (reference §8);
-	// nil (render, lint) skips the checks that need it.
-	Cluster Cluster
-}
-
-// ErrStopped is returned (wrapped) by Apply when Input.Done closed before it finished.
-var ErrStopped = errors.New("stopped: the request budget ran out")
-
-// ErrNamespaceMismatch is returned (wrapped) by Apply for an object whose metadata.namespace is
-// set and is not Input.Namespace: which namespace's policies apply would be ambiguous, so none
-// do (reference §5).
-var ErrNamespaceMismatch = errors.New("the object's metadata.namespace is not the request's namespace")
-
-// Fallback names the way Apply left whole layers out so that the rest still applies.
-type Fallback string
-
-const (
-	// FallbackNone: every selected layer applied.
-	FallbackNone Fallback = ""
-	// FallbackNamespace: namespace policies made the object unpatchable; the platform's applied
-	// alone.
-	FallbackNamespace Fallback = "namespace"
-	// FallbackEnforceOnly: the platform's selectors contradict each other; its enforce policies
-	// applied alone.
-	FallbackEnforceOnly Fallback = "enforce-only"
-)
-
-// Result is the outcome of Apply.
-type Result struct {
-	// Object is the patched JSON; when no policy matched it is Input.Object itself.
-	Object []byte
-	// Patch is the JSONPatch (RFC 6902) from Input.Object to Object; nil when unchanged.
-	Patch []byte
-	// Changed is false when no policy matched.
-	Changed bool
-	// Recognised is false for objects no profile recognises; Identity is then empty.
-	Recognised bool
-	Identity   Identity
-	// Applied lists the matching policies in layer order.
-	Applied []*Policy
-	// Changes says, with Input.Explain, which fields each applied policy changed.
-	Changes []Change
-	// Warnings say what was left out: the webhook returns them as admission warnings.
-	Warnings []string
-	// Fallback says which policies were left out as a whole, and why, when Warnings say so.
-	Fallback Fallback
-	// Skipped lists the policies left out because their contribution would have made the
-	// object invalid (reference §8), in application order; they are not in Applied.
-	Skipped []Skipped
-	// Adjusted says which fields were changed with others so that the object stays valid
-	// (spec.priority removed when policies change spec.priorityClassName, …).
-	Adjusted []string
-	// Findings are the manager-aware checks' findings on the patched object (reference §8),
-	// in a stable order.
-	Findings []Finding
-
-	// violations are the patched object's (package validity); selection is the layers applied.
-	violations []Violation
-	selection  layers
-	// patched is the patched object's tree, for the checks (checks.go).
-	patched map[string]any
-}
-
-// Change is what one policy did to one object.
-type Change struct {
-	Policy *Policy
-	// Fields are the paths it set or removed; empty when the object already had its values.
-	Fields []string
-}
-
 // Apply patches one object with the matching policies of the set, in the layer order of
 // reference §3, working on the raw JSON so that fields unknown to this build survive, and returns the
 // patched object (and, with Input.Explain, what each policy changed): `podpatch render` and the
@@ -195,7 +105,10 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	}
 	if err == nil {
 		// Valid in, valid out (reference §8): leave out what would make the object invalid.
-		out, err = s.keepValid(in, patchOnly, env, id.Manager, out.selection, out)
+		out, err = keepValid(in, env, out.selection, out, func(l layers) (Result, error) {
+			res, _, err := s.applyLayers(in, patchOnly, nil, id.Manager, l, env)
+			return res, err
+		})
 	}
 	if err != nil {
 		return res, err
@@ -226,11 +139,6 @@ func (s *Set) enforceOnly(in Input, patchOnly bool, sub *subject, skip bool, l l
 	}
 	return out, err == nil
 }
-
-// ErrSelectionDiverges is returned (wrapped) when the labels policies set keep changing which
-// policies match beyond MaxSelectionRounds: their selectors contradict each other. `lint`
-// reports policy sets that can do this (SelectionCycles).
-var ErrSelectionDiverges = errors.New("the labels policies set keep changing which policies match")
 
 // allLayers keeps every layer of a selection, for fixedPoint.
 func allLayers(l *layers) layers { return *l }
@@ -393,14 +301,6 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 		return res, nil, fmt.Errorf("encode %s: %w", strings.ToLower(string(in.Kind)), err)
 	}
 	return res, patchedLabels, nil
-}
-
-// patchFor returns the part of the policy that applies to a kind.
-func (p *Policy) patchFor(k Kind) map[string]any {
-	if k == KindService {
-		return p.service.get()
-	}
-	return p.template.get()
 }
 
 func reversed(ps []*Policy) []*Policy {

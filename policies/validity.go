@@ -20,23 +20,6 @@ import (
 // first, each kept only when the result gains no new problem; the others are left out for this
 // object (Result.Skipped), named in an admission warning and counted by rule.
 
-// Skipped is a policy left out of one object because its contribution would make the object
-// invalid (reference §8).
-type Skipped struct {
-	Policy *Policy
-	// Violation is the first problem the policy's contribution brought.
-	Violation Violation
-}
-
-// String says which policy was left out and why, in one line.
-func (s Skipped) String() string {
-	what := "policy " + s.Policy.Ref
-	if s.Policy.Mode == ModeEnforce {
-		what = "enforce policy " + s.Policy.Ref + " (the audit reports the object)"
-	}
-	return fmt.Sprintf("%s left out: %s", what, s.Violation)
-}
-
 // Check returns the reasons the API server would refuse an object as it is, by the rules of
 // reference §8's check (Input.Kind, Object, Namespace, NamespaceLabels and Cluster are read): for
 // `diff` ("would it become invalid") and the oracle tests that pin the rules. It returns at most
@@ -72,9 +55,10 @@ func envOf(in Input, namespace string) *validity.Env {
 const MaxValidityPasses = 3
 
 // keepValid leaves out the policies whose contribution makes the object invalid. out is the
-// result of applying every policy of l. In the common case (no new violation) it costs nothing
+// result of applying every policy of l; apply applies a selection to the object as it came in
+// (Set.applyLayers). In the common case (no new violation) it costs nothing
 // more than the check already done.
-func (s *Set) keepValid(in Input, patchOnly bool, env *validity.Env, manager Manager, l layers, out Result) (Result, error) {
+func keepValid(in Input, env *validity.Env, l layers, out Result, apply func(layers) (Result, error)) (Result, error) {
 	if len(out.violations) == 0 {
 		return out, nil
 	}
@@ -99,7 +83,7 @@ func (s *Set) keepValid(in Input, patchOnly bool, env *validity.Env, manager Man
 		var next []*Policy
 		for _, p := range pending {
 			keep[p] = true
-			res, _, err := s.applyLayers(in, patchOnly, nil, manager, l.only(keep), env)
+			res, err := apply(l.only(keep))
 			if errors.Is(err, ErrStopped) {
 				// The budget ran out mid-search: what was kept is known valid and holds the
 				// highest precedence (enforce first), so it applies; the rest is left out, said
