@@ -10,10 +10,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/podpatch/podpatch/policies/internal/k8sfields"
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // lintValidity reports what `lint` can know offline about reference §8's rules: a policy whose own
-// values break one whatever object it meets. What depends on the object or the cluster is
+// values break one whatever object it meets. Where admission checks the same rule (duplicate
+// port names, a resource claim's sources, a request that cannot be overcommitted), both decide
+// with package validity's function (validity/shared.go). What depends on the object or the cluster is
 // decided at admission (policies/validity), where such a policy is left out instead: Service port
 // names, for one, since a policy's port merges into the object's port of the same number and
 // keeps its name. (sessionAffinityConfig with sessionAffinity None is no error: the API server's
@@ -59,16 +62,9 @@ func lintValidity(spec *PatchSpec, fld *field.Path) field.ErrorList {
 // overcommitted (extended resources, huge pages) requested only with an equal limit.
 func lintContainer(c corev1.Container, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	seen := map[string]bool{}
-	for i, p := range c.Ports {
-		if p.Name == "" {
-			continue
-		}
-		if seen[p.Name] {
-			errs = append(errs, field.Duplicate(fld.Child("ports").Index(i).Child("name"), p.Name))
-		}
-		seen[p.Name] = true
-	}
+	validity.EachDuplicateName(len(c.Ports), func(i int) string { return c.Ports[i].Name }, func(i int) {
+		errs = append(errs, field.Duplicate(fld.Child("ports").Index(i).Child("name"), c.Ports[i].Name))
+	})
 	errs = append(errs, lintHugePages(c.Resources, fld.Child("resources"))...)
 	if len(c.RestartPolicyRules) > 0 && c.RestartPolicy == nil {
 		errs = append(errs, field.Required(fld.Child("restartPolicy"), "restartPolicyRules need the container's restartPolicy, in the same policy"))
@@ -97,7 +93,7 @@ func lintContainer(c corev1.Container, fld *field.Path) field.ErrorList {
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Resources.Requests)) {
-		if _, ok := c.Resources.Limits[name]; !ok && !resourceOvercommitAllowed(string(name)) {
+		if _, ok := c.Resources.Limits[name]; validity.RequestNeedsLimit(string(name), ok) {
 			errs = append(errs, field.Required(fld.Child("resources", "limits").Key(string(name)),
 				string(name)+" cannot be overcommitted: set its limit, equal to the request (a request alone is refused)"))
 		}
@@ -128,7 +124,7 @@ func lintPodSpec(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
 		}
 		errs = append(errs, lintHugePages(*r, rf)...)
 		for _, name := range slices.Sorted(maps.Keys(r.Requests)) {
-			if _, ok := r.Limits[name]; !ok && !resourceOvercommitAllowed(string(name)) {
+			if _, ok := r.Limits[name]; validity.RequestNeedsLimit(string(name), ok) {
 				errs = append(errs, field.Required(rf.Child("limits").Key(string(name)),
 					string(name)+" cannot be overcommitted: set its pod-level limit, equal to the request"))
 			}
@@ -139,9 +135,8 @@ func lintPodSpec(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
 	}
 	claims := map[string]bool{}
 	for i, c := range s.ResourceClaims {
-		if (c.ResourceClaimName == nil) == (c.ResourceClaimTemplateName == nil) {
-			errs = append(errs, field.Invalid(fld.Child("resourceClaims").Index(i), c.Name,
-				"exactly one of resourceClaimName and resourceClaimTemplateName must be set"))
+		if !validity.OneClaimSource(c.ResourceClaimName != nil, c.ResourceClaimTemplateName != nil) {
+			errs = append(errs, field.Invalid(fld.Child("resourceClaims").Index(i), c.Name, validity.ClaimSourceMessage))
 		}
 		if c.Name == "" {
 			errs = append(errs, field.Required(fld.Child("resourceClaims").Index(i).Child("name"), "entries merge by name"))

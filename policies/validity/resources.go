@@ -86,7 +86,7 @@ func (c *checker) podResources(r map[string]any, containers []container, default
 		q, qok := quantityOf(v)
 		l, lok := quantityOf(lv)
 		switch {
-		case !hasLimit:
+		case RequestNeedsLimit(name, hasLimit):
 			c.add(RuleExtendedResourceLimit, "spec.resources.limits["+name+"]", name+" cannot be overcommitted: a pod-level request needs an equal limit")
 		case qok && lok && q.Cmp(l) != 0:
 			c.add(RuleExtendedResourceLimit, "spec.resources.requests["+name+"]", name+" cannot be overcommitted: the request "+q.String()+" must equal the limit "+l.String())
@@ -146,7 +146,7 @@ func (c *checker) resources(ct container) {
 			if hasLimit && req.Cmp(lim) > 0 {
 				c.add(RuleRequestAboveLimit, path(), "the request "+req.String()+" is above the limit "+lim.String())
 			}
-		case !hasLimit:
+		case RequestNeedsLimit(name, hasLimit):
 			c.add(RuleExtendedResourceLimit, path(), name+" cannot be overcommitted: a request needs an equal limit")
 		case req.Cmp(lim) != 0:
 			c.add(RuleExtendedResourceLimit, path(), name+" cannot be overcommitted: the request "+req.String()+" must equal the limit "+lim.String())

@@ -179,8 +179,8 @@ func (c *checker) claims(spec map[string]any, containers []container) {
 		if strOf(m["name"]) == "" {
 			c.add(RuleResourceClaimSource, "spec.resourceClaims", "every resource claim needs a name")
 		}
-		if (strOf(m["resourceClaimName"]) == "") == (strOf(m["resourceClaimTemplateName"]) == "") {
-			c.add(RuleResourceClaimSource, item("spec.resourceClaims", strOf(m["name"])), "exactly one of resourceClaimName and resourceClaimTemplateName must be set")
+		if !OneClaimSource(strOf(m["resourceClaimName"]) != "", strOf(m["resourceClaimTemplateName"]) != "") {
+			c.add(RuleResourceClaimSource, item("spec.resourceClaims", strOf(m["name"])), ClaimSourceMessage)
 		}
 	}
 	var names map[string]bool
@@ -206,17 +206,19 @@ func (c *checker) claims(spec map[string]any, containers []container) {
 // ports: names unique inside a container; host ports unique among the regular containers (and
 // inside each init container).
 func (c *checker) ports(ct container, hostPorts map[string]bool) {
-	var seen map[string]bool
-	for _, it := range listOf(ct.m["ports"]) {
+	ports := listOf(ct.m["ports"])
+	var dup map[int]bool // the ports whose name an earlier port has
+	EachDuplicateName(len(ports), func(i int) string { name, _ := portOf(ports[i]); return name },
+		func(i int) {
+			if dup == nil {
+				dup = map[int]bool{}
+			}
+			dup[i] = true
+		})
+	for i, it := range ports {
 		name, hostPort := portOf(it)
-		if name != "" {
-			if seen[name] {
-				c.add(RuleDuplicatePortName, ct.at(".ports["+name+"]"), "port names must be unique in a container")
-			}
-			if seen == nil {
-				seen = map[string]bool{}
-			}
-			seen[name] = true
+		if dup[i] {
+			c.add(RuleDuplicatePortName, ct.at(".ports["+name+"]"), "port names must be unique in a container")
 		}
 		if hostPort {
 			pm := mapOf(it)
