@@ -10,97 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/validity"
 )
-
-// Input is one object to patch.
-type Input struct {
-	// Kind is KindPod or KindService.
-	Kind Kind
-	// Object is the object's JSON, exactly as received.
-	Object []byte
-	// Namespace is used when the object has no metadata.namespace (Pods created by
-	// ReplicaSets may arrive without one); the request's namespace in the webhook.
-	Namespace string
-	// NamespaceFromRequest makes Namespace the only namespace that selects policies, as the
-	// webhook's request namespace is (reference §5): an object whose metadata.namespace is set and
-	// says another is not patched, and Apply returns an error wrapping ErrNamespaceMismatch.
-	NamespaceFromRequest bool
-	// NamespaceLabels are the labels of the object's namespace, for match.namespaceSelector.
-	NamespaceLabels map[string]string
-	// Explain records, for each applied policy, which fields it changed (Apply only).
-	Explain bool
-	// Done, when set, is the webhook's request budget: once it is closed Apply stops between
-	// steps and returns an error wrapping ErrStopped, leaving the object unpatched.
-	Done <-chan struct{}
-	// Cluster answers whether the cluster objects the patched object references exist (reference §8);
-	// nil (render, lint) skips the checks that need it.
-	Cluster Cluster
-}
-
-// ErrStopped is returned (wrapped) by Apply when Input.Done closed before it finished.
-var ErrStopped = errors.New("stopped: the request budget ran out")
-
-// ErrNamespaceMismatch is returned (wrapped) by Apply for an object whose metadata.namespace is
-// set and is not Input.Namespace: which namespace's policies apply would be ambiguous, so none
-// do (reference §5).
-var ErrNamespaceMismatch = errors.New("the object's metadata.namespace is not the request's namespace")
-
-// Fallback names the way Apply left whole layers out so that the rest still applies.
-type Fallback string
-
-const (
-	// FallbackNone: every selected layer applied.
-	FallbackNone Fallback = ""
-	// FallbackNamespace: namespace policies made the object unpatchable; the platform's applied
-	// alone.
-	FallbackNamespace Fallback = "namespace"
-	// FallbackEnforceOnly: the platform's selectors contradict each other; its enforce policies
-	// applied alone.
-	FallbackEnforceOnly Fallback = "enforce-only"
-)
-
-// Result is the outcome of Apply.
-type Result struct {
-	// Object is the patched JSON; when no policy matched it is Input.Object itself.
-	Object []byte
-	// Patch is the JSONPatch (RFC 6902) from Input.Object to Object; nil when unchanged.
-	Patch []byte
-	// Changed is false when no policy matched.
-	Changed bool
-	// Recognised is false for objects no profile recognises; Identity is then empty.
-	Recognised bool
-	Identity   Identity
-	// Applied lists the matching policies in layer order.
-	Applied []*Policy
-	// Changes says, with Input.Explain, which fields each applied policy changed.
-	Changes []Change
-	// Warnings say what was left out: the webhook returns them as admission warnings.
-	Warnings []string
-	// Fallback says which policies were left out as a whole, and why, when Warnings say so.
-	Fallback Fallback
-	// Skipped lists the policies left out because their contribution would have made the
-	// object invalid (reference §8), in application order; they are not in Applied.
-	Skipped []Skipped
-	// Adjusted says which fields were changed with others so that the object stays valid
-	// (spec.priority removed when policies change spec.priorityClassName, …).
-	Adjusted []string
-	// Findings are the manager-aware checks' findings on the patched object (reference §8),
-	// in a stable order.
-	Findings []Finding
-
-	// violations are the patched object's (validity.go); selection is the layers applied.
-	violations []Violation
-	selection  layers
-	// patched is the patched object's tree, for the checks (checks.go).
-	patched map[string]any
-}
-
-// Change is what one policy did to one object.
-type Change struct {
-	Policy *Policy
-	// Fields are the paths it set or removed; empty when the object already had its values.
-	Fields []string
-}
 
 // Apply patches one object with the matching policies of the set, in the layer order of
 // reference §3, working on the raw JSON so that fields unknown to this build survive, and returns the
@@ -163,7 +74,7 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	if l.empty() {
 		return res, nil
 	}
-	env := &checkEnv{kind: in.Kind, namespace: ns, namespaceLabels: in.NamespaceLabels, cluster: in.Cluster}
+	env := envOf(in, ns)
 	// The first round patches the tree decoded here; any later one decodes the input afresh.
 	out, err := s.fixedPoint(in, patchOnly, &decoded{t, obj}, sub, skip, l, allLayers, env)
 	if err != nil && !errors.Is(err, ErrStopped) && l.hasNamespace() {
@@ -194,7 +105,10 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	}
 	if err == nil {
 		// Valid in, valid out (reference §8): leave out what would make the object invalid.
-		out, err = s.keepValid(in, patchOnly, env, id.Manager, out.selection, out)
+		out, err = keepValid(in, env, out.selection, out, func(l layers) (Result, error) {
+			res, _, err := s.applyLayers(in, patchOnly, nil, id.Manager, l, env)
+			return res, err
+		})
 	}
 	if err != nil {
 		return res, err
@@ -214,7 +128,7 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 // to its own fixed point when the enforce policies' selection converges, else the enforce
 // policies selected on the object as it came in, once. false when there are none or when even
 // that fails.
-func (s *Set) enforceOnly(in Input, patchOnly bool, sub *subject, skip bool, l layers, env *checkEnv) (Result, bool) {
+func (s *Set) enforceOnly(in Input, patchOnly bool, sub *subject, skip bool, l layers, env *validity.Env) (Result, bool) {
 	enforce := l.enforceOnly()
 	if enforce.empty() {
 		return Result{}, false
@@ -225,11 +139,6 @@ func (s *Set) enforceOnly(in Input, patchOnly bool, sub *subject, skip bool, l l
 	}
 	return out, err == nil
 }
-
-// ErrSelectionDiverges is returned (wrapped) when the labels policies set keep changing which
-// policies match beyond MaxSelectionRounds: their selectors contradict each other. `lint`
-// reports policy sets that can do this (SelectionCycles).
-var ErrSelectionDiverges = errors.New("the labels policies set keep changing which policies match")
 
 // allLayers keeps every layer of a selection, for fixedPoint.
 func allLayers(l *layers) layers { return *l }
@@ -244,7 +153,7 @@ const MaxSelectionRounds = 4
 // MaxSelectionRounds the selection oscillates: the object is not patched (Apply then tries
 // without namespace policies, then the enforce layer alone). keep restricts every selection to
 // the layers of such a fallback.
-func (s *Set) fixedPoint(in Input, patchOnly bool, first *decoded, sub *subject, skip bool, l layers, keep func(*layers) layers, env *checkEnv) (Result, error) {
+func (s *Set) fixedPoint(in Input, patchOnly bool, first *decoded, sub *subject, skip bool, l layers, keep func(*layers) layers, env *validity.Env) (Result, error) {
 	selected := sub.labels // the labels l was selected with
 	for round := 1; ; round++ {
 		res, labels, err := s.applyLayers(in, patchOnly, first, sub.id.Manager, l, env)
@@ -287,7 +196,7 @@ type decoded struct {
 // result and the labels of the patched object. The result carries the selection and the patched
 // object's violations (reference §8), after the fields coupled to those the policies changed were
 // adjusted.
-func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager, l layers, env *checkEnv) (Result, labels.Set, error) {
+func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager, l layers, env *validity.Env) (Result, labels.Set, error) {
 	res := Result{Object: in.Object}
 	if d == nil {
 		t := jsontree.New()
@@ -301,10 +210,10 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 	res.Applied, res.selection = l.all(), l
 	st := &applyState{t: t, done: in.Done}
 	var owned map[string]bool
-	var before coupledValues // the coupled fields as given
-	var given placement      // the placement Kueue decides, as given (kueue.go)
+	var before validity.CoupledValues // the coupled fields as given
+	var given placement               // the placement Kueue decides, as given (kueue.go)
 	if in.Kind == KindPod {
-		before.read(t, obj)
+		before.Read(t, obj)
 		given = readPlacement(t, obj)
 		// Platform sidecars first, so that a namespace policy cannot claim their names; they
 		// are out of the namespace policies' reach, and replace a container of the same name
@@ -352,7 +261,7 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 	}
 	if in.Kind == KindPod {
 		// Kueue's placement wins on the Pods it manages (reference §8, kueue-placement-conflict).
-		if fs := keepKueuePlacement(t, obj, &given, res.Applied, env.cluster); len(fs) > 0 {
+		if fs := keepKueuePlacement(t, obj, &given, res.Applied, env.Cluster); len(fs) > 0 {
 			res.Findings = append(res.Findings, fs...)
 			if in.Explain {
 				res.Changes = dropRestored(res.Changes, in.Object, obj)
@@ -368,13 +277,13 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 	}
 	setAnnotation(t, obj, AppliedAnnotation, strings.Join(refs, ","))
 	if in.Kind == KindPod {
-		res.Adjusted = couple(t, obj, &before, res.Applied, env.cluster)
+		res.Adjusted = validity.Couple(t, obj, &before, func(member string) bool { return anySets(res.Applied, member) }, env.Cluster)
 	}
-	res.violations, _ = env.check(obj)
+	res.violations, _ = env.Check(obj)
 	if in.Kind == KindPod && slices.ContainsFunc(res.violations, func(v Violation) bool { return v.Rule == RuleExtendedResourceLimit }) {
-		if adj := equalizeNonOvercommittable(t, obj); len(adj) > 0 {
+		if adj := validity.EqualizeNonOvercommittable(t, obj); len(adj) > 0 {
 			res.Adjusted = append(res.Adjusted, adj...)
-			res.violations, _ = env.check(obj)
+			res.violations, _ = env.Check(obj)
 		}
 	}
 	if in.Explain {
@@ -392,14 +301,6 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 		return res, nil, fmt.Errorf("encode %s: %w", strings.ToLower(string(in.Kind)), err)
 	}
 	return res, patchedLabels, nil
-}
-
-// patchFor returns the part of the policy that applies to a kind.
-func (p *Policy) patchFor(k Kind) map[string]any {
-	if k == KindService {
-		return p.service.get()
-	}
-	return p.template.get()
 }
 
 func reversed(ps []*Policy) []*Policy {

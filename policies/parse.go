@@ -619,3 +619,11 @@ func checkReserved(raw map[string]any, service bool, fld *field.Path) field.Erro
 	}
 	return errs
 }
+
+// patchFor returns the part of the policy that applies to a kind.
+func (p *Policy) patchFor(k Kind) map[string]any {
+	if k == KindService {
+		return p.service.get()
+	}
+	return p.template.get()
+}

@@ -20,10 +20,6 @@ import (
 // wildcardContainer is the container name that applies an entry to every container of a list.
 const wildcardContainer = k8sfields.WildcardContainer
 
-// resourceOvercommitAllowed reports whether a request may be lower than its limit; extended
-// resources and huge pages must request exactly their limit.
-func resourceOvercommitAllowed(name string) bool { return k8sfields.ResourceOvercommitAllowed(name) }
-
 // validateTemplatePatch validates the fields a partial pod template sets, with the rules Kubernetes applies to them.
 func validateTemplatePatch(t *TemplatePatch, fld *field.Path) field.ErrorList {
 	if t == nil {

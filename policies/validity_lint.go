@@ -8,11 +8,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/podpatch/podpatch/policies/internal/k8sfields"
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // lintValidity reports what `lint` can know offline about reference §8's rules: a policy whose own
-// values break one whatever object it meets. What depends on the object or the cluster is
-// decided at admission (validity.go), where such a policy is left out instead: Service port
+// values break one whatever object it meets. Where admission checks the same rule (duplicate
+// port names, a resource claim's sources, a request that cannot be overcommitted), both decide
+// with package validity's function (validity/shared.go). What depends on the object or the cluster is
+// decided at admission (policies/validity), where such a policy is left out instead: Service port
 // names, for one, since a policy's port merges into the object's port of the same number and
 // keeps its name. (sessionAffinityConfig with sessionAffinity None is no error: the API server's
 // defaulting drops the config, TestValidityOracle.)
@@ -57,16 +62,9 @@ func lintValidity(spec *PatchSpec, fld *field.Path) field.ErrorList {
 // overcommitted (extended resources, huge pages) requested only with an equal limit.
 func lintContainer(c corev1.Container, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	seen := map[string]bool{}
-	for i, p := range c.Ports {
-		if p.Name == "" {
-			continue
-		}
-		if seen[p.Name] {
-			errs = append(errs, field.Duplicate(fld.Child("ports").Index(i).Child("name"), p.Name))
-		}
-		seen[p.Name] = true
-	}
+	validity.EachDuplicateName(len(c.Ports), func(i int) string { return c.Ports[i].Name }, func(i int) {
+		errs = append(errs, field.Duplicate(fld.Child("ports").Index(i).Child("name"), c.Ports[i].Name))
+	})
 	errs = append(errs, lintHugePages(c.Resources, fld.Child("resources"))...)
 	if len(c.RestartPolicyRules) > 0 && c.RestartPolicy == nil {
 		errs = append(errs, field.Required(fld.Child("restartPolicy"), "restartPolicyRules need the container's restartPolicy, in the same policy"))
@@ -95,7 +93,7 @@ func lintContainer(c corev1.Container, fld *field.Path) field.ErrorList {
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Resources.Requests)) {
-		if _, ok := c.Resources.Limits[name]; !ok && !resourceOvercommitAllowed(string(name)) {
+		if _, ok := c.Resources.Limits[name]; validity.RequestNeedsLimit(string(name), ok) {
 			errs = append(errs, field.Required(fld.Child("resources", "limits").Key(string(name)),
 				string(name)+" cannot be overcommitted: set its limit, equal to the request (a request alone is refused)"))
 		}
@@ -126,7 +124,7 @@ func lintPodSpec(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
 		}
 		errs = append(errs, lintHugePages(*r, rf)...)
 		for _, name := range slices.Sorted(maps.Keys(r.Requests)) {
-			if _, ok := r.Limits[name]; !ok && !resourceOvercommitAllowed(string(name)) {
+			if _, ok := r.Limits[name]; validity.RequestNeedsLimit(string(name), ok) {
 				errs = append(errs, field.Required(rf.Child("limits").Key(string(name)),
 					string(name)+" cannot be overcommitted: set its pod-level limit, equal to the request"))
 			}
@@ -137,9 +135,8 @@ func lintPodSpec(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
 	}
 	claims := map[string]bool{}
 	for i, c := range s.ResourceClaims {
-		if (c.ResourceClaimName == nil) == (c.ResourceClaimTemplateName == nil) {
-			errs = append(errs, field.Invalid(fld.Child("resourceClaims").Index(i), c.Name,
-				"exactly one of resourceClaimName and resourceClaimTemplateName must be set"))
+		if !validity.OneClaimSource(c.ResourceClaimName != nil, c.ResourceClaimTemplateName != nil) {
+			errs = append(errs, field.Invalid(fld.Child("resourceClaims").Index(i), c.Name, validity.ClaimSourceMessage))
 		}
 		if c.Name == "" {
 			errs = append(errs, field.Required(fld.Child("resourceClaims").Index(i).Child("name"), "entries merge by name"))
@@ -240,7 +237,7 @@ func lintHugePages(r corev1.ResourceRequirements, fld *field.Path) field.ErrorLi
 // lintVolume checks what one policy's volume shows the API server would refuse whatever volume
 // it merges into: members that exclude each other both set, and values outside an enumeration
 // (a source of two kinds and a downward item of two references are internal/k8sfields').
-// What a merge may complete (a required member) is decided at admission (validity_volumes.go).
+// What a merge may complete (a required member) is decided at admission (policies/validity, volumes.go).
 func lintVolume(v corev1.Volume, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	both := func(a, b bool, at *field.Path, msg string) {
@@ -251,7 +248,7 @@ func lintVolume(v corev1.Volume, fld *field.Path) field.ErrorList {
 	if f := v.Flocker; f != nil {
 		both(f.DatasetName != "", f.DatasetUUID != "", fld.Child("flocker"), "datasetName and datasetUUID can not be specified simultaneously")
 	}
-	if q := v.Quobyte; q != nil && q.Registry != "" && !quobyteRegistry(q.Registry) {
+	if q := v.Quobyte; q != nil && q.Registry != "" && !k8sfields.QuobyteRegistry(q.Registry) {
 		errs = append(errs, field.Invalid(fld.Child("quobyte", "registry"), q.Registry, "must be a host:port pair or multiple pairs separated by commas"))
 	}
 	if f := v.Flocker; f != nil && strings.Contains(f.DatasetName, "/") {
@@ -259,7 +256,7 @@ func lintVolume(v corev1.Volume, fld *field.Path) field.ErrorList {
 	}
 	if a := v.AzureDisk; a != nil && a.DataDiskURI != "" {
 		// Whatever kind a merge gives it, the URI fits one of the two forms.
-		if kind := a.Kind; kind != nil && !azureDiskURI(string(*kind), a.DataDiskURI) || !azureDiskURI("Managed", a.DataDiskURI) && !azureDiskURI("", a.DataDiskURI) {
+		if kind := a.Kind; kind != nil && !k8sfields.AzureDiskURI(string(*kind), a.DataDiskURI) || !k8sfields.AzureDiskURI("Managed", a.DataDiskURI) && !k8sfields.AzureDiskURI("", a.DataDiskURI) {
 			errs = append(errs, field.Invalid(fld.Child("azureDisk", "diskURI"), a.DataDiskURI, "must start with /subscriptions/ for a Managed disk, https:// for the other kinds"))
 		}
 	}
@@ -272,8 +269,8 @@ func lintVolume(v corev1.Volume, fld *field.Path) field.ErrorList {
 			if b := src.ClusterTrustBundle; b != nil {
 				both(b.Name != nil, b.SignerName != nil, sf.Child("clusterTrustBundle"), "only one of name and signerName may be used")
 			}
-			if pc := src.PodCertificate; pc != nil && pc.KeyType != "" && !slices.Contains(keyTypes, pc.KeyType) {
-				errs = append(errs, field.NotSupported(sf.Child("podCertificate", "keyType"), pc.KeyType, keyTypes))
+			if pc := src.PodCertificate; pc != nil && pc.KeyType != "" && !slices.Contains(k8sfields.PodCertificateKeyTypes, pc.KeyType) {
+				errs = append(errs, field.NotSupported(sf.Child("podCertificate", "keyType"), pc.KeyType, k8sfields.PodCertificateKeyTypes))
 			}
 		}
 	}

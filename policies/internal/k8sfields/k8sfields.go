@@ -10,6 +10,9 @@
 package k8sfields
 
 import (
+	"net"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -40,4 +43,25 @@ func ResourceOvercommitAllowed(name string) bool {
 // the resource (a zero divisor is unset: it defaults to 1).
 func DivisorSupported(res string, d resource.Quantity) bool {
 	return divisorSupported(res, d)
+}
+
+// PodCertificateKeyTypes are the key types a podCertificate projection may ask for.
+var PodCertificateKeyTypes = []string{"RSA3072", "RSA4096", "ECDSAP256", "ECDSAP384", "ECDSAP521", "ED25519"}
+
+// QuobyteRegistry reports whether a Quobyte registry is host:port pairs separated by commas.
+func QuobyteRegistry(r string) bool {
+	for _, pair := range strings.Split(r, ",") {
+		if _, _, err := net.SplitHostPort(pair); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// AzureDiskURI reports whether an Azure disk's URI fits its kind ("" is the default, Shared).
+func AzureDiskURI(kind, uri string) bool {
+	if kind == "Managed" {
+		return strings.HasPrefix(uri, "/subscriptions/")
+	}
+	return strings.HasPrefix(uri, "https://")
 }

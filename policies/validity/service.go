@@ -1,4 +1,4 @@
-package policies
+package validity
 
 import (
 	"net/netip"
@@ -75,7 +75,7 @@ func (c *checker) service(obj map[string]any) {
 			c.add(RuleServiceTypeField, "metadata.annotations["+corev1.AnnotationLoadBalancerSourceRangesKey+"]", "may be set only for type LoadBalancer, not "+typ)
 		}
 	}
-	c.ipFamilies(spec) // validity_families.go
+	c.ipFamilies(spec) // families.go
 	// sessionAffinityConfig with sessionAffinity None is no violation: defaulting drops it.
 	ports := listOf(spec["ports"])
 	if len(ports) == 0 && typ != string(corev1.ServiceTypeExternalName) && !headless {

@@ -1,14 +1,14 @@
-package policies
+package validity
 
 import (
 	"maps"
-	"net"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/internal/k8sfields"
 )
 
 // The per-source rules of a volume (reference §8), as the API server's validateVolumeSource and the
@@ -163,7 +163,6 @@ func (vc *volumeCheck) secretRefName(m map[string]any, k string) {
 var (
 	hostPathTypes = []string{"", "DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket", "CharDevice", "BlockDevice"}
 	accessModes   = []string{"ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"}
-	keyTypes      = []string{"RSA3072", "RSA4096", "ECDSAP256", "ECDSAP384", "ECDSAP521", "ED25519"}
 )
 
 // volumeRules are the per-source rules, by the source's member name.
@@ -265,14 +264,14 @@ var volumeRules = map[string]func(vc *volumeCheck, m map[string]any){
 		vc.oneOf(m, "", "cachingMode", "None", "ReadOnly", "ReadWrite")
 		vc.oneOf(m, "", "kind", "Shared", "Dedicated", "Managed")
 		// The kind defaults to Shared, a blob disk with an https:// URI.
-		if uri := strOf(m["diskURI"]); uri != "" && !azureDiskURI(strOf(m["kind"]), uri) {
+		if uri := strOf(m["diskURI"]); uri != "" && !k8sfields.AzureDiskURI(strOf(m["kind"]), uri) {
 			vc.bad(".diskURI", "must start with /subscriptions/ for a Managed disk, https:// for the other kinds")
 		}
 	},
 	"vsphereVolume": func(vc *volumeCheck, m map[string]any) { vc.required(m, "", "volumePath") },
 	"quobyte": func(vc *volumeCheck, m map[string]any) {
 		vc.required(m, "", "registry", "volume")
-		if r := strOf(m["registry"]); r != "" && !quobyteRegistry(r) {
+		if r := strOf(m["registry"]); r != "" && !k8sfields.QuobyteRegistry(r) {
 			vc.bad(".registry", "must be a host:port pair or multiple pairs separated by commas")
 		}
 		if len(strOf(m["tenant"])) >= 65 {
@@ -391,9 +390,9 @@ func projection(vc *volumeCheck, s map[string]any, at string, paths map[string]b
 			vc.uniquePath(paths, strOf(m["path"]))
 		case "podCertificate":
 			vc.signerName(m, ka)
-			vc.oneOf(m, ka, "keyType", keyTypes...)
+			vc.oneOf(m, ka, "keyType", k8sfields.PodCertificateKeyTypes...)
 			if m["keyType"] == nil {
-				vc.bad(ka+".keyType", "required: one of "+strings.Join(keyTypes, ", "))
+				vc.bad(ka+".keyType", "required: one of "+strings.Join(k8sfields.PodCertificateKeyTypes, ", "))
 			}
 			if e, ok := numOf(m["maxExpirationSeconds"]); ok && e < 3600 {
 				vc.bad(ka+".maxExpirationSeconds", "if provided, maxExpirationSeconds must be >= 3600")
@@ -427,22 +426,4 @@ func (vc *volumeCheck) signerName(m map[string]any, at string) {
 	if d, p, ok := strings.Cut(s, "/"); !ok || d == "" || p == "" {
 		vc.bad(at+".signerName", "must be of the form <domain>/<path>")
 	}
-}
-
-// quobyteRegistry reports whether a Quobyte registry is host:port pairs separated by commas.
-func quobyteRegistry(r string) bool {
-	for _, pair := range strings.Split(r, ",") {
-		if _, _, err := net.SplitHostPort(pair); err != nil {
-			return false
-		}
-	}
-	return true
-}
-
-// azureDiskURI reports whether an Azure disk's URI fits its kind ("" is the default, Shared).
-func azureDiskURI(kind, uri string) bool {
-	if kind == "Managed" {
-		return strings.HasPrefix(uri, "/subscriptions/")
-	}
-	return strings.HasPrefix(uri, "https://")
 }

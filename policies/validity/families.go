@@ -1,4 +1,4 @@
-package policies
+package validity
 
 import (
 	"net/netip"
@@ -64,10 +64,10 @@ func (c *checker) ipFamilies(spec map[string]any) {
 			c.add(RuleServiceIPFamilies, "spec.ipFamilyPolicy", "must be RequireDualStack or PreferDualStack when two IP families are set")
 		}
 	}
-	if c.env.cluster == nil {
+	if c.env.Cluster == nil {
 		return
 	}
-	configured, ok := c.env.cluster.ServiceIPFamilies()
+	configured, ok := c.env.Cluster.ServiceIPFamilies()
 	if !ok || len(configured) == 0 {
 		return // unknown: no verdict
 	}

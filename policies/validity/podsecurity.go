@@ -1,4 +1,4 @@
-package policies
+package validity
 
 import (
 	"slices"
@@ -30,7 +30,7 @@ var restrictedVolumes = []string{"configMap", "csi", "downwardAPI", "emptyDir", 
 var seLinuxTypes = []string{"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
 
 func (c *checker) podSecurity(spec map[string]any, volumes map[string]any, containers []container) {
-	level := c.env.namespaceLabels[PodSecurityEnforceLabel]
+	level := c.env.NamespaceLabels[PodSecurityEnforceLabel]
 	if level != "baseline" && level != "restricted" {
 		return
 	}
@@ -145,7 +145,7 @@ func (c *checker) commonSecurity(path string, sc map[string]any, bad func(fld, m
 	if strOf(mapOf(sc["appArmorProfile"])["type"]) == "Unconfined" {
 		bad(path+".appArmorProfile.type", "Unconfined is not allowed")
 	}
-	if c.env.namespaceLabels[PodSecurityEnforceLabel] == "restricted" {
+	if c.env.NamespaceLabels[PodSecurityEnforceLabel] == "restricted" {
 		if u, ok := numOf(sc["runAsUser"]); ok && u == 0 {
 			bad(path+".runAsUser", "must not be 0")
 		}

@@ -1,15 +1,11 @@
-package policies
+package validity
 
 import (
 	"encoding/json"
 	"strconv"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
-	"github.com/podpatch/podpatch/policies/internal/k8sfields"
 )
 
 // The rules of reference §8's "valid in, valid out": what the API server's validation and its
@@ -18,41 +14,6 @@ import (
 // podpatch_policy_skipped_total label); the oracle test pins them against a real API server.
 // Rules read the object with jsontree.Expand only, one level at a time, so a check is one pass,
 // linear in the object.
-
-// The rule ids. They are the only values of the skipped metric's reason label.
-const (
-	RuleDuplicateContainer      = "duplicate-container-name"
-	RuleDuplicatePortName       = "duplicate-port-name"
-	RuleDuplicateHostPort       = "duplicate-host-port"
-	RuleDuplicateVolume         = "duplicate-volume-name"
-	RuleMountWithoutVolume      = "volume-mount-without-volume"
-	RuleDuplicateMountPath      = "duplicate-mount-path"
-	RuleMountSubPath            = "volume-mount-subpath"
-	RuleRequestAboveLimit       = "request-above-limit"
-	RuleExtendedResourceLimit   = "extended-resource-limit"
-	RulePriorityClassNotFound   = "priority-class-not-found"
-	RulePriorityMismatch        = "priority-mismatch"
-	RuleRuntimeClassNotFound    = "runtime-class-not-found"
-	RuleOverheadMismatch        = "overhead-mismatch"
-	RuleRuntimeClassScheduling  = "runtime-class-node-selector-conflict"
-	RuleServiceAccountNotFound  = "service-account-not-found"
-	RuleLimitRange              = "limit-range"
-	RulePodSecurity             = "pod-security"
-	RuleAnnotationsTooLong      = "annotations-too-long"
-	RuleServiceHeadlessExternal = "service-headless-external"
-	RuleServiceTypeField        = "service-type-field"
-	RuleServicePortName         = "service-port-name"
-	RuleServiceDuplicatePort    = "service-duplicate-port"
-	RuleServicePortsRequired    = "service-ports-required"
-	RuleServiceExternalName     = "service-external-name"
-	RulePodResources            = "pod-resources"
-	RuleEnvSource               = "env-source"
-	RuleResourceClaimNotFound   = "resource-claim-not-found"
-	RuleVolumeSource            = "volume-source"
-	RuleServiceClusterIPs       = "service-cluster-ips"
-	RuleResourceClaimSource     = "resource-claim-source"
-	RuleRestartPolicyRules      = "restart-policy-rules"
-)
 
 // Rules lists every rule id, for the metric's documentation and tests.
 var Rules = []string{
@@ -69,63 +30,6 @@ var Rules = []string{
 
 // maxAnnotationsBytes is the API server's limit on the total size of an object's annotations.
 const maxAnnotationsBytes = 256 * 1024
-
-// checker collects the violations of one object.
-type checker struct {
-	env       *checkEnv
-	out       []Violation
-	truncated bool // more than MaxViolations
-	// full checks parts still raw too; without it (a patched object) the rules that read
-	// only one part skip it when raw, as given: whatever it breaks, the object had already.
-	full bool
-	// defaults are the container defaults of the namespace's LimitRanges (a Pod's), which
-	// LimitRanger fills in before the API server validates the Pod.
-	defaults corev1.LimitRangeItem
-}
-
-func (c *checker) add(rule, fld, msg string) {
-	if len(c.out) == MaxViolations {
-		c.truncated = true
-		return
-	}
-	c.out = append(c.out, Violation{Rule: rule, Field: fld, Message: msg})
-}
-
-// Readers: one level decoded, nothing stored back.
-func mapOf(v any) map[string]any { m, _ := jsontree.Expand(v).(map[string]any); return m }
-func listOf(v any) []any         { l, _ := jsontree.Expand(v).([]any); return l }
-func strOf(v any) string         { s, _ := jsontree.Expand(v).(string); return s }
-func boolOf(v any) bool          { b, _ := jsontree.Expand(v).(bool); return b }
-
-// optBool reads a boolean and whether it is set.
-func optBool(v any) (value, ok bool) { value, ok = jsontree.Expand(v).(bool); return value, ok }
-
-func numOf(v any) (int64, bool) {
-	switch n := jsontree.Expand(v).(type) {
-	case json.Number:
-		i, err := n.Int64()
-		return i, err == nil
-	case float64:
-		return int64(n), true
-	}
-	return 0, false
-}
-
-func quantityOf(v any) (resource.Quantity, bool) {
-	var s string
-	switch x := jsontree.Expand(v).(type) {
-	case string:
-		s = x
-	case json.Number:
-		s = x.String()
-	default:
-		return resource.Quantity{}, false
-	}
-	q, err := resource.ParseQuantity(s)
-	return q, err == nil
-}
-
-func item(path, name string) string { return path + "[" + name + "]" }
 
 // metadata checks what every object's metadata must satisfy after policies added to it.
 func (c *checker) metadata(obj map[string]any) {
@@ -185,7 +89,7 @@ func (c *checker) pod(obj map[string]any) {
 			c.restartRules(ct)
 		}
 	}
-	if c.env.cluster != nil {
+	if c.env.Cluster != nil {
 		c.priority(spec)
 		c.serviceAccount(spec)
 		c.limitRanges(spec, containers)
@@ -275,8 +179,8 @@ func (c *checker) claims(spec map[string]any, containers []container) {
 		if strOf(m["name"]) == "" {
 			c.add(RuleResourceClaimSource, "spec.resourceClaims", "every resource claim needs a name")
 		}
-		if (strOf(m["resourceClaimName"]) == "") == (strOf(m["resourceClaimTemplateName"]) == "") {
-			c.add(RuleResourceClaimSource, item("spec.resourceClaims", strOf(m["name"])), "exactly one of resourceClaimName and resourceClaimTemplateName must be set")
+		if !OneClaimSource(strOf(m["resourceClaimName"]) != "", strOf(m["resourceClaimTemplateName"]) != "") {
+			c.add(RuleResourceClaimSource, item("spec.resourceClaims", strOf(m["name"])), ClaimSourceMessage)
 		}
 	}
 	var names map[string]bool
@@ -299,40 +203,22 @@ func (c *checker) claims(spec map[string]any, containers []container) {
 	}
 }
 
-// container is one container of a Pod being checked.
-type container struct {
-	list, name string
-	m          map[string]any
-	resources  containerResources
-}
-
-// at is the path of a field of the container (built only for a violation).
-func (ct container) at(rest string) string { return "spec." + ct.list + "[" + ct.name + "]" + rest }
-
-// containerResources are a container's requests and limits, quantities still unparsed.
-type containerResources struct {
-	requests, limits map[string]any
-}
-
-func resourcesOf(cm map[string]any) containerResources {
-	r := mapOf(cm["resources"])
-	return containerResources{requests: mapOf(r["requests"]), limits: mapOf(r["limits"])}
-}
-
 // ports: names unique inside a container; host ports unique among the regular containers (and
 // inside each init container).
 func (c *checker) ports(ct container, hostPorts map[string]bool) {
-	var seen map[string]bool
-	for _, it := range listOf(ct.m["ports"]) {
+	ports := listOf(ct.m["ports"])
+	var dup map[int]bool // the ports whose name an earlier port has
+	EachDuplicateName(len(ports), func(i int) string { name, _ := portOf(ports[i]); return name },
+		func(i int) {
+			if dup == nil {
+				dup = map[int]bool{}
+			}
+			dup[i] = true
+		})
+	for i, it := range ports {
 		name, hostPort := portOf(it)
-		if name != "" {
-			if seen[name] {
-				c.add(RuleDuplicatePortName, ct.at(".ports["+name+"]"), "port names must be unique in a container")
-			}
-			if seen == nil {
-				seen = map[string]bool{}
-			}
-			seen[name] = true
+		if dup[i] {
+			c.add(RuleDuplicatePortName, ct.at(".ports["+name+"]"), "port names must be unique in a container")
 		}
 		if hostPort {
 			pm := mapOf(it)
@@ -483,21 +369,6 @@ func stringMembers(v any, keys, out []string) {
 	})
 }
 
-func hasDotDot(p string) bool {
-	for _, part := range strings.Split(p, "/") {
-		if part == ".." {
-			return true
-		}
-	}
-	return false
-}
-
-// resourceFieldDivisor reads a resourceFieldRef's divisor and checks it (unparsable: lint's).
-func resourceFieldDivisor(r map[string]any) bool {
-	q, ok := quantityOf(r["divisor"])
-	return !ok || k8sfields.DivisorSupported(strOf(r["resource"]), q)
-}
-
 // topologySpread: a topology spread constraint's matchLabelKeys are not keys of its
 // labelSelector; the API server merges each key the Pod has a label of into the selector, so
 // such a key twice is refused too (ValidateMatchLabelKeysInTopologySpread, after the merge).
@@ -567,4 +438,34 @@ func (c *checker) labelKeys(at string, sel map[string]any, labels func() map[str
 			}
 		}
 	}
+}
+
+// Check returns the violations of a patched object tree, and false when there were more than
+// MaxViolations. Parts of the object still raw are as given, so the rules that read only one
+// part skip it. It only reads (jsontree.Expand, never the tree's storing accessors), so it
+// neither grows the JSONPatch's walk nor changes the object.
+func (e *Env) Check(obj map[string]any) ([]Violation, bool) { return e.run(obj, false) }
+
+// CheckAll is Check on every part of the object, raw or not: for an object as it is.
+func (e *Env) CheckAll(obj map[string]any) ([]Violation, bool) { return e.run(obj, true) }
+
+// CheckGiven returns the violations of the object as given, in JSON that is known to be valid.
+func (e *Env) CheckGiven(raw []byte) ([]Violation, bool) {
+	obj, ok := jsontree.Expand(json.RawMessage(raw)).(map[string]any)
+	if !ok {
+		return nil, true
+	}
+	return e.run(obj, true)
+}
+
+// run is Check; with full, it also checks parts of the object still raw.
+func (e *Env) run(obj map[string]any, full bool) ([]Violation, bool) {
+	c := &checker{env: e, full: full}
+	if e.Service {
+		c.service(obj)
+	} else {
+		c.pod(obj)
+	}
+	c.metadata(obj)
+	return c.out, !c.truncated
 }

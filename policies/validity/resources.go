@@ -1,10 +1,12 @@
-package policies
+package validity
 
 import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/podpatch/podpatch/policies/internal/k8sfields"
 )
 
 // The rules of a patched Pod's resources (reference §8): requests against limits, extended
@@ -54,7 +56,7 @@ func (c *checker) podResources(r map[string]any, containers []container, default
 	// together (defaultPodRequests), which must not be above it.
 	for name, v := range podLim {
 		l, ok := quantityOf(v)
-		if _, set := podReq[name]; set || !ok || !resourceOvercommitAllowed(name) {
+		if _, set := podReq[name]; set || !ok || !k8sfields.ResourceOvercommitAllowed(name) {
 			continue
 		}
 		if agg, ok := req[name]; ok && agg.Cmp(l) > 0 {
@@ -77,14 +79,14 @@ func (c *checker) podResources(r map[string]any, containers []container, default
 	// Resources that cannot be overcommitted (huge pages) need a pod-level limit equal to the
 	// pod-level request (validateResourceRequirements).
 	for name, v := range podReq {
-		if resourceOvercommitAllowed(name) {
+		if k8sfields.ResourceOvercommitAllowed(name) {
 			continue
 		}
 		lv, hasLimit := podLim[name]
 		q, qok := quantityOf(v)
 		l, lok := quantityOf(lv)
 		switch {
-		case !hasLimit:
+		case RequestNeedsLimit(name, hasLimit):
 			c.add(RuleExtendedResourceLimit, "spec.resources.limits["+name+"]", name+" cannot be overcommitted: a pod-level request needs an equal limit")
 		case qok && lok && q.Cmp(l) != 0:
 			c.add(RuleExtendedResourceLimit, "spec.resources.requests["+name+"]", name+" cannot be overcommitted: the request "+q.String()+" must equal the limit "+l.String())
@@ -96,10 +98,10 @@ func (c *checker) podResources(r map[string]any, containers []container, default
 // LimitRanger fills in before validation; empty when the caches do not know them.
 func (c *checker) containerDefaults() corev1.LimitRangeItem {
 	var defaults corev1.LimitRangeItem
-	if c.env.cluster == nil {
+	if c.env.Cluster == nil {
 		return defaults
 	}
-	items, ok := c.env.cluster.LimitRanges(c.env.namespace)
+	items, ok := c.env.Cluster.LimitRanges(c.env.Namespace)
 	if !ok {
 		return defaults
 	}
@@ -140,11 +142,11 @@ func (c *checker) resources(ct container) {
 			lim, hasLimit = d, true // LimitRanger's default limit
 		}
 		switch {
-		case resourceOvercommitAllowed(name):
+		case k8sfields.ResourceOvercommitAllowed(name):
 			if hasLimit && req.Cmp(lim) > 0 {
 				c.add(RuleRequestAboveLimit, path(), "the request "+req.String()+" is above the limit "+lim.String())
 			}
-		case !hasLimit:
+		case RequestNeedsLimit(name, hasLimit):
 			c.add(RuleExtendedResourceLimit, path(), name+" cannot be overcommitted: a request needs an equal limit")
 		case req.Cmp(lim) != 0:
 			c.add(RuleExtendedResourceLimit, path(), name+" cannot be overcommitted: the request "+req.String()+" must equal the limit "+lim.String())
@@ -166,7 +168,7 @@ func hugePages(m map[string]any) bool {
 // defaults, then refuses containers (and Pods, summed) outside their min, max and limit/request
 // ratio, as its minConstraint, maxConstraint and limitRequestRatioConstraint do.
 func (c *checker) limitRanges(spec map[string]any, containers []container) {
-	items, ok := c.env.cluster.LimitRanges(c.env.namespace)
+	items, ok := c.env.Cluster.LimitRanges(c.env.Namespace)
 	if !ok {
 		return
 	}
