@@ -18,10 +18,12 @@ gobuild_key() {
 		"$GO" env GOVERSION GOOS GOARCH
 		printf '%s\n' "$@"
 		local f
+		# An if, not `[[ -e ]] && …`: a module with no .go file ends the loop on a false test,
+		# which pipefail (the calling scripts' set -o) would make this function's failure.
 		for f in "$dir"/go.mod "$dir"/go.sum "$dir"/*.go; do
-			# An if, not [[ ]] &&: a module without .go files (the pattern stays unexpanded) must
-			# not end the loop with status 1, which pipefail makes the key's failure.
-			if [[ -e $f ]]; then sha256sum "$f" | cut -d' ' -f1; fi
+			if [[ -e $f ]]; then
+				sha256sum "$f" | cut -d' ' -f1
+			fi
 		done
 	} | sha256sum | cut -c1-16
 }
