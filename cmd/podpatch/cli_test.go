@@ -617,9 +617,19 @@ data:
 // lintLine is `FILE: <configmap ns/name>: <data key>: <policy>: <field path>: <message>`.
 var lintLine = regexp.MustCompile(`^(\S+): (\S+/\S+): (\S+): (\S+): (\S+): (.+)$`)
 
+// scopeLine is `FILE: <configmap ns/name>: scope: …`, the line lint prints for every ConfigMap
+// it reads.
+var scopeLine = regexp.MustCompile(`(?m)^\S+: \S+/\S+: scope: .*\n`)
+
+// withoutScopes is lint's output less its scope lines.
+func withoutScopes(out string) string { return scopeLine.ReplaceAllString(out, "") }
+
 func TestLintExamples(t *testing.T) {
 	out := requireOK(t, podpatch(t, "", "lint", examples))
-	assert.Regexp(t, `^\d+ ConfigMap\(s\), [1-9]\d* platform and [1-9]\d* namespace policies: ok\n$`, out)
+	assert.Regexp(t, `^\d+ ConfigMap\(s\), [1-9]\d* platform and [1-9]\d* namespace policies: ok\n$`, withoutScopes(out))
+	assert.Contains(t, out, examples+"/cost-center.yaml: podpatch-system/cost-center: scope: platform policy (namespace podpatch-system)\n")
+	assert.Contains(t, out, examples+"/team-overrides.yaml: default/team-overrides: scope: namespace policy of default; the platform namespace is podpatch-system\n")
+	assert.Len(t, scopeLine.FindAllString(out, -1), len(strings.Split(strings.TrimSuffix(out, "\n"), "\n"))-1, "one scope line per ConfigMap:\n%s", out)
 }
 
 func TestLintBadPolicies(t *testing.T) {
@@ -665,7 +675,7 @@ func TestLintBadPolicies(t *testing.T) {
 			r := podpatch(t, "", "lint", path)
 			require.Equal(t, 1, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 			assert.Empty(t, r.stderr)
-			lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+			lines := strings.Split(strings.TrimSuffix(withoutLabelWarnings(withoutScopes(r.stdout)), "\n"), "\n")
 			require.Len(t, lines, 1, "%s", r.stdout)
 			check(t, lines[0], path, c.configMap, c.key, c.policy, c.field, c.prefix)
 		})
@@ -676,7 +686,7 @@ func TestLintBadPolicies(t *testing.T) {
 		r := podpatch(t, "", "lint", examples, lintDir)
 		require.Equal(t, 1, r.code, "stderr:\n%s", r.stderr)
 		assert.Empty(t, r.stderr)
-		lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+		lines := strings.Split(strings.TrimSuffix(withoutLabelWarnings(withoutScopes(r.stdout)), "\n"), "\n")
 		require.Len(t, lines, len(cases), "%s", r.stdout)
 		byFile := map[string]string{}
 		for _, l := range lines {
@@ -693,7 +703,7 @@ func TestLintBadPolicies(t *testing.T) {
 	t.Run("stdin", func(t *testing.T) {
 		r := podpatch(t, readFile(t, lintDir+"/bad-toleration.yaml"), "lint", "-")
 		require.Equal(t, 1, r.code)
-		check(t, strings.TrimSuffix(r.stdout, "\n"), "-", "podpatch-system/tolerations", "gpu.yaml", "gpu",
+		check(t, strings.TrimSuffix(withoutScopes(r.stdout), "\n"), "-", "podpatch-system/tolerations", "gpu.yaml", "gpu",
 			"spec.template.spec.tolerations[1].operator", `Unsupported value: "Exist"`)
 	})
 
@@ -705,7 +715,7 @@ func TestLintBadPolicies(t *testing.T) {
 			"--namespace-denied-annotations=service.beta.kubernetes.io/*,!service.beta.kubernetes.io/load-balancer-source-ranges",
 			"--namespace-denied-annotations=vault.hashicorp.com/*"} {
 			out := requireOK(t, podpatch(t, "", "lint", flag, path))
-			assert.Equal(t, "1 ConfigMap(s), 0 platform and 1 namespace policies: ok\n", out, flag)
+			assert.Equal(t, "1 ConfigMap(s), 0 platform and 1 namespace policies: ok\n", withoutScopes(out), flag)
 		}
 		r := podpatch(t, "", "lint", "--namespace-denied-annotations=example.com/*,service.*/load-balancer-*", path)
 		require.Equal(t, 1, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
@@ -718,7 +728,8 @@ func TestLintBadPolicies(t *testing.T) {
 	t.Run("platform namespace flag", func(t *testing.T) {
 		// With team-a as the platform namespace, enforce is allowed there.
 		out := requireOK(t, podpatch(t, "", "lint", "--platform-namespace", "team-a", lintDir+"/enforce-in-namespace.yaml"))
-		assert.Equal(t, "1 ConfigMap(s), 1 platform and 0 namespace policies: ok\n", out)
+		assert.Equal(t, lintDir+"/enforce-in-namespace.yaml: team-a/team-rules: scope: platform policy (namespace team-a)\n"+
+			"1 ConfigMap(s), 1 platform and 0 namespace policies: ok\n", out)
 	})
 }
 

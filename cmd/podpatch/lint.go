@@ -42,13 +42,23 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cms, skipped, err := policies.ReadConfigMapFilesSkipping(paths, o.Namespace, stdin)
+	// Read without a default namespace, to tell which ConfigMaps had none, then give them
+	// --namespace as ReadConfigMapFiles would.
+	cms, skipped, err := policies.ReadConfigMapFilesSkipping(paths, "", stdin)
 	if err != nil {
 		return err
+	}
+	unnamespaced := map[int]bool{}
+	for i, s := range cms {
+		if s.ConfigMap.Namespace == "" {
+			s.ConfigMap.Namespace = o.Namespace
+			unnamespaced[i] = true
+		}
 	}
 	for _, s := range skipped { // a directory of manifests holds Deployments, Services, …
 		fmt.Fprintf(stdout, "%s: skipped: not a ConfigMap\n", s)
 	}
+	printConfigMapScopes(stdout, cms, unnamespaced, opts, o.Namespace)
 	set, probs := policies.Compile(cms, opts)
 	probs = append(probs, set.SelectionProblems(cms)...) // selectors that contradict each other (reference §3 fixed point)
 	if len(probs) > 0 {

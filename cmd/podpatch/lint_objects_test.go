@@ -30,7 +30,7 @@ func platformPolicy(t *testing.T, dir, name, spec string) string {
 // objectLines splits lint's output into the object lines and the summary, checking the form.
 func objectLines(t *testing.T, out string) (lines []string, summary string) {
 	t.Helper()
-	all := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	all := strings.Split(strings.TrimSuffix(withoutScopes(out), "\n"), "\n")
 	require.GreaterOrEqual(t, len(all), 2, "%s", out)
 	summary = all[len(all)-1]
 	for _, l := range all[1 : len(all)-1] {

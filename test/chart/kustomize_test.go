@@ -82,6 +82,8 @@ func TestChartMatchesComponents(t *testing.T) {
 			map[string]any{"networkPolicy": map[string]any{"enabled": false}}},
 		{"openreports", "selfSigned", "self-signed", []string{"openreports"},
 			map[string]any{"audit": map[string]any{"interval": "10m"}}},
+		{"without-policy-label-warning", "selfSigned", "self-signed", []string{"without-policy-label-warning"},
+			map[string]any{"policyLabelWarning": map[string]any{"enabled": false}}},
 		{"external-urls-without-node-ports", "selfSigned", "self-signed", []string{"external-urls-without-node-ports"},
 			map[string]any{"externalURLs": map[string]any{"nodePorts": false}}},
 		// All of them, in the order the chart adds their flags.
