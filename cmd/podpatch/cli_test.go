@@ -617,8 +617,8 @@ data:
 // lintLine is `FILE: <configmap ns/name>: <data key>: <policy>: <field path>: <message>`.
 var lintLine = regexp.MustCompile(`^(\S+): (\S+/\S+): (\S+): (\S+): (\S+): (.+)$`)
 
-// scopeLine is `FILE: <configmap ns/name>: scope: …`, the line lint prints for every ConfigMap
-// it reads.
+// scopeLine is `FILE: <configmap ns/name>: scope: …`, the line lint prints for a ConfigMap with
+// problems, without a namespace, or without the policy label.
 var scopeLine = regexp.MustCompile(`(?m)^\S+: \S+/\S+: scope: .*\n`)
 
 // withoutScopes is lint's output less its scope lines.
@@ -626,10 +626,7 @@ func withoutScopes(out string) string { return scopeLine.ReplaceAllString(out, "
 
 func TestLintExamples(t *testing.T) {
 	out := requireOK(t, podpatch(t, "", "lint", examples))
-	assert.Regexp(t, `^\d+ ConfigMap\(s\), [1-9]\d* platform and [1-9]\d* namespace policies: ok\n$`, withoutScopes(out))
-	assert.Contains(t, out, examples+"/cost-center.yaml: podpatch-system/cost-center: scope: platform policy (namespace podpatch-system)\n")
-	assert.Contains(t, out, examples+"/team-overrides.yaml: default/team-overrides: scope: namespace policy of default; the platform namespace is podpatch-system\n")
-	assert.Len(t, scopeLine.FindAllString(out, -1), len(strings.Split(strings.TrimSuffix(out, "\n"), "\n"))-1, "one scope line per ConfigMap:\n%s", out)
+	assert.Regexp(t, `^\d+ ConfigMap\(s\), [1-9]\d* platform and [1-9]\d* namespace policies: ok\n$`, out, "a clean lint prints its summary alone")
 }
 
 func TestLintBadPolicies(t *testing.T) {
@@ -715,7 +712,7 @@ func TestLintBadPolicies(t *testing.T) {
 			"--namespace-denied-annotations=service.beta.kubernetes.io/*,!service.beta.kubernetes.io/load-balancer-source-ranges",
 			"--namespace-denied-annotations=vault.hashicorp.com/*"} {
 			out := requireOK(t, podpatch(t, "", "lint", flag, path))
-			assert.Equal(t, "1 ConfigMap(s), 0 platform and 1 namespace policies: ok\n", withoutScopes(out), flag)
+			assert.Equal(t, "1 ConfigMap(s), 0 platform and 1 namespace policies: ok\n", out, flag)
 		}
 		r := podpatch(t, "", "lint", "--namespace-denied-annotations=example.com/*,service.*/load-balancer-*", path)
 		require.Equal(t, 1, r.code, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
@@ -728,8 +725,7 @@ func TestLintBadPolicies(t *testing.T) {
 	t.Run("platform namespace flag", func(t *testing.T) {
 		// With team-a as the platform namespace, enforce is allowed there.
 		out := requireOK(t, podpatch(t, "", "lint", "--platform-namespace", "team-a", lintDir+"/enforce-in-namespace.yaml"))
-		assert.Equal(t, lintDir+"/enforce-in-namespace.yaml: team-a/team-rules: scope: platform policy (namespace team-a)\n"+
-			"1 ConfigMap(s), 1 platform and 0 namespace policies: ok\n", out)
+		assert.Equal(t, "1 ConfigMap(s), 1 platform and 0 namespace policies: ok\n", out)
 	})
 }
 

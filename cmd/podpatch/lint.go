@@ -58,9 +58,9 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	for _, s := range skipped { // a directory of manifests holds Deployments, Services, …
 		fmt.Fprintf(stdout, "%s: skipped: not a ConfigMap\n", s)
 	}
-	printConfigMapScopes(stdout, cms, unnamespaced, opts, o.Namespace)
 	set, probs := policies.Compile(cms, opts)
 	probs = append(probs, set.SelectionProblems(cms)...) // selectors that contradict each other (reference §3 fixed point)
+	printConfigMapScopes(stdout, cms, unnamespaced, probs, opts, o.Namespace)
 	if len(probs) > 0 {
 		fmt.Fprintln(stdout, policies.ProblemLines(probs))
 	} else {

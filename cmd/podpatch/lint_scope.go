@@ -29,15 +29,27 @@ func holdsPodTemplatePatch(data map[string]string) bool {
 	return false
 }
 
-// printConfigMapScopes prints, for each ConfigMap lint read, the scope its policies have
-// (reference §3 "Scope": platform policies in the platform namespace, namespace policies
-// elsewhere) and how a ConfigMap without metadata.namespace was taken, then a warning for one
-// that holds a PodTemplatePatch without the label podpatch.io/policy: "true", which podpatch
-// never reads (issue 37: both mistakes passed silently). unnamespaced holds the indexes in cms
-// of the ConfigMaps that had no namespace in their file.
-func printConfigMapScopes(w io.Writer, cms []policies.SourcedConfigMap, unnamespaced map[int]bool, opts policies.Options, defaultNamespace string) {
+// printConfigMapScopes prints, for a ConfigMap whose scope a reader may have mistaken, the scope
+// its policies have (reference §3 "Scope": platform policies in the platform namespace,
+// namespace policies elsewhere, naming the platform namespace) and how a ConfigMap without
+// metadata.namespace was taken, then a warning for one that holds a PodTemplatePatch without the
+// label podpatch.io/policy: "true", which podpatch never reads (issue 37: both mistakes passed
+// silently). The scope is said of a ConfigMap that had no namespace in its file (unnamespaced
+// holds their indexes in cms), that has problems (probs: a platform policy put in another
+// namespace is refused as a namespace policy), or that is warned about; a clean lint of
+// namespaced ConfigMaps prints only its summary.
+func printConfigMapScopes(w io.Writer, cms []policies.SourcedConfigMap, unnamespaced map[int]bool, probs []policies.FileProblems, opts policies.Options, defaultNamespace string) {
+	troubled := map[string]bool{}
+	for _, p := range probs {
+		troubled[p.ConfigMap] = true
+	}
 	for i, s := range cms {
 		cm := s.ConfigMap
+		label, labelled := cm.Labels[policies.PolicyLabel]
+		unread := (!labelled || label != "true") && holdsPodTemplatePatch(cm.Data)
+		if !unnamespaced[i] && !troubled[cm.Namespace+"/"+cm.Name] && !unread {
+			continue
+		}
 		at := fmt.Sprintf("%s: %s/%s: ", s.File, cm.Namespace, cm.Name)
 		scope := "namespace policy of " + cm.Namespace
 		if opts.ScopeOf(cm.Namespace) == policies.ScopePlatform {
@@ -50,16 +62,14 @@ func printConfigMapScopes(w io.Writer, cms []policies.SourcedConfigMap, unnamesp
 			scope += "; the platform namespace is " + opts.PlatformNamespace
 		}
 		fmt.Fprintf(w, "%sscope: %s\n", at, scope)
-		if !holdsPodTemplatePatch(cm.Data) {
-			continue
-		}
-		switch v, ok := cm.Labels[policies.PolicyLabel]; {
-		case !ok:
+		switch {
+		case !unread:
+		case !labelled:
 			fmt.Fprintf(w, "%swarning: holds a PodTemplatePatch but has no label %s: podpatch will never read it: add label %s: \"true\"\n",
 				at, policies.PolicyLabel, policies.PolicyLabel)
-		case v != "true":
+		default:
 			fmt.Fprintf(w, "%swarning: holds a PodTemplatePatch but its label %s is %q, not \"true\": podpatch will never read it: add label %s: \"true\"\n",
-				at, policies.PolicyLabel, v, policies.PolicyLabel)
+				at, policies.PolicyLabel, label, policies.PolicyLabel)
 		}
 	}
 }

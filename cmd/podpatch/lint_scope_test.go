@@ -89,10 +89,11 @@ func TestLintLabelWarning(t *testing.T) {
 	}
 }
 
-// TestLintScopes: lint names, for every ConfigMap, the scope of its policies and the platform
-// namespace, and how a ConfigMap without metadata.namespace is taken: in --namespace, a
-// platform policy when that is the platform namespace (issue 37: a platform policy put in
-// another namespace silently became a namespace policy).
+// TestLintScopes: lint names, for a ConfigMap without metadata.namespace or with problems, the
+// scope of its policies and the platform namespace, and how a ConfigMap without a namespace is
+// taken: in --namespace, a platform policy when that is the platform namespace (issue 37: a
+// platform policy put in another namespace silently became a namespace policy). A clean
+// namespaced ConfigMap gets no line.
 func TestLintScopes(t *testing.T) {
 	dir := t.TempDir()
 	labels := `labels: {podpatch.io/policy: "true"}`
@@ -101,9 +102,7 @@ func TestLintScopes(t *testing.T) {
 	none := writeFile(t, dir, "none.yaml", policyConfigMap("none", labels, workersPolicy))
 
 	out := requireOK(t, podpatch(t, "", "lint", platform, team, none))
-	assert.Equal(t, platform+": podpatch-system/platform: scope: platform policy (namespace podpatch-system)\n"+
-		team+": team-a/team: scope: namespace policy of team-a; the platform namespace is podpatch-system\n"+
-		none+": default/none: scope: namespace policy of default (no namespace: taken as default, from --namespace; kubectl apply would take its context's namespace); the platform namespace is podpatch-system\n"+
+	assert.Equal(t, none+": default/none: scope: namespace policy of default (no namespace: taken as default, from --namespace; kubectl apply would take its context's namespace); the platform namespace is podpatch-system\n"+
 		"3 ConfigMap(s), 1 platform and 2 namespace policies: ok\n", out)
 
 	out = requireOK(t, podpatch(t, "", "lint", "--namespace", "podpatch-system", none))
@@ -111,8 +110,16 @@ func TestLintScopes(t *testing.T) {
 		"1 ConfigMap(s), 1 platform and 0 namespace policies: ok\n", out)
 
 	out = requireOK(t, podpatch(t, "", "lint", "--platform-namespace", "platform", platform))
-	assert.Equal(t, platform+": podpatch-system/platform: scope: namespace policy of podpatch-system; the platform namespace is platform\n"+
-		"1 ConfigMap(s), 0 platform and 1 namespace policies: ok\n", out)
+	assert.Equal(t, "1 ConfigMap(s), 0 platform and 1 namespace policies: ok\n", out)
+
+	// A platform policy put in another namespace is refused as a namespace policy: the scope line
+	// says which it was taken for, and where the platform's go.
+	enforce := writeFile(t, dir, "enforce.yaml", policyConfigMap("rules", "namespace: team-a\n"+labels,
+		strings.Replace(workersPolicy, "spec:\n", "spec:\n  mode: enforce\n", 1)))
+	r := podpatch(t, "", "lint", enforce)
+	require.Equal(t, 1, r.code, "%s", r.stdout)
+	assert.Contains(t, r.stdout, enforce+": team-a/rules: scope: namespace policy of team-a; the platform namespace is podpatch-system\n")
+	assert.Contains(t, r.stdout, "enforce is for platform policies only")
 }
 
 // TestPolicyLabelWarningPattern: the ValidatingAdmissionPolicy that warns at `kubectl apply`
