@@ -344,3 +344,27 @@ func TestUnmodelled(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{UnmodelledTopologySpread, UnmodelledVolumes}, Unmodelled(spec))
 }
+
+func TestFromObjects(t *testing.T) {
+	list := map[string]any{"apiVersion": "v1", "kind": "List", "items": []any{
+		map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": map[string]any{"name": "gpu-l4-a", "labels": map[string]any{"cloud.google.com/gke-nodepool": "gpu-l4"}},
+			"spec": map[string]any{"taints": []any{map[string]any{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}}}},
+		map[string]any{"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": map[string]any{"name": "spot"},
+			"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"requirements": []any{map[string]any{"key": "karpenter.sh/capacity-type", "operator": "In", "values": []any{"spot"}}}}}}},
+	}}
+	cc := map[string]any{"apiVersion": "cloud.google.com/v1", "kind": "ComputeClass", "metadata": map[string]any{"name": "gpu"}, "spec": map[string]any{"nodePoolAutoCreation": map[string]any{"enabled": true}}}
+	snap, err := FromObjects([]map[string]any{list, cc})
+	require.NoError(t, err)
+	require.Len(t, snap.Nodes, 1)
+	require.Equal(t, "gpu-l4", PoolOf(snap.Nodes[0]))
+	require.Equal(t, gpuTaint(), snap.Nodes[0].Spec.Taints[0])
+	require.True(t, snap.HasKarpenter)
+	require.Equal(t, "spot", snap.NodePools[0].Name)
+	require.True(t, snap.HasComputeClasses)
+	require.True(t, snap.ComputeClasses["gpu"].AutoCreate)
+	r := Check(&corev1.PodSpec{NodeSelector: map[string]string{"karpenter.sh/capacity-type": "spot"}}, snap)
+	require.Equal(t, []string{"spot"}, r.Pools)
+
+	_, err = FromObjects([]map[string]any{{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "p"}}})
+	require.ErrorContains(t, err, "not a v1 Node")
+}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -159,4 +161,75 @@ func NodePoolOf(u *unstructured.Unstructured) (NodePool, error) {
 		p.Requirements = append(p.Requirements, Requirement{NodeSelectorRequirement: corev1.NodeSelectorRequirement{Key: r.Key, Operator: r.Operator, Values: r.Values}, MinValues: r.MinValues})
 	}
 	return p, nil
+}
+
+// FromObjects builds a Snapshot from objects read from files (`kubectl get nodes,nodepools -o
+// yaml`, as JSON objects): Nodes, `karpenter.sh/v1` NodePools and `cloud.google.com/v1`
+// ComputeClasses, the items of Lists among them, within the bounds of Read (beyond,
+// Truncated). The Karpenter and ComputeClass APIs are taken to exist when one of their
+// objects is given. Any other kind is an error: a file that is not what was meant.
+func FromObjects(objs []map[string]any) (*Snapshot, error) {
+	snap := &Snapshot{}
+	var add func(obj map[string]any) error
+	add = func(obj map[string]any) error {
+		u := &unstructured.Unstructured{Object: obj}
+		gv, kind := u.GetAPIVersion(), u.GetKind()
+		switch {
+		case strings.HasSuffix(kind, "List"):
+			items, _, err := unstructured.NestedSlice(obj, "items")
+			if err != nil {
+				return fmt.Errorf("%s: items: %w", kind, err)
+			}
+			for i, it := range items {
+				item, ok := it.(map[string]any)
+				if !ok {
+					return fmt.Errorf("%s: items[%d]: expected an object", kind, i)
+				}
+				if err := add(item); err != nil {
+					return err
+				}
+			}
+		case gv == "v1" && kind == "Node":
+			if len(snap.Nodes) == MaxNodes {
+				snap.Truncated = true
+				return nil
+			}
+			var n corev1.Node
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &n); err != nil {
+				return fmt.Errorf("Node %s: %w", u.GetName(), err)
+			}
+			snap.Nodes = append(snap.Nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels},
+				Spec: corev1.NodeSpec{Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable}})
+		case gv == NodePoolResource.GroupVersion().String() && kind == "NodePool":
+			snap.HasKarpenter = true
+			if len(snap.NodePools) == MaxNodePools {
+				snap.Truncated = true
+				return nil
+			}
+			p, err := NodePoolOf(u)
+			if err != nil {
+				return fmt.Errorf("NodePool %s: %w", u.GetName(), err)
+			}
+			snap.NodePools = append(snap.NodePools, p)
+		case gv == ComputeClassResource.GroupVersion().String() && kind == "ComputeClass":
+			if !snap.HasComputeClasses {
+				snap.HasComputeClasses, snap.ComputeClasses = true, map[string]ComputeClass{}
+			}
+			if len(snap.ComputeClasses) == MaxComputeClasses {
+				snap.Truncated = true
+				return nil
+			}
+			auto, _, _ := unstructured.NestedBool(obj, "spec", "nodePoolAutoCreation", "enabled")
+			snap.ComputeClasses[u.GetName()] = ComputeClass{Name: u.GetName(), AutoCreate: auto}
+		default:
+			return fmt.Errorf("%s %s %q: not a v1 Node, a karpenter.sh/v1 NodePool or a cloud.google.com/v1 ComputeClass", gv, kind, u.GetName())
+		}
+		return nil
+	}
+	for _, obj := range objs {
+		if err := add(obj); err != nil {
+			return nil, err
+		}
+	}
+	return snap, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/internal/kube"
+	"github.com/podpatch/podpatch/policies"
 )
 
 // Formats are the output formats of `podpatch diff`.
@@ -158,8 +159,25 @@ func moveText(from, to []string, moreFrom, moreTo int, notModelled []string, why
 
 // moveLine is a group's move in one line: "12 dask worker(s) of default/simple: a → b".
 func moveLine(g *Group, m *GroupMove, quote, esc func(string) string) string {
-	return fmt.Sprintf("%d %s %s(s) of %s: %s", m.Pods, g.Manager, g.Role, quote(g.Namespace+"/"+dash(g.Cluster)),
+	return fmt.Sprintf("%d %s %s(s) of %s: %s", m.Pods, g.Manager, roleName(g.Manager, g.Role), quote(g.Namespace+"/"+dash(g.Cluster)),
 		moveText(m.From, m.To, m.MoreFrom, m.MoreTo, m.NotModelled, m.Unschedulable, quote, esc))
+}
+
+// roleName is the manager's own name for a role (Spark's executor, Flink's taskmanager, Ray's
+// head), else the role.
+func roleName(m policies.Manager, r policies.Role) string {
+	p, _ := policies.ProfileOf(m)
+	var names []string
+	for name, role := range p.Aliases {
+		if role == r {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return string(r)
+	}
+	slices.Sort(names)
+	return names[0]
 }
 
 func groupName(g *Group) string {
