@@ -196,7 +196,7 @@ func FromObjects(objs []map[string]any) (*Snapshot, error) {
 			}
 			var n corev1.Node
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &n); err != nil {
-				return fmt.Errorf("Node %s: %w", u.GetName(), err)
+				return fmt.Errorf("node %s: %w", u.GetName(), err)
 			}
 			snap.Nodes = append(snap.Nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels},
 				Spec: corev1.NodeSpec{Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable}})
