@@ -181,14 +181,59 @@ func Check(spec *corev1.PodSpec, snap *Snapshot) Result {
 		r.MorePools, r.Pools = len(r.Pools)-MaxPools, r.Pools[:MaxPools]
 	}
 	if !r.Schedulable {
-		r.Reason = summary(snap, why)
+		r.Reason = summary(snap, unmatched(spec, snap.Nodes), why)
 	}
 	return r
 }
 
-// summary says what was looked at and the first refusals.
-func summary(snap *Snapshot, why []string) string {
+// unmatched names the Pod's label requirements that no Node meets, each alone, by the
+// scheduler's own predicate (at most 3; "" when each is met by some Node, or the Pod has
+// several required terms, which are alternatives): "cloud.google.com/gke-spot=true", "key In
+// [a b]". It says which requirement strands the Pod, not only that it is stranded.
+func unmatched(spec *corev1.PodSpec, nodes []*corev1.Node) string {
+	var reqs []corev1.NodeSelectorRequirement
+	var names []string
+	keys := make([]string, 0, len(spec.NodeSelector))
+	for k := range spec.NodeSelector {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		reqs = append(reqs, corev1.NodeSelectorRequirement{Key: k, Operator: corev1.NodeSelectorOpIn, Values: []string{spec.NodeSelector[k]}})
+		names = append(names, k+"="+spec.NodeSelector[k])
+	}
+	if a := spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+		if len(terms) > 1 {
+			return ""
+		}
+		for _, t := range terms {
+			for _, e := range t.MatchExpressions {
+				reqs = append(reqs, e)
+				names = append(names, strings.TrimSpace(fmt.Sprintf("%s %s %s", e.Key, e.Operator, strings.Join(e.Values, " "))))
+			}
+		}
+	}
+	var out []string
+	for i, r := range reqs {
+		alone := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{r}}}}
+		met := slices.ContainsFunc(nodes, func(n *corev1.Node) bool {
+			ok, err := corev1helpers.MatchNodeSelectorTerms(n, alone)
+			return ok && err == nil
+		})
+		if !met && len(out) < 3 {
+			out = append(out, names[i])
+		}
+	}
+	return strings.Join(out, " or ")
+}
+
+// summary says what was looked at, the requirements no Node meets, and the first refusals.
+func summary(snap *Snapshot, unmet string, why []string) string {
 	what := fmt.Sprintf("no Node of %d fits", len(snap.Nodes))
+	if unmet != "" && len(snap.Nodes) > 0 {
+		what += ": none matches " + unmet
+	}
 	if snap.HasKarpenter {
 		what += fmt.Sprintf(", no Karpenter NodePool of %d can create one", len(snap.NodePools))
 	}

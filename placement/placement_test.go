@@ -299,7 +299,12 @@ func TestPools(t *testing.T) {
 	require.False(t, r.Schedulable)
 	require.True(t, r.Known)
 	require.Empty(t, r.Pools)
-	require.Contains(t, r.Reason, "no Node of 4 fits")
+	require.Contains(t, r.Reason, "no Node of 4 fits: none matches cloud.google.com/gke-spot=true (")
+	// Each requirement alone: the zone is met by some Node, the EKS capacity type by none.
+	r = Check(&corev1.PodSpec{Affinity: required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
+		expr(corev1.LabelTopologyZone, corev1.NodeSelectorOpIn, "europe-west4-a"), expr("eks.amazonaws.com/capacityType", corev1.NodeSelectorOpIn, "SPOT")}})}, noSpot)
+	require.False(t, r.Schedulable)
+	require.Contains(t, r.Reason, "no Node of 4 fits: none matches eks.amazonaws.com/capacityType In SPOT (")
 	// A truncated snapshot: no verdict on the pools either.
 	r = Check(&corev1.PodSpec{}, &Snapshot{Nodes: snap.Nodes, Truncated: true})
 	require.True(t, r.Schedulable)

@@ -103,7 +103,7 @@ func TestPreviewPoolMoves(t *testing.T) {
 	for _, want := range []string{
 		"Pool moves (the pools the Pods fit, before → after):",
 		"1 dask worker(s) of team/simple: gpu-a100 → gpu-l4\n",
-		"2 spark executor(s) of team/spark-pi: default-pool → now unschedulable: no Node of 6 fits, no Karpenter NodePool of 1 can create one\n",
+		"2 spark executor(s) of team/spark-pi: default-pool → now unschedulable: no Node of 6 fits: none matches cloud.google.com/gke-spot=true, no Karpenter NodePool of 1 can create one\n",
 		"1 ray worker(s) of team/raycluster-kuberay: fits default-pool (not modelled: topologySpreadConstraints)\n",
 		"    @ pools: gpu-a100 → gpu-l4\n",
 		"    @ pools: default-pool → now unschedulable\n",
@@ -113,7 +113,7 @@ func TestPreviewPoolMoves(t *testing.T) {
 	for _, want := range []string{
 		"**Pool moves** (the pools the Pods fit, before → after):",
 		"- 1 dask worker(s) of `team/simple`: `gpu-a100` → `gpu-l4`\n",
-		"- 2 spark executor(s) of `team/spark-pi`: `default-pool` → now unschedulable: no Node of 6 fits, no Karpenter NodePool of 1 can create one\n",
+		"- 2 spark executor(s) of `team/spark-pi`: `default-pool` → now unschedulable: no Node of 6 fits: none matches cloud.google.com/gke-spot=true, no Karpenter NodePool of 1 can create one\n",
 		"- 1 ray worker(s) of `team/raycluster-kuberay`: fits `default-pool` (not modelled: topologySpreadConstraints)\n",
 		"  - `@ pools: gpu-a100 → gpu-l4`\n",
 	} {

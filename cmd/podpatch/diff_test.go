@@ -152,7 +152,7 @@ func TestDiffPoolMoves(t *testing.T) {
 	require.Equal(t, 4, table.code, table.stderr)
 	for _, want := range []string{
 		"Pool moves (the pools the Pods fit, before → after):\n",
-		"  1 spark executor(s) of spark-jobs/spark-pi: spot-pool → now unschedulable: no Node of 5 fits\n",
+		"  1 spark executor(s) of spark-jobs/spark-pi: spot-pool → now unschedulable: no Node of 5 fits: none matches eks.amazonaws.com/capacityType In SPOT\n",
 		"  1 dask worker(s) of default/simple: gpu-pool → gpu-a100\n",
 		"    @ pools: gpu-pool → gpu-a100\n",
 		"    @ pools: spot-pool → now unschedulable\n",
@@ -163,7 +163,7 @@ func TestDiffPoolMoves(t *testing.T) {
 	require.Equal(t, 4, md.code, md.stderr)
 	for _, want := range []string{
 		"**Pool moves** (the pools the Pods fit, before → after):\n\n",
-		"- 1 spark executor(s) of `spark-jobs/spark-pi`: `spot-pool` → now unschedulable: no Node of 5 fits\n",
+		"- 1 spark executor(s) of `spark-jobs/spark-pi`: `spot-pool` → now unschedulable: no Node of 5 fits: none matches eks.amazonaws.com/capacityType In SPOT\n",
 		"- 1 dask worker(s) of `default/simple`: `gpu-pool` → `gpu-a100`\n",
 	} {
 		require.Contains(t, md.stdout, want)
