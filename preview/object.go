@@ -269,7 +269,7 @@ func (p *Previewer) placement(o *Object, in policies.Input, old []byte, neu poli
 		if r.Schedulable {
 			notModelled = placement.Unmodelled(after)
 		}
-		if !placement.SamePools(rb, r) || !slices.Equal(notModelled, placement.Unmodelled(before)) && len(notModelled) > 0 {
+		if !placement.SamePools(rb, r) || (len(notModelled) > 0 && !slices.Equal(notModelled, placement.Unmodelled(before))) {
 			o.Move = &Move{From: nonNil(rb.Pools), To: nonNil(r.Pools), MoreFrom: rb.MorePools, MoreTo: r.MorePools, NotModelled: notModelled}
 		}
 	}

@@ -97,11 +97,6 @@ type GroupMove struct {
 	Unschedulable string `json:"unschedulable,omitempty"`
 }
 
-// Moved says whether the pools change.
-func (m *GroupMove) Moved() bool {
-	return m.MoreFrom != m.MoreTo || !slices.Equal(m.From, m.To)
-}
-
 // addMove counts a Pod's move in its group.
 func (g *Group) addMove(o *Object) {
 	m := boundMove(o.Move)
