@@ -12,6 +12,7 @@ package placement
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -85,31 +86,71 @@ type Result struct {
 	Schedulable bool
 	// Reason says why not (the first Node's and NodePool's refusals), in one line.
 	Reason string
+	// Known says the snapshot gave a verdict (it has Nodes or a way to create them, and was
+	// not truncated): only then are Pools the whole answer.
+	Known bool
+	// Pools are the pools the Pod fits (PoolOf: the Nodes' pools, the Karpenter NodePools
+	// that could create a Node for it, "computeclass/NAME" for a GKE ComputeClass that
+	// creates node pools), sorted, at most MaxPools; MorePools counts the others.
+	Pools     []string
+	MorePools int
 }
 
-// Check says whether a pod spec has a place to run in the snapshot. It is linear in the
-// snapshot's bounded size; a snapshot that is truncated, or has neither Nodes nor a way to
-// create them, gives no verdict (Schedulable true).
+// PoolLabels are the labels naming the pool a Node belongs to, by provider: a GKE node pool,
+// an EKS managed node group, a Karpenter NodePool.
+var PoolLabels = []string{"cloud.google.com/gke-nodepool", "eks.amazonaws.com/nodegroup", NodePoolLabel}
+
+// MaxPools bounds Result.Pools: a cluster whose Nodes carry no pool label has a pool per Node.
+const MaxPools = 100
+
+// ComputeClassPool is the pool name of a GKE ComputeClass that creates node pools.
+func ComputeClassPool(name string) string { return "computeclass/" + name }
+
+// PoolOf is the pool a Node belongs to: the value of its provider's pool label (PoolLabels),
+// else its name.
+func PoolOf(n *corev1.Node) string {
+	for _, l := range PoolLabels {
+		if v, ok := n.Labels[l]; ok && v != "" {
+			return v
+		}
+	}
+	return n.Name
+}
+
+// SamePools says whether two verdicts name the same pools (by the first MaxPools and the count).
+func SamePools(a, b Result) bool {
+	return a.MorePools == b.MorePools && slices.Equal(a.Pools, b.Pools)
+}
+
+// Check says whether a pod spec has a place to run in the snapshot, and in which pools. It is
+// linear in the snapshot's bounded size; a snapshot that is truncated, or has neither Nodes
+// nor a way to create them, gives no verdict (Schedulable true, Known false).
 func Check(spec *corev1.PodSpec, snap *Snapshot) Result {
 	if snap == nil || spec == nil || (len(snap.Nodes) == 0 && !snap.HasKarpenter && !snap.HasComputeClasses) {
 		return Result{Schedulable: true}
 	}
 	pod := &corev1.Pod{Spec: *spec}
 	var why []string
+	pools := map[string]bool{}
 	if name, ok := spec.NodeSelector[ComputeClassLabel]; ok && snap.HasComputeClasses {
 		cc, ok := snap.ComputeClasses[name]
 		switch {
 		case ok && cc.AutoCreate:
-			return Result{Schedulable: true}
+			pools[ComputeClassPool(name)] = true
 		case !ok && !snap.Truncated:
 			why = append(why, fmt.Sprintf("ComputeClass %q does not exist", name))
 		}
 	}
 	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
 	for _, n := range snap.Nodes {
+		pool := PoolOf(n)
+		if pools[pool] {
+			continue
+		}
 		reason := nodeRefuses(pod, affinity, n)
 		if reason == "" {
-			return Result{Schedulable: true}
+			pools[pool] = true
+			continue
 		}
 		if len(why) < 2 {
 			why = append(why, "Node "+n.Name+": "+reason)
@@ -118,19 +159,31 @@ func Check(spec *corev1.PodSpec, snap *Snapshot) Result {
 	if snap.HasKarpenter {
 		reqs := podRequirements(spec)
 		for i := range snap.NodePools {
+			if pools[snap.NodePools[i].Name] {
+				continue
+			}
 			reason := snap.NodePools[i].refuses(spec, reqs)
 			if reason == "" {
-				return Result{Schedulable: true}
+				pools[snap.NodePools[i].Name] = true
+				continue
 			}
 			if len(why) < 3 {
 				why = append(why, "NodePool "+snap.NodePools[i].Name+": "+reason)
 			}
 		}
 	}
-	if snap.Truncated {
-		return Result{Schedulable: true}
+	r := Result{Schedulable: len(pools) > 0 || snap.Truncated, Known: !snap.Truncated}
+	for p := range pools {
+		r.Pools = append(r.Pools, p)
 	}
-	return Result{Reason: summary(snap, why)}
+	sort.Strings(r.Pools)
+	if len(r.Pools) > MaxPools {
+		r.MorePools, r.Pools = len(r.Pools)-MaxPools, r.Pools[:MaxPools]
+	}
+	if !r.Schedulable {
+		r.Reason = summary(snap, unmatched(spec, snap.Nodes), why)
+	}
+	return r
 }
 
 // Fits lists what in the snapshot takes the pod spec, by name and in the snapshot's order: the
@@ -159,9 +212,54 @@ func Fits(spec *corev1.PodSpec, snap *Snapshot) (nodes, nodePools []string) {
 	return nodes, nodePools
 }
 
-// summary says what was looked at and the first refusals.
-func summary(snap *Snapshot, why []string) string {
+// unmatched names the Pod's label requirements that no Node meets, each alone, by the
+// scheduler's own predicate (at most 3; "" when each is met by some Node, or the Pod has
+// several required terms, which are alternatives): "cloud.google.com/gke-spot=true", "key In
+// [a b]". It says which requirement strands the Pod, not only that it is stranded.
+func unmatched(spec *corev1.PodSpec, nodes []*corev1.Node) string {
+	var reqs []corev1.NodeSelectorRequirement
+	var names []string
+	keys := make([]string, 0, len(spec.NodeSelector))
+	for k := range spec.NodeSelector {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		reqs = append(reqs, corev1.NodeSelectorRequirement{Key: k, Operator: corev1.NodeSelectorOpIn, Values: []string{spec.NodeSelector[k]}})
+		names = append(names, k+"="+spec.NodeSelector[k])
+	}
+	if a := spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+		if len(terms) > 1 {
+			return ""
+		}
+		for _, t := range terms {
+			for _, e := range t.MatchExpressions {
+				reqs = append(reqs, e)
+				names = append(names, strings.TrimSpace(fmt.Sprintf("%s %s %s", e.Key, e.Operator, strings.Join(e.Values, " "))))
+			}
+		}
+	}
+	var out []string
+	for i, r := range reqs {
+		alone := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{r}}}}
+		met := slices.ContainsFunc(nodes, func(n *corev1.Node) bool {
+			ok, err := corev1helpers.MatchNodeSelectorTerms(n, alone)
+			return ok && err == nil
+		})
+		if !met && len(out) < 3 {
+			out = append(out, names[i])
+		}
+	}
+	return strings.Join(out, " or ")
+}
+
+// summary says what was looked at, the requirements no Node meets, and the first refusals.
+func summary(snap *Snapshot, unmet string, why []string) string {
 	what := fmt.Sprintf("no Node of %d fits", len(snap.Nodes))
+	if unmet != "" && len(snap.Nodes) > 0 {
+		what += ": none matches " + unmet
+	}
 	if snap.HasKarpenter {
 		what += fmt.Sprintf(", no Karpenter NodePool of %d can create one", len(snap.NodePools))
 	}
@@ -200,19 +298,74 @@ func Finding(r Result, policy string) policies.Finding {
 		Fix: "make the policy's nodeSelector, required node affinity and tolerations match a Node or NodePool, or narrow its match to Pods that can run there"}
 }
 
-// Spec decodes what Check reads of a Pod's JSON: its nodeSelector, affinity and tolerations.
+// Spec decodes what Check and Unmodelled read of a Pod's JSON: its nodeSelector, affinity,
+// tolerations, topology spread constraints, volumes and priority class.
 func Spec(pod []byte) (*corev1.PodSpec, error) {
 	var v struct {
 		Spec struct {
-			NodeSelector map[string]string   `json:"nodeSelector"`
-			Affinity     *corev1.Affinity    `json:"affinity"`
-			Tolerations  []corev1.Toleration `json:"tolerations"`
+			NodeSelector              map[string]string                 `json:"nodeSelector"`
+			Affinity                  *corev1.Affinity                  `json:"affinity"`
+			Tolerations               []corev1.Toleration               `json:"tolerations"`
+			TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints"`
+			Volumes                   []corev1.Volume                   `json:"volumes"`
+			PriorityClassName         string                            `json:"priorityClassName"`
 		} `json:"spec"`
 	}
 	if err := json.Unmarshal(pod, &v); err != nil {
 		return nil, err
 	}
-	return &corev1.PodSpec{NodeSelector: v.Spec.NodeSelector, Affinity: v.Spec.Affinity, Tolerations: v.Spec.Tolerations}, nil
+	s := v.Spec
+	return &corev1.PodSpec{NodeSelector: s.NodeSelector, Affinity: s.Affinity, Tolerations: s.Tolerations,
+		TopologySpreadConstraints: s.TopologySpreadConstraints, Volumes: s.Volumes, PriorityClassName: s.PriorityClassName}, nil
+}
+
+// The constraints of a Pod that Check does not evaluate (Unmodelled), named by their field.
+const (
+	UnmodelledTopologySpread  = "topologySpreadConstraints"
+	UnmodelledPodAffinity     = "podAffinity"
+	UnmodelledPodAntiAffinity = "podAntiAffinity"
+	UnmodelledVolumes         = "volumes (persistentVolumeClaim)"
+	UnmodelledPreemption      = "priorityClassName (preemption)"
+)
+
+// Unmodelled are the constraints of a pod spec that can change where the scheduler puts it
+// but that Check does not evaluate, since they depend on the other Pods, the volumes or the
+// free capacity of the cluster, which a snapshot does not hold: topology spread constraints
+// that refuse (whenUnsatisfiable DoNotSchedule), required inter-pod affinity and
+// anti-affinity, volumes bound to a topology (persistentVolumeClaim, ephemeral), and a
+// priorityClassName (the scheduler may preempt Pods to place it; spec.priority alone is not
+// listed: the API server sets it on every Pod). A pool Check names for such a Pod is
+// one its modelled predicates allow, not one it is sure to get; a Pod Check refuses is refused
+// whatever these say. Preferred (soft) terms only rank Nodes and are not listed.
+func Unmodelled(spec *corev1.PodSpec) []string {
+	if spec == nil {
+		return nil
+	}
+	var out []string
+	for _, c := range spec.TopologySpreadConstraints {
+		if c.WhenUnsatisfiable != corev1.ScheduleAnyway {
+			out = append(out, UnmodelledTopologySpread)
+			break
+		}
+	}
+	if a := spec.Affinity; a != nil {
+		if a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+			out = append(out, UnmodelledPodAffinity)
+		}
+		if a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+			out = append(out, UnmodelledPodAntiAffinity)
+		}
+	}
+	for _, v := range spec.Volumes {
+		if v.PersistentVolumeClaim != nil || v.Ephemeral != nil {
+			out = append(out, UnmodelledVolumes)
+			break
+		}
+	}
+	if spec.PriorityClassName != "" {
+		out = append(out, UnmodelledPreemption)
+	}
+	return out
 }
 
 // Responsible is the policy (its ref without @resourceVersion) of the last of changes to set a

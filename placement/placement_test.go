@@ -287,3 +287,146 @@ func TestSnapshotAdd(t *testing.T) {
 	require.ErrorContains(t, snap.Add([]byte(`{"apiVersion":"v1","kind":"Node","metadata":{}}`)), "metadata.name is required")
 	require.ErrorContains(t, snap.Add([]byte(`{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"},"spec":{"taints":"x"}}`)), "node n")
 }
+
+// labSnapshot is a cluster shaped like the lab's (test/cluster LabPools): GKE node pools (two
+// GPU pools, tainted, and a spot pool), an EKS node group, a Node of a Karpenter NodePool and
+// that NodePool, and a Node without a pool label.
+func labSnapshot() *Snapshot {
+	gke := func(name, pool string, extra map[string]string, taints ...corev1.Taint) *corev1.Node {
+		l := map[string]string{"cloud.google.com/gke-nodepool": pool, corev1.LabelTopologyZone: "europe-west4-a"}
+		for k, v := range extra {
+			l[k] = v
+		}
+		return node(name, l, taints...)
+	}
+	spot := corev1.Taint{Key: "cloud.google.com/gke-spot", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	karpenterSpot := corev1.Taint{Key: "karpenter.sh/capacity-type", Value: "spot", Effect: corev1.TaintEffectNoSchedule}
+	return &Snapshot{HasKarpenter: true, Nodes: []*corev1.Node{
+		gke("default-pool-a", "default-pool", nil),
+		gke("default-pool-b", "default-pool", nil),
+		gke("gpu-a100-a", "gpu-a100", map[string]string{"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"}, gpuTaint()),
+		gke("gpu-l4-a", "gpu-l4", map[string]string{"cloud.google.com/gke-accelerator": "nvidia-l4"}, gpuTaint()),
+		gke("spot-pool-a", "spot-pool", map[string]string{"cloud.google.com/gke-spot": "true"}, spot),
+		node("eks-on-demand-a", map[string]string{"eks.amazonaws.com/nodegroup": "on-demand", "eks.amazonaws.com/capacityType": "ON_DEMAND"},
+			corev1.Taint{Key: "eks.amazonaws.com/nodegroup", Value: "on-demand", Effect: corev1.TaintEffectNoSchedule}),
+		node("karpenter-spot-b", map[string]string{NodePoolLabel: "spot", "karpenter.sh/capacity-type": "spot"}, karpenterSpot),
+		node("bare-1", map[string]string{"role": "bare"}),
+	}, NodePools: []NodePool{
+		{Name: "spot", Requirements: []Requirement{{NodeSelectorRequirement: expr("karpenter.sh/capacity-type", corev1.NodeSelectorOpIn, "spot")}}, Taints: []corev1.Taint{karpenterSpot}},
+		{Name: "batch", Labels: map[string]string{"workload": "batch"}},
+	}}
+}
+
+// TestPools: the pools a Pod fits are the provider's pool labels of the Nodes it fits, the
+// Karpenter NodePools that could create one, and a Node's name where it has no pool label.
+func TestPools(t *testing.T) {
+	snap := labSnapshot()
+	tolerate := func(keys ...string) []corev1.Toleration {
+		var out []corev1.Toleration
+		for _, k := range keys {
+			out = append(out, corev1.Toleration{Key: k, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name  string
+		spec  corev1.PodSpec
+		pools []string
+	}{
+		{"no constraints: the untainted pools", corev1.PodSpec{}, []string{"bare-1", "batch", "default-pool"}},
+		{"a100 workers", corev1.PodSpec{NodeSelector: map[string]string{"cloud.google.com/gke-accelerator": "nvidia-tesla-a100"}, Tolerations: tolerate("nvidia.com/gpu")}, []string{"gpu-a100"}},
+		{"l4 workers", corev1.PodSpec{NodeSelector: map[string]string{"cloud.google.com/gke-nodepool": "gpu-l4"}, Tolerations: tolerate("nvidia.com/gpu")}, []string{"gpu-l4"}},
+		{"any GPU", corev1.PodSpec{Affinity: required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{expr("cloud.google.com/gke-accelerator", corev1.NodeSelectorOpExists)}}), Tolerations: tolerate("nvidia.com/gpu")}, []string{"gpu-a100", "gpu-l4"}},
+		{"EKS node group", corev1.PodSpec{NodeSelector: map[string]string{"eks.amazonaws.com/nodegroup": "on-demand"}, Tolerations: tolerate("eks.amazonaws.com/nodegroup")}, []string{"on-demand"}},
+		// Its Node and its NodePool are one pool; batch, which leaves the capacity type open,
+		// could create a spot Node too (Karpenter sets the label itself).
+		{"Karpenter spot", corev1.PodSpec{NodeSelector: map[string]string{"karpenter.sh/capacity-type": "spot"}, Tolerations: tolerate("karpenter.sh/capacity-type")}, []string{"batch", "spot"}},
+		{"GKE spot", corev1.PodSpec{NodeSelector: map[string]string{"cloud.google.com/gke-spot": "true"}, Tolerations: tolerate("cloud.google.com/gke-spot")}, []string{"spot-pool"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := Check(&c.spec, snap)
+			require.True(t, r.Schedulable, r.Reason)
+			require.True(t, r.Known)
+			require.Equal(t, c.pools, r.Pools)
+		})
+	}
+	// Spot executors where no spot pool exists: unschedulable, no pool, a reason.
+	noSpot := &Snapshot{Nodes: snap.Nodes[:4]}
+	r := Check(&corev1.PodSpec{NodeSelector: map[string]string{"cloud.google.com/gke-spot": "true"}, Tolerations: tolerate("cloud.google.com/gke-spot")}, noSpot)
+	require.False(t, r.Schedulable)
+	require.True(t, r.Known)
+	require.Empty(t, r.Pools)
+	require.Contains(t, r.Reason, "no Node of 4 fits: none matches cloud.google.com/gke-spot=true (")
+	// Each requirement alone: the zone is met by some Node, the EKS capacity type by none.
+	r = Check(&corev1.PodSpec{Affinity: required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
+		expr(corev1.LabelTopologyZone, corev1.NodeSelectorOpIn, "europe-west4-a"), expr("eks.amazonaws.com/capacityType", corev1.NodeSelectorOpIn, "SPOT")}})}, noSpot)
+	require.False(t, r.Schedulable)
+	require.Contains(t, r.Reason, "no Node of 4 fits: none matches eks.amazonaws.com/capacityType In SPOT (")
+	// A truncated snapshot: no verdict on the pools either.
+	r = Check(&corev1.PodSpec{}, &Snapshot{Nodes: snap.Nodes, Truncated: true})
+	require.True(t, r.Schedulable)
+	require.False(t, r.Known)
+	require.False(t, SamePools(Check(&corev1.PodSpec{}, snap), Check(&corev1.PodSpec{NodeSelector: map[string]string{"role": "bare"}}, snap)))
+}
+
+// TestPoolsBounded: a cluster of Nodes without pool labels has a pool per Node; at most
+// MaxPools are named.
+func TestPoolsBounded(t *testing.T) {
+	snap := &Snapshot{}
+	for i := range MaxPools + 7 {
+		snap.Nodes = append(snap.Nodes, node(fmt.Sprintf("n-%03d", i), nil))
+	}
+	r := Check(&corev1.PodSpec{}, snap)
+	require.Len(t, r.Pools, MaxPools)
+	require.Equal(t, 7, r.MorePools)
+}
+
+func TestUnmodelled(t *testing.T) {
+	term := []corev1.PodAffinityTerm{{TopologyKey: corev1.LabelHostname}}
+	for _, c := range []struct {
+		name string
+		spec corev1.PodSpec
+		want []string
+	}{
+		{"nothing", corev1.PodSpec{NodeSelector: map[string]string{"a": "b"}}, nil},
+		{"spread, DoNotSchedule", corev1.PodSpec{TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule}}}, []string{UnmodelledTopologySpread}},
+		{"spread, ScheduleAnyway only ranks", corev1.PodSpec{TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.ScheduleAnyway}}}, nil},
+		{"pod affinity and anti-affinity", corev1.PodSpec{Affinity: &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: term},
+			PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: term}}}, []string{UnmodelledPodAffinity, UnmodelledPodAntiAffinity}},
+		{"preferred anti-affinity only ranks", corev1.PodSpec{Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 1, PodAffinityTerm: term[0]}}}}}, nil},
+		{"a PVC", corev1.PodSpec{Volumes: []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}}, []string{UnmodelledVolumes}},
+		{"a priority class", corev1.PodSpec{PriorityClassName: "high"}, []string{UnmodelledPreemption}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.want, Unmodelled(&c.spec))
+		})
+	}
+	spec, err := Spec([]byte(`{"spec":{"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"topology.kubernetes.io/zone","whenUnsatisfiable":"DoNotSchedule"}],"volumes":[{"name":"d","ephemeral":{}}]}}`))
+	require.NoError(t, err)
+	require.Equal(t, []string{UnmodelledTopologySpread, UnmodelledVolumes}, Unmodelled(spec))
+}
+
+func TestFromObjects(t *testing.T) {
+	list := map[string]any{"apiVersion": "v1", "kind": "List", "items": []any{
+		map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": map[string]any{"name": "gpu-l4-a", "labels": map[string]any{"cloud.google.com/gke-nodepool": "gpu-l4"}},
+			"spec": map[string]any{"taints": []any{map[string]any{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}}}},
+		map[string]any{"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": map[string]any{"name": "spot"},
+			"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"requirements": []any{map[string]any{"key": "karpenter.sh/capacity-type", "operator": "In", "values": []any{"spot"}}}}}}},
+	}}
+	cc := map[string]any{"apiVersion": "cloud.google.com/v1", "kind": "ComputeClass", "metadata": map[string]any{"name": "gpu"}, "spec": map[string]any{"nodePoolAutoCreation": map[string]any{"enabled": true}}}
+	snap, err := FromObjects([]map[string]any{list, cc})
+	require.NoError(t, err)
+	require.Len(t, snap.Nodes, 1)
+	require.Equal(t, "gpu-l4", PoolOf(snap.Nodes[0]))
+	require.Equal(t, gpuTaint(), snap.Nodes[0].Spec.Taints[0])
+	require.True(t, snap.HasKarpenter)
+	require.Equal(t, "spot", snap.NodePools[0].Name)
+	require.True(t, snap.HasComputeClasses)
+	require.True(t, snap.ComputeClasses["gpu"].AutoCreate)
+	r := Check(&corev1.PodSpec{NodeSelector: map[string]string{"karpenter.sh/capacity-type": "spot"}}, snap)
+	require.Equal(t, []string{"spot"}, r.Pools)
+
+	_, err = FromObjects([]map[string]any{{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "p"}}})
+	require.ErrorContains(t, err, "want a v1 Node")
+}

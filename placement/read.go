@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -180,14 +181,56 @@ func (s *Snapshot) Add(obj []byte) error {
 	if err := u.UnmarshalJSON(obj); err != nil {
 		return err
 	}
-	if u.GetName() == "" {
+	return s.add(u)
+}
+
+// FromObjects builds a Snapshot from objects read from files (`kubectl get nodes,nodepools -o
+// yaml`, as JSON objects) as Add does, the items of Lists among them: `podpatch diff --nodes`.
+func FromObjects(objs []map[string]any) (*Snapshot, error) {
+	snap := &Snapshot{}
+	var add func(obj map[string]any) error
+	add = func(obj map[string]any) error {
+		u := &unstructured.Unstructured{Object: obj}
+		if !u.IsList() {
+			return snap.add(u)
+		}
+		items, _, err := unstructured.NestedSlice(obj, "items")
+		if err != nil {
+			return fmt.Errorf("%s: items: %w", u.GetKind(), err)
+		}
+		for i, it := range items {
+			item, ok := it.(map[string]any)
+			if !ok {
+				return fmt.Errorf("%s: items[%d]: expected an object", u.GetKind(), i)
+			}
+			if err := add(item); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, obj := range objs {
+		if err := add(obj); err != nil {
+			return nil, err
+		}
+	}
+	return snap, nil
+}
+
+// add is Add of a decoded object.
+func (s *Snapshot) add(u *unstructured.Unstructured) error {
+	gvk := u.GroupVersionKind()
+	switch {
+	case gvk != corev1.SchemeGroupVersion.WithKind("Node") && gvk != NodePoolResource.GroupVersion().WithKind("NodePool") &&
+		gvk != ComputeClassResource.GroupVersion().WithKind("ComputeClass"):
+		return fmt.Errorf("%s %s %s: want a v1 Node, a karpenter.sh/v1 NodePool or a cloud.google.com/v1 ComputeClass", u.GetAPIVersion(), u.GetKind(), u.GetName())
+	case u.GetName() == "":
 		return fmt.Errorf("%s %s: metadata.name is required", u.GetAPIVersion(), u.GetKind())
 	}
-	gvk := u.GroupVersionKind()
 	switch {
 	case gvk == corev1.SchemeGroupVersion.WithKind("Node"):
 		var n corev1.Node
-		if err := json.Unmarshal(obj, &n); err != nil {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &n); err != nil {
 			return fmt.Errorf("node %s: %w", u.GetName(), err)
 		}
 		if len(s.Nodes) == MaxNodes {
@@ -216,8 +259,6 @@ func (s *Snapshot) Add(obj []byte) error {
 			return nil
 		}
 		s.ComputeClasses[u.GetName()] = computeClassOf(u)
-	default:
-		return fmt.Errorf("%s %s %s: want a v1 Node, a karpenter.sh/v1 NodePool or a cloud.google.com/v1 ComputeClass", u.GetAPIVersion(), u.GetKind(), u.GetName())
 	}
 	return nil
 }

@@ -54,11 +54,33 @@ type Object struct {
 	LeftOutResolved []string `json:"leftOutResolved,omitempty"`
 	// Unschedulable says why the new Pod would have no place to run (its old one has).
 	Unschedulable string `json:"unschedulable,omitempty"`
+	// Move is where the Pod can run before and after the change, when the pools it fits
+	// change or the change gives it constraints the placement model does not evaluate.
+	Move *Move `json:"move,omitempty"`
 	// Breaks is true when the change makes the object invalid (a policy left out), or
 	// unschedulable, or brings an error finding.
 	Breaks bool `json:"breaks"`
 
 	identity policies.Identity
+}
+
+// Move is where a Pod fits before and after the change: the pools (placement.PoolOf) of the
+// Nodes it fits and of the Karpenter NodePools and GKE ComputeClasses that could create one,
+// by the predicates of package placement. To empty: the Pod becomes unschedulable (Object's
+// Unschedulable says why). NotModelled are the constraints of the new Pod the model does not
+// evaluate (placement.Unmodelled): To are then the pools it may run in, not ones it will.
+type Move struct {
+	From []string `json:"from"`
+	To   []string `json:"to"`
+	// MoreFrom and MoreTo count the pools beyond the first placement.MaxPools.
+	MoreFrom    int      `json:"moreFrom,omitempty"`
+	MoreTo      int      `json:"moreTo,omitempty"`
+	NotModelled []string `json:"notModelled,omitempty"`
+}
+
+// Moved says whether the pools change.
+func (m *Move) Moved() bool {
+	return m != nil && (m.MoreFrom != m.MoreTo || !slices.Equal(m.From, m.To))
 }
 
 // Field is one field that changes.
@@ -221,10 +243,11 @@ func (p *Previewer) Object(in Input) (Object, bool, error) {
 
 // Changed says whether the change does anything to the object.
 func (o *Object) Changed() bool {
-	return len(o.Fields)+len(o.Started)+len(o.Stopped)+len(o.NewFindings)+len(o.ResolvedFindings)+len(o.LeftOut)+len(o.LeftOutResolved) > 0
+	return len(o.Fields)+len(o.Started)+len(o.Stopped)+len(o.NewFindings)+len(o.ResolvedFindings)+len(o.LeftOut)+len(o.LeftOutResolved) > 0 || o.Move != nil
 }
 
-// placement runs the unschedulable check on the old and the new Pod and adds its findings.
+// placement runs the unschedulable check on the old and the new Pod, adds its findings, and
+// says where the Pod moves.
 func (p *Previewer) placement(o *Object, in policies.Input, old []byte, neu policies.Result, oldF, newF *[]Finding) error {
 	before, err := placement.Spec(old)
 	if err != nil {
@@ -234,10 +257,22 @@ func (p *Previewer) placement(o *Object, in policies.Input, old []byte, neu poli
 	if err != nil {
 		return err
 	}
-	if r := p.Placement.Check(before); !r.Schedulable {
-		*oldF = append(*oldF, findingOf(placement.Finding(r, "")))
+	rb := p.Placement.Check(before)
+	if !rb.Schedulable {
+		*oldF = append(*oldF, findingOf(placement.Finding(rb, "")))
 	}
 	r := p.Placement.Check(after)
+	if rb.Known && r.Known {
+		// An unschedulable verdict of the modelled predicates is sure: what they leave out
+		// can only refuse more (placement.Unmodelled).
+		var notModelled []string
+		if r.Schedulable {
+			notModelled = placement.Unmodelled(after)
+		}
+		if !placement.SamePools(rb, r) || (len(notModelled) > 0 && !slices.Equal(notModelled, placement.Unmodelled(before))) {
+			o.Move = &Move{From: nonNil(rb.Pools), To: nonNil(r.Pools), MoreFrom: rb.MorePools, MoreTo: r.MorePools, NotModelled: notModelled}
+		}
+	}
 	if r.Schedulable {
 		return nil
 	}
@@ -253,6 +288,14 @@ func (p *Previewer) placement(o *Object, in policies.Input, old []byte, neu poli
 		o.Unschedulable = r.Reason
 	}
 	return nil
+}
+
+// nonNil is l, or an empty list: no pool is [] in the report, not null.
+func nonNil(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
 }
 
 func refs(ps []*policies.Policy) []string {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/internal/kube"
+	"github.com/podpatch/podpatch/policies"
 )
 
 // Formats are the output formats of `podpatch diff`.
@@ -70,7 +72,8 @@ func value(v any) string {
 }
 
 // lines are what an object's preview says, one line each, prefixed by a sign: ~ a field,
-// + a policy starts or a finding appears, - a policy stops or a finding goes, ! what breaks.
+// + a policy starts or a finding appears, - a policy stops or a finding goes, @ the pools the
+// Pod fits change, ! what breaks.
 func lines(o *Object) []string {
 	var out []string
 	for _, f := range o.Fields {
@@ -95,6 +98,9 @@ func lines(o *Object) []string {
 	for _, l := range o.LeftOutResolved {
 		out = append(out, "- no longer left out: "+text(l))
 	}
+	if o.Move != nil {
+		out = append(out, "@ pools: "+moveText(o.Move.From, o.Move.To, o.Move.MoreFrom, o.Move.MoreTo, o.Move.NotModelled, "", text, text))
+	}
 	if o.Unschedulable != "" {
 		out = append(out, "! unschedulable: "+text(o.Unschedulable))
 	}
@@ -109,6 +115,69 @@ func lines(o *Object) []string {
 		out = append(out, "- resolved: "+text(f.String()))
 	}
 	return out
+}
+
+// poolList is one side of a move: its pools, "no pool" when none.
+func poolList(pools []string, more int, quote func(string) string) string {
+	if len(pools) == 0 && more == 0 {
+		return "no pool"
+	}
+	parts := make([]string, len(pools))
+	for i, p := range pools {
+		parts[i] = quote(p)
+	}
+	s := strings.Join(parts, ", ")
+	if more > 0 {
+		s += fmt.Sprintf(" and %d more", more)
+	}
+	return s
+}
+
+// moveText says a move in one line: "a → b", "a → now unschedulable[: why]", or, when only
+// constraints the model does not evaluate are new, "fits a"; each with what is not modelled.
+// Pool names go through quote, the reason through esc (text, or md for Markdown).
+func moveText(from, to []string, moreFrom, moreTo int, notModelled []string, why string, quote, esc func(string) string) string {
+	var s string
+	switch {
+	case moreFrom == moreTo && slices.Equal(from, to):
+		s = "fits " + poolList(to, moreTo, quote)
+	case len(to) == 0 && moreTo == 0:
+		s = poolList(from, moreFrom, quote) + " → now unschedulable"
+		if why, _, _ = strings.Cut(why, " ("); why != "" { // the refusals are in the objects' lines
+			s += ": " + esc(why)
+		}
+	case len(from) == 0 && moreFrom == 0:
+		s = "unschedulable → " + poolList(to, moreTo, quote)
+	default:
+		s = poolList(from, moreFrom, quote) + " → " + poolList(to, moreTo, quote)
+	}
+	if len(notModelled) > 0 {
+		s += " (not modelled: " + strings.Join(notModelled, ", ") + ")"
+	}
+	return s
+}
+
+// moveLine is a group's move in one line: "12 dask worker(s) of default/simple: a → b".
+func moveLine(g *Group, m *GroupMove, quote, esc func(string) string) string {
+	return fmt.Sprintf("%d %s %s(s) of %s: %s", m.Pods, g.Manager, roleName(g.Manager, g.Role), quote(g.Namespace+"/"+dash(g.Cluster)),
+		moveText(m.From, m.To, m.MoreFrom, m.MoreTo, m.NotModelled, m.Unschedulable, quote, esc))
+}
+
+// roleName is the manager's own name for a role (Spark's executor, Flink's taskmanager, Ray's
+// head), else the role.
+func roleName(m policies.Manager, r policies.Role) string {
+	p, _ := policies.ProfileOf(m)
+	var names []string
+	for name, role := range p.Aliases {
+		if role == r {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return string(r)
+	}
+	slices.Sort(names)
+	return names[0]
 }
 
 func groupName(g *Group) string {
@@ -136,6 +205,19 @@ func writeTable(w io.Writer, rep *Report) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		moves := false
+		for _, g := range rep.Groups {
+			for i := range g.Moves {
+				if !moves {
+					b.WriteString("\nPool moves (the pools the Pods fit, before → after):\n")
+					moves = true
+				}
+				fmt.Fprintf(&b, "  %s\n", moveLine(g, &g.Moves[i], text, text))
+			}
+			if g.MoreMoves > 0 {
+				fmt.Fprintf(&b, "  … and %d more Pod(s) of %s/%s in other moves\n", g.MoreMoves, text(g.Namespace), text(dash(g.Cluster)))
+			}
+		}
 		for _, g := range rep.Groups {
 			fmt.Fprintf(&b, "\n%s: %d object(s) change, %d break\n", groupName(g), g.Changed, g.Breaking)
 			for i := range g.Objects {
@@ -160,6 +242,35 @@ func writeTable(w io.Writer, rep *Report) error {
 // brackets or line breaks from tenant strings can end the code span or the table, or open HTML.
 func md(s string) string {
 	return strings.NewReplacer("`", "'", "|", "\\|", "<", "‹", ">", "›", "\n", " ", "\r", " ").Replace(text(s))
+}
+
+// maxMarkdownMoves bounds the bytes of the Markdown's pool moves: the details keep the rest.
+const maxMarkdownMoves = MaxMarkdownBytes / 4
+
+// markdownMoves writes the groups' pool moves as a list, at most maxMarkdownMoves bytes.
+func markdownMoves(b *strings.Builder, rep *Report) {
+	code := func(s string) string { return "`" + md(s) + "`" }
+	var l strings.Builder
+	left := 0
+	for _, g := range rep.Groups {
+		for i := range g.Moves {
+			line := "- " + moveLine(g, &g.Moves[i], code, md) + "\n"
+			if left > 0 || l.Len()+len(line) > maxMarkdownMoves {
+				left++
+				continue
+			}
+			l.WriteString(line)
+		}
+	}
+	if l.Len() == 0 && left == 0 {
+		return
+	}
+	b.WriteString("**Pool moves** (the pools the Pods fit, before → after):\n\n")
+	b.WriteString(l.String())
+	if left > 0 {
+		fmt.Fprintf(b, "- … and %d more move(s): see `podpatch diff -o json`.\n", left)
+	}
+	b.WriteString("\n")
 }
 
 // markdown is the report as a pull-request comment (reference §10): the verdict, a summary
@@ -201,6 +312,7 @@ func markdown(rep *Report) string {
 		fmt.Fprintf(&b, "\n… and %d more group(s): see `podpatch diff -o json`.\n", rep.MoreGroups)
 	}
 	b.WriteString("\n")
+	markdownMoves(&b, rep)
 	left := 0
 	for i, g := range rep.Groups {
 		var d strings.Builder

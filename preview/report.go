@@ -27,6 +27,11 @@ const (
 	MaxValueBytes = 512
 	// MaxString bounds every other string from an object or a policy.
 	MaxString = 512
+	// MaxMovePools is how many pools each side of a move names; the rest are counted.
+	MaxMovePools = 10
+	// MaxGroupMoves is how many distinct moves a group lists; the Pods of the others are
+	// counted in MoreMoves.
+	MaxGroupMoves = 10
 )
 
 // Stats count what a preview read and found.
@@ -37,6 +42,8 @@ type Stats struct {
 	Previewed int `json:"previewed"`
 	Changed   int `json:"changed"`
 	Breaking  int `json:"breaking"`
+	// Moved are the Pods whose pools change (Object.Move).
+	Moved int `json:"moved"`
 	// Errors are objects that could not be previewed.
 	Errors int `json:"errors"`
 }
@@ -70,6 +77,59 @@ type Group struct {
 	// Objects are the first changed objects (breaking ones first); More counts the others.
 	Objects []Object `json:"objects"`
 	More    int      `json:"more,omitempty"`
+	// Moves are where the group's Pods move, by distinct move, most Pods first (at most
+	// MaxGroupMoves); MoreMoves counts the Pods of the others.
+	Moves     []GroupMove `json:"moves,omitempty"`
+	MoreMoves int         `json:"moreMoves,omitempty"`
+}
+
+// GroupMove is one move of a group's Pods: Pods of them fit the pools From before the change
+// and To after it (Move; the same pools, when only NotModelled constraints are new).
+type GroupMove struct {
+	Pods     int      `json:"pods"`
+	From     []string `json:"from"`
+	To       []string `json:"to"`
+	MoreFrom int      `json:"moreFrom,omitempty"`
+	MoreTo   int      `json:"moreTo,omitempty"`
+	// NotModelled are the constraints the placement model does not evaluate that the Pods have.
+	NotModelled []string `json:"notModelled,omitempty"`
+	// Unschedulable is why the first of them has no place to run, when To is empty.
+	Unschedulable string `json:"unschedulable,omitempty"`
+}
+
+// addMove counts a Pod's move in its group.
+func (g *Group) addMove(o *Object) {
+	m := boundMove(o.Move)
+	for i := range g.Moves {
+		h := &g.Moves[i]
+		if slices.Equal(h.From, m.From) && slices.Equal(h.To, m.To) && h.MoreFrom == m.MoreFrom && h.MoreTo == m.MoreTo && slices.Equal(h.NotModelled, m.NotModelled) {
+			h.Pods++
+			return
+		}
+	}
+	if len(g.Moves) == MaxGroupMoves {
+		g.MoreMoves++
+		return
+	}
+	g.Moves = append(g.Moves, GroupMove{Pods: 1, From: m.From, To: m.To, MoreFrom: m.MoreFrom, MoreTo: m.MoreTo, NotModelled: m.NotModelled, Unschedulable: clip(o.Unschedulable)})
+}
+
+// boundMove clips a move's pools (names from the cluster's labels) to MaxMovePools a side.
+func boundMove(m *Move) *Move {
+	side := func(l []string, more int) ([]string, int) {
+		if len(l) > MaxMovePools {
+			more, l = more+len(l)-MaxMovePools, l[:MaxMovePools]
+		}
+		out := make([]string, len(l))
+		for i, p := range l {
+			out[i] = clip(p)
+		}
+		return out, more
+	}
+	b := &Move{NotModelled: m.NotModelled}
+	b.From, b.MoreFrom = side(m.From, m.MoreFrom)
+	b.To, b.MoreTo = side(m.To, m.MoreTo)
+	return b
 }
 
 type groupKey struct {
@@ -120,6 +180,12 @@ func (c *Collector) Add(o Object) {
 	if o.Breaks {
 		g.Breaking++
 	}
+	if o.Move != nil {
+		g.addMove(&o)
+		if o.Move.Moved() {
+			c.rep.Stats.Moved++
+		}
+	}
 	for _, f := range o.Fields {
 		if len(g.Fields) < MaxGroupFields && !slices.Contains(g.Fields, clip(f.Path)) {
 			g.Fields = append(g.Fields, clip(f.Path))
@@ -160,6 +226,7 @@ func cmpBool(a, b bool) int {
 func (c *Collector) Report() *Report {
 	rep := c.rep
 	for _, g := range c.groups {
+		slices.SortStableFunc(g.Moves, func(a, b GroupMove) int { return cmp.Compare(b.Pods, a.Pods) })
 		rep.Groups = append(rep.Groups, g)
 	}
 	slices.SortFunc(rep.Groups, func(a, b *Group) int {
@@ -198,6 +265,9 @@ func bound(o Object) Object {
 		*l = fs
 	}
 	o.Unschedulable = clip(o.Unschedulable)
+	if o.Move != nil {
+		o.Move = boundMove(o.Move)
+	}
 	return o
 }
 

@@ -38,6 +38,7 @@ type diffOptions struct {
 	Namespace       string
 	AllNamespaces   bool
 	Files           []string
+	Nodes           []string
 	NamespaceLabels map[string]string
 	Output          string
 	PageSize        int64
@@ -52,6 +53,7 @@ func (o *diffOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVarP(&o.Namespace, "namespace", "n", "", "live objects: the namespace to read (default: the kubeconfig context's); files: the namespace of objects and ConfigMaps without one (default: default)")
 	fs.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "preview the live objects of every namespace")
 	fs.StringArrayVarP(&o.Files, "filename", "f", nil, "objects to preview instead of live ones: a YAML or JSON file, or - for stdin (repeatable)")
+	fs.StringArrayVar(&o.Nodes, "nodes", nil, "Nodes, Karpenter NodePools and GKE ComputeClasses to place Pods on instead of the cluster's: a YAML or JSON file, or - for stdin (repeatable; e.g. kubectl get nodes,nodepools.karpenter.sh -o yaml)")
 	fs.StringToStringVar(&o.NamespaceLabels, "namespace-labels", nil, "files: labels of the objects' namespace, k=v,…")
 	fs.StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(preview.Formats, ", "))
 	fs.Int64Var(&o.PageSize, "page-size", audit.DefaultPageSize, "objects per List call")
@@ -73,7 +75,7 @@ func (o *diffOptions) Validate() error {
 	if len(o.Files) == 0 && len(o.NamespaceLabels) > 0 {
 		return usageError{errors.New("--namespace-labels is for --filename objects (live namespaces have their own)")}
 	}
-	return stdinOnce(o.Files, o.Policies, o.Base)
+	return stdinOnce(o.Files, o.Policies, o.Base, o.Nodes)
 }
 
 // runDiff is `podpatch diff` (reference §10): exit status 0 when the change changes nothing, 3
@@ -154,9 +156,16 @@ func runDiff(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 
 	var snap *placement.Snapshot
+	if len(o.Nodes) > 0 {
+		if snap, err = nodeFiles(o.Nodes, stdin); err != nil {
+			return err
+		}
+	}
 	var cluster policies.Cluster
 	if kit != nil {
-		snap = snapshot(ctx, kit, warn)
+		if snap == nil {
+			snap = snapshot(ctx, kit, warn)
+		}
 		var refErr error
 		if cluster, refErr = startReferences(ctx, kit, referencesTimeout); refErr != nil {
 			warn(refErr.Error() + "; policies that name a missing PriorityClass, RuntimeClass or ServiceAccount are previewed as if applied")
@@ -205,6 +214,34 @@ func snapshot(ctx context.Context, kit *kube.Kit, warn func(string)) *placement.
 		return nil
 	}
 	return snap
+}
+
+// nodeFiles reads the --nodes files into a snapshot for the unschedulable check and the pool
+// moves.
+func nodeFiles(files []string, stdin io.Reader) (*placement.Snapshot, error) {
+	var objs []map[string]any
+	for _, f := range files {
+		data, err := policies.ReadInput(f, stdin)
+		if err != nil {
+			return nil, err
+		}
+		docs, err := policies.SplitDocuments(strings.NewReader(string(data)))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		for _, d := range docs {
+			var obj map[string]any
+			if err := json.Unmarshal(d.JSON, &obj); err != nil {
+				return nil, fmt.Errorf("%s: document %d: %w", f, d.Index, err)
+			}
+			objs = append(objs, obj)
+		}
+	}
+	snap, err := placement.FromObjects(objs)
+	if err != nil {
+		return nil, fmt.Errorf("--nodes: %w", err)
+	}
+	return snap, nil
 }
 
 // eachFileObject reads the objects of -f files, as `render` does.

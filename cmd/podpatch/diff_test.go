@@ -112,3 +112,69 @@ func TestDiffUsage(t *testing.T) {
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, "spec.mode")
 }
+
+// labNodes are Nodes shaped like the lab's pools (test/cluster LabPools) with a second GPU pool,
+// gpu-a100, and without any EKS spot capacity, as `kubectl get nodes -o yaml` lists them.
+const labNodes = `apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {name: default-pool-a, labels: {cloud.google.com/gke-nodepool: default-pool, topology.kubernetes.io/zone: europe-west4-a}}
+- apiVersion: v1
+  kind: Node
+  metadata: {name: gpu-pool-a, labels: {cloud.google.com/gke-nodepool: gpu-pool, cloud.google.com/gke-accelerator: nvidia-l4}}
+  spec: {taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]}
+- apiVersion: v1
+  kind: Node
+  metadata: {name: gpu-a100-a, labels: {cloud.google.com/gke-nodepool: gpu-a100, cloud.google.com/gke-accelerator: nvidia-tesla-a100}}
+  spec: {taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]}
+- apiVersion: v1
+  kind: Node
+  metadata: {name: spot-pool-a, labels: {cloud.google.com/gke-nodepool: spot-pool, cloud.google.com/gke-spot: "true"}}
+  spec: {taints: [{key: cloud.google.com/gke-spot, value: "true", effect: NoSchedule}]}
+- apiVersion: v1
+  kind: Node
+  metadata: {name: eks-on-demand-a, labels: {eks.amazonaws.com/nodegroup: on-demand, eks.amazonaws.com/capacityType: ON_DEMAND}}
+  spec: {taints: [{key: eks.amazonaws.com/nodegroup, value: on-demand, effect: NoSchedule}]}
+`
+
+// TestDiffPoolMoves: with --nodes, a change that moves the GPU workers from gpu-pool to
+// gpu-a100 and the Spark executors from GKE spot to EKS spot capacity the cluster lacks says so
+// in the table and the Markdown.
+func TestDiffPoolMoves(t *testing.T) {
+	nodes := writeFile(t, t.TempDir(), "nodes.yaml", labNodes)
+	gpu := diffPolicies(t, "gpu-workers.yaml", "gke-nodepool: gpu-pool", "gke-nodepool: gpu-a100")
+	spot := diffPolicies(t, "spark-spot.yaml", `{key: cloud.google.com/gke-spot, operator: In, values: ["true"]}`, `{key: eks.amazonaws.com/capacityType, operator: In, values: [SPOT]}`)
+	args := []string{"diff", "--base", examples, "--policies", gpu, "--policies", spot, "--nodes", nodes, "-f", gpuWorkerDep, "-f", sparkExec, "-f", daskWorker}
+
+	table := podpatch(t, "", args...)
+	require.Equal(t, 4, table.code, table.stderr)
+	for _, want := range []string{
+		"Pool moves (the pools the Pods fit, before → after):\n",
+		"  1 spark executor(s) of spark-jobs/spark-pi: spot-pool → now unschedulable: no Node of 5 fits: none matches eks.amazonaws.com/capacityType In SPOT\n",
+		"  1 dask worker(s) of default/simple: gpu-pool → gpu-a100\n",
+		"    @ pools: gpu-pool → gpu-a100\n",
+		"    @ pools: spot-pool → now unschedulable\n",
+	} {
+		require.Contains(t, table.stdout, want)
+	}
+	md := podpatch(t, "", append(args, "-o", "markdown")...)
+	require.Equal(t, 4, md.code, md.stderr)
+	for _, want := range []string{
+		"**Pool moves** (the pools the Pods fit, before → after):\n\n",
+		"- 1 spark executor(s) of `spark-jobs/spark-pi`: `spot-pool` → now unschedulable: no Node of 5 fits: none matches eks.amazonaws.com/capacityType In SPOT\n",
+		"- 1 dask worker(s) of `default/simple`: `gpu-pool` → `gpu-a100`\n",
+	} {
+		require.Contains(t, md.stdout, want)
+	}
+	js := podpatch(t, "", append(args, "-o", "json")...)
+	rep := &preview.Report{}
+	require.NoError(t, json.Unmarshal([]byte(js.stdout), rep))
+	require.Equal(t, 2, rep.Stats.Moved)
+	t.Logf("\n%s\n%s", table.stdout, md.stdout)
+
+	// A file that is not Nodes: exit 1, one line.
+	bad := podpatch(t, "", "diff", "--base", examples, "--policies", gpu, "--nodes", daskWorker, "-f", gpuWorkerDep)
+	require.Contains(t, requireOneLineError(t, bad, 1), "want a v1 Node")
+}
