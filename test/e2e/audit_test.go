@@ -255,6 +255,15 @@ func TestAuditReports(t *testing.T) {
 	applyManifests(t, kustomizeBuild(t, "manifests/examples"))
 	ensureNamespace(t, "audit-reports")
 	fixtures := createFixtures(t, "audit-reports") // no webhook configuration: never patched
+	// The DaskCluster that owns the scheduler Service exists, and the Service's reference names
+	// it by its UID: the audit writes Events only on owners it has read (reference §9).
+	dask := createCustom(t, "audit-reports", installOwnerCRDs(t)["DaskCluster"], "simple")
+	scheduler := fixtures["Service/simple-scheduler"]
+	require.NotNil(t, scheduler, "the Dask operator's scheduler Service is a fixture")
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(scheduler), scheduler))
+	scheduler.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: dask.GetAPIVersion(), Kind: dask.GetKind(), Name: dask.GetName(),
+		UID: dask.GetUID(), Controller: new(true)}})
+	require.NoError(t, k8s.Update(ctx, scheduler))
 
 	sa, err := controlPlane.UserKubeconfig(podpatchServiceAccount, "system:serviceaccounts", "system:serviceaccounts:podpatch-system")
 	require.NoError(t, err)
