@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // Stats counts what one audit read and found.
@@ -30,7 +31,7 @@ type Audit struct {
 	// NamespaceLabels gives a namespace's labels, for match.namespaceSelector.
 	NamespaceLabels func(namespace string) map[string]string
 	// Cluster answers what objects reference (see Object.Cluster); nil: unknown.
-	Cluster policies.Cluster
+	Cluster validity.Cluster
 	// Owners, when set, resolves owners one level up (see Owners).
 	Owners *Owners
 	// OnFinding gets every audited object, drifting or not.
@@ -154,7 +155,7 @@ type ClusterAudit struct {
 	// Namespace is the namespace to audit, "" for all.
 	Namespace string
 	// Cluster answers what objects reference (see Object.Cluster); nil: unknown.
-	Cluster policies.Cluster
+	Cluster validity.Cluster
 	// Warn is told what the audit leaves out (invalid policy ConfigMaps, unpatchable objects).
 	Warn     func(string)
 	Progress func(Stats)

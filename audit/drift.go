@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // Reason says why an object drifts from its policies.
@@ -56,7 +57,7 @@ type Object struct {
 	// Cluster answers what the object references, as at admission (reference §8), so that a
 	// policy admission leaves out is left out here too; nil: unknown, nothing is left out for
 	// want of a referenced object.
-	Cluster policies.Cluster
+	Cluster validity.Cluster
 }
 
 // Finding is the audit of one recognised object that policies match.

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // TestEnforceLeftOutIsReported: an enforce policy that podpatch leaves out of an object to keep
@@ -43,12 +44,12 @@ spec:
 			require.Len(t, f.Policies, 1)
 			p := f.Policies[0]
 			require.Equal(t, policies.ModeEnforce, p.Mode)
-			require.Contains(t, p.LeftOut, policies.RuleRequestAboveLimit)
+			require.Contains(t, p.LeftOut, validity.RuleRequestAboveLimit)
 
 			r := result(f, p)
 			require.Equal(t, resultFail, r.Result)
 			require.Equal(t, string(EnforceLeftOut), r.Properties["reason"])
-			require.Contains(t, r.Properties["leftOut"], policies.RuleRequestAboveLimit)
+			require.Contains(t, r.Properties["leftOut"], validity.RuleRequestAboveLimit)
 
 			var out bytes.Buffer
 			require.NoError(t, Write(&out, &Report{Objects: []Finding{f}}, "table"))
@@ -61,13 +62,13 @@ spec:
 // noClasses is a cluster whose synced caches hold no PriorityClass.
 type noClasses struct{}
 
-func (noClasses) PriorityClass(string) (policies.PriorityClassInfo, policies.Presence) {
-	return policies.PriorityClassInfo{}, policies.Absent
+func (noClasses) PriorityClass(string) (validity.PriorityClassInfo, validity.Presence) {
+	return validity.PriorityClassInfo{}, validity.Absent
 }
-func (noClasses) RuntimeClass(string) (policies.RuntimeClassInfo, policies.Presence) {
-	return policies.RuntimeClassInfo{}, policies.Unknown
+func (noClasses) RuntimeClass(string) (validity.RuntimeClassInfo, validity.Presence) {
+	return validity.RuntimeClassInfo{}, validity.Unknown
 }
-func (noClasses) ServiceAccount(string, string) policies.Presence    { return policies.Unknown }
+func (noClasses) ServiceAccount(string, string) validity.Presence    { return validity.Unknown }
 func (noClasses) LimitRanges(string) ([]corev1.LimitRangeItem, bool) { return nil, false }
 func (noClasses) ServiceIPFamilies() ([]corev1.IPFamily, bool)       { return nil, false }
 

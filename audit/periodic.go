@@ -12,6 +12,7 @@ import (
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/internal/promreg"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // PeriodicOptions configure the audit of `podpatch serve`.
@@ -27,7 +28,7 @@ type PeriodicOptions struct {
 	NamespaceLabels func(string) map[string]string
 	// Cluster answers what objects reference: the webhook's own caches, so that the audit
 	// leaves out what admission leaves out (reference §8); nil: unknown.
-	Cluster policies.Cluster
+	Cluster validity.Cluster
 	// Ready says that the policies are synced: no round runs before.
 	Ready func() bool
 	// Registry gets the metrics.

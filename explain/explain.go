@@ -29,6 +29,7 @@ import (
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // MaxObjects bounds the objects a Report holds (and so -o json and -o yaml); the others are
@@ -171,7 +172,7 @@ type Explainer struct {
 	// Options say how policy ConfigMaps are scoped, as for `podpatch audit`.
 	Options policies.Options
 	// Cluster answers what objects reference (audit.Object.Cluster); nil: unknown.
-	Cluster policies.Cluster
+	Cluster validity.Cluster
 	// Placement, when set, runs the unschedulable check (reference §8) on each Pod as the
 	// policies would leave it, against the cluster's Nodes, NodePools and ComputeClasses.
 	Placement *placement.Cache

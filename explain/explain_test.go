@@ -20,6 +20,7 @@ import (
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 func TestParseTarget(t *testing.T) {
@@ -99,7 +100,7 @@ func TestTableIsBounded(t *testing.T) {
 // explanation's own.
 func TestJSONSchema(t *testing.T) {
 	o := object(audit.Finding{Kind: policies.KindService, Name: "s", Policies: []audit.PolicyResult{}}, policies.Result{
-		Skipped:  []policies.Skipped{{Policy: &policies.Policy{Ref: "ns/cm/p@1", Scope: policies.ScopeNamespace, Mode: policies.ModeMerge}, Violation: policies.Violation{Rule: "r", Field: "f", Message: "m"}}},
+		Skipped:  []policies.Skipped{{Policy: &policies.Policy{Ref: "ns/cm/p@1", Scope: policies.ScopeNamespace, Mode: policies.ModeMerge}, Violation: validity.Violation{Rule: "r", Field: "f", Message: "m"}}},
 		Findings: []policies.Finding{{Check: policies.CheckRayResources, Severity: policies.SeverityWarning, Message: "m", Fix: "x"}},
 		Fallback: policies.FallbackNamespace,
 	}, nil, json.RawMessage(`{"metadata":{"annotations":{"podpatch.io/external-url":"http://a:8787","podpatch.io/external-url-source":"load-balancer"}}}`))

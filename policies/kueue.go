@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // Kueue's own marks on a Pod it manages (reference §8, kueue-placement-conflict), as Kueue
@@ -138,7 +139,7 @@ func full(v any) any {
 // spec.nodeSelector, spec.tolerations and the required node affinity. What policies set
 // elsewhere stays. It returns one finding per field put back, naming the policy when one
 // alone sets that field.
-func keepKueuePlacement(t *jsontree.Tree, obj map[string]any, before *placement, applied []*Policy, cluster Cluster) []Finding {
+func keepKueuePlacement(t *jsontree.Tree, obj map[string]any, before *placement, applied []*Policy, cluster validity.Cluster) []Finding {
 	if !before.managed && !kueueManaged(t, obj) { // as given, or as patched
 		return nil
 	}

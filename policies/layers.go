@@ -280,7 +280,7 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 		res.Adjusted = validity.Couple(t, obj, &before, func(member string) bool { return anySets(res.Applied, member) }, env.Cluster)
 	}
 	res.violations, _ = env.Check(obj)
-	if in.Kind == KindPod && slices.ContainsFunc(res.violations, func(v Violation) bool { return v.Rule == RuleExtendedResourceLimit }) {
+	if in.Kind == KindPod && slices.ContainsFunc(res.violations, func(v validity.Violation) bool { return v.Rule == validity.RuleExtendedResourceLimit }) {
 		if adj := validity.EqualizeNonOvercommittable(t, obj); len(adj) > 0 {
 			res.Adjusted = append(res.Adjusted, adj...)
 			res.violations, _ = env.Check(obj)

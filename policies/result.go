@@ -1,6 +1,10 @@
 package policies
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/podpatch/podpatch/policies/validity"
+)
 
 // The types every stage of an apply shares, above the policies (parse.go) and their selection
 // (set.go), below the stages that fill them: layers.go, kueue.go, validity.go, checks*.go.
@@ -27,7 +31,7 @@ type Input struct {
 	Done <-chan struct{}
 	// Cluster answers whether the cluster objects the patched object references exist (reference §8);
 	// nil (render, lint) skips the checks that need it.
-	Cluster Cluster
+	Cluster validity.Cluster
 }
 
 // Fallback names the way Apply left whole layers out so that the rest still applies.
@@ -74,7 +78,7 @@ type Result struct {
 	Findings []Finding
 
 	// violations are the patched object's (package validity); selection is the layers applied.
-	violations []Violation
+	violations []validity.Violation
 	selection  layers
 	// patched is the patched object's tree, for the checks (checks.go).
 	patched map[string]any
@@ -92,7 +96,7 @@ type Change struct {
 type Skipped struct {
 	Policy *Policy
 	// Violation is the first problem the policy's contribution brought.
-	Violation Violation
+	Violation validity.Violation
 }
 
 // String says which policy was left out and why, in one line.

@@ -24,7 +24,7 @@ import (
 // reference §8's check (Input.Kind, Object, Namespace, NamespaceLabels and Cluster are read): for
 // `diff` ("would it become invalid") and the oracle tests that pin the rules. It returns at most
 // MaxViolations.
-func Check(in Input) ([]Violation, error) {
+func Check(in Input) ([]validity.Violation, error) {
 	if !json.Valid(in.Object) { // Expand trusts its input to be valid
 		return nil, fmt.Errorf("decode %s: not valid JSON", strings.ToLower(string(in.Kind)))
 	}
@@ -78,7 +78,7 @@ func keepValid(in Input, env *validity.Env, l layers, out Result, apply func(lay
 	slices.Reverse(pending)
 	keep := make(map[*Policy]bool, len(pending))
 	best := Result{Object: in.Object}
-	why := map[*Policy]Violation{}
+	why := map[*Policy]validity.Violation{}
 	for pass := 0; pass < MaxValidityPasses && len(pending) > 0; pass++ {
 		var next []*Policy
 		for _, p := range pending {
@@ -92,7 +92,7 @@ func keepValid(in Input, env *validity.Env, l layers, out Result, apply func(lay
 				delete(keep, p)
 				for _, q := range l.all() {
 					if _, left := why[q]; !left && !keep[q] {
-						why[q] = Violation{Rule: validity.RuleBudget, Message: "the request budget ran out before podpatch could check this policy"}
+						why[q] = validity.Violation{Rule: validity.RuleBudget, Message: "the request budget ran out before podpatch could check this policy"}
 					}
 				}
 				break

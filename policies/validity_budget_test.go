@@ -5,12 +5,14 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // closingCluster is a cluster whose every lookup after the first `after` closes done: the
 // request budget runs out in the middle of the leave-out search, at a point the test knows.
 type closingCluster struct {
-	Cluster
+	validity.Cluster
 	after int
 	calls int
 	done  chan struct{}
@@ -23,12 +25,12 @@ func (c *closingCluster) tick() {
 	}
 }
 
-func (c *closingCluster) PriorityClass(n string) (PriorityClassInfo, Presence) {
+func (c *closingCluster) PriorityClass(n string) (validity.PriorityClassInfo, validity.Presence) {
 	c.tick()
 	return c.Cluster.PriorityClass(n)
 }
 
-func (c *closingCluster) ServiceAccount(ns, n string) Presence {
+func (c *closingCluster) ServiceAccount(ns, n string) validity.Presence {
 	c.tick()
 	return c.Cluster.ServiceAccount(ns, n)
 }
@@ -50,7 +52,7 @@ func TestLeaveOutWithinBudget(t *testing.T) {
 	full, err := set.Apply(Input{Kind: KindPod, Object: js, Namespace: "default", Cluster: cluster})
 	require.NoError(t, err)
 	require.Len(t, full.Skipped, 1)
-	require.Equal(t, RulePriorityClassNotFound, full.Skipped[0].Violation.Rule)
+	require.Equal(t, validity.RulePriorityClassNotFound, full.Skipped[0].Violation.Rule)
 
 	budgetSkips, enforceKeptAlone := 0, false
 	for after := 0; after < 64; after++ {
@@ -67,14 +69,14 @@ func TestLeaveOutWithinBudget(t *testing.T) {
 		rules := map[string]string{}
 		for _, s := range res.Skipped {
 			rules[s.Policy.Name] = s.Violation.Rule
-			if s.Violation.Rule == RuleBudget {
+			if s.Violation.Rule == validity.RuleBudget {
 				budgetSkips++
 			}
 		}
 		if res.Changed {
 			require.Equal(t, "applied", labels["baseline"], "after %d: a patched object carries the enforce policy", after)
 		}
-		if labels["baseline"] == "applied" && labels["team"] == nil && rules["p3"] == RuleBudget {
+		if labels["baseline"] == "applied" && labels["team"] == nil && rules["p3"] == validity.RuleBudget {
 			enforceKeptAlone = true
 		}
 		if !stopped(c.done) {

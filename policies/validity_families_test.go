@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 var (
@@ -19,7 +21,7 @@ var (
 
 // familyViolations returns the fields RuleServiceIPFamilies finds in a Service fixture with its
 // spec edited.
-func familyViolations(t *testing.T, cl Cluster, edit map[string]any) []string {
+func familyViolations(t *testing.T, cl validity.Cluster, edit map[string]any) []string {
 	t.Helper()
 	obj := fixtureJSON(t, "dask-operator/scheduler-service.yaml", func(o map[string]any) {
 		spec := o["spec"].(map[string]any)
@@ -35,7 +37,7 @@ func familyViolations(t *testing.T, cl Cluster, edit map[string]any) []string {
 	require.NoError(t, err)
 	var fields []string
 	for _, v := range vs {
-		if v.Rule == RuleServiceIPFamilies {
+		if v.Rule == validity.RuleServiceIPFamilies {
 			fields = append(fields, v.Field)
 		}
 	}
@@ -109,7 +111,7 @@ func TestServiceIPFamiliesRule(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			for _, cl := range []struct {
 				name string
-				c    Cluster
+				c    validity.Cluster
 				want []string
 			}{{"v4", v4Only, c.v4}, {"v6", v6Only, c.v6}, {"dual", dualStack, c.dual}, {"unknown", unknownFS, c.unknown}, {"nil", nil, c.unknown}} {
 				require.Equal(t, cl.want, familyViolations(t, cl.c, c.edit), "cluster %s", cl.name)
@@ -165,7 +167,7 @@ func TestServiceIPFamiliesGenerated(t *testing.T) {
 						if !selector {
 							edit["selector"] = nil
 						}
-						var cl Cluster = unknownFS
+						var cl validity.Cluster = unknownFS
 						if served != nil {
 							cl = &fakeCluster{families: served}
 						}
@@ -223,7 +225,7 @@ func TestServiceIPFamiliesLeftOut(t *testing.T) {
 	in := Input{Kind: KindService, Object: fixtureJSON(t, "dask-operator/scheduler-service.yaml", nil), Namespace: "default"}
 	for _, c := range []struct {
 		name    string
-		cluster Cluster
+		cluster validity.Cluster
 		skipped []string
 	}{
 		{"v4 only", v4Only, []string{"p1", "p2"}},
@@ -238,7 +240,7 @@ func TestServiceIPFamiliesLeftOut(t *testing.T) {
 			require.NoError(t, err)
 			var got []string
 			for _, sk := range res.Skipped {
-				require.Equal(t, RuleServiceIPFamilies, sk.Violation.Rule)
+				require.Equal(t, validity.RuleServiceIPFamilies, sk.Violation.Rule)
 				got = append(got, sk.Policy.Name)
 			}
 			require.Equal(t, c.skipped, got)

@@ -27,41 +27,41 @@ func strOf(v any) string         { s, _ := v.(string); return s }
 // fakeCluster is a Cluster whose caches hold what a test says; unknown answers Unknown to all.
 type fakeCluster struct {
 	unknown  bool
-	priority map[string]PriorityClassInfo
-	runtime  map[string]RuntimeClassInfo
+	priority map[string]validity.PriorityClassInfo
+	runtime  map[string]validity.RuntimeClassInfo
 	accounts map[string]bool // namespace/name
 	limits   map[string][]corev1.LimitRangeItem
 	families []corev1.IPFamily // Service IP families; none: unknown
 }
 
-func (f *fakeCluster) PriorityClass(name string) (PriorityClassInfo, Presence) {
+func (f *fakeCluster) PriorityClass(name string) (validity.PriorityClassInfo, validity.Presence) {
 	if f.unknown {
-		return PriorityClassInfo{}, Unknown
+		return validity.PriorityClassInfo{}, validity.Unknown
 	}
 	if pc, ok := f.priority[name]; ok {
-		return pc, Present
+		return pc, validity.Present
 	}
-	return PriorityClassInfo{}, Absent
+	return validity.PriorityClassInfo{}, validity.Absent
 }
 
-func (f *fakeCluster) RuntimeClass(name string) (RuntimeClassInfo, Presence) {
+func (f *fakeCluster) RuntimeClass(name string) (validity.RuntimeClassInfo, validity.Presence) {
 	if f.unknown {
-		return RuntimeClassInfo{}, Unknown
+		return validity.RuntimeClassInfo{}, validity.Unknown
 	}
 	if rc, ok := f.runtime[name]; ok {
-		return rc, Present
+		return rc, validity.Present
 	}
-	return RuntimeClassInfo{}, Absent
+	return validity.RuntimeClassInfo{}, validity.Absent
 }
 
-func (f *fakeCluster) ServiceAccount(ns, name string) Presence {
+func (f *fakeCluster) ServiceAccount(ns, name string) validity.Presence {
 	switch {
 	case f.unknown:
-		return Unknown
+		return validity.Unknown
 	case f.accounts[ns+"/"+name]:
-		return Present
+		return validity.Present
 	}
-	return Absent
+	return validity.Absent
 }
 
 func (f *fakeCluster) LimitRanges(ns string) ([]corev1.LimitRangeItem, bool) {
@@ -134,7 +134,7 @@ func objectOf(t testing.TB, js []byte) map[string]any {
 }
 
 // freshViolations checks an applied result the way keepValid does, independently of it.
-func freshViolations(in Input, out []byte) []Violation {
+func freshViolations(in Input, out []byte) []validity.Violation {
 	ns := in.Namespace
 	var obj struct {
 		Metadata struct{ Namespace string } `json:"metadata"`
@@ -163,8 +163,8 @@ func TestValidityRegressions(t *testing.T) {
 		spec["serviceAccountName"], spec["serviceAccount"] = "default", "default"
 	}
 	cluster := &fakeCluster{
-		priority: map[string]PriorityClassInfo{"high": {Value: 1000}, "batch-low": {Value: -10, PreemptionPolicy: "Never"}},
-		runtime:  map[string]RuntimeClassInfo{"gvisor": {NodeSelector: map[string]string{"sandbox": "gvisor"}, Overhead: corev1.ResourceList{"memory": resource.MustParse("64Mi")}}},
+		priority: map[string]validity.PriorityClassInfo{"high": {Value: 1000}, "batch-low": {Value: -10, PreemptionPolicy: "Never"}},
+		runtime:  map[string]validity.RuntimeClassInfo{"gvisor": {NodeSelector: map[string]string{"sandbox": "gvisor"}, Overhead: corev1.ResourceList{"memory": resource.MustParse("64Mi")}}},
 		accounts: map[string]bool{"default/default": true, "default/dask": true, "spark-jobs/default": true},
 		limits: map[string][]corev1.LimitRangeItem{"default": {{Type: corev1.LimitTypeContainer,
 			Max: corev1.ResourceList{"memory": resource.MustParse("8Gi")}}}},
@@ -187,7 +187,7 @@ func TestValidityRegressions(t *testing.T) {
 		fixture  string
 		edit     func(map[string]any)
 		nsLabels map[string]string
-		cluster  Cluster
+		cluster  validity.Cluster
 		specs    []string
 		skipped  map[string]string // policy name → rule
 		adjusted int
@@ -198,13 +198,13 @@ func TestValidityRegressions(t *testing.T) {
 			cluster: cluster, specs: []string{"mode: default\ntemplate: {spec: {priorityClassName: batch-low}}"}, adjusted: 3},
 		{name: "priority class that does not exist", fixture: "dask-operator/worker-pod.yaml", cluster: cluster,
 			specs:   []string{"mode: default\ntemplate: {spec: {priorityClassName: missing}}", "template: {metadata: {labels: {team: a}}}"},
-			skipped: map[string]string{"p1": RulePriorityClassNotFound}},
+			skipped: map[string]string{"p1": validity.RulePriorityClassNotFound}},
 		{name: "runtime class that does not exist", fixture: "dask-operator/worker-pod.yaml", cluster: cluster,
 			specs:   []string{"template: {spec: {runtimeClassName: kata}}"},
-			skipped: map[string]string{"p1": RuleRuntimeClassNotFound}},
+			skipped: map[string]string{"p1": validity.RuleRuntimeClassNotFound}},
 		{name: "runtime class whose scheduling conflicts with the pod's node selector", fixture: "dask-operator/worker-pod.yaml", cluster: cluster,
 			specs:   []string{"template: {spec: {nodeSelector: {sandbox: none}}}", "template: {spec: {runtimeClassName: gvisor}}"},
-			skipped: map[string]string{"p1": RuleRuntimeClassScheduling}},
+			skipped: map[string]string{"p1": validity.RuleRuntimeClassScheduling}},
 		{name: "runtime class changed: overhead removed", fixture: "dask-operator/worker-pod.yaml", cluster: cluster,
 			edit: func(obj map[string]any) {
 				obj["spec"].(map[string]any)["runtimeClassName"] = "gvisor"
@@ -213,148 +213,148 @@ func TestValidityRegressions(t *testing.T) {
 			specs: []string{"template: {spec: {runtimeClassName: null}}"}, adjusted: 1},
 		{name: "service account that does not exist", fixture: "dask-operator/worker-pod.yaml", edit: withSA, cluster: cluster,
 			specs:   []string{"template: {spec: {serviceAccountName: ghost}}"},
-			skipped: map[string]string{"p1": RuleServiceAccountNotFound}},
+			skipped: map[string]string{"p1": validity.RuleServiceAccountNotFound}},
 		{name: "service account changed: the deprecated field follows", fixture: "dask-operator/worker-pod.yaml", edit: withSA, cluster: cluster,
 			specs: []string{"template: {spec: {serviceAccountName: dask}}"}, adjusted: 1},
 		{name: "limit above the namespace's LimitRange maximum", fixture: "dask-operator/worker-pod.yaml", cluster: cluster,
 			specs:   []string{"template: {spec: {containers: [{name: '*', resources: {limits: {memory: 16Gi}}}]}}"},
-			skipped: map[string]string{"p1": RuleLimitRange}},
+			skipped: map[string]string{"p1": validity.RuleLimitRange}},
 		{name: "PodSecurity restricted: a hostPath volume", fixture: "spark/executor-pod.yaml",
-			nsLabels: map[string]string{PodSecurityEnforceLabel: "baseline"},
+			nsLabels: map[string]string{validity.PodSecurityEnforceLabel: "baseline"},
 			specs:    []string{"template: {spec: {volumes: [{name: host, hostPath: {path: /var/log}}]}}", "template: {spec: {nodeSelector: {pool: a}}}"},
-			skipped:  map[string]string{"p1": RulePodSecurity}},
+			skipped:  map[string]string{"p1": validity.RulePodSecurity}},
 		{name: "PodSecurity restricted: a sidecar that may escalate", fixture: "spark/executor-pod.yaml",
-			nsLabels: map[string]string{PodSecurityEnforceLabel: "restricted"},
+			nsLabels: map[string]string{validity.PodSecurityEnforceLabel: "restricted"},
 			specs:    []string{"template: {spec: {containers: [{name: log-shipper, image: fluent/fluent-bit:3.0}]}}"},
-			skipped:  map[string]string{"p1": RulePodSecurity}},
+			skipped:  map[string]string{"p1": validity.RulePodSecurity}},
 		{name: "Spark executor: a request raised above its equal limit", fixture: "spark/executor-pod.yaml",
 			specs:   []string{"template: {spec: {containers: [{name: '*', resources: {requests: {memory: 4Gi}}}]}}", "template: {spec: {containers: [{name: '*', resources: {requests: {cpu: '2'}}}]}}"},
-			skipped: map[string]string{"p1": RuleRequestAboveLimit}},
+			skipped: map[string]string{"p1": validity.RuleRequestAboveLimit}},
 		{name: "extended resource limit changed: its request follows", fixture: "dask-operator/worker-pod.yaml", edit: gpu,
 			specs: []string{"template: {spec: {containers: [{name: '@main', resources: {limits: {nvidia.com/gpu: '1'}}}]}}"}, adjusted: 1},
 		{name: "extended resource limit removed: its request goes too", fixture: "dask-operator/worker-pod.yaml", edit: gpu,
 			specs: []string{"template: {spec: {containers: [{name: '@main', resources: {limits: {nvidia.com/gpu: null}}}]}}"}, adjusted: 1},
 		{name: "container port name taken by another port", fixture: "spark/executor-pod.yaml",
 			specs:   []string{"template: {spec: {containers: [{name: '*', ports: [{containerPort: 9999, name: blockmanager}]}]}}"},
-			skipped: map[string]string{"p1": RuleDuplicatePortName}},
+			skipped: map[string]string{"p1": validity.RuleDuplicatePortName}},
 		{name: "init container named as a container", fixture: "spark/executor-pod.yaml",
 			specs:   []string{"template: {spec: {initContainers: [{name: spark-kubernetes-executor, image: busybox:1.36}]}}"},
-			skipped: map[string]string{"p1": RuleDuplicateContainer}},
+			skipped: map[string]string{"p1": validity.RuleDuplicateContainer}},
 		{name: "volume mount without its volume", fixture: "spark/executor-pod.yaml",
 			specs:   []string{"template: {spec: {containers: [{name: '*', volumeMounts: [{name: scratch, mountPath: /scratch}]}]}}", "template: {spec: {volumes: [{name: other, emptyDir: {}}]}}"},
-			skipped: map[string]string{"p1": RuleMountWithoutVolume}},
+			skipped: map[string]string{"p1": validity.RuleMountWithoutVolume}},
 		{name: "subPathExpr merged into a mount with a subPath", fixture: "spark/executor-pod.yaml",
 			edit: func(obj map[string]any) {
 				c := obj["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
 				c["volumeMounts"].([]any)[0].(map[string]any)["subPath"] = "conf"
 			},
 			specs:   []string{"template: {spec: {containers: [{name: '*', volumeMounts: [{mountPath: /opt/spark/conf, name: spark-conf-volume-exec, subPathExpr: $(POD)}]}]}}"},
-			skipped: map[string]string{"p1": RuleMountSubPath}},
+			skipped: map[string]string{"p1": validity.RuleMountSubPath}},
 		{name: "headless Service made a LoadBalancer", fixture: "dask-gateway/scheduler-service.yaml",
 			specs:   []string{"service: {spec: {type: LoadBalancer}}", "service: {metadata: {annotations: {team: a}}}"},
-			skipped: map[string]string{"p1": RuleServiceHeadlessExternal}},
+			skipped: map[string]string{"p1": validity.RuleServiceHeadlessExternal}},
 		{name: "a port without a name added to a Service with ports", fixture: "flink/rest-service.yaml",
 			specs:   []string{"service: {spec: {ports: [{port: 9999}]}}"},
-			skipped: map[string]string{"p1": RuleServicePortName}},
+			skipped: map[string]string{"p1": validity.RuleServicePortName}},
 		{name: "conflicting policies: the one of higher precedence stays", fixture: "flink/rest-service.yaml",
 			specs: []string{"service: {spec: {type: NodePort, externalTrafficPolicy: Local}}",
 				"mode: enforce\nservice: {spec: {type: ClusterIP}}"},
-			skipped: map[string]string{"p1": RuleServiceTypeField}},
+			skipped: map[string]string{"p1": validity.RuleServiceTypeField}},
 		{name: "a default policy would fill only half of a Service type's fields", fixture: "flink/rest-service.yaml",
 			specs:   []string{"mode: default\nservice: {spec: {type: NodePort, externalTrafficPolicy: Local}}", "service: {metadata: {annotations: {team: a}}}"},
-			skipped: map[string]string{"p1": RuleServiceTypeField}},
+			skipped: map[string]string{"p1": validity.RuleServiceTypeField}},
 		{name: "a new port name taken by another port of the Service", fixture: "dask-gateway/scheduler-service.yaml",
 			specs:   []string{"service: {spec: {ports: [{name: api, port: 9000}]}}"},
-			skipped: map[string]string{"p1": RuleServicePortName}},
+			skipped: map[string]string{"p1": validity.RuleServicePortName}},
 		{name: "clusterIPs without clusterIP", fixture: "flink/rest-service.yaml",
 			specs:   []string{"service: {spec: {clusterIPs: [None]}}"},
-			skipped: map[string]string{"p1": RuleServiceClusterIPs}},
+			skipped: map[string]string{"p1": validity.RuleServiceClusterIPs}},
 		{name: "an init container's mount of a volume no policy adds", fixture: "dask-operator/job-runner-pod.yaml",
 			specs: []string{"template: {spec: {initContainers: [{name: init-setup, image: ghcr.io/dask/dask:latest}]}}",
 				"template: {spec: {initContainers: [{name: '*', volumeMounts: [{name: shared-mem, mountPath: /etc/podpatch}]}]}}"},
 			// The later policy (higher precedence) alone breaks nothing; the container it would
 			// break arrives with the earlier one, which is left out.
-			skipped: map[string]string{"p1": RuleMountWithoutVolume}},
+			skipped: map[string]string{"p1": validity.RuleMountWithoutVolume}},
 		{name: "a volume patched with a second, incomplete source", fixture: "spark/executor-pod.yaml",
 			specs:   []string{"mode: default\ntemplate: {spec: {volumes: [{name: spark-local-dir-1, nfs: {server: nfs.example}}]}}"},
 			skipped: nil},
 		{name: "a new volume with an incomplete source", fixture: "spark/executor-pod.yaml",
 			specs:   []string{"template: {spec: {volumes: [{name: scratch, nfs: {server: nfs.example}}]}}"},
-			skipped: map[string]string{"p1": RuleVolumeSource}},
+			skipped: map[string]string{"p1": validity.RuleVolumeSource}},
 		{name: "pod-level limits below the containers'", fixture: "dask-operator/worker-pod.yaml",
 			specs:   []string{"template: {spec: {resources: {limits: {cpu: 500m}}}}"},
-			skipped: map[string]string{"p1": RulePodResources}},
+			skipped: map[string]string{"p1": validity.RulePodResources}},
 		{name: "a container claim the pod does not have", fixture: "kuberay/head-pod.yaml",
 			specs:   []string{"template: {spec: {containers: [{name: '@main', resources: {claims: [{name: gpu}]}}]}}"},
-			skipped: map[string]string{"p1": RuleResourceClaimNotFound}},
+			skipped: map[string]string{"p1": validity.RuleResourceClaimNotFound}},
 		{name: "windows options on a linux pod, from two policies", fixture: "spark/driver-pod.yaml",
 			specs:   []string{"template: {spec: {os: {name: linux}}}", "template: {spec: {securityContext: {windowsOptions: {runAsUserName: a}}}}"},
-			skipped: map[string]string{"p1": RulePodOS}},
+			skipped: map[string]string{"p1": validity.RulePodOS}},
 		{name: "shareProcessNamespace and hostPID from two policies", fixture: "flink/jobmanager-pod.yaml",
 			specs:   []string{"template: {spec: {shareProcessNamespace: true}}", "mode: enforce\ntemplate: {spec: {hostPID: true}}"},
-			skipped: map[string]string{"p1": RulePodFieldConflict}},
+			skipped: map[string]string{"p1": validity.RulePodFieldConflict}},
 		// The volume-source-incomplete class: a volume a policy touched is checked with every
 		// per-source rule of the API server, at any depth.
 		{name: "a projected pod certificate without signer and key type", fixture: "spark/driver-pod.yaml",
 			specs:   []string{"template: {spec: {volumes: [{name: extra, projected: {sources: [{podCertificate: {}}]}}]}}"},
-			skipped: map[string]string{"p1": RuleVolumeSource}},
+			skipped: map[string]string{"p1": validity.RuleVolumeSource}},
 		{name: "a projected cluster trust bundle without its path", fixture: "dask-operator/scheduler-pod.yaml",
 			specs:   []string{"template: {spec: {volumes: [{name: extra, projected: {sources: [{clusterTrustBundle: {name: example}}]}}]}}"},
-			skipped: map[string]string{"p1": RuleVolumeSource}},
+			skipped: map[string]string{"p1": validity.RuleVolumeSource}},
 		{name: "a projected cluster trust bundle with neither name nor signer", fixture: "dask-classic/worker-pod.yaml",
 			specs:   []string{"template: {spec: {volumes: [{name: extra, projected: {sources: [{clusterTrustBundle: {path: ca.pem}}]}}]}}"},
-			skipped: map[string]string{"p1": RuleVolumeSource}},
+			skipped: map[string]string{"p1": validity.RuleVolumeSource}},
 		{name: "a fibre channel volume with targetWWNs and no lun", fixture: "dask-operator/scheduler-pod.yaml",
 			specs:   []string{"template: {spec: {volumes: [{name: scratch, fc: {targetWWNs: [a-b]}}]}}"},
-			skipped: map[string]string{"p1": RuleVolumeSource}},
+			skipped: map[string]string{"p1": validity.RuleVolumeSource}},
 		{name: "a flocker dataset name merged into a volume with a dataset UUID", fixture: "spark/executor-pod.yaml", edit: flocker,
 			specs:   []string{"template: {spec: {volumes: [{name: spark-local-dir-1, flocker: {datasetName: example}}]}}"},
-			skipped: map[string]string{"p1": RuleVolumeSource}},
+			skipped: map[string]string{"p1": validity.RuleVolumeSource}},
 		{name: "an ephemeral volume without a storage request", fixture: "spark-operator/driver-pod.yaml",
 			specs:   []string{"template: {spec: {volumes: [{name: extra, ephemeral: {volumeClaimTemplate: {spec: {accessModes: [ReadOnlyMany]}}}}]}}"},
-			skipped: map[string]string{"p1": RuleVolumeSource}},
+			skipped: map[string]string{"p1": validity.RuleVolumeSource}},
 		{name: "an ephemeral volume whose data source has no name", fixture: "spark-operator/driver-pod.yaml",
 			specs:   []string{"template: {spec: {volumes: [{name: extra, ephemeral: {volumeClaimTemplate: {spec: {accessModes: [ReadOnlyMany], resources: {requests: {storage: 1Gi}}, dataSourceRef: {kind: VolumeSnapshot, apiGroup: snapshot.storage.k8s.io}}}}}]}}"},
-			skipped: map[string]string{"p1": RuleVolumeSource}},
+			skipped: map[string]string{"p1": validity.RuleVolumeSource}},
 		{name: "a complete projected volume is kept", fixture: "spark/driver-pod.yaml",
 			specs: []string{"template: {spec: {volumes: [{name: extra, projected: {sources: [{podCertificate: {signerName: example.com/foo, keyType: ED25519, credentialBundlePath: creds.pem}}, {clusterTrustBundle: {signerName: example.com/foo, labelSelector: {}, path: ca.pem}}]}}]}}"}},
 		{name: "the deprecated serviceAccount naming an account that does not exist", fixture: "kuberay/head-pod.yaml", edit: noSA, cluster: cluster,
 			specs:   []string{"template: {spec: {serviceAccount: missing-sa}}"},
-			skipped: map[string]string{"p1": RuleServiceAccountNotFound}},
+			skipped: map[string]string{"p1": validity.RuleServiceAccountNotFound}},
 		{name: "a resource claim given a second source by another policy", fixture: "flink/jobmanager-pod.yaml",
 			specs:   []string{"template: {spec: {resourceClaims: [{name: gpu, resourceClaimName: a}]}}", "template: {spec: {resourceClaims: [{name: gpu, resourceClaimTemplateName: b}]}}"},
-			skipped: map[string]string{"p1": RuleResourceClaimSource}},
+			skipped: map[string]string{"p1": validity.RuleResourceClaimSource}},
 		{name: "pod-level limit below a container limit the LimitRange defaults", fixture: "dask-operator/worker-pod.yaml", edit: noCPULimit, cluster: defaults,
 			specs:   []string{"template: {spec: {resources: {limits: {cpu: '1'}}}}"},
-			skipped: map[string]string{"p1": RulePodResources}},
+			skipped: map[string]string{"p1": validity.RulePodResources}},
 		{name: "pod-level resources and a windows OS from two policies", fixture: "dask-gateway/worker-pod.yaml",
 			specs:   []string{"template: {spec: {resources: {limits: {cpu: '8'}}}}", "template: {spec: {os: {name: windows}}}"},
-			skipped: map[string]string{"p1": RulePodOS}},
+			skipped: map[string]string{"p1": validity.RulePodOS}},
 		{name: "a resource reference whose divisor another policy's resource does not support", fixture: "dask-classic/scheduler-pod.yaml",
 			specs: []string{"template: {spec: {containers: [{name: '*', env: [{name: A, valueFrom: {resourceFieldRef: {resource: limits.cpu, divisor: 1m}}}]}]}}",
 				"template: {spec: {containers: [{name: '*', env: [{name: A, valueFrom: {resourceFieldRef: {resource: limits.memory}}}]}]}}"},
-			skipped: map[string]string{"p1": RuleEnvSource}},
+			skipped: map[string]string{"p1": validity.RuleEnvSource}},
 		{name: "an init container request above the limit the LimitRange defaults", fixture: "spark/executor-pod.yaml", cluster: &fakeCluster{
 			limits: map[string][]corev1.LimitRangeItem{"spark-jobs": {{Type: corev1.LimitTypeContainer, Default: corev1.ResourceList{"memory": resource.MustParse("4Gi")}}}}},
 			specs:   []string{"template: {spec: {initContainers: [{name: init-setup, image: 'ghcr.io/dask/dask:latest', resources: {requests: {memory: 8Gi}}}]}}"},
-			skipped: map[string]string{"p1": RuleRequestAboveLimit}},
+			skipped: map[string]string{"p1": validity.RuleRequestAboveLimit}},
 		{name: "a pod-level limit below the containers' requests", fixture: "spark-operator/executor-pod.yaml",
 			specs:   []string{"template: {spec: {resources: {limits: {cpu: 100m}}}}"},
-			skipped: map[string]string{"p1": RuleRequestAboveLimit}},
+			skipped: map[string]string{"p1": validity.RuleRequestAboveLimit}},
 		{name: "pod-level huge pages without cpu or memory", fixture: "dask-operator/job-runner-pod.yaml",
 			specs:   []string{"template: {spec: {resources: {limits: {hugepages-2Mi: 2Gi}}}}"},
-			skipped: map[string]string{"p1": RuleExtendedResourceLimit}},
+			skipped: map[string]string{"p1": validity.RuleExtendedResourceLimit}},
 		{name: "an anti-affinity matchLabelKey its selector has, on a pod with the label", fixture: "flink/jobmanager-pod.yaml",
 			specs: []string{"template: {spec: {affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: kubernetes.io/hostname, labelSelector: {matchExpressions: [{key: app, operator: In, values: [a]}]}, matchLabelKeys: [app]}]}}}}",
 				"template: {metadata: {labels: {team: a}}}"},
-			skipped: map[string]string{"p1": RulePodFieldConflict}},
+			skipped: map[string]string{"p1": validity.RulePodFieldConflict}},
 		{name: "a matchLabelKey another policy's selector has", fixture: "flink/jobmanager-pod.yaml",
 			specs: []string{"template: {spec: {topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {}, matchLabelKeys: [app]}]}}",
 				"template: {spec: {topologySpreadConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: a}}}]}}"},
-			skipped: map[string]string{"p1": RulePodFieldConflict}},
+			skipped: map[string]string{"p1": validity.RulePodFieldConflict}},
 		{name: "an enforce policy can be left out too", fixture: "kuberay/worker-pod.yaml", cluster: cluster,
 			specs:   []string{"mode: enforce\ntemplate: {spec: {runtimeClassName: kata}}", "template: {metadata: {labels: {team: a}}}"},
-			skipped: map[string]string{"p1": RuleRuntimeClassNotFound}},
+			skipped: map[string]string{"p1": validity.RuleRuntimeClassNotFound}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			kind := KindPod
@@ -418,7 +418,7 @@ func TestPriorityCoupling(t *testing.T) {
 
 	// With the class in the caches, the computed fields are set as the plugin sets them, so the
 	// object is right even if the API server does not run the plugin again.
-	in.Cluster = &fakeCluster{priority: map[string]PriorityClassInfo{"high": {Value: 1000, PreemptionPolicy: "Never"}}}
+	in.Cluster = &fakeCluster{priority: map[string]validity.PriorityClassInfo{"high": {Value: 1000, PreemptionPolicy: "Never"}}}
 	got = spec(platformSet(t, "mode: default\ntemplate: {spec: {priorityClassName: high}}"))
 	require.EqualValues(t, 1000, got["priority"])
 	require.Equal(t, "Never", got["preemptionPolicy"])
@@ -433,7 +433,7 @@ func TestPriorityCoupling(t *testing.T) {
 // for a reference they cannot check.
 func TestValidityUnknownCluster(t *testing.T) {
 	s := platformSet(t, "template: {spec: {priorityClassName: ghost, runtimeClassName: ghost, serviceAccountName: ghost}}")
-	for _, cl := range []Cluster{nil, &fakeCluster{unknown: true}} {
+	for _, cl := range []validity.Cluster{nil, &fakeCluster{unknown: true}} {
 		res, err := s.Apply(Input{Kind: KindPod, Object: fixtureJSON(t, "dask-operator/worker-pod.yaml", nil), Namespace: "default", Cluster: cl})
 		require.NoError(t, err)
 		require.Empty(t, res.Skipped)
@@ -507,12 +507,12 @@ func TestValidityProperty(t *testing.T) {
 	modes := []string{"", "mode: default\n", "mode: enforce\n"}
 	files, err := filepath.Glob(filepath.Join("testdata", "fixtures", "*", "*.yaml"))
 	require.NoError(t, err)
-	clusters := []Cluster{nil, &fakeCluster{unknown: true}, &fakeCluster{
-		priority: map[string]PriorityClassInfo{"high": {Value: 1000}},
-		runtime:  map[string]RuntimeClassInfo{"gvisor": {NodeSelector: map[string]string{"sandbox": "gvisor"}}},
+	clusters := []validity.Cluster{nil, &fakeCluster{unknown: true}, &fakeCluster{
+		priority: map[string]validity.PriorityClassInfo{"high": {Value: 1000}},
+		runtime:  map[string]validity.RuntimeClassInfo{"gvisor": {NodeSelector: map[string]string{"sandbox": "gvisor"}}},
 		limits:   map[string][]corev1.LimitRangeItem{"default": {{Type: corev1.LimitTypeContainer, Max: corev1.ResourceList{"memory": resource.MustParse("8Gi")}}}},
 	}}
-	levels := []map[string]string{nil, {PodSecurityEnforceLabel: "baseline"}, {PodSecurityEnforceLabel: "restricted"}}
+	levels := []map[string]string{nil, {validity.PodSecurityEnforceLabel: "baseline"}, {validity.PodSecurityEnforceLabel: "restricted"}}
 	for round := 0; round < 150; round++ {
 		var specs []string
 		for range 1 + rng.Intn(5) {
@@ -700,7 +700,7 @@ func TestLimitRangeRules(t *testing.T) {
 			require.NoError(t, err)
 			n := 0
 			for _, v := range vs {
-				require.Equal(t, RuleLimitRange, v.Rule, "%v", v)
+				require.Equal(t, validity.RuleLimitRange, v.Rule, "%v", v)
 				n++
 			}
 			require.Equal(t, c.want, n, "%v", vs)

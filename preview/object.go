@@ -9,6 +9,7 @@ import (
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // Input is one object to preview.
@@ -22,7 +23,7 @@ type Input struct {
 	// NamespaceLabels are its namespace's labels, for match.namespaceSelector.
 	NamespaceLabels map[string]string
 	// Cluster answers what the object references (policies.Input.Cluster); nil: unknown.
-	Cluster policies.Cluster
+	Cluster validity.Cluster
 	// Live says the object was read from the API server, so admitted under the base policies:
 	// what the changed ConfigMaps' base policies put in it is taken out first (strip), so that
 	// it is previewed as the manager will create it again.

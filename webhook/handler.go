@@ -18,6 +18,7 @@ import (
 
 	"github.com/podpatch/podpatch/certs"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // The defaults of the handler's bounds, for `podpatch serve`'s flags and the benchmarks.
@@ -72,7 +73,7 @@ type HandlerOptions struct {
 	LargeBodyBytes int64
 	Log            logr.Logger
 	// Cluster answers what patched Pods reference (reference §8); nil when unknown (--policy-dir).
-	Cluster policies.Cluster
+	Cluster validity.Cluster
 	// Events receives what /mutate did, for the Events on owning custom resources (reference
 	// §9); nil: none.
 	Events *Events

@@ -7,6 +7,7 @@ import (
 
 	"github.com/podpatch/podpatch/internal/promreg"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // Metrics are podpatch's own Prometheus metrics. Every label is bounded: managers, roles,
@@ -128,12 +129,12 @@ func (m *Metrics) reserved(r reservation, sign int64) {
 }
 
 // policySkipped counts a policy left out by the rule it would break; m may be nil. The rule is
-// one of policies.Rules, a fixed set.
+// one of validity.Rules, a fixed set.
 func (m *Metrics) policySkipped(rule string) {
 	if m == nil {
 		return
 	}
-	if !slices.Contains(policies.Rules, rule) {
+	if !slices.Contains(validity.Rules, rule) {
 		rule = "other"
 	}
 	m.skipped.WithLabelValues(rule).Inc()

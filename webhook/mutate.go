@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // Mutator patches Pods and Services on CREATE with the matching policies. It never denies:
@@ -26,7 +27,7 @@ type Mutator struct {
 	Metrics           *Metrics
 	PlatformNamespace string
 	// Cluster answers what patched Pods reference, from caches (reference §8); nil when unknown.
-	Cluster policies.Cluster
+	Cluster validity.Cluster
 	// Events aggregates what admission did into Events on the owning custom resources
 	// (reference §9), off the request path; nil: none.
 	Events *Events

@@ -31,6 +31,7 @@ import (
 
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // recorded is one Event a test recorder got.
@@ -154,7 +155,7 @@ func workerResult(cluster string) policies.Result {
 		Applied:  []*policies.Policy{basePolicy, gpuPolicy},
 		Patch: []byte(`[{"op":"add","path":"/metadata/annotations/podpatch.io~1applied","value":"x"},` +
 			`{"op":"add","path":"/spec/containers/0/resources/limits/nvidia.com~1gpu","value":"1"},{"op":"add","path":"/spec/tolerations","value":[]}]`),
-		Skipped: []policies.Skipped{{Policy: mountPol, Violation: policies.Violation{Rule: "volume-mount-without-volume",
+		Skipped: []policies.Skipped{{Policy: mountPol, Violation: validity.Violation{Rule: "volume-mount-without-volume",
 			Field: "spec.containers[ray-worker].volumeMounts[scratch]", Message: "no volume named scratch"}}},
 		Findings: []policies.Finding{{Check: policies.CheckRayResources, Severity: policies.SeverityWarning, Policy: gpuPolicy.Ref,
 			Field: "spec.containers[ray-worker].resources.limits.nvidia.com/gpu", Message: "ray start says --num-gpus=0",

@@ -14,19 +14,20 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // noClasses is a Cluster whose synced caches hold no PriorityClass, RuntimeClass or
 // ServiceAccount, and no LimitRange.
 type noClasses struct{}
 
-func (noClasses) PriorityClass(string) (policies.PriorityClassInfo, policies.Presence) {
-	return policies.PriorityClassInfo{}, policies.Absent
+func (noClasses) PriorityClass(string) (validity.PriorityClassInfo, validity.Presence) {
+	return validity.PriorityClassInfo{}, validity.Absent
 }
-func (noClasses) RuntimeClass(string) (policies.RuntimeClassInfo, policies.Presence) {
-	return policies.RuntimeClassInfo{}, policies.Absent
+func (noClasses) RuntimeClass(string) (validity.RuntimeClassInfo, validity.Presence) {
+	return validity.RuntimeClassInfo{}, validity.Absent
 }
-func (noClasses) ServiceAccount(string, string) policies.Presence    { return policies.Absent }
+func (noClasses) ServiceAccount(string, string) validity.Presence    { return validity.Absent }
 func (noClasses) LimitRanges(string) ([]corev1.LimitRangeItem, bool) { return nil, true }
 func (noClasses) ServiceIPFamilies() ([]corev1.IPFamily, bool)       { return nil, false }
 
@@ -63,11 +64,11 @@ func TestMutateSkipped(t *testing.T) {
 	require.Len(t, resp.Warnings, maxSkippedWarnings+1)
 	for _, w := range resp.Warnings[:maxSkippedWarnings] {
 		require.Contains(t, w, "podpatch-system/p/class-")
-		require.Contains(t, w, policies.RulePriorityClassNotFound)
+		require.Contains(t, w, validity.RulePriorityClassNotFound)
 		require.LessOrEqual(t, len(w), maxWarningLength)
 	}
 	require.Contains(t, resp.Warnings[maxSkippedWarnings], "2 more")
-	require.Equal(t, 5.0, testutil.ToFloat64(m.skipped.WithLabelValues(policies.RulePriorityClassNotFound)))
+	require.Equal(t, 5.0, testutil.ToFloat64(m.skipped.WithLabelValues(validity.RulePriorityClassNotFound)))
 	require.Equal(t, float64(maxSkippedWarnings), testutil.ToFloat64(m.warnings.WithLabelValues(string(ReasonPolicySkipped))))
 
 	// Unknown caches leave nothing out.

@@ -21,7 +21,7 @@ import (
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/internal/references"
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // auditExitDrift is the exit status of an audit that found drift (reference §7).
@@ -185,7 +185,7 @@ var referenceLists = []struct {
 // startReferences starts the reference caches (internal/references, the ones podpatch serve
 // runs) against the cluster and waits, at most timeout, until they have synced; they run until ctx is done. It starts none when the user
 // may not list what they cache.
-func startReferences(ctx context.Context, kit *kube.Kit, timeout time.Duration) (policies.Cluster, error) {
+func startReferences(ctx context.Context, kit *kube.Kit, timeout time.Duration) (validity.Cluster, error) {
 	for _, l := range referenceLists {
 		if err := l.list(ctx, kit.Clientset, metav1.ListOptions{Limit: 1}); err != nil {
 			return nil, fmt.Errorf("reference caches: list %s: %w", l.name, err)

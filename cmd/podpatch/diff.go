@@ -19,6 +19,7 @@ import (
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/validity"
 	"github.com/podpatch/podpatch/preview"
 )
 
@@ -161,7 +162,7 @@ func runDiff(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	var cluster policies.Cluster
+	var cluster validity.Cluster
 	if kit != nil {
 		if snap == nil {
 			snap = snapshot(ctx, kit, warn)

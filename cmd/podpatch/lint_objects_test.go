@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // objectLine is `FILE: KIND NS/NAME: left out|check|warning: …`.
@@ -85,7 +86,7 @@ func TestLintObjects(t *testing.T) {
 		m := objectLine.FindStringSubmatch(lines[0])
 		assert.Equal(t, "left out", m[4])
 		assert.Contains(t, m[5], "podpatch-system/greedy/greedy")
-		assert.Contains(t, m[5], policies.RuleRequestAboveLimit)
+		assert.Contains(t, m[5], validity.RuleRequestAboveLimit)
 		assert.Equal(t, "objects: 1 with policies left out or findings: 1 left out, 0 error and 0 warning finding(s)", summary)
 	})
 

@@ -34,6 +34,7 @@ import (
 	"github.com/podpatch/podpatch/internal/promreg"
 	"github.com/podpatch/podpatch/internal/references"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/validity"
 	"github.com/podpatch/podpatch/webhook"
 )
 
@@ -296,7 +297,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 
 	var store *webhook.Store
 	var feed interface{ Start(context.Context) error }
-	var cluster policies.Cluster // what patched Pods reference; unknown with --policy-dir
+	var cluster validity.Cluster // what patched Pods reference; unknown with --policy-dir
 	var refs *references.Caches  // the caches cluster answers from; admission never waits for them to sync
 	var source *webhook.PolicySource
 	if o.PolicyDir != "" {
@@ -432,7 +433,7 @@ func delayed(parent context.Context, delay time.Duration, log logr.Logger) (cont
 
 // leaderOnly builds the components that run on the elected replica only: the external URL
 // resolver (reference §6) and the periodic audit (reference §7). Neither runs without a cluster.
-func (o *serveOptions) leaderOnly(kit *kube.Kit, store *webhook.Store, cluster policies.Cluster, log logr.Logger) ([]leader.Runnable, error) {
+func (o *serveOptions) leaderOnly(kit *kube.Kit, store *webhook.Store, cluster validity.Cluster, log logr.Logger) ([]leader.Runnable, error) {
 	if !o.elects() {
 		return nil, nil
 	}

@@ -1,7 +1,7 @@
 // Package references holds the caches of the cluster objects that patched Pods and Services
 // reference (reference §8): PriorityClasses, RuntimeClasses, ServiceAccounts, LimitRanges and
 // ServiceCIDRs (Caches), and Kueue's ResourceFlavors (Flavors). They answer the engine's
-// lookups (policies.Cluster, policies.KueueFlavors) from informer caches, never from the API
+// lookups (validity.Cluster, policies.KueueFlavors) from informer caches, never from the API
 // server. `podpatch serve` (admission, the periodic audit) and `podpatch audit` both build
 // them here, on the cluster kit.
 package references
@@ -25,9 +25,10 @@ import (
 
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
-// Caches answers policies.Cluster from informer caches: the PriorityClasses, RuntimeClasses,
+// Caches answers validity.Cluster from informer caches: the PriorityClasses, RuntimeClasses,
 // ServiceAccounts (metadata only) and LimitRanges that the API server's admission plugins look
 // up when they run again on a patched Pod, and the ServiceCIDRs that tell which IP families a
 // Service may have (reference §8). Lookups read the caches only, never the
@@ -46,7 +47,7 @@ type Caches struct {
 }
 
 var (
-	_ policies.Cluster      = (*Caches)(nil)
+	_ validity.Cluster      = (*Caches)(nil)
 	_ policies.KueueFlavors = (*Caches)(nil)
 )
 
@@ -117,13 +118,13 @@ func (r *Caches) Synced() bool {
 		r.cidrs.HasSynced()
 }
 
-// PriorityClass implements policies.Cluster.
-func (r *Caches) PriorityClass(name string) (policies.PriorityClassInfo, policies.Presence) {
+// PriorityClass implements validity.Cluster.
+func (r *Caches) PriorityClass(name string) (validity.PriorityClassInfo, validity.Presence) {
 	if !r.priority.HasSynced() {
-		return policies.PriorityClassInfo{}, policies.Unknown
+		return validity.PriorityClassInfo{}, validity.Unknown
 	}
-	info := func(pc *schedulingv1.PriorityClass) policies.PriorityClassInfo {
-		out := policies.PriorityClassInfo{Value: pc.Value}
+	info := func(pc *schedulingv1.PriorityClass) validity.PriorityClassInfo {
+		out := validity.PriorityClassInfo{Value: pc.Value}
 		if pc.PreemptionPolicy != nil {
 			out.PreemptionPolicy = string(*pc.PreemptionPolicy)
 		}
@@ -139,60 +140,60 @@ func (r *Caches) PriorityClass(name string) (policies.PriorityClassInfo, policie
 			}
 		}
 		if def == nil {
-			return policies.PriorityClassInfo{}, policies.Absent
+			return validity.PriorityClassInfo{}, validity.Absent
 		}
-		return info(def), policies.Present
+		return info(def), validity.Present
 	}
 	obj, ok, err := r.priority.GetStore().GetByKey(name)
 	if err != nil {
-		return policies.PriorityClassInfo{}, policies.Unknown
+		return validity.PriorityClassInfo{}, validity.Unknown
 	}
 	pc, isPC := obj.(*schedulingv1.PriorityClass)
 	if !ok || !isPC {
-		return policies.PriorityClassInfo{}, policies.Absent
+		return validity.PriorityClassInfo{}, validity.Absent
 	}
-	return info(pc), policies.Present
+	return info(pc), validity.Present
 }
 
-// RuntimeClass implements policies.Cluster.
-func (r *Caches) RuntimeClass(name string) (policies.RuntimeClassInfo, policies.Presence) {
+// RuntimeClass implements validity.Cluster.
+func (r *Caches) RuntimeClass(name string) (validity.RuntimeClassInfo, validity.Presence) {
 	if !r.runtime.HasSynced() {
-		return policies.RuntimeClassInfo{}, policies.Unknown
+		return validity.RuntimeClassInfo{}, validity.Unknown
 	}
 	obj, ok, err := r.runtime.GetStore().GetByKey(name)
 	if err != nil {
-		return policies.RuntimeClassInfo{}, policies.Unknown
+		return validity.RuntimeClassInfo{}, validity.Unknown
 	}
 	rc, isRC := obj.(*nodev1.RuntimeClass)
 	if !ok || !isRC {
-		return policies.RuntimeClassInfo{}, policies.Absent
+		return validity.RuntimeClassInfo{}, validity.Absent
 	}
-	var out policies.RuntimeClassInfo
+	var out validity.RuntimeClassInfo
 	if rc.Overhead != nil {
 		out.Overhead = rc.Overhead.PodFixed
 	}
 	if rc.Scheduling != nil {
 		out.NodeSelector = rc.Scheduling.NodeSelector
 	}
-	return out, policies.Present
+	return out, validity.Present
 }
 
-// ServiceAccount implements policies.Cluster.
-func (r *Caches) ServiceAccount(namespace, name string) policies.Presence {
+// ServiceAccount implements validity.Cluster.
+func (r *Caches) ServiceAccount(namespace, name string) validity.Presence {
 	if !r.accounts.HasSynced() {
-		return policies.Unknown
+		return validity.Unknown
 	}
 	_, ok, err := r.accounts.GetStore().GetByKey(namespace + "/" + name)
 	switch {
 	case err != nil:
-		return policies.Unknown
+		return validity.Unknown
 	case ok:
-		return policies.Present
+		return validity.Present
 	}
-	return policies.Absent
+	return validity.Absent
 }
 
-// LimitRanges implements policies.Cluster.
+// LimitRanges implements validity.Cluster.
 func (r *Caches) LimitRanges(namespace string) ([]corev1.LimitRangeItem, bool) {
 	if !r.limits.HasSynced() {
 		return nil, false
@@ -214,7 +215,7 @@ func (r *Caches) LimitRanges(namespace string) ([]corev1.LimitRangeItem, bool) {
 // (and keeps equal to it): the ranges its Service cluster IP allocators serve.
 const defaultServiceCIDR = "kubernetes"
 
-// ServiceIPFamilies implements policies.Cluster: the families of the default ServiceCIDR's
+// ServiceIPFamilies implements validity.Cluster: the families of the default ServiceCIDR's
 // ranges, the primary first. kube-apiserver allocates cluster IPs of those families only (other
 // ServiceCIDRs extend a family's ranges, never add a family), so it is unknown when the cache
 // has not synced, the API is absent or forbidden, or the cluster has no default ServiceCIDR.

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // TestReferences: the caches answer Unknown until synced, then what the cluster holds.
@@ -41,8 +41,8 @@ func TestReferences(t *testing.T) {
 	require.NoError(t, err)
 
 	_, p := r.PriorityClass("high")
-	require.Equal(t, policies.Unknown, p, "before the caches synced")
-	require.Equal(t, policies.Unknown, r.ServiceAccount("team-a", "ghost"))
+	require.Equal(t, validity.Unknown, p, "before the caches synced")
+	require.Equal(t, validity.Unknown, r.ServiceAccount("team-a", "ghost"))
 	_, ok := r.LimitRanges("team-a")
 	require.False(t, ok)
 
@@ -53,23 +53,23 @@ func TestReferences(t *testing.T) {
 	require.Eventually(t, r.Synced, 10*time.Second, 10*time.Millisecond)
 
 	pc, p := r.PriorityClass("high")
-	require.Equal(t, policies.Present, p)
+	require.Equal(t, validity.Present, p)
 	require.Equal(t, int32(1000), pc.Value)
 	_, p = r.PriorityClass("ghost")
-	require.Equal(t, policies.Absent, p)
+	require.Equal(t, validity.Absent, p)
 	pc, p = r.PriorityClass("")
-	require.Equal(t, policies.Present, p)
-	require.Equal(t, policies.PriorityClassInfo{Value: 5, PreemptionPolicy: "Never"}, pc, "the lowest global default")
+	require.Equal(t, validity.Present, p)
+	require.Equal(t, validity.PriorityClassInfo{Value: 5, PreemptionPolicy: "Never"}, pc, "the lowest global default")
 
 	rc, p := r.RuntimeClass("gvisor")
-	require.Equal(t, policies.Present, p)
+	require.Equal(t, validity.Present, p)
 	require.Equal(t, map[string]string{"sandbox": "gvisor"}, rc.NodeSelector)
 	require.True(t, rc.Overhead.Memory().Equal(resource.MustParse("64Mi")))
 	_, p = r.RuntimeClass("kata")
-	require.Equal(t, policies.Absent, p)
+	require.Equal(t, validity.Absent, p)
 
-	require.Equal(t, policies.Present, r.ServiceAccount("team-a", "runner"))
-	require.Equal(t, policies.Absent, r.ServiceAccount("team-b", "runner"))
+	require.Equal(t, validity.Present, r.ServiceAccount("team-a", "runner"))
+	require.Equal(t, validity.Absent, r.ServiceAccount("team-b", "runner"))
 
 	items, ok := r.LimitRanges("team-a")
 	require.True(t, ok)

@@ -17,6 +17,7 @@ import (
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/internal/references"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // TestServiceIPFamiliesOracle: the Service IP families the webhook's caches read from the
@@ -77,7 +78,7 @@ func TestServiceIPFamiliesOracle(t *testing.T) {
 					what := fmt.Sprintf("policy %q families %v headless %v selector %v", policy, fams, headless, selector)
 					require.Equal(t, apiErr == nil, len(vs) == 0, "%s\nthe API server: %v\nthe check: %v", what, apiErr, vs)
 					if apiErr != nil {
-						require.True(t, slices.Contains(rules, policies.RuleServiceIPFamilies), "%s: %v", what, vs)
+						require.True(t, slices.Contains(rules, validity.RuleServiceIPFamilies), "%s: %v", what, vs)
 					}
 				}
 			}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/validity"
 	"github.com/podpatch/podpatch/test/cluster"
 )
 
@@ -70,12 +71,12 @@ var oracleRows = []oracleRow{
 	{name: "volume with two sources", part: "template", yaml: `{spec: {volumes: [{name: scratch, emptyDir: {}, configMap: {name: cfg}}]}}`},
 	{name: "configMap volume", part: "template", yaml: `{spec: {volumes: [{name: cfg, configMap: {name: cfg, defaultMode: 0644, items: [{key: a, path: a.conf}]}}]}}`},
 	{name: "configMap volume without name", part: "template", yaml: `{spec: {volumes: [{name: cfg, configMap: {defaultMode: 0444}}]}}`,
-		leftOut: policies.RuleVolumeSource},
+		leftOut: validity.RuleVolumeSource},
 	{name: "secret volume", part: "template", yaml: `{spec: {volumes: [{name: creds, secret: {secretName: creds, defaultMode: 0400}}]}}`},
 	{name: "file mode above 0777", part: "template", yaml: `{spec: {volumes: [{name: cfg, configMap: {name: cfg, defaultMode: 01000}}]}}`},
 	{name: "item path climbing out", part: "template", yaml: `{spec: {volumes: [{name: cfg, configMap: {name: cfg, items: [{key: a, path: ../a}]}}]}}`},
 	{name: "hostPath without path", part: "template", yaml: `{spec: {volumes: [{name: data, hostPath: {type: Directory}}]}}`,
-		leftOut: policies.RuleVolumeSource},
+		leftOut: validity.RuleVolumeSource},
 	{name: "hostPath with unknown type", part: "template", yaml: `{spec: {volumes: [{name: data, hostPath: {path: /data, type: Folder}}]}}`},
 	{name: "hostPath directory", part: "template", yaml: `{spec: {volumes: [{name: data, hostPath: {path: /data, type: Directory}}]}}`},
 	{name: "claim", part: "template", yaml: `{spec: {volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]}}`},
@@ -90,7 +91,7 @@ var oracleRows = []oracleRow{
 	// Lint accepts: a mount may name a volume the object brings (a manager's own volume), which
 	// lint cannot see; the Dask worker has none, so podpatch leaves the policy out (reference §8).
 	{name: "mount of a volume the object lacks", part: "template", yaml: `{spec: {containers: [{name: worker, volumeMounts: [{name: scratch, mountPath: /scratch}]}]}}`,
-		leftOut: policies.RuleMountWithoutVolume},
+		leftOut: validity.RuleMountWithoutVolume},
 	{name: "mount with absolute subPath", part: "template", yaml: `{spec: {volumes: [{name: scratch, emptyDir: {}}], containers: [{name: worker, volumeMounts: [{name: scratch, mountPath: /scratch, subPath: /abs}]}]}}`},
 	{name: "bidirectional mount, unprivileged", part: "template", yaml: `{spec: {volumes: [{name: scratch, emptyDir: {}}], containers: [{name: worker, volumeMounts: [{name: scratch, mountPath: /scratch, mountPropagation: Bidirectional}]}]}}`},
 	{name: "bidirectional mount, privileged", part: "template", yaml: `{spec: {volumes: [{name: scratch, emptyDir: {}}], containers: [{name: worker, securityContext: {privileged: true}, volumeMounts: [{name: scratch, mountPath: /scratch, mountPropagation: Bidirectional}]}]}}`},
@@ -210,7 +211,7 @@ var oracleRows = []oracleRow{
 	// the object's limit is unknown to lint; the Dask worker's cpu limit is 1, so podpatch leaves
 	// the policy out (reference §8).
 	{name: "request above the object's limit", part: "template", yaml: `{spec: {containers: [{name: worker, resources: {requests: {cpu: "2"}}}]}}`,
-		leftOut: policies.RuleRequestAboveLimit},
+		leftOut: validity.RuleRequestAboveLimit},
 	{name: "request with its limit", part: "template", yaml: `{spec: {containers: [{name: worker, resources: {requests: {cpu: "2"}, limits: {cpu: "2"}}}]}}`},
 
 	// Services.
@@ -224,7 +225,7 @@ var oracleRows = []oracleRow{
 	// its name (reference §3, apply golden merge-service-loadbalancer); the scheduler Service has no
 	// port 9000, so it would be added unnamed next to named ones: podpatch leaves it out (reference §8).
 	{name: "unnamed new port", part: "service", yaml: `{spec: {ports: [{port: 9000}]}}`,
-		leftOut: policies.RuleServicePortName},
+		leftOut: validity.RuleServicePortName},
 	{name: "named new port", part: "service", yaml: `{spec: {ports: [{name: metrics, port: 9000, targetPort: 9000}]}}`},
 	{name: "named existing port", part: "service", yaml: `{spec: {ports: [{name: tcp-comm, port: 8786, targetPort: 9786}]}}`},
 	{name: "unnamed existing port", part: "service", yaml: `{spec: {ports: [{port: 8786, targetPort: 9786}]}}`},

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/validity"
 	"github.com/podpatch/podpatch/test/cluster"
 )
 
@@ -80,107 +81,107 @@ var validityRows = []validityRow{
 		delete(podSpec(obj), "preemptionPolicy")
 	}},
 	{name: "priority class with the priority computed for none", fixture: "dask-operator/worker-pod.yaml", edit: set("priorityClassName", oraclePriority),
-		rule: policies.RulePriorityMismatch},
+		rule: validity.RulePriorityMismatch},
 	{name: "priority class that does not exist", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
 		podSpec(obj)["priorityClassName"] = "oracle-missing"
 		delete(podSpec(obj), "priority")
-	}, rule: policies.RulePriorityClassNotFound},
+	}, rule: validity.RulePriorityClassNotFound},
 	{name: "runtime class that exists", fixture: "dask-operator/worker-pod.yaml", edit: set("runtimeClassName", oracleRuntime)},
 	{name: "runtime class that does not exist", fixture: "dask-operator/worker-pod.yaml", edit: set("runtimeClassName", "oracle-missing"),
-		rule: policies.RuleRuntimeClassNotFound},
+		rule: validity.RuleRuntimeClassNotFound},
 	{name: "runtime class whose node selector conflicts", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
 		podSpec(obj)["runtimeClassName"] = oracleRuntime
 		podSpec(obj)["nodeSelector"] = map[string]any{"sandbox": "no"}
-	}, rule: policies.RuleRuntimeClassScheduling},
+	}, rule: validity.RuleRuntimeClassScheduling},
 	{name: "overhead without a runtime class", fixture: "dask-operator/worker-pod.yaml", edit: set("overhead", map[string]any{"cpu": "100m"}),
-		rule: policies.RuleOverheadMismatch},
+		rule: validity.RuleOverheadMismatch},
 	{name: "limit above the LimitRange", fixture: "dask-operator/worker-pod.yaml", namespace: oracleLimits, edit: func(obj map[string]any) {
 		firstContainer(obj)["resources"] = map[string]any{"limits": map[string]any{"memory": "8Gi"}}
-	}, rule: policies.RuleLimitRange},
+	}, rule: validity.RuleLimitRange},
 	{name: "limit inside the LimitRange", fixture: "dask-operator/worker-pod.yaml", namespace: oracleLimits},
 	{name: "request below the LimitRange minimum", fixture: "dask-operator/worker-pod.yaml", namespace: oracleLimits, edit: func(obj map[string]any) {
 		firstContainer(obj)["resources"].(map[string]any)["requests"].(map[string]any)["memory"] = "32Mi"
-	}, rule: policies.RuleLimitRange},
+	}, rule: validity.RuleLimitRange},
 	{name: "limit/request ratio above the LimitRange's", fixture: "dask-operator/worker-pod.yaml", namespace: oracleLimits, edit: func(obj map[string]any) {
 		firstContainer(obj)["resources"].(map[string]any)["limits"].(map[string]any)["cpu"] = "4"
-	}, rule: policies.RuleLimitRange},
+	}, rule: validity.RuleLimitRange},
 	{name: "containers above the Pod's LimitRange together", fixture: "dask-operator/worker-pod.yaml", namespace: oracleLimits, edit: func(obj map[string]any) {
 		c := firstContainer(obj)
 		sidecar := map[string]any{"name": "sidecar", "image": "busybox", "resources": c["resources"]}
 		r := c["resources"].(map[string]any)
 		r["limits"].(map[string]any)["memory"], r["requests"].(map[string]any)["memory"] = "4Gi", "4Gi"
 		podSpec(obj)["containers"] = append(podSpec(obj)["containers"].([]any), sidecar)
-	}, rule: policies.RuleLimitRange},
-	{name: "restricted namespace: the fixture", fixture: "spark/executor-pod.yaml", namespace: oracleRestricted, rule: policies.RulePodSecurity},
+	}, rule: validity.RuleLimitRange},
+	{name: "restricted namespace: the fixture", fixture: "spark/executor-pod.yaml", namespace: oracleRestricted, rule: validity.RulePodSecurity},
 	{name: "request above limit", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
 		firstContainer(obj)["resources"].(map[string]any)["requests"].(map[string]any)["memory"] = "4Gi"
-	}, rule: policies.RuleRequestAboveLimit},
+	}, rule: validity.RuleRequestAboveLimit},
 	{name: "GPU request other than its limit", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
 		r := firstContainer(obj)["resources"].(map[string]any)
 		r["limits"].(map[string]any)["nvidia.com/gpu"] = "1"
 		r["requests"].(map[string]any)["nvidia.com/gpu"] = "2"
-	}, rule: policies.RuleExtendedResourceLimit},
+	}, rule: validity.RuleExtendedResourceLimit},
 	{name: "port name twice", fixture: "spark/executor-pod.yaml", edit: containerSet("ports", []any{
 		map[string]any{"containerPort": 7079, "name": "blockmanager"}, map[string]any{"containerPort": 7080, "name": "blockmanager"}}),
-		rule: policies.RuleDuplicatePortName},
+		rule: validity.RuleDuplicatePortName},
 	{name: "init container named as a container", fixture: "spark/executor-pod.yaml", edit: set("initContainers", []any{
-		map[string]any{"name": "spark-kubernetes-executor", "image": "busybox"}}), rule: policies.RuleDuplicateContainer},
+		map[string]any{"name": "spark-kubernetes-executor", "image": "busybox"}}), rule: validity.RuleDuplicateContainer},
 	{name: "mount without its volume", fixture: "spark/executor-pod.yaml", edit: containerSet("volumeMounts", []any{
-		map[string]any{"name": "missing", "mountPath": "/m"}}), rule: policies.RuleMountWithoutVolume},
+		map[string]any{"name": "missing", "mountPath": "/m"}}), rule: validity.RuleMountWithoutVolume},
 	{name: "mount path twice", fixture: "spark/executor-pod.yaml", edit: containerSet("volumeMounts", []any{
 		map[string]any{"name": "spark-local-dir-1", "mountPath": "/m"}, map[string]any{"name": "spark-conf-volume-exec", "mountPath": "/m"}}),
-		rule: policies.RuleDuplicateMountPath},
+		rule: validity.RuleDuplicateMountPath},
 	{name: "subPath with subPathExpr", fixture: "spark/executor-pod.yaml", edit: containerSet("volumeMounts", []any{
-		map[string]any{"name": "spark-local-dir-1", "mountPath": "/m", "subPath": "a", "subPathExpr": "$(POD)"}}), rule: policies.RuleMountSubPath},
+		map[string]any{"name": "spark-local-dir-1", "mountPath": "/m", "subPath": "a", "subPathExpr": "$(POD)"}}), rule: validity.RuleMountSubPath},
 	{name: "headless Service as LoadBalancer", fixture: "dask-gateway/scheduler-service.yaml", edit: set("type", "LoadBalancer"),
-		rule: policies.RuleServiceHeadlessExternal},
+		rule: validity.RuleServiceHeadlessExternal},
 	{name: "externalTrafficPolicy on ClusterIP", fixture: "dask-operator/scheduler-service.yaml", edit: set("externalTrafficPolicy", "Local"),
-		rule: policies.RuleServiceTypeField},
+		rule: validity.RuleServiceTypeField},
 	{name: "loadBalancerSourceRanges on ClusterIP", fixture: "dask-operator/scheduler-service.yaml", edit: set("loadBalancerSourceRanges", []any{"10.0.0.0/8"}),
-		rule: policies.RuleServiceTypeField},
+		rule: validity.RuleServiceTypeField},
 	{name: "unnamed port among several", fixture: "dask-operator/scheduler-service.yaml", edit: func(obj map[string]any) {
 		podSpec(obj)["ports"] = append(podSpec(obj)["ports"].([]any), map[string]any{"port": 9999})
-	}, rule: policies.RuleServicePortName},
+	}, rule: validity.RuleServicePortName},
 	{name: "sessionAffinityConfig with None", fixture: "dask-operator/scheduler-service.yaml", edit: func(obj map[string]any) {
 		podSpec(obj)["sessionAffinity"] = "None"
 		podSpec(obj)["sessionAffinityConfig"] = map[string]any{"clientIP": map[string]any{"timeoutSeconds": 60}}
 	}}, // defaulting drops the config
 	{name: "clusterIPs without clusterIP", fixture: "dask-operator/scheduler-service.yaml", edit: set("clusterIPs", []any{"None"}),
-		rule: policies.RuleServiceClusterIPs},
+		rule: validity.RuleServiceClusterIPs},
 	{name: "volume with two sources", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
 		podSpec(obj)["volumes"].([]any)[1].(map[string]any)["configMap"] = map[string]any{"name": "c"}
-	}, rule: policies.RuleVolumeSource},
+	}, rule: validity.RuleVolumeSource},
 	{name: "block device on an emptyDir", fixture: "spark/executor-pod.yaml", edit: containerSet("volumeDevices", []any{
-		map[string]any{"name": "spark-local-dir-1", "devicePath": "/dev/x"}}), rule: policies.RuleVolumeSource},
+		map[string]any{"name": "spark-local-dir-1", "devicePath": "/dev/x"}}), rule: validity.RuleVolumeSource},
 	{name: "container claim the pod does not have", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
 		firstContainer(obj)["resources"].(map[string]any)["claims"] = []any{map[string]any{"name": "gpu"}}
-	}, rule: policies.RuleResourceClaimNotFound},
+	}, rule: validity.RuleResourceClaimNotFound},
 	{name: "pod-level request below the containers'", fixture: "dask-operator/worker-pod.yaml", edit: set("resources",
-		map[string]any{"requests": map[string]any{"memory": "1Gi"}}), rule: policies.RulePodResources},
+		map[string]any{"requests": map[string]any{"memory": "1Gi"}}), rule: validity.RulePodResources},
 	{name: "pod-level limit below a container's", fixture: "dask-operator/worker-pod.yaml", edit: set("resources",
-		map[string]any{"limits": map[string]any{"cpu": "500m"}}), rule: policies.RulePodResources},
+		map[string]any{"limits": map[string]any{"cpu": "500m"}}), rule: validity.RulePodResources},
 	{name: "pod-level resources that hold the containers'", fixture: "dask-operator/worker-pod.yaml", edit: set("resources",
 		map[string]any{"limits": map[string]any{"cpu": "2", "memory": "4Gi"}, "requests": map[string]any{"cpu": "1", "memory": "2Gi"}})},
 	{name: "windows options on a linux pod", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
 		podSpec(obj)["os"] = map[string]any{"name": "linux"}
 		podSpec(obj)["securityContext"] = map[string]any{"windowsOptions": map[string]any{"runAsUserName": "a"}}
-	}, rule: policies.RulePodOS},
+	}, rule: validity.RulePodOS},
 	{name: "host processes without hostNetwork", fixture: "dask-operator/worker-pod.yaml", edit: set("securityContext",
-		map[string]any{"windowsOptions": map[string]any{"hostProcess": true}}), rule: policies.RulePodOS},
+		map[string]any{"windowsOptions": map[string]any{"hostProcess": true}}), rule: validity.RulePodOS},
 	{name: "shareProcessNamespace with hostPID", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
 		podSpec(obj)["shareProcessNamespace"], podSpec(obj)["hostPID"] = true, true
-	}, rule: policies.RulePodFieldConflict},
+	}, rule: validity.RulePodFieldConflict},
 	{name: "hostPID without host users", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
 		podSpec(obj)["hostUsers"], podSpec(obj)["hostPID"] = false, true
-	}, rule: policies.RulePodFieldConflict},
+	}, rule: validity.RulePodFieldConflict},
 	{name: "configMap volume without its name", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
 		podSpec(obj)["volumes"].([]any)[0].(map[string]any)["configMap"] = map[string]any{"defaultMode": 420}
-	}, rule: policies.RuleVolumeSource},
+	}, rule: validity.RuleVolumeSource},
 	{name: "ephemeral volume without access modes", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
 		v := podSpec(obj)["volumes"].([]any)[1].(map[string]any)
 		delete(v, "emptyDir")
 		v["ephemeral"] = map[string]any{"volumeClaimTemplate": map[string]any{"spec": map[string]any{"resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}}}}
-	}, rule: policies.RuleVolumeSource},
+	}, rule: validity.RuleVolumeSource},
 	{name: "env var with two sources", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
 		for _, e := range firstContainer(obj)["env"].([]any) {
 			if em := e.(map[string]any); em["valueFrom"] != nil {
@@ -188,24 +189,24 @@ var validityRows = []validityRow{
 				return
 			}
 		}
-	}, rule: policies.RuleEnvSource},
+	}, rule: validity.RuleEnvSource},
 	{name: "resize with restart on a pod that never restarts", fixture: "spark/executor-pod.yaml", edit: containerSet("resizePolicy", []any{
-		map[string]any{"resourceName": "cpu", "restartPolicy": "RestartContainer"}}), rule: policies.RulePodFieldConflict},
+		map[string]any{"resourceName": "cpu", "restartPolicy": "RestartContainer"}}), rule: validity.RulePodFieldConflict},
 	{name: "an IPC sysctl with hostIPC", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
 		podSpec(obj)["hostIPC"] = true
 		podSpec(obj)["securityContext"] = map[string]any{"sysctls": []any{map[string]any{"name": "kernel.shm_rmid_forced", "value": "1"}}}
-	}, rule: policies.RulePodFieldConflict},
+	}, rule: validity.RulePodFieldConflict},
 	{name: "huge pages without cpu or memory", fixture: "dask-operator/job-runner-pod.yaml", edit: func(obj map[string]any) {
 		firstContainer(obj)["resources"] = map[string]any{"limits": map[string]any{"hugepages-2Mi": "2Mi"}}
-	}, rule: policies.RuleExtendedResourceLimit},
+	}, rule: validity.RuleExtendedResourceLimit},
 	{name: "LoadBalancer Service", fixture: "dask-operator/scheduler-service.yaml", edit: set("type", "LoadBalancer")},
 	// The volume-source-incomplete class: every per-source rule, at any depth.
 	{name: "projected pod certificate without signer, key type or path", fixture: "spark/executor-pod.yaml",
-		edit: volume(map[string]any{"projected": map[string]any{"sources": []any{map[string]any{"podCertificate": map[string]any{}}}}}), rule: policies.RuleVolumeSource},
+		edit: volume(map[string]any{"projected": map[string]any{"sources": []any{map[string]any{"podCertificate": map[string]any{}}}}}), rule: validity.RuleVolumeSource},
 	{name: "projected cluster trust bundle without its path", fixture: "spark/executor-pod.yaml",
-		edit: volume(map[string]any{"projected": map[string]any{"sources": []any{map[string]any{"clusterTrustBundle": map[string]any{"name": "example"}}}}}), rule: policies.RuleVolumeSource},
+		edit: volume(map[string]any{"projected": map[string]any{"sources": []any{map[string]any{"clusterTrustBundle": map[string]any{"name": "example"}}}}}), rule: validity.RuleVolumeSource},
 	{name: "projected cluster trust bundle with neither name nor signer", fixture: "spark/executor-pod.yaml",
-		edit: volume(map[string]any{"projected": map[string]any{"sources": []any{map[string]any{"clusterTrustBundle": map[string]any{"path": "ca.pem"}}}}}), rule: policies.RuleVolumeSource},
+		edit: volume(map[string]any{"projected": map[string]any{"sources": []any{map[string]any{"clusterTrustBundle": map[string]any{"path": "ca.pem"}}}}}), rule: validity.RuleVolumeSource},
 	// (The account is named: the test API server runs without the ServiceAccount plugin, which
 	// names "default" in a real cluster before a token projection is validated.)
 	{name: "projected service account token with its path", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
@@ -213,56 +214,56 @@ var validityRows = []validityRow{
 		podSpec(obj)["serviceAccountName"] = "default"
 	}},
 	{name: "fibre channel targetWWNs without lun", fixture: "spark/executor-pod.yaml",
-		edit: volume(map[string]any{"fc": map[string]any{"targetWWNs": []any{"a-b"}}}), rule: policies.RuleVolumeSource},
+		edit: volume(map[string]any{"fc": map[string]any{"targetWWNs": []any{"a-b"}}}), rule: validity.RuleVolumeSource},
 	{name: "fibre channel targetWWNs with lun", fixture: "spark/executor-pod.yaml",
 		edit: volume(map[string]any{"fc": map[string]any{"targetWWNs": []any{"a-b"}, "lun": 0}})},
 	{name: "flocker dataset name and UUID", fixture: "spark/executor-pod.yaml",
-		edit: volume(map[string]any{"flocker": map[string]any{"datasetName": "example", "datasetUUID": "a-b"}}), rule: policies.RuleVolumeSource},
+		edit: volume(map[string]any{"flocker": map[string]any{"datasetName": "example", "datasetUUID": "a-b"}}), rule: validity.RuleVolumeSource},
 	{name: "ephemeral volume without a storage request", fixture: "spark/executor-pod.yaml",
-		edit: volume(map[string]any{"ephemeral": map[string]any{"volumeClaimTemplate": map[string]any{"spec": map[string]any{"accessModes": []any{"ReadOnlyMany"}}}}}), rule: policies.RuleVolumeSource},
+		edit: volume(map[string]any{"ephemeral": map[string]any{"volumeClaimTemplate": map[string]any{"spec": map[string]any{"accessModes": []any{"ReadOnlyMany"}}}}}), rule: validity.RuleVolumeSource},
 	{name: "ephemeral volume whose data source has no name", fixture: "spark/executor-pod.yaml",
 		edit: volume(map[string]any{"ephemeral": map[string]any{"volumeClaimTemplate": map[string]any{"spec": map[string]any{"accessModes": []any{"ReadOnlyMany"},
-			"resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}, "dataSourceRef": map[string]any{"kind": "VolumeSnapshot", "apiGroup": "snapshot.storage.k8s.io"}}}}}), rule: policies.RuleVolumeSource},
+			"resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}, "dataSourceRef": map[string]any{"kind": "VolumeSnapshot", "apiGroup": "snapshot.storage.k8s.io"}}}}}), rule: validity.RuleVolumeSource},
 	{name: "complete ephemeral volume", fixture: "spark/executor-pod.yaml",
 		edit: volume(map[string]any{"ephemeral": map[string]any{"volumeClaimTemplate": map[string]any{"spec": map[string]any{"accessModes": []any{"ReadOnlyMany"},
 			"resources": map[string]any{"requests": map[string]any{"storage": "1Gi"}}}}}})},
 	{name: "scaleIO without secretRef", fixture: "spark/executor-pod.yaml",
 		edit: volume(map[string]any{"scaleIO": map[string]any{"gateway": "g", "system": "s", "volumeName": "v"}})},
 	{name: "scaleIO without volumeName", fixture: "spark/executor-pod.yaml",
-		edit: volume(map[string]any{"scaleIO": map[string]any{"gateway": "g", "system": "s", "secretRef": map[string]any{"name": "x"}}}), rule: policies.RuleVolumeSource},
+		edit: volume(map[string]any{"scaleIO": map[string]any{"gateway": "g", "system": "s", "secretRef": map[string]any{"name": "x"}}}), rule: validity.RuleVolumeSource},
 	{name: "quobyte registry that is not host:port", fixture: "spark/executor-pod.yaml",
-		edit: volume(map[string]any{"quobyte": map[string]any{"registry": "example", "volume": "x"}}), rule: policies.RuleVolumeSource},
+		edit: volume(map[string]any{"quobyte": map[string]any{"registry": "example", "volume": "x"}}), rule: validity.RuleVolumeSource},
 	{name: "azure disk of the default kind with a plain URI", fixture: "spark/executor-pod.yaml",
-		edit: volume(map[string]any{"azureDisk": map[string]any{"diskName": "a-b", "diskURI": "example"}}), rule: policies.RuleVolumeSource},
+		edit: volume(map[string]any{"azureDisk": map[string]any{"diskName": "a-b", "diskURI": "example"}}), rule: validity.RuleVolumeSource},
 	{name: "memory divisor of 16 in a downward API volume", fixture: "spark/executor-pod.yaml",
 		edit: volume(map[string]any{"downwardAPI": map[string]any{"items": []any{map[string]any{"path": "m",
-			"resourceFieldRef": map[string]any{"containerName": "spark-kubernetes-executor", "resource": "limits.memory", "divisor": "16"}}}}}), rule: policies.RuleVolumeSource},
+			"resourceFieldRef": map[string]any{"containerName": "spark-kubernetes-executor", "resource": "limits.memory", "divisor": "16"}}}}}), rule: validity.RuleVolumeSource},
 	{name: "memory divisor of 16 in an env var", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
 		c := firstContainer(obj)
 		c["env"] = append(c["env"].([]any), map[string]any{"name": "MEM", "valueFrom": map[string]any{"resourceFieldRef": map[string]any{"resource": "limits.memory", "divisor": "16"}}})
-	}, rule: policies.RuleEnvSource},
+	}, rule: validity.RuleEnvSource},
 	{name: "resource claim with both sources", fixture: "spark/executor-pod.yaml", edit: set("resourceClaims", []any{
-		map[string]any{"name": "gpu", "resourceClaimName": "a", "resourceClaimTemplateName": "b"}}), rule: policies.RuleResourceClaimSource},
+		map[string]any{"name": "gpu", "resourceClaimName": "a", "resourceClaimTemplateName": "b"}}), rule: validity.RuleResourceClaimSource},
 	{name: "resource claim without a name", fixture: "spark/executor-pod.yaml", edit: set("resourceClaims", []any{
-		map[string]any{"resourceClaimTemplateName": "b"}}), rule: policies.RuleResourceClaimSource},
+		map[string]any{"resourceClaimTemplateName": "b"}}), rule: validity.RuleResourceClaimSource},
 	{name: "clusterIPs None twice", fixture: "dask-gateway/scheduler-service.yaml", edit: set("clusterIPs", []any{"None", "None"}),
-		rule: policies.RuleServiceClusterIPs},
+		rule: validity.RuleServiceClusterIPs},
 	{name: "restart rule exit codes without an operator", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
 		c := firstContainer(obj)
 		c["restartPolicy"] = "Always"
 		c["restartPolicyRules"] = []any{map[string]any{"action": "Restart", "exitCodes": map[string]any{}}}
-	}, rule: policies.RuleRestartPolicyRules},
+	}, rule: validity.RuleRestartPolicyRules},
 	{name: "pod-level huge pages request without a limit", fixture: "dask-operator/worker-pod.yaml", edit: set("resources",
-		map[string]any{"requests": map[string]any{"hugepages-2Mi": "0"}}), rule: policies.RuleExtendedResourceLimit},
+		map[string]any{"requests": map[string]any{"hugepages-2Mi": "0"}}), rule: validity.RuleExtendedResourceLimit},
 	{name: "pod-level resources on a windows pod", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
 		podSpec(obj)["os"] = map[string]any{"name": "windows"}
 		podSpec(obj)["resources"] = map[string]any{}
-	}, rule: policies.RulePodOS},
+	}, rule: validity.RulePodOS},
 	{name: "pod-level limit below a container limit the LimitRange defaults", fixture: "dask-operator/worker-pod.yaml", namespace: oracleDefaults,
 		edit: func(obj map[string]any) {
 			delete(firstContainer(obj)["resources"].(map[string]any)["limits"].(map[string]any), "cpu")
 			podSpec(obj)["resources"] = map[string]any{"limits": map[string]any{"cpu": "1"}}
-		}, rule: policies.RulePodResources},
+		}, rule: validity.RulePodResources},
 	{name: "pod-level limit above the LimitRange default", fixture: "dask-operator/worker-pod.yaml", namespace: oracleDefaults,
 		edit: func(obj map[string]any) {
 			delete(firstContainer(obj)["resources"].(map[string]any)["limits"].(map[string]any), "cpu")
@@ -273,20 +274,20 @@ var validityRows = []validityRow{
 			r := firstContainer(obj)["resources"].(map[string]any)
 			delete(r["limits"].(map[string]any), "cpu")
 			r["requests"].(map[string]any)["cpu"] = "3"
-		}, rule: policies.RuleRequestAboveLimit},
+		}, rule: validity.RuleRequestAboveLimit},
 	{name: "pod-level limit below the containers' requests, its request unset", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
 		delete(firstContainer(obj)["resources"].(map[string]any)["limits"].(map[string]any), "cpu")
 		podSpec(obj)["resources"] = map[string]any{"limits": map[string]any{"cpu": "500m"}}
-	}, rule: policies.RuleRequestAboveLimit},
+	}, rule: validity.RuleRequestAboveLimit},
 	{name: "pod-level huge pages without cpu or memory", fixture: "dask-operator/job-runner-pod.yaml", edit: set("resources",
-		map[string]any{"limits": map[string]any{"hugepages-2Mi": "2Gi"}}), rule: policies.RuleExtendedResourceLimit},
+		map[string]any{"limits": map[string]any{"hugepages-2Mi": "2Gi"}}), rule: validity.RuleExtendedResourceLimit},
 	{name: "a matchLabelKey twice", fixture: "flink/jobmanager-pod.yaml", edit: set("topologySpreadConstraints", []any{map[string]any{
 		"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": map[string]any{}, "matchLabelKeys": []any{"app", "app"}}}),
-		rule: policies.RulePodFieldConflict},
+		rule: validity.RulePodFieldConflict},
 	{name: "a matchLabelKey once", fixture: "flink/jobmanager-pod.yaml", edit: set("topologySpreadConstraints", []any{map[string]any{
 		"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": map[string]any{}, "matchLabelKeys": []any{"app"}}})},
 	{name: "an anti-affinity matchLabelKey its selector has, the pod labelled", fixture: "flink/jobmanager-pod.yaml", edit: set("affinity", antiAffinity("app")),
-		rule: policies.RulePodFieldConflict},
+		rule: validity.RulePodFieldConflict},
 	{name: "an anti-affinity matchLabelKey its selector has, the pod not labelled", fixture: "flink/jobmanager-pod.yaml", edit: set("affinity", antiAffinity("absent"))},
 	{name: "a matchLabelKey twice, the pod not labelled", fixture: "flink/jobmanager-pod.yaml", edit: set("topologySpreadConstraints", []any{map[string]any{
 		"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": map[string]any{}, "matchLabelKeys": []any{"absent", "absent"}}})},
@@ -314,22 +315,22 @@ func volume(source map[string]any) func(map[string]any) {
 // creates.
 type oracleCluster struct{}
 
-func (oracleCluster) PriorityClass(name string) (policies.PriorityClassInfo, policies.Presence) {
+func (oracleCluster) PriorityClass(name string) (validity.PriorityClassInfo, validity.Presence) {
 	switch name {
 	case oraclePriority:
-		return policies.PriorityClassInfo{Value: 1000, PreemptionPolicy: string(corev1.PreemptLowerPriority)}, policies.Present
+		return validity.PriorityClassInfo{Value: 1000, PreemptionPolicy: string(corev1.PreemptLowerPriority)}, validity.Present
 	}
-	return policies.PriorityClassInfo{}, policies.Absent // no global default either
+	return validity.PriorityClassInfo{}, validity.Absent // no global default either
 }
 
-func (oracleCluster) RuntimeClass(name string) (policies.RuntimeClassInfo, policies.Presence) {
+func (oracleCluster) RuntimeClass(name string) (validity.RuntimeClassInfo, validity.Presence) {
 	if name == oracleRuntime {
-		return policies.RuntimeClassInfo{NodeSelector: map[string]string{"sandbox": "yes"}}, policies.Present
+		return validity.RuntimeClassInfo{NodeSelector: map[string]string{"sandbox": "yes"}}, validity.Present
 	}
-	return policies.RuntimeClassInfo{}, policies.Absent
+	return validity.RuntimeClassInfo{}, validity.Absent
 }
 
-func (oracleCluster) ServiceAccount(string, string) policies.Presence { return policies.Unknown }
+func (oracleCluster) ServiceAccount(string, string) validity.Presence { return validity.Unknown }
 
 func (oracleCluster) LimitRanges(ns string) ([]corev1.LimitRangeItem, bool) {
 	switch ns {
@@ -369,7 +370,7 @@ func TestValidityOracle(t *testing.T) {
 	create(&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: oraclePriority}, Value: 1000})
 	create(&nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: oracleRuntime}, Handler: "runsc",
 		Scheduling: &nodev1.Scheduling{NodeSelector: map[string]string{"sandbox": "yes"}}})
-	restrictedLabels := map[string]string{policies.PodSecurityEnforceLabel: "restricted"}
+	restrictedLabels := map[string]string{validity.PodSecurityEnforceLabel: "restricted"}
 	create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: oracleRestricted, Labels: restrictedLabels}})
 	create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: oracleLimits}})
 	create(&corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "oracle", Namespace: oracleLimits},

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // warningLog collects the admission warnings a client receives.
@@ -111,7 +112,7 @@ func TestValidInValidOut(t *testing.T) {
 		require.NoError(t, err, "the Pod must be admitted")
 		got, warned = pod, w.take()
 		return pod.Spec.NodeSelector["pool"] == "e2e" && slices.ContainsFunc(warned, func(s string) bool {
-			return strings.Contains(s, "podpatch-system/e2e-validity/batch-priority") && strings.Contains(s, policies.RulePriorityClassNotFound)
+			return strings.Contains(s, "podpatch-system/e2e-validity/batch-priority") && strings.Contains(s, validity.RulePriorityClassNotFound)
 		})
 	}, 30*time.Second, 200*time.Millisecond, "the policy naming a missing class is left out, with a warning")
 	require.Empty(t, got.Spec.PriorityClassName)
