@@ -262,25 +262,33 @@ func rcUID(t *testing.T, ns, name string) types.UID {
 	return o.GetUID()
 }
 
+// rayClusterAndWorker creates namespace ns and in it a RayCluster named name (KubeRay's CRDs
+// installed), owned by nothing and watched by no operator, and returns it and KubeRay's worker
+// Pod fixture in ns.
+func rayClusterAndWorker(t *testing.T, ns, name string) (*unstructured.Unstructured, corev1.Pod) {
+	t.Helper()
+	env.createCRDs(t, filepath.Join(goModuleDir(t, "test/tools/ray-operator", "github.com/ray-project/kuberay/ray-operator"), "config", "crd", "bases"))
+	require.NoError(t, env.k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	rc := env.readTestdata(t, "kuberay/raycluster.yaml")
+	rc.SetNamespace(ns)
+	rc.SetName(name)
+	require.NoError(t, env.k8s.Create(context.Background(), rc))
+	b, err := os.ReadFile(filepath.Join(env.root, "policies", "testdata", "fixtures", "kuberay", "worker-pod.yaml"))
+	require.NoError(t, err)
+	var worker corev1.Pod
+	require.NoError(t, yaml.Unmarshal(b, &worker))
+	worker.Namespace = ns
+	return rc, worker
+}
+
 // TestOwnerEvents1000Pods measures reference §9's promise: 1,000 worker Pods of one RayCluster,
 // created through podpatch as fast as the API server takes them, give a handful of Event
 // writes on the RayCluster, not 1,000. The Pods are KubeRay's worker fixture, owned by a
 // RayCluster no operator watches (nothing runs them).
 func TestOwnerEvents1000Pods(t *testing.T) {
 	const n = 1000
-	env.createCRDs(t, filepath.Join(goModuleDir(t, "test/tools/ray-operator", "github.com/ray-project/kuberay/ray-operator"), "config", "crd", "bases"))
 	ns := "mgr-events-1000"
-	require.NoError(t, env.k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	rc := env.readTestdata(t, "kuberay/raycluster.yaml")
-	rc.SetNamespace(ns)
-	rc.SetName("rc-1000")
-	require.NoError(t, env.k8s.Create(context.Background(), rc))
-
-	b, err := os.ReadFile(filepath.Join(env.root, "policies", "testdata", "fixtures", "kuberay", "worker-pod.yaml"))
-	require.NoError(t, err)
-	var worker corev1.Pod
-	require.NoError(t, yaml.Unmarshal(b, &worker))
-	worker.Namespace = ns
+	rc, worker := rayClusterAndWorker(t, ns, "rc-1000")
 	worker.GenerateName = "rc-1000-workergroup-worker-"
 	worker.Labels["ray.io/cluster"] = "rc-1000"
 	worker.OwnerReferences = []metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: "rc-1000", UID: rc.GetUID(), Controller: new(true)}}
@@ -331,19 +339,8 @@ func TestOwnerEvents1000Pods(t *testing.T) {
 // with another UID, on another kind of that name, or on a kind nothing serves. Without the
 // owner walk's verification, 20 such Pods gave 40 Events on objects that do not exist.
 func TestOwnerEventsMadeUpOwners(t *testing.T) {
-	env.createCRDs(t, filepath.Join(goModuleDir(t, "test/tools/ray-operator", "github.com/ray-project/kuberay/ray-operator"), "config", "crd", "bases"))
 	ns := "mgr-events-made-up"
-	require.NoError(t, env.k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	rc := env.readTestdata(t, "kuberay/raycluster.yaml")
-	rc.SetNamespace(ns)
-	rc.SetName("rc-real")
-	require.NoError(t, env.k8s.Create(context.Background(), rc))
-
-	b, err := os.ReadFile(filepath.Join(env.root, "policies", "testdata", "fixtures", "kuberay", "worker-pod.yaml"))
-	require.NoError(t, err)
-	var worker corev1.Pod
-	require.NoError(t, yaml.Unmarshal(b, &worker))
-	worker.Namespace = ns
+	rc, worker := rayClusterAndWorker(t, ns, "rc-real")
 	madeUp := []metav1.OwnerReference{
 		{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: "nobody", UID: "0b7e1f3c-0000-4000-8000-000000000001"},
 		{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: "rc-real", UID: "0b7e1f3c-0000-4000-8000-000000000002"},
