@@ -115,8 +115,13 @@ func run(root string, keep bool) (err error) {
 		return err
 	}
 
+	step("creating the managers' custom resources and the owners of their objects (DaskCluster simple, RayCluster raycluster-kuberay, FlinkDeployment basic-example, …)")
+	owners, err := cluster.CreateFixtureOwners(ctx, cp.Client)
+	if err != nil {
+		return err
+	}
 	for _, f := range cluster.ManagerFixtures {
-		if err := show(ctx, cp.Client, set, filepath.Join(root, cluster.FixtureDir, f)); err != nil {
+		if err := show(ctx, cp.Client, set, owners, filepath.Join(root, cluster.FixtureDir, f)); err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
 	}
@@ -135,7 +140,17 @@ func run(root string, keep bool) (err error) {
 	if err := os.WriteFile(kc, data, 0o600); err != nil {
 		return err
 	}
-	fmt.Printf("\nThe cluster keeps running. Try:\n  export KUBECONFIG=%s\n  kubectl get pods -A\n  kubectl apply -f <your policy ConfigMap or a Dask/Spark/Ray pod>\nPress Ctrl-C to stop.\n", kc)
+	fmt.Printf(`
+The cluster keeps running. Try:
+  export KUBECONFIG=%s
+  kubectl get pods -A -o wide
+  bin/podpatch explain daskcluster/simple            # what podpatch did to a Dask cluster's Pods and Service, and why
+  bin/podpatch explain raycluster/raycluster-kuberay
+  kubectl describe daskcluster simple                # podpatch's Events on the custom resource
+  bin/podpatch audit -A
+  kubectl apply -f <your policy ConfigMap or a Dask/Spark/Ray pod>
+Press Ctrl-C to stop.
+`, kc)
 	<-ctx.Done()
 	return nil
 }
@@ -164,7 +179,9 @@ func waitForPolicies(ctx context.Context, pp *cluster.Podpatch, set *policies.Se
 
 // show creates one fixture through the API server, reads back what was stored and prints
 // the difference podpatch made.
-func show(ctx context.Context, c client.Client, set *policies.Set, path string) error {
+// show creates the object of a fixture, owned by this cluster's owners of its manager, and
+// prints what podpatch changed in it and, for a Pod, where it was scheduled.
+func show(ctx context.Context, c client.Client, set *policies.Set, owners cluster.Owners, path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -177,9 +194,16 @@ func show(ctx context.Context, c client.Client, set *policies.Set, path string) 
 	if err := sent.UnmarshalJSON(js); err != nil {
 		return err
 	}
+	owners.Adopt(sent)
+	if js, err = sent.MarshalJSON(); err != nil {
+		return err
+	}
 	obj := sent.DeepCopy()
 	if err := c.Create(ctx, obj); err != nil {
 		return err
+	}
+	if len(obj.GetOwnerReferences()) == 0 {
+		owners.Add(obj.GetAPIVersion(), obj.GetKind(), obj) // spark-submit's driver Pod owns its executors
 	}
 	stored := &unstructured.Unstructured{}
 	stored.SetGroupVersionKind(obj.GroupVersionKind())

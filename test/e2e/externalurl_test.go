@@ -295,26 +295,12 @@ func installOwnerCRDs(t *testing.T) map[string]ownerCRD {
 		ownerCRD{"flink.apache.org", "v1beta1", "FlinkDeployment", "flinkdeployments"})
 }
 
-// installCRDs installs minimal CRDs of custom resources, by kind.
+// installCRDs installs minimal CRDs of custom resources (cluster.InstallCRDs), by kind.
 func installCRDs(t *testing.T, crds ...ownerCRD) map[string]ownerCRD {
 	t.Helper()
 	out := map[string]ownerCRD{}
 	for _, c := range crds {
-		crd := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-			"metadata": map[string]any{"name": c.plural + "." + c.group},
-			"spec": map[string]any{
-				"group": c.group, "scope": "Namespaced",
-				"names": map[string]any{"kind": c.kind, "plural": c.plural, "singular": strings.ToLower(c.kind), "listKind": c.kind + "List"},
-				"versions": []any{map[string]any{"name": c.version, "served": true, "storage": true,
-					"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
-			},
-		}}
-		if strings.HasSuffix(c.group, ".k8s.io") || strings.HasSuffix(c.group, ".kubernetes.io") {
-			// A protected group, as the spark-operator's: its CRDs carry the approval annotation.
-			crd.SetAnnotations(map[string]string{"api-approved.kubernetes.io": "unapproved, podpatch tests"})
-		}
-		require.NoError(t, client.IgnoreAlreadyExists(k8s.Create(contextBackground(), crd)))
+		require.NoError(t, cluster.InstallCRDs(contextBackground(), k8s, cluster.CRD{Group: c.group, Version: c.version, Kind: c.kind, Plural: c.plural}))
 		out[c.kind] = c
 	}
 	return out
