@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -120,6 +121,10 @@ type Object struct {
 	// Sets are the fields each policy that matches the object writes (policies.Policy.Paths), by
 	// its ref: what it set at admission, which a live object that has them no longer shows.
 	Sets map[string][]string `json:"sets,omitempty"`
+	// Replaced are, by a policy's ref, the fields it sets that a later policy (a higher layer)
+	// sets again, each as "FIELD by REF": the object has the later policy's value there, not
+	// this one's (policies.Replaced).
+	Replaced map[string][]string `json:"replaced,omitempty"`
 	// Skipped are the policies left out of the object to keep it valid (reference §8).
 	Skipped []Skipped `json:"skipped,omitempty"`
 	// Fallback says which layers were left out as a whole (namespace, enforce-only).
@@ -356,6 +361,19 @@ func object(f audit.Finding, res policies.Result, chain []metav1.OwnerReference,
 	}
 	for _, p := range res.Applied {
 		o.set(p, f.Kind)
+	}
+	for i, fields := range policies.Replaced(res.Changes) {
+		if len(fields) == 0 || len(o.Replaced) >= audit.MaxFindingList {
+			continue
+		}
+		var list []string
+		for _, field := range slices.Sorted(maps.Keys(fields)) {
+			list = append(list, field+" by "+fields[field].Ref)
+		}
+		if o.Replaced == nil {
+			o.Replaced = map[string][]string{}
+		}
+		o.Replaced[kube.Clip(res.Changes[i].Policy.Ref, audit.MaxString)] = audit.ClipList(list)
 	}
 	for _, s := range res.Skipped {
 		o.set(s.Policy, f.Kind)

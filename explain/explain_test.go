@@ -205,3 +205,22 @@ spec:
 		})
 	}
 }
+
+// TestReplacedIsMarked: a namespace policy's label that a platform enforce policy sets again is
+// not said to be in the object: the table names the field and the policy that replaced it
+// (issue 37), and JSON carries it as "replaced".
+func TestReplacedIsMarked(t *testing.T) {
+	ns := &policies.Policy{Ref: "team-a/overrides/labels@7", Scope: policies.ScopeNamespace, Mode: policies.ModeMerge}
+	enf := &policies.Policy{Ref: "podpatch-system/cost/cost@3", Scope: policies.ScopePlatform, Mode: policies.ModeEnforce}
+	f := audit.Finding{Kind: policies.KindPod, Name: "w", Policies: []audit.PolicyResult{
+		{Ref: ns.Ref, Scope: ns.Scope, Mode: ns.Mode}, {Ref: enf.Ref, Scope: enf.Scope, Mode: enf.Mode}}}
+	o := object(f, policies.Result{Applied: []*policies.Policy{ns, enf}, Changes: []policies.Change{
+		{Policy: ns, Fields: []string{"metadata.labels.cost-center", "metadata.labels.team"}},
+		{Policy: enf, Fields: []string{"metadata.labels.cost-center"}},
+	}}, nil, json.RawMessage(`{}`))
+	require.Equal(t, map[string][]string{ns.Ref: {"metadata.labels.cost-center by " + enf.Ref}}, o.Replaced)
+	var b strings.Builder
+	writeObject(&b, o)
+	require.Contains(t, b.String(), ns.Ref+" (namespace merge): sets nothing; the object has them; replaced by a later policy: metadata.labels.cost-center by "+enf.Ref)
+	require.NotContains(t, b.String(), enf.Ref+" (platform enforce): sets nothing; the object has them; replaced")
+}

@@ -93,6 +93,9 @@ func writeObject(b *strings.Builder, o Object) {
 		case len(p.Fields) > 0:
 			what = "the object lacks " + strings.Join(p.Fields, ", ")
 		}
+		if r := o.Replaced[p.Ref]; len(r) > 0 && p.LeftOut == "" {
+			what += "; replaced by a later policy: " + strings.Join(r, ", ")
+		}
 		if p.LeftOut == "" {
 			switch p.AppliedVersion {
 			case "":

@@ -236,10 +236,18 @@ func writeExplain(out *bytes.Buffer, kind string, meta map[string]any, ns string
 	for _, a := range res.Adjusted {
 		fmt.Fprintf(out, "# podpatch:   adjusted: %s\n", oneLine(a))
 	}
-	for _, c := range res.Changes {
+	replaced := Replaced(res.Changes)
+	for i, c := range res.Changes {
 		fields := "no change (already set)"
 		if len(c.Fields) > 0 {
-			fields = strings.Join(c.Fields, ", ")
+			marked := make([]string, len(c.Fields))
+			for j, f := range c.Fields {
+				marked[j] = f
+				if by := replaced[i][f]; by != nil {
+					marked[j] += " (replaced by " + by.Ref + ")"
+				}
+			}
+			fields = strings.Join(marked, ", ")
 		}
 		fmt.Fprintf(out, "# podpatch:   %s (%s %s): %s\n", c.Policy.Ref, c.Policy.Scope, c.Policy.Mode, fields)
 	}
