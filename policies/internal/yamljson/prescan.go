@@ -1,0 +1,455 @@
+package yamljson
+
+// The node bound is checked before go.yaml.in/yaml/v3 parses anything: the parser composes a
+// document's whole tree, a few hundred bytes per node, before the converter can count a node
+// (issue 33: an 8 MiB flow list took a gigabyte). prescan reads the text once, in linear time
+// and constant memory but for the block indentation stack, and counts only what surely makes a
+// node, so that its count is a lower bound of the parser's: a text it refuses, the converter
+// would refuse too (TestPrescanIsALowerBound, FuzzPrescan).
+
+// prescanner holds the state of one scan.
+type prescanner struct {
+	text     []byte
+	max      int
+	maxDepth int
+	deep     bool
+	i        int
+	line     int
+	count    int
+	// flow is the nesting of flow collections; 0 is block context.
+	flow int
+	// indents are the columns of the open block collections, as go-yaml's scanner keeps them
+	// (roll_indent, unroll_indent). Only collections surely opened are pushed, so the top is
+	// never above the scanner's: the regions skipped below (block scalars, plain continuation
+	// lines) are never smaller than the parser's.
+	indents []int
+	// lineStart is where the current line starts.
+	lineStart int
+	// keyCol is the column of the first token since the last indicator in block context: where
+	// a simple key starts if a `:` follows. -1 when none.
+	keyCol int
+	// plain is set inside a plain scalar.
+	plain bool
+	// tokPos is set where a token may start (after blanks and indicators).
+	tokPos bool
+	// comma is set after a flow `,` not yet counted: a trailing comma (`[a,]`) adds no node.
+	comma bool
+	// item is set after an indicator that counted the node following it (a block `- `, `? `
+	// or `:`, a flow `:`): a flow collection that is that node is not counted again.
+	item bool
+}
+
+// prescan returns a lower bound of the nodes (keys, values, items; the document node not
+// counted) go.yaml.in/yaml/v3 composes for text, and stops as soon as the count exceeds max,
+// returning the line where it did. It counts, outside quoted scalars, comments and block
+// scalars: in flow context each `[`, `{` and each `,` that is followed by an entry; in block
+// context each `[` and `{` that opens a flow collection, each `- ` sequence entry and `? `
+// explicit key at a token's start, and each `:` value indicator. Lines that may continue a
+// multi-line plain scalar are skipped.
+//
+// It also stops, with deep set, at a flow collection nested deeper than maxDepth: each is a
+// node the converter refuses (the parser's own bound is 10,000 levels).
+func prescan(text []byte, max, maxDepth int) (count, line int, deep bool) {
+	p := prescanner{text: text, max: max, maxDepth: maxDepth, line: 1, keyCol: -1, tokPos: true}
+	p.scan()
+	return p.count, p.line, p.deep
+}
+
+// open enters a flow collection.
+func (p *prescanner) open() {
+	if p.flow++; p.flow > p.maxDepth {
+		p.deep = true
+	}
+}
+
+func (p *prescanner) add() bool {
+	p.count++
+	return p.count > p.max || p.deep
+}
+
+func (p *prescanner) top() int {
+	if len(p.indents) == 0 {
+		return -1
+	}
+	return p.indents[len(p.indents)-1]
+}
+
+func (p *prescanner) unroll(col int) {
+	for len(p.indents) > 0 && p.indents[len(p.indents)-1] > col {
+		p.indents = p.indents[:len(p.indents)-1]
+	}
+}
+
+func (p *prescanner) roll(col int) {
+	if col > p.top() {
+		p.indents = append(p.indents, col)
+	}
+}
+
+// blankAt reports whether position i is a space, a tab, a line break or the end.
+func (p *prescanner) blankAt(i int) bool {
+	if i < 0 || i >= len(p.text) {
+		return true
+	}
+	switch p.text[i] {
+	case ' ', '\t', '\r', '\n':
+		return true
+	}
+	return false
+}
+
+func flowIndicator(c byte) bool {
+	switch c {
+	case ',', '[', ']', '{', '}':
+		return true
+	}
+	return false
+}
+
+// lineEnd returns the index of the line break ending the line at i, or len(text).
+func (p *prescanner) lineEnd(i int) int {
+	for i < len(p.text) && p.text[i] != '\n' {
+		i++
+	}
+	return i
+}
+
+// nextLine moves to the start of the next line.
+func (p *prescanner) nextLine() {
+	p.i = p.lineEnd(p.i)
+	if p.i < len(p.text) {
+		p.i++
+		p.line++
+	}
+	p.lineStart = p.i
+}
+
+// indentOf returns the spaces that start the line at i, and whether the line holds nothing
+// but blanks.
+func (p *prescanner) indentOf(i int) (col int, blank bool) {
+	j := i
+	for j < len(p.text) && p.text[j] == ' ' {
+		j++
+	}
+	col = j - i
+	for j < len(p.text) {
+		switch p.text[j] {
+		case ' ', '\t', '\r':
+			j++
+			continue
+		case '\n':
+			return col, true
+		}
+		return col, false
+	}
+	return col, true
+}
+
+func (p *prescanner) scan() {
+	continuation := false // the last block line ended inside a plain scalar
+	for p.i < len(p.text) {
+		if p.flow > 0 {
+			if p.content() {
+				return
+			}
+			continuation = p.flow == 0 && p.plain
+			continue
+		}
+		// A line in block context.
+		col, blank := p.indentOf(p.i)
+		if blank {
+			p.nextLine()
+			continue
+		}
+		if continuation && col > p.top() {
+			p.nextLine() // a continuation of the plain scalar: `a: b\n  - c` is "b - c"
+			continue
+		}
+		continuation = false
+		p.i += col
+		rest := p.text[p.i:]
+		if col == 0 && len(rest) >= 3 && (string(rest[:3]) == "---" || string(rest[:3]) == "...") && p.blankAt(p.i+3) {
+			p.indents = p.indents[:0]
+			if rest[0] == '.' {
+				p.nextLine()
+				continue
+			}
+			p.i += 3
+		} else if col == 0 && rest[0] == '%' {
+			p.nextLine() // a directive
+			continue
+		}
+		p.keyCol, p.plain, p.tokPos = -1, false, true
+		if p.content() {
+			return
+		}
+		continuation = p.flow == 0 && p.plain
+	}
+}
+
+// content scans from p.i to the end of the current line (in flow context, the line break
+// included), and reports whether the count went beyond max.
+func (p *prescanner) content() bool {
+	for p.i < len(p.text) {
+		c := p.text[p.i]
+		if c == '\n' {
+			if p.flow == 0 {
+				p.nextLine()
+				return false
+			}
+			p.i++
+			p.line++
+			p.lineStart = p.i
+			p.tokPos = true
+			continue
+		}
+		if c == ' ' || c == '\t' || c == '\r' {
+			if p.flow == 0 && !p.plain {
+				p.tokPos = true
+			} else if p.flow > 0 {
+				p.tokPos = true
+			}
+			p.i++
+			continue
+		}
+		if c == '#' && (p.tokPos || p.blankAt(p.i-1)) {
+			p.plain = false
+			p.i = p.lineEnd(p.i) // a comment
+			continue
+		}
+		if p.flow > 0 {
+			if p.flowChar(c) {
+				return true
+			}
+			continue
+		}
+		stop, endLine := p.blockChar(c)
+		if stop {
+			return true
+		}
+		if endLine {
+			return false
+		}
+	}
+	return false
+}
+
+// entry counts the pending flow comma, now that an entry follows it.
+func (p *prescanner) entry() bool {
+	if p.comma {
+		p.comma = false
+		return p.add()
+	}
+	return false
+}
+
+// flowChar scans one character in flow context.
+func (p *prescanner) flowChar(c byte) bool {
+	switch {
+	case c == ']' || c == '}':
+		p.comma, p.item = false, false // a trailing comma adds no entry
+		p.flow--
+		p.plain, p.tokPos = false, true
+		p.i++
+		return false
+	case c == ',':
+		p.comma, p.item = true, false
+		p.plain, p.tokPos = false, true
+		p.i++
+		return false
+	}
+	if c == '[' || c == '{' {
+		counted := p.item && !p.comma // the value a `:` counted; a comma's entry counts here
+		p.comma, p.item = false, false
+		p.open()
+		p.plain, p.tokPos = false, true
+		p.i++
+		return p.deep || !counted && p.add()
+	}
+	if !p.plain && p.tokPos && (c == '!' || c == '&' || c == '*') {
+		p.property() // the node it belongs to follows
+		return false
+	}
+	if p.entry() {
+		return true
+	}
+	switch {
+	case p.plain:
+		p.i++
+		if c == ':' && (p.blankAt(p.i) || flowIndicator(p.text[p.i]) || p.text[p.i] == '?') {
+			p.plain, p.tokPos, p.item = false, true, true // a value follows
+			return p.add()
+		}
+	case !p.tokPos:
+		p.i++
+	case c == ':':
+		p.i++
+		p.item = true
+		return p.add()
+	case c == '?':
+		p.i++
+	case c == '"' || c == '\'':
+		p.item = false
+		p.quoted(c)
+	default:
+		p.item = false
+		p.plain, p.tokPos = true, false
+		p.i++
+	}
+	return false
+}
+
+// blockChar scans one character in block context; endLine says the rest of the line was
+// consumed (a block scalar).
+func (p *prescanner) blockChar(c byte) (stop, endLine bool) {
+	col := p.i - p.lineStart
+	if p.plain || !p.tokPos {
+		if c == ':' && p.blankAt(p.i+1) { // ends a simple key
+			if p.keyCol >= 0 {
+				p.roll(p.keyCol)
+			}
+			p.keyCol, p.plain, p.tokPos, p.item = -1, false, true, true
+			p.i++
+			return p.add(), false
+		}
+		p.i++
+		return false, false
+	}
+	p.unroll(col)
+	switch {
+	case (c == '-' || c == '?' || c == ':') && p.blankAt(p.i+1):
+		if c == ':' && p.keyCol >= 0 { // after a quoted key, a flow collection or a property
+			p.roll(p.keyCol)
+		} else {
+			p.roll(col)
+		}
+		p.keyCol, p.item = -1, true
+		p.i++
+		return p.add(), false
+	case c == '|' || c == '>':
+		p.item = false
+		p.blockScalar()
+		return false, true
+	case c == '"' || c == '\'':
+		if p.keyCol < 0 {
+			p.keyCol = col
+		}
+		p.item = false
+		p.quoted(c)
+	case c == '[' || c == '{':
+		if p.keyCol < 0 {
+			p.keyCol = col
+		}
+		p.open()
+		p.tokPos = true
+		p.i++
+		if p.item {
+			p.item = false
+			return p.deep, false
+		}
+		return p.add(), false
+	case c == '!' || c == '&' || c == '*':
+		if p.keyCol < 0 {
+			p.keyCol = col
+		}
+		p.property()
+	default:
+		if p.keyCol < 0 {
+			p.keyCol = col
+		}
+		p.item = false
+		p.plain, p.tokPos = true, false
+		p.i++
+	}
+	return false, false
+}
+
+// property skips an anchor, an alias or a tag (scan_anchor, scan_tag).
+func (p *prescanner) property() {
+	tag := p.text[p.i] == '!' // go-yaml reads `,`, `[` and `]` into a tag, even in flow context
+	for p.i < len(p.text) && !p.blankAt(p.i) && (tag || p.flow == 0 || !flowIndicator(p.text[p.i])) {
+		p.i++
+	}
+	p.plain, p.tokPos = false, true
+}
+
+// quoted skips a quoted scalar, which may span lines: `”` in a single-quoted one and `\"`
+// (any escape) in a double-quoted one do not end it.
+func (p *prescanner) quoted(q byte) {
+	p.i++
+	for p.i < len(p.text) {
+		switch c := p.text[p.i]; {
+		case c == '\n':
+			p.line++
+			p.i++
+			p.lineStart = p.i
+			continue
+		case q == '"' && c == '\\':
+			if p.i+1 < len(p.text) && p.text[p.i+1] == '\n' {
+				p.line++
+				p.lineStart = p.i + 2
+			}
+			p.i += 2
+			continue
+		case c == q:
+			if q == '\'' && p.i+1 < len(p.text) && p.text[p.i+1] == '\'' {
+				p.i += 2
+				continue
+			}
+			p.i++
+			p.plain, p.tokPos = false, true
+			return
+		}
+		p.i++
+	}
+	p.plain, p.tokPos = false, true
+}
+
+// blockScalar skips a block scalar from its indicator: the rest of the line, then the lines
+// that are blank or indented at least as go-yaml's scanner requires (scan_block_scalar: the
+// explicit indentation, else the first line's, at least one more than the enclosing
+// collection's), computed from an indentation top never above the scanner's.
+func (p *prescanner) blockScalar() {
+	explicit := 0
+	for j := p.i + 1; j < len(p.text) && j <= p.i+2; j++ {
+		if c := p.text[j]; c >= '1' && c <= '9' {
+			explicit = int(c - '0')
+		}
+	}
+	top := p.top()
+	p.nextLine()
+	indent := 0
+	if explicit > 0 {
+		indent = explicit
+		if top >= 0 {
+			indent = top + explicit
+		}
+	} else {
+		widest := 0
+		for j := p.i; j < len(p.text); {
+			col, blank := p.indentOf(j)
+			if !blank {
+				widest = max(widest, col)
+				break
+			}
+			e := j
+			for e < len(p.text) && p.text[e] == ' ' {
+				e++
+			}
+			widest = max(widest, e-j)
+			if j = p.lineEnd(j); j < len(p.text) {
+				j++
+			} else {
+				break
+			}
+		}
+		indent = max(widest, top+1, 1)
+	}
+	for p.i < len(p.text) {
+		if col, blank := p.indentOf(p.i); !blank && col < indent {
+			break
+		}
+		p.nextLine()
+	}
+	p.plain, p.tokPos, p.keyCol = false, true, -1
+}
