@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/internal/yamljson"
 )
 
 // Policy text and objects are hostile input on a fail-open path (reference §3 "Limits"): a namespace
@@ -78,6 +80,17 @@ func readBounded(r io.Reader, limit int64) ([]byte, error) {
 func checkJSONDepth(js []byte) error {
 	if err := jsontree.CheckDepth(js, MaxDepth); err != nil {
 		return fmt.Errorf("%w: nested deeper than %d levels", ErrTooLarge, MaxDepth)
+	}
+	return nil
+}
+
+// checkJSONNodes refuses a JSON value of more than MaxYAMLNodes nodes, counted as the YAML front
+// end counts those of the same text, before anything decodes it: a JSON document is bounded as
+// a YAML one is (encoding/json's generic maps cost hundreds of bytes per node).
+func checkJSONNodes(js []byte) error {
+	if n, at := jsontree.CountNodes(js, MaxYAMLNodes); n > MaxYAMLNodes {
+		line := 1 + bytes.Count(js[:at], []byte("\n"))
+		return limitError(&yamljson.LimitError{Kind: yamljson.LimitNodes, Max: MaxYAMLNodes, Line: line})
 	}
 	return nil
 }

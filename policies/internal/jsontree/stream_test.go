@@ -129,3 +129,28 @@ func FuzzValues(f *testing.F) {
 		}
 	})
 }
+
+// TestCountNodes pins the count of each kind of node, and checks it against a full decode.
+func TestCountNodes(t *testing.T) {
+	for js, want := range map[string]int{
+		`null`:                            1,
+		`"a,[{"`:                          1,
+		`[]`:                              1,
+		`{}`:                              1,
+		`[1, -2.5e3, true, false, null]`:  6,
+		`{"a": 1, "b\"": [{"c": "]"}]}`:   8,
+		"[\n  {\"x\":{\"y\":[[],{}]}}\n]": 8,
+	} {
+		n, at := jsontree.CountNodes([]byte(js), 1<<20)
+		require.Equal(t, want, n, js)
+		require.Equal(t, len(js), at)
+		n, at = jsontree.CountNodes([]byte(js), want-1)
+		require.Equal(t, want, n, "stops beyond the bound: %s", js)
+		require.Less(t, at, len(js)+1)
+	}
+	var v any
+	big := `{"items": [` + strings.Repeat(`{"a": [1, "x", null], "b": {}},`, 100) + `{}]}`
+	require.NoError(t, json.Unmarshal([]byte(big), &v))
+	n, _ := jsontree.CountNodes([]byte(big), 1<<20)
+	require.Equal(t, 1+1+1+100*(1+1+1+3+1+1)+1, n)
+}
