@@ -32,11 +32,27 @@ type prescanner struct {
 	plain bool
 	// tokPos is set where a token may start (after blanks and indicators).
 	tokPos bool
-	// comma is set after a flow `,` not yet counted: a trailing comma (`[a,]`) adds no node.
+	// levels are the open flow collections, innermost last.
+	levels []level
+	// comma is set after a flow `[`, `{` or `,` whose entry is not counted yet: a trailing
+	// comma (`[a,]`) and an empty collection add no node.
 	comma bool
+	// explicitCol is the column of the last block `? `, whose value it counted, or -1.
+	explicitCol int
+	// keyCounted is set when the key of the simple key being read was counted (a flow
+	// collection).
+	keyCounted bool
 	// item is set after an indicator that counted the node following it (a block `- `, `? `
 	// or `:`, a flow `:`): a flow collection that is that node is not counted again.
 	item bool
+}
+
+// level is an open flow collection.
+type level struct {
+	mapping bool
+	// pair is set when the key and value of the current entry were counted (a single-pair
+	// mapping in a sequence).
+	pair bool
 }
 
 // prescan returns a lower bound of the nodes (keys, values, items; the document node not
@@ -50,20 +66,32 @@ type prescanner struct {
 // It also stops, with deep set, at a flow collection nested deeper than maxDepth: each is a
 // node the converter refuses (the parser's own bound is 10,000 levels).
 func prescan(text []byte, max, maxDepth int) (count, line int, deep bool) {
-	p := prescanner{text: text, max: max, maxDepth: maxDepth, line: 1, keyCol: -1, tokPos: true}
+	p := prescanner{text: text, max: max, maxDepth: maxDepth, line: 1, keyCol: -1, explicitCol: -1, tokPos: true}
 	p.scan()
 	return p.count, p.line, p.deep
 }
 
-// open enters a flow collection.
-func (p *prescanner) open() {
+// open enters a flow collection, whose first entry is promised.
+func (p *prescanner) open(mapping bool) {
 	if p.flow++; p.flow > p.maxDepth {
 		p.deep = true
 	}
+	p.levels = append(p.levels, level{mapping: mapping})
+	p.comma = true
 }
 
-func (p *prescanner) add() bool {
-	p.count++
+// close leaves a flow collection.
+func (p *prescanner) close() {
+	if p.flow > 0 {
+		p.flow--
+		p.levels = p.levels[:len(p.levels)-1]
+	}
+}
+
+func (p *prescanner) add() bool { return p.addN(1) }
+
+func (p *prescanner) addN(n int) bool {
+	p.count += n
 	return p.count > p.max || p.deep
 }
 
@@ -179,7 +207,7 @@ func (p *prescanner) scan() {
 			p.nextLine() // a directive
 			continue
 		}
-		p.keyCol, p.plain, p.tokPos = -1, false, true
+		p.keyCol, p.keyCounted, p.plain, p.tokPos = -1, false, false, true
 		if p.content() {
 			return
 		}
@@ -234,11 +262,29 @@ func (p *prescanner) content() bool {
 	return false
 }
 
-// entry counts the pending flow comma, now that an entry follows it.
+// entry counts the entry a flow `[`, `{` or `,` promised, now that a token starts it: one
+// node in a sequence (the item, or the mapping of a single pair), two in a mapping (the key and
+// its value, null when absent), whose key it counts.
 func (p *prescanner) entry() bool {
-	if p.comma {
-		p.comma = false
-		return p.add()
+	if !p.comma {
+		return false
+	}
+	p.comma = false
+	if p.levels[len(p.levels)-1].mapping {
+		p.item = true
+		return p.addN(2)
+	}
+	return p.addN(1)
+}
+
+// pairIndicator counts the key and the value of a single-pair mapping in a flow sequence
+// (`[a: b]`, `[? a]`), once per entry, at its `?` or `:`; in a flow mapping the entry counted
+// them. The value (after `:`) or key (after `?`) it counted follows.
+func (p *prescanner) pairIndicator() bool {
+	p.item = true
+	if l := &p.levels[len(p.levels)-1]; !l.mapping && !l.pair {
+		l.pair = true
+		return p.addN(2)
 	}
 	return false
 }
@@ -248,23 +294,32 @@ func (p *prescanner) flowChar(c byte) bool {
 	switch {
 	case c == ']' || c == '}':
 		p.comma, p.item = false, false // a trailing comma adds no entry
-		p.flow--
+		p.close()
 		p.plain, p.tokPos = false, true
 		p.i++
 		return false
 	case c == ',':
 		p.comma, p.item = true, false
+		p.levels[len(p.levels)-1].pair = false
 		p.plain, p.tokPos = false, true
 		p.i++
 		return false
 	}
 	if c == '[' || c == '{' {
-		counted := p.item && !p.comma // the value a `:` counted; a comma's entry counts here
-		p.comma, p.item = false, false
-		p.open()
+		var stop bool
+		switch {
+		case p.comma: // the collection is the entry the comma promised
+			stop = p.entry()
+			p.item = false
+		case p.item: // the collection is the value (or key) an indicator counted
+			p.item = false
+		default:
+			stop = p.add()
+		}
+		p.open(c == '{')
 		p.plain, p.tokPos = false, true
 		p.i++
-		return p.deep || !counted && p.add()
+		return stop || p.deep
 	}
 	if !p.plain && p.tokPos && (c == '!' || c == '&' || c == '*') {
 		p.property() // the node it belongs to follows
@@ -276,18 +331,15 @@ func (p *prescanner) flowChar(c byte) bool {
 	switch {
 	case p.plain:
 		p.i++
-		if c == ':' && (p.blankAt(p.i) || flowIndicator(p.text[p.i]) || p.text[p.i] == '?') {
-			p.plain, p.tokPos, p.item = false, true, true // a value follows
-			return p.add()
+		if c == ':' && p.blankAt(p.i) { // go-yaml keeps `a:,` one plain scalar (scan_plain_scalar)
+			p.plain, p.tokPos = false, true
+			return p.pairIndicator()
 		}
 	case !p.tokPos:
 		p.i++
-	case c == ':':
+	case c == ':' || c == '?':
 		p.i++
-		p.item = true
-		return p.add()
-	case c == '?':
-		p.i++
+		return p.pairIndicator()
 	case c == '"' || c == '\'':
 		p.item = false
 		p.quoted(c)
@@ -305,27 +357,30 @@ func (p *prescanner) blockChar(c byte) (stop, endLine bool) {
 	col := p.i - p.lineStart
 	if p.plain || !p.tokPos {
 		if c == ':' && p.blankAt(p.i+1) { // ends a simple key
-			if p.keyCol >= 0 {
-				p.roll(p.keyCol)
-			}
-			p.keyCol, p.plain, p.tokPos, p.item = -1, false, true, true
 			p.i++
-			return p.add(), false
+			return p.simpleKey(), false
 		}
 		p.i++
 		return false, false
 	}
 	p.unroll(col)
 	switch {
-	case (c == '-' || c == '?' || c == ':') && p.blankAt(p.i+1):
-		if c == ':' && p.keyCol >= 0 { // after a quoted key, a flow collection or a property
-			p.roll(p.keyCol)
-		} else {
-			p.roll(col)
-		}
-		p.keyCol, p.item = -1, true
+	case c == ':' && p.blankAt(p.i+1) && p.keyCol >= 0: // after a quoted key, a flow collection or a property
 		p.i++
-		return p.add(), false
+		return p.simpleKey(), false
+	case (c == '-' || c == '?' || c == ':') && p.blankAt(p.i+1):
+		p.roll(col)
+		p.keyCol, p.keyCounted, p.item = -1, false, true
+		p.i++
+		switch {
+		case c == '?': // the key and its value, null when no `:` follows
+			p.explicitCol = col
+			return p.addN(2), false
+		case c == ':' && col == p.explicitCol: // the value the `?` counted
+			p.explicitCol = -1
+			return false, false
+		}
+		return p.add(), false // the item; the value of an empty key
 	case c == '|' || c == '>':
 		p.item = false
 		p.blockScalar()
@@ -337,16 +392,19 @@ func (p *prescanner) blockChar(c byte) (stop, endLine bool) {
 		p.item = false
 		p.quoted(c)
 	case c == '[' || c == '{':
-		if p.keyCol < 0 {
+		first := p.keyCol < 0
+		if first {
 			p.keyCol = col
 		}
-		p.open()
+		counted := p.item
+		p.item = false
+		p.open(c == '{')
 		p.tokPos = true
 		p.i++
-		if p.item {
-			p.item = false
+		if counted {
 			return p.deep, false
 		}
+		p.keyCounted = first
 		return p.add(), false
 	case c == '!' || c == '&' || c == '*':
 		if p.keyCol < 0 {
@@ -362,6 +420,20 @@ func (p *prescanner) blockChar(c byte) (stop, endLine bool) {
 		p.i++
 	}
 	return false, false
+}
+
+// simpleKey counts the key (unless a flow collection that was counted) and the value at the
+// `:` of a simple key, and opens its mapping.
+func (p *prescanner) simpleKey() bool {
+	if p.keyCol >= 0 {
+		p.roll(p.keyCol)
+	}
+	n := 2
+	if p.keyCounted {
+		n = 1
+	}
+	p.keyCol, p.keyCounted, p.plain, p.tokPos, p.item = -1, false, false, true, true
+	return p.addN(n)
 }
 
 // property skips an anchor, an alias or a tag (scan_anchor, scan_tag).

@@ -66,32 +66,32 @@ func TestPrescanTable(t *testing.T) {
 	for text, want := range map[string]int{
 		"":                                    0,
 		"a":                                   0,
-		"[1, 2, 3]":                           3,
-		"[1, 2, 3,]":                          3,
+		"[1, 2, 3]":                           4,
+		"[1, 2, 3,]":                          4,
 		"[[],]":                               2,
-		"{a: 1, b: [x, y]}":                   5,
-		"{\"a\":[1,2],\"b\":\"x, [y]\"}":      5,
-		"{a:\"b, c\"}":                        2, // a plain scalar `a:"b`: its quote is no quote
-		"[a # , [\n , b]":                     2,
-		"a: 1\nb: 2\n":                        2,
+		"{a: 1, b: [x, y]}":                   7,
+		"{\"a\":[1,2],\"b\":\"x, [y]\"}":      7,
+		"{a:\"b, c\"}":                        5, // a plain scalar `a:"b`: its quote is no quote
+		"[a # , [\n , b]":                     3,
+		"a: 1\nb: 2\n":                        4,
 		"- 1\n- 2\n-\n":                       3,
 		"- - - x\n":                           3,
-		"- a: 1\n  b: 2\n":                    3,
+		"- a: 1\n  b: 2\n":                    5,
 		"? a\n: b\n":                          2,
-		"a: 'x: y, [z'' - w\n  - v'\n":        1,
-		"a: \"x: \\\" y\n  - v\"\n":           1,
-		"a: x # - b: c\n":                     1,
+		"a: 'x: y, [z'' - w\n  - v'\n":        2,
+		"a: \"x: \\\" y\n  - v\"\n":           2,
+		"a: x # - b: c\n":                     2,
 		"# a: [1, 2]\n- x\n":                  1,
-		"a: |\n  - b: [1, 2]\n  c: d\ne: f\n": 2,
-		"a: >-\n\n   - x\n  - y\nb:\n":        3,
+		"a: |\n  - b: [1, 2]\n  c: d\ne: f\n": 4,
+		"a: >-\n\n   - x\n  - y\nb:\n":        5,
 		"- |2\n   - x\n- y\n":                 2,
-		"a: b\n  - c\n  - d: [1]\ne: f\n":     2, // b - c - d: [1] is one plain scalar
-		"a:\n  b\n  - c\n":                    1,
+		"a: b\n  - c\n  - d [1]\ne: f\n":      4, // b - c - d [1] is one plain scalar
+		"a:\n  b\n  - c\n":                    2,
 		"foo\n- a\n- b\n":                     0,
-		"--- [1, 2]\n":                        2,
-		"%YAML 1.2\n---\n- a: 1\n":            2,
-		"a: b\"\nc: [1, 2]\n":                 3, // the quote inside a plain scalar opens nothing
-		"a: \"b\nc: [1, 2]\"\nd: 1\n":         2,
+		"--- [1, 2]\n":                        3,
+		"%YAML 1.2\n---\n- a: 1\n":            3,
+		"a: b\"\nc: [1, 2]\n":                 6, // the quote inside a plain scalar opens nothing
+		"a: \"b\nc: [1, 2]\"\nd: 1\n":         4,
 	} {
 		got, _ := yamljson.Prescan([]byte(text), math.MaxInt)
 		require.Equal(t, want, got, "%q", text)
