@@ -42,8 +42,13 @@ const (
 	MaxGlobBytes = 253
 	// MaxDepth bounds the nesting of a policy document, and of any YAML or JSON podpatch reads.
 	MaxDepth = 64
-	// MaxYAMLNodes bounds the nodes of one YAML document read from a file or a data key.
-	MaxYAMLNodes = 1 << 20
+	// MaxYAMLNodes bounds the nodes (keys, values, items) of one YAML or JSON document read
+	// from a file or a data key, counted in the text before it is parsed (issue 33). go-yaml's
+	// tree and encoding/json's maps cost a few hundred bytes per node: the worst document
+	// within it costs render or lint about 200 MB at its peak, inside the webhook's 256 MiB
+	// (docs/reference.md §3 "Limits"), and `kubectl get pods -A -o yaml` of 1,000 Pods
+	// (312,000 nodes) is still read.
+	MaxYAMLNodes = 400_000
 	// MaxStreamDocuments bounds the documents of one stream (a file or stdin) and of all the
 	// data keys of one ConfigMap, empty ones included: each costs the parser kilobytes,
 	// whatever its few bytes of text.
