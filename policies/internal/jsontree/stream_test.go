@@ -154,3 +154,39 @@ func TestCountNodes(t *testing.T) {
 	n, _ := jsontree.CountNodes([]byte(big), 1<<20)
 	require.Equal(t, 1+1+1+100*(1+1+1+3+1+1)+1, n)
 }
+
+// FuzzCountNodes checks CountNodes against a full decode of any valid JSON: every value and
+// every object key is one node.
+func FuzzCountNodes(f *testing.F) {
+	f.Add([]byte(`{"a": [1, "x\"]", {"b": null}], "c": {}}`))
+	f.Add([]byte(` [ -1.5e3 , true,false ] `))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) {
+			return
+		}
+		var v any
+		require.NoError(t, json.Unmarshal(data, &v))
+		var count func(any) int
+		count = func(v any) int {
+			n := 1
+			switch t := v.(type) {
+			case map[string]any:
+				for _, x := range t {
+					n += 1 + count(x)
+				}
+			case []any:
+				for _, x := range t {
+					n += count(x)
+				}
+			}
+			return n
+		}
+		want := count(v)
+		if dup := jsontree.CheckDuplicateKeys(data); dup != nil {
+			return // a repeated key is one member of the decoded map
+		}
+		got, at := jsontree.CountNodes(data, 1<<30)
+		require.Equal(t, want, got, "%s", data)
+		require.Equal(t, len(data), at)
+	})
+}
