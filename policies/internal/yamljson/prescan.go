@@ -58,10 +58,19 @@ type level struct {
 // prescan returns a lower bound of the nodes (keys, values, items; the document node not
 // counted) go.yaml.in/yaml/v3 composes for text, and stops as soon as the count exceeds max,
 // returning the line where it did. It counts, outside quoted scalars, comments and block
-// scalars: in flow context each `[`, `{` and each `,` that is followed by an entry; in block
-// context each `[` and `{` that opens a flow collection, each `- ` sequence entry and `? `
-// explicit key at a token's start, and each `:` value indicator. Lines that may continue a
-// multi-line plain scalar are skipped.
+// scalars (skipped as go-yaml's scanner delimits them, from an indentation never above its):
+//   - in flow context, each collection (`[`, `{`) and each entry its opener or a `,` promised,
+//     once a token starts it (a trailing comma and `[]` promise none): one node in a sequence,
+//     two (key and value) in a mapping, plus key and value at the `:` or `?` of a single-pair
+//     mapping in a sequence (`[a: b]`);
+//   - in block context, a flow collection that opens, each `- ` item (one node), each `? `
+//     explicit key (key and value) and each `:` of a simple key (key and value; the value
+//     alone after a counted key);
+//   - a node an indicator counted is not counted again when it is a flow collection
+//     (`- [a]`, `a: {b: c}`).
+//
+// Lines that may continue a multi-line plain scalar (`a: b\n  - c` is "b - c") are skipped,
+// and so are a tag's `,`, `[` and `]`, which go-yaml reads into the tag.
 //
 // It also stops, with deep set, at a flow collection nested deeper than maxDepth: each is a
 // node the converter refuses (the parser's own bound is 10,000 levels).
