@@ -149,6 +149,9 @@ func splitJSON(ctx context.Context, text []byte, maxDocs int, chunks *int) ([]Ra
 			err = checkJSONDepth(raw)
 		}
 		if err == nil {
+			err = checkJSONNodes(raw)
+		}
+		if err == nil {
 			err = jsontree.CheckDuplicateKeys(raw)
 		}
 		if err != nil {

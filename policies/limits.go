@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/internal/yamljson"
 )
 
 // Policy text and objects are hostile input on a fail-open path (reference §3 "Limits"): a namespace
@@ -40,8 +42,13 @@ const (
 	MaxGlobBytes = 253
 	// MaxDepth bounds the nesting of a policy document, and of any YAML or JSON podpatch reads.
 	MaxDepth = 64
-	// MaxYAMLNodes bounds the nodes of one YAML document read from a file or a data key.
-	MaxYAMLNodes = 1 << 20
+	// MaxYAMLNodes bounds the nodes (keys, values, items) of one YAML or JSON document read
+	// from a file or a data key, counted in the text before it is parsed (issue 33). go-yaml's
+	// tree and encoding/json's maps cost a few hundred bytes per node: the worst document
+	// within it costs render or lint about 200 MB at its peak, inside the webhook's 256 MiB
+	// (docs/reference.md §3 "Limits"), and `kubectl get pods -A -o yaml` of 1,000 Pods
+	// (312,000 nodes) is still read.
+	MaxYAMLNodes = 400_000
 	// MaxStreamDocuments bounds the documents of one stream (a file or stdin) and of all the
 	// data keys of one ConfigMap, empty ones included: each costs the parser kilobytes,
 	// whatever its few bytes of text.
@@ -78,6 +85,17 @@ func readBounded(r io.Reader, limit int64) ([]byte, error) {
 func checkJSONDepth(js []byte) error {
 	if err := jsontree.CheckDepth(js, MaxDepth); err != nil {
 		return fmt.Errorf("%w: nested deeper than %d levels", ErrTooLarge, MaxDepth)
+	}
+	return nil
+}
+
+// checkJSONNodes refuses a JSON value of more than MaxYAMLNodes nodes, counted as the YAML front
+// end counts those of the same text, before anything decodes it: a JSON document is bounded as
+// a YAML one is (encoding/json's generic maps cost hundreds of bytes per node).
+func checkJSONNodes(js []byte) error {
+	if n, at := jsontree.CountNodes(js, MaxYAMLNodes); n > MaxYAMLNodes {
+		line := 1 + bytes.Count(js[:at], []byte("\n"))
+		return limitError(&yamljson.LimitError{Kind: yamljson.LimitNodes, Max: MaxYAMLNodes, Line: line})
 	}
 	return nil
 }

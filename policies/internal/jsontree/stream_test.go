@@ -129,3 +129,64 @@ func FuzzValues(f *testing.F) {
 		}
 	})
 }
+
+// TestCountNodes pins the count of each kind of node, and checks it against a full decode.
+func TestCountNodes(t *testing.T) {
+	for js, want := range map[string]int{
+		`null`:                            1,
+		`"a,[{"`:                          1,
+		`[]`:                              1,
+		`{}`:                              1,
+		`[1, -2.5e3, true, false, null]`:  6,
+		`{"a": 1, "b\"": [{"c": "]"}]}`:   8,
+		"[\n  {\"x\":{\"y\":[[],{}]}}\n]": 8,
+	} {
+		n, at := jsontree.CountNodes([]byte(js), 1<<20)
+		require.Equal(t, want, n, js)
+		require.Equal(t, len(js), at)
+		n, at = jsontree.CountNodes([]byte(js), want-1)
+		require.Equal(t, want, n, "stops beyond the bound: %s", js)
+		require.Less(t, at, len(js)+1)
+	}
+	var v any
+	big := `{"items": [` + strings.Repeat(`{"a": [1, "x", null], "b": {}},`, 100) + `{}]}`
+	require.NoError(t, json.Unmarshal([]byte(big), &v))
+	n, _ := jsontree.CountNodes([]byte(big), 1<<20)
+	require.Equal(t, 1+1+1+100*(1+1+1+3+1+1)+1, n)
+}
+
+// FuzzCountNodes checks CountNodes against a full decode of any valid JSON: every value and
+// every object key is one node.
+func FuzzCountNodes(f *testing.F) {
+	f.Add([]byte(`{"a": [1, "x\"]", {"b": null}], "c": {}}`))
+	f.Add([]byte(` [ -1.5e3 , true,false ] `))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) {
+			return
+		}
+		var v any
+		require.NoError(t, json.Unmarshal(data, &v))
+		var count func(any) int
+		count = func(v any) int {
+			n := 1
+			switch t := v.(type) {
+			case map[string]any:
+				for _, x := range t {
+					n += 1 + count(x)
+				}
+			case []any:
+				for _, x := range t {
+					n += count(x)
+				}
+			}
+			return n
+		}
+		want := count(v)
+		if dup := jsontree.CheckDuplicateKeys(data); dup != nil {
+			return // a repeated key is one member of the decoded map
+		}
+		got, at := jsontree.CountNodes(data, 1<<30)
+		require.Equal(t, want, got, "%s", data)
+		require.Equal(t, len(data), at)
+	})
+}

@@ -36,7 +36,8 @@ type Limits struct {
 	Text int
 	// Depth bounds the nesting of mappings and sequences.
 	Depth int
-	// Nodes bounds the nodes of the document (keys, values, items).
+	// Nodes bounds the nodes of the document (keys, values, items). A lower bound of them is
+	// counted in the text before it is parsed (prescan), the rest as they are converted.
 	Nodes int
 	// JSON bounds the bytes of the JSON written, checked as it is written.
 	JSON int
@@ -112,6 +113,13 @@ func ToJSON(ctx context.Context, text []byte, lim Limits) (js []byte, err error)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	// The parser composes the whole tree before a node can be counted: count first.
+	switch n, line, deep := prescan(text, lim.Nodes, lim.Depth); {
+	case deep:
+		return nil, &LimitError{Kind: LimitDepth, Max: lim.Depth, Line: line}
+	case n > lim.Nodes:
+		return nil, &LimitError{Kind: LimitNodes, Max: lim.Nodes, Line: line}
 	}
 	defer func() {
 		// go.yaml.in/yaml/v3 panics on a few inputs it considers internal errors ("please
