@@ -212,6 +212,10 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 	var owned map[string]bool
 	var before validity.CoupledValues // the coupled fields as given
 	var given placement               // the placement Kueue decides, as given (kueue.go)
+	var givenType string              // a Service's type as given
+	if in.Kind == KindService {
+		givenType = validity.ServiceType(t, obj)
+	}
 	if in.Kind == KindPod {
 		before.Read(t, obj)
 		given = readPlacement(t, obj)
@@ -276,8 +280,11 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 		refs[i] = p.Ref
 	}
 	setAnnotation(t, obj, AppliedAnnotation, strings.Join(refs, ","))
-	if in.Kind == KindPod {
-		res.Adjusted = validity.Couple(t, obj, &before, func(member string) bool { return anySets(res.Applied, member) }, env.Cluster)
+	switch in.Kind {
+	case KindPod:
+		res.Adjusted = validity.Couple(t, obj, &before, func(member string) bool { return anySets(res.Applied, KindPod, member) }, env.Cluster)
+	case KindService:
+		res.Adjusted = validity.CoupleService(t, obj, givenType, func(member string) bool { return anySets(res.Applied, KindService, member) })
 	}
 	res.violations, _ = env.Check(obj)
 	if in.Kind == KindPod && slices.ContainsFunc(res.violations, func(v validity.Violation) bool { return v.Rule == validity.RuleExtendedResourceLimit }) {

@@ -132,10 +132,10 @@ func (l *layers) only(keep map[*Policy]bool) layers {
 		platformMerge: f(l.platformMerge), namespaceMerge: f(l.namespaceMerge), enforce: f(l.enforce)}
 }
 
-// anySets reports whether a policy sets (not removes) a member of the pod spec.
-func anySets(ps []*Policy, member string) bool {
+// anySets reports whether a policy sets (not removes) a member of the spec of objects of kind.
+func anySets(ps []*Policy, kind Kind, member string) bool {
 	for _, p := range ps {
-		spec, _ := p.patchFor(KindPod)["spec"].(map[string]any)
+		spec, _ := p.patchFor(kind)["spec"].(map[string]any)
 		if spec[member] != nil {
 			return true
 		}

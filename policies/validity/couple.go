@@ -182,3 +182,69 @@ func EqualizeNonOvercommittable(t *jsontree.Tree, obj map[string]any) []string {
 	}
 	return adjusted
 }
+
+// ServiceType is a Service's spec.type, ClusterIP when it has none (the API server's default).
+func ServiceType(t *jsontree.Tree, obj map[string]any) string {
+	if s := specString(t, obj, "type"); s != "" {
+		return s
+	}
+	return string(corev1.ServiceTypeClusterIP)
+}
+
+// CoupleService is the coupled-field rule of a Service whose type the policies changed (reference
+// §8): the fields that only the type it came with may have are removed, unless a policy sets
+// them, and it returns what it removed. The API server defaults externalTrafficPolicy and
+// allocateLoadBalancerNodePorts on a LoadBalancer or NodePort Service before podpatch sees it, so
+// without this an enforce policy making such a Service ClusterIP would make it invalid, and be
+// left out (issue 33). given is the type the Service came with (ServiceType).
+func CoupleService(t *jsontree.Tree, obj map[string]any, given string, sets func(member string) bool) []string {
+	spec, ok := t.GetMap(obj, "spec")
+	if !ok {
+		return nil
+	}
+	now := ServiceType(t, obj)
+	if now == given {
+		return nil
+	}
+	why := "the policies made the " + given + " Service " + now
+	var adjusted []string
+	remove := func(k string) {
+		if _, present := spec[k]; !present || sets(k) {
+			return
+		}
+		delete(spec, k)
+		adjusted = append(adjusted, "spec."+k+" removed: "+why)
+	}
+	lb := now == string(corev1.ServiceTypeLoadBalancer)
+	nodePorts := lb || now == string(corev1.ServiceTypeNodePort)
+	if !lb {
+		for _, k := range []string{"loadBalancerClass", "allocateLoadBalancerNodePorts", "loadBalancerSourceRanges", "healthCheckNodePort"} {
+			remove(k)
+		}
+	}
+	if nodePorts {
+		return adjusted
+	}
+	externalIPs, _ := t.Get(spec, "externalIPs")
+	if ips, _ := externalIPs.([]any); now != string(corev1.ServiceTypeClusterIP) || len(ips) == 0 {
+		remove("externalTrafficPolicy") // only an externally reachable Service has one
+	}
+	if now != string(corev1.ServiceTypeClusterIP) || sets("ports") {
+		return adjusted
+	}
+	portsV, _ := t.Get(spec, "ports")
+	ports, _ := portsV.([]any)
+	removed := false
+	for i := range ports {
+		if p, ok := t.At(ports, i).(map[string]any); ok {
+			if _, present := p["nodePort"]; present {
+				delete(p, "nodePort")
+				removed = true
+			}
+		}
+	}
+	if removed {
+		adjusted = append(adjusted, "spec.ports[*].nodePort removed: "+why)
+	}
+	return adjusted
+}

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -118,4 +119,56 @@ func TestValidInValidOut(t *testing.T) {
 	require.Empty(t, got.Spec.PriorityClassName)
 	require.Equal(t, "podpatch-system/e2e-validity/pool", withoutVersions(t, got.Annotations[policies.AppliedAnnotation]))
 	require.Positive(t, p.metricSum(t, "podpatch_policy_skipped_total"))
+}
+
+// TestEnforcedClusterIP: an enforce policy making scheduler Services ClusterIP binds a KubeRay
+// head Service that asks for a load balancer or a node port, as the real API server defaults
+// it (externalTrafficPolicy, allocateLoadBalancerNodePorts) and with a node port and source
+// ranges the user asked for: the Service is stored ClusterIP without those fields and names the
+// policy, where before the enforce policy was left out as a validity conflict and the Service
+// kept its load balancer (issue 33).
+func TestEnforcedClusterIP(t *testing.T) {
+	ctx := contextBackground()
+	certDir, ca := servingCerts(t)
+	p := startPodpatch(t, certDir)
+	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
+	installWebhooks(t, mwc, vwc)
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: policies.DefaultPlatformNamespace, Name: "e2e-no-lb",
+			Labels: map[string]string{policies.PolicyLabel: "true"}},
+		Data: map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: no-lb}\n" +
+			"spec:\n  mode: enforce\n  match: {managers: [ray], roles: [scheduler]}\n  service: {spec: {type: ClusterIP}}\n"},
+	}
+	require.NoError(t, k8s.Create(ctx, cm))
+	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), cm) })
+
+	head := func(name string, typ corev1.ServiceType) *corev1.Service {
+		u := readObject(t, "policies/testdata/fixtures/kuberay/head-service.yaml")
+		svc := &corev1.Service{}
+		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, svc))
+		svc.Name, svc.Namespace, svc.OwnerReferences = name, "default", nil
+		svc.Spec.ClusterIP, svc.Spec.ClusterIPs, svc.Spec.Type = "", nil, typ
+		svc.Spec.Ports[0].NodePort = 30000 + int32(len(name)) // asked for by the user
+		if typ == corev1.ServiceTypeLoadBalancer {
+			svc.Spec.LoadBalancerSourceRanges = []string{"10.0.0.0/8"}
+		}
+		return svc
+	}
+	for _, typ := range []corev1.ServiceType{corev1.ServiceTypeLoadBalancer, corev1.ServiceTypeNodePort} {
+		name := "e2e-head-" + strings.ToLower(string(typ))
+		var stored *corev1.Service
+		require.Eventually(t, func() bool {
+			svc := head(name, typ)
+			require.NoError(t, k8s.Create(ctx, svc, client.DryRunAll), "the Service must be admitted")
+			stored = svc
+			return svc.Spec.Type == corev1.ServiceTypeClusterIP
+		}, 30*time.Second, 200*time.Millisecond, "%s: the enforced ClusterIP applies", typ)
+		require.Empty(t, stored.Spec.ExternalTrafficPolicy, typ)
+		require.Nil(t, stored.Spec.AllocateLoadBalancerNodePorts, typ)
+		require.Empty(t, stored.Spec.LoadBalancerSourceRanges, typ)
+		for _, port := range stored.Spec.Ports {
+			require.Zero(t, port.NodePort, "%s: port %s", typ, port.Name)
+		}
+		require.Contains(t, withoutVersions(t, stored.Annotations[policies.AppliedAnnotation]), "podpatch-system/e2e-no-lb/no-lb", typ)
+	}
 }
