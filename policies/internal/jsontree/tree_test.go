@@ -152,7 +152,11 @@ func FuzzDiff(f *testing.F) {
 	f.Add([]byte(`{"a":[1,{"b":"c"}],"d":{"e":null}}`), []byte{3, 1, 0, 4})
 	f.Add([]byte(`{"x~y/z":{"\u00e9":"\u2028"}}`), []byte{3, 2})
 	f.Fuzz(func(t *testing.T, doc []byte, ops []byte) {
-		if !json.Valid(doc) || firstByte(doc) != '{' || CheckDepth(doc, 64) != nil || hasEmptyKey(ExpandAll(json.RawMessage(doc))) {
+		// A document with a repeated key is no object the API server sends (it re-encodes what it
+		// decoded) and is refused on every other path (SplitDocuments); JSON Patch libraries
+		// disagree on which member a path names there.
+		if !json.Valid(doc) || firstByte(doc) != '{' || CheckDepth(doc, 64) != nil || hasEmptyKey(ExpandAll(json.RawMessage(doc))) ||
+			CheckDuplicateKeys(doc) != nil {
 			return
 		}
 		tr := New()
