@@ -141,6 +141,8 @@ type scopedDoc struct {
 type outcome struct {
 	discarded int
 	unmatched bool
+	// lintRefused says lint refuses the set as a whole (its selection can oscillate).
+	lintRefused bool
 	// skipped are the policies the engine left out to keep the object valid (reference §8).
 	skipped   []policies.Skipped
 	engineErr error
@@ -151,9 +153,9 @@ type outcome struct {
 
 // stats are the counts of the run.
 type stats struct {
-	pairs, tested, accepted, refused, unmatched, engineErrors, controlRefused int
-	discardedDocs, acceptedDocs                                               int
-	byScopeMode                                                               map[string]int
+	pairs, tested, accepted, refused, unmatched, engineErrors, controlRefused, lintRefused int
+	discardedDocs, acceptedDocs                                                            int
+	byScopeMode                                                                            map[string]int
 }
 
 // class is one kind of refusal, with its first (then shrunk) example.
@@ -262,13 +264,30 @@ func parseDocs(ns string, docs []scopedDoc) (*policies.Set, error) {
 	if len(probs) > 0 {
 		return nil, probs
 	}
-	return policies.NewSet(all), nil
+	set := policies.NewSet(all)
+	// lint refuses a set whose selection can oscillate (reference §3's fixed point), as
+	// `podpatch lint` does after compiling each ConfigMap: such a set is no lint-valid one.
+	sourced := make([]policies.SourcedConfigMap, len(cms))
+	for i, cm := range cms {
+		sourced[i] = policies.SourcedConfigMap{ConfigMap: cm}
+	}
+	if fps := set.SelectionProblems(sourced); len(fps) > 0 {
+		return nil, fmt.Errorf("%w: %s", errSelection, policies.ProblemLines(fps))
+	}
+	return set, nil
 }
+
+// errSelection is lint's refusal of a set whose selection can oscillate.
+var errSelection = errors.New("lint: the selection can oscillate")
 
 // apply patches the pair's object with its policies through the engine.
 func apply(p pair) outcome {
 	var o outcome
 	set, err := parseDocs(p.ns, p.docs)
+	if errors.Is(err, errSelection) {
+		o.lintRefused = true
+		return o
+	}
 	if err != nil {
 		o.engineErr = fmt.Errorf("lint: %w", err)
 		return o
@@ -317,6 +336,8 @@ func (r *runner) run(t *testing.T, seed uint64, i int) {
 		s.byScopeMode[string(d.scope)+"/"+docMode(d)]++
 	}
 	switch {
+	case o.lintRefused:
+		s.lintRefused++
 	case len(p.docs) == 0 || o.unmatched:
 		s.unmatched++
 	case o.engineErr != nil:
@@ -619,7 +640,8 @@ func (r *runner) report(seed uint64, took time.Duration) string {
 	fmt.Fprintf(&b, "# podpatch property run\n\nseed %d, %d pairs in %v\n\n", seed, s.pairs, took.Round(time.Second))
 	fmt.Fprintf(&b, "- tested (lint-valid set, matched, control accepted): %d\n", s.tested)
 	fmt.Fprintf(&b, "- patched object accepted: %d\n- patched object refused (control accepted): %d\n", s.accepted, s.refused)
-	fmt.Fprintf(&b, "- unmatched (no policy applied): %d\n- engine errors: %d\n- control refused: %d\n", s.unmatched, s.engineErrors, s.controlRefused)
+	fmt.Fprintf(&b, "- unmatched (no policy applied): %d\n- sets lint refuses as a whole (selection can oscillate): %d\n- engine errors: %d\n- control refused: %d\n",
+		s.unmatched, s.lintRefused, s.engineErrors, s.controlRefused)
 	fmt.Fprintf(&b, "- documents: %d accepted by lint, %d generated and discarded by lint\n", s.acceptedDocs, s.discardedDocs)
 	fmt.Fprintf(&b, "- accepted documents by scope/mode: %v\n", s.byScopeMode)
 	missing := r.uncovered()
