@@ -47,12 +47,9 @@ type KueueKeys struct {
 	Tolerations map[string]bool
 }
 
-// KueueFlavors is the part of a Cluster that knows Kueue's ResourceFlavors (internal/references
-// implements it). A Cluster without it, or one that answers false (cache not synced, discovery
-// failing), leaves every placement contribution out of a Kueue-managed Pod. On a cluster that
-// serves no ResourceFlavor API no Kueue runs to decide placement: it answers known, with no keys,
-// so that every policy's placement applies whatever Kueue labels or gates a Pod's creator gave it
-// (issue 33: such a label let a Pod escape the enforced placement on a cluster without Kueue).
+// KueueFlavors is the part of a Cluster that knows Kueue's ResourceFlavors (webhook/references.go
+// implements it). A Cluster without it, or one that answers false (no ResourceFlavor API, cache
+// not synced), leaves every placement contribution out of a Kueue-managed Pod.
 type KueueFlavors interface {
 	// KueuePlacementKeys returns the keys the cluster's ResourceFlavors decide; ok is false
 	// when unknown.

@@ -289,32 +289,3 @@ func TestKueuePlacementRemoval(t *testing.T) {
 		}
 	}
 }
-
-// TestKueueAbsent: on a cluster that serves no ResourceFlavor API (no Kueue), a Pod carrying
-// Kueue's labels or gates, which its creator may write, is no Kueue Pod: an enforce policy's
-// placement applies, and no kueue-placement-conflict finding is made (issue 33: such a label
-// let a Pod escape the enforced placement while podpatch.io/applied named the policy).
-func TestKueueAbsent(t *testing.T) {
-	set := platformSet(t, "mode: enforce\ntemplate: {spec: {nodeSelector: {pool: cpu}, tolerations: [{key: pool, operator: Equal, value: cpu, effect: NoSchedule}]}}")
-	for _, mark := range []string{KueueQueueLabel, KueueManagedLabel, KueuePodSetLabel, KueuePodGroupLabel, "gate"} {
-		in := fixtureJSON(t, "kuberay/worker-pod.yaml", func(obj map[string]any) {
-			if mark == "gate" {
-				obj["spec"].(map[string]any)["schedulingGates"] = []any{map[string]any{"name": KueueAdmissionGate}}
-			} else {
-				obj["metadata"].(map[string]any)["labels"].(map[string]any)[mark] = "q"
-			}
-			obj["spec"].(map[string]any)["nodeSelector"] = map[string]any{"pool": "gpu"}
-		})
-		absent := &kueueCluster{flavorsKnown: true} // what internal/references answers without Kueue
-		out, err := set.Apply(Input{Kind: KindPod, Object: in, Namespace: "default", Cluster: absent})
-		require.NoError(t, err)
-		require.Equal(t, map[string]any{"pool": "cpu"}, podField(t, out.Object, "spec", "nodeSelector"), mark)
-		require.Empty(t, out.Findings, mark)
-
-		// With Kueue there and its flavors unknown, the Pod keeps its placement, said so.
-		out, err = set.Apply(Input{Kind: KindPod, Object: in, Namespace: "default", Cluster: &kueueCluster{}})
-		require.NoError(t, err)
-		require.Equal(t, map[string]any{"pool": "gpu"}, podField(t, out.Object, "spec", "nodeSelector"), mark)
-		require.NotEmpty(t, out.Findings, mark)
-	}
-}

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -38,9 +37,6 @@ type Flavors struct {
 
 	mu       sync.Mutex
 	informer toolscache.SharedIndexInformer // nil until the API is found
-	// absent is set while discovery answers that the ResourceFlavor API is not served (not a
-	// failure to ask): no Kueue runs on the cluster.
-	absent bool
 }
 
 // NewFlavors builds the cache on a dynamic client and discovery; Run starts it.
@@ -72,16 +68,13 @@ func (f *Flavors) Run(ctx context.Context) {
 	factory.Shutdown()
 }
 
-// served asks discovery whether the API serves ResourceFlavors, and records when it answers
-// that it does not (absent).
+// served asks discovery whether the API serves ResourceFlavors.
 func (f *Flavors) served() bool {
 	list, err := f.disc.ServerResourcesForGroupVersion(resourceFlavors.GroupVersion().String())
-	ok := err == nil && list != nil &&
-		slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == resourceFlavors.Resource })
-	f.mu.Lock()
-	f.absent = !ok && (err == nil || apierrors.IsNotFound(err))
-	f.mu.Unlock()
-	return ok
+	if err != nil || list == nil {
+		return false
+	}
+	return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == resourceFlavors.Resource })
 }
 
 // trimFlavor keeps what KueuePlacementKeys reads: the name, the node label keys, the keys of
@@ -122,17 +115,14 @@ func trimFlavor(obj any) (any, error) {
 }
 
 // KueuePlacementKeys implements policies.KueueFlavors: the keys of every flavor's node labels,
-// and of its tolerations and node taints; none, known, when the API is not served (no Kueue).
+// and of its tolerations and node taints.
 func (f *Flavors) KueuePlacementKeys() (policies.KueueKeys, bool) {
 	if f == nil {
 		return policies.KueueKeys{}, false
 	}
 	f.mu.Lock()
-	inf, absent := f.informer, f.absent
+	inf := f.informer
 	f.mu.Unlock()
-	if inf == nil && absent {
-		return policies.KueueKeys{}, true // no Kueue: no key is Kueue's
-	}
 	if inf == nil || !inf.HasSynced() {
 		return policies.KueueKeys{}, false
 	}
