@@ -271,7 +271,8 @@ func TestSnapshotAdd(t *testing.T) {
 		  "requirements":[{"key":"karpenter.sh/capacity-type","operator":"In","values":["spot"]}],"taints":[{"key":"spot","effect":"NoSchedule"}]}}}}`,
 		`{"apiVersion":"cloud.google.com/v1","kind":"ComputeClass","metadata":{"name":"batch"},"spec":{"nodePoolAutoCreation":{"enabled":true}}}`,
 	} {
-		require.NoError(t, snap.Add([]byte(obj)))
+		_, err := snap.Add([]byte(obj))
+		require.NoError(t, err)
 	}
 	require.Len(t, snap.Nodes, 1)
 	require.Equal(t, "gpu-a", snap.Nodes[0].Name)
@@ -283,9 +284,9 @@ func TestSnapshotAdd(t *testing.T) {
 	require.True(t, snap.HasComputeClasses)
 	require.True(t, snap.ComputeClasses["batch"].AutoCreate)
 	require.False(t, snap.Truncated)
-	require.ErrorContains(t, snap.Add([]byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}}`)), "want a v1 Node")
-	require.ErrorContains(t, snap.Add([]byte(`{"apiVersion":"v1","kind":"Node","metadata":{}}`)), "metadata.name is required")
-	require.ErrorContains(t, snap.Add([]byte(`{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"},"spec":{"taints":"x"}}`)), "node n")
+	require.ErrorContains(t, second(snap.Add([]byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}}`))), "want a v1 Node")
+	require.ErrorContains(t, second(snap.Add([]byte(`{"apiVersion":"v1","kind":"Node","metadata":{}}`))), "metadata.name is required")
+	require.ErrorContains(t, second(snap.Add([]byte(`{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"},"spec":{"taints":"x"}}`))), "node n")
 }
 
 // labSnapshot is a cluster shaped like the lab's (test/cluster LabPools): GKE node pools (two
@@ -407,16 +408,22 @@ func TestUnmodelled(t *testing.T) {
 	require.Equal(t, []string{UnmodelledTopologySpread, UnmodelledVolumes}, Unmodelled(spec))
 }
 
-func TestFromObjects(t *testing.T) {
-	list := map[string]any{"apiVersion": "v1", "kind": "List", "items": []any{
-		map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": map[string]any{"name": "gpu-l4-a", "labels": map[string]any{"cloud.google.com/gke-nodepool": "gpu-l4"}},
-			"spec": map[string]any{"taints": []any{map[string]any{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}}}},
-		map[string]any{"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": map[string]any{"name": "spot"},
-			"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"requirements": []any{map[string]any{"key": "karpenter.sh/capacity-type", "operator": "In", "values": []any{"spot"}}}}}}},
-	}}
-	cc := map[string]any{"apiVersion": "cloud.google.com/v1", "kind": "ComputeClass", "metadata": map[string]any{"name": "gpu"}, "spec": map[string]any{"nodePoolAutoCreation": map[string]any{"enabled": true}}}
-	snap, err := FromObjects([]map[string]any{list, cc})
+// TestSnapshotAddList: a List (`kubectl get nodes,nodepools -o yaml`) adds its items, and says
+// which; an item of another kind is an error naming it.
+func TestSnapshotAddList(t *testing.T) {
+	list := `{"apiVersion": "v1", "kind": "List", "items": [
+		{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-l4-a", "labels": {"cloud.google.com/gke-nodepool": "gpu-l4"}},
+		 "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}},
+		{"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "spot"},
+		 "spec": {"template": {"spec": {"requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]}}}}]}`
+	cc := `{"apiVersion": "cloud.google.com/v1", "kind": "ComputeClass", "metadata": {"name": "gpu"}, "spec": {"nodePoolAutoCreation": {"enabled": true}}}`
+	snap := &Snapshot{}
+	added, err := snap.Add([]byte(list))
 	require.NoError(t, err)
+	require.Equal(t, []Object{{"Node", "gpu-l4-a"}, {"NodePool", "spot"}}, added)
+	added, err = snap.Add([]byte(cc))
+	require.NoError(t, err)
+	require.Equal(t, []Object{{"ComputeClass", "gpu"}}, added)
 	require.Len(t, snap.Nodes, 1)
 	require.Equal(t, "gpu-l4", PoolOf(snap.Nodes[0]))
 	require.Equal(t, gpuTaint(), snap.Nodes[0].Spec.Taints[0])
@@ -427,6 +434,9 @@ func TestFromObjects(t *testing.T) {
 	r := Check(&corev1.PodSpec{NodeSelector: map[string]string{"karpenter.sh/capacity-type": "spot"}}, snap)
 	require.Equal(t, []string{"spot"}, r.Pools)
 
-	_, err = FromObjects([]map[string]any{{"apiVersion": "v1", "kind": "Pod", "metadata": map[string]any{"name": "p"}}})
-	require.ErrorContains(t, err, "want a v1 Node")
+	_, err = snap.Add([]byte(`{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}]}`))
+	require.ErrorContains(t, err, "items[0]: v1 Pod p: want a v1 Node")
 }
+
+// second is the error of a two-valued call.
+func second[T any](_ T, err error) error { return err }

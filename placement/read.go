@@ -171,50 +171,35 @@ func computeClassOf(u *unstructured.Unstructured) ComputeClass {
 	return ComputeClass{Name: u.GetName(), AutoCreate: auto}
 }
 
-// Add puts one object, in JSON, into the snapshot as Read would have listed it: a v1 Node, a
-// `karpenter.sh/v1` NodePool (HasKarpenter) or a `cloud.google.com/v1` ComputeClass
-// (HasComputeClasses), within the same bounds (beyond, Truncated). It is how `podpatch test`
-// builds a snapshot from the Nodes of a test file (reference §4). An object of another kind,
-// or without a name, is an error.
-func (s *Snapshot) Add(obj []byte) error {
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(obj); err != nil {
-		return err
-	}
-	return s.add(u)
-}
+// Object names one object a document added to a Snapshot.
+type Object struct{ Kind, Name string }
 
-// FromObjects builds a Snapshot from objects read from files (`kubectl get nodes,nodepools -o
-// yaml`, as JSON objects) as Add does, the items of Lists among them: `podpatch diff --nodes`.
-func FromObjects(objs []map[string]any) (*Snapshot, error) {
-	snap := &Snapshot{}
-	var add func(obj map[string]any) error
-	add = func(obj map[string]any) error {
-		u := &unstructured.Unstructured{Object: obj}
-		if !u.IsList() {
-			return snap.add(u)
-		}
-		items, _, err := unstructured.NestedSlice(obj, "items")
-		if err != nil {
-			return fmt.Errorf("%s: items: %w", u.GetKind(), err)
-		}
-		for i, it := range items {
-			item, ok := it.(map[string]any)
-			if !ok {
-				return fmt.Errorf("%s: items[%d]: expected an object", u.GetKind(), i)
-			}
-			if err := add(item); err != nil {
-				return err
-			}
-		}
-		return nil
+// Add puts one document, in JSON, into the snapshot as Read would have listed it: a v1 Node, a
+// `karpenter.sh/v1` NodePool (HasKarpenter) or a `cloud.google.com/v1` ComputeClass
+// (HasComputeClasses), or a List of them (`kubectl get nodes,nodepools -o yaml`), within the
+// same bounds (beyond, Truncated), and says what it added. `podpatch test` (context.nodes) and
+// `podpatch diff --nodes` build their snapshots with it. An object of another kind, or without a
+// name, is an error.
+func (s *Snapshot) Add(doc []byte) ([]Object, error) {
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(doc); err != nil {
+		return nil, err
 	}
-	for _, obj := range objs {
-		if err := add(obj); err != nil {
-			return nil, err
-		}
+	if !u.IsList() {
+		return []Object{{u.GetKind(), u.GetName()}}, s.add(u)
 	}
-	return snap, nil
+	l, err := u.ToList()
+	if err != nil {
+		return nil, err
+	}
+	added := make([]Object, 0, len(l.Items))
+	for i := range l.Items {
+		if err := s.add(&l.Items[i]); err != nil {
+			return added, fmt.Errorf("items[%d]: %w", i, err)
+		}
+		added = append(added, Object{l.Items[i].GetKind(), l.Items[i].GetName()})
+	}
+	return added, nil
 }
 
 // add is Add of a decoded object.

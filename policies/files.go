@@ -42,7 +42,7 @@ func readConfigMapFiles(paths []string, defaultNamespace string, stdin io.Reader
 	var out []SourcedConfigMap
 	var skipped []string
 	for _, p := range paths {
-		files, err := expandPath(p)
+		files, err := ManifestFiles(p)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -65,8 +65,10 @@ func readConfigMapFiles(paths []string, defaultNamespace string, stdin io.Reader
 	return out, skipped, nil
 }
 
-// expandPath lists the policy files of a path: the file itself, or a directory's files.
-func expandPath(p string) ([]string, error) {
+// ManifestFiles lists the manifest files of a path, in a stable order: the path itself ("-" for
+// standard input), or the *.yaml, *.yml and *.json files under a folder but kustomization files
+// and hidden ones: the policy ConfigMap files (ReadConfigMapFiles) and podpatch test's context.nodes.
+func ManifestFiles(p string) ([]string, error) {
 	if p == "-" {
 		return []string{p}, nil
 	}

@@ -2,12 +2,8 @@ package policytest
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/podpatch/podpatch/placement"
@@ -43,46 +39,21 @@ func (s *suite) readNodes() (*placed, error) {
 		return &Error{File: s.path, Line: s.f.Spec.Context.nodesLine, Msg: "context.nodes: " + fmt.Sprintf(format, args...)}
 	}
 	p := &placed{cache: &placement.Cache{Snapshot: &placement.Snapshot{}}, nodes: map[string]bool{}, nodePools: map[string]bool{}}
-	classes := map[string]bool{}
 	count := 0
-	add := func(where string, obj []byte) error {
-		var head struct {
-			APIVersion string `json:"apiVersion"`
-			Kind       string `json:"kind"`
-			Metadata   struct {
-				Name string `json:"name"`
-			} `json:"metadata"`
-			Items []json.RawMessage `json:"items"`
-		}
-		if err := json.Unmarshal(obj, &head); err != nil {
+	seen := map[string]map[string]bool{"Node": p.nodes, "NodePool": p.nodePools, "ComputeClass": map[string]bool{}}
+	add := func(where string, doc []byte) error {
+		added, err := p.cache.Snapshot.Add(doc)
+		if err != nil {
 			return fail("%s: %v", where, err)
 		}
-		objs := [][]byte{obj}
-		if head.APIVersion == "v1" && head.Kind == "List" {
-			objs = objs[:0]
-			for _, it := range head.Items {
-				objs = append(objs, it)
-			}
-		}
-		for _, o := range objs {
+		for _, o := range added {
 			if count++; count > MaxNodes {
 				return fail("more than %d objects (Nodes, NodePools and ComputeClasses together)", MaxNodes)
 			}
-			if err := p.cache.Snapshot.Add(o); err != nil {
-				return fail("%s: %v", where, err)
+			if seen[o.Kind][o.Name] {
+				return fail("%s: %s %s is given twice", where, o.Kind, o.Name)
 			}
-			var id struct {
-				Kind     string `json:"kind"`
-				Metadata struct {
-					Name string `json:"name"`
-				} `json:"metadata"`
-			}
-			_ = json.Unmarshal(o, &id) // Add read it
-			seen := map[string]map[string]bool{"Node": p.nodes, "NodePool": p.nodePools, "ComputeClass": classes}[id.Kind]
-			if seen == nil || seen[id.Metadata.Name] {
-				return fail("%s: %s %s is given twice", where, id.Kind, id.Metadata.Name)
-			}
-			seen[id.Metadata.Name] = true
+			seen[o.Kind][o.Name] = true
 		}
 		return nil
 	}
@@ -93,7 +64,7 @@ func (s *suite) readNodes() (*placed, error) {
 	}
 	total := 0
 	for _, f := range n.Files {
-		files, err := nodeFiles(s.rel(f))
+		files, err := policies.ManifestFiles(s.rel(f))
 		if err != nil {
 			return nil, fail("%v", err)
 		}
@@ -126,32 +97,6 @@ func (s *suite) readNodes() (*placed, error) {
 		return nil, fail("beyond the bounds of the unschedulable check")
 	}
 	return p, nil
-}
-
-// nodeFiles lists a file, or the *.yaml, *.yml and *.json files under a folder, in a stable order.
-func nodeFiles(path string) ([]string, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !info.IsDir() {
-		return []string{path}, nil
-	}
-	var out []string
-	err = filepath.WalkDir(path, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() || strings.HasPrefix(d.Name(), ".") {
-			return nil
-		}
-		if ext := filepath.Ext(p); ext == ".yaml" || ext == ".yml" || ext == ".json" {
-			out = append(out, p)
-		}
-		return nil
-	})
-	sort.Strings(out)
-	return out, err
 }
 
 // place runs the unschedulable check on a patched Pod (res.Object: a Pod, or a workload's pod

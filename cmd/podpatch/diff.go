@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -220,27 +221,21 @@ func snapshot(ctx context.Context, kit *kube.Kit, warn func(string)) *placement.
 // nodeFiles reads the --nodes files into a snapshot for the unschedulable check and the pool
 // moves.
 func nodeFiles(files []string, stdin io.Reader) (*placement.Snapshot, error) {
-	var objs []map[string]any
+	snap := &placement.Snapshot{}
 	for _, f := range files {
 		data, err := policies.ReadInput(f, stdin)
 		if err != nil {
 			return nil, err
 		}
-		docs, err := policies.SplitDocuments(strings.NewReader(string(data)))
+		docs, err := policies.SplitDocuments(bytes.NewReader(data))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
 		for _, d := range docs {
-			var obj map[string]any
-			if err := json.Unmarshal(d.JSON, &obj); err != nil {
-				return nil, fmt.Errorf("%s: document %d: %w", f, d.Index, err)
+			if _, err := snap.Add(d.JSON); err != nil {
+				return nil, fmt.Errorf("--nodes: %s: document %d: %w", f, d.Index, err)
 			}
-			objs = append(objs, obj)
 		}
-	}
-	snap, err := placement.FromObjects(objs)
-	if err != nil {
-		return nil, fmt.Errorf("--nodes: %w", err)
 	}
 	return snap, nil
 }
