@@ -212,8 +212,11 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 	var owned map[string]bool
 	var before validity.CoupledValues // the coupled fields as given
 	var given placement               // the placement Kueue decides, as given (kueue.go)
-	var givenType string              // a Service's type as given
-	if in.Kind == KindService {
+	// A Service's type can change only where a policy writes spec.type: only then is the type
+	// as given read (it decodes the spec) and the coupled fields looked at.
+	typeWritten := in.Kind == KindService && anyWrites(res.Applied, KindService, "type")
+	var givenType string // a Service's type as given
+	if typeWritten {
 		givenType = validity.ServiceType(t, obj)
 	}
 	if in.Kind == KindPod {
@@ -284,6 +287,9 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 	case KindPod:
 		res.Adjusted = validity.Couple(t, obj, &before, func(member string) bool { return anySets(res.Applied, KindPod, member) }, env.Cluster)
 	case KindService:
+		if !typeWritten {
+			break
+		}
 		res.Adjusted = validity.CoupleService(t, obj, givenType, func(member string) bool { return anySets(res.Applied, KindService, member) })
 	}
 	res.violations, _ = env.Check(obj)

@@ -132,6 +132,18 @@ func (l *layers) only(keep map[*Policy]bool) layers {
 		platformMerge: f(l.platformMerge), namespaceMerge: f(l.namespaceMerge), enforce: f(l.enforce)}
 }
 
+// anyWrites reports whether a policy sets or removes (null) a member of the spec of objects of
+// kind.
+func anyWrites(ps []*Policy, kind Kind, member string) bool {
+	for _, p := range ps {
+		spec, _ := p.patchFor(kind)["spec"].(map[string]any)
+		if _, ok := spec[member]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // anySets reports whether a policy sets (not removes) a member of the spec of objects of kind.
 func anySets(ps []*Policy, kind Kind, member string) bool {
 	for _, p := range ps {
