@@ -188,8 +188,9 @@ func Check(spec *corev1.PodSpec, snap *Snapshot) Result {
 
 // Fits lists what in the snapshot takes the pod spec, by name and in the snapshot's order: the
 // Nodes that fit it and, when the snapshot has Karpenter, the NodePools that could create one.
-// It applies Check's predicates to every Node and NodePool where Check stops at the first,
-// for `podpatch test`'s expect.fitsNodes and expect.fitsNodePools (reference §4).
+// It applies Check's predicates to every Node and NodePool, where Check looks at one Node of a
+// pool it already knows fits no further, for `podpatch test`'s expect.fitsNodes and
+// expect.fitsNodePools (reference §4).
 func Fits(spec *corev1.PodSpec, snap *Snapshot) (nodes, nodePools []string) {
 	if snap == nil || spec == nil {
 		return nil, nil
