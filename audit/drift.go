@@ -11,14 +11,13 @@
 package audit
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/podpatch/podpatch/internal/objdiff"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/validity"
 )
@@ -196,7 +195,9 @@ func check(set *policies.Set, obj Object) (Finding, bool, error) {
 	if res, err = set.Apply(in); err != nil {
 		return f, true, fmt.Errorf("%s %s/%s: %w", strings.ToLower(string(obj.Kind)), m.Namespace, m.Name, err)
 	}
-	changes, err := Compare(obj.Kind, obj.JSON, res.Object)
+	// Compared as the API server stores objects, the provenance left out (compared on its own,
+	// for the reason).
+	changes, err := objdiff.Compare(string(obj.Kind), obj.JSON, res.Object, policies.AppliedAnnotation)
 	if err != nil {
 		return f, true, err
 	}
@@ -298,47 +299,6 @@ func onlyProvenance(patch []byte) (bool, error) {
 		return false, nil
 	}
 	return true, nil
-}
-
-// Canonical is an object as the API server would store it, as far as encoding goes: through
-// the Go type, which drops the zero values of omitempty fields (a policy's `hostNetwork:
-// false`) but keeps those of pointers (`allowPrivilegeEscalation: false` is not unset), and
-// writes quantities canonically (`1000m` is `1`). Fields this build does not know are left out
-// of the comparison. An object the type cannot hold is compared as it is.
-func Canonical(kind policies.Kind, b []byte) (any, error) {
-	var typed any
-	switch kind {
-	case policies.KindPod:
-		typed = &corev1.Pod{}
-	case policies.KindService:
-		typed = &corev1.Service{}
-	}
-	if typed != nil && json.Unmarshal(b, typed) == nil {
-		if out, err := json.Marshal(typed); err == nil {
-			b = out
-		}
-	}
-	return decode(b)
-}
-
-func decode(b []byte) (any, error) {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		return nil, fmt.Errorf("decode: %w", err)
-	}
-	return v, nil
-}
-
-func dropProvenance(obj any) {
-	m, _ := obj.(map[string]any)
-	meta, _ := m["metadata"].(map[string]any)
-	if ann, ok := meta["annotations"].(map[string]any); ok {
-		if delete(ann, policies.AppliedAnnotation); len(ann) == 0 {
-			delete(meta, "annotations") // as the API server stores an empty map
-		}
-	}
 }
 
 // SplitApplied reads a provenance annotation into its entries.

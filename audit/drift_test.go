@@ -198,3 +198,11 @@ func sameButProvenance(t *testing.T, a, b []byte) bool {
 	require.NoError(t, err)
 	return reflect.DeepEqual(x, y)
 }
+
+// decode reads JSON as the comparison does (objdiff), numbers as json.Number.
+func decode(b []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	return v, d.Decode(&v)
+}

@@ -115,30 +115,3 @@ func TestCheckAttributesFieldsToTheDecidingPolicy(t *testing.T) {
 	require.Equal(t, "podpatch-system/p/pool@7", f.Policies[1].Ref)
 	require.Equal(t, f.Fields, f.Policies[1].Fields)
 }
-
-// TestFieldDiff pins the comparison rules.
-func TestFieldDiff(t *testing.T) {
-	for _, c := range []struct {
-		name       string
-		live, want string
-		paths      []string
-	}{
-		{"equal quantities", `{"r":{"limits":{"cpu":"1"}}}`, `{"r":{"limits":{"cpu":"1000m"}}}`, nil},
-		{"number quantity", `{"r":{"requests":{"cpu":"2"}}}`, `{"r":{"requests":{"cpu":2}}}`, nil},
-		{"different quantities", `{"r":{"limits":{"cpu":"1"}}}`, `{"r":{"limits":{"cpu":"1001m"}}}`, []string{"r.limits.cpu"}},
-		{"quantity-looking string elsewhere", `{"labels":{"size":"1"}}`, `{"labels":{"size":"1000m"}}`, []string{"labels.size"}},
-		{"missing value", `{"spec":{}}`, `{"spec":{"hostNetwork":true}}`, []string{"spec.hostNetwork"}},
-		{"missing object by its members", `{"metadata":{}}`, `{"metadata":{"annotations":{"a":"1","b":{"c":"2"}}}}`, []string{"metadata.annotations.a", "metadata.annotations.b.c"}},
-		{"named items", `{"c":[{"name":"a","x":1},{"name":"b"}]}`, `{"c":[{"name":"a","x":2},{"name":"b"},{"name":"s"}]}`, []string{"c[a].x", "c[s]"}},
-		{"other lists whole", `{"t":[{"k":"a"}]}`, `{"t":[{"k":"a"},{"k":"b"}]}`, []string{"t"}},
-		{"numbers by value", `{"n":30}`, `{"n":30.0}`, nil},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			live, err := decode([]byte(c.live))
-			require.NoError(t, err)
-			want, err := decode([]byte(c.want))
-			require.NoError(t, err)
-			require.Equal(t, c.paths, fieldDiff(live, want))
-		})
-	}
-}

@@ -1,10 +1,12 @@
 package policies
 
+import "github.com/podpatch/podpatch/internal/objdiff"
+
 // diffPaths lists the paths at which two JSON trees differ, for `render --explain`: leaves of
 // objects, lists of named objects by item name, other lists as a whole, values compared
-// exactly (DiffPaths with its zero options).
+// exactly (objdiff.Paths with its zero options, the path form the audit and `diff` use too).
 func diffPaths(before, after any) []string {
-	return DiffPaths(before, after, PathDiffOptions{})
+	return objdiff.Paths(before, after, objdiff.Options{})
 }
 
 // Paths lists the fields a policy writes (sets or removes) on objects of a kind, in `render
@@ -16,11 +18,11 @@ func (p *Policy) Paths(k Kind) []string {
 	if len(patch) == 0 {
 		return nil
 	}
-	return DiffPaths(skeleton(patch), patch, PathDiffOptions{DescendMissing: true})
+	return objdiff.Paths(skeleton(patch), patch, objdiff.Options{DescendMissing: true})
 }
 
 // skeleton is a patch without its values: its objects, and its lists of named objects with
-// only their names, so that DiffPaths of it and the patch names every leaf the patch writes.
+// only their names, so that objdiff.Paths of it and the patch names every leaf the patch writes.
 func skeleton(v map[string]any) map[string]any {
 	out := map[string]any{}
 	for k, m := range v {
@@ -30,7 +32,7 @@ func skeleton(v map[string]any) map[string]any {
 				out[k] = skeleton(m)
 			}
 		case []any:
-			if ItemsByName(m) == nil {
+			if objdiff.ItemsByName(m) == nil {
 				continue // a list written whole
 			}
 			var items []any

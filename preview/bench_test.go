@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/podpatch/podpatch/audit"
+	"github.com/podpatch/podpatch/internal/objdiff"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
 )
@@ -38,7 +38,7 @@ func livePods(b testing.TB, s Sets, n int) []Input {
 		require.NoError(b, err)
 		res, err := s.Base.Apply(policies.Input{Kind: in.Kind, Object: js, Namespace: in.Namespace})
 		require.NoError(b, err)
-		stored, err := audit.Canonical(in.Kind, res.Object)
+		stored, err := objdiff.Canonical(string(in.Kind), res.Object)
 		require.NoError(b, err)
 		live, err := json.Marshal(stored)
 		require.NoError(b, err)

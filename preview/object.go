@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/podpatch/podpatch/audit"
+	"github.com/podpatch/podpatch/internal/objdiff"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/validity"
@@ -193,7 +193,7 @@ func (p *Previewer) Object(in Input) (Object, bool, error) {
 		return Object{}, false, nil
 	}
 	o := Object{Kind: in.Kind, Namespace: ns, Name: name, Group: neu.Identity.Group, identity: neu.Identity}
-	changes, err := audit.Compare(in.Kind, old.Object, neu.Object)
+	changes, err := objdiff.Compare(string(in.Kind), old.Object, neu.Object, policies.AppliedAnnotation)
 	if err != nil {
 		return Object{}, false, where(err)
 	}

@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/podpatch/podpatch/audit"
+	"github.com/podpatch/podpatch/internal/objdiff"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
 )
@@ -148,7 +148,7 @@ func truth(t *testing.T, s Sets, in Input) []Field {
 	require.NoError(t, err)
 	neu, err := s.New.Apply(pin)
 	require.NoError(t, err)
-	changes, err := audit.Compare(in.Kind, old.Object, neu.Object)
+	changes, err := objdiff.Compare(string(in.Kind), old.Object, neu.Object, policies.AppliedAnnotation)
 	require.NoError(t, err)
 	var out []Field
 	for _, c := range changes {
@@ -211,7 +211,7 @@ func TestPreviewIsHonest(t *testing.T) {
 				// Live: admitted by the base set, stored in the API server's encoding.
 				admitted, err := s.Base.Apply(policies.Input{Kind: in.Kind, Object: in.JSON, Namespace: in.Namespace})
 				require.NoError(t, err)
-				stored, err := audit.Canonical(in.Kind, admitted.Object)
+				stored, err := objdiff.Canonical(string(in.Kind), admitted.Object)
 				require.NoError(t, err)
 				live := in
 				live.JSON, live.Live = []byte(jsonOf(t, stored)), true
@@ -465,7 +465,7 @@ func TestPreviewIsHonestGenerated(t *testing.T) {
 			want := truth(t, s, in)
 			admitted, err := s.Base.Apply(policies.Input{Kind: in.Kind, Object: in.JSON, Namespace: in.Namespace})
 			require.NoError(t, err)
-			stored, err := audit.Canonical(in.Kind, admitted.Object)
+			stored, err := objdiff.Canonical(string(in.Kind), admitted.Object)
 			require.NoError(t, err)
 			live := in
 			live.JSON, live.Live = []byte(jsonOf(t, stored)), true

@@ -2,7 +2,7 @@
 // would do to objects, before it is pushed. The base set is the policies live in the cluster
 // (or files: a checkout of the target branch), the new set the base with the changed
 // ConfigMaps; each object is patched by both with the engine the webhook runs
-// (policies.Set.Apply), the results compared as the audit compares (audit.Compare), and the
+// (policies.Set.Apply), the results compared as the audit compares (objdiff.Compare), and the
 // §8 findings, left-out policies and placement (package placement) of both told apart.
 //
 // sets.go builds the two sets, object.go previews one object, report.go gathers the results

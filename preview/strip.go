@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/podpatch/podpatch/audit"
+	"github.com/podpatch/podpatch/internal/objdiff"
 	"github.com/podpatch/podpatch/policies"
 )
 
@@ -99,11 +99,11 @@ func (p *Previewer) partOf(q *policies.Policy, in policies.Input, obj map[string
 			p.remember(key, nil, nil)
 			continue
 		}
-		sc, err := audit.Canonical(in.Kind, in.Object)
+		sc, err := objdiff.Canonical(string(in.Kind), in.Object)
 		if err != nil {
 			return nil, nil, err
 		}
-		rc, err := audit.Canonical(in.Kind, res.Object)
+		rc, err := objdiff.Canonical(string(in.Kind), res.Object)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -255,7 +255,7 @@ func stripTree(obj, skel, part map[string]any, path string, taken func(string, a
 			}
 		case []any:
 			ol, _ := ov.([]any)
-			pn, on := policies.ItemsByName(pt), policies.ItemsByName(ol)
+			pn, on := objdiff.ItemsByName(pt), objdiff.ItemsByName(ol)
 			if pn == nil || on == nil {
 				sl, _ := sv.([]any)
 				if kept := withoutAdded(ol, sl, pt); len(kept) == 0 {
@@ -266,7 +266,7 @@ func stripTree(obj, skel, part map[string]any, path string, taken func(string, a
 				continue
 			}
 			sl, _ := sv.([]any)
-			sn := policies.ItemsByName(sl)
+			sn := objdiff.ItemsByName(sl)
 			kept := ol[:0:0]
 			for _, it := range ol {
 				item := it.(map[string]any) // ItemsByName: every item is a named object
@@ -321,4 +321,4 @@ func withoutAdded(obj, skel, part []any) []any {
 }
 
 // same compares two values as the audit does.
-func same(a, b any) bool { return len(policies.DiffChanges(a, b, audit.DiffOptions)) == 0 }
+func same(a, b any) bool { return len(objdiff.Changes(a, b, objdiff.AsStored)) == 0 }

@@ -56,6 +56,9 @@ var layers = map[string]int{
 	"certs":                       0,
 	"test/cainjector":             0,
 	"policies/internal/yamljson":  1,
+	// The one path diff and object comparison: `render --explain`'s paths, the audit's and
+	// `diff`'s comparison (issue 32); below the engine, which names fields with it.
+	"internal/objdiff": 2,
 	// The rules a patched object keeps (reference §8), under the engine that applies policies.
 	"policies/validity": 5,
 	"policies":          10,

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/podpatch/podpatch/audit"
+	"github.com/podpatch/podpatch/internal/objdiff"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/preview"
 	"github.com/podpatch/podpatch/test/cluster"
@@ -251,7 +251,7 @@ func TestDiff(t *testing.T) {
 			return k8s.Create(ctx, obj) == nil // the old one may still be going
 		}, 30*time.Second, 200*time.Millisecond, f)
 		name := old.GetKind() + "/" + old.GetName()
-		changes, err := audit.Compare(policies.Kind(old.GetKind()), serverSet(t, old), serverSet(t, obj))
+		changes, err := objdiff.Compare(old.GetKind(), serverSet(t, old), serverSet(t, obj), policies.AppliedAnnotation)
 		require.NoError(t, err)
 		var got []preview.Field
 		for _, c := range changes {

@@ -1,4 +1,4 @@
-package policies
+package objdiff
 
 import (
 	"encoding/json"
@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestDiffPathsByValue: the audit's options compare quantities and numbers by value, descend
+// TestPathsByValue: the audit's options (AsStored) compare quantities and numbers by value, descend
 // into objects only one side has and compare unnamed lists item by item; explain's do none of
 // that.
-func TestDiffPathsByValue(t *testing.T) {
+func TestPathsByValue(t *testing.T) {
 	num := func(s string) json.Number { return json.Number(s) }
 	before := map[string]any{
 		"resources": map[string]any{"limits": map[string]any{"cpu": "1000m", "memory": "1Gi"}},
@@ -26,18 +26,16 @@ func TestDiffPathsByValue(t *testing.T) {
 		"args":      []any{"a", num("2.0")},
 		"metadata":  map[string]any{"annotations": map[string]any{"x": "y"}},
 	}
-	audit := PathDiffOptions{ByValue: true, DescendMissing: true, ListItems: true}
-	require.Equal(t, []string{"metadata.annotations.x"}, DiffPaths(before, after, audit))
+	require.Equal(t, []string{"metadata.annotations.x"}, Paths(before, after, AsStored))
 	require.Equal(t, []string{"args", "metadata", "replicas", "resources.limits.cpu", "resources.limits.memory"},
-		DiffPaths(before, after, PathDiffOptions{}))
+		Paths(before, after, Options{}))
 }
 
-// TestDiffPathsAgreesWithFormerDiffs: on generated trees, DiffPaths with explain's options gives
-// what explain.go's own diff gave, and with the audit's what audit/diff.go's gave (both kept
+// TestPathsAgreesWithFormerDiffs: on generated trees, Paths with explain's options gives what
+// policies/explain.go's own diff gave, and with the audit's what audit/diff.go's gave (both kept
 // below as they were), so that neither `render --explain` nor the audit changes.
-func TestDiffPathsAgreesWithFormerDiffs(t *testing.T) {
+func TestPathsAgreesWithFormerDiffs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(22, 5))
-	audit := PathDiffOptions{ByValue: true, DescendMissing: true, ListItems: true}
 	differ := 0
 	for range 20000 {
 		a := genDiffTree(rng, 3, "")
@@ -45,9 +43,9 @@ func TestDiffPathsAgreesWithFormerDiffs(t *testing.T) {
 		if rng.IntN(2) == 0 { // often close: b a mutated copy of a
 			b = mutateDiffTree(rng, deepCopy(a), "")
 		}
-		got := DiffPaths(a, b, PathDiffOptions{})
+		got := Paths(a, b, Options{})
 		require.Equal(t, formerExplainDiff(a, b), got, "explain: %#v / %#v", a, b)
-		require.Equal(t, formerAuditDiff(a, b), DiffPaths(a, b, audit), "audit: %#v / %#v", a, b)
+		require.Equal(t, formerAuditDiff(a, b), Paths(a, b, AsStored), "audit: %#v / %#v", a, b)
 		if len(got) > 0 {
 			differ++
 		}
@@ -140,7 +138,7 @@ func mutateDiffTree(rng *rand.Rand, v any, key string) any {
 	}
 }
 
-// formerExplainDiff is explain.go's diff before DiffPaths, kept as the oracle.
+// formerExplainDiff is policies/explain.go's diff before the shared one, kept as the oracle.
 func formerExplainDiff(before, after any) []string {
 	var out []string
 	var into func(a, b any, path string)
@@ -206,7 +204,7 @@ func formerNamedItems(l []any) bool {
 	return len(l) > 0
 }
 
-// formerAuditDiff is audit/diff.go's fieldDiff before DiffPaths, kept as the oracle.
+// formerAuditDiff is audit/diff.go's fieldDiff before the shared one, kept as the oracle.
 func formerAuditDiff(live, want any) []string {
 	var out []string
 	var into func(a, b any, path, key string, out *[]string)
@@ -283,9 +281,9 @@ func formerAuditDiff(live, want any) []string {
 	return out
 }
 
-// TestDiffChangesValues: DiffChanges names the paths DiffPaths names, with the value each side
-// has there (nil for a side without it), members of objects only one side has included.
-func TestDiffChangesValues(t *testing.T) {
+// TestChangesValues: Changes names the paths Paths names, with the value each side has there
+// (nil for a side without it), members of objects only one side has included.
+func TestChangesValues(t *testing.T) {
 	before := map[string]any{
 		"metadata": map[string]any{"labels": map[string]any{"a": "1", "gone": "x"}},
 		"spec": map[string]any{"containers": []any{
@@ -299,9 +297,9 @@ func TestDiffChangesValues(t *testing.T) {
 			map[string]any{"name": "main", "resources": map[string]any{"limits": map[string]any{"memory": "1024Mi"}}},
 		}, "tolerations": []any{map[string]any{"key": "k"}}},
 	}
-	o := PathDiffOptions{ByValue: true, DescendMissing: true, ListItems: true}
-	got := DiffChanges(before, after, o)
-	require.Equal(t, []PathChange{
+	o := AsStored
+	got := Changes(before, after, o)
+	require.Equal(t, []Change{
 		{Path: "metadata.annotations.n", After: "v"},
 		{Path: "metadata.labels.a", Before: "1", After: "2"},
 		{Path: "metadata.labels.gone", Before: "x"},
@@ -312,10 +310,30 @@ func TestDiffChangesValues(t *testing.T) {
 	for _, c := range got {
 		paths = append(paths, c.Path)
 	}
-	require.Equal(t, DiffPaths(before, after, o), paths)
+	require.Equal(t, Paths(before, after, o), paths)
 	// Swapped sides swap the values.
-	for i, c := range DiffChanges(after, before, o) {
+	for i, c := range Changes(after, before, o) {
 		require.Equal(t, got[i].Before, c.After, c.Path)
 		require.Equal(t, got[i].After, c.Before, c.Path)
+	}
+}
+
+// deepCopy copies a JSON tree as it is.
+func deepCopy(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, x := range t {
+			out[k] = deepCopy(x)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			out[i] = deepCopy(x)
+		}
+		return out
+	default:
+		return v
 	}
 }

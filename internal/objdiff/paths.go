@@ -1,4 +1,14 @@
-package policies
+// Package objdiff compares two objects as generic JSON trees and names where they differ, in
+// the one path form every part of podpatch shows (`render --explain`, `podpatch explain`,
+// `audit`, `diff`): object keys joined by dots, items of lists of named objects by [name],
+// other lists whole. paths.go is the diff (the engine's explanation uses it with its zero
+// Options); stored.go compares two objects as the API server stores them (the audit's and
+// `diff`'s comparison, reference §7 and §10).
+//
+// It sits below the engine and knows nothing of policies: the engine's explanation and the
+// tools' comparison must name a field the same way (the audit gives each differing field to
+// the policy whose explained change names it), so both take their paths from here.
+package objdiff
 
 import (
 	"encoding/json"
@@ -10,10 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// PathDiffOptions are the choices of DiffPaths. The zero value is `render --explain`'s diff;
-// the audit (reference §7) sets all three, to compare a live object with the one the policies
-// produce.
-type PathDiffOptions struct {
+// Options are the choices of Paths and Changes. The zero value is `render --explain`'s diff;
+// the audit (reference §7) sets all three (AsStored), to compare a live object with the one the
+// policies produce.
+type Options struct {
 	// ByValue compares numbers by value, and resource quantities (members of limits, requests
 	// and overhead, sizeLimit) by value: the API server stores `1000m` as `1`. Otherwise
 	// scalars compare exactly.
@@ -28,28 +38,31 @@ type PathDiffOptions struct {
 	ListItems bool
 }
 
-// DiffPaths lists, sorted, the paths at which two generic JSON trees differ: object keys joined
+// AsStored are the Options that compare values as the API server stores them: the audit's and
+// `podpatch diff`'s.
+var AsStored = Options{ByValue: true, DescendMissing: true, ListItems: true}
+
+// Paths lists, sorted, the paths at which two generic JSON trees differ: object keys joined
 // by dots; items of lists of named objects (containers, env, volumes: every item an object
 // with a distinct string name) by [name]; other lists, and anything else, as a whole.
-func DiffPaths(before, after any, o PathDiffOptions) []string {
+func Paths(before, after any, o Options) []string {
 	var out []string
-	for _, c := range DiffChanges(before, after, o) {
+	for _, c := range Changes(before, after, o) {
 		out = append(out, c.Path)
 	}
 	return out
 }
 
-// PathChange is one path at which two trees differ (as DiffPaths names it) and the value each
-// has there; nil where that side has none.
-type PathChange struct {
+// Change is one path at which two trees differ (as Paths names it) and the value each has
+// there; nil where that side has none.
+type Change struct {
 	Path          string
 	Before, After any
 }
 
-// DiffChanges is DiffPaths with the values on both sides, sorted by path: what `podpatch diff`
-// shows as old → new (reference §10), from the one path diff the audit and `render --explain`
-// use.
-func DiffChanges(before, after any, o PathDiffOptions) []PathChange {
+// Changes is Paths with the values on both sides, sorted by path: what `podpatch diff` shows as
+// old → new (reference §10), from the one path diff the audit and `render --explain` use.
+func Changes(before, after any, o Options) []Change {
 	d := pathDiff{o: o}
 	d.into(before, after, "", "")
 	sort.Slice(d.out, func(i, j int) bool { return d.out[i].Path < d.out[j].Path })
@@ -57,13 +70,13 @@ func DiffChanges(before, after any, o PathDiffOptions) []PathChange {
 }
 
 type pathDiff struct {
-	o   PathDiffOptions
-	out []PathChange
+	o   Options
+	out []Change
 }
 
 func (d *pathDiff) into(a, b any, path, key string) {
 	if d.differs(a, b, path, key) {
-		d.out = append(d.out, PathChange{Path: path, Before: a, After: b})
+		d.out = append(d.out, Change{Path: path, Before: a, After: b})
 	}
 }
 
@@ -114,12 +127,12 @@ func (d *pathDiff) differs(a, b any, path, key string) bool {
 			if bv, ok := bn[name]; ok {
 				d.into(av, bv, path+"["+name+"]", key)
 			} else {
-				d.out = append(d.out, PathChange{Path: path + "[" + name + "]", Before: av})
+				d.out = append(d.out, Change{Path: path + "[" + name + "]", Before: av})
 			}
 		}
 		for name, bv := range bn {
 			if _, ok := an[name]; !ok {
-				d.out = append(d.out, PathChange{Path: path + "[" + name + "]", After: bv})
+				d.out = append(d.out, Change{Path: path + "[" + name + "]", After: bv})
 			}
 		}
 		return false
@@ -147,7 +160,7 @@ func (d *pathDiff) missing(a, b any, path, key string) {
 		}
 		return
 	}
-	d.out = append(d.out, PathChange{Path: path, Before: a, After: b})
+	d.out = append(d.out, Change{Path: path, Before: a, After: b})
 }
 
 // memberKey is the key differs is given for member k of the object found at key: members of
@@ -159,7 +172,8 @@ func memberKey(key, k string) string {
 	return k
 }
 
-// diffQuantityMaps hold resource quantities by resource name; diffQuantityFields are quantities themselves (parse.go's quantityFields, split).
+// diffQuantityMaps hold resource quantities by resource name; diffQuantityFields are quantities
+// themselves (the engine's quantity fields, policies/parse.go's quantityFields, split).
 var (
 	diffQuantityMaps   = map[string]bool{"limits": true, "requests": true, "overhead": true}
 	diffQuantityFields = map[string]bool{"sizeLimit": true}
