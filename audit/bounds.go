@@ -2,30 +2,23 @@ package audit
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/podpatch/podpatch/internal/kube"
+	"github.com/podpatch/podpatch/internal/report"
 )
 
 // Bounds of what the audit writes (issue 21). Every string of a Finding comes from a live
 // object, and the API server validates some of them loosely or not at all: an
 // ownerReference's kind, apiVersion and name are only required to be non-empty (a 500 KB kind
 // is accepted), the provenance annotation is a free-form value, a field path joins map keys and
-// list item names of the object. Each is clipped once, where the Finding is made, so the
-// Report, the Events, the metrics and every output format of `podpatch audit` get bounded
-// strings; the Report is bounded in bytes as a whole (buildReport).
+// list item names of the object. Each is clipped once, where the Finding is made, to
+// report.MaxString (names, the cluster and its group, the owner's apiVersion, kind and name,
+// each field path and each provenance entry), so the Report, the Events, the metrics and every
+// output format of `podpatch audit` get bounded strings; the Report is bounded in bytes as a
+// whole (buildReport).
 const (
-	// MaxString bounds every string of a Finding: names, the cluster and its group, the owner's
-	// apiVersion, kind and name, each field path and each provenance entry. It is above the
-	// longest such string the API server validates (an apiVersion of 317 bytes, a provenance
-	// entry of about 400), so only what it does not validate is ever clipped. A longer one
-	// keeps its head and ends with an ellipsis that says how much was cut ("…(+512000 bytes)").
-	MaxString = 512
 	// MaxFindingList bounds the differing fields and the provenance entries of a Finding (and of
 	// each of its policies); beyond it, the last entry says how many more there are
 	// ("… 120 more").
@@ -35,41 +28,39 @@ const (
 	// result saying how many were omitted.
 	MaxReportBytes = 1 << 20
 	// MaxTableCell bounds a cell of `podpatch audit`'s table, so that no row is padded to the
-	// width of a pathological one; the full (bounded) values are in -o json and -o yaml.
+	// width of a pathological one; the full (bounded) values are in -o json and -o yaml. Every
+	// other line of the table is bounded by report.MaxTableLine.
 	MaxTableCell = 96
-	// MaxTableLine bounds every other line of the table output (the fields and provenance
-	// under each object).
-	MaxTableLine = 2048
 )
 
 // ellipsis marks a clipped string or list.
 const ellipsis = "…"
 
-// ClipList clips each entry to MaxString and keeps at most MaxFindingList entries, the last
-// saying how many more there were.
+// ClipList clips each entry to report.MaxString and keeps at most MaxFindingList entries, the
+// last saying how many more there were.
 func ClipList(l []string) []string {
 	if len(l) > MaxFindingList {
 		more := len(l) - (MaxFindingList - 1)
 		l = append(l[:MaxFindingList-1:MaxFindingList-1], fmt.Sprintf("%s %d more", ellipsis, more))
 	}
 	for i := range l {
-		l[i] = kube.Clip(l[i], MaxString)
+		l[i] = report.Clip(l[i], report.MaxString)
 	}
 	return l
 }
 
-// bound clips every string and list of a Finding (see MaxString, MaxFindingList). The owner is
-// clipped where it is read (directOwner).
+// bound clips every string and list of a Finding (see report.MaxString, MaxFindingList). The
+// owner is clipped where it is read (directOwner).
 func (f *Finding) bound() {
-	f.Namespace = kube.Clip(f.Namespace, MaxString)
-	f.Name = kube.Clip(f.Name, MaxString)
-	f.UID = kube.Clip(f.UID, MaxString)
-	f.Cluster.Name = kube.Clip(f.Cluster.Name, MaxString)
-	f.Cluster.Group = kube.Clip(f.Cluster.Group, MaxString)
+	f.Namespace = report.Clip(f.Namespace, report.MaxString)
+	f.Name = report.Clip(f.Name, report.MaxString)
+	f.UID = report.Clip(f.UID, report.MaxString)
+	f.Cluster.Name = report.Clip(f.Cluster.Name, report.MaxString)
+	f.Cluster.Group = report.Clip(f.Cluster.Group, report.MaxString)
 	f.Fields = ClipList(f.Fields)
 	f.Applied = ClipList(f.Applied)
 	for i := range f.Policies {
-		f.Policies[i].Ref = kube.Clip(f.Policies[i].Ref, MaxString)
+		f.Policies[i].Ref = report.Clip(f.Policies[i].Ref, report.MaxString)
 		f.Policies[i].Fields = ClipList(f.Policies[i].Fields)
 	}
 }
@@ -77,8 +68,8 @@ func (f *Finding) bound() {
 // BoundOwner clips an owner's strings.
 func BoundOwner(o *Owner) *Owner {
 	if o != nil {
-		o.APIVersion, o.Kind = kube.Clip(o.APIVersion, MaxString), kube.Clip(o.Kind, MaxString)
-		o.Name, o.UID = kube.Clip(o.Name, MaxString), kube.Clip(o.UID, MaxString)
+		o.APIVersion, o.Kind = report.Clip(o.APIVersion, report.MaxString), report.Clip(o.Kind, report.MaxString)
+		o.Name, o.UID = report.Clip(o.Name, report.MaxString), report.Clip(o.UID, report.MaxString)
 	}
 	return o
 }
@@ -92,36 +83,11 @@ func plausibleOwner(o *Owner) bool {
 		o.Name != "" && len(o.Name) <= validation.DNS1123SubdomainMaxLength
 }
 
-// Printable escapes what a terminal or a table would interpret: control characters (escape
-// sequences, tabs, newlines) and other non-graphic runes are written as Go escapes.
-func Printable(s string) string {
-	clean := true
-	for _, r := range s {
-		if !unicode.IsGraphic(r) || r == utf8.RuneError {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if unicode.IsGraphic(r) && r != utf8.RuneError {
-			b.WriteRune(r)
-			continue
-		}
-		q := strconv.QuoteRuneToASCII(r)
-		b.WriteString(q[1 : len(q)-1])
-	}
-	return b.String()
-}
-
 // cell is a table cell: printable, at most MaxTableCell bytes.
-func cell(s string) string { return kube.Clip(Printable(s), MaxTableCell) }
+func cell(s string) string { return report.Clip(report.Printable(s), MaxTableCell) }
 
-// short is a printable name, at most MaxString bytes.
-func short(s string) string { return kube.Clip(Printable(s), MaxString) }
-
-// line is a printable value clipped so that its line stays within MaxTableLine bytes.
-func line(s string) string { return kube.Clip(Printable(s), MaxTableLine-2*MaxString) }
+// line is a printable value clipped so that its line (after a name of report.MaxString bytes)
+// stays within report.MaxTableLine bytes.
+func line(s string) string {
+	return report.Clip(report.Printable(s), report.MaxTableLine-2*report.MaxString)
+}

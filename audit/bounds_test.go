@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/podpatch/podpatch/internal/kube"
+	"github.com/podpatch/podpatch/internal/report"
 	"github.com/podpatch/podpatch/policies"
 )
 
@@ -66,13 +67,13 @@ func hostilePod(rng *rand.Rand, ns string, i int, plausibleOwner bool) []byte {
 	return b
 }
 
-// requireBoundedStrings walks a JSON value: every string at most MaxString bytes, every list
+// requireBoundedStrings walks a JSON value: every string at most report.MaxString bytes, every list
 // of strings at most MaxFindingList long.
 func requireBoundedStrings(t *testing.T, v any, path string) {
 	t.Helper()
 	switch v := v.(type) {
 	case string:
-		require.LessOrEqual(t, len(v), MaxString, "%s", path)
+		require.LessOrEqual(t, len(v), report.MaxString, "%s", path)
 	case []any:
 		if len(v) > 0 {
 			if _, ok := v[0].(string); ok {
@@ -84,7 +85,7 @@ func requireBoundedStrings(t *testing.T, v any, path string) {
 		}
 	case map[string]any:
 		for k, e := range v {
-			require.LessOrEqual(t, len(k), MaxString, "%s key", path)
+			require.LessOrEqual(t, len(k), report.MaxString, "%s key", path)
 			requireBoundedStrings(t, e, path+"."+k)
 		}
 	}
@@ -93,7 +94,7 @@ func requireBoundedStrings(t *testing.T, v any, path string) {
 // TestHostileObjectsGiveBoundedOutput: Pods with huge strings in every field that reaches the
 // output give Findings whose strings are bounded, a Report within MaxReportBytes, a table whose
 // rows are at most eight clipped cells wide and hold no control character, JSON and YAML of
-// bounded strings, lines of at most MaxTableLine bytes, and Events that are short — or none, for an owner that cannot exist.
+// bounded strings, lines of at most report.MaxTableLine bytes, and Events that are short — or none, for an owner that cannot exist.
 func TestHostileObjectsGiveBoundedOutput(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	set := setOf(t, workerPolicies)
@@ -120,13 +121,13 @@ func TestHostileObjectsGiveBoundedOutput(t *testing.T) {
 	r := buildReport("team-a", rep.Objects, nil, time.Unix(0, 0))
 	for _, res := range r.Results {
 		require.LessOrEqual(t, len(res.Description), maxProperty)
-		require.LessOrEqual(t, len(res.Policy), MaxString)
+		require.LessOrEqual(t, len(res.Policy), report.MaxString)
 		for k, v := range res.Properties {
 			require.LessOrEqual(t, len(v), maxProperty, "property %s", k)
 		}
 		for _, s := range res.Subjects {
 			for _, v := range []string{s.APIVersion, s.Kind, s.Namespace, s.Name, string(s.UID)} {
-				require.LessOrEqual(t, len(v), MaxString)
+				require.LessOrEqual(t, len(v), report.MaxString)
 			}
 		}
 	}
@@ -144,7 +145,7 @@ func TestHostileObjectsGiveBoundedOutput(t *testing.T) {
 				require.LessOrEqual(t, utf8.RuneCountInString(line), 8*(MaxTableCell+2), "row %d", i)
 			}
 			for i, line := range lines {
-				require.LessOrEqual(t, len(line), MaxTableLine, "line %d", i)
+				require.LessOrEqual(t, len(line), report.MaxTableLine, "line %d", i)
 			}
 			for _, c := range out.String() {
 				require.False(t, c < 0x20 && c != '\n' || c == 0x7f, "a control character %q reaches the terminal", c)
@@ -157,7 +158,7 @@ func TestHostileObjectsGiveBoundedOutput(t *testing.T) {
 		t.Logf("%s: %d bytes for %d objects", format, out.Len(), len(rep.Objects))
 		// Each Finding holds at most 1+len(Policies) lists of MaxFindingList strings and a few
 		// more strings; JSON may escape a byte into six.
-		require.Less(t, out.Len(), len(rep.Objects)*(3+len(rep.Objects[0].Policies))*MaxFindingList*6*MaxString)
+		require.Less(t, out.Len(), len(rep.Objects)*(3+len(rep.Objects[0].Policies))*MaxFindingList*6*report.MaxString)
 	}
 
 	// As if the owner walk had read every owner: the plausibility bound is what is tested here.
@@ -177,7 +178,7 @@ func TestHostileObjectsGiveBoundedOutput(t *testing.T) {
 // server adds), failures first, with one result that counts what was left out, a summary of
 // every result, and the same Report again for the same findings.
 func TestBuildReportIsBoundedInBytes(t *testing.T) {
-	long := strings.Repeat("f", MaxString)
+	long := strings.Repeat("f", report.MaxString)
 	for _, c := range []struct {
 		objects int
 		fields  int
@@ -232,7 +233,7 @@ func TestBuildReportIsBoundedInBytes(t *testing.T) {
 	}
 }
 
-// TestLongestValidNamesAreKept: MaxString is above every string the API server validates, so
+// TestLongestValidNamesAreKept: report.MaxString is above every string the API server validates, so
 // the longest valid names — a 253-byte Pod and owner name, a 317-byte owner apiVersion, a
 // 63-byte kind and cluster name, a provenance entry of a 63-byte namespace, a 253-byte
 // ConfigMap, a 63-byte policy and a 20-digit resourceVersion — reach the output whole.

@@ -146,7 +146,7 @@ type objectMeta struct {
 // its own, for the reason); nor do what the API server adds or normalises — defaults the
 // policies do not set, zero values it drops, quantities it canonicalises (`1000m` is `1`).
 //
-// Every string of the Finding is bounded (MaxString, MaxFindingList): the object is the
+// Every string of the Finding is bounded (report.MaxString, MaxFindingList): the object is the
 // user's, and some of what it says is not validated by the API server.
 func Check(set *policies.Set, obj Object) (Finding, bool, error) {
 	f, ok, err := check(set, obj)

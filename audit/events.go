@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podpatch/podpatch/internal/kube"
+	"github.com/podpatch/podpatch/internal/report"
 )
 
 // Event reasons on the custom resources that own drifting objects.
@@ -63,16 +64,16 @@ func (e *ownerEvents) update(findings []Finding) {
 			continue
 		}
 		k := ownerKey{namespace: f.Namespace, owner: *o}
-		drifting[k] = append(drifting[k], kube.Clip(fmt.Sprintf("%s %s (%s: %s)", f.Kind, f.Name, f.Reason.Text(), strings.Join(f.Fields, ", ")), maxEventObject))
+		drifting[k] = append(drifting[k], report.Clip(fmt.Sprintf("%s %s (%s: %s)", f.Kind, f.Name, f.Reason.Text(), strings.Join(f.Fields, ", ")), maxEventObject))
 		if f.Reason == NeverPatched {
-			unpatched[k] = append(unpatched[k], kube.Clip(fmt.Sprintf("%s %s (%s)", f.Kind, f.Name, strings.Join(f.Fields, ", ")), maxEventObject))
+			unpatched[k] = append(unpatched[k], report.Clip(fmt.Sprintf("%s %s (%s)", f.Kind, f.Name, strings.Join(f.Fields, ", ")), maxEventObject))
 		}
 	}
 	written := 0
 	for _, k := range slices.SortedFunc(maps.Keys(unpatched), compareOwners) {
 		objs := unpatched[k]
 		slices.Sort(objs)
-		msg := kube.Clip(fmt.Sprintf("%d object(s) were admitted without their podpatch policies because podpatch failed open "+
+		msg := report.Clip(fmt.Sprintf("%d object(s) were admitted without their podpatch policies because podpatch failed open "+
 			"(down, unreachable or over its request budget when they were created; recreate them to get the policies): %s",
 			len(objs), joinUpTo(objs, "; ", kube.MaxEventMessage)), kube.MaxEventMessage)
 		if e.unpatched[k] == msg || written >= maxEventsPerRound {
@@ -90,7 +91,7 @@ func (e *ownerEvents) update(findings []Finding) {
 	for _, k := range slices.SortedFunc(maps.Keys(drifting), compareOwners) {
 		objs := drifting[k]
 		slices.Sort(objs)
-		msg := kube.Clip(fmt.Sprintf("%d object(s) drift from their podpatch policies: %s", len(objs), joinUpTo(objs, "; ", kube.MaxEventMessage)), kube.MaxEventMessage)
+		msg := report.Clip(fmt.Sprintf("%d object(s) drift from their podpatch policies: %s", len(objs), joinUpTo(objs, "; ", kube.MaxEventMessage)), kube.MaxEventMessage)
 		if e.said[k] == msg || written >= maxEventsPerRound {
 			continue
 		}

@@ -1,14 +1,13 @@
 package audit
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"sigs.k8s.io/yaml"
+	"github.com/podpatch/podpatch/internal/report"
 )
 
 // Formats are the output formats of `podpatch audit`.
@@ -16,37 +15,15 @@ var Formats = []string{"table", "json", "yaml"}
 
 // Write prints a report in a format: a table of the objects that drift followed by, for each,
 // its policies as `render --explain` names them and the fields each would change; or the
-// report as JSON or YAML. The Findings' strings are bounded (MaxString, MaxFindingList); the
-// table's cells are clipped to MaxTableCell, its other lines to MaxTableLine, and control
-// characters are escaped, so that an
-// object's strings can neither widen every row nor write to the terminal.
+// report as JSON or YAML. The Findings' strings are bounded (report.MaxString, MaxFindingList);
+// the table's cells are clipped to MaxTableCell, its other lines to report.MaxTableLine, and
+// control characters are escaped, so that an object's strings can neither widen every row nor
+// write to the terminal.
 func Write(w io.Writer, rep *Report, format string) error {
 	if format == "table" || format == "" {
 		return writeTable(w, rep)
 	}
-	return WriteData(w, rep, format)
-}
-
-// WriteData writes a report as indented JSON or as YAML: -o json and -o yaml of `podpatch
-// audit` and `podpatch explain`.
-func WriteData(w io.Writer, v any, format string) error {
-	switch format {
-	case "json":
-		b, err := json.MarshalIndent(v, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
-	case "yaml":
-		b, err := yaml.Marshal(v)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
-	}
-	return fmt.Errorf("unknown output format %q (want %s)", format, strings.Join(Formats, ", "))
+	return report.WriteData(w, rep, format, Formats)
 }
 
 func writeTable(w io.Writer, rep *Report) error {
@@ -63,7 +40,7 @@ func writeTable(w io.Writer, rep *Report) error {
 			return err
 		}
 		for _, f := range rep.Objects {
-			fmt.Fprintf(&b, "\n%s %s/%s: %s\n", f.Kind, short(f.Namespace), line(f.Name), f.Reason.Text())
+			fmt.Fprintf(&b, "\n%s %s/%s: %s\n", f.Kind, report.Text(f.Namespace), line(f.Name), f.Reason.Text())
 			for _, p := range f.Policies {
 				fields := "as the policy says"
 				switch {
@@ -72,7 +49,7 @@ func writeTable(w io.Writer, rep *Report) error {
 				case p.Drift:
 					fields = strings.Join(p.Fields, ", ")
 				}
-				fmt.Fprintf(&b, "  %s (%s %s): %s\n", short(p.Ref), p.Scope, p.Mode, line(fields))
+				fmt.Fprintf(&b, "  %s (%s %s): %s\n", report.Text(p.Ref), p.Scope, p.Mode, line(fields))
 			}
 			applied := "none"
 			if len(f.Applied) > 0 {

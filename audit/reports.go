@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/podpatch/podpatch/internal/kube"
+	"github.com/podpatch/podpatch/internal/report"
 )
 
 // The Reports podpatch writes.
@@ -296,22 +296,22 @@ func result(f Finding, p PolicyResult) openreportsv1alpha1.ReportResult {
 		res.Properties["group"] = f.Cluster.Group
 	}
 	if o := f.Cluster.Owner; o != nil {
-		res.Properties["owner"] = kube.Clip(o.String(), maxProperty)
+		res.Properties["owner"] = report.Clip(o.String(), maxProperty)
 		res.Properties["ownerAPIVersion"] = o.APIVersion
 	}
 	if p.Drift {
 		fields := strings.Join(p.Fields, ", ")
 		res.Result = resultFail
-		res.Description = kube.Clip(f.Reason.Text()+": "+fields, maxProperty)
+		res.Description = report.Clip(f.Reason.Text()+": "+fields, maxProperty)
 		res.Properties["reason"] = string(f.Reason)
-		res.Properties["fields"] = kube.Clip(fields, maxProperty)
+		res.Properties["fields"] = report.Clip(fields, maxProperty)
 		res.Properties["policyVersion"] = rv
 		res.Properties["appliedVersion"] = p.AppliedVersion
 	}
 	if p.LeftOut != "" {
-		res.Description = kube.Clip(string(EnforceLeftOut)+": "+p.LeftOut, maxProperty)
+		res.Description = report.Clip(string(EnforceLeftOut)+": "+p.LeftOut, maxProperty)
 		res.Properties["reason"] = string(EnforceLeftOut)
-		res.Properties["leftOut"] = kube.Clip(p.LeftOut, maxProperty)
+		res.Properties["leftOut"] = report.Clip(p.LeftOut, maxProperty)
 	}
 	return res
 }

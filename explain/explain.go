@@ -28,6 +28,7 @@ import (
 
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/internal/kube"
+	"github.com/podpatch/podpatch/internal/report"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/validity"
@@ -45,7 +46,7 @@ var ErrUsage = errors.New("usage")
 func ParseTarget(arg string) (resource, name string, err error) {
 	resource, name, ok := strings.Cut(arg, "/")
 	if !ok || resource == "" || name == "" || strings.Contains(name, "/") {
-		return "", "", fmt.Errorf("%w: want KIND/NAME (pod/x, daskcluster/x, raycluster.ray.io/x, …), got %q", ErrUsage, kube.Clip(arg, 256))
+		return "", "", fmt.Errorf("%w: want KIND/NAME (pod/x, daskcluster/x, raycluster.ray.io/x, …), got %q", ErrUsage, report.Clip(arg, 256))
 	}
 	return strings.ToLower(resource), name, nil
 }
@@ -73,11 +74,11 @@ func Mapping(mapper meta.RESTMapper, resource string) (*meta.RESTMapping, error)
 		var amb *meta.AmbiguousResourceError
 		switch {
 		case meta.IsNoMatchError(err):
-			return nil, fmt.Errorf("unknown kind %q: the API server serves no such resource (kubectl api-resources lists those it serves)", kube.Clip(resource, 256))
+			return nil, fmt.Errorf("unknown kind %q: the API server serves no such resource (kubectl api-resources lists those it serves)", report.Clip(resource, 256))
 		case errors.As(err, &amb):
-			return nil, fmt.Errorf("kind %q is ambiguous (%d resources match): name its group, KIND.GROUP/NAME", kube.Clip(resource, 256), len(amb.MatchingResources))
+			return nil, fmt.Errorf("kind %q is ambiguous (%d resources match): name its group, KIND.GROUP/NAME", report.Clip(resource, 256), len(amb.MatchingResources))
 		}
-		return nil, fmt.Errorf("kind %q: %w", kube.Clip(resource, 256), err)
+		return nil, fmt.Errorf("kind %q: %w", report.Clip(resource, 256), err)
 	}
 	return mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 }
@@ -214,10 +215,10 @@ func (e *Explainer) Run(ctx context.Context, namespace, resource, name string) (
 	defer cancel()
 	m, err := e.Kit.Metadata.Resource(mapping.Resource).Namespace(namespace).Get(tctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("%s %q not found in namespace %s", strings.ToLower(mapping.GroupVersionKind.Kind), kube.Clip(name, 256), namespace)
+		return nil, fmt.Errorf("%s %q not found in namespace %s", strings.ToLower(mapping.GroupVersionKind.Kind), report.Clip(name, 256), namespace)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get %s %s: %w", mapping.Resource.Resource, kube.Clip(name, 256), err)
+		return nil, fmt.Errorf("get %s %s: %w", mapping.Resource.Resource, report.Clip(name, 256), err)
 	}
 	rep := &Report{APIVersion: policies.APIVersion, Kind: "Explanation", Objects: []Object{},
 		Target: Target{APIVersion: mapping.GroupVersionKind.GroupVersion().String(), Kind: mapping.GroupVersionKind.Kind,
@@ -327,7 +328,7 @@ const maxOwnerWarnings = 5
 // ownerError warns that an owner could not be read (forbidden, or a passing failure): the
 // objects below it may be left out. Each message is said once, at most maxOwnerWarnings of them.
 func (w *walk) ownerError(err error) {
-	msg := kube.Clip(err.Error(), audit.MaxString)
+	msg := report.Clip(err.Error(), report.MaxString)
 	if w.ownerErrs == nil {
 		w.ownerErrs = map[string]bool{}
 	}
@@ -347,7 +348,7 @@ func (w *walk) resources(gvk schema.GroupVersionKind) (schema.GroupVersionResour
 	return m.Resource, true
 }
 
-// object puts together the explanation of one object; every string is bounded (audit.MaxString,
+// object puts together the explanation of one object; every string is bounded (report.MaxString,
 // audit.MaxFindingList), as the audit bounds its Findings.
 func object(f audit.Finding, res policies.Result, chain []metav1.OwnerReference, raw json.RawMessage) Object {
 	o := Object{Finding: f, Fallback: res.Fallback, Warnings: audit.ClipList(slices.Clone(res.Warnings)),
@@ -373,12 +374,12 @@ func object(f audit.Finding, res policies.Result, chain []metav1.OwnerReference,
 		if o.Replaced == nil {
 			o.Replaced = map[string][]string{}
 		}
-		o.Replaced[kube.Clip(res.Changes[i].Policy.Ref, audit.MaxString)] = audit.ClipList(list)
+		o.Replaced[report.Clip(res.Changes[i].Policy.Ref, report.MaxString)] = audit.ClipList(list)
 	}
 	for _, s := range res.Skipped {
 		o.set(s.Policy, f.Kind)
 	}
-	clip := func(s string) string { return kube.Clip(s, audit.MaxString) }
+	clip := func(s string) string { return report.Clip(s, report.MaxString) }
 	for _, s := range res.Skipped[:min(len(res.Skipped), audit.MaxFindingList)] {
 		o.Skipped = append(o.Skipped, Skipped{Policy: clip(s.Policy.Ref), Scope: s.Policy.Scope, Mode: s.Policy.Mode,
 			Rule: clip(s.Violation.Rule), Field: clip(s.Violation.Field), Message: clip(s.Violation.Message)})
@@ -394,7 +395,7 @@ func object(f audit.Finding, res policies.Result, chain []metav1.OwnerReference,
 
 // finding is a §8 finding, its strings bounded as the audit bounds its Findings.
 func finding(c policies.Finding) Finding {
-	clip := func(s string) string { return kube.Clip(s, audit.MaxString) }
+	clip := func(s string) string { return report.Clip(s, report.MaxString) }
 	return Finding{Check: clip(c.Check), Severity: c.Severity, Policy: clip(c.Policy), Field: clip(c.Field),
 		Message: clip(c.Message), Fix: clip(c.Fix)}
 }
@@ -405,7 +406,7 @@ func (o *Object) set(p *policies.Policy, kind policies.Kind) {
 		o.Sets = map[string][]string{}
 	}
 	if len(o.Sets) < audit.MaxFindingList {
-		o.Sets[kube.Clip(p.Ref, audit.MaxString)] = audit.ClipList(p.Paths(kind))
+		o.Sets[report.Clip(p.Ref, report.MaxString)] = audit.ClipList(p.Paths(kind))
 	}
 }
 
@@ -429,6 +430,6 @@ func externalURL(raw json.RawMessage) *ExternalURL {
 	if !u.Requested && u.URL == "" {
 		return nil
 	}
-	u.URL, u.Source = kube.Clip(u.URL, audit.MaxString), kube.Clip(u.Source, audit.MaxString)
+	u.URL, u.Source = report.Clip(u.URL, report.MaxString), report.Clip(u.Source, report.MaxString)
 	return u
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/internal/kube"
+	"github.com/podpatch/podpatch/internal/report"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/validity"
@@ -54,7 +55,7 @@ func hostile(r *rand.Rand) string {
 }
 
 // A report's table is bounded whatever its strings hold: no control character reaches the
-// terminal, no line exceeds audit.MaxTableLine, at most MaxTableObjects objects are printed and
+// terminal, no line exceeds report.MaxTableLine, at most MaxTableObjects objects are printed and
 // the rest counted. The strings are the report's as object() bounds them, so this is what a
 // hostile object gives.
 func TestTableIsBounded(t *testing.T) {
@@ -80,7 +81,7 @@ func TestTableIsBounded(t *testing.T) {
 		require.NoError(t, Write(&b, rep, "table"))
 		out := b.String()
 		for _, line := range strings.Split(out, "\n") {
-			require.LessOrEqual(t, len(line), audit.MaxTableLine, "round %d", round)
+			require.LessOrEqual(t, len(line), report.MaxTableLine, "round %d", round)
 			require.NotContains(t, line, "\x1b", "round %d", round)
 			require.NotContains(t, line, "\t", "round %d", round)
 		}

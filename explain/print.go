@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/podpatch/podpatch/audit"
-	"github.com/podpatch/podpatch/internal/kube"
+	"github.com/podpatch/podpatch/internal/report"
 	"github.com/podpatch/podpatch/policies"
 )
 
@@ -16,21 +16,21 @@ const MaxTableObjects = 50
 // Write prints a report in one of audit.Formats: a block per object, grouped by role, for
 // people; or the report as JSON or YAML (the schema of reference §9). Strings are bounded where
 // the report is made; the table escapes control characters and clips each line to
-// audit.MaxTableLine.
+// report.MaxTableLine.
 func Write(w io.Writer, rep *Report, format string) error {
 	if format == "table" || format == "" {
 		_, err := io.WriteString(w, table(rep))
 		return err
 	}
-	return audit.WriteData(w, rep, format)
+	return report.WriteData(w, rep, format, audit.Formats)
 }
 
 // put writes one line of the table: the prefix, then the value with its control characters
-// escaped, clipped so that the line stays within audit.MaxTableLine.
+// escaped, clipped so that the line stays within report.MaxTableLine.
 func put(b *strings.Builder, prefix, value string) {
 	b.WriteString(prefix)
-	n := audit.MaxTableLine - len(prefix)
-	b.WriteString(kube.Clip(audit.Printable(kube.Clip(value, n)), n)) // an escape is longer than its byte: clip again
+	n := report.MaxTableLine - len(prefix)
+	b.WriteString(report.Clip(report.Printable(report.Clip(value, n)), n)) // an escape is longer than its byte: clip again
 	b.WriteByte('\n')
 }
 

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/podpatch/podpatch/internal/report"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
 )
@@ -146,7 +147,7 @@ func TestMovesBounded(t *testing.T) {
 		for _, m := range g.Moves {
 			require.Len(t, m.From, MaxMovePools)
 			require.Equal(t, 8, m.MoreFrom)
-			require.LessOrEqual(t, len(m.Unschedulable), MaxString)
+			require.LessOrEqual(t, len(m.Unschedulable), report.MaxString)
 			pods += m.Pods
 		}
 		require.Equal(t, g.Changed, pods)

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podpatch/podpatch/internal/objdiff"
+	"github.com/podpatch/podpatch/internal/report"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
 )
@@ -358,7 +359,7 @@ func TestReportBounded(t *testing.T) {
 		}
 		total += len(g.Objects)
 		for _, o := range g.Objects {
-			require.LessOrEqual(t, len(o.Name), MaxString)
+			require.LessOrEqual(t, len(o.Name), report.MaxString)
 			require.Len(t, o.Fields, MaxFields)
 			require.Equal(t, 5, o.MoreFields)
 		}

@@ -8,10 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"sigs.k8s.io/yaml"
-
-	"github.com/podpatch/podpatch/audit"
-	"github.com/podpatch/podpatch/internal/kube"
+	"github.com/podpatch/podpatch/internal/report"
 	"github.com/podpatch/podpatch/policies"
 )
 
@@ -27,27 +24,13 @@ const MaxMarkdownBytes = 60000
 // summary table first, each group's details folded).
 func Write(w io.Writer, rep *Report, format string) error {
 	switch format {
-	case "json":
-		b, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
-	case "yaml":
-		b, err := yaml.Marshal(rep)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
 	case "markdown":
 		_, err := io.WriteString(w, markdown(rep))
 		return err
 	case "table", "":
 		return writeTable(w, rep)
 	}
-	return fmt.Errorf("unknown output format %q (want %s)", format, strings.Join(Formats, ", "))
+	return report.WriteData(w, rep, format, Formats)
 }
 
 // Summary is the report's last line.
@@ -55,9 +38,6 @@ func Summary(rep *Report) string {
 	return fmt.Sprintf("%d of %d previewed object(s) change, %d break (%d read, %d error(s); policy generation %s → %s)",
 		rep.Stats.Changed, rep.Stats.Previewed, rep.Stats.Breaking, rep.Stats.Objects, rep.Stats.Errors, rep.BaseGeneration, rep.NewGeneration)
 }
-
-// text is a printable string of bounded length (tenant strings: no escape sequences).
-func text(s string) string { return kube.Clip(audit.Printable(s), MaxString) }
 
 // value is a field's value in one line: its JSON, or "(unset)".
 func value(v any) string {
@@ -68,7 +48,7 @@ func value(v any) string {
 	if err != nil {
 		return "?"
 	}
-	return kube.Clip(audit.Printable(string(b)), MaxValueBytes)
+	return report.Clip(report.Printable(string(b)), MaxValueBytes)
 }
 
 // lines are what an object's preview says, one line each, prefixed by a sign: ~ a field,
@@ -77,7 +57,7 @@ func value(v any) string {
 func lines(o *Object) []string {
 	var out []string
 	for _, f := range o.Fields {
-		line := fmt.Sprintf("~ %s: %s → %s", text(f.Path), value(f.Old), value(f.New))
+		line := fmt.Sprintf("~ %s: %s → %s", report.Text(f.Path), value(f.Old), value(f.New))
 		if f.Uncertain {
 			line += " (or the manager's own value, which a changed policy overrode)"
 		}
@@ -87,32 +67,32 @@ func lines(o *Object) []string {
 		out = append(out, fmt.Sprintf("~ and %d more field(s)", o.MoreFields))
 	}
 	for _, p := range o.Started {
-		out = append(out, "+ policy "+text(p)+" starts applying")
+		out = append(out, "+ policy "+report.Text(p)+" starts applying")
 	}
 	for _, p := range o.Stopped {
-		out = append(out, "- policy "+text(p)+" stops applying")
+		out = append(out, "- policy "+report.Text(p)+" stops applying")
 	}
 	for _, l := range o.LeftOut {
-		out = append(out, "! invalid: left out: "+text(l))
+		out = append(out, "! invalid: left out: "+report.Text(l))
 	}
 	for _, l := range o.LeftOutResolved {
-		out = append(out, "- no longer left out: "+text(l))
+		out = append(out, "- no longer left out: "+report.Text(l))
 	}
 	if o.Move != nil {
-		out = append(out, "@ pools: "+moveText(o.Move.From, o.Move.To, o.Move.MoreFrom, o.Move.MoreTo, o.Move.NotModelled, "", text, text))
+		out = append(out, "@ pools: "+moveText(o.Move.From, o.Move.To, o.Move.MoreFrom, o.Move.MoreTo, o.Move.NotModelled, "", report.Text, report.Text))
 	}
 	if o.Unschedulable != "" {
-		out = append(out, "! unschedulable: "+text(o.Unschedulable))
+		out = append(out, "! unschedulable: "+report.Text(o.Unschedulable))
 	}
 	for _, f := range o.NewFindings {
 		sign := "+"
 		if f.Severity == "error" {
 			sign = "!"
 		}
-		out = append(out, sign+" finding: "+text(f.String()))
+		out = append(out, sign+" finding: "+report.Text(f.String()))
 	}
 	for _, f := range o.ResolvedFindings {
-		out = append(out, "- resolved: "+text(f.String()))
+		out = append(out, "- resolved: "+report.Text(f.String()))
 	}
 	return out
 }
@@ -135,7 +115,7 @@ func poolList(pools []string, more int, quote func(string) string) string {
 
 // moveText says a move in one line: "a → b", "a → now unschedulable[: why]", or, when only
 // constraints the model does not evaluate are new, "fits a"; each with what is not modelled.
-// Pool names go through quote, the reason through esc (text, or md for Markdown).
+// Pool names go through quote, the reason through esc (report.Text, or md for Markdown).
 func moveText(from, to []string, moreFrom, moreTo int, notModelled []string, why string, quote, esc func(string) string) string {
 	var s string
 	switch {
@@ -181,7 +161,7 @@ func roleName(m policies.Manager, r policies.Role) string {
 }
 
 func groupName(g *Group) string {
-	return fmt.Sprintf("%s %s %s %s", text(g.Namespace), g.Manager, text(dash(g.Cluster)), g.Role)
+	return fmt.Sprintf("%s %s %s %s", report.Text(g.Namespace), g.Manager, report.Text(dash(g.Cluster)), g.Role)
 }
 
 func dash(s string) string {
@@ -197,7 +177,7 @@ func writeTable(w io.Writer, rep *Report) error {
 		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAMESPACE\tMANAGER\tCLUSTER\tROLE\tCHANGED\tBREAKING")
 		for _, g := range rep.Groups {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", text(g.Namespace), g.Manager, text(dash(g.Cluster)), g.Role, g.Changed, g.Breaking)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", report.Text(g.Namespace), g.Manager, report.Text(dash(g.Cluster)), g.Role, g.Changed, g.Breaking)
 		}
 		if rep.MoreGroups > 0 {
 			fmt.Fprintf(tw, "… and %d more group(s)\n", rep.MoreGroups)
@@ -212,17 +192,17 @@ func writeTable(w io.Writer, rep *Report) error {
 					b.WriteString("\nPool moves (the pools the Pods fit, before → after):\n")
 					moves = true
 				}
-				fmt.Fprintf(&b, "  %s\n", moveLine(g, &g.Moves[i], text, text))
+				fmt.Fprintf(&b, "  %s\n", moveLine(g, &g.Moves[i], report.Text, report.Text))
 			}
 			if g.MoreMoves > 0 {
-				fmt.Fprintf(&b, "  … and %d more Pod(s) of %s/%s in other moves\n", g.MoreMoves, text(g.Namespace), text(dash(g.Cluster)))
+				fmt.Fprintf(&b, "  … and %d more Pod(s) of %s/%s in other moves\n", g.MoreMoves, report.Text(g.Namespace), report.Text(dash(g.Cluster)))
 			}
 		}
 		for _, g := range rep.Groups {
 			fmt.Fprintf(&b, "\n%s: %d object(s) change, %d break\n", groupName(g), g.Changed, g.Breaking)
 			for i := range g.Objects {
 				o := &g.Objects[i]
-				fmt.Fprintf(&b, "  %s %s/%s\n", o.Kind, text(o.Namespace), text(o.Name))
+				fmt.Fprintf(&b, "  %s %s/%s\n", o.Kind, report.Text(o.Namespace), report.Text(o.Name))
 				for _, l := range lines(o) {
 					fmt.Fprintf(&b, "    %s\n", l)
 				}
@@ -241,7 +221,7 @@ func writeTable(w io.Writer, rep *Report) error {
 // md is a string safe inside a Markdown table cell or inline code: no backticks, pipes, angle
 // brackets or line breaks from tenant strings can end the code span or the table, or open HTML.
 func md(s string) string {
-	return strings.NewReplacer("`", "'", "|", "\\|", "<", "‹", ">", "›", "\n", " ", "\r", " ").Replace(text(s))
+	return strings.NewReplacer("`", "'", "|", "\\|", "<", "‹", ">", "›", "\n", " ", "\r", " ").Replace(report.Text(s))
 }
 
 // maxMarkdownMoves bounds the bytes of the Markdown's pool moves: the details keep the rest.

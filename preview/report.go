@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 
-	"github.com/podpatch/podpatch/internal/kube"
+	"github.com/podpatch/podpatch/internal/report"
 	"github.com/podpatch/podpatch/policies"
 )
 
@@ -23,10 +23,9 @@ const (
 	MaxFields = 40
 	// MaxGroupFields is how many distinct field paths a group lists.
 	MaxGroupFields = 20
-	// MaxValueBytes bounds the JSON of a value shown; a longer one is cut, with a marker.
+	// MaxValueBytes bounds the JSON of a value shown; a longer one is cut, with a marker. Every
+	// other string from an object or a policy is bounded by report.MaxString.
 	MaxValueBytes = 512
-	// MaxString bounds every other string from an object or a policy.
-	MaxString = 512
 	// MaxMovePools is how many pools each side of a move names; the rest are counted.
 	MaxMovePools = 10
 	// MaxGroupMoves is how many distinct moves a group lists; the Pods of the others are
@@ -285,7 +284,7 @@ func clipAll(l []string) []string {
 	return out
 }
 
-func clip(s string) string { return kube.Clip(s, MaxString) }
+func clip(s string) string { return report.Clip(s, report.MaxString) }
 
 // clipValue keeps a value whose JSON is at most MaxValueBytes; a longer one becomes its JSON,
 // cut, as a string.
@@ -297,5 +296,5 @@ func clipValue(v any) any {
 	if err != nil || len(b) <= MaxValueBytes {
 		return v
 	}
-	return kube.Clip(string(b), MaxValueBytes)
+	return report.Clip(string(b), MaxValueBytes)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/podpatch/podpatch/internal/report"
 	"github.com/podpatch/podpatch/policytest"
 )
 
@@ -94,9 +94,7 @@ func runTest(args []string, stdout, stderr io.Writer) error {
 func writeResults(w io.Writer, format string, rs []policytest.CaseResult, failed, bad int) error {
 	switch format {
 	case "json":
-		e := json.NewEncoder(w)
-		e.SetIndent("", "  ")
-		return e.Encode(struct {
+		return report.JSON(w, struct {
 			Cases    []policytest.CaseResult `json:"cases"`
 			Passed   int                     `json:"passed"`
 			Failed   int                     `json:"failed"`

@@ -1,40 +1,23 @@
 package kube
 
 import (
-	"strconv"
-	"strings"
-	"unicode/utf8"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/podpatch/podpatch/internal/report"
 )
 
 // MaxEventMessage bounds every Event message podpatch writes, in bytes: the API server
 // refuses an Event whose message is longer than 1024 bytes.
 const MaxEventMessage = 1000
 
-// ellipsis marks a clipped string.
-const ellipsis = "…"
-
-// Clip returns s if it has at most n bytes, else its head, cut at a character boundary, and
-// an ellipsis saying how many bytes were left out ("…(+512000 bytes)"), n bytes at most in all
-// (n ≥ 32).
-func Clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	// The marker's digits are at most those of len(s): the head never makes it longer.
-	marker := len(ellipsis+"(+ bytes)") + len(strconv.Itoa(len(s)))
-	k := max(n-marker, 0)
-	for k > 0 && !utf8.RuneStart(s[k]) {
-		k--
-	}
-	return strings.ToValidUTF8(s[:k], "") + ellipsis + "(+" + strconv.Itoa(len(s)-k) + " bytes)"
-}
+// Clip is report.Clip, the one clipping of a bounded string: an Event message is clipped as
+// every string of a report is, with a marker saying how much was cut.
+func Clip(s string, n int) string { return report.Clip(s, n) }
 
 // Events is the process's one Event broadcaster: every component's recorder sends through it,
 // so that Events are aggregated, rate-limited and written by one sink.
@@ -69,5 +52,5 @@ func NewRecorder(r record.EventRecorder) *Recorder { return &Recorder{r: r} }
 // *corev1.ObjectReference, which may name any kind (a custom resource). Its message is
 // clipped to MaxEventMessage bytes.
 func (r *Recorder) Event(obj runtime.Object, typ, reason, msg string) {
-	r.r.Event(obj, typ, reason, Clip(msg, MaxEventMessage))
+	r.r.Event(obj, typ, reason, report.Clip(msg, MaxEventMessage))
 }

@@ -2,12 +2,9 @@ package kube
 
 import (
 	"context"
-	"math/rand/v2"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -16,33 +13,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 )
-
-// Clip keeps a message whole when it fits and otherwise keeps a head cut at a character,
-// ends with the marker saying how much was cut, and never exceeds the bound, for generated
-// messages of every length around the bound and of one- to four-byte characters.
-func TestClipBoundsEveryMessage(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	runes := []string{"a", "é", "€", "😀"}
-	for range 2000 {
-		var b strings.Builder
-		n := MaxEventMessage - 50 + rng.IntN(200)
-		for b.Len() < n {
-			b.WriteString(runes[rng.IntN(len(runes))])
-		}
-		s := b.String()
-		got := Clip(s, MaxEventMessage)
-		require.LessOrEqual(t, len(got), MaxEventMessage)
-		require.True(t, utf8.ValidString(got))
-		if len(s) <= MaxEventMessage {
-			require.Equal(t, s, got)
-			continue
-		}
-		head, cut, ok := strings.Cut(got, ellipsis+"(+")
-		require.True(t, ok, "a clipped message says so")
-		require.True(t, strings.HasPrefix(s, head))
-		require.Equal(t, strings.TrimSuffix(cut, " bytes)"), strconv.Itoa(len(s)-len(head)))
-	}
-}
 
 // The recorder clips what it records, whoever calls it.
 func TestRecorderClips(t *testing.T) {

@@ -62,6 +62,9 @@ var layers = map[string]int{
 	// The rules a patched object keeps (reference §8), under the engine that applies policies.
 	"policies/validity": 5,
 	"policies":          10,
+	// What the tools' reports share (bounds, clipping, escaping, -o json and yaml); the kit
+	// clips Event messages with it.
+	"internal/report": 15,
 	// Cluster-side components and tools, over the engine.
 	"internal/kube":       20,
 	"internal/leader":     20,

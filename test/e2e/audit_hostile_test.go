@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podpatch/podpatch/audit"
+	"github.com/podpatch/podpatch/internal/report"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/test/cluster"
 )
@@ -95,13 +96,13 @@ func TestAuditHostileObjects(t *testing.T) {
 	require.Less(t, len(run.stdout), 64<<10)
 	require.NotContains(t, run.stdout, "\x1b")
 	for _, line := range strings.Split(run.stdout, "\n") {
-		require.LessOrEqual(t, len(line), audit.MaxTableLine)
+		require.LessOrEqual(t, len(line), report.MaxTableLine)
 	}
 	rep := auditReport(t, 3, "audit-hostile-b")
 	hostile := findings(rep)["Pod/hostile-worker-0"]
 	require.True(t, hostile.Drift)
 	require.NotNil(t, hostile.Cluster.Owner)
-	require.LessOrEqual(t, len(hostile.Cluster.Owner.Kind), audit.MaxString)
+	require.LessOrEqual(t, len(hostile.Cluster.Owner.Kind), report.MaxString)
 	require.LessOrEqual(t, len(hostile.Applied), audit.MaxFindingList)
 
 	// The periodic audit.
