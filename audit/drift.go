@@ -312,6 +312,17 @@ func SplitApplied(v string) []string {
 	return out
 }
 
+// appliedVersion is the resourceVersion the object's provenance names for a policy: "" when
+// it names none, "none" when the policy is missing from it.
+func appliedVersion(applied []string, ref string) string {
+	for _, e := range applied {
+		if r, rv, _ := strings.Cut(e, "@"); r == ref {
+			return rv
+		}
+	}
+	return "none"
+}
+
 // reasonFor tells why an object whose fields drift does: no provenance at all, provenance of
 // other policies or other versions of them, or provenance that is current.
 func reasonFor(applied []string, current []*policies.Policy) Reason {

@@ -316,17 +316,6 @@ func result(f Finding, p PolicyResult) openreportsv1alpha1.ReportResult {
 	return res
 }
 
-// appliedVersion is the resourceVersion the object's provenance names for a policy: "" when
-// it names none, "none" when the policy is missing from it.
-func appliedVersion(applied []string, ref string) string {
-	for _, e := range applied {
-		if r, rv, _ := strings.Cut(e, "@"); r == ref {
-			return rv
-		}
-	}
-	return "none"
-}
-
 func resultKey(r openreportsv1alpha1.ReportResult) string {
 	var subject string
 	if len(r.Subjects) > 0 {
