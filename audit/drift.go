@@ -65,7 +65,9 @@ type Finding struct {
 	Namespace string        `json:"namespace"`
 	Name      string        `json:"name"`
 	UID       string        `json:"uid,omitempty"`
-	Cluster   Cluster       `json:"cluster"`
+	// Cluster is the compute cluster the object belongs to (not the Kubernetes cluster, whose
+	// lookups are Object.Cluster).
+	Cluster ComputeCluster `json:"cluster"`
 	// Drift says that the current policies would change the object.
 	Drift  bool   `json:"drift"`
 	Reason Reason `json:"reason,omitempty"`
@@ -78,8 +80,10 @@ type Finding struct {
 	Policies []PolicyResult `json:"policies"`
 }
 
-// Cluster is the compute cluster an object belongs to.
-type Cluster struct {
+// ComputeCluster is the compute cluster (a DaskCluster, a RayCluster, a Spark application, …)
+// an object belongs to, as its manager's profile recognises it (policies.Identity), and the
+// object's role and owner in it.
+type ComputeCluster struct {
 	Manager policies.Manager `json:"manager"`
 	Role    policies.Role    `json:"role"`
 	Name    string           `json:"name"`
@@ -219,7 +223,7 @@ func check(set *policies.Set, obj Object) (Finding, bool, error) {
 func header(kind policies.Kind, meta objectMeta, id policies.Identity) Finding {
 	m := meta.Metadata
 	f := Finding{Kind: kind, Namespace: m.Namespace, Name: m.Name, UID: m.UID,
-		Cluster: Cluster{Manager: id.Manager, Role: id.Role, Name: id.Cluster, Group: id.Group, Owner: directOwner(m.OwnerReferences)},
+		Cluster: ComputeCluster{Manager: id.Manager, Role: id.Role, Name: id.Cluster, Group: id.Group, Owner: directOwner(m.OwnerReferences)},
 		Applied: SplitApplied(m.Annotations[policies.AppliedAnnotation])}
 	if f.Name == "" {
 		f.Name = m.GenerateName + "*"

@@ -66,7 +66,7 @@ func TestCheckIgnoresWhatTheAPIServerNormalises(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.False(t, f.Drift, "%v", f.Fields)
-	require.Equal(t, Cluster{Manager: policies.ManagerDask, Role: policies.RoleWorker, Name: "c",
+	require.Equal(t, ComputeCluster{Manager: policies.ManagerDask, Role: policies.RoleWorker, Name: "c",
 		Owner: &Owner{APIVersion: "kubernetes.dask.org/v1", Kind: "DaskWorkerGroup", Name: "c-default", UID: "o1"}}, f.Cluster)
 }
 

@@ -69,7 +69,7 @@ func writeTable(w io.Writer, rep *Report) error {
 	return err
 }
 
-func clusterName(c Cluster) string {
+func clusterName(c ComputeCluster) string {
 	if c.Group != "" {
 		return c.Name + "/" + c.Group
 	}

@@ -15,7 +15,7 @@ import (
 
 func reportFindings() []Finding {
 	owner := &Owner{APIVersion: "kubernetes.dask.org/v1", Kind: "DaskCluster", Name: "simple", UID: "o1"}
-	cluster := Cluster{Manager: policies.ManagerDask, Role: policies.RoleWorker, Name: "simple", Owner: owner, ownerExists: true}
+	cluster := ComputeCluster{Manager: policies.ManagerDask, Role: policies.RoleWorker, Name: "simple", Owner: owner, ownerExists: true}
 	return []Finding{
 		{Kind: policies.KindPod, Namespace: "ns", Name: "ok", Cluster: cluster,
 			Policies: []PolicyResult{{Ref: "podpatch-system/cc/cc@5"}}},

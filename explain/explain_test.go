@@ -64,7 +64,7 @@ func TestTableIsBounded(t *testing.T) {
 		rep := &Report{Target: Target{Kind: "DaskCluster", Namespace: "ns", Name: hostile(r), APIVersion: "v1"}}
 		n := r.IntN(2 * MaxTableObjects)
 		for i := range n {
-			f := audit.Finding{Kind: policies.KindPod, Name: hostile(r), Cluster: audit.Cluster{Manager: policies.ManagerDask,
+			f := audit.Finding{Kind: policies.KindPod, Name: hostile(r), Cluster: audit.ComputeCluster{Manager: policies.ManagerDask,
 				Role: policies.RoleWorker, Name: hostile(r)}, Drift: true, Reason: audit.NeverPatched,
 				Fields: []string{hostile(r)}, Policies: []audit.PolicyResult{{Ref: hostile(r), Fields: []string{hostile(r)}}}}
 			o := object(f, policies.Result{Warnings: []string{hostile(r)}, Skipped: nil}, nil, json.RawMessage(`{}`))
