@@ -44,10 +44,10 @@ func TestClipBoundsEveryMessage(t *testing.T) {
 // escapes; Text also bounds it.
 func TestPrintable(t *testing.T) {
 	for in, want := range map[string]string{
-		"dask worker é€😀":    "dask worker é€😀",
-		"a\x1b[2Jb":          `a\x1b[2Jb`,
-		"tab\there\nnewline": `tab\there\nnewline`,
-		"bad\xffutf8":        `bad\ufffdutf8`,
+		"dask worker é€😀":     "dask worker é€😀",
+		"a\x1b[2Jb":           `a\x1b[2Jb`,
+		"tab\there\nnewline":  `tab\there\nnewline`,
+		"bad\xffutf8":         `bad\ufffdutf8`,
 		"\u202eright-to-left": `\u202eright-to-left`,
 	} {
 		require.Equal(t, want, Printable(in), "%q", in)
