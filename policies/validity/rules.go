@@ -95,7 +95,7 @@ func (c *checker) pod(obj map[string]any) {
 		c.limitRanges(spec, containers)
 	}
 	c.runtimeClass(spec)
-	c.podSecurity(spec, volumes, containers)
+	c.podSecurity(obj, spec, volumes, containers)
 	if r := mapOf(spec["resources"]); r != nil {
 		c.podResources(r, containers, c.defaults)
 	}
