@@ -47,9 +47,9 @@ lint:
 	@out=$$(bin/goimports -l -local github.com/podpatch/podpatch $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "goimports needed (-local github.com/podpatch/podpatch):"; echo "$$out"; exit 1; fi
 
-## control-plane: kube-apiserver, kube-controller-manager, kube-scheduler, etcd and kwok for the
+## control-plane: kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok and kubectl for the
 ## end-to-end tests, built from source once into bin/.
-control-plane bin/kube-apiserver bin/kube-controller-manager bin/kube-scheduler bin/etcd bin/kwok:
+control-plane bin/kube-apiserver bin/kube-controller-manager bin/kube-scheduler bin/etcd bin/kwok bin/kubectl:
 	@hack/build-control-plane.sh bin
 
 ## test-managers: the real KubeRay operator, Dask operator, spark-submit and Flink client against the

@@ -13,6 +13,8 @@
 #                                    node-heartbeat, pod-ready, pod-complete, pod-delete), from the
 #                                    same module: `kwok --config BINDIR/kwok.yaml`
 #   BINDIR/etcd                      go.etcd.io/etcd/server/v3/etcdmain,  module test/tools/etcd
+#   BINDIR/kubectl                   k8s.io/kubernetes/cmd/kubectl, module test/tools/kubectl (same
+#                                    k8s.io/kubernetes version; the guides' transcripts, test/docs)
 #
 # Usage: hack/build-control-plane.sh [BINDIR]      (BINDIR defaults to bin/ at the repo root)
 #
@@ -69,6 +71,10 @@ build kube-apiserver "$kdir" k8s.io/kubernetes/cmd/kube-apiserver "${kldflags[@]
 build kube-controller-manager "$kdir" k8s.io/kubernetes/cmd/kube-controller-manager "${kldflags[@]}"
 build kube-scheduler "$kdir" k8s.io/kubernetes/cmd/kube-scheduler "${kldflags[@]}"
 build etcd "$tools/etcd" .
+kubectlver=$(cd "$tools/kubectl" && "$GO" list -m -f '{{.Version}}' k8s.io/kubernetes) ||
+	die "cannot read the k8s.io/kubernetes version from $tools/kubectl/go.mod"
+[[ $kubectlver == "$kver" ]] || die "test/tools/kubectl requires k8s.io/kubernetes $kubectlver, the control plane $kver: keep them at one version"
+build kubectl "$tools/kubectl" k8s.io/kubernetes/cmd/kubectl "${kldflags[@]}"
 build kwok "$tools/kwok" sigs.k8s.io/kwok/cmd/kwok
 
 # kwok run on its own (not by kwokctl) has no stages unless its --config names some: collect the

@@ -34,14 +34,20 @@ import (
 func main() {
 	root := flag.String("root", ".", "repository root")
 	keep := flag.Bool("keep", false, "keep the cluster running after the demo (make dev)")
+	kubeconfig := flag.String("kubeconfig-out", filepath.Join(os.TempDir(), "podpatch-dev.kubeconfig"),
+		"with --keep: where to write the kubeconfig of the running cluster")
+	podpatch := flag.String("podpatch", "", "the podpatch binary to serve (default ROOT/bin/podpatch)")
 	flag.Parse()
-	if err := run(*root, *keep); err != nil {
+	if *podpatch == "" {
+		*podpatch = filepath.Join(*root, "bin", "podpatch")
+	}
+	if err := run(*root, *podpatch, *kubeconfig, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(root string, keep bool) (err error) {
+func run(root, podpatch, kc string, keep bool) (err error) {
 	start := time.Now()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -76,7 +82,7 @@ func run(root string, keep bool) (err error) {
 	if err != nil {
 		return err
 	}
-	pp, err := cluster.StartPodpatch(filepath.Join(root, "bin", "podpatch"), cp.Kubeconfig, certDir, 0)
+	pp, err := cluster.StartPodpatch(podpatch, cp.Kubeconfig, certDir, 0)
 	if err != nil {
 		return err
 	}
@@ -132,7 +138,6 @@ func run(root string, keep bool) (err error) {
 	if !keep {
 		return nil
 	}
-	kc := filepath.Join(os.TempDir(), "podpatch-dev.kubeconfig")
 	data, err := os.ReadFile(cp.Kubeconfig)
 	if err != nil {
 		return err

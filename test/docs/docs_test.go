@@ -2,7 +2,8 @@
 // README.md and docs/**/*.md passes `podpatch lint` (or fails it where the text says it
 // should), every relative Markdown link reaches a file and, with a #fragment, a heading, and
 // every test the docs name as proof exists.
-// It needs no cluster and runs in `go test ./...`.
+// Those need no cluster; TestGuidesRun (guides_test.go) runs every console transcript of the
+// guides in `make dev`'s lab and skips without a control plane in bin/, unless PODPATCH_E2E=required.
 package docs_test
 
 import (
