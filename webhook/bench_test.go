@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/webhook/slots"
 )
 
 // BenchmarkHandler measures one whole admission — AdmissionReview in, JSONPatch response out —
@@ -74,9 +75,9 @@ func BenchmarkConcurrentMaxReviews(b *testing.B) {
 		size       int
 		containers bool
 	}{
-		{"policies=examples/review=4MiB/shape=env", 0, maxReviewSize - 4096, false},
+		{"policies=examples/review=4MiB/shape=env", 0, slots.MaxReviewSize - 4096, false},
 		{"policies=examples+32ns/review=3MiB/shape=containers", policies.MaxNamespacePolicies - 1, 3 << 20, true},
-		{"policies=examples+32ns/review=4MiB/shape=containers", policies.MaxNamespacePolicies - 1, maxReviewSize - 4096, true},
+		{"policies=examples+32ns/review=4MiB/shape=containers", policies.MaxNamespacePolicies - 1, slots.MaxReviewSize - 4096, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			m := newTestMetrics(b)
@@ -90,7 +91,7 @@ func BenchmarkConcurrentMaxReviews(b *testing.B) {
 			store.MarkSynced()
 			h := NewHandler(HandlerOptions{Store: store, Policies: policies.DefaultOptions(), Metrics: m,
 				RequestBudget: DefaultRequestBudget, MaxInFlight: DefaultMaxInFlight,
-				LargeBodyBytes: LargeBytesFor(manifestMemoryLimit), Log: logr.Discard()})
+				LargeBodyBytes: slots.LargeBytesFor(manifestMemoryLimit), Log: logr.Discard()})
 			srv := httptest.NewTLSServer(h)
 			defer srv.Close()
 			client := srv.Client()
@@ -102,7 +103,7 @@ func BenchmarkConcurrentMaxReviews(b *testing.B) {
 				pod = maxSizePod(b, bc.size)
 			}
 			body := review(b, "Pod", "default", admissionv1.Create, pod, false)
-			require.LessOrEqual(b, len(body), maxReviewSize)
+			require.LessOrEqual(b, len(body), slots.MaxReviewSize)
 			small := review(b, "Pod", "default", admissionv1.Create, []byte(workerPod), false)
 
 			send := func(body []byte) (bool, error) {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/podpatch/podpatch/certs"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/webhook/slots"
 )
 
 // teamStore serves the label policy of labelPolicy in namespace team-a.
@@ -153,20 +154,20 @@ func (b *blocker) Handle(context.Context, admission.Request) admission.Response 
 // read; when its body is read but every handling slot stays busy, likewise.
 func TestOverloaded(t *testing.T) {
 	m := newTestMetrics(t)
-	slots := NewSlots(SlotOptions{MaxInFlight: 1, LargeBytes: 1}) // room for one large body
+	bounds := slots.NewSlots(slots.SlotOptions{MaxInFlight: 1, LargeBytes: 1}) // room for one large body
 	b := newBlocker()
-	busy := &Review{Name: "validate", Handler: b, Slots: slots, Metrics: m}
+	busy := &Review{Name: "validate", Handler: b, Slots: bounds, Metrics: m}
 	done := make(chan struct{})
-	big := review(t, "Pod", "team-a", admissionv1.Create, maxSizePod(t, maxReviewSize-4096), false)
+	big := review(t, "Pod", "team-a", admissionv1.Create, maxSizePod(t, slots.MaxReviewSize-4096), false)
 	go func() {
 		defer close(done)
 		post(t, busy, big, "application/json")
 	}()
 	<-b.entered // the only slot, and the room for large bodies, are taken
 	require.Equal(t, 1.0, testutil.ToFloat64(m.inFlight))
-	require.Equal(t, float64(len(big)+reservationOverhead), testutil.ToFloat64(m.bodyBytes.WithLabelValues("large")))
+	require.Equal(t, float64(len(big)+slots.ReservationOverhead), testutil.ToFloat64(m.bodyBytes.WithLabelValues("large")))
 
-	h := &Review{Name: "mutate", Slots: slots, Metrics: m, Budget: 10 * time.Millisecond,
+	h := &Review{Name: "mutate", Slots: bounds, Metrics: m, Budget: 10 * time.Millisecond,
 		Handler: &Mutator{Source: teamStore(t, m), Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
 	body := &countingBody{r: bytes.NewReader(big)}
 	req := httptest.NewRequest(http.MethodPost, "/mutate", body)
@@ -184,7 +185,7 @@ func TestOverloaded(t *testing.T) {
 	// A client that puts the uid after the (large) object cannot be answered from the head:
 	// 503, and the API server applies its failurePolicy.
 	late := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"object":{"x":"` +
-		strings.Repeat("a", OrdinaryBody+maxHeadSize) + `"},"uid":"u"}}`)
+		strings.Repeat("a", slots.OrdinaryBody+maxHeadSize) + `"},"uid":"u"}}`)
 	rec, resp := post(t, h, late, "application/json")
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
 	require.NotNil(t, resp)
@@ -210,7 +211,7 @@ func TestOverloaded(t *testing.T) {
 // before it is read, whether its length is announced or not.
 func TestBodyTooLarge(t *testing.T) {
 	h := &Review{Handler: &Mutator{Source: teamStore(t, newTestMetrics(t)), Metrics: newTestMetrics(t)}}
-	huge := bytes.Repeat([]byte(" "), maxReviewSize+1)
+	huge := bytes.Repeat([]byte(" "), slots.MaxReviewSize+1)
 	for _, chunked := range []bool{false, true} {
 		t.Run(fmt.Sprintf("chunked=%v", chunked), func(t *testing.T) {
 			body := &countingBody{r: bytes.NewReader(huge)}
@@ -230,12 +231,12 @@ func TestBodyTooLarge(t *testing.T) {
 			if !chunked {
 				require.Zero(t, body.n.Load(), "an announced length over the limit is refused unread")
 			} else {
-				require.LessOrEqual(t, body.n.Load(), int64(maxReviewSize+1))
+				require.LessOrEqual(t, body.n.Load(), int64(slots.MaxReviewSize+1))
 			}
 		})
 	}
 	// The largest accepted review is served.
-	_, resp := post(t, h, review(t, "Pod", "team-a", admissionv1.Create, maxSizePod(t, maxReviewSize-4096), false), "application/json")
+	_, resp := post(t, h, review(t, "Pod", "team-a", admissionv1.Create, maxSizePod(t, slots.MaxReviewSize-4096), false), "application/json")
 	require.NotNil(t, resp)
 	require.True(t, resp.Allowed)
 	require.NotEmpty(t, resp.Patch)
@@ -246,7 +247,7 @@ func TestBodyTooLarge(t *testing.T) {
 // connection: the read deadline).
 func TestSlowBody(t *testing.T) {
 	m := newTestMetrics(t)
-	h := &Review{Name: "mutate", Slots: NewSlots(SlotOptions{MaxInFlight: 1}), Metrics: m, Budget: 50 * time.Millisecond,
+	h := &Review{Name: "mutate", Slots: slots.NewSlots(slots.SlotOptions{MaxInFlight: 1}), Metrics: m, Budget: 50 * time.Millisecond,
 		Handler: &Mutator{Source: teamStore(t, m), Metrics: m}}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -296,7 +297,7 @@ func TestSlowBody(t *testing.T) {
 // TestConcurrentLargeReviews sends twice as many maximum-size reviews as there are slots, at
 // once: every one is patched, and no more than the slots are ever handled together.
 func TestConcurrentLargeReviews(t *testing.T) {
-	const slots, requests = 4, 8
+	const handling, requests = 4, 8
 	m := newTestMetrics(t)
 	mutator := &Mutator{Source: teamStore(t, m), Metrics: m}
 	var now, peak atomic.Int32
@@ -307,8 +308,8 @@ func TestConcurrentLargeReviews(t *testing.T) {
 		}
 		return mutator.Handle(ctx, req)
 	})
-	h := &Review{Name: "mutate", Handler: counting, Slots: NewSlots(SlotOptions{MaxInFlight: slots, LargeBytes: 8 * maxReviewSize}), Metrics: m}
-	pod := maxSizePod(t, maxReviewSize-4096)
+	h := &Review{Name: "mutate", Handler: counting, Slots: slots.NewSlots(slots.SlotOptions{MaxInFlight: handling, LargeBytes: 8 * slots.MaxReviewSize}), Metrics: m}
+	pod := maxSizePod(t, slots.MaxReviewSize-4096)
 	body := review(t, "Pod", "team-a", admissionv1.Create, pod, false)
 	var wg sync.WaitGroup
 	results := make([]*admissionv1.AdmissionResponse, requests)
@@ -329,7 +330,7 @@ func TestConcurrentLargeReviews(t *testing.T) {
 		require.NotNil(t, resp, "request %d", i)
 		require.Contains(t, string(applyResponse(t, pod, resp)), `"team":"a"`, "request %d", i)
 	}
-	require.LessOrEqual(t, peak.Load(), int32(slots))
+	require.LessOrEqual(t, peak.Load(), int32(handling))
 	require.Equal(t, float64(requests), testutil.ToFloat64(m.admissions.WithLabelValues("Pod", "dask", "worker", "patched")))
 	require.Zero(t, testutil.CollectAndCount(m.exceeded))
 	require.Equal(t, 0.0, testutil.ToFloat64(m.inFlight))

@@ -19,6 +19,7 @@ import (
 	"github.com/podpatch/podpatch/certs"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/validity"
+	"github.com/podpatch/podpatch/webhook/slots"
 )
 
 // The defaults of the handler's bounds, for `podpatch serve`'s flags and the benchmarks.
@@ -26,34 +27,10 @@ const (
 	// DefaultRequestBudget is below the webhooks' timeoutSeconds (2) with room for the network.
 	DefaultRequestBudget = 1500 * time.Millisecond
 	// DefaultMaxInFlight is the number of requests handled at once, their bodies read. Memory
-	// is bounded by the room reserved for bodies (Slots, LargeBytesFor), not by this count:
+	// is bounded by the room reserved for bodies (slots.Slots, slots.LargeBytesFor), not by this count:
 	// ordinary Pods are admitted in well under a millisecond, so 4 slots are rarely all busy,
 	// and the large reviews that take long are few at once by their room.
 	DefaultMaxInFlight = 4
-)
-
-// LargeBytesFor is the room for large bodies (SlotOptions.LargeBytes) that keeps podpatch
-// under a container memory limit of limit bytes (DefaultLargeBytes when limit is not
-// positive). While it is handled, a large review costs the policy engine up to
-// largeReviewCost times its size (BenchmarkConcurrentMaxReviews); the Go runtime's soft limit
-// (MemoryLimitShare of limit) less a baseline for the process and the ordinary reviews is
-// shared out at that rate, and always holds one review of the largest size.
-func LargeBytesFor(limit int64) int64 {
-	if limit <= 0 {
-		return DefaultLargeBytes
-	}
-	room := (int64(float64(limit)*MemoryLimitShare) - memoryBaseline) / largeReviewCost
-	return max(room, maxReviewSize+reservationOverhead)
-}
-
-const (
-	// largeReviewCost is the memory, in multiples of its body, that a large review takes from
-	// its arrival to its answer: the body, the engine's decoded tree and patched copy, the
-	// JSONPatch and the encoded response.
-	largeReviewCost = 32
-	// memoryBaseline is the memory of podpatch without large reviews in flight: the binary,
-	// the informer caches, the compiled policies and ordinary reviews.
-	memoryBaseline = 64 << 20
 )
 
 // HandlerOptions configure the admission endpoints.
@@ -67,9 +44,9 @@ type HandlerOptions struct {
 	RequestBudget time.Duration
 	// MaxInFlight is the number of handling slots, shared by both endpoints.
 	MaxInFlight int
-	// LargeBodyBytes bounds the large bodies (over OrdinaryBody) read and handled at once,
-	// shared by both endpoints: with them, the memory the policy engine takes for them. Zero:
-	// DefaultLargeBytes (see LargeBytesFor).
+	// LargeBodyBytes bounds the large bodies (over slots.OrdinaryBody) read and handled at
+	// once, shared by both endpoints: with them, the memory the policy engine takes for them.
+	// Zero: slots.DefaultLargeBytes (see slots.LargeBytesFor).
 	LargeBodyBytes int64
 	Log            logr.Logger
 	// Cluster answers what patched Pods reference (reference §8); nil when unknown (--policy-dir).
@@ -84,9 +61,9 @@ type HandlerOptions struct {
 // keeps the controller_runtime_webhook_* metrics); Server serves them.
 func NewHandler(o HandlerOptions) http.Handler {
 	routes := webhook.NewServer(webhook.Options{})
-	slots := NewSlots(SlotOptions{MaxInFlight: o.MaxInFlight, LargeBytes: o.LargeBodyBytes})
+	bounds := slots.NewSlots(slots.SlotOptions{MaxInFlight: o.MaxInFlight, LargeBytes: o.LargeBodyBytes})
 	review := func(name string, h admission.Handler) http.Handler {
-		return o.Metrics.instrument(name, &Review{Name: name, Log: o.Log.WithName(name), Budget: o.RequestBudget, Slots: slots,
+		return o.Metrics.instrument(name, &Review{Name: name, Log: o.Log.WithName(name), Budget: o.RequestBudget, Slots: bounds,
 			Metrics: o.Metrics, Handler: h})
 	}
 	routes.Register("/mutate", review("mutate", &Mutator{Source: o.Store, Metrics: o.Metrics, PlatformNamespace: o.Policies.PlatformNamespace, Cluster: o.Cluster,
@@ -186,13 +163,7 @@ func ServeHTTP(addr string, h http.Handler, grace time.Duration) func(context.Co
 	}
 }
 
-// MemoryLimitShare is the share of the container's memory limit given to the Go runtime as its
-// soft limit: the heap grows up to it, so the rest is headroom for what the runtime does not
-// count (the binary's pages) and for the GC to catch up before the kernel's OOM killer would.
-// At 0.9 BenchmarkConcurrentMaxReviews peaked at 242 MiB of RSS, too close to 256 Mi.
-const MemoryLimitShare = 0.85
-
-// SetMemoryLimit gives the Go runtime a soft memory limit of MemoryLimitShare of the
+// SetMemoryLimit gives the Go runtime a soft memory limit of slots.MemoryLimitShare of the
 // container's limit (bytes; nothing when not positive), so that the GC works harder near it
 // instead of the process being OOM-killed. An explicit GOMEMLIMIT wins.
 func SetMemoryLimit(limit int64, log logr.Logger) {
@@ -203,7 +174,7 @@ func SetMemoryLimit(limit int64, log logr.Logger) {
 		log.Info("GOMEMLIMIT is set; --memory-limit ignored", "GOMEMLIMIT", v)
 		return
 	}
-	soft := int64(float64(limit) * MemoryLimitShare)
+	soft := int64(float64(limit) * slots.MemoryLimitShare)
 	debug.SetMemoryLimit(soft)
 	log.Info("Go soft memory limit set", "containerLimit", limit, "softLimit", soft)
 }

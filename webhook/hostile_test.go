@@ -156,14 +156,14 @@ func allocatedBy(f func()) uint64 {
 func TestCompileSlots(t *testing.T) {
 	m := newTestMetrics(t)
 	for range maxCompiles {
-		require.NoError(t, compiles.acquire(t.Context()))
+		require.NoError(t, compiles.Acquire(t.Context()))
 	}
 	released := false
 	release := func() {
 		if !released {
 			released = true
 			for range maxCompiles {
-				compiles.release()
+				compiles.Release()
 			}
 		}
 	}

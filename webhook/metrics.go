@@ -8,6 +8,7 @@ import (
 	"github.com/podpatch/podpatch/internal/promreg"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/validity"
+	"github.com/podpatch/podpatch/webhook/slots"
 )
 
 // Metrics are podpatch's own Prometheus metrics. Every label is bounded: managers, roles,
@@ -122,9 +123,9 @@ func (m *Metrics) warned(reason Reason) {
 }
 
 // reserved counts room reserved (sign 1) or given back (-1); m may be nil.
-func (m *Metrics) reserved(r reservation, sign int64) {
+func (m *Metrics) reserved(r slots.Reservation, sign int64) {
 	if m != nil {
-		m.bodyBytes.WithLabelValues(r.pool).Add(float64(sign * r.bytes))
+		m.bodyBytes.WithLabelValues(r.Pool).Add(float64(sign * r.Bytes))
 	}
 }
 

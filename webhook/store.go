@@ -170,8 +170,8 @@ func (s *Store) compile(cm *corev1.ConfigMap) (ps []*policies.Policy, probs poli
 	ctx, cancel := context.WithTimeoutCause(context.Background(), s.compileBudget,
 		fmt.Errorf("%w: the policy store's compile budget is %v", context.DeadlineExceeded, s.compileBudget))
 	defer cancel()
-	if err := compiles.acquire(ctx); err == nil {
-		defer compiles.release()
+	if err := compiles.Acquire(ctx); err == nil {
+		defer compiles.Release()
 	}
 	ps, probs, err := policies.ParseConfigMapContext(ctx, cm, s.opts)
 	return ps, probs, err != nil

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/webhook/slots"
 )
 
 var (
@@ -59,11 +60,11 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 	// The compile stops when the request's budget does (reference §3 "Limits"): a ConfigMap that
 	// could not be checked in time is let in as failurePolicy Ignore would, and the store, which
 	// compiles it within its own budget, keeps its last good version if it fails there.
-	if err := compiles.acquire(ctx); err != nil {
+	if err := compiles.Acquire(ctx); err != nil {
 		return v.Fallback(req, ReasonBudgetExceeded)
 	}
 	_, probs, err := policies.ParseConfigMapContext(ctx, cm, v.Options)
-	compiles.release()
+	compiles.Release()
 	if err != nil {
 		return v.Fallback(req, ReasonBudgetExceeded)
 	}
@@ -92,7 +93,7 @@ const maxCompiles = 2
 
 // compiles is the process's compile slots: what they bound is the process's memory, shared by
 // every Validator and Store in it.
-var compiles = NewSlots(SlotOptions{MaxInFlight: maxCompiles})
+var compiles = slots.NewSlots(slots.SlotOptions{MaxInFlight: maxCompiles})
 
 // maxListedProblems is how many problems of one policy ConfigMap a denial, a log line or an
 // InvalidPolicy Event lists; the rest are counted ("and K more"). A hostile ConfigMap can have

@@ -36,6 +36,7 @@ import (
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/validity"
 	"github.com/podpatch/podpatch/webhook"
+	"github.com/podpatch/podpatch/webhook/slots"
 )
 
 // logOptions are the logging flags.
@@ -324,7 +325,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 		Addr: net.JoinHostPort(o.Host, strconv.Itoa(o.Port)), CertDir: o.CertDir, Grace: grace, Log: log.WithName("server"),
 		TLSOpts: certs.ServingOptions{CertDir: o.CertDir, EnableHTTP2: o.EnableHTTP2, ClientCAFile: o.ClientCAFile}.TLSOpts(),
 		Handler: webhook.NewHandler(webhook.HandlerOptions{Store: store, Policies: popts, Metrics: m,
-			RequestBudget: o.RequestBudget, MaxInFlight: o.MaxInFlight, LargeBodyBytes: webhook.LargeBytesFor(memLimit), Log: log, Cluster: cluster,
+			RequestBudget: o.RequestBudget, MaxInFlight: o.MaxInFlight, LargeBodyBytes: slots.LargeBytesFor(memLimit), Log: log, Cluster: cluster,
 			Events: events}),
 	}
 	probes := webhook.Probes(store, srv, m, ctx.Done(), source)

@@ -65,6 +65,7 @@ var layers = map[string]int{
 	"placement":           20,
 	"lifecycle":           20,
 	"internal/references": 25,
+	"webhook/slots":       26, // the components the admission adapter (webhook) wires, under it
 	"audit":               30,
 	"externalurl":         30,
 	"webhook":             30,

@@ -43,6 +43,7 @@ import (
 	"github.com/podpatch/podpatch/test/bench"
 	"github.com/podpatch/podpatch/test/bench/reference"
 	"github.com/podpatch/podpatch/webhook"
+	"github.com/podpatch/podpatch/webhook/slots"
 )
 
 var tmpRoot string
@@ -132,7 +133,7 @@ func mutator(tb testing.TB, s *policySet) http.Handler {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &webhook.Review{Name: "mutate", Log: logr.Discard(), Budget: webhook.DefaultRequestBudget, Slots: webhook.NewSlots(webhook.SlotOptions{MaxInFlight: webhook.DefaultMaxInFlight}), Metrics: m,
+	return &webhook.Review{Name: "mutate", Log: logr.Discard(), Budget: webhook.DefaultRequestBudget, Slots: slots.NewSlots(slots.SlotOptions{MaxInFlight: webhook.DefaultMaxInFlight}), Metrics: m,
 		Handler: &webhook.Mutator{Source: s.store, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
 }
 
