@@ -19,6 +19,7 @@ import (
 	"github.com/podpatch/podpatch/certs"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/validity"
+	"github.com/podpatch/podpatch/webhook/ownerevents"
 	"github.com/podpatch/podpatch/webhook/slots"
 )
 
@@ -53,7 +54,7 @@ type HandlerOptions struct {
 	Cluster validity.Cluster
 	// Events receives what /mutate did, for the Events on owning custom resources (reference
 	// §9); nil: none.
-	Events *Events
+	Events *ownerevents.Events
 }
 
 // NewHandler returns the admission endpoints, POST /mutate and POST /validate.

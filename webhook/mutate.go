@@ -18,6 +18,7 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/validity"
+	"github.com/podpatch/podpatch/webhook/ownerevents"
 )
 
 // Mutator patches Pods and Services on CREATE with the matching policies. It never denies:
@@ -30,7 +31,7 @@ type Mutator struct {
 	Cluster validity.Cluster
 	// Events aggregates what admission did into Events on the owning custom resources
 	// (reference §9), off the request path; nil: none.
-	Events *Events
+	Events *ownerevents.Events
 }
 
 var (

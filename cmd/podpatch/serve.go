@@ -36,6 +36,7 @@ import (
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/validity"
 	"github.com/podpatch/podpatch/webhook"
+	"github.com/podpatch/podpatch/webhook/ownerevents"
 	"github.com/podpatch/podpatch/webhook/slots"
 )
 
@@ -112,7 +113,7 @@ func newServeOptions() *serveOptions {
 		MaxInFlight:                    webhook.DefaultMaxInFlight,
 		MemoryLimit:                    os.Getenv("MEMORY_LIMIT"),
 		OwnerEvents:                    true,
-		OwnerEventsWindow:              webhook.DefaultEventWindow,
+		OwnerEventsWindow:              ownerevents.DefaultEventWindow,
 		Namespace:                      ns,
 		ServiceName:                    "podpatch",
 		SecretName:                     "podpatch-tls",
@@ -313,9 +314,9 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 		}
 		feed, store, cluster, source = cf, cstore, refs, cf.PolicySource()
 	}
-	var events *webhook.Events // what admission did, as Events on the owners; every replica writes its own
+	var events *ownerevents.Events // what admission did, as Events on the owners; every replica writes its own
 	if kit != nil && o.OwnerEvents {
-		if events, err = webhook.NewEvents(webhook.EventOptions{Recorder: kit.Recorder("podpatch"), Owners: kit.Owners,
+		if events, err = ownerevents.NewEvents(ownerevents.EventOptions{Recorder: kit.Recorder("podpatch"), Owners: kit.Owners,
 			Window: o.OwnerEventsWindow, Registry: crmetrics.Registry, Log: log.WithName("events")}); err != nil {
 			return err
 		}
