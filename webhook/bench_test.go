@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/webhook/policystore"
 	"github.com/podpatch/podpatch/webhook/slots"
 )
 
@@ -39,7 +40,7 @@ func BenchmarkHandler(b *testing.B) {
 	docs, err := policies.SplitDocuments(bytes.NewReader(raw))
 	require.NoError(b, err)
 	m := newTestMetrics(b)
-	h := &Review{Handler: &Mutator{Source: staticSource{snap: &Snapshot{Set: set}}, Metrics: m,
+	h := &Review{Handler: &Mutator{Source: staticSource{snap: &policystore.Snapshot{Set: set}}, Metrics: m,
 		PlatformNamespace: policies.DefaultPlatformNamespace}}
 	body := review(b, "Pod", "default", admissionv1.Create, docs[0].JSON, false)
 	b.ReportAllocs()
@@ -81,7 +82,7 @@ func BenchmarkConcurrentMaxReviews(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			m := newTestMetrics(b)
-			store := NewStore(policies.DefaultOptions(), m, nil)
+			store := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(b), nil)
 			for _, cm := range examples {
 				require.Empty(b, store.Upsert(cm.ConfigMap))
 			}

@@ -29,13 +29,14 @@ import (
 
 	"github.com/podpatch/podpatch/certs"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/webhook/policystore"
 	"github.com/podpatch/podpatch/webhook/slots"
 )
 
 // teamStore serves the label policy of labelPolicy in namespace team-a.
-func teamStore(t testing.TB, m *Metrics) *Store {
+func teamStore(t testing.TB) *policystore.Store {
 	t.Helper()
-	store := NewStore(policies.DefaultOptions(), m, nil)
+	store := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(t), nil)
 	require.Empty(t, store.Upsert(policyCM("team-a", "labels", strings.Replace(labelPolicy, "%s", "a", 1))))
 	store.MarkSynced()
 	return store
@@ -71,7 +72,7 @@ func requireFallback(t *testing.T, rec *httptest.ResponseRecorder, resp *admissi
 // cancelled, is allowed unchanged with a warning and counted; the handler keeps serving.
 func TestBudgetExceeded(t *testing.T) {
 	m := newTestMetrics(t)
-	store := teamStore(t, m)
+	store := teamStore(t)
 	mutator := &Mutator{Source: store, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}
 	body := review(t, "Pod", "team-a", admissionv1.Create, []byte(workerPod), false)
 
@@ -168,7 +169,7 @@ func TestOverloaded(t *testing.T) {
 	require.Equal(t, float64(len(big)+slots.ReservationOverhead), testutil.ToFloat64(m.bodyBytes.WithLabelValues("large")))
 
 	h := &Review{Name: "mutate", Slots: bounds, Metrics: m, Budget: 10 * time.Millisecond,
-		Handler: &Mutator{Source: teamStore(t, m), Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
+		Handler: &Mutator{Source: teamStore(t), Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
 	body := &countingBody{r: bytes.NewReader(big)}
 	req := httptest.NewRequest(http.MethodPost, "/mutate", body)
 	req.Header.Set("Content-Type", "application/json")
@@ -210,7 +211,7 @@ func TestOverloaded(t *testing.T) {
 // TestBodyTooLarge: a body larger than any review the API server sends is refused with 413
 // before it is read, whether its length is announced or not.
 func TestBodyTooLarge(t *testing.T) {
-	h := &Review{Handler: &Mutator{Source: teamStore(t, newTestMetrics(t)), Metrics: newTestMetrics(t)}}
+	h := &Review{Handler: &Mutator{Source: teamStore(t), Metrics: newTestMetrics(t)}}
 	huge := bytes.Repeat([]byte(" "), slots.MaxReviewSize+1)
 	for _, chunked := range []bool{false, true} {
 		t.Run(fmt.Sprintf("chunked=%v", chunked), func(t *testing.T) {
@@ -248,7 +249,7 @@ func TestBodyTooLarge(t *testing.T) {
 func TestSlowBody(t *testing.T) {
 	m := newTestMetrics(t)
 	h := &Review{Name: "mutate", Slots: slots.NewSlots(slots.SlotOptions{MaxInFlight: 1}), Metrics: m, Budget: 50 * time.Millisecond,
-		Handler: &Mutator{Source: teamStore(t, m), Metrics: m}}
+		Handler: &Mutator{Source: teamStore(t), Metrics: m}}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	body := review(t, "Pod", "team-a", admissionv1.Create, []byte(workerPod), false)
@@ -281,7 +282,7 @@ func TestSlowBody(t *testing.T) {
 	// A budget spent before the body is read (the read deadline is past): the head is still
 	// read, for the uid, and the answer is the fallback, not an error.
 	spent := httptest.NewServer(&Review{Name: "mutate", Metrics: m, Budget: time.Nanosecond,
-		Handler: &Mutator{Source: teamStore(t, m), Metrics: m}})
+		Handler: &Mutator{Source: teamStore(t), Metrics: m}})
 	defer spent.Close()
 	resp, err = http.Post(spent.URL+"/mutate", "application/json", bytes.NewReader(body))
 	require.NoError(t, err)
@@ -299,7 +300,7 @@ func TestSlowBody(t *testing.T) {
 func TestConcurrentLargeReviews(t *testing.T) {
 	const handling, requests = 4, 8
 	m := newTestMetrics(t)
-	mutator := &Mutator{Source: teamStore(t, m), Metrics: m}
+	mutator := &Mutator{Source: teamStore(t), Metrics: m}
 	var now, peak atomic.Int32
 	counting := admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
 		n := now.Add(1)

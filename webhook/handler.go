@@ -20,6 +20,7 @@ import (
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/validity"
 	"github.com/podpatch/podpatch/webhook/ownerevents"
+	"github.com/podpatch/podpatch/webhook/policystore"
 	"github.com/podpatch/podpatch/webhook/slots"
 )
 
@@ -37,7 +38,7 @@ const (
 // HandlerOptions configure the admission endpoints.
 type HandlerOptions struct {
 	// Store holds the policies /mutate applies.
-	Store *Store
+	Store *policystore.Store
 	// Policies are the options /validate checks ConfigMaps with.
 	Policies policies.Options
 	Metrics  *Metrics
@@ -79,7 +80,7 @@ func NewHandler(o HandlerOptions) http.Handler {
 //
 // source (nil with --policy-dir) says, in a header of every readiness answer and a line with
 // ?verbose, whether the policy informer is connected; it does not make the replica unready.
-func Probes(store *Store, srv *Server, m *Metrics, stopping <-chan struct{}, source *PolicySource) http.Handler {
+func Probes(store *policystore.Store, srv *Server, m *Metrics, stopping <-chan struct{}, source *policystore.PolicySource) http.Handler {
 	synced := func(_ *http.Request) error {
 		if !store.Synced() {
 			return errors.New("policies not synced yet")
@@ -99,8 +100,8 @@ func Probes(store *Store, srv *Server, m *Metrics, stopping <-chan struct{}, sou
 	mux.Handle("/healthz", http.StripPrefix("/healthz", &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}))
 	readyz := http.StripPrefix("/readyz", &healthz.Handler{Checks: map[string]healthz.Checker{
 		"policies": synced, "webhook": latch(srv.StartedChecker()), "shutdown": running}})
-	mux.Handle("/readyz", withSource(withGeneration(readyz, store), source))
-	mux.Handle("/readyz/", withSource(withGeneration(readyz, store), source))
+	mux.Handle("/readyz", policystore.WithSource(withGeneration(readyz, store), source))
+	mux.Handle("/readyz/", policystore.WithSource(withGeneration(readyz, store), source))
 	return mux
 }
 
@@ -112,7 +113,7 @@ func (m *Metrics) WatchCertificateExpiry(certDir string) func(context.Context) e
 
 // withGeneration says which policy generation this replica serves: in a header of every
 // readiness answer and, with ?verbose, in its last line, so that replicas can be compared.
-func withGeneration(h http.Handler, store *Store) http.Handler {
+func withGeneration(h http.Handler, store *policystore.Store) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gen := store.Snapshot().Set.Generation()
 		w.Header().Set("X-Podpatch-Policy-Generation", gen)

@@ -21,6 +21,7 @@ import (
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/webhook/ownerevents"
+	"github.com/podpatch/podpatch/webhook/policystore"
 )
 
 // eventLog is a record.EventRecorder keeping what it is given.
@@ -78,7 +79,7 @@ func TestMutateOffersEvents(t *testing.T) {
 		return -1
 	}
 	m := newTestMetrics(t)
-	h := &Review{Handler: &Mutator{Source: staticSource{snap: &Snapshot{Set: policies.NewSet(ps)}}, Metrics: m,
+	h := &Review{Handler: &Mutator{Source: staticSource{snap: &policystore.Snapshot{Set: policies.NewSet(ps)}}, Metrics: m,
 		PlatformNamespace: policies.DefaultPlatformNamespace, Events: e}}
 	b, err := os.ReadFile("../policies/testdata/fixtures/kuberay/worker-pod.yaml")
 	require.NoError(t, err)

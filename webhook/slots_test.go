@@ -29,7 +29,7 @@ import (
 func servedHandler(t *testing.T) (*httptest.Server, *Metrics) {
 	t.Helper()
 	m := newTestMetrics(t)
-	h := NewHandler(HandlerOptions{Store: teamStore(t, m), Policies: policies.DefaultOptions(), Metrics: m,
+	h := NewHandler(HandlerOptions{Store: teamStore(t), Policies: policies.DefaultOptions(), Metrics: m,
 		RequestBudget: DefaultRequestBudget, MaxInFlight: DefaultMaxInFlight, Log: logr.Discard()})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

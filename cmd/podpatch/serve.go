@@ -37,6 +37,7 @@ import (
 	"github.com/podpatch/podpatch/policies/validity"
 	"github.com/podpatch/podpatch/webhook"
 	"github.com/podpatch/podpatch/webhook/ownerevents"
+	"github.com/podpatch/podpatch/webhook/policystore"
 	"github.com/podpatch/podpatch/webhook/slots"
 )
 
@@ -279,6 +280,10 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 	if err != nil {
 		return err
 	}
+	storeMetrics, err := policystore.NewMetrics(crmetrics.Registry)
+	if err != nil {
+		return err
+	}
 	m.SetMemoryLimit(memLimit)
 	runtimeMetrics := promreg.New(crmetrics.Registry) // go_*, process_* (docs/metrics.md)
 	runtimeMetrics.RegisterRuntime()
@@ -297,15 +302,15 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 		defer kit.Close()
 	}
 
-	var store *webhook.Store
+	var store *policystore.Store
 	var feed interface{ Start(context.Context) error }
 	var cluster validity.Cluster // what patched Pods reference; unknown with --policy-dir
 	var refs *references.Caches  // the caches cluster answers from; admission never waits for them to sync
-	var source *webhook.PolicySource
+	var source *policystore.PolicySource
 	if o.PolicyDir != "" {
-		feed, store = webhook.NewDirFeed(o.PolicyDir, o.PolicyDirInterval, popts, m, log.WithName("policy-dir"))
+		feed, store = policystore.NewDirFeed(o.PolicyDir, o.PolicyDirInterval, popts, storeMetrics, log.WithName("policy-dir"))
 	} else {
-		cf, cstore, err := webhook.NewClusterFeed(kit, popts, m, log.WithName("policies"))
+		cf, cstore, err := policystore.NewClusterFeed(kit, popts, storeMetrics, log.WithName("policies"))
 		if err != nil {
 			return err
 		}
@@ -435,7 +440,7 @@ func delayed(parent context.Context, delay time.Duration, log logr.Logger) (cont
 
 // leaderOnly builds the components that run on the elected replica only: the external URL
 // resolver (reference §6) and the periodic audit (reference §7). Neither runs without a cluster.
-func (o *serveOptions) leaderOnly(kit *kube.Kit, store *webhook.Store, cluster validity.Cluster, log logr.Logger) ([]leader.Runnable, error) {
+func (o *serveOptions) leaderOnly(kit *kube.Kit, store *policystore.Store, cluster validity.Cluster, log logr.Logger) ([]leader.Runnable, error) {
 	if !o.elects() {
 		return nil, nil
 	}

@@ -67,6 +67,7 @@ var layers = map[string]int{
 	"internal/references": 25,
 	"webhook/slots":       26, // the components the admission adapter (webhook) wires, under it
 	"webhook/ownerevents": 27,
+	"webhook/policystore": 27,
 	"audit":               30,
 	"externalurl":         30,
 	"webhook":             30,

@@ -43,6 +43,7 @@ import (
 	"github.com/podpatch/podpatch/test/bench"
 	"github.com/podpatch/podpatch/test/bench/reference"
 	"github.com/podpatch/podpatch/webhook"
+	"github.com/podpatch/podpatch/webhook/policystore"
 	"github.com/podpatch/podpatch/webhook/slots"
 )
 
@@ -65,7 +66,7 @@ func TestMain(m *testing.M) {
 type policySet struct {
 	dir   string
 	set   *policies.Set
-	store *webhook.Store
+	store *policystore.Store
 }
 
 var (
@@ -90,11 +91,11 @@ func loadSet(tb testing.TB, n int) *policySet {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	m, err := webhook.NewMetrics(prometheus.NewRegistry())
+	m, err := policystore.NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	feed, store := webhook.NewDirFeed(dir, time.Hour, policies.DefaultOptions(), m, logr.Discard())
+	feed, store := policystore.NewDirFeed(dir, time.Hour, policies.DefaultOptions(), m, logr.Discard())
 	if err := feed.Load(); err != nil {
 		tb.Fatal(err)
 	}
