@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -27,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/podpatch/podpatch/certs"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/webhook/policystore"
 	"github.com/podpatch/podpatch/webhook/slots"
@@ -337,98 +333,6 @@ func TestConcurrentLargeReviews(t *testing.T) {
 	require.Equal(t, 0.0, testutil.ToFloat64(m.inFlight))
 }
 
-// TestReviewHead finds the uid a fallback answer needs in the first bytes of a review.
-func TestReviewHead(t *testing.T) {
-	full := review(t, "Pod", "team-a", admissionv1.Create, []byte(workerPod), false)
-	cases := []struct {
-		name    string
-		head    []byte
-		version string
-		uid     types.UID
-	}{
-		{"whole review", full, "admission.k8s.io/v1", "uid-Pod"},
-		{"cut after the uid", full[:bytes.Index(full, []byte(`uid-Pod`))+10], "admission.k8s.io/v1", "uid-Pod"},
-		{"cut inside the uid", full[:bytes.Index(full, []byte(`uid-Pod`))+3], "admission.k8s.io/v1", ""},
-		{"v1beta1", []byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1beta1","request":{"uid":"u1"`), "admission.k8s.io/v1beta1", "u1"},
-		{"uid before apiVersion", []byte(`{"request":{"kind":{"kind":"Pod"},"uid":"u2"},"apiVersion":"admission.k8s.io/v1"}`), "admission.k8s.io/v1", "u2"},
-		{"uid after a cut object", []byte(`{"apiVersion":"admission.k8s.io/v1","request":{"object":{"a":[1,2`), "admission.k8s.io/v1", ""},
-		{"uid of a nested object is not the request's", []byte(`{"apiVersion":"admission.k8s.io/v1","request":{"object":{"uid":"no"}}}`), "admission.k8s.io/v1", ""},
-		{"not JSON", []byte(`<html>`), "", ""},
-		{"not an object", []byte(`[{"request":{"uid":"x"}}]`), "", ""},
-		{"empty", nil, "", ""},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			tm, uid := reviewHead(c.head)
-			require.Equal(t, c.version, tm.APIVersion)
-			require.Equal(t, c.uid, uid)
-		})
-	}
-}
-
-// TestTLSServerShutdown: once its context is done the server refuses new connections, lets the
-// request in flight finish, and returns nil; a request that does not finish within the grace
-// makes it return an error instead of waiting.
-func TestTLSServerShutdown(t *testing.T) {
-	certDir, pool := testCerts(t)
-	start := func(h http.Handler, grace time.Duration) (string, context.CancelFunc, chan error) {
-		s := &Server{Addr: freeAddr(t), CertDir: certDir, Handler: h, Grace: grace, Log: logr.Discard()}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- s.Start(ctx) }()
-		require.Eventually(t, func() bool { return s.StartedChecker()(nil) == nil }, 10*time.Second, 10*time.Millisecond)
-		return s.Addr, cancel, done
-	}
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsClientConfig(pool)}}
-	b := newBlocker()
-	h := &Review{Handler: b}
-	addr, cancel, done := start(h, time.Minute)
-	body := review(t, "Pod", "team-a", admissionv1.Create, []byte(workerPod), false)
-	answered := make(chan *http.Response, 1)
-	go func() {
-		resp, err := client.Post("https://"+addr+"/mutate", "application/json", bytes.NewReader(body))
-		if err != nil {
-			t.Error(err)
-		}
-		answered <- resp
-	}()
-	<-b.entered
-	cancel() // SIGTERM
-	require.Eventually(t, func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err != nil
-	}, 10*time.Second, 10*time.Millisecond, "new connections are refused once shutdown begins")
-	select {
-	case err := <-done:
-		t.Fatalf("returned with a request in flight: %v", err)
-	default:
-	}
-	close(b.release)
-	resp := <-answered
-	require.NotNil(t, resp)
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.NoError(t, resp.Body.Close())
-	require.NoError(t, <-done)
-
-	// A request that never finishes: the server gives up after the grace.
-	stuck := newBlocker()
-	addr, cancel, done = start(&Review{Handler: stuck}, 50*time.Millisecond)
-	go func() {
-		resp, err := client.Post("https://"+addr+"/mutate", "application/json", bytes.NewReader(body))
-		if err == nil {
-			resp.Body.Close()
-		}
-	}()
-	<-stuck.entered
-	cancel()
-	err := <-done
-	require.ErrorContains(t, err, "requests in flight did not finish within 50ms")
-	close(stuck.release)
-}
-
 // maxSizePod is the Dask worker Pod of workerPod padded with environment variables to size
 // bytes of JSON.
 func maxSizePod(t testing.TB, size int) []byte {
@@ -447,22 +351,4 @@ func maxSizePod(t testing.TB, size int) []byte {
 	require.NoError(t, err)
 	require.LessOrEqual(t, len(raw), size)
 	return raw
-}
-
-// testCerts writes a serving certificate for podpatch.podpatch-system.svc and returns its
-// directory and CA pool.
-func testCerts(t testing.TB) (string, *x509.CertPool) {
-	t.Helper()
-	dir := t.TempDir()
-	b, err := certs.Generate(certs.GenerateOptions{Service: "podpatch", Namespace: "podpatch-system"})
-	require.NoError(t, err)
-	require.NoError(t, certs.WriteFiles(dir, b))
-	pool := x509.NewCertPool()
-	require.True(t, pool.AppendCertsFromPEM(b.CACert))
-	return dir, pool
-}
-
-// tlsClientConfig trusts pool and names the service of testCerts' certificate.
-func tlsClientConfig(pool *x509.CertPool) *tls.Config {
-	return &tls.Config{RootCAs: pool, ServerName: "podpatch.podpatch-system.svc"}
 }

@@ -1,6 +1,3 @@
-// Package webhook is podpatch's admission adapter: it decodes AdmissionReviews, runs the
-// policy engine and answers with a JSONPatch; it validates policy ConfigMaps; it keeps the
-// compiled policies current from an informer or a directory; and it serves it all over TLS.
 package webhook
 
 import (

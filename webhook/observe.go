@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
+	"github.com/podpatch/podpatch/certs"
 	"github.com/podpatch/podpatch/policies"
 )
 
@@ -103,4 +105,10 @@ func (o *observations) readyValue() float64 {
 		return 1
 	}
 	return 0
+}
+
+// WatchCertificateExpiry exports the expiry of the serving certificate in certDir as a metric,
+// until ctx is done.
+func (m *Metrics) WatchCertificateExpiry(certDir string) func(context.Context) error {
+	return certs.WatchExpiry(certDir, m.setCertificateExpiry)
 }

@@ -29,6 +29,8 @@ const headGrace = 100 * time.Millisecond
 var (
 	errTooLarge  = fmt.Errorf("request entity is too large; limit is %d bytes", slots.MaxReviewSize)
 	errOutOfTime = errors.New("the request budget ran out")
+	errNoRequest = errors.New("not an admission request: no kind, uid or operation")
+	errNoObject  = errors.New("the request carries no object")
 )
 
 // Review serves AdmissionReviews (admission.k8s.io/v1, and v1beta1 which has the same shape)
@@ -280,11 +282,11 @@ func checkHead(r *http.Request) error {
 	return nil
 }
 
-// read reads the body, at most slots.MaxReviewSize bytes, under a read deadline of bodyReadTime for
-// its announced length, within the budget: a client that trickles its body holds its room no
-// longer than that. errOutOfTime comes with what was read. The deadline is cleared only once
-// the whole body is read: otherwise net/http reads on to discard the rest before it writes the
-// answer, and a client that stalls would hold the answer back.
+// read reads the body, at most slots.MaxReviewSize bytes, under a read deadline of
+// bodyReadTime for its announced length, within the budget: a client that trickles its body
+// holds its room no longer than that. errOutOfTime comes with what was read. The deadline is
+// cleared only once the whole body is read: otherwise net/http reads on to discard the rest
+// before it writes the answer, and a client that stalls would hold the answer back.
 func (rv *Review) read(ctx context.Context, w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	rc := http.NewResponseController(w)
 	dl := time.Now().Add(bodyReadTime(rv.Budget, r.ContentLength))

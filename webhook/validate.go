@@ -3,7 +3,6 @@ package webhook
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -14,11 +13,6 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/webhook/policystore"
-)
-
-var (
-	errNoObject  = errors.New("the request carries no object")
-	errNoRequest = errors.New("not an admission request: no kind, uid or operation")
 )
 
 // Validator denies policy ConfigMaps that do not compile, with the messages of `podpatch lint`,
