@@ -97,11 +97,11 @@ run "$GO" test ./policies -run '^$' -bench '^BenchmarkWorstCase' -benchmem -benc
 step "Go benchmark (audit): drift of 10,000 pods in 500 namespaces against 1,000 policy ConfigMaps (docs/audit.md)"
 run "$GO" test ./audit -run '^$' -bench '^BenchmarkAudit$' -benchmem -benchtime 3x -o "$work/audit.test" | tee docs/benchmarks/audit-benchmark.txt
 
-step "Go benchmarks (webhook): the policy store, cold and one change, at 1,000 and 10,000 ConfigMaps"
+step "Go benchmarks (webhook, webhook/policystore): the policy store, cold and one change, at 1,000 and 10,000 ConfigMaps"
 run "$GO" test ./webhook -run '^$' -bench '^BenchmarkConcurrentMaxReviews$' -benchtime 20x \
 	-o "$work/webhook.test" | tee -a "$work/gobench.txt"
-run "$GO" test ./webhook -run '^$' -bench '^BenchmarkStore$' -benchmem -benchtime "$BENCHTIME" \
-	-o "$work/webhook.test" | tee -a "$work/gobench.txt"
+run "$GO" test ./webhook/policystore -run '^$' -bench '^BenchmarkStore$' -benchmem -benchtime "$BENCHTIME" \
+	-o "$work/policystore.test" | tee -a "$work/gobench.txt"
 
 step "CPU profiles of the whole handler (docs/benchmarks/profiles/)"
 rm -rf docs/benchmarks/profiles
@@ -122,12 +122,12 @@ done
 step "heap profiles of the policy store at 1,000 and 10,000 ConfigMaps (docs/benchmarks/heap/, issue 27)"
 rm -rf docs/benchmarks/heap
 mkdir -p docs/benchmarks/heap
-run env PODPATCH_HEAP_PROFILES="$root/docs/benchmarks/heap" "$GO" test ./webhook -run '^TestStoreHeapProfile$' -count=1 -v \
-	-o "$work/webhook.test" | tee docs/benchmarks/heap/test.log
+run env PODPATCH_HEAP_PROFILES="$root/docs/benchmarks/heap" "$GO" test ./webhook/policystore -run '^TestStoreHeapProfile$' -count=1 -v \
+	-o "$work/policystore.test" | tee docs/benchmarks/heap/test.log
 for n in 1000 10000; do
 	out=docs/benchmarks/heap/store-$n.heap.txt
-	echo "$(quote "$GO" tool pprof -top -sample_index inuse_space -nodecount 40 "$work/webhook.test" "docs/benchmarks/heap/store-$n.heap.pprof") > $out" >>"$commands"
-	"$GO" tool pprof -top -sample_index inuse_space -nodecount 40 "$work/webhook.test" "docs/benchmarks/heap/store-$n.heap.pprof" >"$out" 2>/dev/null
+	echo "$(quote "$GO" tool pprof -top -sample_index inuse_space -nodecount 40 "$work/policystore.test" "docs/benchmarks/heap/store-$n.heap.pprof") > $out" >>"$commands"
+	"$GO" tool pprof -top -sample_index inuse_space -nodecount 40 "$work/policystore.test" "docs/benchmarks/heap/store-$n.heap.pprof" >"$out" 2>/dev/null
 done
 
 scale=()

@@ -24,6 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/webhook/policystore"
+	"github.com/podpatch/podpatch/webhook/slots"
 )
 
 // BenchmarkHandler measures one whole admission — AdmissionReview in, JSONPatch response out —
@@ -38,7 +40,7 @@ func BenchmarkHandler(b *testing.B) {
 	docs, err := policies.SplitDocuments(bytes.NewReader(raw))
 	require.NoError(b, err)
 	m := newTestMetrics(b)
-	h := &Review{Handler: &Mutator{Source: staticSource{snap: &Snapshot{Set: set}}, Metrics: m,
+	h := &Review{Handler: &Mutator{Source: staticSource{snap: &policystore.Snapshot{Set: set}}, Metrics: m,
 		PlatformNamespace: policies.DefaultPlatformNamespace}}
 	body := review(b, "Pod", "default", admissionv1.Create, docs[0].JSON, false)
 	b.ReportAllocs()
@@ -74,13 +76,13 @@ func BenchmarkConcurrentMaxReviews(b *testing.B) {
 		size       int
 		containers bool
 	}{
-		{"policies=examples/review=4MiB/shape=env", 0, maxReviewSize - 4096, false},
+		{"policies=examples/review=4MiB/shape=env", 0, slots.MaxReviewSize - 4096, false},
 		{"policies=examples+32ns/review=3MiB/shape=containers", policies.MaxNamespacePolicies - 1, 3 << 20, true},
-		{"policies=examples+32ns/review=4MiB/shape=containers", policies.MaxNamespacePolicies - 1, maxReviewSize - 4096, true},
+		{"policies=examples+32ns/review=4MiB/shape=containers", policies.MaxNamespacePolicies - 1, slots.MaxReviewSize - 4096, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			m := newTestMetrics(b)
-			store := NewStore(policies.DefaultOptions(), m, nil)
+			store := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(b), nil)
 			for _, cm := range examples {
 				require.Empty(b, store.Upsert(cm.ConfigMap))
 			}
@@ -90,7 +92,7 @@ func BenchmarkConcurrentMaxReviews(b *testing.B) {
 			store.MarkSynced()
 			h := NewHandler(HandlerOptions{Store: store, Policies: policies.DefaultOptions(), Metrics: m,
 				RequestBudget: DefaultRequestBudget, MaxInFlight: DefaultMaxInFlight,
-				LargeBodyBytes: LargeBytesFor(manifestMemoryLimit), Log: logr.Discard()})
+				LargeBodyBytes: slots.LargeBytesFor(manifestMemoryLimit), Log: logr.Discard()})
 			srv := httptest.NewTLSServer(h)
 			defer srv.Close()
 			client := srv.Client()
@@ -102,7 +104,7 @@ func BenchmarkConcurrentMaxReviews(b *testing.B) {
 				pod = maxSizePod(b, bc.size)
 			}
 			body := review(b, "Pod", "default", admissionv1.Create, pod, false)
-			require.LessOrEqual(b, len(body), maxReviewSize)
+			require.LessOrEqual(b, len(body), slots.MaxReviewSize)
 			small := review(b, "Pod", "default", admissionv1.Create, []byte(workerPod), false)
 
 			send := func(body []byte) (bool, error) {

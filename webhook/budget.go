@@ -1,52 +1,23 @@
 package webhook
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"time"
 
-	"golang.org/x/sync/semaphore"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/podpatch/podpatch/webhook/slots"
 )
 
-// Reason says why a request was answered without being handled; it is the reason label of
-// podpatch_admission_warnings_total.
-type Reason string
-
+// The defaults of the request budget and the handling slots, for `podpatch serve`'s flags and
+// the benchmarks.
 const (
-	// ReasonBudgetExceeded: the request budget ran out, or the API server gave up, before the
-	// request was handled.
-	ReasonBudgetExceeded Reason = "budget_exceeded"
-	// ReasonOverloaded: there was no room for the request's body, or no handling slot, for its
-	// whole budget.
-	ReasonOverloaded Reason = "overloaded"
-	// ReasonInvalidPolicy: a policy ConfigMap that could apply fails to compile; its last good
-	// version was applied.
-	ReasonInvalidPolicy Reason = "invalid_policy"
-	// ReasonApplyError: the object could not be patched and was allowed unchanged.
-	ReasonApplyError Reason = "apply_error"
-	// ReasonNamespacePoliciesLeftOut: namespace policies made the object unpatchable, so the
-	// platform's were applied alone.
-	ReasonNamespacePoliciesLeftOut Reason = "namespace_policies_left_out"
-	// ReasonSelectionDiverges: the platform's selectors contradict each other (the labels its
-	// policies set keep changing which of them match), so only its enforce policies applied.
-	ReasonSelectionDiverges Reason = "selection_diverges"
-	// ReasonNamespaceLimit: the namespace holds more than MaxNamespacePolicies policies; the
-	// ConfigMaps past it are left out.
-	ReasonNamespaceLimit Reason = "namespace_limit"
-	// ReasonNamespaceMismatch: the object's metadata.namespace is not the request's namespace;
-	// it was allowed unchanged (reference §5: only the request's namespace selects policies).
-	ReasonNamespaceMismatch Reason = "namespace_mismatch"
-	// ReasonPolicySkipped: a policy was left out because it would have made the object invalid
-	// (reference §8); podpatch_policy_skipped_total counts each by rule.
-	ReasonPolicySkipped Reason = "policy_skipped"
-	// ReasonCheckFinding: a manager-aware check found that a policy contradicts the manager
-	// (reference §8); podpatch_check_findings_total counts each by check.
-	ReasonCheckFinding Reason = "check_finding"
+	// DefaultRequestBudget is below the webhooks' timeoutSeconds (2) with room for the network.
+	DefaultRequestBudget = 1500 * time.Millisecond
+	// DefaultMaxInFlight is the number of requests handled at once, their bodies read. Memory
+	// is bounded by the room reserved for bodies (slots.Slots, slots.LargeBytesFor), not by
+	// this count: ordinary Pods are admitted in well under a millisecond, so 4 slots are
+	// rarely all busy, and the large reviews that take long are few at once by their room.
+	DefaultMaxInFlight = 4
 )
 
 // The stages at which a request can run out of budget: the stage label of
@@ -64,127 +35,6 @@ type Fallback interface {
 	Fallback(req admission.Request, reason Reason) admission.Response
 }
 
-// Slots bound what the requests in flight hold, so that memory stays under the container's
-// limit and no class of client can starve the API server's ordinary reviews (reference §5):
-//
-//   - Bytes. Before its body is read a request reserves room for it, the announced
-//     Content-Length (or maxReviewSize when none is announced), until its answer is written:
-//     the bodies in memory, and the policy engine's work on them (which grows with the body),
-//     are bounded by the reservations. Ordinary bodies, up to OrdinaryBody, reserve from their
-//     own pool of OrdinaryBytes, so that large bodies, from whomever, never hold the room
-//     ordinary reviews need; larger ones from a pool of LargeBytes.
-//   - Count. Once its body is read a request takes one of MaxInFlight handling slots. A
-//     client that sends its body slowly holds no slot, and its reservation only until its read
-//     deadline (bodyReadTime), which is short.
-//
-// A nil *Slots bounds nothing.
-type Slots struct {
-	handle   chan struct{}
-	ordinary *semaphore.Weighted
-	large    *semaphore.Weighted
-}
-
-// SlotOptions size Slots.
-type SlotOptions struct {
-	// MaxInFlight is the number of requests handled at once (reading excluded); at least 1.
-	MaxInFlight int
-	// LargeBytes bounds the bodies over OrdinaryBody read or handled at once; raised to
-	// maxReviewSize, so that the largest review can be served. Zero: DefaultLargeBytes.
-	LargeBytes int64
-	// OrdinaryBytes bounds the bodies up to OrdinaryBody read or handled at once. Zero:
-	// DefaultOrdinaryBytes.
-	OrdinaryBytes int64
-}
-
-const (
-	// OrdinaryBody is the largest body of an ordinary review: the Pods and Services the
-	// managers create are a few kilobytes (a Spark driver with its configuration in env,
-	// some 10 KiB).
-	OrdinaryBody = 64 << 10
-	// DefaultOrdinaryBytes holds 128 ordinary bodies of the largest kind, or a thousand of the
-	// usual few kilobytes, at once: clients that send slowly cannot fill it before their read
-	// deadline cuts them off.
-	DefaultOrdinaryBytes = 8 << 20
-	// DefaultLargeBytes lets two of the largest reviews be read and handled at once.
-	DefaultLargeBytes = 2 * maxReviewSize
-	// reservationOverhead is added to every reservation: the request's own buffers, whatever
-	// its body.
-	reservationOverhead = 4 << 10
-)
-
-// NewSlots returns the slots of o.
-func NewSlots(o SlotOptions) *Slots {
-	if o.LargeBytes == 0 {
-		o.LargeBytes = DefaultLargeBytes
-	}
-	if o.OrdinaryBytes == 0 {
-		o.OrdinaryBytes = DefaultOrdinaryBytes
-	}
-	return &Slots{
-		handle:   make(chan struct{}, max(o.MaxInFlight, 1)),
-		ordinary: semaphore.NewWeighted(max(o.OrdinaryBytes, OrdinaryBody+reservationOverhead)),
-		large:    semaphore.NewWeighted(max(o.LargeBytes, maxReviewSize+reservationOverhead)),
-	}
-}
-
-// reservation is room reserved for one body.
-type reservation struct {
-	pool  string // "ordinary" or "large": the pool label of podpatch_request_body_bytes_reserved
-	bytes int64
-}
-
-// reserve reserves room for a body of n bytes (negative: not announced, so the largest),
-// waiting until ctx is done; release gives it back. A free reservation is taken even when ctx
-// is done already, so that "overloaded" means exactly that there was no room.
-func (s *Slots) reserve(ctx context.Context, n int64) (release func(), r reservation, err error) {
-	if n < 0 || n > maxReviewSize {
-		n = maxReviewSize
-	}
-	r = reservation{pool: "ordinary", bytes: n + reservationOverhead}
-	if n > OrdinaryBody {
-		r.pool = "large"
-	}
-	if s == nil {
-		return func() {}, r, nil
-	}
-	pool := s.ordinary
-	if r.pool == "large" {
-		pool = s.large
-	}
-	if !pool.TryAcquire(r.bytes) {
-		if err := pool.Acquire(ctx, r.bytes); err != nil {
-			return nil, r, err
-		}
-	}
-	return func() { pool.Release(r.bytes) }, r, nil
-}
-
-// acquire takes a handling slot, waiting until ctx is done. A free slot is taken even when ctx
-// is done already.
-func (s *Slots) acquire(ctx context.Context) error {
-	if s == nil {
-		return nil
-	}
-	select {
-	case s.handle <- struct{}{}:
-		return nil
-	default:
-	}
-	select {
-	case s.handle <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// release returns a slot taken by acquire.
-func (s *Slots) release() {
-	if s != nil {
-		<-s.handle
-	}
-}
-
 // bodyReadTime is how long a body of n bytes may take to arrive once its room is reserved,
 // for a request budget of budget: the API server sends a review at once, from memory, over the
 // cluster network, so a client slower than this is not the API server, and holds its room no
@@ -192,7 +42,7 @@ func (s *Slots) release() {
 // for the largest body, by default.
 func bodyReadTime(budget time.Duration, n int64) time.Duration {
 	if n < 0 {
-		n = maxReviewSize
+		n = slots.MaxReviewSize
 	}
 	base := budget / 6
 	if budget <= 0 {
@@ -203,74 +53,3 @@ func bodyReadTime(budget time.Duration, n int64) time.Duration {
 
 // bodyReadRate is the slowest rate, in bytes per second, at which a body may arrive.
 const bodyReadRate = 8 << 20
-
-// maxHeadSize bounds what is read of a request that will not be handled, to find the uid its
-// answer must carry. kube-apiserver writes apiVersion, kind and then request.uid first
-// (admission.k8s.io/v1 field order), so the uid is within the first hundred bytes; the rest of
-// the head allows for clients that order fields differently.
-const maxHeadSize = 4 << 10
-
-// reviewHead finds the apiVersion, kind and request.uid at the start of an AdmissionReview
-// without decoding (or holding) the rest: the head may be cut anywhere. The uid is empty when
-// it is not in the head.
-func reviewHead(head []byte) (metav1.TypeMeta, types.UID) {
-	var tm metav1.TypeMeta
-	var uid types.UID
-	dec := json.NewDecoder(bytes.NewReader(head))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return tm, ""
-	}
-	str := func(dst *string) bool { return dec.Decode(dst) == nil }
-	skip := func() bool {
-		var v json.RawMessage
-		return dec.Decode(&v) == nil
-	}
-	for dec.More() {
-		k, err := dec.Token()
-		if err != nil {
-			return tm, uid
-		}
-		switch k {
-		case "apiVersion":
-			if !str(&tm.APIVersion) {
-				return tm, uid
-			}
-		case "kind":
-			if !str(&tm.Kind) {
-				return tm, uid
-			}
-		case "request":
-			if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-				return tm, uid
-			}
-			for dec.More() {
-				k, err := dec.Token()
-				if err != nil {
-					return tm, uid
-				}
-				if k != "uid" {
-					if !skip() {
-						return tm, uid
-					}
-					continue
-				}
-				var s string
-				if !str(&s) {
-					return tm, uid
-				}
-				uid = types.UID(s)
-				if tm.APIVersion != "" {
-					return tm, uid
-				}
-			}
-			if _, err := dec.Token(); err != nil { // the request's closing brace
-				return tm, uid
-			}
-		default:
-			if !skip() {
-				return tm, uid
-			}
-		}
-	}
-	return tm, uid
-}

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -27,14 +24,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/podpatch/podpatch/certs"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/webhook/policystore"
+	"github.com/podpatch/podpatch/webhook/slots"
 )
 
 // teamStore serves the label policy of labelPolicy in namespace team-a.
-func teamStore(t testing.TB, m *Metrics) *Store {
+func teamStore(t testing.TB) *policystore.Store {
 	t.Helper()
-	store := NewStore(policies.DefaultOptions(), m, nil)
+	store := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(t), nil)
 	require.Empty(t, store.Upsert(policyCM("team-a", "labels", strings.Replace(labelPolicy, "%s", "a", 1))))
 	store.MarkSynced()
 	return store
@@ -70,7 +68,7 @@ func requireFallback(t *testing.T, rec *httptest.ResponseRecorder, resp *admissi
 // cancelled, is allowed unchanged with a warning and counted; the handler keeps serving.
 func TestBudgetExceeded(t *testing.T) {
 	m := newTestMetrics(t)
-	store := teamStore(t, m)
+	store := teamStore(t)
 	mutator := &Mutator{Source: store, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}
 	body := review(t, "Pod", "team-a", admissionv1.Create, []byte(workerPod), false)
 
@@ -153,21 +151,21 @@ func (b *blocker) Handle(context.Context, admission.Request) admission.Response 
 // read; when its body is read but every handling slot stays busy, likewise.
 func TestOverloaded(t *testing.T) {
 	m := newTestMetrics(t)
-	slots := NewSlots(SlotOptions{MaxInFlight: 1, LargeBytes: 1}) // room for one large body
+	bounds := slots.NewSlots(slots.SlotOptions{MaxInFlight: 1, LargeBytes: 1}) // room for one large body
 	b := newBlocker()
-	busy := &Review{Name: "validate", Handler: b, Slots: slots, Metrics: m}
+	busy := &Review{Name: "validate", Handler: b, Slots: bounds, Metrics: m}
 	done := make(chan struct{})
-	big := review(t, "Pod", "team-a", admissionv1.Create, maxSizePod(t, maxReviewSize-4096), false)
+	big := review(t, "Pod", "team-a", admissionv1.Create, maxSizePod(t, slots.MaxReviewSize-4096), false)
 	go func() {
 		defer close(done)
 		post(t, busy, big, "application/json")
 	}()
 	<-b.entered // the only slot, and the room for large bodies, are taken
 	require.Equal(t, 1.0, testutil.ToFloat64(m.inFlight))
-	require.Equal(t, float64(len(big)+reservationOverhead), testutil.ToFloat64(m.bodyBytes.WithLabelValues("large")))
+	require.Equal(t, float64(len(big)+slots.ReservationOverhead), testutil.ToFloat64(m.bodyBytes.WithLabelValues("large")))
 
-	h := &Review{Name: "mutate", Slots: slots, Metrics: m, Budget: 10 * time.Millisecond,
-		Handler: &Mutator{Source: teamStore(t, m), Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
+	h := &Review{Name: "mutate", Slots: bounds, Metrics: m, Budget: 10 * time.Millisecond,
+		Handler: &Mutator{Source: teamStore(t), Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
 	body := &countingBody{r: bytes.NewReader(big)}
 	req := httptest.NewRequest(http.MethodPost, "/mutate", body)
 	req.Header.Set("Content-Type", "application/json")
@@ -184,7 +182,7 @@ func TestOverloaded(t *testing.T) {
 	// A client that puts the uid after the (large) object cannot be answered from the head:
 	// 503, and the API server applies its failurePolicy.
 	late := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"object":{"x":"` +
-		strings.Repeat("a", OrdinaryBody+maxHeadSize) + `"},"uid":"u"}}`)
+		strings.Repeat("a", slots.OrdinaryBody+maxHeadSize) + `"},"uid":"u"}}`)
 	rec, resp := post(t, h, late, "application/json")
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
 	require.NotNil(t, resp)
@@ -209,8 +207,8 @@ func TestOverloaded(t *testing.T) {
 // TestBodyTooLarge: a body larger than any review the API server sends is refused with 413
 // before it is read, whether its length is announced or not.
 func TestBodyTooLarge(t *testing.T) {
-	h := &Review{Handler: &Mutator{Source: teamStore(t, newTestMetrics(t)), Metrics: newTestMetrics(t)}}
-	huge := bytes.Repeat([]byte(" "), maxReviewSize+1)
+	h := &Review{Handler: &Mutator{Source: teamStore(t), Metrics: newTestMetrics(t)}}
+	huge := bytes.Repeat([]byte(" "), slots.MaxReviewSize+1)
 	for _, chunked := range []bool{false, true} {
 		t.Run(fmt.Sprintf("chunked=%v", chunked), func(t *testing.T) {
 			body := &countingBody{r: bytes.NewReader(huge)}
@@ -230,12 +228,12 @@ func TestBodyTooLarge(t *testing.T) {
 			if !chunked {
 				require.Zero(t, body.n.Load(), "an announced length over the limit is refused unread")
 			} else {
-				require.LessOrEqual(t, body.n.Load(), int64(maxReviewSize+1))
+				require.LessOrEqual(t, body.n.Load(), int64(slots.MaxReviewSize+1))
 			}
 		})
 	}
 	// The largest accepted review is served.
-	_, resp := post(t, h, review(t, "Pod", "team-a", admissionv1.Create, maxSizePod(t, maxReviewSize-4096), false), "application/json")
+	_, resp := post(t, h, review(t, "Pod", "team-a", admissionv1.Create, maxSizePod(t, slots.MaxReviewSize-4096), false), "application/json")
 	require.NotNil(t, resp)
 	require.True(t, resp.Allowed)
 	require.NotEmpty(t, resp.Patch)
@@ -246,8 +244,8 @@ func TestBodyTooLarge(t *testing.T) {
 // connection: the read deadline).
 func TestSlowBody(t *testing.T) {
 	m := newTestMetrics(t)
-	h := &Review{Name: "mutate", Slots: NewSlots(SlotOptions{MaxInFlight: 1}), Metrics: m, Budget: 50 * time.Millisecond,
-		Handler: &Mutator{Source: teamStore(t, m), Metrics: m}}
+	h := &Review{Name: "mutate", Slots: slots.NewSlots(slots.SlotOptions{MaxInFlight: 1}), Metrics: m, Budget: 50 * time.Millisecond,
+		Handler: &Mutator{Source: teamStore(t), Metrics: m}}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	body := review(t, "Pod", "team-a", admissionv1.Create, []byte(workerPod), false)
@@ -280,7 +278,7 @@ func TestSlowBody(t *testing.T) {
 	// A budget spent before the body is read (the read deadline is past): the head is still
 	// read, for the uid, and the answer is the fallback, not an error.
 	spent := httptest.NewServer(&Review{Name: "mutate", Metrics: m, Budget: time.Nanosecond,
-		Handler: &Mutator{Source: teamStore(t, m), Metrics: m}})
+		Handler: &Mutator{Source: teamStore(t), Metrics: m}})
 	defer spent.Close()
 	resp, err = http.Post(spent.URL+"/mutate", "application/json", bytes.NewReader(body))
 	require.NoError(t, err)
@@ -296,9 +294,9 @@ func TestSlowBody(t *testing.T) {
 // TestConcurrentLargeReviews sends twice as many maximum-size reviews as there are slots, at
 // once: every one is patched, and no more than the slots are ever handled together.
 func TestConcurrentLargeReviews(t *testing.T) {
-	const slots, requests = 4, 8
+	const handling, requests = 4, 8
 	m := newTestMetrics(t)
-	mutator := &Mutator{Source: teamStore(t, m), Metrics: m}
+	mutator := &Mutator{Source: teamStore(t), Metrics: m}
 	var now, peak atomic.Int32
 	counting := admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
 		n := now.Add(1)
@@ -307,8 +305,8 @@ func TestConcurrentLargeReviews(t *testing.T) {
 		}
 		return mutator.Handle(ctx, req)
 	})
-	h := &Review{Name: "mutate", Handler: counting, Slots: NewSlots(SlotOptions{MaxInFlight: slots, LargeBytes: 8 * maxReviewSize}), Metrics: m}
-	pod := maxSizePod(t, maxReviewSize-4096)
+	h := &Review{Name: "mutate", Handler: counting, Slots: slots.NewSlots(slots.SlotOptions{MaxInFlight: handling, LargeBytes: 8 * slots.MaxReviewSize}), Metrics: m}
+	pod := maxSizePod(t, slots.MaxReviewSize-4096)
 	body := review(t, "Pod", "team-a", admissionv1.Create, pod, false)
 	var wg sync.WaitGroup
 	results := make([]*admissionv1.AdmissionResponse, requests)
@@ -329,102 +327,10 @@ func TestConcurrentLargeReviews(t *testing.T) {
 		require.NotNil(t, resp, "request %d", i)
 		require.Contains(t, string(applyResponse(t, pod, resp)), `"team":"a"`, "request %d", i)
 	}
-	require.LessOrEqual(t, peak.Load(), int32(slots))
+	require.LessOrEqual(t, peak.Load(), int32(handling))
 	require.Equal(t, float64(requests), testutil.ToFloat64(m.admissions.WithLabelValues("Pod", "dask", "worker", "patched")))
 	require.Zero(t, testutil.CollectAndCount(m.exceeded))
 	require.Equal(t, 0.0, testutil.ToFloat64(m.inFlight))
-}
-
-// TestReviewHead finds the uid a fallback answer needs in the first bytes of a review.
-func TestReviewHead(t *testing.T) {
-	full := review(t, "Pod", "team-a", admissionv1.Create, []byte(workerPod), false)
-	cases := []struct {
-		name    string
-		head    []byte
-		version string
-		uid     types.UID
-	}{
-		{"whole review", full, "admission.k8s.io/v1", "uid-Pod"},
-		{"cut after the uid", full[:bytes.Index(full, []byte(`uid-Pod`))+10], "admission.k8s.io/v1", "uid-Pod"},
-		{"cut inside the uid", full[:bytes.Index(full, []byte(`uid-Pod`))+3], "admission.k8s.io/v1", ""},
-		{"v1beta1", []byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1beta1","request":{"uid":"u1"`), "admission.k8s.io/v1beta1", "u1"},
-		{"uid before apiVersion", []byte(`{"request":{"kind":{"kind":"Pod"},"uid":"u2"},"apiVersion":"admission.k8s.io/v1"}`), "admission.k8s.io/v1", "u2"},
-		{"uid after a cut object", []byte(`{"apiVersion":"admission.k8s.io/v1","request":{"object":{"a":[1,2`), "admission.k8s.io/v1", ""},
-		{"uid of a nested object is not the request's", []byte(`{"apiVersion":"admission.k8s.io/v1","request":{"object":{"uid":"no"}}}`), "admission.k8s.io/v1", ""},
-		{"not JSON", []byte(`<html>`), "", ""},
-		{"not an object", []byte(`[{"request":{"uid":"x"}}]`), "", ""},
-		{"empty", nil, "", ""},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			tm, uid := reviewHead(c.head)
-			require.Equal(t, c.version, tm.APIVersion)
-			require.Equal(t, c.uid, uid)
-		})
-	}
-}
-
-// TestTLSServerShutdown: once its context is done the server refuses new connections, lets the
-// request in flight finish, and returns nil; a request that does not finish within the grace
-// makes it return an error instead of waiting.
-func TestTLSServerShutdown(t *testing.T) {
-	certDir, pool := testCerts(t)
-	start := func(h http.Handler, grace time.Duration) (string, context.CancelFunc, chan error) {
-		s := &Server{Addr: freeAddr(t), CertDir: certDir, Handler: h, Grace: grace, Log: logr.Discard()}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- s.Start(ctx) }()
-		require.Eventually(t, func() bool { return s.StartedChecker()(nil) == nil }, 10*time.Second, 10*time.Millisecond)
-		return s.Addr, cancel, done
-	}
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsClientConfig(pool)}}
-	b := newBlocker()
-	h := &Review{Handler: b}
-	addr, cancel, done := start(h, time.Minute)
-	body := review(t, "Pod", "team-a", admissionv1.Create, []byte(workerPod), false)
-	answered := make(chan *http.Response, 1)
-	go func() {
-		resp, err := client.Post("https://"+addr+"/mutate", "application/json", bytes.NewReader(body))
-		if err != nil {
-			t.Error(err)
-		}
-		answered <- resp
-	}()
-	<-b.entered
-	cancel() // SIGTERM
-	require.Eventually(t, func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err != nil
-	}, 10*time.Second, 10*time.Millisecond, "new connections are refused once shutdown begins")
-	select {
-	case err := <-done:
-		t.Fatalf("returned with a request in flight: %v", err)
-	default:
-	}
-	close(b.release)
-	resp := <-answered
-	require.NotNil(t, resp)
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.NoError(t, resp.Body.Close())
-	require.NoError(t, <-done)
-
-	// A request that never finishes: the server gives up after the grace.
-	stuck := newBlocker()
-	addr, cancel, done = start(&Review{Handler: stuck}, 50*time.Millisecond)
-	go func() {
-		resp, err := client.Post("https://"+addr+"/mutate", "application/json", bytes.NewReader(body))
-		if err == nil {
-			resp.Body.Close()
-		}
-	}()
-	<-stuck.entered
-	cancel()
-	err := <-done
-	require.ErrorContains(t, err, "requests in flight did not finish within 50ms")
-	close(stuck.release)
 }
 
 // maxSizePod is the Dask worker Pod of workerPod padded with environment variables to size
@@ -445,22 +351,4 @@ func maxSizePod(t testing.TB, size int) []byte {
 	require.NoError(t, err)
 	require.LessOrEqual(t, len(raw), size)
 	return raw
-}
-
-// testCerts writes a serving certificate for podpatch.podpatch-system.svc and returns its
-// directory and CA pool.
-func testCerts(t testing.TB) (string, *x509.CertPool) {
-	t.Helper()
-	dir := t.TempDir()
-	b, err := certs.Generate(certs.GenerateOptions{Service: "podpatch", Namespace: "podpatch-system"})
-	require.NoError(t, err)
-	require.NoError(t, certs.WriteFiles(dir, b))
-	pool := x509.NewCertPool()
-	require.True(t, pool.AppendCertsFromPEM(b.CACert))
-	return dir, pool
-}
-
-// tlsClientConfig trusts pool and names the service of testCerts' certificate.
-func tlsClientConfig(pool *x509.CertPool) *tls.Config {
-	return &tls.Config{RootCAs: pool, ServerName: "podpatch.podpatch-system.svc"}
 }

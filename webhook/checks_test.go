@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/webhook/policystore"
 )
 
 // TestMutateFindings: the manager-aware checks' findings are admission warnings within the bound
@@ -39,7 +40,7 @@ func TestMutateFindings(t *testing.T) {
 	require.Empty(t, probs)
 	set := policies.NewSet(ps)
 	m := newTestMetrics(t)
-	h := &Review{Handler: &Mutator{Source: staticSource{snap: &Snapshot{Set: set}}, Metrics: m,
+	h := &Review{Handler: &Mutator{Source: staticSource{snap: &policystore.Snapshot{Set: set}}, Metrics: m,
 		PlatformNamespace: policies.DefaultPlatformNamespace, Cluster: noClasses{}}}
 
 	b, err := os.ReadFile("../policies/testdata/fixtures/kuberay/worker-pod.yaml")

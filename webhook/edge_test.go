@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/webhook/policystore"
 )
 
 const workerPod = `{"apiVersion":"v1","kind":"Pod","metadata":{"generateName":"w-","labels":{"dask.org/component":"worker","dask.org/cluster-name":"simple"}},"spec":{"containers":[{"name":"worker","image":"ghcr.io/dask/dask:latest"}]}}`
@@ -38,7 +39,7 @@ spec:
 // keeps serving good requests afterwards.
 func TestMutateEdges(t *testing.T) {
 	m := newTestMetrics(t)
-	store := NewStore(policies.DefaultOptions(), m, nil)
+	store := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(t), nil)
 	require.Empty(t, store.Upsert(policyCM("team-a", "labels", strings.Replace(labelPolicy, "%s", "a", 1))))
 	store.MarkSynced()
 	h := &Review{Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}

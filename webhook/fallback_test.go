@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/webhook/policystore"
 )
 
 // TestMutateFallbackReasons: each way the engine leaves whole layers out is counted under its
@@ -57,7 +58,7 @@ func TestMutateFallbackReasons(t *testing.T) {
 				ps = append(ps, p...)
 			}
 			m := newTestMetrics(t)
-			h := &Review{Handler: &Mutator{Source: staticSource{snap: &Snapshot{Set: policies.NewSet(ps)}}, Metrics: m,
+			h := &Review{Handler: &Mutator{Source: staticSource{snap: &policystore.Snapshot{Set: policies.NewSet(ps)}}, Metrics: m,
 				PlatformNamespace: policies.DefaultPlatformNamespace}}
 			_, resp := post(t, h, review(t, "Pod", "default", admissionv1.Create, pod, false), "application/json")
 			require.NotNil(t, resp)

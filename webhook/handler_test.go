@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"testing"
@@ -13,15 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
 
 // TestManifestBudgets checks the Deployment against the webhook configurations: the request
 // budget ends before either webhook's timeout, requests in flight at SIGTERM finish before the

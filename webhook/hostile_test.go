@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/webhook/policystore"
 )
 
 // flowBomb is issue 21's shape as a policy document: anchors and aliases right after `:` in a
@@ -54,7 +55,7 @@ func hostilePolicies() map[string]string {
 func TestStoreSurvivesHostilePolicies(t *testing.T) {
 	m := newTestMetrics(t)
 	var reported []string
-	s := NewStore(policies.DefaultOptions(), m, func(_ *corev1.ConfigMap, p policies.Problems) { reported = append(reported, p.Error()) })
+	s := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(t), func(_ *corev1.ConfigMap, p policies.Problems) { reported = append(reported, p.Error()) })
 	good := policyCM("team-a", "labels", strings.Replace(labelPolicy, "%s", "a", 1))
 	good.ResourceVersion = "1"
 	require.Empty(t, s.Upsert(good))
@@ -87,32 +88,6 @@ func TestStoreSurvivesHostilePolicies(t *testing.T) {
 		"tags beyond the core schema are not accepted", "nested deeper than 64 levels", "more than 131072 bytes of YAML text"} {
 		require.Contains(t, joined, want)
 	}
-}
-
-// TestStoreCompileBudget: a compile past the store's budget refuses the ConfigMap with the
-// budget named, keeps the last good version, and the next resync compiles it again.
-func TestStoreCompileBudget(t *testing.T) {
-	m := newTestMetrics(t)
-	s := NewStore(policies.DefaultOptions(), m, nil)
-	cm := policyCM("team-a", "labels", strings.Replace(labelPolicy, "%s", "a", 1))
-	cm.ResourceVersion = "1"
-	require.Empty(t, s.Upsert(cm))
-	s.MarkSynced()
-
-	next := policyCM("team-a", "labels", strings.Replace(labelPolicy, "%s", "b", 1))
-	next.ResourceVersion = "2"
-	s.compileBudget = time.Nanosecond
-	probs := s.Upsert(next)
-	require.Len(t, probs, 1)
-	require.Contains(t, probs.Error(), "not compiled within its budget: context deadline exceeded: the policy store's compile budget is 1ns")
-	s.Publish()
-	require.Equal(t, []string{"labels"}, s.Snapshot().Invalid["team-a"])
-	require.Equal(t, 1, s.Snapshot().Set.Count(policies.ScopeNamespace), "last good kept")
-
-	s.compileBudget = DefaultCompileBudget
-	require.Empty(t, s.Upsert(next), "the same version is compiled again, not skipped as done")
-	s.Publish()
-	require.Empty(t, s.Snapshot().Invalid)
 }
 
 // TestValidatorRefusesHostilePolicies: /validate denies each hostile policy, naming why,
@@ -155,15 +130,15 @@ func allocatedBy(f func()) uint64 {
 // then answers with the fallback; the store waits for a slot.
 func TestCompileSlots(t *testing.T) {
 	m := newTestMetrics(t)
-	for range maxCompiles {
-		require.NoError(t, compiles.acquire(t.Context()))
+	for range policystore.MaxCompiles {
+		require.NoError(t, policystore.AcquireCompile(t.Context()))
 	}
 	released := false
 	release := func() {
 		if !released {
 			released = true
-			for range maxCompiles {
-				compiles.release()
+			for range policystore.MaxCompiles {
+				policystore.ReleaseCompile()
 			}
 		}
 	}
@@ -177,7 +152,7 @@ func TestCompileSlots(t *testing.T) {
 	rec, resp := post(t, h, review(t, "ConfigMap", "team-a", admissionv1.Create, raw, false), "application/json")
 	requireFallback(t, rec, resp, "uid-ConfigMap", "could not validate this policy ConfigMap in time")
 
-	s := NewStore(policies.DefaultOptions(), m, nil)
+	s := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(t), nil)
 	done := make(chan policies.Problems)
 	go func() { done <- s.Upsert(cm) }()
 	select {

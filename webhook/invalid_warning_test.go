@@ -8,6 +8,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/webhook/policystore"
 )
 
 // TestInvalidWarningLastGoodOnlyWhereOne: the admission warning about a policy ConfigMap that
@@ -16,7 +17,7 @@ import (
 // (issue 37: the warning said a last good version was applied for a ConfigMap created broken).
 func TestInvalidWarningLastGoodOnlyWhereOne(t *testing.T) {
 	m := newTestMetrics(t)
-	store := NewStore(policies.DefaultOptions(), m, nil)
+	store := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(t), nil)
 	h := &Review{Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
 	broken := strings.Replace(labelPolicy, "{team: %s}", "{team: [broken]}", 1)
 	require.Empty(t, store.Upsert(policyCM("team-a", "labels", strings.Replace(labelPolicy, "%s", "a", 1))))

@@ -8,17 +8,16 @@ import (
 	"github.com/podpatch/podpatch/internal/promreg"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/validity"
+	"github.com/podpatch/podpatch/webhook/slots"
 )
 
-// Metrics are podpatch's own Prometheus metrics. Every label is bounded: managers, roles,
-// kinds, results and reasons are small fixed sets; no object or policy names.
+// Metrics are the admission adapter's Prometheus metrics (the policy store's are
+// policystore.Metrics, the owner Events' ownerevents'). Every label is bounded: managers,
+// roles, kinds, results and reasons are small fixed sets; no object or policy names.
 type Metrics struct {
 	admissions  *prometheus.CounterVec
 	warnings    *prometheus.CounterVec
 	validations *prometheus.CounterVec
-	policies    *prometheus.GaugeVec
-	invalid     prometheus.Gauge
-	reloads     *prometheus.CounterVec
 	exceeded    *prometheus.CounterVec
 	inFlight    prometheus.Gauge
 	bodyBytes   *prometheus.GaugeVec
@@ -26,7 +25,6 @@ type Metrics struct {
 	skipped     *prometheus.CounterVec
 	findings    *prometheus.CounterVec
 	obs         observations // observe.go
-	reg         prometheus.Registerer
 }
 
 // NewMetrics creates the metrics and registers them with reg (controller-runtime's registry
@@ -44,18 +42,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		validations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_policy_validations_total",
 			Help: "Policy ConfigMap validation requests by result (allowed, denied).",
-		}, []string{"result"}),
-		policies: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "podpatch_policies",
-			Help: "Compiled policies being served, by scope (platform, namespace).",
-		}, []string{"scope"}),
-		invalid: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "podpatch_policy_configmaps_invalid",
-			Help: "Policy ConfigMaps whose current version fails to compile (their last good version, if any, is served).",
-		}),
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "podpatch_policy_reloads_total",
-			Help: "Policy ConfigMap compilations by result (ok, invalid, deleted).",
 		}, []string{"result"}),
 		exceeded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_budget_exceeded_total",
@@ -82,14 +68,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Admission handler panics recovered and answered with an error, by webhook (mutate, validate): a bug to report.",
 		}, []string{"webhook"}),
 	}
-	m.reg = reg
 	r := promreg.New(reg)
 	m.admissions = r.Register(m.admissions).(*prometheus.CounterVec)
 	m.warnings = r.Register(m.warnings).(*prometheus.CounterVec)
 	m.validations = r.Register(m.validations).(*prometheus.CounterVec)
-	m.policies = r.Register(m.policies).(*prometheus.GaugeVec)
-	m.invalid = r.Register(m.invalid).(prometheus.Gauge)
-	m.reloads = r.Register(m.reloads).(*prometheus.CounterVec)
 	m.exceeded = r.Register(m.exceeded).(*prometheus.CounterVec)
 	m.inFlight = r.Register(m.inFlight).(prometheus.Gauge)
 	m.bodyBytes = r.Register(m.bodyBytes).(*prometheus.GaugeVec)
@@ -122,9 +104,9 @@ func (m *Metrics) warned(reason Reason) {
 }
 
 // reserved counts room reserved (sign 1) or given back (-1); m may be nil.
-func (m *Metrics) reserved(r reservation, sign int64) {
+func (m *Metrics) reserved(r slots.Reservation, sign int64) {
 	if m != nil {
-		m.bodyBytes.WithLabelValues(r.pool).Add(float64(sign * r.bytes))
+		m.bodyBytes.WithLabelValues(r.Pool).Add(float64(sign * r.Bytes))
 	}
 }
 

@@ -1,6 +1,3 @@
-// Package webhook is podpatch's admission adapter: it decodes AdmissionReviews, runs the
-// policy engine and answers with a JSONPatch; it validates policy ConfigMaps; it keeps the
-// compiled policies current from an informer or a directory; and it serves it all over TLS.
 package webhook
 
 import (
@@ -18,19 +15,21 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/validity"
+	"github.com/podpatch/podpatch/webhook/ownerevents"
+	"github.com/podpatch/podpatch/webhook/policystore"
 )
 
 // Mutator patches Pods and Services on CREATE with the matching policies. It never denies:
 // a policy problem or an object it cannot patch is allowed unchanged, with a warning.
 type Mutator struct {
-	Source            Source
+	Source            policystore.Source
 	Metrics           *Metrics
 	PlatformNamespace string
 	// Cluster answers what patched Pods reference, from caches (reference §8); nil when unknown.
 	Cluster validity.Cluster
 	// Events aggregates what admission did into Events on the owning custom resources
 	// (reference §9), off the request path; nil: none.
-	Events *Events
+	Events *ownerevents.Events
 }
 
 var (
@@ -202,7 +201,7 @@ func (m *Mutator) actionWarnings(skipped []policies.Skipped, findings []policies
 // invalidWarnings names the broken policy ConfigMaps that could have applied to an object in ns:
 // those with a last good version, which was applied, apart from those that never compiled
 // since podpatch started, of which nothing was.
-func (m *Mutator) invalidWarnings(snap *Snapshot, ns string) []string {
+func (m *Mutator) invalidWarnings(snap *policystore.Snapshot, ns string) []string {
 	var kept, never []string
 	for _, scopeNS := range []string{m.PlatformNamespace, ns} {
 		for _, name := range snap.Invalid[scopeNS] {

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/webhook/policystore"
 )
 
 const goldenRoot = "../policies/testdata/apply"
@@ -34,16 +35,23 @@ type caseArgs struct {
 
 // staticSource serves one fixed snapshot.
 type staticSource struct {
-	snap   *Snapshot
+	snap   *policystore.Snapshot
 	labels map[string]string
 }
 
-func (s staticSource) Snapshot() *Snapshot                      { return s.snap }
+func (s staticSource) Snapshot() *policystore.Snapshot          { return s.snap }
 func (s staticSource) NamespaceLabels(string) map[string]string { return s.labels }
 
 func newTestMetrics(t testing.TB) *Metrics {
 	t.Helper()
 	m, err := NewMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	return m
+}
+
+func newStoreMetrics(t testing.TB) *policystore.Metrics {
+	t.Helper()
+	m, err := policystore.NewMetrics(prometheus.NewRegistry())
 	require.NoError(t, err)
 	return m
 }
@@ -131,7 +139,7 @@ func TestMutateGolden(t *testing.T) {
 			set, probs := policies.Compile(cms, opts)
 			require.Empty(t, probs)
 			h := &Review{Handler: &Mutator{
-				Source:            staticSource{snap: &Snapshot{Set: set}, labels: args.NamespaceLabels},
+				Source:            staticSource{snap: &policystore.Snapshot{Set: set}, labels: args.NamespaceLabels},
 				Metrics:           newTestMetrics(t),
 				PlatformNamespace: opts.PlatformNamespace,
 			}}

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/webhook/policystore"
 )
 
 // envPolicy sets a label and a literal env value unique to the namespace it lives in, the
@@ -41,7 +42,7 @@ spec:
 // another namespace's.
 func TestNamespaceOnlyFromRequest(t *testing.T) {
 	m := newTestMetrics(t)
-	store := NewStore(policies.DefaultOptions(), m, nil)
+	store := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(t), nil)
 	tenants := []string{"team-a", "team-b", "team-c", "default"}
 	for _, ns := range tenants {
 		require.Empty(t, store.Upsert(policyCM(ns, "secret", fmt.Sprintf(envPolicy, ns))))

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
+	"github.com/podpatch/podpatch/certs"
 	"github.com/podpatch/podpatch/policies"
 )
 
@@ -16,13 +18,12 @@ import (
 var latencyBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5}
 
 // observations are the metrics a dashboard and alerts need beyond the counters of metrics.go:
-// latencies, the policy generation each replica serves, the serving certificate's expiry and
-// readiness. Labels stay bounded: webhook is mutate or validate, kind and manager are the fixed
-// sets of metrics.go, and hash has one value per replica at a time.
+// latencies, the serving certificate's expiry, the memory limit and readiness (the policy
+// generation each replica serves is the policy store's, policystore.Metrics). Labels stay
+// bounded: webhook is mutate or validate, kind and manager are the fixed sets of metrics.go.
 type observations struct {
 	admission  *prometheus.HistogramVec
 	apply      *prometheus.HistogramVec
-	generation *prometheus.GaugeVec
 	certExpiry prometheus.Gauge
 	memLimit   prometheus.Gauge
 	ready      prometheus.GaugeFunc
@@ -42,10 +43,6 @@ func (o *observations) register(reg func(prometheus.Collector) prometheus.Collec
 		Help:    "Time spent applying the policy layers to one object, by kind (Pod, Service) and recognised manager (empty: none).",
 		Buckets: latencyBuckets,
 	}, []string{"kind", "manager"})).(*prometheus.HistogramVec)
-	o.generation = reg(prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "podpatch_policy_generation_info",
-		Help: "Always 1, labelled with the generation (a content hash, policies.Set.Generation) of the policies this replica serves; replicas with different hashes serve different policies.",
-	}, []string{"hash"})).(*prometheus.GaugeVec)
 	o.certExpiry = reg(prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "podpatch_certificate_expiry_timestamp_seconds",
 		Help: "Expiry (NotAfter, Unix seconds) of the serving certificate, set when it is loaded or reloaded.",
@@ -79,13 +76,6 @@ func (m *Metrics) observeApply(kind policies.Kind, manager policies.Manager, sta
 	m.obs.apply.WithLabelValues(k, string(manager)).Observe(time.Since(start).Seconds())
 }
 
-// setGeneration publishes the generation of the policies being served; the previous one is
-// removed, so a replica exports one series.
-func (m *Metrics) setGeneration(generation string) {
-	m.obs.generation.Reset()
-	m.obs.generation.WithLabelValues(generation).Set(1)
-}
-
 // setCertificateExpiry records the serving certificate's expiry.
 func (m *Metrics) setCertificateExpiry(notAfter time.Time) {
 	m.obs.certExpiry.Set(float64(notAfter.Unix()))
@@ -115,4 +105,10 @@ func (o *observations) readyValue() float64 {
 		return 1
 	}
 	return 0
+}
+
+// WatchCertificateExpiry exports the expiry of the serving certificate in certDir as a metric,
+// until ctx is done.
+func (m *Metrics) WatchCertificateExpiry(certDir string) func(context.Context) error {
+	return certs.WatchExpiry(certDir, m.setCertificateExpiry)
 }

@@ -28,7 +28,7 @@ func (p panicking) Handle(ctx context.Context, req admission.Request) admission.
 // podpatch_panics_total, and the handler keeps serving.
 func TestPanicRecoveredAndCounted(t *testing.T) {
 	m := newTestMetrics(t)
-	mutator := &Mutator{Source: teamStore(t, m), Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}
+	mutator := &Mutator{Source: teamStore(t), Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}
 	for _, name := range []string{"mutate", "validate"} {
 		h := &Review{Name: name, Handler: panicking{mutator}, Metrics: m}
 		for i := range 2 {

@@ -16,16 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-)
 
-// maxReviewSize bounds a request body. kube-apiserver accepts request bodies of at most 3 MiB
-// (MaxRequestBodyBytes in k8s.io/apiserver's server config: twice etcd's 1.5 MiB request
-// limit), and its AdmissionReview wraps the object, as JSON, with the request's kind, resource
-// and userInfo. 4 MiB leaves a quarter for that wrapper and for re-encoding (a YAML or
-// protobuf request body reaches webhooks as JSON); an object larger than that could not be
-// stored in etcd anyway. controller-runtime's 7 MiB would only let every request slot hold
-// more memory, for no review the API server can send.
-const maxReviewSize = 4 << 20
+	"github.com/podpatch/podpatch/webhook/slots"
+)
 
 // headGrace is how long a request that will not be handled (its budget is spent) may take to
 // deliver the head of its body, which carries the uid its answer needs. The API server sends
@@ -34,8 +27,10 @@ const maxReviewSize = 4 << 20
 const headGrace = 100 * time.Millisecond
 
 var (
-	errTooLarge  = fmt.Errorf("request entity is too large; limit is %d bytes", maxReviewSize)
+	errTooLarge  = fmt.Errorf("request entity is too large; limit is %d bytes", slots.MaxReviewSize)
 	errOutOfTime = errors.New("the request budget ran out")
+	errNoRequest = errors.New("not an admission request: no kind, uid or operation")
+	errNoObject  = errors.New("the request carries no object")
 )
 
 // Review serves AdmissionReviews (admission.k8s.io/v1, and v1beta1 which has the same shape)
@@ -57,7 +52,7 @@ type Review struct {
 	// webhook's timeoutSeconds so that the answer arrives in time. Zero: no budget.
 	Budget time.Duration
 	// Slots bounds the bodies read and the requests handled at once; nil: no bound.
-	Slots *Slots
+	Slots *slots.Slots
 	// Metrics counts the requests that ran out of budget; nil: not counted.
 	Metrics *Metrics
 }
@@ -78,7 +73,7 @@ func (rv *Review) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Room for the body first, so that memory is bounded before it is read; the handling slot
 	// only once it is read, so that a client that sends slowly holds none (reference §5).
-	release, room, err := rv.Slots.reserve(ctx, r.ContentLength)
+	release, room, err := rv.Slots.Reserve(ctx, r.ContentLength)
 	if err != nil {
 		rv.giveUp(w, r, nil, stageWait)
 		return
@@ -116,11 +111,11 @@ func (rv *Review) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	req := review.Request.admission()
-	if err := rv.Slots.acquire(ctx); err != nil {
+	if err := rv.Slots.Acquire(ctx); err != nil {
 		rv.overloaded(w, review.TypeMeta, req)
 		return
 	}
-	defer rv.Slots.release()
+	defer rv.Slots.Release()
 	if rv.Metrics != nil {
 		rv.Metrics.inFlight.Inc()
 		defer rv.Metrics.inFlight.Dec()
@@ -278,7 +273,7 @@ func checkHead(r *http.Request) error {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return errors.New("request body is empty")
 	}
-	if r.ContentLength > maxReviewSize {
+	if r.ContentLength > slots.MaxReviewSize {
 		return errTooLarge
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
@@ -287,11 +282,11 @@ func checkHead(r *http.Request) error {
 	return nil
 }
 
-// read reads the body, at most maxReviewSize bytes, under a read deadline of bodyReadTime for
-// its announced length, within the budget: a client that trickles its body holds its room no
-// longer than that. errOutOfTime comes with what was read. The deadline is cleared only once
-// the whole body is read: otherwise net/http reads on to discard the rest before it writes the
-// answer, and a client that stalls would hold the answer back.
+// read reads the body, at most slots.MaxReviewSize bytes, under a read deadline of
+// bodyReadTime for its announced length, within the budget: a client that trickles its body
+// holds its room no longer than that. errOutOfTime comes with what was read. The deadline is
+// cleared only once the whole body is read: otherwise net/http reads on to discard the rest
+// before it writes the answer, and a client that stalls would hold the answer back.
 func (rv *Review) read(ctx context.Context, w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	rc := http.NewResponseController(w)
 	dl := time.Now().Add(bodyReadTime(rv.Budget, r.ContentLength))
@@ -315,8 +310,8 @@ func (rv *Review) read(ctx context.Context, w http.ResponseWriter, r *http.Reque
 		n, err = io.ReadFull(r.Body, body)
 		body = body[:n]
 	} else {
-		body, err = io.ReadAll(io.LimitReader(r.Body, maxReviewSize+1))
-		if err == nil && len(body) > maxReviewSize {
+		body, err = io.ReadAll(io.LimitReader(r.Body, slots.MaxReviewSize+1))
+		if err == nil && len(body) > slots.MaxReviewSize {
 			return nil, errTooLarge
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/webhook/slots"
 )
 
 // servedHandler serves the admission endpoints as `podpatch serve` wires them — the default
@@ -28,7 +29,7 @@ import (
 func servedHandler(t *testing.T) (*httptest.Server, *Metrics) {
 	t.Helper()
 	m := newTestMetrics(t)
-	h := NewHandler(HandlerOptions{Store: teamStore(t, m), Policies: policies.DefaultOptions(), Metrics: m,
+	h := NewHandler(HandlerOptions{Store: teamStore(t), Policies: policies.DefaultOptions(), Metrics: m,
 		RequestBudget: DefaultRequestBudget, MaxInFlight: DefaultMaxInFlight, Log: logr.Discard()})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -60,9 +61,9 @@ func slowSenders(ctx context.Context, t *testing.T, addr string, n int, rng *ran
 	var cut atomic.Int64
 	var wg sync.WaitGroup
 	for i := range n {
-		length := 1 + rng.Int64N(OrdinaryBody) // most announce an ordinary body
+		length := 1 + rng.Int64N(slots.OrdinaryBody) // most announce an ordinary body
 		if i%4 == 0 {
-			length = OrdinaryBody + rng.Int64N(maxReviewSize-OrdinaryBody) // some a large one
+			length = slots.OrdinaryBody + rng.Int64N(slots.MaxReviewSize-slots.OrdinaryBody) // some a large one
 		}
 		start := time.Duration(rng.Int64N(int64(DefaultRequestBudget))) // staggered, as clients come
 		wg.Go(func() {
@@ -162,7 +163,7 @@ func TestLargeBodiesDoNotStarveOrdinary(t *testing.T) {
 		t.Run(fmt.Sprintf("large=%d", large), func(t *testing.T) {
 			srv, m := servedHandler(t)
 			client := &http.Client{Timeout: 10 * time.Second}
-			size := 3<<20 + rng.IntN(maxReviewSize-(3<<20)-4096) // between etcd's limit and ours
+			size := 3<<20 + rng.IntN(slots.MaxReviewSize-(3<<20)-4096) // between etcd's limit and ours
 			big := review(t, "Pod", "team-a", admissionv1.Create, maxSizePod(t, size), false)
 			small := review(t, "Pod", "team-a", admissionv1.Create, []byte(workerPod), false)
 			ctx, cancel := context.WithCancel(context.Background())
@@ -212,60 +213,4 @@ func TestLargeBodiesDoNotStarveOrdinary(t *testing.T) {
 				testutil.ToFloat64(m.exceeded.WithLabelValues("mutate", stageHandle)))
 		})
 	}
-}
-
-// TestSlotsOrdinaryRoom: however the large bodies fill their room (generated sizes, announced
-// or not), an ordinary body's reservation is taken at once; a large one waits for room and
-// gets it when some is released. The room for large bodies always holds the largest one.
-func TestSlotsOrdinaryRoom(t *testing.T) {
-	rng := rand.New(rand.NewPCG(64, 8))
-	for range 50 {
-		large := rng.Int64N(4 * maxReviewSize)
-		s := NewSlots(SlotOptions{MaxInFlight: 1 + rng.IntN(8), LargeBytes: large})
-		var releases []func()
-		for {
-			n := OrdinaryBody + 1 + rng.Int64N(maxReviewSize)
-			if rng.IntN(5) == 0 {
-				n = -1 // not announced: the largest
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
-			release, _, err := s.reserve(ctx, n)
-			cancel()
-			if err != nil {
-				break // the large room is full
-			}
-			releases = append(releases, release)
-		}
-		require.NotEmpty(t, releases, "room for large bodies %d holds the largest", large)
-		for range 100 {
-			ctx, cancel := context.WithCancel(context.Background())
-			cancel() // no waiting at all: only free room is taken
-			release, _, err := s.reserve(ctx, 1+rng.Int64N(OrdinaryBody))
-			require.NoError(t, err, "an ordinary body finds room while the large room is full")
-			release()
-		}
-		waited := make(chan error, 1)
-		go func() {
-			release, _, err := s.reserve(context.Background(), maxReviewSize)
-			if err == nil {
-				release()
-			}
-			waited <- err
-		}()
-		for _, release := range releases {
-			release()
-		}
-		require.NoError(t, <-waited, "a large body waiting gets room once it is released")
-	}
-	prev := int64(0)
-	for limit := int64(64 << 20); limit <= 4<<30; limit += 64 << 20 {
-		got := LargeBytesFor(limit)
-		require.GreaterOrEqual(t, got, int64(maxReviewSize), "limit %d: room for the largest body", limit)
-		require.GreaterOrEqual(t, got, prev, "limit %d: more memory, more room", limit)
-		prev = got
-	}
-	require.Equal(t, int64(DefaultLargeBytes), LargeBytesFor(0))
-	etcdMax := int64(3<<20 + reservationOverhead)
-	require.Less(t, LargeBytesFor(256<<20), 2*etcdMax, "the manifests' 256 Mi: one review of etcd's largest at a time")
-	require.GreaterOrEqual(t, LargeBytesFor(512<<20), 2*etcdMax, "512 Mi: more")
 }

@@ -3,7 +3,6 @@ package webhook
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -13,11 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/podpatch/podpatch/policies"
-)
-
-var (
-	errNoObject  = errors.New("the request carries no object")
-	errNoRequest = errors.New("not an admission request: no kind, uid or operation")
+	"github.com/podpatch/podpatch/webhook/policystore"
 )
 
 // Validator denies policy ConfigMaps that do not compile, with the messages of `podpatch lint`,
@@ -59,17 +54,17 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 	// The compile stops when the request's budget does (reference §3 "Limits"): a ConfigMap that
 	// could not be checked in time is let in as failurePolicy Ignore would, and the store, which
 	// compiles it within its own budget, keeps its last good version if it fails there.
-	if err := compiles.acquire(ctx); err != nil {
+	if err := policystore.AcquireCompile(ctx); err != nil {
 		return v.Fallback(req, ReasonBudgetExceeded)
 	}
 	_, probs, err := policies.ParseConfigMapContext(ctx, cm, v.Options)
-	compiles.release()
+	policystore.ReleaseCompile()
 	if err != nil {
 		return v.Fallback(req, ReasonBudgetExceeded)
 	}
 	if len(probs) > 0 {
 		v.Metrics.validations.WithLabelValues("denied").Inc()
-		return admission.Denied("invalid podpatch policy:\n" + strings.Join(problemLines(cm.Namespace+"/"+cm.Name+": ", probs), "\n"))
+		return admission.Denied("invalid podpatch policy:\n" + strings.Join(policystore.ProblemLines(cm.Namespace+"/"+cm.Name+": ", probs), "\n"))
 	}
 	v.Metrics.validations.WithLabelValues("allowed").Inc()
 	return admission.Allowed("")
@@ -82,42 +77,4 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 func (v *Validator) Fallback(_ admission.Request, _ Reason) admission.Response {
 	return admission.Allowed("").WithWarnings("podpatch could not validate this policy ConfigMap in time; " +
 		"if it is invalid it will not be applied, and an InvalidPolicy event will say why (podpatch lint checks it offline)")
-}
-
-// maxCompiles bounds the policy ConfigMaps compiled at once in the process, by /validate and
-// by the store together. One compile holds at most one document's parse tree (a few hundred
-// bytes per byte of its text, at most policies.MaxPolicyTextBytes: tens of MiB for the densest
-// text), so tenants writing ConfigMaps in parallel cannot add these up past --memory-limit.
-const maxCompiles = 2
-
-// compiles is the process's compile slots: what they bound is the process's memory, shared by
-// every Validator and Store in it.
-var compiles = NewSlots(SlotOptions{MaxInFlight: maxCompiles})
-
-// maxListedProblems is how many problems of one policy ConfigMap a denial, a log line or an
-// InvalidPolicy Event lists; the rest are counted ("and K more"). A hostile ConfigMap can have
-// tens of thousands, and every one of those answers must stay small; `podpatch lint` lists
-// them all.
-const maxListedProblems = 20
-
-// maxProblemLine bounds one listed problem: a message quotes the offending value, which a
-// policy can make as long as a ConfigMap allows.
-const maxProblemLine = 1024
-
-// problemLines renders the first maxListedProblems problems, each prefixed, and a last line
-// "and K more problems" for the rest.
-func problemLines(prefix string, probs policies.Problems) []string {
-	n := min(len(probs), maxListedProblems)
-	lines := make([]string, 0, n+1)
-	for _, p := range probs[:n] {
-		line := prefix + p.String()
-		if len(line) > maxProblemLine {
-			line = strings.ToValidUTF8(line[:maxProblemLine-3], "") + "..."
-		}
-		lines = append(lines, line)
-	}
-	if more := len(probs) - n; more > 0 {
-		lines = append(lines, fmt.Sprintf("and %d more problems", more))
-	}
-	return lines
 }

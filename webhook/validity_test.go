@@ -15,6 +15,7 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/validity"
+	"github.com/podpatch/podpatch/webhook/policystore"
 )
 
 // noClasses is a Cluster whose synced caches hold no PriorityClass, RuntimeClass or
@@ -46,7 +47,7 @@ func TestMutateSkipped(t *testing.T) {
 	ps, probs := policies.ParseConfigMap(cm, policies.DefaultOptions())
 	require.Empty(t, probs)
 	m := newTestMetrics(t)
-	h := &Review{Handler: &Mutator{Source: staticSource{snap: &Snapshot{Set: policies.NewSet(ps)}}, Metrics: m,
+	h := &Review{Handler: &Mutator{Source: staticSource{snap: &policystore.Snapshot{Set: policies.NewSet(ps)}}, Metrics: m,
 		PlatformNamespace: policies.DefaultPlatformNamespace, Cluster: noClasses{}}}
 
 	b, err := os.ReadFile("../policies/testdata/fixtures/dask-operator/worker-pod.yaml")

@@ -36,6 +36,9 @@ import (
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/validity"
 	"github.com/podpatch/podpatch/webhook"
+	"github.com/podpatch/podpatch/webhook/ownerevents"
+	"github.com/podpatch/podpatch/webhook/policystore"
+	"github.com/podpatch/podpatch/webhook/slots"
 )
 
 // logOptions are the logging flags.
@@ -111,7 +114,7 @@ func newServeOptions() *serveOptions {
 		MaxInFlight:                    webhook.DefaultMaxInFlight,
 		MemoryLimit:                    os.Getenv("MEMORY_LIMIT"),
 		OwnerEvents:                    true,
-		OwnerEventsWindow:              webhook.DefaultEventWindow,
+		OwnerEventsWindow:              ownerevents.DefaultEventWindow,
 		Namespace:                      ns,
 		ServiceName:                    "podpatch",
 		SecretName:                     "podpatch-tls",
@@ -277,6 +280,10 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 	if err != nil {
 		return err
 	}
+	storeMetrics, err := policystore.NewMetrics(crmetrics.Registry)
+	if err != nil {
+		return err
+	}
 	m.SetMemoryLimit(memLimit)
 	runtimeMetrics := promreg.New(crmetrics.Registry) // go_*, process_* (docs/metrics.md)
 	runtimeMetrics.RegisterRuntime()
@@ -295,15 +302,15 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 		defer kit.Close()
 	}
 
-	var store *webhook.Store
+	var store *policystore.Store
 	var feed interface{ Start(context.Context) error }
 	var cluster validity.Cluster // what patched Pods reference; unknown with --policy-dir
 	var refs *references.Caches  // the caches cluster answers from; admission never waits for them to sync
-	var source *webhook.PolicySource
+	var source *policystore.PolicySource
 	if o.PolicyDir != "" {
-		feed, store = webhook.NewDirFeed(o.PolicyDir, o.PolicyDirInterval, popts, m, log.WithName("policy-dir"))
+		feed, store = policystore.NewDirFeed(o.PolicyDir, o.PolicyDirInterval, popts, storeMetrics, log.WithName("policy-dir"))
 	} else {
-		cf, cstore, err := webhook.NewClusterFeed(kit, popts, m, log.WithName("policies"))
+		cf, cstore, err := policystore.NewClusterFeed(kit, popts, storeMetrics, log.WithName("policies"))
 		if err != nil {
 			return err
 		}
@@ -312,9 +319,9 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 		}
 		feed, store, cluster, source = cf, cstore, refs, cf.PolicySource()
 	}
-	var events *webhook.Events // what admission did, as Events on the owners; every replica writes its own
+	var events *ownerevents.Events // what admission did, as Events on the owners; every replica writes its own
 	if kit != nil && o.OwnerEvents {
-		if events, err = webhook.NewEvents(webhook.EventOptions{Recorder: kit.Recorder("podpatch"), Owners: kit.Owners,
+		if events, err = ownerevents.NewEvents(ownerevents.EventOptions{Recorder: kit.Recorder("podpatch"), Owners: kit.Owners,
 			Window: o.OwnerEventsWindow, Registry: crmetrics.Registry, Log: log.WithName("events")}); err != nil {
 			return err
 		}
@@ -324,7 +331,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 		Addr: net.JoinHostPort(o.Host, strconv.Itoa(o.Port)), CertDir: o.CertDir, Grace: grace, Log: log.WithName("server"),
 		TLSOpts: certs.ServingOptions{CertDir: o.CertDir, EnableHTTP2: o.EnableHTTP2, ClientCAFile: o.ClientCAFile}.TLSOpts(),
 		Handler: webhook.NewHandler(webhook.HandlerOptions{Store: store, Policies: popts, Metrics: m,
-			RequestBudget: o.RequestBudget, MaxInFlight: o.MaxInFlight, LargeBodyBytes: webhook.LargeBytesFor(memLimit), Log: log, Cluster: cluster,
+			RequestBudget: o.RequestBudget, MaxInFlight: o.MaxInFlight, LargeBodyBytes: slots.LargeBytesFor(memLimit), Log: log, Cluster: cluster,
 			Events: events}),
 	}
 	probes := webhook.Probes(store, srv, m, ctx.Done(), source)
@@ -433,7 +440,7 @@ func delayed(parent context.Context, delay time.Duration, log logr.Logger) (cont
 
 // leaderOnly builds the components that run on the elected replica only: the external URL
 // resolver (reference §6) and the periodic audit (reference §7). Neither runs without a cluster.
-func (o *serveOptions) leaderOnly(kit *kube.Kit, store *webhook.Store, cluster validity.Cluster, log logr.Logger) ([]leader.Runnable, error) {
+func (o *serveOptions) leaderOnly(kit *kube.Kit, store *policystore.Store, cluster validity.Cluster, log logr.Logger) ([]leader.Runnable, error) {
 	if !o.elects() {
 		return nil, nil
 	}

@@ -43,6 +43,8 @@ import (
 	"github.com/podpatch/podpatch/test/bench"
 	"github.com/podpatch/podpatch/test/bench/reference"
 	"github.com/podpatch/podpatch/webhook"
+	"github.com/podpatch/podpatch/webhook/policystore"
+	"github.com/podpatch/podpatch/webhook/slots"
 )
 
 var tmpRoot string
@@ -64,7 +66,7 @@ func TestMain(m *testing.M) {
 type policySet struct {
 	dir   string
 	set   *policies.Set
-	store *webhook.Store
+	store *policystore.Store
 }
 
 var (
@@ -89,11 +91,11 @@ func loadSet(tb testing.TB, n int) *policySet {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	m, err := webhook.NewMetrics(prometheus.NewRegistry())
+	m, err := policystore.NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	feed, store := webhook.NewDirFeed(dir, time.Hour, policies.DefaultOptions(), m, logr.Discard())
+	feed, store := policystore.NewDirFeed(dir, time.Hour, policies.DefaultOptions(), m, logr.Discard())
 	if err := feed.Load(); err != nil {
 		tb.Fatal(err)
 	}
@@ -132,7 +134,7 @@ func mutator(tb testing.TB, s *policySet) http.Handler {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &webhook.Review{Name: "mutate", Log: logr.Discard(), Budget: webhook.DefaultRequestBudget, Slots: webhook.NewSlots(webhook.SlotOptions{MaxInFlight: webhook.DefaultMaxInFlight}), Metrics: m,
+	return &webhook.Review{Name: "mutate", Log: logr.Discard(), Budget: webhook.DefaultRequestBudget, Slots: slots.NewSlots(slots.SlotOptions{MaxInFlight: webhook.DefaultMaxInFlight}), Metrics: m,
 		Handler: &webhook.Mutator{Source: s.store, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
 }
 

@@ -34,7 +34,7 @@ type Report struct {
 
 	Profiles []Profile
 	PlotFile string
-	// HeapProfiles are the policy store's heap profiles (webhook's TestStoreHeapProfile, issue
+	// HeapProfiles are the policy store's heap profiles (policystore's TestStoreHeapProfile, issue
 	// 27): Top is the inuse_space top, TopHead its head; HeapLog what the test logged.
 	HeapProfiles []Profile
 	HeapLog      []string
@@ -526,12 +526,12 @@ func (r *Report) writeHeap(p *printer) {
 		return
 	}
 	p.f("## Memory of a compiled policy set (issue 27)\n\n")
-	p.f("`PODPATCH_HEAP_PROFILES=… go test ./webhook -run TestStoreHeapProfile`: a `webhook.Store` loaded with 1,000 and\n")
+	p.f("`PODPATCH_HEAP_PROFILES=… go test ./webhook/policystore -run TestStoreHeapProfile`: a `policystore.Store` loaded with 1,000 and\n")
 	p.f("10,000 policy ConfigMaps (one policy each, a tenth of them platform policies, as `BenchmarkStore`), the\n")
 	p.f("ConfigMaps kept alive as the informer's cache keeps them (so the heap held is the store's own), then a heap\n")
 	p.f("profile of every allocation still live after a collection (`MemProfileRate` 512). The policies keep their\n")
 	p.f("template as compact JSON and decode the tree on demand (policies/compact.go); the informer's cache keeps\n")
-	p.f("no managed fields, no `last-applied-configuration` and, once compiled, no text (webhook/clusterfeed.go).\n\n")
+	p.f("no managed fields, no `last-applied-configuration` and, once compiled, no text (webhook/policystore/clusterfeed.go).\n\n")
 	if len(r.HeapLog) > 0 {
 		p.f("```\n%s\n```\n\n", strings.Join(r.HeapLog, "\n"))
 	}

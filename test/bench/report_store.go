@@ -17,7 +17,7 @@ const (
 	goalRSS1k        = 40 * 1000 * 1000
 )
 
-// storeBench names BenchmarkStore's results (webhook/store_bench_test.go).
+// storeBench names BenchmarkStore's results (webhook/policystore/store_bench_test.go).
 func storeBench(configMaps int, op string) string {
 	return fmt.Sprintf("BenchmarkStore/configmaps=%d/%s", configMaps, op)
 }
@@ -158,8 +158,8 @@ func (r *Report) writeStore(p *printer) {
 		p.f("period); *served after* is from the update's answer to the new generation in `/readyz` (polled every 2 ms).\n\n")
 	}
 
-	p.f("### In process: `BenchmarkStore` (webhook)\n\n")
-	p.f("*Cold*: every ConfigMap upserted into a new `webhook.Store`, then `MarkSynced` (one publish); *heap held* is\n")
+	p.f("### In process: `BenchmarkStore` (webhook/policystore)\n\n")
+	p.f("*Cold*: every ConfigMap upserted into a new `policystore.Store`, then `MarkSynced` (one publish); *heap held* is\n")
 	p.f("the live heap the loaded store keeps. *One change*: one platform ConfigMap upserted at a new resourceVersion\n")
 	p.f("and published (its namespace, a tenth of the ConfigMaps, recompiled). CPU is the process's (`getrusage`).\n\n")
 	p.f("| ConfigMaps | cold: CPU | wall | B/op | allocs/op | heap held | one change: CPU | wall | B/op | allocs/op |\n")

@@ -27,7 +27,7 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/test/cluster"
-	"github.com/podpatch/podpatch/webhook"
+	"github.com/podpatch/podpatch/webhook/policystore"
 )
 
 const (
@@ -462,5 +462,5 @@ func sourceState(r *replica) (int, string) {
 		return 0, ""
 	}
 	resp.Body.Close()
-	return resp.StatusCode, resp.Header.Get(webhook.PolicySourceHeader)
+	return resp.StatusCode, resp.Header.Get(policystore.PolicySourceHeader)
 }

@@ -29,7 +29,7 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/test/cluster"
-	"github.com/podpatch/podpatch/webhook"
+	"github.com/podpatch/podpatch/webhook/ownerevents"
 )
 
 // describeEvents lists the Events podpatch wrote on one object: what `kubectl describe` on it
@@ -115,7 +115,7 @@ func (h *harness) checkAppliedEvents(t *testing.T, ns, kind, name, cluster strin
 		if err != nil {
 			return err
 		}
-		msgs = latest(evs, webhook.EventPoliciesApplied)
+		msgs = latest(evs, ownerevents.EventPoliciesApplied)
 		for k, w := range wants {
 			kd, role, _ := strings.Cut(k, "/")
 			msg, ok := msgs[k]
@@ -240,7 +240,7 @@ func TestOwnerEventsRay(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		msg := latest(evs, webhook.EventPolicySkipped)["Pod/worker"]
+		msg := latest(evs, ownerevents.EventPolicySkipped)["Pod/worker"]
 		wantText := ref + ": spec.containers[ray-worker].resources.requests[memory] (request-above-limit) (" + objectsText(workers, policies.KindPod) + ")"
 		if !strings.Contains(msg, "out of "+objectsText(workers, policies.KindPod)+" (role worker") || !strings.Contains(msg, wantText) {
 			return fmt.Errorf("PolicySkipped on the RayCluster: want %q in %q", wantText, msg)
@@ -322,7 +322,7 @@ func TestOwnerEvents1000Pods(t *testing.T) {
 			obj: &unstructured.Unstructured{Object: u}})
 	}
 	env.checkAppliedEvents(t, ns, "RayCluster", "rc-1000", "rc-1000", served)
-	time.Sleep(2 * webhook.DefaultEventWindow) // anything still to write is written by now
+	time.Sleep(2 * ownerevents.DefaultEventWindow) // anything still to write is written by now
 	evs, err := env.describeEvents(context.Background(), ns, "RayCluster", "rc-1000")
 	require.NoError(t, err)
 	writes := 0
@@ -366,7 +366,7 @@ func TestOwnerEventsMadeUpOwners(t *testing.T) {
 
 	// The real owner's Event comes, and the made-up ones are settled as unresolved (a window
 	// after their first object for those not found).
-	eventually(t, 6*webhook.DefaultEventWindow, func() error {
+	eventually(t, 6*ownerevents.DefaultEventWindow, func() error {
 		evs, err := env.describeEvents(context.Background(), ns, "RayCluster", "rc-real")
 		if err != nil {
 			return err

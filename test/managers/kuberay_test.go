@@ -18,7 +18,7 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/test/cluster"
-	"github.com/podpatch/podpatch/webhook"
+	"github.com/podpatch/podpatch/webhook/ownerevents"
 )
 
 var rayClusterGVK = schema.GroupVersionKind{Group: "ray.io", Version: "v1", Kind: "RayCluster"}
@@ -104,7 +104,7 @@ func TestKubeRay(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			msg := latest(evs, webhook.EventPolicyCheck)["Pod/worker"]
+			msg := latest(evs, ownerevents.EventPolicyCheck)["Pod/worker"]
 			for _, want := range []string{policies.CheckRayResources, "podpatch-system/gpu-workers/gpu-workers", "fix: set it in the RayCluster", "rayStartParams"} {
 				if !strings.Contains(msg, want) {
 					return fmt.Errorf("PolicyCheck on the RayCluster: want %q in %q", want, msg)

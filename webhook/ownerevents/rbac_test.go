@@ -1,4 +1,4 @@
-package webhook
+package ownerevents
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 // The owner-events ClusterRole lets the worker read every owner a profile's chain may pass
 // through or end at, so that a new manager's custom resource cannot be forgotten there.
 func TestOwnerEventsRBACCoversEveryChain(t *testing.T) {
-	b, err := os.ReadFile("../manifests/base/rbac-owner-events.yaml")
+	b, err := os.ReadFile("../../manifests/base/rbac-owner-events.yaml")
 	require.NoError(t, err)
 	var role rbacv1.ClusterRole
 	for _, doc := range bytes.Split(b, []byte("\n---\n")) {

@@ -1,4 +1,4 @@
-package webhook
+package policystore
 
 import (
 	"context"
@@ -41,7 +41,7 @@ func TestPolicySource(t *testing.T) {
 		t.Fatal("podpatch_policy_source_connected is not exported")
 		return -1
 	}
-	ready := withSource(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") }), s)
+	ready := WithSource(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") }), s)
 	probe := func() (int, string, string) {
 		rec := httptest.NewRecorder()
 		ready.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz?verbose", nil))

@@ -1,4 +1,9 @@
-package webhook
+// Package policystore keeps the compiled policies current for admission: the Store compiles
+// each policy ConfigMap once per resourceVersion, keeps the last good version of one that fails,
+// and publishes immutable Snapshots; its feeds fill it from the API server (ClusterFeed, whose
+// PolicySource says whether it is connected) or from a directory (DirFeed). The process's
+// compile slots and the rendering of a ConfigMap's problems are here too, shared with /validate.
+package policystore
 
 import (
 	"context"
@@ -30,7 +35,7 @@ type Snapshot struct {
 	Dropped map[string][]string
 }
 
-// Source is what the admission handler needs from a policy store.
+// Source is what the admission handler (webhook.Mutator) needs from a policy store.
 type Source interface {
 	// Snapshot returns the current policies; never nil.
 	Snapshot() *Snapshot
@@ -170,8 +175,8 @@ func (s *Store) compile(cm *corev1.ConfigMap) (ps []*policies.Policy, probs poli
 	ctx, cancel := context.WithTimeoutCause(context.Background(), s.compileBudget,
 		fmt.Errorf("%w: the policy store's compile budget is %v", context.DeadlineExceeded, s.compileBudget))
 	defer cancel()
-	if err := compiles.acquire(ctx); err == nil {
-		defer compiles.release()
+	if err := AcquireCompile(ctx); err == nil {
+		defer ReleaseCompile()
 	}
 	ps, probs, err := policies.ParseConfigMapContext(ctx, cm, s.opts)
 	return ps, probs, err != nil

@@ -1,4 +1,4 @@
-package webhook
+package policystore
 
 import (
 	"fmt"

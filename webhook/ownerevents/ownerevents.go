@@ -1,4 +1,9 @@
-package webhook
+// Package ownerevents aggregates what admission did into Events on the custom resources that
+// own the admitted objects (reference §9): the admission handler offers a small record to a
+// bounded queue and never waits; one worker resolves each object's top owner through the
+// cluster kit's resolver and writes one Event per owner, role, policy set and reason, updated
+// at a bounded rate.
+package ownerevents
 
 import (
 	"container/list"

@@ -1,4 +1,4 @@
-package webhook
+package policystore
 
 import (
 	"context"
@@ -35,7 +35,7 @@ func NewDirFeed(dir string, interval time.Duration, opts policies.Options, m *Me
 	f := &DirFeed{Dir: dir, Interval: interval, log: log, files: map[string]string{}, byFile: map[string][]types.NamespacedName{}}
 	f.store = NewStore(opts, m, func(cm *corev1.ConfigMap, probs policies.Problems) {
 		log.Info("policy ConfigMap fails to compile; keeping its last good version, if any",
-			"namespace", cm.Namespace, "name", cm.Name, "count", len(probs), "problems", problemLines("", probs))
+			"namespace", cm.Namespace, "name", cm.Name, "count", len(probs), "problems", ProblemLines("", probs))
 	})
 	return f, f.store
 }

@@ -1,4 +1,4 @@
-package webhook
+package policystore
 
 import (
 	"fmt"
@@ -19,7 +19,7 @@ import (
 // informer's cache, so the profile and the heap held count only the store's own. Skipped
 // without the variable.
 //
-//	PODPATCH_HEAP_PROFILES=/tmp/heap go test ./webhook -run TestStoreHeapProfile -v
+//	PODPATCH_HEAP_PROFILES=/tmp/heap go test ./webhook/policystore -run TestStoreHeapProfile -v
 func TestStoreHeapProfile(t *testing.T) {
 	dir := os.Getenv("PODPATCH_HEAP_PROFILES")
 	if dir == "" {

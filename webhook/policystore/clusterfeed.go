@@ -1,4 +1,4 @@
-package webhook
+package policystore
 
 import (
 	"context"
@@ -141,7 +141,7 @@ func (f *ClusterFeed) PolicySource() *PolicySource { return f.source }
 // invalidPolicyMessage is the InvalidPolicy Event's message: the first problems, clipped to
 // what the API server accepts (kube.MaxEventMessage, as the recorder does).
 func invalidPolicyMessage(probs policies.Problems) string {
-	return kube.Clip(strings.Join(problemLines("", probs), "\n"), kube.MaxEventMessage)
+	return kube.Clip(strings.Join(ProblemLines("", probs), "\n"), kube.MaxEventMessage)
 }
 
 func (f *ClusterFeed) upsert(obj any) {

@@ -1,4 +1,4 @@
-package webhook
+package policystore
 
 import (
 	"context"
@@ -138,9 +138,10 @@ func (s *PolicySource) policyInformer(kit *kube.Kit, selector string) toolscache
 		toolscache.SharedIndexInformerOptions{Indexers: toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}})
 }
 
-// withSource says, on every readiness answer, whether the policy source is connected, and
-// with ?verbose since when and why not.
-func withSource(h http.Handler, s *PolicySource) http.Handler {
+// WithSource says, on every readiness answer of h (PolicySourceHeader), whether the policy
+// source is connected, and with ?verbose since when and why not; s nil (--policy-dir) says
+// nothing.
+func WithSource(h http.Handler, s *PolicySource) http.Handler {
 	if s == nil {
 		return h
 	}

@@ -1,4 +1,4 @@
-package webhook
+package policystore
 
 import (
 	"fmt"
@@ -10,14 +10,40 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
-	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podpatch/podpatch/policies"
 )
+
+// policyCM is a policy ConfigMap holding body as p.yaml.
+func policyCM(ns, name, body string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{policies.PolicyLabel: "true"}},
+		Data:       map[string]string{"p.yaml": body},
+	}
+}
+
+// labelPolicy sets the label team to its %s.
+const labelPolicy = `apiVersion: podpatch.io/v1alpha1
+kind: PodTemplatePatch
+metadata: {name: team}
+spec:
+  template:
+    metadata:
+      labels: {team: %s}
+`
+
+func newTestMetrics(t testing.TB) *Metrics {
+	t.Helper()
+	m, err := NewMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	return m
+}
 
 // TestStoreKeepsLastGood: an invalid new version of a ConfigMap leaves the old one in force,
 // is reported once, and a delete removes whatever was there.
@@ -44,48 +70,6 @@ func TestStoreKeepsLastGood(t *testing.T) {
 	s.Publish()
 	require.Zero(t, s.Snapshot().Set.Count(policies.ScopeNamespace))
 	require.Empty(t, s.Snapshot().Invalid)
-}
-
-// TestDirFeed adds, changes, breaks and deletes a policy file and watches the next admission
-// change accordingly.
-func TestDirFeed(t *testing.T) {
-	dir := t.TempDir()
-	m := newTestMetrics(t)
-	feed, store := NewDirFeed(dir, time.Hour, policies.DefaultOptions(), m, logr.Discard())
-	h := &Review{Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
-	admit := func() string {
-		t.Helper()
-		require.NoError(t, feed.Load())
-		_, resp := post(t, h, review(t, "Pod", "team-a", admissionv1.Create, []byte(workerPod), false), "application/json")
-		require.NotNil(t, resp)
-		return string(applyResponse(t, []byte(workerPod), resp))
-	}
-	write := func(name, team string) {
-		t.Helper()
-		cm := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: labels\n  namespace: team-a\n  labels: {podpatch.io/policy: \"true\"}\ndata:\n  p.yaml: |\n" +
-			indent(strings.Replace(labelPolicy, "%s", team, 1), "    ")
-		path := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(path, []byte(cm), 0o644))
-		// make the change visible even on filesystems with coarse modification times
-		future := time.Now().Add(time.Duration(len(team)) * time.Second)
-		require.NoError(t, os.Chtimes(path, future, future))
-	}
-
-	require.NotContains(t, admit(), `"team"`, "no policies yet")
-	require.True(t, store.Synced())
-
-	write("labels.yaml", "a")
-	require.Contains(t, admit(), `"team":"a"`, "added")
-
-	write("labels.yaml", "bb")
-	require.Contains(t, admit(), `"team":"bb"`, "changed")
-
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "labels.yaml"), []byte("this: [is not yaml"), 0o644))
-	require.Error(t, feed.Load(), "an unreadable file is reported")
-	require.Contains(t, admit(), `"team":"bb"`, "broken file: last good version kept")
-
-	require.NoError(t, os.Remove(filepath.Join(dir, "labels.yaml")))
-	require.NotContains(t, admit(), `"team"`, "deleted")
 }
 
 func indent(s, prefix string) string {

@@ -106,3 +106,26 @@ func (s *Server) StartedChecker() healthz.Checker {
 		return conn.Close()
 	}
 }
+
+// ServeHTTP returns a runnable serving h over plain HTTP on addr (the probes, the metrics)
+// until ctx is done, then shutting down within grace.
+func ServeHTTP(addr string, h http.Handler, grace time.Duration) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		done := make(chan error, 1)
+		go func() {
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), grace)
+			defer cancel()
+			done <- srv.Shutdown(sctx)
+		}()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return <-done
+	}
+}

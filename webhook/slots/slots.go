@@ -1,0 +1,143 @@
+// Package slots bounds what the admission requests in flight hold: room for their bodies,
+// reserved by size from two pools, and a number of handling slots (reference §5). It sizes the
+// room for large bodies from the container's memory limit (LargeBytesFor). The admission
+// adapter (package webhook) takes them around every request; the policy store's compile slots
+// are Slots too.
+package slots
+
+import (
+	"context"
+
+	"golang.org/x/sync/semaphore"
+)
+
+// MaxReviewSize bounds a request body. kube-apiserver accepts request bodies of at most 3 MiB
+// (MaxRequestBodyBytes in k8s.io/apiserver's server config: twice etcd's 1.5 MiB request
+// limit), and its AdmissionReview wraps the object, as JSON, with the request's kind, resource
+// and userInfo. 4 MiB leaves a quarter for that wrapper and for re-encoding (a YAML or
+// protobuf request body reaches webhooks as JSON); an object larger than that could not be
+// stored in etcd anyway. controller-runtime's 7 MiB would only let every request slot hold
+// more memory, for no review the API server can send.
+const MaxReviewSize = 4 << 20
+
+// Slots bound what the requests in flight hold, so that memory stays under the container's
+// limit and no class of client can starve the API server's ordinary reviews (reference §5):
+//
+//   - Bytes. Before its body is read a request reserves room for it, the announced
+//     Content-Length (or MaxReviewSize when none is announced), until its answer is written:
+//     the bodies in memory, and the policy engine's work on them (which grows with the body),
+//     are bounded by the reservations. Ordinary bodies, up to OrdinaryBody, reserve from their
+//     own pool of OrdinaryBytes, so that large bodies, from whomever, never hold the room
+//     ordinary reviews need; larger ones from a pool of LargeBytes.
+//   - Count. Once its body is read a request takes one of MaxInFlight handling slots. A
+//     client that sends its body slowly holds no slot, and its reservation only until its read
+//     deadline, which is short.
+//
+// A nil *Slots bounds nothing.
+type Slots struct {
+	handle   chan struct{}
+	ordinary *semaphore.Weighted
+	large    *semaphore.Weighted
+}
+
+// SlotOptions size Slots.
+type SlotOptions struct {
+	// MaxInFlight is the number of requests handled at once (reading excluded); at least 1.
+	MaxInFlight int
+	// LargeBytes bounds the bodies over OrdinaryBody read or handled at once; raised to
+	// MaxReviewSize, so that the largest review can be served. Zero: DefaultLargeBytes.
+	LargeBytes int64
+	// OrdinaryBytes bounds the bodies up to OrdinaryBody read or handled at once. Zero:
+	// DefaultOrdinaryBytes.
+	OrdinaryBytes int64
+}
+
+const (
+	// OrdinaryBody is the largest body of an ordinary review: the Pods and Services the
+	// managers create are a few kilobytes (a Spark driver with its configuration in env,
+	// some 10 KiB).
+	OrdinaryBody = 64 << 10
+	// DefaultOrdinaryBytes holds 128 ordinary bodies of the largest kind, or a thousand of the
+	// usual few kilobytes, at once: clients that send slowly cannot fill it before their read
+	// deadline cuts them off.
+	DefaultOrdinaryBytes = 8 << 20
+	// DefaultLargeBytes lets two of the largest reviews be read and handled at once.
+	DefaultLargeBytes = 2 * MaxReviewSize
+	// ReservationOverhead is added to every reservation: the request's own buffers, whatever
+	// its body.
+	ReservationOverhead = 4 << 10
+)
+
+// NewSlots returns the slots of o.
+func NewSlots(o SlotOptions) *Slots {
+	if o.LargeBytes == 0 {
+		o.LargeBytes = DefaultLargeBytes
+	}
+	if o.OrdinaryBytes == 0 {
+		o.OrdinaryBytes = DefaultOrdinaryBytes
+	}
+	return &Slots{
+		handle:   make(chan struct{}, max(o.MaxInFlight, 1)),
+		ordinary: semaphore.NewWeighted(max(o.OrdinaryBytes, OrdinaryBody+ReservationOverhead)),
+		large:    semaphore.NewWeighted(max(o.LargeBytes, MaxReviewSize+ReservationOverhead)),
+	}
+}
+
+// Reservation is room reserved for one body.
+type Reservation struct {
+	// Pool is "ordinary" or "large": the pool label of podpatch_request_body_bytes_reserved.
+	Pool  string
+	Bytes int64
+}
+
+// Reserve reserves room for a body of n bytes (negative: not announced, so the largest),
+// waiting until ctx is done; release gives it back. A free reservation is taken even when ctx
+// is done already, so that "overloaded" means exactly that there was no room.
+func (s *Slots) Reserve(ctx context.Context, n int64) (release func(), r Reservation, err error) {
+	if n < 0 || n > MaxReviewSize {
+		n = MaxReviewSize
+	}
+	r = Reservation{Pool: "ordinary", Bytes: n + ReservationOverhead}
+	if n > OrdinaryBody {
+		r.Pool = "large"
+	}
+	if s == nil {
+		return func() {}, r, nil
+	}
+	pool := s.ordinary
+	if r.Pool == "large" {
+		pool = s.large
+	}
+	if !pool.TryAcquire(r.Bytes) {
+		if err := pool.Acquire(ctx, r.Bytes); err != nil {
+			return nil, r, err
+		}
+	}
+	return func() { pool.Release(r.Bytes) }, r, nil
+}
+
+// Acquire takes a handling slot, waiting until ctx is done. A free slot is taken even when ctx
+// is done already.
+func (s *Slots) Acquire(ctx context.Context) error {
+	if s == nil {
+		return nil
+	}
+	select {
+	case s.handle <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case s.handle <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Release returns a slot taken by Acquire.
+func (s *Slots) Release() {
+	if s != nil {
+		<-s.handle
+	}
+}
