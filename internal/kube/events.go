@@ -15,10 +15,6 @@ import (
 // refuses an Event whose message is longer than 1024 bytes.
 const MaxEventMessage = 1000
 
-// Clip is report.Clip, the one clipping of a bounded string: an Event message is clipped as
-// every string of a report is, with a marker saying how much was cut.
-func Clip(s string, n int) string { return report.Clip(s, n) }
-
 // Events is the process's one Event broadcaster: every component's recorder sends through it,
 // so that Events are aggregated, rate-limited and written by one sink.
 type Events struct {

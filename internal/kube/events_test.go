@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/podpatch/podpatch/internal/report"
+
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +24,7 @@ func TestRecorderClips(t *testing.T) {
 	r.Event(&corev1.ObjectReference{Kind: "DaskCluster", APIVersion: "kubernetes.dask.org/v1", Namespace: "ns", Name: "c"},
 		corev1.EventTypeWarning, "Why", long)
 	got := strings.TrimPrefix(<-fr.Events, "Warning Why ")
-	require.Equal(t, Clip(long, MaxEventMessage), got)
+	require.Equal(t, report.Clip(long, MaxEventMessage), got)
 	require.LessOrEqual(t, len(got), MaxEventMessage)
 }
 
@@ -57,7 +59,7 @@ func TestOneBroadcasterForEveryRecorder(t *testing.T) {
 	inv := byReason["InvalidPolicy"]
 	require.Equal(t, "podpatch", inv.Source.Component)
 	require.Equal(t, corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "p", UID: "uid-p"}, inv.InvolvedObject)
-	require.Equal(t, Clip(strings.Repeat("x", 5000), MaxEventMessage), inv.Message)
+	require.Equal(t, report.Clip(strings.Repeat("x", 5000), MaxEventMessage), inv.Message)
 	drift := byReason["PolicyDrift"]
 	require.Equal(t, "podpatch-audit", drift.Source.Component)
 	require.Equal(t, *cr, drift.InvolvedObject)

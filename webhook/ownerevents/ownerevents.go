@@ -27,6 +27,7 @@ import (
 
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/internal/promreg"
+	"github.com/podpatch/podpatch/internal/report"
 	"github.com/podpatch/podpatch/policies"
 )
 
@@ -196,7 +197,7 @@ func (e *Events) Offer(req admission.Request, res policies.Result, set *policies
 		if i == maxEventItems {
 			break
 		}
-		r.applied = append(r.applied, kube.Clip(p.Ref, maxItemLength))
+		r.applied = append(r.applied, report.Clip(p.Ref, maxItemLength))
 	}
 	if len(res.Patch) <= maxPatchForFields {
 		r.patch = res.Patch
@@ -208,13 +209,13 @@ func (e *Events) Offer(req admission.Request, res policies.Result, set *policies
 		if len(r.skipped) == maxEventItems {
 			break
 		}
-		r.skipped = append(r.skipped, kube.Clip(skippedText(sk), maxItemLength))
+		r.skipped = append(r.skipped, report.Clip(skippedText(sk), maxItemLength))
 	}
 	for i, f := range res.Findings {
 		if i == maxEventItems {
 			break
 		}
-		r.findings = append(r.findings, kube.Clip(f.String(), maxFindingLength))
+		r.findings = append(r.findings, report.Clip(f.String(), maxFindingLength))
 	}
 	select {
 	case e.queue <- r:
@@ -595,7 +596,7 @@ func message(k topKey, gs []*group) string {
 	default:
 		fmt.Fprintf(&b, "podpatch checks found problems in %s%s: %s", objs, ctx, itemList(items, more, string(k.kind)))
 	}
-	return kube.Clip(b.String(), kube.MaxEventMessage)
+	return report.Clip(b.String(), kube.MaxEventMessage)
 }
 
 // itemList is "a (3 Pods); b (1 Pod)", most frequent first.
@@ -677,5 +678,5 @@ func fieldOf(path string) string {
 		b.WriteString(seg)
 		names++
 	}
-	return kube.Clip(b.String(), 128)
+	return report.Clip(b.String(), 128)
 }

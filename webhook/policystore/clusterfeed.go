@@ -19,6 +19,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/podpatch/podpatch/internal/kube"
+	"github.com/podpatch/podpatch/internal/report"
 	"github.com/podpatch/podpatch/policies"
 )
 
@@ -141,7 +142,7 @@ func (f *ClusterFeed) PolicySource() *PolicySource { return f.source }
 // invalidPolicyMessage is the InvalidPolicy Event's message: the first problems, clipped to
 // what the API server accepts (kube.MaxEventMessage, as the recorder does).
 func invalidPolicyMessage(probs policies.Problems) string {
-	return kube.Clip(strings.Join(ProblemLines("", probs), "\n"), kube.MaxEventMessage)
+	return report.Clip(strings.Join(ProblemLines("", probs), "\n"), kube.MaxEventMessage)
 }
 
 func (f *ClusterFeed) upsert(obj any) {
