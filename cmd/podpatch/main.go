@@ -3,12 +3,17 @@
 //   - serve (serve.go): the composition root of the webhook: options → components
 //     (webhook, internal/references, the leader-only externalurl and audit) → one errgroup;
 //   - render (render.go): what policies do to objects, offline, through the webhook's code path;
-//   - lint (lint.go): validates policy ConfigMaps (and, with --objects, objects against them);
+//   - lint (lint.go, lint_scope.go): validates policy ConfigMaps (and, with --objects, objects
+//     against them) and says the scope each ConfigMap is taken in;
+//   - test (test.go): runs policy test suites (package policytest);
 //   - audit (audit.go), explain (explain.go), diff (diff.go): the cluster tools of
 //     reference §7, §9 and §10 (packages audit, explain, preview);
 //   - certs (certs.go): serving certificates;
 //   - uninstall-webhooks (uninstall.go) and check (check.go): the Helm chart's hooks (lifecycle);
 //   - version.
+//
+// main.go dispatches; command.go holds what every command shares (flag parsing, the errors that
+// set the exit status) and names no command.
 package main
 
 import (
@@ -16,23 +21,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/spf13/pflag"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
-
-// usageError is bad command-line use: exit status 2.
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-
-// exitError carries an exit status without a message of its own (it has been printed).
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 const usage = `podpatch shapes the Pods and Services that Dask, Spark, Ray and Flink generate.
 
@@ -113,24 +107,4 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 		fmt.Fprintf(stderr, "podpatch %s: %v\n", args[0], err)
 		return 1
 	}
-}
-
-// parseCommand parses a command's flags into its options; bad flags, and positional arguments
-// for a command that takes none, are usage errors. It returns the positional arguments.
-func parseCommand(name string, args []string, stderr io.Writer, positional bool, opts ...interface{ AddFlags(*pflag.FlagSet) }) ([]string, error) {
-	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	for _, o := range opts {
-		o.AddFlags(fs)
-	}
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil, err
-		}
-		return nil, usageError{err}
-	}
-	if !positional && fs.NArg() > 0 {
-		return nil, usageError{fmt.Errorf("unexpected arguments %s", strings.Join(fs.Args(), " "))}
-	}
-	return fs.Args(), nil
 }

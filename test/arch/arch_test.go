@@ -33,12 +33,6 @@ import (
 // this is a package a reader cannot enter at one file (issue 32).
 const maxSCC = 3
 
-// sccCeiling holds the packages that were larger than maxSCC when the measure came (issue 32):
-// their group may shrink, never grow. A row goes when its package is split.
-var sccCeiling = map[string]int{
-	"cmd/podpatch": 11, // 10 when measured; `podpatch test` (test.go) joined the commands' shared prologue
-}
-
 // module is the module path; packages are named relative to it in the tables below.
 const module = "github.com/podpatch/podpatch"
 
@@ -363,13 +357,9 @@ func TestShape(t *testing.T) {
 			group = group[:200] + "..."
 		}
 		fmt.Fprintf(w, "%-28s %6d %6d %7d %4d  %s\n", name, s.Lines, s.Exported, s.Members, len(s.SCC), group)
-		limit := maxSCC
-		if c, ok := sccCeiling[name]; ok {
-			limit = c
-		}
-		if len(s.SCC) > limit {
+		if len(s.SCC) > maxSCC {
 			t.Errorf("%s: %d files form one strongly connected group (at most %d): %s",
-				name, len(s.SCC), limit, strings.Join(s.SCC, " "))
+				name, len(s.SCC), maxSCC, strings.Join(s.SCC, " "))
 		}
 	}
 	w.Flush()
