@@ -24,6 +24,9 @@ type checker struct {
 	// defaults are the container defaults of the namespace's LimitRanges (a Pod's), which
 	// LimitRanger fills in before the API server validates the Pod.
 	defaults corev1.LimitRangeItem
+	// owned records, for lint, the violations reported with own, with their places by
+	// position (own.go); nil otherwise.
+	owned *[]Own
 }
 
 func (c *checker) add(rule, fld, msg string) {
@@ -73,6 +76,7 @@ func item(path, name string) string { return path + "[" + name + "]" }
 // container is one container of a Pod being checked.
 type container struct {
 	list, name string
+	index      int // in its list
 	m          map[string]any
 	resources  containerResources
 }
