@@ -359,7 +359,7 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 	if p.service, err = newPatchPart(service); err != nil {
 		errs = append(errs, field.InternalError(specPath.Child("service"), err))
 	}
-	errs = append(errs, lintValidity(&spec, specPath)...) // reference §8, what lint can know offline
+	errs = append(errs, lintValidity(p, specPath, errs)...) // reference §8, what lint can know offline
 	return p, errs
 }
 

@@ -1,284 +1,403 @@
 package policies
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/podpatch/podpatch/policies/internal/k8sfields"
+	"github.com/podpatch/podpatch/policies/internal/jsontree"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
-// lintValidity reports what `lint` can know offline about reference §8's rules: a policy whose own
-// values break one whatever object it meets. Where admission checks the same rule (duplicate
-// port names, a resource claim's sources, a request that cannot be overcommitted), both decide
-// with package validity's function (validity/shared.go). What depends on the object or the cluster is
-// decided at admission (policies/validity), where such a policy is left out instead: Service port
-// names, for one, since a policy's port merges into the object's port of the same number and
-// keeps its name. (sessionAffinityConfig with sessionAffinity None is no error: the API server's
-// defaulting drops the config, TestValidityOracle.)
-func lintValidity(spec *PatchSpec, fld *field.Path) field.ErrorList {
+// lintValidity reports what `lint` can know offline about reference §8's rules, with the rules
+// admission runs (package validity): the policy is applied, by the merge admission uses, to a
+// synthetic object of every manager and role it can select, one that holds nothing but what
+// every such object has (its recognition labels, a main container, a Service port) and the
+// containers the policy's partial entries name, so that every entry applies. Reported are the
+// violations the policy brings to every one of them (validity.Fresh against the object as
+// given) of the rules a policy must get right by itself (validity.Own), at the policy's own
+// fields. What the object or the cluster may complete or contradict is decided at admission,
+// where such a policy is left out instead. The work is bounded: an apply and a check of a
+// small object per manager and role, whatever the policy holds. A field already in reported
+// (the policy's other problems) is not named again.
+func lintValidity(p *Policy, fld *field.Path, reported field.ErrorList) field.ErrorList {
 	var errs field.ErrorList
-	if t := spec.Template; t != nil {
-		tf := fld.Child("template", "spec")
-		names := map[string]bool{}
-		for _, list := range []struct {
-			name       string
-			containers []corev1.Container
-		}{{"initContainers", t.Spec.InitContainers}, {"containers", t.Spec.Containers}} {
-			for i, c := range list.containers {
-				cf := tf.Child(list.name).Index(i)
-				if c.Name != wildcardContainer && c.Name != mainContainerName && c.Image != "" {
-					if names[c.Name] {
-						errs = append(errs, field.Duplicate(cf.Child("name"), c.Name))
-					}
-					names[c.Name] = true
-				}
-				errs = append(errs, lintContainer(c, cf)...)
-			}
-		}
-		errs = append(errs, lintPodSpec(&t.Spec, tf)...)
-	}
-	if s := spec.Service; s != nil && len(s.Spec.ClusterIPs) > 1 {
-		// Lint allows only "None" in clusterIPs (internal/k8sfields), and None must be alone.
-		errs = append(errs, field.Invalid(fld.Child("service", "spec", "clusterIPs"), s.Spec.ClusterIPs, "'None' must be the first and only value"))
-	}
-	if s := spec.Service; s != nil && len(s.Spec.IPFamilies) > 1 {
-		// Two families need a dual-stack policy, in the same policy (the object's is SingleStack
-		// or unset, which the API server refuses with two families).
-		if p := s.Spec.IPFamilyPolicy; p == nil || *p == corev1.IPFamilyPolicySingleStack {
-			errs = append(errs, field.Required(fld.Child("service", "spec", "ipFamilyPolicy"),
-				"two ipFamilies need ipFamilyPolicy RequireDualStack or PreferDualStack, in the same policy"))
-		}
-	}
-	return errs
-}
-
-// lintContainer checks one container entry: port names unique, and resources that cannot be
-// overcommitted (extended resources, huge pages) requested only with an equal limit.
-func lintContainer(c corev1.Container, fld *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	validity.EachDuplicateName(len(c.Ports), func(i int) string { return c.Ports[i].Name }, func(i int) {
-		errs = append(errs, field.Duplicate(fld.Child("ports").Index(i).Child("name"), c.Ports[i].Name))
-	})
-	errs = append(errs, lintHugePages(c.Resources, fld.Child("resources"))...)
-	if len(c.RestartPolicyRules) > 0 && c.RestartPolicy == nil {
-		errs = append(errs, field.Required(fld.Child("restartPolicy"), "restartPolicyRules need the container's restartPolicy, in the same policy"))
-	}
-	for i, r := range c.RestartPolicyRules {
-		rf := fld.Child("restartPolicyRules").Index(i)
-		if r.ExitCodes == nil {
-			errs = append(errs, field.Required(rf.Child("exitCodes"), ""))
-		} else if op := r.ExitCodes.Operator; op != corev1.ContainerRestartRuleOnExitCodesOpIn && op != corev1.ContainerRestartRuleOnExitCodesOpNotIn {
-			errs = append(errs, field.NotSupported(rf.Child("exitCodes", "operator"), string(op),
-				[]corev1.ContainerRestartRuleOnExitCodesOperator{corev1.ContainerRestartRuleOnExitCodesOpIn, corev1.ContainerRestartRuleOnExitCodesOpNotIn}))
-		}
-		if r.Action == "" {
-			errs = append(errs, field.Required(rf.Child("action"), ""))
-		}
-	}
-	for i, e := range c.Env {
-		if e.ValueFrom == nil || e.ValueFrom.FileKeyRef == nil {
-			continue
-		}
-		f, ef := e.ValueFrom.FileKeyRef, fld.Child("env").Index(i).Child("valueFrom", "fileKeyRef")
-		for _, m := range []struct{ name, value string }{{"volumeName", f.VolumeName}, {"path", f.Path}, {"key", f.Key}} {
-			if m.value == "" {
-				errs = append(errs, field.Required(ef.Child(m.name), ""))
-			}
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(c.Resources.Requests)) {
-		if _, ok := c.Resources.Limits[name]; validity.RequestNeedsLimit(string(name), ok) {
-			errs = append(errs, field.Required(fld.Child("resources", "limits").Key(string(name)),
-				string(name)+" cannot be overcommitted: set its limit, equal to the request (a request alone is refused)"))
-		}
-	}
-	return errs
-}
-
-// lintPodSpec checks what one policy's pod spec shows the API server would refuse whatever the
-// object: pod-level resources beyond cpu, memory and huge pages (or with claims), resource
-// claims naming both or neither of their sources, and label-key lists without the label
-// selector they refine (property findings 9, 10, 11, 17).
-func lintPodSpec(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	if r := s.Resources; r != nil {
-		rf := fld.Child("resources")
-		if len(r.Claims) > 0 {
-			errs = append(errs, field.Forbidden(rf.Child("claims"), "claims may not be set for resources at pod level"))
-		}
-		for _, list := range []struct {
-			name string
-			rl   corev1.ResourceList
-		}{{"limits", r.Limits}, {"requests", r.Requests}} {
-			for _, name := range slices.Sorted(maps.Keys(list.rl)) {
-				if name != corev1.ResourceCPU && name != corev1.ResourceMemory && !strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix) {
-					errs = append(errs, field.NotSupported(rf.Child(list.name).Key(string(name)), string(name), []string{"cpu", "memory", "hugepages-<size>"}))
-				}
-			}
-		}
-		errs = append(errs, lintHugePages(*r, rf)...)
-		for _, name := range slices.Sorted(maps.Keys(r.Requests)) {
-			if _, ok := r.Limits[name]; validity.RequestNeedsLimit(string(name), ok) {
-				errs = append(errs, field.Required(rf.Child("limits").Key(string(name)),
-					string(name)+" cannot be overcommitted: set its pod-level limit, equal to the request"))
-			}
-		}
-	}
-	if s.OS != nil && s.OS.Name == corev1.Windows && s.Resources != nil {
-		errs = append(errs, field.Forbidden(fld.Child("resources"), "may not be set for a windows pod"))
-	}
-	claims := map[string]bool{}
-	for i, c := range s.ResourceClaims {
-		if !validity.OneClaimSource(c.ResourceClaimName != nil, c.ResourceClaimTemplateName != nil) {
-			errs = append(errs, field.Invalid(fld.Child("resourceClaims").Index(i), c.Name, validity.ClaimSourceMessage))
-		}
-		if c.Name == "" {
-			errs = append(errs, field.Required(fld.Child("resourceClaims").Index(i).Child("name"), "entries merge by name"))
-		}
-		if claims[c.Name] {
-			// Entries merge by name: two of one name become one with both sources.
-			errs = append(errs, field.Duplicate(fld.Child("resourceClaims").Index(i).Child("name"), c.Name))
-		}
-		claims[c.Name] = true
-	}
-	for i, v := range s.Volumes {
-		errs = append(errs, lintVolume(v, fld.Child("volumes").Index(i))...)
-	}
-	for i, c := range s.TopologySpreadConstraints {
-		if c.LabelSelector == nil && len(c.MatchLabelKeys) > 0 {
-			errs = append(errs, field.Forbidden(fld.Child("topologySpreadConstraints").Index(i).Child("matchLabelKeys"), "may not be set without labelSelector"))
-			continue
-		}
-		// A key the selector has is refused (ValidateMatchLabelKeysInTopologySpread); a key
-		// twice only when the Pod has the label (it is merged into the selector): admission's.
-		taken := map[string]bool{}
-		if c.LabelSelector != nil {
-			for k := range c.LabelSelector.MatchLabels {
-				taken[k] = true
-			}
-			for _, e := range c.LabelSelector.MatchExpressions {
-				taken[e.Key] = true
-			}
-		}
-		for j, k := range c.MatchLabelKeys {
-			if taken[k] {
-				errs = append(errs, field.Invalid(fld.Child("topologySpreadConstraints").Index(i).Child("matchLabelKeys").Index(j), k, "exists in both matchLabelKeys and labelSelector"))
-			}
-		}
-	}
-	if a := s.Affinity; a != nil {
-		terms := func(name string, required []corev1.PodAffinityTerm, preferred []corev1.WeightedPodAffinityTerm) {
-			af := fld.Child("affinity", name)
-			check := func(t corev1.PodAffinityTerm, tf *field.Path) {
-				for _, k := range t.MatchLabelKeys {
-					if slices.Contains(t.MismatchLabelKeys, k) {
-						errs = append(errs, field.Invalid(tf.Child("matchLabelKeys"), k, "may not be in both matchLabelKeys and mismatchLabelKeys"))
-					}
-				}
-				if t.LabelSelector != nil {
-					return
-				}
-				if len(t.MatchLabelKeys) > 0 {
-					errs = append(errs, field.Forbidden(tf.Child("matchLabelKeys"), "may not be set without labelSelector"))
-				}
-				if len(t.MismatchLabelKeys) > 0 {
-					errs = append(errs, field.Forbidden(tf.Child("mismatchLabelKeys"), "may not be set without labelSelector"))
-				}
-			}
-			for i, t := range required {
-				check(t, af.Child("requiredDuringSchedulingIgnoredDuringExecution").Index(i))
-			}
-			for i, t := range preferred {
-				check(t.PodAffinityTerm, af.Child("preferredDuringSchedulingIgnoredDuringExecution").Index(i).Child("podAffinityTerm"))
-			}
-		}
-		if pa := a.PodAffinity; pa != nil {
-			terms("podAffinity", pa.RequiredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution)
-		}
-		if pa := a.PodAntiAffinity; pa != nil {
-			terms("podAntiAffinity", pa.RequiredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution)
-		}
-	}
-	return errs
-}
-
-// lintHugePages checks that huge-page quantities are whole multiples of their page size.
-func lintHugePages(r corev1.ResourceRequirements, fld *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for _, list := range []struct {
+	errs = append(errs, duplicateClaims(p.patchFor(KindPod), fld.Child("template"))...)
+	for _, part := range []struct {
+		kind Kind
 		name string
-		rl   corev1.ResourceList
-	}{{"limits", r.Limits}, {"requests", r.Requests}} {
-		for _, name := range slices.Sorted(maps.Keys(list.rl)) {
-			size, ok := strings.CutPrefix(string(name), corev1.ResourceHugePagesPrefix)
-			if !ok {
+	}{{KindPod, "template"}, {KindService, "service"}} {
+		if patch := p.patchFor(part.kind); patch != nil {
+			errs = append(errs, lintPart(p, part.kind, patch, fld.Child(part.name))...)
+		}
+	}
+	named := make(map[string]bool, len(reported)+len(errs))
+	for _, e := range reported {
+		named[e.Field] = true
+	}
+	return slices.DeleteFunc(errs, func(e *field.Error) bool {
+		seen := named[e.Field]
+		named[e.Field] = true
+		return seen
+	})
+}
+
+// lintPart is lintValidity for one part of a policy, patch, at fld: the own violations it
+// brings to every synthetic object of its kind.
+func lintPart(p *Policy, kind Kind, patch map[string]any, fld *field.Path) field.ErrorList {
+	var common map[string]*field.Error // path and message → error: those found on every object
+	for _, tg := range lintTargets(p) {
+		var found map[string]*field.Error
+		raw := tg.object(kind, patch)
+		t := jsontree.New()
+		obj, _ := t.Decode(json.RawMessage(raw)).(map[string]any)
+		st := &applyState{t: t}
+		if kind == KindPod {
+			// As applyLayers does; a platform policy's whole containers would replace the
+			// object's of their names, and the synthetic object has none of those.
+			m := newMerger(st, kind, false)
+			m.manager = tg.profile.Manager
+			m.insertSidecars(obj, patch, nil)
+		}
+		m := newMerger(st, kind, p.Mode == ModeDefault)
+		m.manager = tg.profile.Manager
+		m.mergeMap(obj, patch)
+		var own []validity.Own
+		if st.err == nil { // else admission leaves the object unpatched
+			env := &validity.Env{Service: kind == KindService, Namespace: lintNamespace}
+			own = env.Own(obj, raw)
+		}
+		if len(own) > 0 {
+			jsontree.ExpandAll(obj) // a small object: its places are read in plain maps and lists
+			pl := &placer{kind: kind, obj: obj, t: t, manager: tg.profile.Manager}
+			found = make(map[string]*field.Error, len(own))
+			for _, o := range own {
+				at, held, ok := pl.place(patch, o.At, o.By, fld)
+				if !ok {
+					continue
+				}
+				e := field.Forbidden(at, o.Message) // a value the policy sets
+				if !held {
+					e = field.Required(at, o.Message) // one it leaves out
+				}
+				found[e.Field+"\x00"+e.Detail] = e
+			}
+		}
+		if common != nil {
+			maps.DeleteFunc(common, func(k string, _ *field.Error) bool { return found[k] == nil })
+		} else {
+			common = found
+		}
+		if len(common) == 0 {
+			return nil
+		}
+	}
+	errs := slices.Collect(maps.Values(common))
+	slices.SortFunc(errs, func(a, b *field.Error) int {
+		return strings.Compare(a.Field+"\x00"+a.Detail, b.Field+"\x00"+b.Detail)
+	})
+	return errs
+}
+
+// lintNamespace is the namespace of the synthetic objects.
+const lintNamespace = "default"
+
+// lintTarget is a manager and one of its role names, with the JSON of its synthetic Pod and
+// Service (syntheticObject).
+type lintTarget struct {
+	profile      *Profile
+	role         string
+	pod, service []byte
+}
+
+// lintAll are the synthetic objects of every manager and role, in profile order.
+var lintAll = func() []lintTarget {
+	var out []lintTarget
+	for i := range profiles {
+		for _, role := range slices.Sorted(maps.Keys(profiles[i].Roles)) {
+			tg := lintTarget{profile: &profiles[i], role: role}
+			tg.pod, tg.service = syntheticObject(KindPod, tg, nil), syntheticObject(KindService, tg, nil)
+			out = append(out, tg)
+		}
+	}
+	return out
+}()
+
+// lintTargets are the managers and roles a policy can select; all of them for a policy that
+// can select none (its values are checked all the same).
+func lintTargets(p *Policy) []lintTarget {
+	var out []lintTarget
+	for _, tg := range lintAll {
+		if (len(p.match.managers) == 0 || slices.Contains(p.match.managers, tg.profile.Manager)) &&
+			(len(p.match.roles) == 0 || slices.Contains(p.match.roles, tg.profile.Roles[tg.role])) {
+			out = append(out, tg)
+		}
+	}
+	if len(out) == 0 {
+		return lintAll
+	}
+	return out
+}
+
+// object is the JSON of the target's synthetic object of a kind for a patch.
+func (tg lintTarget) object(kind Kind, patch map[string]any) []byte {
+	switch {
+	case kind == KindService:
+		return tg.service
+	case partialEntries(patch):
+		return syntheticObject(kind, tg, patch)
+	}
+	return tg.pod
+}
+
+// Names of the synthetic containers: not DNS labels, so no policy entry names them.
+const (
+	lintMainContainer = "podpatch.main"
+	lintInitContainer = "podpatch.init"
+)
+
+// syntheticObject is the JSON of a Pod or Service of a manager and role holding what every such
+// object holds: the labels it is recognised by and a main container (a Pod) or a port on the
+// manager's UI port (a Service); a Pod also has a container for each partial entry of the patch
+// (each named container the patch does not add whole) and an init container when the patch
+// has a "*" init entry, so that every entry applies.
+func syntheticObject(kind Kind, tg lintTarget, patch map[string]any) []byte {
+	pr := tg.profile
+	labels := map[string]any{pr.RoleKey: tg.role}
+	if pr.RequireKey != "" {
+		labels[pr.RequireKey] = pr.RequireValue
+	}
+	meta := map[string]any{"name": "podpatch-lint", "namespace": lintNamespace, "labels": labels}
+	var obj map[string]any
+	if kind == KindService {
+		port := map[string]any{"name": pr.UI.Names[0], "port": pr.UI.Numbers[0], "protocol": "TCP"}
+		obj = map[string]any{"apiVersion": "v1", "kind": "Service", "metadata": meta,
+			"spec": map[string]any{"selector": labels, "ports": []any{port}}}
+	} else {
+		spec := map[string]any{"containers": []any{map[string]any{"name": lintMainContainer, "image": "podpatch-lint"}}}
+		eachPartialEntry(patch, func(list, name string) {
+			have, _ := spec[list].([]any)
+			spec[list] = append(have, map[string]any{"name": name, "image": "podpatch-lint"})
+		})
+		obj = map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+	}
+	raw, _ := json.Marshal(obj) // strings, numbers and maps only: it cannot fail
+	return raw
+}
+
+// eachPartialEntry calls f with the list and name of the container each partial entry of a pod
+// patch applies to: a named entry without an image, and, for a "*" init entry, the synthetic
+// init container.
+func eachPartialEntry(patch map[string]any, f func(list, name string)) {
+	pspec, _ := patch["spec"].(map[string]any)
+	for _, list := range []string{"containers", "initContainers"} {
+		entries, _ := pspec[list].([]any)
+		for _, it := range entries {
+			pm, _ := it.(map[string]any)
+			name, _ := pm["name"].(string)
+			if _, whole := pm["image"]; whole || name == "" || name == mainContainerName {
 				continue
 			}
-			page, err := resource.ParseQuantity(size)
-			q := list.rl[name]
-			if err != nil || page.Value() <= 0 {
-				continue // the name itself is internal/k8sfields' to judge
+			if name == wildcardContainer {
+				if list == "containers" {
+					continue // the main container
+				}
+				name = lintInitContainer
 			}
-			if q.Value()%page.Value() != 0 {
-				errs = append(errs, field.Invalid(fld.Child(list.name).Key(string(name)), q.String(),
-					"must be a whole multiple of the page size "+size))
-			}
+			f(list, name)
 		}
+	}
+}
+
+// partialEntries reports whether a pod patch has an entry eachPartialEntry adds a container for.
+func partialEntries(patch map[string]any) bool {
+	found := false
+	eachPartialEntry(patch, func(string, string) { found = true })
+	return found
+}
+
+// duplicateClaims reports two resource claims of one name in a pod patch: entries merge by
+// name, so they would be one entry, with the members of both.
+func duplicateClaims(patch map[string]any, fld *field.Path) field.ErrorList {
+	spec, _ := patch["spec"].(map[string]any)
+	claims, _ := spec["resourceClaims"].([]any)
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, it := range claims {
+		pm, _ := it.(map[string]any)
+		name := byName.Of(pm)
+		if seen[name] {
+			errs = append(errs, field.Duplicate(fld.Child("spec", "resourceClaims").Index(i).Child("name"), strings.TrimSuffix(name, "\x00")))
+		}
+		seen[name] = true
 	}
 	return errs
 }
 
-// lintVolume checks what one policy's volume shows the API server would refuse whatever volume
-// it merges into: members that exclude each other both set, and values outside an enumeration
-// (a source of two kinds and a downward item of two references are internal/k8sfields').
-// What a merge may complete (a required member) is decided at admission (policies/validity, volumes.go).
-func lintVolume(v corev1.Volume, fld *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	both := func(a, b bool, at *field.Path, msg string) {
-		if a && b {
-			errs = append(errs, field.Invalid(at, v.Name, msg))
-		}
-	}
-	if f := v.Flocker; f != nil {
-		both(f.DatasetName != "", f.DatasetUUID != "", fld.Child("flocker"), "datasetName and datasetUUID can not be specified simultaneously")
-	}
-	if q := v.Quobyte; q != nil && q.Registry != "" && !k8sfields.QuobyteRegistry(q.Registry) {
-		errs = append(errs, field.Invalid(fld.Child("quobyte", "registry"), q.Registry, "must be a host:port pair or multiple pairs separated by commas"))
-	}
-	if f := v.Flocker; f != nil && strings.Contains(f.DatasetName, "/") {
-		errs = append(errs, field.Invalid(fld.Child("flocker", "datasetName"), f.DatasetName, "must not contain '/'"))
-	}
-	if a := v.AzureDisk; a != nil && a.DataDiskURI != "" {
-		// Whatever kind a merge gives it, the URI fits one of the two forms.
-		if kind := a.Kind; kind != nil && !k8sfields.AzureDiskURI(string(*kind), a.DataDiskURI) || !k8sfields.AzureDiskURI("Managed", a.DataDiskURI) && !k8sfields.AzureDiskURI("", a.DataDiskURI) {
-			errs = append(errs, field.Invalid(fld.Child("azureDisk", "diskURI"), a.DataDiskURI, "must start with /subscriptions/ for a Managed disk, https:// for the other kinds"))
-		}
-	}
-	if f := v.FC; f != nil {
-		both(len(f.TargetWWNs) > 0, len(f.WWIDs) > 0, fld.Child("fc", "targetWWNs"), "targetWWNs and wwids can not be specified simultaneously")
-	}
-	if p := v.Projected; p != nil {
-		for i, src := range p.Sources {
-			sf := fld.Child("projected", "sources").Index(i)
-			if b := src.ClusterTrustBundle; b != nil {
-				both(b.Name != nil, b.SignerName != nil, sf.Child("clusterTrustBundle"), "only one of name and signerName may be used")
+// placeSegment is one step of a place by position: a member, a map key ([name]) or a list
+// item ([index]).
+type placeSegment struct {
+	name  string
+	key   bool
+	index int // -1: a member or key
+}
+
+// placeSegments splits a place by position (spec.containers[0].resources.limits[nvidia.com/gpu]):
+// a bracketed number is a list item, any other bracketed text a map key.
+func placeSegments(at string) []placeSegment {
+	var out []placeSegment
+	for at != "" {
+		switch at[0] {
+		case '.':
+			at = at[1:]
+		case '[':
+			end := strings.IndexByte(at, ']')
+			if end < 0 {
+				end = len(at)
 			}
-			if pc := src.PodCertificate; pc != nil && pc.KeyType != "" && !slices.Contains(k8sfields.PodCertificateKeyTypes, pc.KeyType) {
-				errs = append(errs, field.NotSupported(sf.Child("podCertificate", "keyType"), pc.KeyType, k8sfields.PodCertificateKeyTypes))
+			s := at[1:end]
+			at = at[min(end+1, len(at)):]
+			if n, err := strconv.Atoi(s); err == nil && n >= 0 {
+				out = append(out, placeSegment{index: n})
+			} else {
+				out = append(out, placeSegment{name: s, key: true, index: -1})
+			}
+		default:
+			end := strings.IndexAny(at, ".[")
+			if end < 0 {
+				end = len(at)
+			}
+			out = append(out, placeSegment{name: at[:end], index: -1})
+			at = at[end:]
+		}
+	}
+	return out
+}
+
+// placer maps places of a patched synthetic object (validity.Own.At, by position) back to the
+// fields of the policy's patch that wrote them.
+type placer struct {
+	kind    Kind
+	obj     map[string]any // expanded
+	t       *jsontree.Tree
+	manager Manager
+}
+
+// place maps at to the field of patch, under fld, that wrote it. An item of a list the merge
+// matches by key is the patch's entry of that key: of a container list, its named entry,
+// "@main" for the main container or "*", the most specific of those that holds most of the
+// place of the values that bring the violation (by; at when ""); of a list the patch replaced,
+// the same index. A member or key is the same name, whether or not the patch holds it (a limit
+// its request needs); held says whether it does. false when no one entry of the patch wrote an
+// item: none (the object's own), or several of one key, merged (duplicateClaims).
+func (pl *placer) place(patch map[string]any, at, by string, fld *field.Path) (_ *field.Path, held, ok bool) {
+	segs, evidence := placeSegments(at), placeSegments(by)
+	var pol, ob any = patch, pl.obj
+	list := "" // the member the current value is
+	for i, s := range segs {
+		if s.index < 0 {
+			if s.key {
+				fld = fld.Key(s.name)
+			} else {
+				fld, list = fld.Child(s.name), s.name
+			}
+			pm, _ := pol.(map[string]any)
+			om, _ := ob.(map[string]any)
+			pol, ob = pm[s.name], om[s.name]
+			continue
+		}
+		items, _ := ob.([]any)
+		entries, _ := pol.([]any)
+		if s.index >= len(items) {
+			return nil, false, false
+		}
+		rest := segs[i+1:]
+		if len(evidence) > i && slices.Equal(evidence[:i+1], segs[:i+1]) {
+			rest = evidence[i+1:]
+		}
+		j := pl.entry(list, entries, items, s.index, rest)
+		if j < 0 {
+			return nil, false, false
+		}
+		fld, pol, ob = fld.Index(j), entries[j], items[s.index]
+	}
+	return fld, pol != nil, true
+}
+
+// entry finds the entry of a patch's list that wrote the object's item at index i (see place),
+// rest being the place of the values within it; -1 for none.
+func (pl *placer) entry(list string, entries, items []any, i int, rest []placeSegment) int {
+	item, _ := items[i].(map[string]any)
+	if pl.kind == KindPod && containerLists[list] {
+		name := byName.Of(item)
+		best, most := -1, -1
+		for _, want := range [...]string{name, mainContainerName + "\x00", wildcardContainer + "\x00"} {
+			if want == mainContainerName+"\x00" && (list != "containers" || mainContainer(pl.t, items, pl.manager)+"\x00" != name) {
+				continue
+			}
+			for j, e := range entries {
+				if em, _ := e.(map[string]any); em != nil && byName.Of(em) == want {
+					if d := pl.depth(rest, e, item); d > most {
+						best, most = j, d
+					}
+				}
 			}
 		}
+		return best
 	}
-	if e := v.Ephemeral; e != nil && e.VolumeClaimTemplate != nil {
-		modes := e.VolumeClaimTemplate.Spec.AccessModes
-		if slices.Contains(modes, corev1.ReadWriteOncePod) && slices.ContainsFunc(modes, func(m corev1.PersistentVolumeAccessMode) bool { return m != corev1.ReadWriteOncePod }) {
-			errs = append(errs, field.Forbidden(fld.Child("ephemeral", "volumeClaimTemplate", "spec", "accessModes"), "may not use ReadWriteOncePod with other access modes"))
+	lists := podLists
+	if pl.kind == KindService {
+		lists = serviceLists
+	}
+	if key, ok := lists[list]; ok {
+		want, found := key.Of(item), -1
+		for j, e := range entries {
+			if em, _ := e.(map[string]any); em != nil && key.Of(em) == want {
+				if found >= 0 {
+					return -1 // several entries of one key, merged into one item
+				}
+				found = j
+			}
+		}
+		return found
+	}
+	if i < len(entries) {
+		return i // a list the patch replaced
+	}
+	return -1
+}
+
+// depth counts the leading steps of place at which a patch's value pol holds a value, ob being
+// the object's value there.
+func (pl *placer) depth(place []placeSegment, pol, ob any) int {
+	list := ""
+	for n, s := range place {
+		if s.index < 0 {
+			if !s.key {
+				list = s.name
+			}
+			pm, _ := pol.(map[string]any)
+			om, _ := ob.(map[string]any)
+			pol, ob = pm[s.name], om[s.name]
+		} else {
+			items, _ := ob.([]any)
+			entries, _ := pol.([]any)
+			if s.index >= len(items) {
+				return n
+			}
+			j := pl.entry(list, entries, items, s.index, place[n+1:])
+			if j < 0 {
+				return n
+			}
+			pol, ob = entries[j], items[s.index]
+		}
+		if pol == nil {
+			return n
 		}
 	}
-	return errs
+	return len(place)
 }

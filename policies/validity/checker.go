@@ -2,6 +2,7 @@ package validity
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,9 @@ type checker struct {
 	// defaults are the container defaults of the namespace's LimitRanges (a Pod's), which
 	// LimitRanger fills in before the API server validates the Pod.
 	defaults corev1.LimitRangeItem
+	// owned records, for lint, the violations reported with own, with their places by
+	// position (own.go); nil otherwise.
+	owned *[]Own
 }
 
 func (c *checker) add(rule, fld, msg string) {
@@ -32,6 +36,42 @@ func (c *checker) add(rule, fld, msg string) {
 		return
 	}
 	c.out = append(c.out, Violation{Rule: rule, Field: fld, Message: msg})
+}
+
+// Own is a violation the values at its place break alone, whatever else the object holds.
+type Own struct {
+	Violation
+	// At is the violation's place by position, every list item by its index in the object
+	// (spec.containers[1].ports[0].name), for lint to find the policy entry that wrote it.
+	At string
+	// By is the place of the value that brings the violation when At is one the object
+	// lacks (a request, for the limit it needs); "" for At.
+	By string
+}
+
+// own is add for a violation the values at its place break alone; at gives its place by
+// position, built only for lint.
+func (c *checker) own(rule, fld, msg string, at func() string) { c.ownBy(rule, fld, msg, at, nil) }
+
+// ownBy is own for a violation at a place the object lacks, brought by the value at by.
+func (c *checker) ownBy(rule, fld, msg string, at, by func() string) {
+	if len(c.out) == MaxViolations {
+		c.truncated = true
+		return
+	}
+	c.add(rule, fld, msg)
+	if c.owned != nil {
+		o := Own{Violation: c.out[len(c.out)-1], At: at()}
+		if by != nil {
+			o.By = by()
+		}
+		*c.owned = append(*c.owned, o)
+	}
+}
+
+// pos is the place by position of a field of the container.
+func (ct container) pos(rest string) string {
+	return "spec." + ct.list + "[" + strconv.Itoa(ct.index) + "]" + rest
 }
 
 // Readers: one level decoded, nothing stored back.
@@ -73,6 +113,7 @@ func item(path, name string) string { return path + "[" + name + "]" }
 // container is one container of a Pod being checked.
 type container struct {
 	list, name string
+	index      int // in its list
 	m          map[string]any
 	resources  containerResources
 }

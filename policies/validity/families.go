@@ -61,7 +61,8 @@ func (c *checker) ipFamilies(spec map[string]any) {
 			c.add(RuleServiceIPFamilies, "spec.ipFamilyPolicy", "must be RequireDualStack or PreferDualStack when two cluster IPs are set")
 		}
 		if len(families) == 2 {
-			c.add(RuleServiceIPFamilies, "spec.ipFamilyPolicy", "must be RequireDualStack or PreferDualStack when two IP families are set")
+			c.own(RuleServiceIPFamilies, "spec.ipFamilyPolicy", "must be RequireDualStack or PreferDualStack when two IP families are set",
+				func() string { return "spec.ipFamilyPolicy" })
 		}
 	}
 	if c.env.Cluster == nil {

@@ -56,7 +56,7 @@ func (c *checker) podOS(spec map[string]any, containers []container) {
 			}
 		}
 		if spec["resources"] != nil { // pod-level resources (validateWindows)
-			c.add(RulePodOS, "spec.resources", "may not be set for a windows pod")
+			c.own(RulePodOS, "spec.resources", "may not be set for a windows pod", func() string { return "spec.resources" })
 		}
 		for _, k := range []string{"hostUsers", "hostPID", "hostIPC", "shareProcessNamespace"} {
 			if spec[k] != nil {

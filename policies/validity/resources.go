@@ -1,6 +1,7 @@
 package validity
 
 import (
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,25 @@ import (
 func (c *checker) podResources(r map[string]any, containers []container, defaults corev1.LimitRangeItem) {
 	req, lim := podResources(containers, defaults)
 	podReq, podLim := mapOf(r["requests"]), mapOf(r["limits"])
+	// Pod-level resources are cpu, memory and huge pages, in whole pages, and no claims
+	// (validatePodResources).
+	if len(listOf(r["claims"])) > 0 {
+		c.own(RulePodResources, "spec.resources.claims", "claims may not be set for resources at pod level",
+			func() string { return "spec.resources.claims" })
+	}
+	for _, l := range [...]sideList{{"requests", podReq}, {"limits", podLim}} {
+		side := l.side
+		for name, v := range l.list {
+			if name != string(corev1.ResourceCPU) && name != string(corev1.ResourceMemory) && !strings.HasPrefix(name, corev1.ResourceHugePagesPrefix) {
+				c.own(RulePodResources, "spec.resources."+side+"["+name+"]", "unsupported value "+strconv.Quote(name)+": supported values: cpu, memory, hugepages-<size>",
+					func() string { return "spec.resources." + side + "[" + name + "]" })
+			}
+			if size, bad := partialHugePages(name, v); bad {
+				c.own(RuleExtendedResourceLimit, "spec.resources."+side+"["+name+"]", "must be a whole multiple of the page size "+size,
+					func() string { return "spec.resources." + side + "[" + name + "]" })
+			}
+		}
+	}
 	for name, v := range podReq {
 		q, ok := quantityOf(v)
 		if !ok {
@@ -86,8 +106,9 @@ func (c *checker) podResources(r map[string]any, containers []container, default
 		q, qok := quantityOf(v)
 		l, lok := quantityOf(lv)
 		switch {
-		case RequestNeedsLimit(name, hasLimit):
-			c.add(RuleExtendedResourceLimit, "spec.resources.limits["+name+"]", name+" cannot be overcommitted: a pod-level request needs an equal limit")
+		case requestNeedsLimit(name, hasLimit):
+			c.own(RuleExtendedResourceLimit, "spec.resources.limits["+name+"]", name+" cannot be overcommitted: a pod-level request needs an equal limit",
+				func() string { return "spec.resources.limits[" + name + "]" })
 		case qok && lok && q.Cmp(l) != 0:
 			c.add(RuleExtendedResourceLimit, "spec.resources.requests["+name+"]", name+" cannot be overcommitted: the request "+q.String()+" must equal the limit "+l.String())
 		}
@@ -119,6 +140,15 @@ func (c *checker) containerDefaults() corev1.LimitRangeItem {
 func (c *checker) resources(ct container) {
 	r := ct.resources
 	if hugePages(r.requests) || hugePages(r.limits) {
+		for _, l := range [...]sideList{{"requests", r.requests}, {"limits", r.limits}} {
+			side := l.side
+			for name, v := range l.list {
+				if size, bad := partialHugePages(name, v); bad {
+					c.own(RuleExtendedResourceLimit, ct.at(".resources."+side+"["+name+"]"), "must be a whole multiple of the page size "+size,
+						func() string { return ct.pos(".resources." + side + "[" + name + "]") })
+				}
+			}
+		}
 		_, rc := r.requests["cpu"]
 		_, rm := r.requests["memory"]
 		_, lc := r.limits["cpu"]
@@ -146,12 +176,42 @@ func (c *checker) resources(ct container) {
 			if hasLimit && req.Cmp(lim) > 0 {
 				c.add(RuleRequestAboveLimit, path(), "the request "+req.String()+" is above the limit "+lim.String())
 			}
-		case RequestNeedsLimit(name, hasLimit):
-			c.add(RuleExtendedResourceLimit, path(), name+" cannot be overcommitted: a request needs an equal limit")
+		case requestNeedsLimit(name, hasLimit):
+			c.ownBy(RuleExtendedResourceLimit, path(), name+" cannot be overcommitted: a request needs an equal limit",
+				func() string { return ct.pos(".resources.limits[" + name + "]") }, func() string { return ct.pos(".resources.requests[" + name + "]") })
 		case req.Cmp(lim) != 0:
 			c.add(RuleExtendedResourceLimit, path(), name+" cannot be overcommitted: the request "+req.String()+" must equal the limit "+lim.String())
 		}
 	}
+}
+
+// sideList is the requests or the limits of resources.
+type sideList struct {
+	side string
+	list map[string]any
+}
+
+// requestNeedsLimit reports whether a request of a resource without a limit is refused: a
+// resource that cannot be overcommitted (extended resources, huge pages) is requested only with
+// an equal limit (RuleExtendedResourceLimit), in a container and at pod level.
+func requestNeedsLimit(name string, hasLimit bool) bool {
+	return !hasLimit && !k8sfields.ResourceOvercommitAllowed(name)
+}
+
+// partialHugePages reports a quantity of huge pages that is not a whole number of pages
+// (validateResourceQuantityHugePageValue), with the page size; a name or quantity that does not
+// parse is the field rules' (internal/k8sfields).
+func partialHugePages(name string, v any) (size string, partial bool) {
+	size, ok := strings.CutPrefix(name, corev1.ResourceHugePagesPrefix)
+	if !ok {
+		return "", false
+	}
+	page, err := resource.ParseQuantity(size)
+	q, qok := quantityOf(v)
+	if err != nil || !qok || page.Value() <= 0 {
+		return size, false
+	}
+	return size, q.Value()%page.Value() != 0
 }
 
 // hugePages reports whether a resource list names huge pages.

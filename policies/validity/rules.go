@@ -12,6 +12,8 @@ import (
 // built-in admission plugins refuse in a patched Pod or Service, for the fields a policy can
 // touch and the rules that tie them to others. Each rule has a stable id (Violation.Rule, the
 // podpatch_policy_skipped_total label); the oracle test pins them against a real API server.
+// What a policy must get right by itself is reported with own rather than add: lint reports it
+// too (own.go).
 // Rules read the object with jsontree.Expand only, one level at a time, so a check is one pass,
 // linear in the object.
 
@@ -53,7 +55,7 @@ func (c *checker) pod(obj map[string]any) {
 	list := listOf(spec["volumes"])
 	volumes := make(map[string]any, len(list)) // name → the volume, maybe still raw
 	var f [1]string
-	for _, v := range list {
+	for i, v := range list {
 		stringMembers(v, volumeMembers, f[:])
 		if _, dup := volumes[f[0]]; dup {
 			c.add(RuleDuplicateVolume, item("spec.volumes", f[0]), "volume names must be unique")
@@ -63,22 +65,23 @@ func (c *checker) pod(obj map[string]any) {
 			c.add(RuleVolumeSource, item("spec.volumes", f[0]), "a volume has exactly one source")
 		}
 		if _, raw := v.(json.RawMessage); !raw || c.full { // a raw volume is as given: nothing new
-			c.volumeSource(f[0], mapOf(v))
+			c.volumeSource(i, f[0], mapOf(v))
 		}
 	}
 	names := map[string]bool{}
 	var containers []container
 	for _, list := range []string{"initContainers", "containers"} {
 		hostPorts := map[string]bool{} // the regular containers' together
-		for _, it := range listOf(spec[list]) {
+		for k, it := range listOf(spec[list]) {
 			if list == "initContainers" {
 				clear(hostPorts) // each init container runs alone
 			}
 			cm := mapOf(it)
 			name := strOf(cm["name"])
-			ct := container{list: list, name: name, m: cm, resources: resourcesOf(cm)}
+			ct := container{list: list, name: name, index: k, m: cm, resources: resourcesOf(cm)}
 			if names[name] {
-				c.add(RuleDuplicateContainer, ct.at(""), "container names must be unique across containers and initContainers")
+				c.own(RuleDuplicateContainer, ct.at(""), "container names must be unique across containers and initContainers",
+					func() string { return ct.pos(".name") })
 			}
 			names[name] = true
 			containers = append(containers, ct)
@@ -140,24 +143,26 @@ func (c *checker) restartRules(ct container) {
 		return
 	}
 	if ct.m["restartPolicy"] == nil {
-		c.add(RuleRestartPolicyRules, ct.at(".restartPolicy"), "must specify restartPolicy when restart rules are used")
+		c.ownBy(RuleRestartPolicyRules, ct.at(".restartPolicy"), "must specify restartPolicy when restart rules are used",
+			func() string { return ct.pos(".restartPolicy") }, func() string { return ct.pos(".restartPolicyRules") })
 	}
 	if len(rules) > 20 {
 		c.add(RuleRestartPolicyRules, ct.at(".restartPolicyRules"), "at most 20 rules")
 	}
 	for i, r := range rules {
 		rm := mapOf(r)
-		at := ct.at(".restartPolicyRules[" + strconv.Itoa(i) + "]")
+		rule := ".restartPolicyRules[" + strconv.Itoa(i) + "]"
+		at := ct.at(rule)
 		if a := strOf(rm["action"]); a != "Restart" && a != "RestartAllContainers" {
-			c.add(RuleRestartPolicyRules, at+".action", "unsupported action "+strconv.Quote(a))
+			c.own(RuleRestartPolicyRules, at+".action", "unsupported action "+strconv.Quote(a), func() string { return ct.pos(rule + ".action") })
 		}
 		ec := mapOf(rm["exitCodes"])
 		if ec == nil {
-			c.add(RuleRestartPolicyRules, at+".exitCodes", "must be specified")
+			c.own(RuleRestartPolicyRules, at+".exitCodes", "must be specified", func() string { return ct.pos(rule + ".exitCodes") })
 			continue
 		}
 		if op := strOf(ec["operator"]); op != "In" && op != "NotIn" {
-			c.add(RuleRestartPolicyRules, at+".exitCodes.operator", "unsupported value "+strconv.Quote(op)+": supported values: In, NotIn")
+			c.own(RuleRestartPolicyRules, at+".exitCodes.operator", "unsupported value "+strconv.Quote(op)+": supported values: In, NotIn", func() string { return ct.pos(rule + ".exitCodes.operator") })
 		}
 		if len(listOf(ec["values"])) > 255 {
 			c.add(RuleRestartPolicyRules, at+".exitCodes.values", "at most 255 values")
@@ -171,16 +176,18 @@ func (c *checker) restartRules(ct container) {
 // object's entry of the same name can leave both resourceClaimName and
 // resourceClaimTemplateName.
 func (c *checker) claims(spec map[string]any, containers []container) {
-	for _, rc := range listOf(spec["resourceClaims"]) {
+	for i, rc := range listOf(spec["resourceClaims"]) {
 		if _, raw := rc.(json.RawMessage); raw && !c.full {
 			continue // as given
 		}
 		m := mapOf(rc)
 		if strOf(m["name"]) == "" {
-			c.add(RuleResourceClaimSource, "spec.resourceClaims", "every resource claim needs a name")
+			c.own(RuleResourceClaimSource, "spec.resourceClaims", "every resource claim needs a name",
+				func() string { return "spec.resourceClaims[" + strconv.Itoa(i) + "].name" })
 		}
-		if !OneClaimSource(strOf(m["resourceClaimName"]) != "", strOf(m["resourceClaimTemplateName"]) != "") {
-			c.add(RuleResourceClaimSource, item("spec.resourceClaims", strOf(m["name"])), ClaimSourceMessage)
+		if (strOf(m["resourceClaimName"]) != "") == (strOf(m["resourceClaimTemplateName"]) != "") {
+			c.own(RuleResourceClaimSource, item("spec.resourceClaims", strOf(m["name"])), "exactly one of resourceClaimName and resourceClaimTemplateName must be set",
+				func() string { return "spec.resourceClaims[" + strconv.Itoa(i) + "]" })
 		}
 	}
 	var names map[string]bool
@@ -207,18 +214,18 @@ func (c *checker) claims(spec map[string]any, containers []container) {
 // inside each init container).
 func (c *checker) ports(ct container, hostPorts map[string]bool) {
 	ports := listOf(ct.m["ports"])
-	var dup map[int]bool // the ports whose name an earlier port has
-	EachDuplicateName(len(ports), func(i int) string { name, _ := portOf(ports[i]); return name },
-		func(i int) {
-			if dup == nil {
-				dup = map[int]bool{}
-			}
-			dup[i] = true
-		})
+	var named map[string]bool // the port names seen
 	for i, it := range ports {
 		name, hostPort := portOf(it)
-		if dup[i] {
-			c.add(RuleDuplicatePortName, ct.at(".ports["+name+"]"), "port names must be unique in a container")
+		if name != "" {
+			if named[name] {
+				c.own(RuleDuplicatePortName, ct.at(".ports["+name+"]"), "port names must be unique in a container",
+					func() string { return ct.pos(".ports[" + strconv.Itoa(i) + "].name") })
+			}
+			if named == nil {
+				named = map[string]bool{}
+			}
+			named[name] = true
 		}
 		if hostPort {
 			pm := mapOf(it)
@@ -317,13 +324,13 @@ func (c *checker) mounts(ct container, volumes map[string]any) {
 var volumeMembers = []string{"name"}
 
 // envVars: an environment variable has a value or one source, never two (a policy's valueFrom
-// merged into the object's of another kind). Only entries a policy touched are read, unless
-// full: raw ones are as given.
+// merged into the object's of another kind), and a fileKeyRef names its volume, path and key.
+// Only entries a policy touched are read, unless full: raw ones are as given.
 func (c *checker) envVars(ct container) {
 	if _, raw := ct.m["env"].(json.RawMessage); raw && !c.full {
 		return
 	}
-	for _, it := range listOf(ct.m["env"]) {
+	for i, it := range listOf(ct.m["env"]) {
 		if _, r := it.(json.RawMessage); r && !c.full {
 			continue
 		}
@@ -338,6 +345,16 @@ func (c *checker) envVars(ct container) {
 		if r := mapOf(from["resourceFieldRef"]); r != nil && !resourceFieldDivisor(r) {
 			c.add(RuleEnvSource, ct.at(".env["+strOf(e["name"])+"].valueFrom.resourceFieldRef.divisor"), "not a divisor supported with "+strOf(r["resource"]))
 		}
+		if f := from["fileKeyRef"]; f != nil {
+			fm := mapOf(f)
+			for _, k := range fileKeyRefMembers {
+				if strOf(fm[k]) == "" {
+					c.ownBy(RuleEnvSource, ct.at(".env["+strOf(e["name"])+"].valueFrom.fileKeyRef."+k), "must be specified",
+						func() string { return ct.pos(".env[" + strconv.Itoa(i) + "].valueFrom.fileKeyRef." + k) },
+						func() string { return ct.pos(".env[" + strconv.Itoa(i) + "].valueFrom.fileKeyRef") })
+				}
+			}
+		}
 		switch {
 		case n > 1:
 			c.add(RuleEnvSource, ct.at(".env["+strOf(e["name"])+"].valueFrom"), "may not have more than one source")
@@ -346,6 +363,9 @@ func (c *checker) envVars(ct container) {
 		}
 	}
 }
+
+// fileKeyRefMembers are the members a fileKeyRef needs (validateFileKeySelector).
+var fileKeyRefMembers = []string{"volumeName", "path", "key"}
 
 // mountMembers are the members of a volumeMount the check reads.
 var mountMembers = []string{"name", "mountPath", "subPath", "subPathExpr"}
@@ -369,9 +389,10 @@ func stringMembers(v any, keys, out []string) {
 	})
 }
 
-// topologySpread: a topology spread constraint's matchLabelKeys are not keys of its
-// labelSelector; the API server merges each key the Pod has a label of into the selector, so
-// such a key twice is refused too (ValidateMatchLabelKeysInTopologySpread, after the merge).
+// topologySpread: a topology spread constraint's matchLabelKeys refine its labelSelector, so
+// they need one, and are not keys of it; the API server merges each key the Pod has a label of
+// into the selector, so such a key twice is refused too (ValidateMatchLabelKeysInTopologySpread,
+// after the merge).
 func (c *checker) topologySpread(spec map[string]any, labels func() map[string]any) {
 	list := spec["topologySpreadConstraints"]
 	if _, raw := list.(json.RawMessage); raw && !c.full {
@@ -381,14 +402,14 @@ func (c *checker) topologySpread(spec map[string]any, labels func() map[string]a
 		if _, raw := it.(json.RawMessage); raw && !c.full {
 			continue
 		}
-		m := mapOf(it)
-		c.labelKeys("spec.topologySpreadConstraints["+strconv.Itoa(i)+"]", mapOf(m["labelSelector"]), labels, true, listOf(m["matchLabelKeys"]))
+		c.labelKeys("spec.topologySpreadConstraints["+strconv.Itoa(i)+"]", false, mapOf(it), labels, true)
 	}
 }
 
 // affinityLabelKeys: the same for pod (anti-)affinity terms, whose matchLabelKeys and
-// mismatchLabelKeys the API server merges into the term's selector for the keys the Pod has a
-// label of; such a key already in the selector is refused (ValidateMatchLabelKeysAndMismatchLabelKeys).
+// mismatchLabelKeys need a labelSelector and share no key; the API server merges them into
+// the term's selector for the keys the Pod has a label of, and such a key already in the
+// selector is refused (ValidateMatchLabelKeysAndMismatchLabelKeys).
 func (c *checker) affinityLabelKeys(spec map[string]any, labels func() map[string]any) {
 	aff := spec["affinity"]
 	if _, raw := aff.(json.RawMessage); raw && !c.full {
@@ -404,37 +425,89 @@ func (c *checker) affinityLabelKeys(spec map[string]any, labels func() map[strin
 					tm = mapOf(tm["podAffinityTerm"])
 				}
 				at := "spec.affinity." + kind + "." + mode + "[" + strconv.Itoa(i) + "]"
-				c.labelKeys(at, mapOf(tm["labelSelector"]), labels, false, listOf(tm["matchLabelKeys"]), listOf(tm["mismatchLabelKeys"]))
+				c.labelKeys(at, mode[0] == 'p', tm, labels, false)
 			}
 		}
 	}
 }
 
-// labelKeys reports label keys of lists that a selector already has once merged: direct, a
-// key in the selector is refused whether or not the Pod has the label (topology spread).
-func (c *checker) labelKeys(at string, sel map[string]any, labels func() map[string]any, direct bool, lists ...[]any) {
-	if len(lists[0]) == 0 && (len(lists) == 1 || len(lists[1]) == 0) {
+// Where labelKeys found a key the selector already has.
+const (
+	bySelector = 1 + iota // the selector's own
+	byLabel               // merged in from the Pod's label
+)
+
+// labelKeys checks the label-key lists of a term at at (a preferred affinity term's in its
+// podAffinityTerm): matchLabelKeys, and mismatchLabelKeys unless direct. It reports keys that
+// the selector already has once merged: direct (topology spread), a key in the selector is
+// refused whether or not the Pod has the label.
+func (c *checker) labelKeys(at string, preferred bool, term map[string]any, labels func() map[string]any, direct bool) {
+	match := listOf(term["matchLabelKeys"])
+	var mismatch []any
+	if !direct {
+		mismatch = listOf(term["mismatchLabelKeys"])
+	}
+	if len(match) == 0 && len(mismatch) == 0 {
 		return
 	}
-	taken := map[string]bool{}
+	place := func(rest string) string {
+		if preferred {
+			return at + ".podAffinityTerm" + rest
+		}
+		return at + rest
+	}
+	if term["labelSelector"] == nil {
+		if len(match) > 0 {
+			c.own(RulePodFieldConflict, place(".matchLabelKeys"), "may not be set without labelSelector",
+				func() string { return place(".matchLabelKeys") })
+		}
+		if len(mismatch) > 0 {
+			c.own(RulePodFieldConflict, place(".mismatchLabelKeys"), "may not be set without labelSelector",
+				func() string { return place(".mismatchLabelKeys") })
+		}
+		return
+	}
+	var both map[string]bool // the keys of both lists
+	if len(match) > 0 && len(mismatch) > 0 {
+		both = make(map[string]bool, len(match))
+		for _, k := range match {
+			both[strOf(k)] = true
+		}
+		for _, k := range mismatch {
+			if key := strOf(k); both[key] {
+				c.own(RulePodFieldConflict, place(".matchLabelKeys"), strconv.Quote(key)+" may not be in both matchLabelKeys and mismatchLabelKeys",
+					func() string { return place(".matchLabelKeys") })
+			}
+		}
+	}
+	sel := mapOf(term["labelSelector"])
+	taken := map[string]int8{}
 	for k := range mapOf(sel["matchLabels"]) {
-		taken[k] = true
+		taken[k] = bySelector
 	}
 	for _, e := range listOf(sel["matchExpressions"]) {
-		taken[strOf(mapOf(e)["key"])] = true
+		taken[strOf(mapOf(e)["key"])] = bySelector
 	}
-	for _, list := range lists {
-		for _, k := range list {
+	for l, list := range [2][]any{match, mismatch} {
+		for j, k := range list {
 			key := strOf(k)
+			if l == 1 && both[key] {
+				continue // reported above
+			}
 			_, labelled := labels()[key]
 			if !labelled && !direct {
 				continue // not merged: nothing to collide with
 			}
-			if taken[key] {
-				c.add(RulePodFieldConflict, at+".matchLabelKeys", strconv.Quote(key)+" exists in both matchLabelKeys (or mismatchLabelKeys) and labelSelector, once merged")
+			const msg = " exists in both matchLabelKeys (or mismatchLabelKeys) and labelSelector, once merged"
+			switch by := taken[key]; {
+			case by == bySelector && direct:
+				c.own(RulePodFieldConflict, at+".matchLabelKeys", strconv.Quote(key)+msg,
+					func() string { return place(".matchLabelKeys[" + strconv.Itoa(j) + "]") })
+			case by != 0:
+				c.add(RulePodFieldConflict, at+".matchLabelKeys", strconv.Quote(key)+msg)
 			}
-			if labelled {
-				taken[key] = true
+			if labelled && taken[key] == 0 {
+				taken[key] = byLabel
 			}
 		}
 	}
@@ -461,11 +534,16 @@ func (e *Env) CheckGiven(raw []byte) ([]Violation, bool) {
 // run is Check; with full, it also checks parts of the object still raw.
 func (e *Env) run(obj map[string]any, full bool) ([]Violation, bool) {
 	c := &checker{env: e, full: full}
-	if e.Service {
+	c.check(obj)
+	return c.out, !c.truncated
+}
+
+// check runs every rule of the object's kind.
+func (c *checker) check(obj map[string]any) {
+	if c.env.Service {
 		c.service(obj)
 	} else {
 		c.pod(obj)
 	}
 	c.metadata(obj)
-	return c.out, !c.truncated
 }

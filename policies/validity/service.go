@@ -33,7 +33,8 @@ func (c *checker) service(obj map[string]any) {
 		switch _, err := netip.ParseAddr(ip); {
 		case ip == corev1.ClusterIPNone && len(ips) > 1:
 			if i == 0 || strOf(ips[0]) != corev1.ClusterIPNone {
-				c.add(RuleServiceClusterIPs, "spec.clusterIPs", "'None' must be the first and only value")
+				c.own(RuleServiceClusterIPs, "spec.clusterIPs", "'None' must be the first and only value",
+					func() string { return "spec.clusterIPs" })
 			}
 		case ip != corev1.ClusterIPNone && err != nil:
 			c.add(RuleServiceClusterIPs, "spec.clusterIPs["+strconv.Itoa(i)+"]", "must be a valid IP address or None")

@@ -6,7 +6,9 @@
 // change together (couple.go).
 //
 // It knows nothing of policies: the engine (package policies) applies them, checks the result
-// here, and leaves out those whose contribution brings a problem the object did not arrive with.
+// here, and leaves out those whose contribution brings a problem the object did not arrive with;
+// `lint` checks a policy applied to a synthetic object here too, and reports the violations a
+// policy must get right by itself (own.go).
 // Objects are read as trees of the JSON kernel (internal/jsontree), never decoded into Go types.
 package validity
 

@@ -20,13 +20,14 @@ import (
 // lint's (internal/k8sfields); the check keeps to what a merge can break. Each read is one level
 // of jsontree.Expand; a volume costs time linear in its size.
 
-// volumeSource checks a volume a policy touched (or, full, any volume) against its source's rules.
-func (c *checker) volumeSource(name string, v map[string]any) {
+// volumeSource checks a volume a policy touched (or, full, any volume), the index-th of the
+// Pod's, against its source's rules.
+func (c *checker) volumeSource(index int, name string, v map[string]any) {
 	at := item("spec.volumes", name)
 	for _, src := range volumeSourceNames { // in a fixed order: the same violations first
 		if sm, ok := v[src]; ok && sm != nil {
 			if m := mapOf(sm); m != nil {
-				volumeRules[src](&volumeCheck{c: c, at: at + "." + src, src: src}, m)
+				volumeRules[src](&volumeCheck{c: c, at: at + "." + src, src: src, index: index}, m)
 			}
 		}
 	}
@@ -39,9 +40,18 @@ var volumeSourceNames = slices.Sorted(maps.Keys(volumeRules))
 type volumeCheck struct {
 	c       *checker
 	at, src string
+	index   int // of the volume, in the Pod's
 }
 
 func (vc *volumeCheck) bad(rest, msg string) { vc.c.add(RuleVolumeSource, vc.at+rest, msg) }
+
+// own is bad for what the values at rest break alone (members that exclude each other, a value
+// of the wrong form), whatever the volume they merge into holds (own.go).
+func (vc *volumeCheck) own(rest, msg string) {
+	vc.c.own(RuleVolumeSource, vc.at+rest, msg, func() string {
+		return "spec.volumes[" + strconv.Itoa(vc.index) + "]." + vc.src + rest
+	})
+}
 
 // required reports each named member that is missing or empty (string, list or object).
 func (vc *volumeCheck) required(m map[string]any, at string, keys ...string) {
@@ -233,10 +243,10 @@ var volumeRules = map[string]func(vc *volumeCheck, m map[string]any){
 		case name == "" && uuid == "":
 			vc.bad("", "one of datasetName and datasetUUID is required")
 		case name != "" && uuid != "":
-			vc.bad("", "datasetName and datasetUUID can not be specified simultaneously")
+			vc.own("", "datasetName and datasetUUID can not be specified simultaneously")
 		}
 		if strings.Contains(name, "/") {
-			vc.bad(".datasetName", "must not contain '/'")
+			vc.own(".datasetName", "must not contain '/'")
 		}
 	},
 	"downwardAPI": func(vc *volumeCheck, m map[string]any) {
@@ -249,7 +259,7 @@ var volumeRules = map[string]func(vc *volumeCheck, m map[string]any){
 		case wwns == 0 && wwids == 0:
 			vc.bad(".targetWWNs", "must specify either targetWWNs or wwids, but not both")
 		case wwns != 0 && wwids != 0:
-			vc.bad(".targetWWNs", "targetWWNs and wwids can not be specified simultaneously")
+			vc.own(".targetWWNs", "targetWWNs and wwids can not be specified simultaneously")
 		}
 		if wwns != 0 {
 			if m["lun"] == nil {
@@ -263,16 +273,23 @@ var volumeRules = map[string]func(vc *volumeCheck, m map[string]any){
 		vc.required(m, "", "diskName", "diskURI")
 		vc.oneOf(m, "", "cachingMode", "None", "ReadOnly", "ReadWrite")
 		vc.oneOf(m, "", "kind", "Shared", "Dedicated", "Managed")
-		// The kind defaults to Shared, a blob disk with an https:// URI.
+		// The kind defaults to Shared, a blob disk with an https:// URI. A URI of neither form
+		// is wrong whatever the kind; one of the other form than the default, only when no
+		// kind is merged into it.
 		if uri := strOf(m["diskURI"]); uri != "" && !k8sfields.AzureDiskURI(strOf(m["kind"]), uri) {
-			vc.bad(".diskURI", "must start with /subscriptions/ for a Managed disk, https:// for the other kinds")
+			const msg = "must start with /subscriptions/ for a Managed disk, https:// for the other kinds"
+			if m["kind"] != nil || !k8sfields.AzureDiskURI("Managed", uri) && !k8sfields.AzureDiskURI("", uri) {
+				vc.own(".diskURI", msg)
+			} else {
+				vc.bad(".diskURI", msg)
+			}
 		}
 	},
 	"vsphereVolume": func(vc *volumeCheck, m map[string]any) { vc.required(m, "", "volumePath") },
 	"quobyte": func(vc *volumeCheck, m map[string]any) {
 		vc.required(m, "", "registry", "volume")
 		if r := strOf(m["registry"]); r != "" && !k8sfields.QuobyteRegistry(r) {
-			vc.bad(".registry", "must be a host:port pair or multiple pairs separated by commas")
+			vc.own(".registry", "must be a host:port pair or multiple pairs separated by commas")
 		}
 		if len(strOf(m["tenant"])) >= 65 {
 			vc.bad(".tenant", "may not exceed a length of 64 characters")
@@ -328,7 +345,7 @@ func claimSpec(vc *volumeCheck, spec map[string]any, at string) {
 		}
 	}
 	if rwop && other {
-		vc.bad(at+".accessModes", "may not use ReadWriteOncePod with other access modes")
+		vc.own(at+".accessModes", "may not use ReadWriteOncePod with other access modes")
 	}
 	storage := mapOf(mapOf(spec["resources"])["requests"])["storage"]
 	if q, ok := quantityOf(storage); !ok || q.Sign() <= 0 {
@@ -374,7 +391,7 @@ func projection(vc *volumeCheck, s map[string]any, at string, paths map[string]b
 			name, signer := m["name"] != nil, m["signerName"] != nil
 			switch {
 			case name && signer:
-				vc.bad(ka, "only one of name and signerName may be used")
+				vc.own(ka, "only one of name and signerName may be used")
 			case name:
 				vc.required(m, ka, "name")
 				if m["labelSelector"] != nil {
@@ -390,7 +407,9 @@ func projection(vc *volumeCheck, s map[string]any, at string, paths map[string]b
 			vc.uniquePath(paths, strOf(m["path"]))
 		case "podCertificate":
 			vc.signerName(m, ka)
-			vc.oneOf(m, ka, "keyType", k8sfields.PodCertificateKeyTypes...)
+			if kt := m["keyType"]; kt != nil && !slices.Contains(k8sfields.PodCertificateKeyTypes, strOf(kt)) {
+				vc.own(ka+".keyType", "unsupported value "+strconv.Quote(strOf(kt))+": supported values: "+strings.Join(k8sfields.PodCertificateKeyTypes, ", "))
+			}
 			if m["keyType"] == nil {
 				vc.bad(ka+".keyType", "required: one of "+strings.Join(k8sfields.PodCertificateKeyTypes, ", "))
 			}

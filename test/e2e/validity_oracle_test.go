@@ -291,6 +291,35 @@ var validityRows = []validityRow{
 	{name: "an anti-affinity matchLabelKey its selector has, the pod not labelled", fixture: "flink/jobmanager-pod.yaml", edit: set("affinity", antiAffinity("absent"))},
 	{name: "a matchLabelKey twice, the pod not labelled", fixture: "flink/jobmanager-pod.yaml", edit: set("topologySpreadConstraints", []any{map[string]any{
 		"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": map[string]any{}, "matchLabelKeys": []any{"absent", "absent"}}})},
+	// What lint alone checked before issue 32, now admission's rules too.
+	{name: "huge pages that are not whole pages", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
+		firstContainer(obj)["resources"].(map[string]any)["limits"].(map[string]any)["hugepages-2Mi"] = "3"
+	}, rule: validity.RuleExtendedResourceLimit},
+	{name: "huge pages in whole pages", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
+		firstContainer(obj)["resources"].(map[string]any)["limits"].(map[string]any)["hugepages-2Mi"] = "4Mi"
+	}},
+	{name: "pod-level resources beyond cpu, memory and huge pages", fixture: "dask-operator/worker-pod.yaml", edit: set("resources",
+		map[string]any{"limits": map[string]any{"ephemeral-storage": "1Gi"}}), rule: validity.RulePodResources},
+	{name: "pod-level resource claims", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
+		podSpec(obj)["resourceClaims"] = []any{map[string]any{"name": "gpu", "resourceClaimTemplateName": "gpu"}}
+		podSpec(obj)["resources"] = map[string]any{"claims": []any{map[string]any{"name": "gpu"}}}
+	}, rule: validity.RulePodResources},
+	{name: "a fileKeyRef without its key", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
+		c := firstContainer(obj)
+		c["env"] = append(c["env"].([]any), map[string]any{"name": "FROM_FILE", "valueFrom": map[string]any{"fileKeyRef": map[string]any{
+			"volumeName": podSpec(obj)["volumes"].([]any)[0].(map[string]any)["name"], "path": "env"}}})
+	}, rule: validity.RuleEnvSource},
+	{name: "a topology spread matchLabelKey without labelSelector", fixture: "flink/jobmanager-pod.yaml", edit: set("topologySpreadConstraints", []any{map[string]any{
+		"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "matchLabelKeys": []any{"absent"}}}),
+		rule: validity.RulePodFieldConflict},
+	{name: "an anti-affinity mismatchLabelKey without labelSelector", fixture: "flink/jobmanager-pod.yaml", edit: set("affinity", map[string]any{
+		"podAntiAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": []any{map[string]any{
+			"topologyKey": "kubernetes.io/hostname", "mismatchLabelKeys": []any{"absent"}}}}}),
+		rule: validity.RulePodFieldConflict},
+	{name: "an affinity key in both matchLabelKeys and mismatchLabelKeys, the pod not labelled", fixture: "flink/jobmanager-pod.yaml", edit: set("affinity", map[string]any{
+		"podAffinity": map[string]any{"preferredDuringSchedulingIgnoredDuringExecution": []any{map[string]any{"weight": 1, "podAffinityTerm": map[string]any{
+			"topologyKey": "kubernetes.io/hostname", "labelSelector": map[string]any{}, "matchLabelKeys": []any{"absent"}, "mismatchLabelKeys": []any{"absent"}}}}}}),
+		rule: validity.RulePodFieldConflict},
 }
 
 // antiAffinity is a required anti-affinity term whose selector and matchLabelKeys both name key.
