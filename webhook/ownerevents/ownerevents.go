@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"strconv"
@@ -293,6 +294,12 @@ type groupKey struct {
 type group struct {
 	key   groupKey
 	count int
+	// recent holds the hashes of the last recentNames names counted, so that an object
+	// admitted again under its name (a controller's create retried after AlreadyExists, which
+	// the API server refuses after admission) is counted once: the Event counts objects, not
+	// admissions. An object without a name yet (generateName) counts each time.
+	recent  [recentNames]uint64
+	nRecent int
 	// items count objects per policy (PoliciesApplied), per skipped policy and rule
 	// (PolicySkipped) or per finding (PolicyCheck); at most maxEventItems, the rest in more.
 	items map[string]int
@@ -356,16 +363,16 @@ func (a *aggregator) add(r eventRecord) {
 	}
 	if len(r.applied) > 0 {
 		g := a.group(base, EventPoliciesApplied)
-		g.note(r.identity.Cluster, r.applied)
+		g.note(r.name, r.identity.Cluster, r.applied)
 		if !g.fieldsKnown && r.patch != nil {
 			g.fields, g.fieldsKnown = patchFields(r.patch), true
 		}
 	}
 	if len(r.skipped) > 0 {
-		a.group(base, EventPolicySkipped).note(r.identity.Cluster, r.skipped)
+		a.group(base, EventPolicySkipped).note(r.name, r.identity.Cluster, r.skipped)
 	}
 	if len(r.findings) > 0 {
-		a.group(base, EventPolicyCheck).note(r.identity.Cluster, r.findings)
+		a.group(base, EventPolicyCheck).note(r.name, r.identity.Cluster, r.findings)
 	}
 }
 
@@ -396,8 +403,22 @@ func (a *aggregator) remove(g *group) {
 	delete(a.groups, g.key)
 }
 
-// note counts one object with its items.
-func (g *group) note(cluster string, items []string) {
+// recentNames is how many names a group remembers to count an object once (group.recent).
+const recentNames = 64
+
+// note counts one object, named name, with its items; an object the group counted under the
+// same name lately is not counted again.
+func (g *group) note(name, cluster string, items []string) {
+	if name != "" {
+		h := fnv.New64a()
+		h.Write([]byte(name))
+		sum := h.Sum64()
+		if slices.Contains(g.recent[:min(g.nRecent, recentNames)], sum) {
+			return
+		}
+		g.recent[g.nRecent%recentNames] = sum
+		g.nRecent++
+	}
 	g.count++
 	g.dirty = true
 	if cluster != "" && len(g.clusters) < maxEventItems {

@@ -577,3 +577,31 @@ func TestReadMetaMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// An Event counts objects, not admissions: a named object admitted again (a controller's create
+// retried after AlreadyExists, refused by the API server after admission) is one object; Pods
+// without a name yet (generateName) are one each.
+func TestEventsCountObjectsOnce(t *testing.T) {
+	rc := partial("ray.io/v1", "RayCluster", "ns", "rc")
+	owners, _ := metaClient(t, rc)
+	e, log, _ := testEvents(t, owners, EventOptions{Queue: 4096})
+	offer := func(name, generateName string) {
+		e.Offer(podRequest(podJSON(t, name, generateName, []metav1.OwnerReference{refTo(rc)}), false), workerResult("rc"), nil)
+	}
+	for range 3 {
+		offer("rc-worker-a", "")
+	}
+	offer("rc-worker-b", "")
+	offer("", "rc-worker-")
+	offer("", "rc-worker-")
+	for i := range recentNames + 1 { // more names than a group remembers: each counts
+		offer(fmt.Sprintf("rc-worker-%d", i), "")
+	}
+	e.drain()
+	e.agg.flush(context.Background())
+	applied := log.byReason()[EventPoliciesApplied]
+	require.Len(t, applied, 1)
+	want := 2 + 2 + recentNames + 1
+	require.Contains(t, applied[0].msg, fmt.Sprintf("to %d Pods (role worker, cluster rc;", want))
+	require.Contains(t, applied[0].msg, fmt.Sprintf("%s (%d Pods)", gpuPolicy.Ref, want))
+}
