@@ -1,6 +1,9 @@
 package audit
 
-import "github.com/podpatch/podpatch/policies"
+import (
+	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
+)
 
 // fieldDiff lists the paths at which the live object and the one the policies produce
 // differ, in the form of `render --explain` (policies.DiffPaths): object keys joined by dots,
@@ -21,7 +24,7 @@ var DiffOptions = policies.PathDiffOptions{ByValue: true, DescendMissing: true, 
 // audit compares them (reference §7): both in the API server's encoding (`1000m` is `1`,
 // zero values of omitempty fields dropped), the provenance annotation left out, paths as
 // fieldDiff names them. `podpatch diff` (reference §10) shows its result as old → new.
-func Compare(kind policies.Kind, before, after []byte) ([]policies.PathChange, error) {
+func Compare(kind profiles.Kind, before, after []byte) ([]policies.PathChange, error) {
 	b, err := Canonical(kind, before)
 	if err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
@@ -49,7 +50,7 @@ func (r Reason) Text() string { return strings.ReplaceAll(string(r), "-", " ") }
 
 // Object is one live Pod or Service as the API server stored it (defaults and all).
 type Object struct {
-	Kind policies.Kind
+	Kind profiles.Kind
 	// JSON is the object as read from the API server; list items may lack kind and apiVersion.
 	JSON []byte
 	// NamespaceLabels are the labels of its namespace, for match.namespaceSelector.
@@ -62,7 +63,7 @@ type Object struct {
 
 // Finding is the audit of one recognised object that policies match.
 type Finding struct {
-	Kind      policies.Kind `json:"kind"`
+	Kind      profiles.Kind `json:"kind"`
 	Namespace string        `json:"namespace"`
 	Name      string        `json:"name"`
 	UID       string        `json:"uid,omitempty"`
@@ -81,8 +82,8 @@ type Finding struct {
 
 // Cluster is the compute cluster an object belongs to.
 type Cluster struct {
-	Manager policies.Manager `json:"manager"`
-	Role    policies.Role    `json:"role"`
+	Manager profiles.Manager `json:"manager"`
+	Role    profiles.Role    `json:"role"`
 	Name    string           `json:"name"`
 	Group   string           `json:"group,omitempty"`
 	// Owner is the object's controller (one level up through a ReplicaSet or a Pod when the
@@ -215,7 +216,7 @@ func check(set *policies.Set, obj Object) (Finding, bool, error) {
 }
 
 // header is the part of a Finding that says which object it is and what it carries.
-func header(kind policies.Kind, meta objectMeta, id policies.Identity) Finding {
+func header(kind profiles.Kind, meta objectMeta, id profiles.Identity) Finding {
 	m := meta.Metadata
 	f := Finding{Kind: kind, Namespace: m.Namespace, Name: m.Name, UID: m.UID,
 		Cluster: Cluster{Manager: id.Manager, Role: id.Role, Name: id.Cluster, Group: id.Group, Owner: directOwner(m.OwnerReferences)},
@@ -305,12 +306,12 @@ func onlyProvenance(patch []byte) (bool, error) {
 // false`) but keeps those of pointers (`allowPrivilegeEscalation: false` is not unset), and
 // writes quantities canonically (`1000m` is `1`). Fields this build does not know are left out
 // of the comparison. An object the type cannot hold is compared as it is.
-func Canonical(kind policies.Kind, b []byte) (any, error) {
+func Canonical(kind profiles.Kind, b []byte) (any, error) {
 	var typed any
 	switch kind {
-	case policies.KindPod:
+	case profiles.KindPod:
 		typed = &corev1.Pod{}
-	case policies.KindService:
+	case profiles.KindService:
 		typed = &corev1.Service{}
 	}
 	if typed != nil && json.Unmarshal(b, typed) == nil {

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // goldenDir holds the engine's golden cases (policies/testdata/apply): each is a policy set and
@@ -69,14 +70,14 @@ func goldenObjects(t *testing.T, dir string, args caseArgs) []Object {
 		var obj map[string]any
 		require.NoError(t, json.Unmarshal(d.JSON, &obj))
 		kind, _ := obj["kind"].(string)
-		if kind != string(policies.KindPod) && kind != string(policies.KindService) {
+		if kind != string(profiles.KindPod) && kind != string(profiles.KindService) {
 			continue
 		}
 		meta, _ := obj["metadata"].(map[string]any)
 		if meta["namespace"] == nil {
 			meta["namespace"] = args.Namespace
 		}
-		out = append(out, Object{Kind: policies.Kind(kind), JSON: withApplied(t, mustJSON(t, obj), ""), NamespaceLabels: args.NamespaceLabels})
+		out = append(out, Object{Kind: profiles.Kind(kind), JSON: withApplied(t, mustJSON(t, obj), ""), NamespaceLabels: args.NamespaceLabels})
 	}
 	return out
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
@@ -232,12 +233,12 @@ func (e *Explainer) Run(ctx context.Context, namespace, resource, name string) (
 		return nil, err
 	}
 	w := walk{e: e, set: set, rep: rep, owners: e.Kit.Owners.Memo(), labels: labels[namespace], warn: warn, seen: map[string]bool{}}
-	for _, sel := range policies.ObjectSelectors() {
-		if err := e.Reader.Each(ctx, "pods", namespace, sel.String(), w.visit(ctx, policies.KindPod)); err != nil {
+	for _, sel := range profiles.ObjectSelectors() {
+		if err := e.Reader.Each(ctx, "pods", namespace, sel.String(), w.visit(ctx, profiles.KindPod)); err != nil {
 			return nil, err
 		}
 	}
-	if err := e.Reader.Each(ctx, "services", namespace, "", w.visit(ctx, policies.KindService)); err != nil {
+	if err := e.Reader.Each(ctx, "services", namespace, "", w.visit(ctx, profiles.KindService)); err != nil {
 		return nil, err
 	}
 	slices.SortFunc(rep.Objects, func(a, b Object) int {
@@ -260,7 +261,7 @@ type walk struct {
 }
 
 // visit returns the function that reads one listed object of a kind.
-func (w *walk) visit(ctx context.Context, kind policies.Kind) func(json.RawMessage) error {
+func (w *walk) visit(ctx context.Context, kind profiles.Kind) func(json.RawMessage) error {
 	return func(raw json.RawMessage) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -271,17 +272,17 @@ func (w *walk) visit(ctx context.Context, kind policies.Kind) func(json.RawMessa
 			return nil
 		}
 		uid := m.Metadata.UID
-		if kind == policies.KindPod {
+		if kind == profiles.KindPod {
 			if w.seen[uid] {
 				return nil
 			}
 			w.seen[uid] = true
 		}
 		selector := m.Spec.Selector
-		if kind == policies.KindPod {
+		if kind == profiles.KindPod {
 			selector = nil
 		}
-		id, ok := policies.Recognise(kind, m.Metadata.Labels, selector)
+		id, ok := profiles.Recognise(kind, m.Metadata.Labels, selector)
 		if !ok {
 			return nil
 		}
@@ -309,7 +310,7 @@ func (w *walk) visit(ctx context.Context, kind policies.Kind) func(json.RawMessa
 			return nil
 		}
 		o := object(f, res, chain, raw)
-		if kind == policies.KindPod && len(o.Findings) < audit.MaxFindingList {
+		if kind == profiles.KindPod && len(o.Findings) < audit.MaxFindingList {
 			if spec, err := placement.Spec(res.Object); err == nil {
 				if r := w.e.Placement.Check(spec); !r.Schedulable {
 					o.Findings = append(o.Findings, finding(placement.Finding(r, placement.Responsible(res.Changes))))
@@ -386,7 +387,7 @@ func object(f audit.Finding, res policies.Result, chain []metav1.OwnerReference,
 	for _, c := range res.Findings[:min(len(res.Findings), audit.MaxFindingList)] {
 		o.Findings = append(o.Findings, finding(c))
 	}
-	if f.Kind == policies.KindService {
+	if f.Kind == profiles.KindService {
 		o.ExternalURL = externalURL(raw)
 	}
 	return o
@@ -400,7 +401,7 @@ func finding(c policies.Finding) Finding {
 }
 
 // set records the fields a policy writes on the object.
-func (o *Object) set(p *policies.Policy, kind policies.Kind) {
+func (o *Object) set(p *policies.Policy, kind profiles.Kind) {
 	if o.Sets == nil {
 		o.Sets = map[string][]string{}
 	}

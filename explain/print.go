@@ -8,6 +8,7 @@ import (
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // MaxTableObjects bounds the objects the table prints; the rest are counted ("and N more").
@@ -43,7 +44,7 @@ func table(rep *Report) string {
 		put(&b, "  ", fmt.Sprintf("no Pod or Service that a profile recognises is, or belongs to, %s/%s", t.Kind, t.Name))
 		return b.String()
 	}
-	role := policies.Role("\x00")
+	role := profiles.Role("\x00")
 	for i, o := range rep.Objects {
 		if i == MaxTableObjects {
 			break

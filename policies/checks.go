@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // CheckDaskLoadBalancer is the id of the check that a policy made a Dask operator's scheduler
@@ -29,36 +30,27 @@ const MaxFindings = 8
 // A check fires only where a policy's contribution changed a figure the manager stated
 // elsewhere (its process's flags, env or properties), and names that policy. It reads only, and
 // costs nothing for objects no applied policy could concern (checksConcern).
-func checkFindings(kind Kind, id Identity, given []byte, res *Result) []Finding {
+func checkFindings(kind profiles.Kind, id profiles.Identity, given []byte, res *Result) []Finding {
 	if res.patched == nil || !checksConcern(kind, id, res.Applied) {
 		return nil
 	}
 	var out []Finding
-	if kind == KindService {
+	if kind == profiles.KindService {
 		out = checkDaskLoadBalancer(id, given, res)
 	} else {
-		var prof *Profile // the record itself, read only: ProfileOf's copy costs allocations per admission
-		for i := range profiles {
-			if profiles[i].Manager == id.Manager {
-				prof = &profiles[i]
-			}
-		}
-		if prof == nil {
-			return nil
-		}
 		after := readMainContainer(res.patched, id.Manager, "")
 		if !after.found {
 			return nil
 		}
-		f := &podFacts{id: id, prof: prof, after: after, given: given, applied: res.Applied}
+		f := &podFacts{id: id, sizes: profiles.SizesOf(id.Manager), after: after, given: given, applied: res.Applied}
 		switch id.Manager {
-		case ManagerRay:
+		case profiles.ManagerRay:
 			out = checkRay(f)
-		case ManagerDask, ManagerDaskGateway:
+		case profiles.ManagerDask, profiles.ManagerDaskGateway:
 			out = checkDask(f)
-		case ManagerSpark:
+		case profiles.ManagerSpark:
 			out = checkSpark(f)
-		case ManagerFlink:
+		case profiles.ManagerFlink:
 			out = checkFlink(f)
 		}
 	}
@@ -71,24 +63,24 @@ func checkFindings(kind Kind, id Identity, given []byte, res *Result) []Finding 
 // checksConcern reports whether an applied policy could fire a check: for a Pod, one that sets
 // the resources of a container; for a Dask scheduler Service, one that sets spec.type. It reads
 // the policies only, so admissions no check concerns pay nothing more.
-func checksConcern(kind Kind, id Identity, applied []*Policy) bool {
-	if kind == KindService {
-		if id.Manager != ManagerDask || id.Role != RoleScheduler {
+func checksConcern(kind profiles.Kind, id profiles.Identity, applied []*Policy) bool {
+	if kind == profiles.KindService {
+		if id.Manager != profiles.ManagerDask || id.Role != profiles.RoleScheduler {
 			return false
 		}
 		return slices.ContainsFunc(applied, func(p *Policy) bool {
-			spec, _ := p.patchFor(KindService)["spec"].(map[string]any)
+			spec, _ := p.patchFor(profiles.KindService)["spec"].(map[string]any)
 			_, ok := spec["type"]
 			return ok
 		})
 	}
 	switch id.Manager {
-	case ManagerRay, ManagerDask, ManagerDaskGateway, ManagerSpark, ManagerFlink:
+	case profiles.ManagerRay, profiles.ManagerDask, profiles.ManagerDaskGateway, profiles.ManagerSpark, profiles.ManagerFlink:
 	default:
 		return false
 	}
 	return slices.ContainsFunc(applied, func(p *Policy) bool {
-		spec, _ := p.patchFor(KindPod)["spec"].(map[string]any)
+		spec, _ := p.patchFor(profiles.KindPod)["spec"].(map[string]any)
 		list, _ := spec["containers"].([]any)
 		for _, it := range list {
 			if c, _ := it.(map[string]any); c != nil && c["resources"] != nil {
@@ -110,7 +102,7 @@ type containerView struct {
 // readMainContainer reads the main container of a Pod (the container named name, or, with name
 // "", the manager's conventional one, else the first) and its resources, without changing the
 // tree.
-func readMainContainer(obj map[string]any, manager Manager, name string) containerView {
+func readMainContainer(obj map[string]any, manager profiles.Manager, name string) containerView {
 	spec, _ := jsontree.Expand(obj["spec"]).(map[string]any)
 	list, _ := jsontree.Expand(spec["containers"]).([]any)
 	var pick map[string]any
@@ -130,7 +122,7 @@ func readMainContainer(obj map[string]any, manager Manager, name string) contain
 		if i == 0 || pick == nil {
 			pick = c
 		}
-		if slices.Contains(mainContainerNames[manager], n) {
+		if profiles.IsMainContainer(manager, n) {
 			pick = c
 			break
 		}
@@ -215,8 +207,8 @@ func stringList(v any) []string {
 // podFacts are what a Pod's check reads: the manager's profile, the main container as patched
 // and, read only once a check found the manager's statement, as given; and the policies applied.
 type podFacts struct {
-	id      Identity
-	prof    *Profile
+	id      profiles.Identity
+	sizes   profiles.Sizes // the manager's profile's (SizesOf): read only
 	after   containerView
 	given   []byte
 	applied []*Policy
@@ -263,7 +255,7 @@ func (f *podFacts) responsible(section, name string) string {
 	for _, sec := range []string{section, otherSection(section)} {
 		for i := len(f.applied) - 1; i >= 0; i-- {
 			p := f.applied[i]
-			spec, _ := p.patchFor(KindPod)["spec"].(map[string]any)
+			spec, _ := p.patchFor(profiles.KindPod)["spec"].(map[string]any)
 			list, _ := spec["containers"].([]any)
 			for _, it := range list {
 				c, _ := it.(map[string]any)

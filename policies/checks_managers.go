@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // The fixes of the checks: what to set on the custom resource instead (reference §8).
@@ -46,7 +47,7 @@ func isGPUResource(name string) bool {
 // GPUs than stated, or GPUs it was not told of: the autoscaler plans without them). Figures
 // KubeRay left out (no --num-cpus, --memory) Ray reads from the cgroup itself: no finding.
 func checkRay(f *podFacts) []Finding {
-	if !f.after.mentions(f.prof.Sizes.Flags) {
+	if !f.after.mentions(f.sizes.Flags) {
 		return nil
 	}
 	words := f.after.words()
@@ -60,7 +61,7 @@ func checkRay(f *podFacts) []Finding {
 	if start < 0 {
 		return nil // not a `ray start` KubeRay generated: nothing stated
 	}
-	flags := flagValues(words[start:], f.prof.Sizes.Flags, f.after.env)
+	flags := flagValues(words[start:], f.sizes.Flags, f.after.env)
 	var out []Finding
 	// CPU: the limit, else the request (KubeRay's order), as a whole number rounded up.
 	cpuSection := "limits"
@@ -158,10 +159,10 @@ func checkRay(f *podFacts) []Finding {
 // Pod is OOMKilled). A raised memory limit or a CPU limit other than the threads: warning, the
 // worker does not use what the policy added.
 func checkDask(f *podFacts) []Finding {
-	if !f.after.mentions(f.prof.Sizes.Flags) {
+	if !f.after.mentions(f.sizes.Flags) {
 		return nil // the Dask operator's worker: sizes itself from the container
 	}
-	flags := flagValues(f.after.words(), f.prof.Sizes.Flags, f.after.env)
+	flags := flagValues(f.after.words(), f.sizes.Flags, f.after.env)
 	if len(flags) == 0 {
 		return nil
 	}
@@ -234,18 +235,18 @@ func checkSpark(f *podFacts) []Finding {
 	}
 	heap, heapOK := int64(0), false
 	heapFrom := ""
-	if f.id.Role == RoleWorker {
-		if s, ok := f.after.env()["SPARK_EXECUTOR_MEMORY"]; ok && slices.Contains(f.prof.Sizes.Env, "SPARK_EXECUTOR_MEMORY") {
+	if f.id.Role == profiles.RoleWorker {
+		if s, ok := f.after.env()["SPARK_EXECUTOR_MEMORY"]; ok && slices.Contains(f.sizes.Env, "SPARK_EXECUTOR_MEMORY") {
 			heap, heapOK = parseSize(s, jvmUnits, 1<<20)
 			heapFrom = "SPARK_EXECUTOR_MEMORY=" + s
 		}
-	} else if p := propertyValues(f.after.words(), "", f.prof.Sizes.Properties); p["spark.driver.memory"] != "" {
+	} else if p := propertyValues(f.after.words(), "", f.sizes.Properties); p["spark.driver.memory"] != "" {
 		heap, heapOK = parseSize(p["spark.driver.memory"], jvmUnits, 1<<20)
 		heapFrom = "spark.driver.memory=" + p["spark.driver.memory"]
 	}
 	now, nok := effectiveMemory(f.after)
 	was, wok := effectiveMemory(f.before())
-	if f.id.Role == RoleWorker && heapOK && nok && f.before().env()["SPARK_EXECUTOR_MEMORY"] != f.after.env()["SPARK_EXECUTOR_MEMORY"] {
+	if f.id.Role == profiles.RoleWorker && heapOK && nok && f.before().env()["SPARK_EXECUTOR_MEMORY"] != f.after.env()["SPARK_EXECUTOR_MEMORY"] {
 		// The policy set the heap too (the executor's entrypoint gives the JVM -Xmx from it):
 		// the memory must hold it and Spark's default overhead, max(384Mi, 10%).
 		overhead := max(heap/10, 384<<20)
@@ -293,14 +294,14 @@ func effectiveMemory(v containerView) (resource.Quantity, bool) {
 // pools outgrow the cgroup: OOMKilled); warning above it (Flink does not use the rest).
 func checkFlink(f *podFacts) []Finding {
 	prop := "jobmanager.memory.process.size"
-	if f.id.Role == RoleWorker {
+	if f.id.Role == profiles.RoleWorker {
 		prop = "taskmanager.memory.process.size"
 	}
 	section := f.changedMemory()
 	if section == "" {
 		return nil
 	}
-	props := propertyValues(f.after.words(), f.after.env()[f.prof.Sizes.PropertiesEnv], f.prof.Sizes.Properties)
+	props := propertyValues(f.after.words(), f.after.env()[f.sizes.PropertiesEnv], f.sizes.Properties)
 	stated, sok := int64(0), false
 	from := ""
 	if s, ok := props[prop]; ok {
@@ -333,7 +334,7 @@ func checkFlink(f *podFacts) []Finding {
 // scheduler Service has no ingress address (its handler of the scheduler Service's status), and
 // nothing on the DaskCluster says why. Warning: the cluster works once the cloud gives the load
 // balancer an address, never on a cluster without a load-balancer controller.
-func checkDaskLoadBalancer(id Identity, given []byte, res *Result) []Finding {
+func checkDaskLoadBalancer(id profiles.Identity, given []byte, res *Result) []Finding {
 	spec, _ := jsontree.Expand(res.patched["spec"]).(map[string]any)
 	if t, _ := spec["type"].(string); t != "LoadBalancer" {
 		return nil
@@ -348,7 +349,7 @@ func checkDaskLoadBalancer(id Identity, given []byte, res *Result) []Finding {
 	}
 	policy := ""
 	for i := len(res.Applied) - 1; i >= 0 && policy == ""; i-- {
-		ps, _ := res.Applied[i].patchFor(KindService)["spec"].(map[string]any)
+		ps, _ := res.Applied[i].patchFor(profiles.KindService)["spec"].(map[string]any)
 		if t, _ := ps["type"].(string); t == "LoadBalancer" {
 			policy = res.Applied[i].Ref
 		}

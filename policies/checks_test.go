@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // resourcesPolicy is a merge policy for a manager and role setting the main container's resources.
@@ -18,7 +20,7 @@ func resourcesPolicy(manager, role, resources string) string {
 // applyBoth applies set to a fixture with Apply and with Patch, checks that both find the same
 // and that the findings did not change the object (the patch is the one without checks: the
 // object Apply returns is the patch applied), and returns Apply's result.
-func applyBoth(t *testing.T, set *Set, kind Kind, obj []byte) Result {
+func applyBoth(t *testing.T, set *Set, kind profiles.Kind, obj []byte) Result {
 	t.Helper()
 	in := Input{Kind: kind, Object: obj, Namespace: "default"}
 	res, err := set.Apply(in)
@@ -34,7 +36,7 @@ func applyBoth(t *testing.T, set *Set, kind Kind, obj []byte) Result {
 func TestChecksFire(t *testing.T) {
 	cases := []struct {
 		name, fixture, policy string
-		kind                  Kind
+		kind                  profiles.Kind
 		want                  []Finding // Check, Severity, Policy, Field compared; Message and Fix must be set
 	}{
 		{name: "ray gpu added", fixture: "kuberay/worker-pod.yaml", policy: resourcesPolicy("ray", "worker", `{limits: {nvidia.com/gpu: "1"}}`),
@@ -74,17 +76,17 @@ func TestChecksFire(t *testing.T) {
 			want: []Finding{{Check: CheckFlinkMemory, Severity: SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[flink-main-container].resources.limits.memory"}}},
 		{name: "flink jobmanager raised", fixture: "flink/jobmanager-pod.yaml", policy: resourcesPolicy("flink", "jobmanager", `{limits: {memory: 8Gi}, requests: {memory: 8Gi}}`),
 			want: []Finding{{Check: CheckFlinkMemory, Severity: SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[flink-main-container].resources.limits.memory"}}},
-		{name: "dask scheduler load balancer", kind: KindService, fixture: "dask-operator/scheduler-service.yaml",
+		{name: "dask scheduler load balancer", kind: profiles.KindService, fixture: "dask-operator/scheduler-service.yaml",
 			policy: "match: {managers: [dask], roles: [scheduler]}\nservice: {spec: {type: LoadBalancer}}",
 			want:   []Finding{{Check: CheckDaskLoadBalancer, Severity: SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.type"}}},
-		{name: "dask scheduler annotation only", kind: KindService, fixture: "dask-operator/scheduler-service.yaml",
+		{name: "dask scheduler annotation only", kind: profiles.KindService, fixture: "dask-operator/scheduler-service.yaml",
 			policy: "match: {managers: [dask], roles: [scheduler]}\nservice: {metadata: {annotations: {a: b}}}"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			kind := c.kind
 			if kind == "" {
-				kind = KindPod
+				kind = profiles.KindPod
 			}
 			res := applyBoth(t, platformSet(t, c.policy), kind, fixtureJSON(t, c.fixture, nil))
 			require.True(t, res.Changed)
@@ -112,9 +114,9 @@ func TestChecksDoNotChangeTheObject(t *testing.T) {
 	fired := map[string]bool{}
 	for _, name := range []string{"kuberay/worker-pod.yaml", "kuberay/head-pod.yaml", "dask-classic/worker-pod.yaml", "dask-gateway/worker-pod.yaml",
 		"spark/executor-pod.yaml", "spark/driver-pod.yaml", "flink/taskmanager-pod.yaml", "flink/jobmanager-pod.yaml", "dask-operator/scheduler-service.yaml"} {
-		kind := KindPod
+		kind := profiles.KindPod
 		if strings.HasSuffix(name, "service.yaml") {
-			kind = KindService
+			kind = profiles.KindService
 		}
 		obj := fixtureJSON(t, name, nil)
 		res := applyBoth(t, set, kind, obj)
@@ -197,14 +199,14 @@ func FuzzRayStartCommand(f *testing.F) {
 				t.Fatal("fixture lost its labels")
 			}
 		}
-		res := applyBoth(t, set, KindPod, js)
+		res := applyBoth(t, set, profiles.KindPod, js)
 		for _, fd := range res.Findings {
 			require.Equal(t, CheckRayResources, fd.Check)
 		}
 		// The same command lines through the other managers' parsers.
 		words := commandWords([]string{command}, []string{arg})
 		require.LessOrEqual(t, len(words), maxCheckTokens)
-		_ = propertyValues(words, command, profiles[len(profiles)-1].Sizes.Properties)
+		_ = propertyValues(words, command, profiles.SizesOf(profiles.ManagerFlink).Properties)
 		_ = flagValues(words, []string{"--memory-limit", "--nthreads", "--nworkers"}, func() map[string]string { return map[string]string{"X": arg} })
 		_, _ = parseSize(arg, daskUnits, 1)
 		_, _ = parseSize(command, jvmUnits, 1<<20)
@@ -231,7 +233,7 @@ func TestRenderExplainChecks(t *testing.T) {
 			rest = append(rest, l)
 		}
 	}
-	res := applyBoth(t, set, KindPod, docs[0].JSON)
+	res := applyBoth(t, set, profiles.KindPod, docs[0].JSON)
 	require.Len(t, res.Findings, 2)
 	require.Equal(t, []string{res.Findings[0].String(), res.Findings[1].String()}, checks)
 	require.Equal(t, string(plain), strings.Join(rest, "\n"))

@@ -1,5 +1,7 @@
 package policies
 
+import "github.com/podpatch/podpatch/policies/profiles"
+
 // diffPaths lists the paths at which two JSON trees differ, for `render --explain`: leaves of
 // objects, lists of named objects by item name, other lists as a whole, values compared
 // exactly (DiffPaths with its zero options).
@@ -11,7 +13,7 @@ func diffPaths(before, after any) []string {
 // --explain`'s form, whatever an object already holds: what `podpatch explain` shows of a live
 // object whose fields the policy set at admission. Named items are named as the policy names
 // them (`spec.containers[@main]`, `[*]`); other lists are named whole.
-func (p *Policy) Paths(k Kind) []string {
+func (p *Policy) Paths(k profiles.Kind) []string {
 	patch := p.patchFor(k)
 	if len(patch) == 0 {
 		return nil

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
+
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -106,8 +108,8 @@ func TestApplyGolden(t *testing.T) {
 
 			// The webhook's patch is the same bytes every time (map order must not leak).
 			for _, d := range docs {
-				var head struct{ Kind Kind }
-				if json.Unmarshal(d.JSON, &head) != nil || (head.Kind != KindPod && head.Kind != KindService) {
+				var head struct{ Kind profiles.Kind }
+				if json.Unmarshal(d.JSON, &head) != nil || (head.Kind != profiles.KindPod && head.Kind != profiles.KindService) {
 					continue
 				}
 				in := Input{Kind: head.Kind, Object: d.JSON, Namespace: opts.Namespace, NamespaceLabels: opts.NamespaceLabels}

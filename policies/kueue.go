@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
@@ -323,7 +324,7 @@ func namesKey(required any, keys map[string]bool) bool {
 func soleSetter(applied []*Policy, member, key string) string {
 	ref := ""
 	for _, p := range applied {
-		spec, _ := p.patchFor(KindPod)["spec"].(map[string]any)
+		spec, _ := p.patchFor(profiles.KindPod)["spec"].(map[string]any)
 		v, ok := spec[member]
 		if !ok {
 			continue

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
@@ -55,12 +56,12 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	labelsV, _ := t.Get(meta, "labels")
 	objLabels := stringMap(labelsV)
 	var selector map[string]string
-	if in.Kind == KindService {
+	if in.Kind == profiles.KindService {
 		spec, _ := t.GetMap(obj, "spec")
 		selectorV, _ := t.Get(spec, "selector")
 		selector = stringMap(selectorV)
 	}
-	id, recognised := Recognise(in.Kind, objLabels, selector)
+	id, recognised := profiles.Recognise(in.Kind, objLabels, selector)
 	if !recognised {
 		return res, nil
 	}
@@ -181,7 +182,7 @@ func (s *Set) fixedPoint(in Input, patchOnly bool, first *decoded, sub *subject,
 }
 
 // setsLabels reports whether a policy sets or removes a label of a kind of object.
-func setsLabels(p *Policy, kind Kind) bool {
+func setsLabels(p *Policy, kind profiles.Kind) bool {
 	meta, ok := p.patchFor(kind)["metadata"].(map[string]any)
 	return ok && meta["labels"] != nil
 }
@@ -196,7 +197,7 @@ type decoded struct {
 // result and the labels of the patched object. The result carries the selection and the patched
 // object's violations (reference §8), after the fields coupled to those the policies changed were
 // adjusted.
-func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager, l layers, env *validity.Env) (Result, labels.Set, error) {
+func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles.Manager, l layers, env *validity.Env) (Result, labels.Set, error) {
 	res := Result{Object: in.Object}
 	if d == nil {
 		t := jsontree.New()
@@ -214,12 +215,12 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 	var given placement               // the placement Kueue decides, as given (kueue.go)
 	// A Service's type can change only where a policy writes spec.type: only then is the type
 	// as given read (it decodes the spec) and the coupled fields looked at.
-	typeWritten := in.Kind == KindService && anyWrites(res.Applied, KindService, "type")
+	typeWritten := in.Kind == profiles.KindService && anyWrites(res.Applied, profiles.KindService, "type")
 	var givenType string // a Service's type as given
 	if typeWritten {
 		givenType = validity.ServiceType(t, obj)
 	}
-	if in.Kind == KindPod {
+	if in.Kind == profiles.KindPod {
 		before.Read(t, obj)
 		given = readPlacement(t, obj)
 		// Platform sidecars first, so that a namespace policy cannot claim their names; they
@@ -229,11 +230,11 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 		m.manager = manager
 		placed := map[string]bool{}
 		for _, p := range l.platform() {
-			m.insertSidecars(obj, p.patchFor(KindPod), placed)
-			owned = sidecarNames(p.patchFor(KindPod), owned, manager)
+			m.insertSidecars(obj, p.patchFor(profiles.KindPod), placed)
+			owned = sidecarNames(p.patchFor(profiles.KindPod), owned, manager)
 		}
 		for _, p := range l.namespace() {
-			m.insertSidecars(obj, p.patchFor(KindPod), nil)
+			m.insertSidecars(obj, p.patchFor(profiles.KindPod), nil)
 		}
 	}
 	pass := func(ps []*Policy, fill bool, namespace bool) {
@@ -266,7 +267,7 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 	if st.stopped() {
 		return Result{Object: in.Object}, nil, fmt.Errorf("%s not patched: %w", strings.ToLower(string(in.Kind)), st.err)
 	}
-	if in.Kind == KindPod {
+	if in.Kind == profiles.KindPod {
 		// Kueue's placement wins on the Pods it manages (reference §8, kueue-placement-conflict).
 		if fs := keepKueuePlacement(t, obj, &given, res.Applied, env.Cluster); len(fs) > 0 {
 			res.Findings = append(res.Findings, fs...)
@@ -284,16 +285,16 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 	}
 	setAnnotation(t, obj, AppliedAnnotation, strings.Join(refs, ","))
 	switch in.Kind {
-	case KindPod:
-		res.Adjusted = validity.Couple(t, obj, &before, func(member string) bool { return anySets(res.Applied, KindPod, member) }, env.Cluster)
-	case KindService:
+	case profiles.KindPod:
+		res.Adjusted = validity.Couple(t, obj, &before, func(member string) bool { return anySets(res.Applied, profiles.KindPod, member) }, env.Cluster)
+	case profiles.KindService:
 		if !typeWritten {
 			break
 		}
-		res.Adjusted = validity.CoupleService(t, obj, givenType, func(member string) bool { return anySets(res.Applied, KindService, member) })
+		res.Adjusted = validity.CoupleService(t, obj, givenType, func(member string) bool { return anySets(res.Applied, profiles.KindService, member) })
 	}
 	res.violations, _ = env.Check(obj)
-	if in.Kind == KindPod && slices.ContainsFunc(res.violations, func(v validity.Violation) bool { return v.Rule == validity.RuleExtendedResourceLimit }) {
+	if in.Kind == profiles.KindPod && slices.ContainsFunc(res.violations, func(v validity.Violation) bool { return v.Rule == validity.RuleExtendedResourceLimit }) {
 		if adj := validity.EqualizeNonOvercommittable(t, obj); len(adj) > 0 {
 			res.Adjusted = append(res.Adjusted, adj...)
 			res.violations, _ = env.Check(obj)

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // policyConfigMap wraps data keys into a policy ConfigMap of a namespace.
@@ -208,10 +209,12 @@ func TestNamespacePoliciesAreBounded(t *testing.T) {
 }
 
 func TestLintReportsEveryError(t *testing.T) {
-	got := problemText(t, "team-a", docHead+"spec:\n  priority: 99999999999\n  mode: Enforce\n  template:\n    metadata: {labels: {a: [1]}}\n    spec:\n      tolerations: [{key: a, tolerationSeconds: soon}, {key: b, operator: Sometimes}]\n      containers: [{name: '*', resources: {limits: {cpu: lots}}}, {name: 5}]\n")
+	got := problemText(t, "team-a", docHead+"spec:\n  priority: 99999999999\n  mode: Enforce\n  match: {managers: [5]}\n  template:\n    metadata: {labels: {a: [1]}}\n    spec:\n      tolerations: [{key: a, tolerationSeconds: soon}, {key: b, operator: Sometimes}]\n      containers: [{name: '*', resources: {limits: {cpu: lots}}}, {name: 5}]\n")
 	for _, want := range []string{
 		"spec.priority: Invalid value: 99999999999: wrong type: want int32",
 		"spec.mode: Unsupported value: \"Enforce\"",
+		// The engine's own types are named as policies.<Name>, wherever they are declared.
+		"spec.match.managers[0]: Invalid value: 5: wrong type: want policies.Manager",
 		"spec.template.metadata.labels[a]: Invalid value: a list of 1 item(s): wrong type: want string",
 		"spec.template.spec.tolerations[0].tolerationSeconds: Invalid value: \"soon\": wrong type: want int64",
 		"spec.template.spec.tolerations[1].operator: Unsupported value: \"Sometimes\"",
@@ -314,16 +317,16 @@ func TestKeyedMergesAreLinear(t *testing.T) {
 
 	// Apply, then count the list items indexed: every list of the object once, plus what the
 	// policies added — not the object's lists once per policy or per patch item.
-	in := Input{Kind: KindPod, Object: obj, Namespace: "team-a"}
+	in := Input{Kind: profiles.KindPod, Object: obj, Namespace: "team-a"}
 	res, err := set.Patch(in)
 	require.NoError(t, err)
 	require.True(t, res.Changed)
 	tr := jsontree.New()
 	root := tr.Decode(json.RawMessage(obj)).(map[string]any)
 	st := &applyState{t: tr}
-	m := newMerger(st, KindPod, false)
+	m := newMerger(st, profiles.KindPod, false)
 	for _, p := range ps {
-		m.mergeMap(root, p.patchFor(KindPod))
+		m.mergeMap(root, p.patchFor(profiles.KindPod))
 	}
 	require.NoError(t, st.err)
 	objectItems := 6 * n // tolerations, spread, requirements, preferred, env, and the term's requirements again
@@ -336,14 +339,14 @@ func TestMergeWorkIsBounded(t *testing.T) {
 	ps, probs := ParseConfigMap(policyConfigMap("team-a", map[string]string{"p.yaml": everyListPolicy("a", "merge")}), DefaultOptions())
 	require.Empty(t, probs)
 	set := NewSet(ps)
-	_, err := set.Apply(Input{Kind: KindPod, Object: hostileObject(3000, 1), Namespace: "team-a"})
+	_, err := set.Apply(Input{Kind: profiles.KindPod, Object: hostileObject(3000, 1), Namespace: "team-a"})
 	require.ErrorIs(t, err, ErrTooLarge)
 	require.ErrorContains(t, err, fmt.Sprintf("more than %d values", MaxMergeWork))
 
 	// The request's budget: a closed Done stops Apply before it writes anything.
 	done := make(chan struct{})
 	close(done)
-	_, err = set.Apply(Input{Kind: KindPod, Object: hostileObject(1, 1), Namespace: "team-a", Done: done})
+	_, err = set.Apply(Input{Kind: profiles.KindPod, Object: hostileObject(1, 1), Namespace: "team-a", Done: done})
 	require.True(t, errors.Is(err, ErrStopped), "%v", err)
 }
 
@@ -383,7 +386,7 @@ func BenchmarkWorstCase(b *testing.B) {
 			var res Result
 			var err error
 			for b.Loop() {
-				res, err = set.Patch(Input{Kind: KindPod, Object: obj, Namespace: "team-a"})
+				res, err = set.Patch(Input{Kind: profiles.KindPod, Object: obj, Namespace: "team-a"})
 			}
 			b.ReportMetric(float64(len(res.Applied)), "policies")
 			b.ReportMetric(float64(len(res.Patch))/(1<<20), "MiB-patch")
@@ -410,7 +413,7 @@ func BenchmarkWorstCaseFloor(b *testing.B) {
 		b.Run(fmt.Sprintf("containers=%d/items=%d", shape.containers, shape.items), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := set.Patch(Input{Kind: KindPod, Object: obj, Namespace: "team-a"}); err != nil {
+				if _, err := set.Patch(Input{Kind: profiles.KindPod, Object: obj, Namespace: "team-a"}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -437,7 +440,7 @@ func TestNamespacePoliciesCannotSwitchOffThePlatform(t *testing.T) {
 				require.Empty(t, probs)
 				all = append(all, ps...)
 			}
-			res, err := NewSet(all).Apply(Input{Kind: KindPod, Object: obj, Namespace: "team-a"})
+			res, err := NewSet(all).Apply(Input{Kind: profiles.KindPod, Object: obj, Namespace: "team-a"})
 			require.NoError(t, err)
 			require.True(t, res.Changed)
 			require.Len(t, res.Applied, 1, "only the platform's policy")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
 	"github.com/podpatch/podpatch/policies/internal/k8sfields"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // listKey is the identity of a list item, for lists merged item by item: the values of some
@@ -117,7 +118,7 @@ type merger struct {
 	st    *applyState
 	t     *jsontree.Tree
 	// manager made the object: "@main" names its main container.
-	manager Manager
+	manager profiles.Manager
 	// owned are the containers platform policies add, which namespace policies' entries skip.
 	owned map[string]bool
 }
@@ -148,8 +149,8 @@ func (st *applyState) stopped() bool {
 	}
 }
 
-func newMerger(st *applyState, kind Kind, fill bool) merger {
-	if kind == KindService {
+func newMerger(st *applyState, kind profiles.Kind, fill bool) merger {
+	if kind == profiles.KindService {
 		return merger{lists: serviceLists, fill: fill, st: st, t: st.t}
 	}
 	return merger{lists: podLists, pod: true, fill: fill, st: st, t: st.t}
@@ -413,13 +414,9 @@ func (m merger) mergeItem(dst, patch map[string]any) {
 // mainContainerName addresses the manager's main container in a policy.
 const mainContainerName = k8sfields.MainContainer
 
-// mainContainerNames are the names each manager gives the container that runs its process:
-// its profile's MainContainers.
-var mainContainerNames = mainContainerNamesOf(profiles)
-
 // mainContainer names the manager's main container of a containers list: the one with the
 // manager's conventional name, else the first (KubeRay always runs Ray in the first).
-func mainContainer(t *jsontree.Tree, containers []any, manager Manager) string {
+func mainContainer(t *jsontree.Tree, containers []any, manager profiles.Manager) string {
 	first := ""
 	for i := range containers {
 		c, ok := t.At(containers, i).(map[string]any)
@@ -430,7 +427,7 @@ func mainContainer(t *jsontree.Tree, containers []any, manager Manager) string {
 		if first == "" {
 			first = name
 		}
-		if slices.Contains(mainContainerNames[manager], name) {
+		if profiles.IsMainContainer(manager, name) {
 			return name
 		}
 	}
@@ -440,7 +437,7 @@ func mainContainer(t *jsontree.Tree, containers []any, manager Manager) string {
 // sidecarNames adds to names the whole containers (with an image) a platform pod patch brings:
 // the platform's containers. The manager's main container is never one (appendSidecars does
 // not replace it), whatever entry names it.
-func sidecarNames(patch map[string]any, names map[string]bool, manager Manager) map[string]bool {
+func sidecarNames(patch map[string]any, names map[string]bool, manager profiles.Manager) map[string]bool {
 	pspec, _ := patch["spec"].(map[string]any)
 	for _, list := range containerListNames {
 		pl, _ := pspec[list].([]any)
@@ -449,7 +446,7 @@ func sidecarNames(patch map[string]any, names map[string]bool, manager Manager) 
 			if _, whole := pm["image"]; !ok || !whole || pm["name"] == wildcardContainer || pm["name"] == mainContainerName {
 				continue
 			}
-			if list == "containers" && slices.Contains(mainContainerNames[manager], scalarString(pm["name"])) {
+			if list == "containers" && profiles.IsMainContainer(manager, scalarString(pm["name"])) {
 				continue
 			}
 			if names == nil {
@@ -471,7 +468,7 @@ func sidecarNames(patch map[string]any, names map[string]bool, manager Manager) 
 // merge into it in their layers, as they would into one it appended. On re-invocation the
 // object carries the sidecar as the first admission left it; replacing it with the same entry
 // and applying the same layers again gives the same container. The manager's main container,
-// by its conventional name (mainContainerNames), is never replaced: a whole entry for it sets
+// by its conventional name (profiles.IsMainContainer), is never replaced: a whole entry for it sets
 // its image and fields, as a partial one does.
 func (m merger) appendSidecars(list string, dst, patch []any, placed map[string]bool) []any {
 	var idx *jsontree.Index
@@ -494,7 +491,7 @@ func (m merger) appendSidecars(list string, dst, patch []any, placed map[string]
 			idx.Add(k, len(dst)-1)
 		case placed == nil || placed[list+"\x00"+k]:
 			continue
-		case list == "containers" && slices.Contains(mainContainerNames[m.manager], scalarString(pm["name"])):
+		case list == "containers" && profiles.IsMainContainer(m.manager, scalarString(pm["name"])):
 		default:
 			dst[i] = m.clean(pm)
 		}

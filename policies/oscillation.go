@@ -9,6 +9,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // The selection of an object's policies depends on its labels, and policies set labels: reference §3
@@ -30,7 +32,7 @@ import (
 // selectionEdge is one edge of the graph.
 type selectionEdge struct {
 	from, to *Policy
-	kind     Kind
+	kind     profiles.Kind
 	negative bool
 	// why is "sets label k=v" or "removes label k", for the message.
 	why string
@@ -269,8 +271,8 @@ func describeEdges(es []selectionEdge) string {
 }
 
 // labelsWritten returns, per kind, the label keys some policy of ps writes.
-func labelsWritten(ps []*Policy) map[Kind]map[string]bool {
-	out := map[Kind]map[string]bool{KindPod: {}, KindService: {}}
+func labelsWritten(ps []*Policy) map[profiles.Kind]map[string]bool {
+	out := map[profiles.Kind]map[string]bool{profiles.KindPod: {}, profiles.KindService: {}}
 	for _, p := range ps {
 		for kind, keys := range out {
 			for k := range labelWrites(p, kind) {
@@ -284,7 +286,7 @@ func labelsWritten(ps []*Policy) map[Kind]map[string]bool {
 // selectionEdges computes the edges from writers to readers, in a deterministic order. present
 // are the policies that apply with them (for masked writes); written the keys some policy
 // writes (requirements on other keys see the object's own label in every round).
-func selectionEdges(writers, readers, present []*Policy, written map[Kind]map[string]bool) []selectionEdge {
+func selectionEdges(writers, readers, present []*Policy, written map[profiles.Kind]map[string]bool) []selectionEdge {
 	type reader struct {
 		p    *Policy
 		reqs []labels.Requirement
@@ -307,7 +309,7 @@ func selectionEdges(writers, readers, present []*Policy, written map[Kind]map[st
 		return nil
 	}
 	var out []selectionEdge
-	for _, kind := range []Kind{KindPod, KindService} {
+	for _, kind := range []profiles.Kind{profiles.KindPod, profiles.KindService} {
 		// The unconditional writers of each key, which mask the writes applied before theirs.
 		uncond := map[string][]*Policy{}
 		for _, r := range present {
@@ -438,7 +440,7 @@ func jointly(a, b []labels.Requirement, written map[string]bool) bool {
 }
 
 // labelWrites returns the labels a policy writes on a kind: a value, or nil for a removal.
-func labelWrites(p *Policy, kind Kind) map[string]*string {
+func labelWrites(p *Policy, kind profiles.Kind) map[string]*string {
 	meta, _ := p.patchFor(kind)["metadata"].(map[string]any)
 	ls, _ := meta["labels"].(map[string]any)
 	if len(ls) == 0 {
@@ -456,7 +458,7 @@ func labelWrites(p *Policy, kind Kind) map[string]*string {
 }
 
 // edgeOf evaluates q's requirements on the keys p writes, with p's values.
-func edgeOf(p, q *Policy, kind Kind, writes map[string]*string, reqs []labels.Requirement) (selectionEdge, bool) {
+func edgeOf(p, q *Policy, kind profiles.Kind, writes map[string]*string, reqs []labels.Requirement) (selectionEdge, bool) {
 	e := selectionEdge{from: p, to: q, kind: kind}
 	touched := false
 	for _, r := range reqs {
@@ -492,18 +494,18 @@ func uniqueKeys(reqs []labels.Requirement) []string {
 
 // shareBucket reports whether two policies can apply to the same objects of a kind: a common
 // manager and role (namespace globs and selectors are not compared: a conservative answer).
-func shareBucket(p, q *Policy, kind Kind) bool {
+func shareBucket(p, q *Policy, kind profiles.Kind) bool {
 	if p.patchFor(kind) == nil || q.patchFor(kind) == nil {
 		return false
 	}
 	if p.Scope == ScopeNamespace && q.Scope == ScopeNamespace && p.Namespace != q.Namespace {
 		return false
 	}
-	overlap := func(a, b []Manager) bool {
-		return len(a) == 0 || len(b) == 0 || slices.ContainsFunc(a, func(m Manager) bool { return slices.Contains(b, m) })
+	overlap := func(a, b []profiles.Manager) bool {
+		return len(a) == 0 || len(b) == 0 || slices.ContainsFunc(a, func(m profiles.Manager) bool { return slices.Contains(b, m) })
 	}
-	roles := func(a, b []Role) bool {
-		return len(a) == 0 || len(b) == 0 || slices.ContainsFunc(a, func(r Role) bool { return slices.Contains(b, r) })
+	roles := func(a, b []profiles.Role) bool {
+		return len(a) == 0 || len(b) == 0 || slices.ContainsFunc(a, func(r profiles.Role) bool { return slices.Contains(b, r) })
 	}
 	return overlap(p.match.managers, q.match.managers) && roles(p.match.roles, q.match.roles)
 }

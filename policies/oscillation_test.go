@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // selPolicy is a PodTemplatePatch in JSON: a mode, a selector (matchExpressions) and labels it
@@ -131,7 +133,7 @@ func TestSelectionProblems(t *testing.T) {
 // the warning of a fallback.
 func diverges(t testing.TB, s *Set, obj []byte, ns string) (bool, Result) {
 	t.Helper()
-	res, err := s.Apply(Input{Kind: KindPod, Object: obj, Namespace: ns})
+	res, err := s.Apply(Input{Kind: profiles.KindPod, Object: obj, Namespace: ns})
 	if errors.Is(err, ErrSelectionDiverges) {
 		return true, res
 	}
@@ -223,7 +225,7 @@ func TestSelectionProblemsGenerated(t *testing.T) {
 				if len(report) == 0 {
 					require.False(t, d, "set %d: lint reported nothing, yet %s diverges; policies:\n%v", i, obj, cms)
 					if res.Changed {
-						again, err := set.Apply(Input{Kind: KindPod, Object: res.Object, Namespace: ns})
+						again, err := set.Apply(Input{Kind: profiles.KindPod, Object: res.Object, Namespace: ns})
 						require.NoError(t, err)
 						require.JSONEq(t, string(res.Object), string(again.Object), "set %d: apply twice = apply once; policies:\n%v", i, cms)
 					}
@@ -260,7 +262,7 @@ func TestDivergingSelectionKeepsEnforce(t *testing.T) {
 	}
 	t.Run("platform merge policies oscillate", func(t *testing.T) {
 		set, _ := compileSelection(t, map[string]map[string]string{DefaultPlatformNamespace: oscillating})
-		res, err := set.Apply(Input{Kind: KindPod, Object: pod})
+		res, err := set.Apply(Input{Kind: profiles.KindPod, Object: pod})
 		require.NoError(t, err)
 		require.True(t, res.Changed)
 		require.Len(t, res.Applied, 1)
@@ -269,18 +271,18 @@ func TestDivergingSelectionKeepsEnforce(t *testing.T) {
 		assert.NotContains(t, string(res.Object), `phase-`)
 		require.Len(t, res.Warnings, 1)
 		assert.Contains(t, res.Warnings[0], "only the platform's enforce policies applied")
-		again, err := set.Apply(Input{Kind: KindPod, Object: res.Object})
+		again, err := set.Apply(Input{Kind: profiles.KindPod, Object: res.Object})
 		require.NoError(t, err)
 		assert.JSONEq(t, string(res.Object), string(again.Object))
 
-		patched, err := set.Patch(Input{Kind: KindPod, Object: pod})
+		patched, err := set.Patch(Input{Kind: profiles.KindPod, Object: pod})
 		require.NoError(t, err)
 		assert.Equal(t, res.Patch, patched.Patch, "the webhook takes the same path")
 	})
 	t.Run("with namespace policies too", func(t *testing.T) {
 		set, _ := compileSelection(t, map[string]map[string]string{DefaultPlatformNamespace: oscillating,
 			"team-a": {"n.yaml": selPolicy(t, "n", ModeMerge, nil, map[string]any{"team": "a"})}})
-		res, err := set.Apply(Input{Kind: KindPod, Object: pod, Namespace: "team-a"})
+		res, err := set.Apply(Input{Kind: profiles.KindPod, Object: pod, Namespace: "team-a"})
 		require.NoError(t, err)
 		require.Len(t, res.Applied, 1)
 		assert.Equal(t, "podpatch-system/hostile/c", res.Applied[0].Ref)
@@ -291,7 +293,7 @@ func TestDivergingSelectionKeepsEnforce(t *testing.T) {
 			"flip.yaml": selPolicy(t, "flip", ModeEnforce, []map[string]any{expr("flip", "DoesNotExist")}, map[string]any{"flip": "on"}),
 			"c.yaml":    selPolicy(t, "c", ModeEnforce, nil, map[string]any{"cost-center": "ml"}),
 		}})
-		res, err := set.Apply(Input{Kind: KindPod, Object: pod})
+		res, err := set.Apply(Input{Kind: profiles.KindPod, Object: pod})
 		require.NoError(t, err)
 		require.Len(t, res.Applied, 2)
 		assert.Contains(t, string(res.Object), `"cost-center":"ml"`)
@@ -300,7 +302,7 @@ func TestDivergingSelectionKeepsEnforce(t *testing.T) {
 	})
 	t.Run("no enforce policy: not patched", func(t *testing.T) {
 		set, _ := compileSelection(t, map[string]map[string]string{DefaultPlatformNamespace: {"a.yaml": oscillating["a.yaml"], "b.yaml": oscillating["b.yaml"]}})
-		_, err := set.Apply(Input{Kind: KindPod, Object: pod})
+		_, err := set.Apply(Input{Kind: profiles.KindPod, Object: pod})
 		require.ErrorIs(t, err, ErrSelectionDiverges)
 	})
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
 	"github.com/podpatch/podpatch/policies/internal/yamljson"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // Options says how ConfigMaps are scoped and what namespace policies may set.
@@ -432,8 +433,8 @@ func checkNulls(v any, mode Mode, fld *field.Path) field.ErrorList {
 
 // matcher is the compiled form of Match.
 type matcher struct {
-	managers          []Manager
-	roles             []Role
+	managers          []profiles.Manager
+	roles             []profiles.Role
 	clusters, groups  []string
 	namespaces        []string
 	selector          labels.Selector // nil: any
@@ -444,16 +445,16 @@ func compileMatch(m Match, scope Scope, fld *field.Path) (matcher, field.ErrorLi
 	var c matcher
 	var errs field.ErrorList
 	for i, mg := range m.Managers {
-		if !slices.Contains(Managers, mg) {
+		if !slices.Contains(profiles.Managers, mg) {
 			errs = append(errs, field.NotSupported(fld.Child("managers").Index(i), mg, managerNames()))
 			continue
 		}
 		c.managers = appendUnique(c.managers, mg)
 	}
 	for i, r := range m.Roles {
-		role, ok := roleAliases[r]
+		role, ok := profiles.RoleOf(r)
 		if !ok {
-			errs = append(errs, field.NotSupported(fld.Child("roles").Index(i), r, slices.Sorted(maps.Keys(roleAliases))))
+			errs = append(errs, field.NotSupported(fld.Child("roles").Index(i), r, profiles.RoleNames()))
 			continue
 		}
 		c.roles = appendUnique(c.roles, role)
@@ -506,8 +507,8 @@ func compileSelector(ls *metav1.LabelSelector, fld *field.Path, errs *field.Erro
 }
 
 func managerNames() []string {
-	out := make([]string, len(Managers))
-	for i, m := range Managers {
+	out := make([]string, len(profiles.Managers))
+	for i, m := range profiles.Managers {
 		out[i] = string(m)
 	}
 	return out
@@ -621,8 +622,8 @@ func checkReserved(raw map[string]any, service bool, fld *field.Path) field.Erro
 }
 
 // patchFor returns the part of the policy that applies to a kind.
-func (p *Policy) patchFor(k Kind) map[string]any {
-	if k == KindService {
+func (p *Policy) patchFor(k profiles.Kind) map[string]any {
+	if k == profiles.KindService {
 		return p.service.get()
 	}
 	return p.template.get()

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // RenderOptions are the offline stand-ins for what the webhook learns from the request.
@@ -141,11 +142,11 @@ func (s *Set) applyObject(obj map[string]any, opts RenderOptions) (Result, map[s
 	var patched map[string]any
 	var err error
 	switch {
-	case kind == string(KindPod) || kind == string(KindService):
+	case kind == string(profiles.KindPod) || kind == string(profiles.KindService):
 		if in.Object, err = jsontree.Encode(obj); err != nil {
 			return res, nil, err
 		}
-		in.Kind = Kind(kind)
+		in.Kind = profiles.Kind(kind)
 		if res, err = s.Apply(in); err != nil {
 			return res, nil, err
 		}
@@ -187,7 +188,7 @@ func (s *Set) applyTemplate(obj map[string]any, at []string, in Input) (Result, 
 	if err != nil {
 		return Result{}, err
 	}
-	in.Kind, in.Object = KindPod, js
+	in.Kind, in.Object = profiles.KindPod, js
 	res, err := s.Apply(in)
 	if err != nil || !res.Changed {
 		return res, err
@@ -212,7 +213,7 @@ func writeExplain(out *bytes.Buffer, kind string, meta map[string]any, ns string
 	switch {
 	case !res.Recognised:
 		out.WriteString("not recognised by any profile, unchanged\n")
-		if _, workload := workloadKinds[kind]; kind != string(KindPod) && kind != string(KindService) && !workload {
+		if _, workload := workloadKinds[kind]; kind != string(profiles.KindPod) && kind != string(profiles.KindService) && !workload {
 			return // podpatch shapes no other kind: no labels would change that
 		}
 		for _, line := range expectedLabels() { // what the object lacks
@@ -253,7 +254,7 @@ func writeExplain(out *bytes.Buffer, kind string, meta map[string]any, ns string
 	}
 }
 
-func describe(id Identity) string {
+func describe(id profiles.Identity) string {
 	s := fmt.Sprintf("%s %s, cluster %q", id.Manager, id.Role, id.Cluster)
 	if id.Group != "" {
 		s += fmt.Sprintf(", group %q", id.Group)
@@ -272,7 +273,7 @@ func TemplatePath(kind string) (path []string, ok bool) {
 // an object that no profile recognised lacks.
 func expectedLabels() []string {
 	var out []string
-	for _, p := range profiles {
+	for _, p := range profiles.All() {
 		line := fmt.Sprintf("%s expects label %s in (%s)", p.Manager, p.RoleKey, strings.Join(slices.Sorted(maps.Keys(p.Roles)), ", "))
 		if p.RequireKey != "" {
 			if p.RequireValue != "" {

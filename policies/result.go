@@ -3,6 +3,7 @@ package policies
 import (
 	"fmt"
 
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
@@ -12,7 +13,7 @@ import (
 // Input is one object to patch.
 type Input struct {
 	// Kind is KindPod or KindService.
-	Kind Kind
+	Kind profiles.Kind
 	// Object is the object's JSON, exactly as received.
 	Object []byte
 	// Namespace is used when the object has no metadata.namespace (Pods created by
@@ -58,7 +59,7 @@ type Result struct {
 	Changed bool
 	// Recognised is false for objects no profile recognises; Identity is then empty.
 	Recognised bool
-	Identity   Identity
+	Identity   profiles.Identity
 	// Applied lists the matching policies in layer order.
 	Applied []*Policy
 	// Changes says, with Input.Explain, which fields each applied policy changed.

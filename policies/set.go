@@ -11,13 +11,15 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // bucket is the index key: choosing policies for an object looks only at its own bucket.
 type bucket struct {
-	manager Manager
-	role    Role
-	kind    Kind
+	manager profiles.Manager
+	role    profiles.Role
+	kind    profiles.Kind
 }
 
 // index holds, per bucket, policies in application order: by mode (default, merge, enforce),
@@ -54,8 +56,8 @@ type namedBucket struct {
 }
 
 // part returns the compiled part of the policy that applies to a kind.
-func (p *Policy) part(k Kind) *patchPart {
-	if k == KindService {
+func (p *Policy) part(k profiles.Kind) *patchPart {
+	if k == profiles.KindService {
 		return p.service
 	}
 	return p.template
@@ -243,17 +245,17 @@ func modeRank(m Mode) int {
 func (p *Policy) buckets() []bucket {
 	managers, roles := p.match.managers, p.match.roles
 	if len(managers) == 0 {
-		managers = Managers
+		managers = profiles.Managers
 	}
 	if len(roles) == 0 {
-		roles = Roles
+		roles = profiles.Roles
 	}
-	var kinds []Kind
+	var kinds []profiles.Kind
 	if p.template != nil {
-		kinds = append(kinds, KindPod)
+		kinds = append(kinds, profiles.KindPod)
 	}
 	if p.service != nil {
-		kinds = append(kinds, KindService)
+		kinds = append(kinds, profiles.KindService)
 	}
 	var out []bucket
 	for _, m := range managers {
@@ -268,8 +270,8 @@ func (p *Policy) buckets() []bucket {
 
 // subject is what matching looks at.
 type subject struct {
-	id              Identity
-	kind            Kind
+	id              profiles.Identity
+	kind            profiles.Kind
 	namespace       string
 	labels          labels.Set
 	namespaceLabels labels.Set

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // sidecarSet is a platform with an enforced sidecar and init sidecar, a platform "*" in merge
@@ -124,7 +126,7 @@ func TestPlatformSidecarReplacesPredeclared(t *testing.T) {
 		t.Helper()
 		b, err := json.Marshal(pod)
 		require.NoError(t, err)
-		res, err := s.Apply(Input{Kind: KindPod, Object: b, Namespace: "team-a"})
+		res, err := s.Apply(Input{Kind: profiles.KindPod, Object: b, Namespace: "team-a"})
 		require.NoError(t, err)
 		require.True(t, res.Changed)
 		return res.Object

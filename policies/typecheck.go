@@ -94,12 +94,23 @@ func sanitizeTypes(v any, t reflect.Type, fld *field.Path) field.ErrorList {
 			}
 		}
 		if !ok {
-			errs = append(errs, field.Invalid(fld, shownValue(v), "wrong type: want "+t.String()))
+			errs = append(errs, field.Invalid(fld, shownValue(v), "wrong type: want "+goType(t)))
 		}
 		return ok
 	}
 	walk(v, t, fld)
 	return errs
+}
+
+// goType names the Go type a value should have had, as `podpatch lint` has always named it: a
+// type of the engine's own packages as policies.<Name> (match.managers' items are
+// policies.Manager, declared in policies/profiles since issue 32), so that no message changes
+// with the package a type lives in.
+func goType(t reflect.Type) string {
+	if strings.HasPrefix(t.PkgPath(), "github.com/podpatch/podpatch/policies/") && t.Name() != "" {
+		return "policies." + t.Name()
+	}
+	return t.String()
 }
 
 // jsonField finds the type of the struct field that a JSON member named k decodes into,

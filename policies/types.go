@@ -8,8 +8,12 @@
 package policies
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // Names fixed by the product contract (reference §1).
@@ -28,6 +32,15 @@ const (
 	DefaultPlatformNamespace = "podpatch-system"
 )
 
+// ReservedLabels are the labels no policy may set, change or remove (reference §3): the skip
+// label and every label a profile reads to recognise an object and its role, cluster and group
+// (profiles.Labels). Changing them would change which policies match, or what the manager finds.
+func ReservedLabels() []string {
+	out := append(profiles.Labels(), SkipLabel)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // Mode says where a policy sits relative to the object in the layer stack.
 type Mode string
 
@@ -39,47 +52,6 @@ const (
 	ModeMerge Mode = "merge"
 	// ModeEnforce overrides everything, including namespace policies; platform scope only.
 	ModeEnforce Mode = "enforce"
-)
-
-// Manager names a cluster manager with a built-in profile.
-type Manager string
-
-// The built-in managers (reference §2).
-const (
-	ManagerDask        Manager = "dask"
-	ManagerDaskGateway Manager = "dask-gateway"
-	ManagerSpark       Manager = "spark"
-	ManagerRay         Manager = "ray"
-	ManagerFlink       Manager = "flink"
-)
-
-// Managers lists every built-in manager in recognition order: one per profile (profiles.go).
-var Managers = managersOf(profiles)
-
-// Role is the part an object plays in its cluster, in podpatch's manager-neutral words.
-type Role string
-
-// The canonical roles. Manager-native names are accepted as aliases in policies.
-const (
-	RoleScheduler Role = "scheduler"
-	RoleWorker    Role = "worker"
-	RoleJob       Role = "job"
-)
-
-// Roles lists the canonical roles.
-var Roles = []Role{RoleScheduler, RoleWorker, RoleJob}
-
-// roleAliases maps every accepted role name in a policy to its canonical role: the canonical
-// names and each profile's Aliases.
-var roleAliases = aliasesOf(profiles)
-
-// Kind is the kind of object a policy patches.
-type Kind string
-
-// The kinds podpatch patches.
-const (
-	KindPod     Kind = "Pod"
-	KindService Kind = "Service"
 )
 
 // Document is one PodTemplatePatch as written in a policy ConfigMap.
@@ -114,8 +86,8 @@ type TemplatePatch struct {
 
 // Match selects the objects a policy applies to. Every given field must hold.
 type Match struct {
-	Managers []Manager `json:"managers,omitempty"`
-	Roles    []string  `json:"roles,omitempty"`
+	Managers []profiles.Manager `json:"managers,omitempty"`
+	Roles    []string           `json:"roles,omitempty"`
 	// Clusters and Groups are shell globs (path.Match) on the cluster and worker-group names.
 	Clusters []string              `json:"clusters,omitempty"`
 	Groups   []string              `json:"groups,omitempty"`

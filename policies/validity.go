@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
@@ -44,7 +45,7 @@ func Check(in Input) ([]validity.Violation, error) {
 
 // envOf is the check's environment of an input whose namespace is namespace.
 func envOf(in Input, namespace string) *validity.Env {
-	return &validity.Env{Service: in.Kind == KindService, Namespace: namespace, NamespaceLabels: in.NamespaceLabels, Cluster: in.Cluster}
+	return &validity.Env{Service: in.Kind == profiles.KindService, Namespace: namespace, NamespaceLabels: in.NamespaceLabels, Cluster: in.Cluster}
 }
 
 // MaxValidityPasses bounds how often keepValid goes over the policies it left out: a policy
@@ -134,7 +135,7 @@ func (l *layers) only(keep map[*Policy]bool) layers {
 
 // anyWrites reports whether a policy sets or removes (null) a member of the spec of objects of
 // kind.
-func anyWrites(ps []*Policy, kind Kind, member string) bool {
+func anyWrites(ps []*Policy, kind profiles.Kind, member string) bool {
 	for _, p := range ps {
 		spec, _ := p.patchFor(kind)["spec"].(map[string]any)
 		if _, ok := spec[member]; ok {
@@ -145,7 +146,7 @@ func anyWrites(ps []*Policy, kind Kind, member string) bool {
 }
 
 // anySets reports whether a policy sets (not removes) a member of the spec of objects of kind.
-func anySets(ps []*Policy, kind Kind, member string) bool {
+func anySets(ps []*Policy, kind profiles.Kind, member string) bool {
 	for _, p := range ps {
 		spec, _ := p.patchFor(kind)["spec"].(map[string]any)
 		if spec[member] != nil {

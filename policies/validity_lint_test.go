@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
@@ -46,7 +47,7 @@ func TestSharedRulesLintAndAdmission(t *testing.T) {
 			// admission, on a Pod with the same values.
 			js, err := yaml.YAMLToJSON([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec: " + c.spec))
 			require.NoError(t, err)
-			vs, err := Check(Input{Kind: KindPod, Object: js})
+			vs, err := Check(Input{Kind: profiles.KindPod, Object: js})
 			require.NoError(t, err)
 			var rules []string
 			for _, v := range vs {

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // MaxDiffLines bounds the diff a failing case prints.
@@ -199,7 +200,7 @@ func (s *suite) run(c *Case, r *CaseResult, o Options) error {
 		Kind string `json:"kind"`
 	}
 	_ = json.Unmarshal(in, &head) // Apply says what is wrong with it
-	isService := policies.Kind(head.Kind) == policies.KindService
+	isService := profiles.Kind(head.Kind) == profiles.KindService
 	if e := c.Expect.placementGiven(); isService && len(e) > 0 {
 		return s.caseErr(c, "expect.%s: a Service is placed on no Node; placement expectations are for Pods and workloads' pod templates", e[0])
 	}
@@ -239,9 +240,9 @@ func Apply(set *policies.Set, obj []byte, namespace string, labels map[string]st
 		return policies.Result{}, nil, err
 	}
 	kind, _ := tree["kind"].(string)
-	in := policies.Input{Kind: policies.Kind(kind), Object: obj, Namespace: namespace, NamespaceLabels: labels, Explain: true}
+	in := policies.Input{Kind: profiles.Kind(kind), Object: obj, Namespace: namespace, NamespaceLabels: labels, Explain: true}
 	switch {
-	case in.Kind == policies.KindPod || in.Kind == policies.KindService:
+	case in.Kind == profiles.KindPod || in.Kind == profiles.KindService:
 		res, err := set.Apply(in)
 		return res, res.Object, err
 	default:
@@ -272,7 +273,7 @@ func Apply(set *policies.Set, obj []byte, namespace string, labels map[string]st
 		if err != nil {
 			return policies.Result{}, nil, err
 		}
-		in.Kind, in.Object = policies.KindPod, pod
+		in.Kind, in.Object = profiles.KindPod, pod
 		res, err := set.Apply(in)
 		if err != nil || !res.Changed {
 			return res, obj, err

@@ -9,12 +9,13 @@ import (
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // Input is one object to preview.
 type Input struct {
-	Kind policies.Kind
+	Kind profiles.Kind
 	// JSON is the object: as the manager writes it (files), or as the API server returns it.
 	JSON []byte
 	// Namespace is the object's namespace when it has none (reference §10: --namespace, else
@@ -32,7 +33,7 @@ type Input struct {
 
 // Object is what a change does to one object (reference §10).
 type Object struct {
-	Kind      policies.Kind `json:"kind"`
+	Kind      profiles.Kind `json:"kind"`
 	Namespace string        `json:"namespace"`
 	Name      string        `json:"name"`
 	// Group is the object's worker group, when its manager has groups.
@@ -62,7 +63,7 @@ type Object struct {
 	// unschedulable, or brings an error finding.
 	Breaks bool `json:"breaks"`
 
-	identity policies.Identity
+	identity profiles.Identity
 }
 
 // Move is where a Pod fits before and after the change: the pools (placement.PoolOf) of the
@@ -229,7 +230,7 @@ func (p *Previewer) Object(in Input) (Object, bool, error) {
 	o.Started, o.Stopped = added(refs(old.Applied), refs(neu.Applied))
 	o.LeftOutResolved, o.LeftOut = added(leftOut(neu.Skipped), leftOut(old.Skipped))
 	oldF, newF := findings(old.Findings), findings(neu.Findings)
-	if in.Kind == policies.KindPod && p.Placement != nil {
+	if in.Kind == profiles.KindPod && p.Placement != nil {
 		if err := p.placement(&o, pin, old.Object, neu, &oldF, &newF); err != nil {
 			return Object{}, false, where(err)
 		}

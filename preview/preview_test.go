@@ -17,6 +17,7 @@ import (
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // policyCM is a policy ConfigMap of one document per entry of docs (name → spec YAML, indented
@@ -91,7 +92,7 @@ func fixtures(t testing.TB) []Input {
 			obj["metadata"].(map[string]any)["namespace"] = "team"
 			b, err := json.Marshal(obj)
 			require.NoError(t, err)
-			out = append(out, Input{Kind: policies.Kind(head.Kind), JSON: b, Namespace: "team"})
+			out = append(out, Input{Kind: profiles.Kind(head.Kind), JSON: b, Namespace: "team"})
 		}
 	}
 	require.NotEmpty(t, out)
@@ -283,7 +284,7 @@ func TestPreviewUnschedulable(t *testing.T) {
 				continue
 			}
 			col.Add(o)
-			if o.identity.Role == policies.RoleWorker {
+			if o.identity.Role == profiles.RoleWorker {
 				workers++
 				require.Equal(t, c.break_, o.Breaks, o.Name)
 				if c.break_ {
@@ -329,7 +330,7 @@ func TestReportBounded(t *testing.T) {
 	long := strings.Repeat("x\x1b[31m|`<", 70)
 	breaking := map[string]bool{}
 	for i := range 600 {
-		o := Object{Kind: policies.KindPod, Namespace: "ns", Name: fmt.Sprintf("%s-%d", long, i), identity: policies.Identity{Manager: policies.ManagerRay, Role: policies.RoleWorker, Cluster: fmt.Sprint(i % 150)}}
+		o := Object{Kind: profiles.KindPod, Namespace: "ns", Name: fmt.Sprintf("%s-%d", long, i), identity: profiles.Identity{Manager: profiles.ManagerRay, Role: profiles.RoleWorker, Cluster: fmt.Sprint(i % 150)}}
 		for j := range 45 {
 			o.Fields = append(o.Fields, Field{Path: fmt.Sprintf("metadata.labels.l%d", j), Old: long, New: map[string]any{"v": long}})
 		}

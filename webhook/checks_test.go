@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // TestMutateFindings: the manager-aware checks' findings are admission warnings within the bound
@@ -63,7 +64,7 @@ func TestMutateFindings(t *testing.T) {
 	require.Equal(t, 2.0, testutil.ToFloat64(m.warnings.WithLabelValues(string(ReasonPolicySkipped))))
 
 	// The patch is the one render computes: the checks change nothing.
-	res, err := set.Apply(policies.Input{Kind: policies.KindPod, Object: pod, Namespace: "default", Cluster: noClasses{}})
+	res, err := set.Apply(policies.Input{Kind: profiles.KindPod, Object: pod, Namespace: "default", Cluster: noClasses{}})
 	require.NoError(t, err)
 	require.Len(t, res.Findings, 2)
 	require.JSONEq(t, string(res.Object), string(applyResponse(t, pod, resp)))

@@ -20,6 +20,7 @@ import (
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 	"github.com/podpatch/podpatch/preview"
 )
@@ -270,7 +271,7 @@ func eachLiveObject(ctx context.Context, reader *audit.Reader, namespace string,
 	if err != nil {
 		return err
 	}
-	return reader.EachObject(ctx, namespace, func(kind policies.Kind, raw json.RawMessage) error {
+	return reader.EachObject(ctx, namespace, func(kind profiles.Kind, raw json.RawMessage) error {
 		var meta struct {
 			Metadata struct{ Namespace string } `json:"metadata"`
 		}

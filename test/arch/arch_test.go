@@ -56,6 +56,9 @@ var layers = map[string]int{
 	"certs":                       0,
 	"test/cainjector":             0,
 	"policies/internal/yamljson":  1,
+	// The engine's bottom: the managers' profiles and the words for an object (Kind, Manager,
+	// Role, Identity) every stage and tool shares.
+	"policies/profiles": 2,
 	// The rules a patched object keeps (reference §8), under the engine that applies policies.
 	"policies/validity": 5,
 	"policies":          10,

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/test/bench"
 )
 
@@ -24,7 +25,7 @@ func BenchmarkApply(b *testing.B) {
 		for _, c := range bench.ContainerCounts {
 			pod, err := bench.WorkerPod(root, c)
 			require.NoError(b, err)
-			in := policies.Input{Kind: policies.KindPod, Object: pod, Namespace: bench.Namespace}
+			in := policies.Input{Kind: profiles.KindPod, Object: pod, Namespace: bench.Namespace}
 			for _, mode := range []string{"patch", "object"} {
 				apply := set.Apply
 				if mode == "patch" {

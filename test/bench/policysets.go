@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // PolicyCounts are the policy sets measured: the 5 policies that match the worker alone, and
@@ -136,7 +137,7 @@ func WritePolicySet(dir string, total int) error {
 }
 
 // otherManagers are the managers whose policies never match a Dask Pod.
-var otherManagers = []policies.Manager{policies.ManagerSpark, policies.ManagerRay, policies.ManagerFlink, policies.ManagerDaskGateway}
+var otherManagers = []profiles.Manager{profiles.ManagerSpark, profiles.ManagerRay, profiles.ManagerFlink, profiles.ManagerDaskGateway}
 
 // otherPolicy is the i-th policy that cannot match the worker Pod in namespace default.
 func otherPolicy(i int) *corev1.ConfigMap {

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/test/cluster"
 )
 
@@ -211,7 +212,7 @@ func show(ctx context.Context, c client.Client, set *policies.Set, owners cluste
 		return err
 	}
 	// What render predicts, to pick podpatch's fields out of all the API server stored.
-	res, err := set.Apply(policies.Input{Kind: policies.Kind(sent.GetKind()), Object: js, Namespace: sent.GetNamespace()})
+	res, err := set.Apply(policies.Input{Kind: profiles.Kind(sent.GetKind()), Object: js, Namespace: sent.GetNamespace()})
 	if err != nil {
 		return err
 	}

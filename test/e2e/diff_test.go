@@ -19,6 +19,7 @@ import (
 
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/preview"
 	"github.com/podpatch/podpatch/test/cluster"
 )
@@ -251,7 +252,7 @@ func TestDiff(t *testing.T) {
 			return k8s.Create(ctx, obj) == nil // the old one may still be going
 		}, 30*time.Second, 200*time.Millisecond, f)
 		name := old.GetKind() + "/" + old.GetName()
-		changes, err := audit.Compare(policies.Kind(old.GetKind()), serverSet(t, old), serverSet(t, obj))
+		changes, err := audit.Compare(profiles.Kind(old.GetKind()), serverSet(t, old), serverSet(t, obj))
 		require.NoError(t, err)
 		var got []preview.Field
 		for _, c := range changes {
@@ -275,7 +276,7 @@ func TestDiff(t *testing.T) {
 	stranded := diffReport(t, 4, "--policies", gpu)
 	workers := 0
 	for _, o := range previewed(t, stranded) {
-		if o.Kind == policies.KindPod && slicesContainsPrefix(o.Fields, "spec.nodeSelector.diff-pool") {
+		if o.Kind == profiles.KindPod && slicesContainsPrefix(o.Fields, "spec.nodeSelector.diff-pool") {
 			workers++
 			require.True(t, o.Breaks, o.Name)
 			require.Contains(t, o.Unschedulable, "Node diff-gpu: taint nvidia.com/gpu:NoSchedule is not tolerated", o.Name)
