@@ -30,6 +30,7 @@ import (
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
@@ -150,14 +151,14 @@ type Skipped struct {
 	Message string         `json:"message"`
 }
 
-// Finding is a manager-aware check's finding (policies.Finding).
+// Finding is a manager-aware check's finding (checks.Finding).
 type Finding struct {
-	Check    string            `json:"check"`
-	Severity policies.Severity `json:"severity"`
-	Policy   string            `json:"policy,omitempty"`
-	Field    string            `json:"field,omitempty"`
-	Message  string            `json:"message"`
-	Fix      string            `json:"fix,omitempty"`
+	Check    string          `json:"check"`
+	Severity checks.Severity `json:"severity"`
+	Policy   string          `json:"policy,omitempty"`
+	Field    string          `json:"field,omitempty"`
+	Message  string          `json:"message"`
+	Fix      string          `json:"fix,omitempty"`
 }
 
 // ExternalURL is what a Service says of its external URL.
@@ -394,7 +395,7 @@ func object(f audit.Finding, res policies.Result, chain []metav1.OwnerReference,
 }
 
 // finding is a §8 finding, its strings bounded as the audit bounds its Findings.
-func finding(c policies.Finding) Finding {
+func finding(c checks.Finding) Finding {
 	clip := func(s string) string { return kube.Clip(s, audit.MaxString) }
 	return Finding{Check: clip(c.Check), Severity: c.Severity, Policy: clip(c.Policy), Field: clip(c.Field),
 		Message: clip(c.Message), Fix: clip(c.Fix)}

@@ -20,6 +20,7 @@ import (
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
@@ -102,7 +103,7 @@ func TestTableIsBounded(t *testing.T) {
 func TestJSONSchema(t *testing.T) {
 	o := object(audit.Finding{Kind: profiles.KindService, Name: "s", Policies: []audit.PolicyResult{}}, policies.Result{
 		Skipped:  []policies.Skipped{{Policy: &policies.Policy{Ref: "ns/cm/p@1", Scope: policies.ScopeNamespace, Mode: policies.ModeMerge}, Violation: validity.Violation{Rule: "r", Field: "f", Message: "m"}}},
-		Findings: []policies.Finding{{Check: policies.CheckRayResources, Severity: policies.SeverityWarning, Message: "m", Fix: "x"}},
+		Findings: []checks.Finding{{Check: checks.RayResources, Severity: checks.SeverityWarning, Message: "m", Fix: "x"}},
 		Fallback: policies.FallbackNamespace,
 	}, nil, json.RawMessage(`{"metadata":{"annotations":{"podpatch.io/external-url":"http://a:8787","podpatch.io/external-url-source":"load-balancer"}}}`))
 	var b bytes.Buffer
@@ -191,7 +192,7 @@ spec:
 			require.Len(t, w.rep.Objects, 1)
 			var got []Finding
 			for _, f := range w.rep.Objects[0].Findings {
-				if f.Check == policies.CheckUnschedulable {
+				if f.Check == checks.Unschedulable {
 					got = append(got, f)
 				}
 			}
@@ -200,7 +201,7 @@ spec:
 				return
 			}
 			require.Len(t, got, 1)
-			require.Equal(t, policies.SeverityError, got[0].Severity)
+			require.Equal(t, checks.SeverityError, got[0].Severity)
 			require.Equal(t, policies.DefaultPlatformNamespace+"/placement/gpu-pool", got[0].Policy)
 			require.Contains(t, got[0].Message, "Node n1")
 		})

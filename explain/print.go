@@ -8,6 +8,7 @@ import (
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 
@@ -131,7 +132,7 @@ func writeObject(b *strings.Builder, o Object) {
 	}
 	put(b, "  drift:    ", drift)
 	for _, f := range o.Findings {
-		put(b, "  check:    ", policies.Finding{Check: f.Check, Severity: f.Severity, Policy: f.Policy, Field: f.Field,
+		put(b, "  check:    ", checks.Finding{Check: f.Check, Severity: f.Severity, Policy: f.Policy, Field: f.Field,
 			Message: f.Message, Fix: f.Fix}.String())
 	}
 	if u := o.ExternalURL; u != nil {

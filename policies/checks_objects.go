@@ -1,6 +1,11 @@
 package policies
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/podpatch/podpatch/policies/checks"
+)
 
 // ObjectCheck is what `podpatch lint --objects` reports of one object (reference §4, §8): the
 // policies left out to keep it valid and the manager-aware checks' findings.
@@ -8,7 +13,7 @@ type ObjectCheck struct {
 	// Kind, Namespace and Name name the object (Name is generateName + "*" when it has none).
 	Kind, Namespace, Name string
 	Skipped               []Skipped
-	Findings              []Finding
+	Findings              []checks.Finding
 	// Warnings say which layers were left out as a whole (Result.Warnings).
 	Warnings []string
 }
@@ -62,4 +67,13 @@ func (s *Set) CheckObjects(docs []RawDocument, opts RenderOptions) ([]ObjectChec
 		}
 	}
 	return out, nil
+}
+
+// clipName bounds a name from the object in a report: the API server validates names only
+// after admission, so one may be of any length here.
+func clipName(s string) string {
+	if len(s) > 63 {
+		return strings.ToValidUTF8(s[:63], "") + "…"
+	}
+	return s
 }

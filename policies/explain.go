@@ -14,7 +14,7 @@ func diffPaths(before, after any) []string {
 // object whose fields the policy set at admission. Named items are named as the policy names
 // them (`spec.containers[@main]`, `[*]`); other lists are named whole.
 func (p *Policy) Paths(k profiles.Kind) []string {
-	patch := p.patchFor(k)
+	patch := p.Patch(k)
 	if len(patch) == 0 {
 		return nil
 	}

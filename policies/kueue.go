@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
@@ -140,7 +141,7 @@ func full(v any) any {
 // spec.nodeSelector, spec.tolerations and the required node affinity. What policies set
 // elsewhere stays. It returns one finding per field put back, naming the policy when one
 // alone sets that field.
-func keepKueuePlacement(t *jsontree.Tree, obj map[string]any, before *placement, applied []*Policy, cluster validity.Cluster) []Finding {
+func keepKueuePlacement(t *jsontree.Tree, obj map[string]any, before *placement, applied []*Policy, cluster validity.Cluster) []checks.Finding {
 	if !before.managed && !kueueManaged(t, obj) { // as given, or as patched
 		return nil
 	}
@@ -154,14 +155,14 @@ func keepKueuePlacement(t *jsontree.Tree, obj map[string]any, before *placement,
 	if spec == nil {
 		return nil
 	}
-	var out []Finding
+	var out []checks.Finding
 	why := "the keys Kueue's ResourceFlavors decide are unknown (no ResourceFlavor API or its cache has not synced), so all placement is Kueue's"
 	if known {
 		why = "Kueue's ResourceFlavor decides this key"
 	}
 	add := func(field, member, key string) {
-		out = append(out, Finding{
-			Check: CheckKueuePlacement, Severity: SeverityWarning, Policy: soleSetter(applied, member, key), Field: field,
+		out = append(out, checks.Finding{
+			Check: checks.KueuePlacement, Severity: checks.SeverityWarning, Policy: soleSetter(applied, member, key), Field: field,
 			Message: "left out on a Pod that Kueue manages: " + why,
 			Fix:     "set placement on the ResourceFlavor, or select Pods without Kueue's labels",
 		})
@@ -324,7 +325,7 @@ func namesKey(required any, keys map[string]bool) bool {
 func soleSetter(applied []*Policy, member, key string) string {
 	ref := ""
 	for _, p := range applied {
-		spec, _ := p.patchFor(profiles.KindPod)["spec"].(map[string]any)
+		spec, _ := p.Patch(profiles.KindPod)["spec"].(map[string]any)
 		v, ok := spec[member]
 		if !ok {
 			continue

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 
@@ -198,8 +199,8 @@ func TestKueuePlacementProperty(t *testing.T) {
 			if len(out.Findings) > 0 {
 				restored++
 				for _, f := range out.Findings {
-					require.Equal(t, CheckKueuePlacement, f.Check)
-					require.Equal(t, SeverityWarning, f.Severity)
+					require.Equal(t, checks.KueuePlacement, f.Check)
+					require.Equal(t, checks.SeverityWarning, f.Severity)
 				}
 			}
 		} else {
@@ -212,7 +213,7 @@ func TestKueuePlacementProperty(t *testing.T) {
 		if managed {
 			for k, pv := range c.selector {
 				if nodeKey(k) && inSel[k] != pv && (c.mode != "default" || inSel[k] == nil) {
-					require.True(t, slices.ContainsFunc(out.Findings, func(f Finding) bool { return f.Field == "spec.nodeSelector."+k }), "%s\nno finding for %s", why, k)
+					require.True(t, slices.ContainsFunc(out.Findings, func(f checks.Finding) bool { return f.Field == "spec.nodeSelector."+k }), "%s\nno finding for %s", why, k)
 				}
 			}
 		}

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
@@ -116,9 +117,9 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	}
 	// The manager-aware checks (reference §8), on the very result the webhook and render return.
 	// Kueue's placement findings came first (applyLayers); at most MaxFindings in all.
-	out.Findings = append(out.Findings, checkFindings(in.Kind, id, in.Object, &out)...)
-	if len(out.Findings) > MaxFindings {
-		out.Findings = out.Findings[:MaxFindings]
+	out.Findings = append(out.Findings, checks.Run(in.Kind, id, in.Object, out.patched, out.Applied)...)
+	if len(out.Findings) > checks.MaxFindings {
+		out.Findings = out.Findings[:checks.MaxFindings]
 	}
 	out.violations, out.selection, out.patched = nil, layers{}, nil
 	out.Recognised, out.Identity = true, id
@@ -183,7 +184,7 @@ func (s *Set) fixedPoint(in Input, patchOnly bool, first *decoded, sub *subject,
 
 // setsLabels reports whether a policy sets or removes a label of a kind of object.
 func setsLabels(p *Policy, kind profiles.Kind) bool {
-	meta, ok := p.patchFor(kind)["metadata"].(map[string]any)
+	meta, ok := p.Patch(kind)["metadata"].(map[string]any)
 	return ok && meta["labels"] != nil
 }
 
@@ -230,11 +231,11 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 		m.manager = manager
 		placed := map[string]bool{}
 		for _, p := range l.platform() {
-			m.insertSidecars(obj, p.patchFor(profiles.KindPod), placed)
-			owned = sidecarNames(p.patchFor(profiles.KindPod), owned, manager)
+			m.insertSidecars(obj, p.Patch(profiles.KindPod), placed)
+			owned = sidecarNames(p.Patch(profiles.KindPod), owned, manager)
 		}
 		for _, p := range l.namespace() {
-			m.insertSidecars(obj, p.patchFor(profiles.KindPod), nil)
+			m.insertSidecars(obj, p.Patch(profiles.KindPod), nil)
 		}
 	}
 	pass := func(ps []*Policy, fill bool, namespace bool) {
@@ -251,7 +252,7 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 			if in.Explain {
 				before = deepCopy(obj)
 			}
-			m.mergeMap(obj, p.patchFor(in.Kind))
+			m.mergeMap(obj, p.Patch(in.Kind))
 			if in.Explain {
 				res.Changes = append(res.Changes, Change{Policy: p, Fields: diffPaths(before, obj)})
 			}

@@ -326,7 +326,7 @@ func TestKeyedMergesAreLinear(t *testing.T) {
 	st := &applyState{t: tr}
 	m := newMerger(st, profiles.KindPod, false)
 	for _, p := range ps {
-		m.mergeMap(root, p.patchFor(profiles.KindPod))
+		m.mergeMap(root, p.Patch(profiles.KindPod))
 	}
 	require.NoError(t, st.err)
 	objectItems := 6 * n // tolerations, spread, requirements, preferred, env, and the term's requirements again

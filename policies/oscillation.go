@@ -441,7 +441,7 @@ func jointly(a, b []labels.Requirement, written map[string]bool) bool {
 
 // labelWrites returns the labels a policy writes on a kind: a value, or nil for a removal.
 func labelWrites(p *Policy, kind profiles.Kind) map[string]*string {
-	meta, _ := p.patchFor(kind)["metadata"].(map[string]any)
+	meta, _ := p.Patch(kind)["metadata"].(map[string]any)
 	ls, _ := meta["labels"].(map[string]any)
 	if len(ls) == 0 {
 		return nil
@@ -495,7 +495,7 @@ func uniqueKeys(reqs []labels.Requirement) []string {
 // shareBucket reports whether two policies can apply to the same objects of a kind: a common
 // manager and role (namespace globs and selectors are not compared: a conservative answer).
 func shareBucket(p, q *Policy, kind profiles.Kind) bool {
-	if p.patchFor(kind) == nil || q.patchFor(kind) == nil {
+	if p.Patch(kind) == nil || q.Patch(kind) == nil {
 		return false
 	}
 	if p.Scope == ScopeNamespace && q.Scope == ScopeNamespace && p.Namespace != q.Namespace {

@@ -621,10 +621,15 @@ func checkReserved(raw map[string]any, service bool, fld *field.Path) field.Erro
 	return errs
 }
 
-// patchFor returns the part of the policy that applies to a kind.
-func (p *Policy) patchFor(k profiles.Kind) map[string]any {
+// Patch returns the part of the policy that applies to a kind, as written ({"metadata": …,
+// "spec": …}, nulls kept): shared, read only; nil when the policy has none.
+func (p *Policy) Patch(k profiles.Kind) map[string]any {
 	if k == profiles.KindService {
 		return p.service.get()
 	}
 	return p.template.get()
 }
+
+// Provenance is Ref, the policy's provenance entry: what the checks name a policy by
+// (checks.Policy).
+func (p *Policy) Provenance() string { return p.Ref }

@@ -3,6 +3,7 @@ package policies
 import (
 	"fmt"
 
+	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
@@ -76,7 +77,7 @@ type Result struct {
 	Adjusted []string
 	// Findings are the manager-aware checks' findings on the patched object (reference §8),
 	// in a stable order.
-	Findings []Finding
+	Findings []checks.Finding
 
 	// violations are the patched object's (package validity); selection is the layers applied.
 	violations []validity.Violation

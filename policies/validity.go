@@ -137,7 +137,7 @@ func (l *layers) only(keep map[*Policy]bool) layers {
 // kind.
 func anyWrites(ps []*Policy, kind profiles.Kind, member string) bool {
 	for _, p := range ps {
-		spec, _ := p.patchFor(kind)["spec"].(map[string]any)
+		spec, _ := p.Patch(kind)["spec"].(map[string]any)
 		if _, ok := spec[member]; ok {
 			return true
 		}
@@ -148,7 +148,7 @@ func anyWrites(ps []*Policy, kind profiles.Kind, member string) bool {
 // anySets reports whether a policy sets (not removes) a member of the spec of objects of kind.
 func anySets(ps []*Policy, kind profiles.Kind, member string) bool {
 	for _, p := range ps {
-		spec, _ := p.patchFor(kind)["spec"].(map[string]any)
+		spec, _ := p.Patch(kind)["spec"].(map[string]any)
 		if spec[member] != nil {
 			return true
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 
@@ -289,7 +290,7 @@ func TestPreviewUnschedulable(t *testing.T) {
 				require.Equal(t, c.break_, o.Breaks, o.Name)
 				if c.break_ {
 					require.NotEmpty(t, o.Unschedulable)
-					require.Equal(t, policies.CheckUnschedulable, o.NewFindings[0].Check)
+					require.Equal(t, checks.Unschedulable, o.NewFindings[0].Check)
 					require.Equal(t, platform+"/gpu-pool/gpu", o.NewFindings[0].Policy)
 				}
 			}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
@@ -156,7 +157,7 @@ const (
 // maxSkippedWarnings of them, of at most maxWarningLength bytes each, most urgent first: error
 // findings and enforce policies left out (the platform's rule did not hold, or the workload
 // breaks), then other policies left out, then warning findings; "and N more" says what was cut.
-func (m *Mutator) actionWarnings(skipped []policies.Skipped, findings []policies.Finding) []string {
+func (m *Mutator) actionWarnings(skipped []policies.Skipped, findings []checks.Finding) []string {
 	type item struct {
 		tier    int
 		text    string
@@ -174,7 +175,7 @@ func (m *Mutator) actionWarnings(skipped []policies.Skipped, findings []policies
 	for _, f := range findings {
 		m.Metrics.checkFinding(f.Check)
 		tier := 2
-		if f.Severity == policies.SeverityError {
+		if f.Severity == checks.SeverityError {
 			tier = 0
 		}
 		items = append(items, item{tier: tier, text: "check " + f.String(), finding: true})

@@ -31,6 +31,7 @@ import (
 
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
@@ -158,7 +159,7 @@ func workerResult(cluster string) policies.Result {
 			`{"op":"add","path":"/spec/containers/0/resources/limits/nvidia.com~1gpu","value":"1"},{"op":"add","path":"/spec/tolerations","value":[]}]`),
 		Skipped: []policies.Skipped{{Policy: mountPol, Violation: validity.Violation{Rule: "volume-mount-without-volume",
 			Field: "spec.containers[ray-worker].volumeMounts[scratch]", Message: "no volume named scratch"}}},
-		Findings: []policies.Finding{{Check: policies.CheckRayResources, Severity: policies.SeverityWarning, Policy: gpuPolicy.Ref,
+		Findings: []checks.Finding{{Check: checks.RayResources, Severity: checks.SeverityWarning, Policy: gpuPolicy.Ref,
 			Field: "spec.containers[ray-worker].resources.limits.nvidia.com/gpu", Message: "ray start says --num-gpus=0",
 			Fix: "set rayStartParams.num-gpus on the RayCluster's worker group"}},
 	}
@@ -207,7 +208,7 @@ func TestEventsAggregateOneCluster(t *testing.T) {
 	require.Equal(t, corev1.EventTypeWarning, sk.typ)
 	require.Contains(t, sk.msg, "out of 1000 Pods")
 	require.Contains(t, sk.msg, mountPol.Ref+" (enforce): spec.containers[ray-worker].volumeMounts[scratch] (volume-mount-without-volume) (1000 Pods)")
-	require.Contains(t, got[EventPolicyCheck][0].msg, policies.CheckRayResources+" (warning) "+gpuPolicy.Ref)
+	require.Contains(t, got[EventPolicyCheck][0].msg, checks.RayResources+" (warning) "+gpuPolicy.Ref)
 	require.Contains(t, got[EventPolicyCheck][0].msg, "fix: set rayStartParams.num-gpus")
 
 	// Nothing new: nothing written.

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
 )
 
 // lintOptions are the flags of `podpatch lint`.
@@ -92,11 +93,11 @@ func lintObjects(set *policies.Set, o *lintOptions, stdin io.Reader, stdout io.W
 		if err != nil {
 			return false, fmt.Errorf("%s: %w", f, err)
 		}
-		checks, err := set.CheckObjects(docs, policies.RenderOptions{Namespace: o.Namespace})
+		reports, err := set.CheckObjects(docs, policies.RenderOptions{Namespace: o.Namespace})
 		if err != nil {
 			return false, fmt.Errorf("%s: %w", f, err)
 		}
-		for _, c := range checks {
+		for _, c := range reports {
 			objects++
 			at := fmt.Sprintf("%s: %s %s/%s: ", f, c.Kind, c.Namespace, c.Name)
 			for _, w := range c.Warnings {
@@ -109,7 +110,7 @@ func lintObjects(set *policies.Set, o *lintOptions, stdin io.Reader, stdout io.W
 			}
 			for _, fd := range c.Findings {
 				fmt.Fprintf(stdout, "%scheck: %s\n", at, oneLine(fd.String()))
-				if fd.Severity == policies.SeverityError {
+				if fd.Severity == checks.SeverityError {
 					errs++
 				} else {
 					warns++

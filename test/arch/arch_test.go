@@ -59,6 +59,8 @@ var layers = map[string]int{
 	// The engine's bottom: the managers' profiles and the words for an object (Kind, Manager,
 	// Role, Identity) every stage and tool shares.
 	"policies/profiles": 2,
+	// The checks of a patched object and what they find (Finding), under the engine that runs them.
+	"policies/checks": 3,
 	// The rules a patched object keeps (reference §8), under the engine that applies policies.
 	"policies/validity": 5,
 	"policies":          10,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/preview"
 	"github.com/podpatch/podpatch/test/cluster"
@@ -280,7 +281,7 @@ func TestDiff(t *testing.T) {
 			workers++
 			require.True(t, o.Breaks, o.Name)
 			require.Contains(t, o.Unschedulable, "Node diff-gpu: taint nvidia.com/gpu:NoSchedule is not tolerated", o.Name)
-			require.Equal(t, policies.CheckUnschedulable, o.NewFindings[0].Check)
+			require.Equal(t, checks.Unschedulable, o.NewFindings[0].Check)
 			require.Equal(t, "podpatch-system/diff-gpu/gpu", o.NewFindings[0].Policy)
 		}
 	}

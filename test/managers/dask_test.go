@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 
@@ -85,9 +85,9 @@ func TestDaskOperator(t *testing.T) {
 		// The examples' internal load balancer keeps the DaskCluster Pending until it has an
 		// address; the GPU group's --memory-limit is below what a policy gives (reference §8).
 		env.checkFindings(t, control, ns, map[shape]wantFinding{
-			service(profiles.ManagerDask, profiles.RoleScheduler, "simple", ""): {policies.CheckDaskLoadBalancer,
+			service(profiles.ManagerDask, profiles.RoleScheduler, "simple", ""): {checks.DaskLoadBalancer,
 				"podpatch-system/platform-defaults/scheduler-internal-lb"},
-			pod(profiles.ManagerDask, profiles.RoleWorker, "gpu-cluster", "gpu-cluster-gpu"): {policies.CheckDaskWorker,
+			pod(profiles.ManagerDask, profiles.RoleWorker, "gpu-cluster", "gpu-cluster-gpu"): {checks.DaskWorker,
 				"podpatch-system/managers-checks/dask-gpu-worker-memory"},
 		})
 	})

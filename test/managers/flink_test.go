@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 
@@ -48,7 +48,7 @@ func TestFlink(t *testing.T) {
 		// The JobManager's memory is changed; Flink sized it from jobmanager.memory.process.size
 		// (reference §8). A session cluster has no TaskManager until a job runs.
 		env.checkFindings(t, control, ns, map[shape]wantFinding{
-			pod(profiles.ManagerFlink, profiles.RoleScheduler, "basic-example", ""): {policies.CheckFlinkMemory, "podpatch-system/managers-checks/flink-jobmanager-memory"},
+			pod(profiles.ManagerFlink, profiles.RoleScheduler, "basic-example", ""): {checks.FlinkMemory, "podpatch-system/managers-checks/flink-jobmanager-memory"},
 		})
 	})
 	t.Run("flink does not fight the mutation", func(t *testing.T) {

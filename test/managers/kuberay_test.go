@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/test/cluster"
 	"github.com/podpatch/podpatch/webhook"
@@ -78,7 +78,7 @@ func TestKubeRay(t *testing.T) {
 	t.Run("manager-aware checks", func(t *testing.T) {
 		// The GPUs gpu-workers adds are not in the `ray start` KubeRay generated (reference §8).
 		env.checkFindings(t, control, ns, map[shape]wantFinding{
-			pod(profiles.ManagerRay, profiles.RoleWorker, name, "gpu-group"): {policies.CheckRayResources, "podpatch-system/gpu-workers/gpu-workers"},
+			pod(profiles.ManagerRay, profiles.RoleWorker, name, "gpu-group"): {checks.RayResources, "podpatch-system/gpu-workers/gpu-workers"},
 		})
 	})
 	t.Run("GPU limit on the Ray container only", func(t *testing.T) {
@@ -106,7 +106,7 @@ func TestKubeRay(t *testing.T) {
 				return err
 			}
 			msg := latest(evs, webhook.EventPolicyCheck)["Pod/worker"]
-			for _, want := range []string{policies.CheckRayResources, "podpatch-system/gpu-workers/gpu-workers", "fix: set it in the RayCluster", "rayStartParams"} {
+			for _, want := range []string{checks.RayResources, "podpatch-system/gpu-workers/gpu-workers", "fix: set it in the RayCluster", "rayStartParams"} {
 				if !strings.Contains(msg, want) {
 					return fmt.Errorf("PolicyCheck on the RayCluster: want %q in %q", want, msg)
 				}

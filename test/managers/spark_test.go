@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 
@@ -83,7 +83,7 @@ func TestSpark(t *testing.T) {
 		// The namespace's executors policy raises the executors' memory; their JVM heap stays
 		// spark.executor.memory (reference §8).
 		env.checkFindings(t, control, ns, map[shape]wantFinding{
-			pod(profiles.ManagerSpark, profiles.RoleWorker, "spark-pi", ""): {policies.CheckSparkMemory, ns + "/team/executors"},
+			pod(profiles.ManagerSpark, profiles.RoleWorker, "spark-pi", ""): {checks.SparkMemory, ns + "/team/executors"},
 		})
 	})
 	t.Run("spark does not fight the mutation", func(t *testing.T) {
