@@ -11,6 +11,7 @@ import (
 
 	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/kueue"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
@@ -213,7 +214,7 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 	st := &applyState{t: t, done: in.Done}
 	var owned map[string]bool
 	var before validity.CoupledValues // the coupled fields as given
-	var given placement               // the placement Kueue decides, as given (kueue.go)
+	var given kueue.Placement         // the placement Kueue decides, as given (kueue.go)
 	// A Service's type can change only where a policy writes spec.type: only then is the type
 	// as given read (it decodes the spec) and the coupled fields looked at.
 	typeWritten := in.Kind == profiles.KindService && anyWrites(res.Applied, profiles.KindService, "type")
@@ -223,7 +224,7 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 	}
 	if in.Kind == profiles.KindPod {
 		before.Read(t, obj)
-		given = readPlacement(t, obj)
+		given = kueue.Read(t, obj)
 		// Platform sidecars first, so that a namespace policy cannot claim their names; they
 		// are out of the namespace policies' reach, and replace a container of the same name
 		// the object brought (reference §3).
@@ -270,7 +271,8 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 	}
 	if in.Kind == profiles.KindPod {
 		// Kueue's placement wins on the Pods it manages (reference §8, kueue-placement-conflict).
-		if fs := keepKueuePlacement(t, obj, &given, res.Applied, env.Cluster); len(fs) > 0 {
+		flavors, _ := env.Cluster.(kueue.Flavors) // nil: the keys are unknown
+		if fs := kueue.Keep(t, obj, &given, res.Applied, flavors); len(fs) > 0 {
 			res.Findings = append(res.Findings, fs...)
 			if in.Explain {
 				res.Changes = dropRestored(res.Changes, in.Object, obj)

@@ -163,11 +163,17 @@ func (m merger) shapeMismatch(k string, dv, pv any) {
 	}
 }
 
+// deepCopy copies a JSON tree as it is, nulls included.
+func deepCopy(v any) any {
+	out, _ := jsontree.Copy(v, false)
+	return out
+}
+
 // clean deep-copies a patch value for insertion into the object, dropping null members (they
 // remove keys, and there is nothing to remove in a new value), and counts the work. Policies are
 // shared and immutable, so nothing of theirs may be aliased into an object.
 func (m merger) clean(v any) any {
-	out, n := copyTree(v, true)
+	out, n := jsontree.Copy(v, true)
 	m.count(n)
 	return out
 }

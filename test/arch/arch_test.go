@@ -61,6 +61,8 @@ var layers = map[string]int{
 	"policies/profiles": 2,
 	// The checks of a patched object and what they find (Finding), under the engine that runs them.
 	"policies/checks": 3,
+	// Kueue's placement kept on the Pods it manages, during every Pod's apply.
+	"policies/kueue": 4,
 	// The rules a patched object keeps (reference §8), under the engine that applies policies.
 	"policies/validity": 5,
 	"policies":          10,
