@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 
@@ -47,7 +48,7 @@ func goldenSet(t *testing.T, dir, rv string) (*policies.Set, caseArgs) {
 		opts.NamespaceAllowed, err = policies.ParseAllowedFields(args.AllowedFields)
 		require.NoError(t, err)
 	}
-	cms, err := policies.ReadConfigMapFiles([]string{filepath.Join(dir, "policies.yaml")}, args.Namespace, nil)
+	cms, err := manifest.ReadConfigMaps([]string{filepath.Join(dir, "policies.yaml")}, args.Namespace, nil)
 	require.NoError(t, err)
 	for _, cm := range cms {
 		cm.ConfigMap.ResourceVersion = rv

@@ -19,17 +19,17 @@ func TestPatchPartRoundTrip(t *testing.T) {
 	files, err := filepath.Glob("testdata/apply/*/policies.yaml")
 	require.NoError(t, err)
 	files = append(files, "../manifests/examples")
-	cms, err := ReadConfigMapFiles(files, "default", nil)
+	cms, err := readConfigMaps(files...)
 	require.NoError(t, err)
 	parts := 0
-	for _, scm := range cms {
-		ps, probs := ParseConfigMap(scm.ConfigMap, DefaultOptions())
+	for _, cm := range cms {
+		ps, probs := ParseConfigMap(cm, DefaultOptions())
 		if len(probs) > 0 {
 			continue // cases of refused policies
 		}
 		for _, p := range ps {
 			// What the parse kept, decoded from the document itself.
-			template, service := documentParts(t, scm.ConfigMap.Data[p.Key], p.Index)
+			template, service := documentParts(t, cm.Data[p.Key], p.Index)
 			for _, c := range []struct {
 				part *patchPart
 				want map[string]any

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 
@@ -68,18 +67,6 @@ const (
 
 // ErrTooLarge is wrapped by every error about input beyond a limit.
 var ErrTooLarge = errors.New("beyond podpatch's limits")
-
-// readBounded reads at most limit bytes, and fails with ErrTooLarge beyond.
-func readBounded(r io.Reader, limit int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
-	}
-	return b, nil
-}
 
 // checkJSONDepth refuses JSON nested deeper than MaxDepth; it scans without decoding.
 func checkJSONDepth(js []byte) error {

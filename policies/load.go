@@ -4,8 +4,16 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
+
+// SourcedConfigMap is a policy ConfigMap and the file it was read from (policies/manifest), or
+// where else it came from.
+type SourcedConfigMap struct {
+	File      string
+	ConfigMap *corev1.ConfigMap
+}
 
 // FileProblems are the problems of one ConfigMap read from a file.
 type FileProblems struct {
@@ -42,13 +50,13 @@ func Compile(cms []SourcedConfigMap, opts Options) (*Set, []FileProblems) {
 	}
 	set := NewSet(all)
 	for _, name := range set.Dropped() {
-		probs = append(probs, FileProblems{File: files[name], ConfigMap: name, Problems: Problems{{Err: TooManyNamespacePolicies()}}})
+		probs = append(probs, FileProblems{File: files[name], ConfigMap: name, Problems: Problems{{Err: tooManyNamespacePolicies()}}})
 	}
 	return set, probs
 }
 
-// TooManyNamespacePolicies is the problem of a ConfigMap left out of a Set (Set.Dropped).
-func TooManyNamespacePolicies() *field.Error {
+// tooManyNamespacePolicies is the problem of a ConfigMap left out of a Set (Set.Dropped).
+func tooManyNamespacePolicies() *field.Error {
 	return field.Forbidden(field.NewPath("data"), fmt.Sprintf(
 		"left out: its namespace already holds %d policies in ConfigMaps named before it (the limit per namespace)",
 		MaxNamespacePolicies))

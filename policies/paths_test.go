@@ -45,13 +45,13 @@ func TestPathsCoverChanges(t *testing.T) {
 	require.NoError(t, err)
 	checked := 0
 	for _, dir := range dirs {
-		cms, err := ReadConfigMapFiles([]string{filepath.Join(dir, "policies.yaml")}, "default", nil)
+		cms, err := readConfigMaps(filepath.Join(dir, "policies.yaml"))
 		if err != nil {
 			continue
 		}
 		var all []*Policy
 		for _, cm := range cms {
-			ps, probs := ParseConfigMap(cm.ConfigMap, DefaultOptions())
+			ps, probs := ParseConfigMap(cm, DefaultOptions())
 			if len(probs) == 0 {
 				all = append(all, ps...)
 			}

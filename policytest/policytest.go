@@ -23,6 +23,7 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/checks"
+	"github.com/podpatch/podpatch/policies/manifest"
 )
 
 // APIVersion and Kind identify a test file.
@@ -221,7 +222,7 @@ func Find(paths []string) ([]string, error) {
 			if ext := filepath.Ext(path); ext != ".yaml" && ext != ".yml" {
 				return nil
 			}
-			data, err := policies.ReadInput(path, nil)
+			data, err := manifest.Read(path, nil)
 			if err != nil {
 				return fmt.Errorf("%s: %w", path, err)
 			}
@@ -242,7 +243,7 @@ func Find(paths []string) ([]string, error) {
 // size, depth, node count; no aliases, anchors or duplicate keys), then strictly: unknown
 // fields, wrong types and cases without expectations are errors with their line.
 func Load(path string) (*File, error) {
-	data, err := policies.ReadInput(path, nil)
+	data, err := manifest.Read(path, nil)
 	if err != nil {
 		return nil, &Error{File: path, Msg: err.Error()}
 	}

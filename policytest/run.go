@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 
@@ -101,7 +102,7 @@ func compile(path string, f *File) (*suite, error) {
 	for _, p := range f.Spec.Policies {
 		paths = append(paths, s.rel(p))
 	}
-	cms, err := policies.ReadConfigMapFiles(paths, ns, nil)
+	cms, err := manifest.ReadConfigMaps(paths, ns, nil)
 	if err != nil {
 		return nil, &Error{File: path, Line: 0, Msg: "spec.policies: " + err.Error()}
 	}
@@ -155,7 +156,7 @@ func (s *suite) object(c *Case) ([]byte, error) {
 		return json.Marshal(c.Object)
 	}
 	p := s.rel(c.File)
-	data, err := policies.ReadInput(p, nil)
+	data, err := manifest.Read(p, nil)
 	if err != nil {
 		return nil, s.caseErr(c, "file: %v", err)
 	}
@@ -390,7 +391,7 @@ func (s *suite) wholeObject(c *Case, got []byte, r *CaseResult, o Options) error
 		}
 	} else {
 		p := s.rel(e.ObjectFile)
-		data, err := policies.ReadInput(p, nil)
+		data, err := manifest.Read(p, nil)
 		switch {
 		case os.IsNotExist(err) && o.Update:
 		case err != nil:

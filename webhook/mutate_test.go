@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/manifest"
 )
 
 const goldenRoot = "../policies/testdata/apply"
@@ -126,7 +127,7 @@ func TestMutateGolden(t *testing.T) {
 				opts.NamespaceAllowed, err = policies.ParseAllowedFields(args.NamespaceAllowedFields)
 				require.NoError(t, err)
 			}
-			cms, err := policies.ReadConfigMapFiles([]string{filepath.Join(dir, "policies.yaml")}, args.Namespace, nil)
+			cms, err := manifest.ReadConfigMaps([]string{filepath.Join(dir, "policies.yaml")}, args.Namespace, nil)
 			require.NoError(t, err)
 			set, probs := policies.Compile(cms, opts)
 			require.Empty(t, probs)

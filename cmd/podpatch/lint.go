@@ -11,6 +11,7 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/checks"
+	"github.com/podpatch/podpatch/policies/manifest"
 )
 
 // lintOptions are the flags of `podpatch lint`.
@@ -44,8 +45,8 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	// Read without a default namespace, to tell which ConfigMaps had none, then give them
-	// --namespace as ReadConfigMapFiles would.
-	cms, skipped, err := policies.ReadConfigMapFilesSkipping(paths, "", stdin)
+	// --namespace as manifest.ReadConfigMaps would.
+	cms, skipped, err := manifest.ReadConfigMapsSkipping(paths, "", stdin)
 	if err != nil {
 		return err
 	}
@@ -85,7 +86,7 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 func lintObjects(set *policies.Set, o *lintOptions, stdin io.Reader, stdout io.Writer) (failed bool, err error) {
 	objects, leftOut, errs, warns := 0, 0, 0, 0
 	for _, f := range o.Objects {
-		data, err := policies.ReadInput(f, stdin)
+		data, err := manifest.Read(f, stdin)
 		if err != nil {
 			return false, err
 		}

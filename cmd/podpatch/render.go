@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/manifest"
 )
 
 // policyOptions are the flags that decide how policy ConfigMaps are read.
@@ -117,7 +118,7 @@ func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cms, err := policies.ReadConfigMapFiles(o.Policies, o.Namespace, stdin)
+	cms, err := manifest.ReadConfigMaps(o.Policies, o.Namespace, stdin)
 	if err != nil {
 		return err
 	}
@@ -127,7 +128,7 @@ func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%d invalid policy ConfigMap(s); run podpatch lint for details", len(probs))
 	}
 	for _, f := range o.Files {
-		data, err := policies.ReadInput(f, stdin)
+		data, err := manifest.Read(f, stdin)
 		if err != nil {
 			return err
 		}

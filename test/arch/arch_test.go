@@ -67,6 +67,7 @@ var layers = map[string]int{
 	"policies/validity": 5,
 	"policies":          10,
 	// Cluster-side components and tools, over the engine.
+	"policies/manifest":   20,
 	"internal/kube":       20,
 	"internal/leader":     20,
 	"placement":           20,

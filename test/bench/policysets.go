@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 
@@ -207,7 +208,7 @@ func writeConfigMaps(path string, cms []*corev1.ConfigMap) error {
 // LoadPolicySet reads a policy directory the way `podpatch serve --policy-dir` and `podpatch
 // render` do, and compiles it. Every ConfigMap must compile.
 func LoadPolicySet(dir string) (*policies.Set, error) {
-	cms, err := policies.ReadConfigMapFiles([]string{dir}, Namespace, nil)
+	cms, err := manifest.ReadConfigMaps([]string{dir}, Namespace, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/test/cluster"
 )
@@ -104,7 +105,7 @@ func run(root string, keep bool) (err error) {
 	if err := cluster.Apply(ctx, cp.Client, examples); err != nil {
 		return err
 	}
-	cms, err := policies.ReadConfigMapFiles([]string{filepath.Join(root, "manifests", "examples")}, "default", nil)
+	cms, err := manifest.ReadConfigMaps([]string{filepath.Join(root, "manifests", "examples")}, "default", nil)
 	if err != nil {
 		return err
 	}

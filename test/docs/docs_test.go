@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/manifest"
 )
 
 // Markers, on the last non-blank line before a fenced block:
@@ -161,7 +162,7 @@ func policyConfigMaps(t *testing.T, b block) ([]policies.SourcedConfigMap, error
 			if err := os.WriteFile(f, d.JSON, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			cms, err := policies.ReadConfigMapFiles([]string{f}, "default", nil)
+			cms, err := manifest.ReadConfigMaps([]string{f}, "default", nil)
 			if err != nil {
 				return nil, err
 			}
@@ -378,7 +379,7 @@ func TestWorkedExampleIsCurrent(t *testing.T) {
 	if shown == "" {
 		t.Fatal("README.md has no worked example (bin/podpatch render --explain --policies manifests/examples)")
 	}
-	cms, err := policies.ReadConfigMapFiles([]string{filepath.Join(root, "manifests/examples")}, "default", nil)
+	cms, err := manifest.ReadConfigMaps([]string{filepath.Join(root, "manifests/examples")}, "default", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
