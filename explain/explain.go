@@ -32,6 +32,7 @@ import (
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/profiles"
+	"github.com/podpatch/podpatch/policies/render"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
@@ -125,7 +126,7 @@ type Object struct {
 	Sets map[string][]string `json:"sets,omitempty"`
 	// Replaced are, by a policy's ref, the fields it sets that a later policy (a higher layer)
 	// sets again, each as "FIELD by REF": the object has the later policy's value there, not
-	// this one's (policies.Replaced).
+	// this one's (render.Replaced).
 	Replaced map[string][]string `json:"replaced,omitempty"`
 	// Skipped are the policies left out of the object to keep it valid (reference §8).
 	Skipped []Skipped `json:"skipped,omitempty"`
@@ -364,7 +365,7 @@ func object(f audit.Finding, res policies.Result, chain []metav1.OwnerReference,
 	for _, p := range res.Applied {
 		o.set(p, f.Kind)
 	}
-	for i, fields := range policies.Replaced(res.Changes) {
+	for i, fields := range render.Replaced(res.Changes) {
 		if len(fields) == 0 || len(o.Replaced) >= audit.MaxFindingList {
 			continue
 		}

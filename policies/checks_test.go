@@ -169,28 +169,3 @@ func FuzzRayStartCommand(f *testing.F) {
 		// FuzzCommandLine.
 	})
 }
-
-// TestRenderExplainChecks: render --explain prints one "check:" line per finding, and the
-// rendered object is the one without the comment lines.
-func TestRenderExplainChecks(t *testing.T) {
-	set := platformSet(t, resourcesPolicy("ray", "worker", `{limits: {nvidia.com/gpu: "1", memory: 512Mi}, requests: {memory: 512Mi}}`))
-	docs, err := SplitDocuments(bytes.NewReader(fixtureJSON(t, "kuberay/worker-pod.yaml", nil)))
-	require.NoError(t, err)
-	plain, err := set.Render(docs, RenderOptions{Namespace: "default"})
-	require.NoError(t, err)
-	explained, err := set.Render(docs, RenderOptions{Namespace: "default", Explain: true})
-	require.NoError(t, err)
-	var checks, rest []string
-	for _, l := range strings.Split(string(explained), "\n") {
-		switch {
-		case strings.HasPrefix(l, "# podpatch:   check: "):
-			checks = append(checks, strings.TrimPrefix(l, "# podpatch:   check: "))
-		case !strings.HasPrefix(l, "# podpatch:"):
-			rest = append(rest, l)
-		}
-	}
-	res := applyBoth(t, set, profiles.KindPod, docs[0].JSON)
-	require.Len(t, res.Findings, 2)
-	require.Equal(t, []string{res.Findings[0].String(), res.Findings[1].String()}, checks)
-	require.Equal(t, string(plain), strings.Join(rest, "\n"))
-}

@@ -41,7 +41,7 @@ func newPatchPart(m map[string]any) (*patchPart, error) {
 	if err != nil {
 		return nil, err
 	}
-	if m, err = decodeObject(raw); err != nil {
+	if m, err = jsontree.DecodeObject(raw); err != nil {
 		return nil, err
 	}
 	pp := &patchPart{raw: slices.Clip(bytes.Clone(raw))} // the encoder's buffer has room to spare
@@ -68,7 +68,7 @@ func (pp *patchPart) pin() *treeCell {
 			return c
 		}
 	}
-	m, err := decodeObject(pp.raw)
+	m, err := jsontree.DecodeObject(pp.raw)
 	if err != nil {
 		return nil // unreachable: newPatchPart decoded these bytes
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/podpatch/podpatch/policies/internal/jsontree"
 )
 
 // TestPatchPartRoundTrip checks the compact compiled form against every policy of the golden
@@ -60,7 +62,7 @@ func documentParts(t *testing.T, text string, index int) (template, service map[
 	docs, err := SplitDocuments(strings.NewReader(text))
 	require.NoError(t, err)
 	require.Greater(t, len(docs), index)
-	obj, err := decodeObject(docs[index].JSON)
+	obj, err := jsontree.DecodeObject(docs[index].JSON)
 	require.NoError(t, err)
 	spec, _ := obj["spec"].(map[string]any)
 	template, _ = spec["template"].(map[string]any)

@@ -11,23 +11,6 @@ import (
 	"github.com/podpatch/podpatch/policies/internal/yamljson"
 )
 
-// decodeJSON decodes one JSON value into generic form, keeping numbers exactly as written
-// (json.Number) so that re-encoding never rewrites a quantity or an integer.
-func decodeJSON(raw []byte) (any, error) { return jsontree.Decode(raw) }
-
-// decodeObject decodes a JSON object.
-func decodeObject(raw []byte) (map[string]any, error) {
-	v, err := decodeJSON(raw)
-	if err != nil {
-		return nil, err
-	}
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("expected a JSON object, got %s", typeName(v))
-	}
-	return obj, nil
-}
-
 // RawDocument is one document of a YAML or JSON stream: its JSON form and the exact text it
 // was read from, so that untouched objects can be printed as they came in.
 type RawDocument struct {
@@ -160,23 +143,4 @@ func splitJSON(ctx context.Context, text []byte, maxDocs int, chunks *int) ([]Ra
 		docs = append(docs, RawDocument{JSON: raw, Text: raw, Index: i})
 	}
 	return docs, nil
-}
-
-func typeName(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case map[string]any:
-		return "an object"
-	case []any:
-		return "a list"
-	case string:
-		return "a string"
-	case json.Number:
-		return "a number"
-	case bool:
-		return "a boolean"
-	default:
-		return fmt.Sprintf("%T", v)
-	}
 }

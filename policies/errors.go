@@ -15,5 +15,5 @@ var ErrNamespaceMismatch = errors.New("the object's metadata.namespace is not th
 
 // ErrSelectionDiverges is returned (wrapped) when the labels policies set keep changing which
 // policies match beyond MaxSelectionRounds: their selectors contradict each other. `lint`
-// reports policy sets that can do this (SelectionCycles).
+// reports policy sets that can do this (lint.SelectionProblems).
 var ErrSelectionDiverges = errors.New("the labels policies set keep changing which policies match")

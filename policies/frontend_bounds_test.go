@@ -94,7 +94,7 @@ func TestRealInputsWithinBounds(t *testing.T) {
 	docs, err := SplitDocuments(strings.NewReader(list.String()))
 	require.NoError(t, err)
 	require.Len(t, docs, 1)
-	obj, err := decodeObject(docs[0].JSON)
+	obj, err := jsontree.DecodeObject(docs[0].JSON)
 	require.NoError(t, err)
 	require.Len(t, obj["items"], 1000)
 

@@ -15,8 +15,10 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 
+	"github.com/podpatch/podpatch/policies/lint"
 	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/policies/profiles"
+	"github.com/podpatch/podpatch/policies/render"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -68,7 +70,7 @@ type renderArgs struct {
 	AllowedFields   []string          `json:"namespaceAllowedFields"`
 }
 
-func loadCase(t *testing.T, dir string) (*policies.Set, []policies.RawDocument, policies.RenderOptions) {
+func loadCase(t *testing.T, dir string) (*policies.Set, []policies.RawDocument, render.Options) {
 	t.Helper()
 	var args renderArgs
 	if b, err := os.ReadFile(filepath.Join(dir, "args.yaml")); err == nil {
@@ -94,7 +96,7 @@ func loadCase(t *testing.T, dir string) (*policies.Set, []policies.RawDocument, 
 	require.NoError(t, err)
 	docs, err := policies.SplitDocuments(bytes.NewReader(in))
 	require.NoError(t, err)
-	return set, docs, policies.RenderOptions{Namespace: args.Namespace, NamespaceLabels: args.NamespaceLabels}
+	return set, docs, render.Options{Namespace: args.Namespace, NamespaceLabels: args.NamespaceLabels}
 }
 
 // TestApplyGolden renders every case of testdata/apply and compares with want.yaml (and, with
@@ -105,7 +107,7 @@ func TestApplyGolden(t *testing.T) {
 	for _, c := range goldenCases(t, "apply", files) {
 		t.Run(c.name, func(t *testing.T) {
 			set, docs, opts := loadCase(t, c.dir)
-			got, err := set.Render(docs, opts)
+			got, err := render.Documents(set, docs, opts)
 			require.NoError(t, err)
 			checkGolden(t, filepath.Join(c.dir, "want.yaml"), got)
 
@@ -127,7 +129,7 @@ func TestApplyGolden(t *testing.T) {
 
 			again, err := policies.SplitDocuments(bytes.NewReader(got))
 			require.NoError(t, err)
-			twice, err := set.Render(again, opts)
+			twice, err := render.Documents(set, again, opts)
 			require.NoError(t, err)
 			require.Equal(t, string(got), string(twice), "applying the policies twice must equal applying them once")
 
@@ -136,7 +138,7 @@ func TestApplyGolden(t *testing.T) {
 					return
 				}
 				opts.Explain = true
-				explained, err := set.Render(docs, opts)
+				explained, err := render.Documents(set, docs, opts)
 				require.NoError(t, err)
 				checkGolden(t, filepath.Join(c.dir, "explain.yaml"), explained)
 			}
@@ -166,7 +168,7 @@ func TestLintGolden(t *testing.T) {
 				got = "read error: " + err.Error()
 			} else {
 				set, probs := policies.Compile(cms, opts)
-				probs = append(probs, set.SelectionProblems(cms)...) // as `podpatch lint` does
+				probs = append(probs, lint.SelectionProblems(set, cms)...) // as `podpatch lint` does
 				lines := strings.Split(policies.ProblemLines(probs), "\n")
 				sort.Strings(lines)
 				got = strings.TrimSpace(strings.Join(lines, "\n"))

@@ -159,7 +159,7 @@ func newMerger(st *applyState, kind profiles.Kind, fill bool) merger {
 // shapeMismatch records that the object's field k has another shape than the patch's.
 func (m merger) shapeMismatch(k string, dv, pv any) {
 	if m.st.err == nil {
-		m.st.err = fmt.Errorf("field %q: the object has %s where a policy sets %s", k, typeName(dv), typeName(pv))
+		m.st.err = fmt.Errorf("field %q: the object has %s where a policy sets %s", k, jsontree.TypeName(dv), jsontree.TypeName(pv))
 	}
 }
 

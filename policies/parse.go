@@ -255,7 +255,7 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 	if err := checkJSONDepth(js); err != nil {
 		return p, field.ErrorList{field.Invalid(nil, "", err.Error())}
 	}
-	raw, err := decodeObject(js)
+	raw, err := jsontree.DecodeObject(js)
 	if err != nil {
 		return p, field.ErrorList{field.Invalid(nil, "", err.Error())}
 	}
@@ -439,6 +439,29 @@ type matcher struct {
 	namespaces        []string
 	selector          labels.Selector // nil: any
 	namespaceSelector labels.Selector // nil: any
+}
+
+// Selector is the policy's compiled match.selector; nil when it has none.
+func (p *Policy) Selector() labels.Selector { return p.match.selector }
+
+// Managers is the policy's match.managers, each once; empty: any. Shared: read only.
+func (p *Policy) Managers() []profiles.Manager { return p.match.managers }
+
+// Roles is the policy's match.roles as canonical roles, each once; empty: any. Shared: read
+// only.
+func (p *Policy) Roles() []profiles.Role { return p.match.roles }
+
+// Unconditional reports whether the policy is selected for every object of its managers and
+// roles (and, for a namespace policy, of its namespace): no label requirement, no
+// namespaceSelector, namespaces, clusters or groups.
+func (p *Policy) Unconditional() bool {
+	m := p.match
+	noReqs := m.selector == nil
+	if m.selector != nil {
+		reqs, selectable := m.selector.Requirements()
+		noReqs = selectable && len(reqs) == 0
+	}
+	return noReqs && m.namespaceSelector == nil && len(m.namespaces) == 0 && len(m.clusters) == 0 && len(m.groups) == 0
 }
 
 func compileMatch(m Match, scope Scope, fld *field.Path) (matcher, field.ErrorList) {

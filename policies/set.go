@@ -212,6 +212,40 @@ func (s *Set) Dropped() []string {
 	return out
 }
 
+// Policies lists the policies of one scope, once each, in application order: the platform's
+// (namespace is ignored), or one namespace's. For the tools that look at a set as a whole
+// (`lint`'s selection check, policies/lint); admission looks up its bucket only.
+func (s *Set) Policies(scope Scope, namespace string) []*Policy {
+	if scope == ScopePlatform {
+		return s.platform.policies()
+	}
+	if idx := s.namespaces[namespace]; idx != nil {
+		return idx.policies()
+	}
+	return nil
+}
+
+// Namespaces lists, sorted, the namespaces whose own policies the set holds.
+func (s *Set) Namespaces() []string { return slices.Sorted(maps.Keys(s.namespaces)) }
+
+// policies lists the index's policies once each, in application order.
+func (x *scopeIndex) policies() []*Policy {
+	seen := map[*Policy]bool{}
+	var out []*Policy
+	for _, list := range x.buckets {
+		for _, p := range list {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *Policy) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), comparePolicies(a, b))
+	})
+	return out
+}
+
 // Count returns how many policies of a scope the set holds.
 func (s *Set) Count(scope Scope) int {
 	if scope == ScopePlatform {
@@ -219,6 +253,10 @@ func (s *Set) Count(scope Scope) int {
 	}
 	return s.namespaced
 }
+
+// Compare orders two policies as a layer applies them: by mode (default, merge, enforce), then
+// priority, ConfigMap name, data key and document order.
+func (p *Policy) Compare(q *Policy) int { return comparePolicies(p, q) }
 
 func comparePolicies(a, b *Policy) int {
 	return cmp.Or(

@@ -18,6 +18,7 @@ import (
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/policies/profiles"
+	"github.com/podpatch/podpatch/policies/render"
 )
 
 // MaxDiffLines bounds the diff a failing case prints.
@@ -247,7 +248,7 @@ func Apply(set *policies.Set, obj []byte, namespace string, labels map[string]st
 		res, err := set.Apply(in)
 		return res, res.Object, err
 	default:
-		at, ok := policies.TemplatePath(kind)
+		at, ok := render.TemplatePath(kind)
 		if !ok {
 			return policies.Result{}, nil, fmt.Errorf("kind %q: podpatch patches Pods, Services and the pod templates of workloads", kind)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/profiles"
+	"github.com/podpatch/podpatch/policies/render"
 )
 
 // FileObjects are the objects of a file's documents that a preview patches, as `render` reads
@@ -52,7 +53,7 @@ func fileObject(obj map[string]any, namespace string) (Input, bool, error) {
 		namespace = ns
 	}
 	in := Input{Kind: profiles.Kind(kind), Namespace: namespace}
-	if path, ok := policies.TemplatePath(kind); ok {
+	if path, ok := render.TemplatePath(kind); ok {
 		tmpl := any(obj)
 		for _, k := range path {
 			m, _ := tmpl.(map[string]any)

@@ -11,7 +11,9 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/checks"
+	"github.com/podpatch/podpatch/policies/lint"
 	"github.com/podpatch/podpatch/policies/manifest"
+	"github.com/podpatch/podpatch/policies/render"
 )
 
 // lintOptions are the flags of `podpatch lint`.
@@ -61,7 +63,7 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "%s: skipped: not a ConfigMap\n", s)
 	}
 	set, probs := policies.Compile(cms, opts)
-	probs = append(probs, set.SelectionProblems(cms)...) // selectors that contradict each other (reference §3 fixed point)
+	probs = append(probs, lint.SelectionProblems(set, cms)...) // selectors that contradict each other (reference §3 fixed point)
 	printConfigMapScopes(stdout, cms, unnamespaced, probs, opts, o.Namespace)
 	if len(probs) > 0 {
 		fmt.Fprintln(stdout, policies.ProblemLines(probs))
@@ -94,7 +96,7 @@ func lintObjects(set *policies.Set, o *lintOptions, stdin io.Reader, stdout io.W
 		if err != nil {
 			return false, fmt.Errorf("%s: %w", f, err)
 		}
-		reports, err := set.CheckObjects(docs, policies.RenderOptions{Namespace: o.Namespace})
+		reports, err := lint.Objects(set, docs, render.Options{Namespace: o.Namespace})
 		if err != nil {
 			return false, fmt.Errorf("%s: %w", f, err)
 		}

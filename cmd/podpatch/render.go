@@ -11,6 +11,7 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/manifest"
+	"github.com/podpatch/podpatch/policies/render"
 )
 
 // policyOptions are the flags that decide how policy ConfigMaps are read.
@@ -136,7 +137,7 @@ func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
-		out, err := set.Render(docs, policies.RenderOptions{Namespace: o.Namespace, NamespaceLabels: o.NamespaceLabels, Explain: o.Explain,
+		out, err := render.Documents(set, docs, render.Options{Namespace: o.Namespace, NamespaceLabels: o.NamespaceLabels, Explain: o.Explain,
 			ExcludedNamespaces: append(slices.Clone(shippedExcludedNamespaces), o.PlatformNamespace)})
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)

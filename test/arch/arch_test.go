@@ -68,6 +68,8 @@ var layers = map[string]int{
 	"policies":          10,
 	// Cluster-side components and tools, over the engine.
 	"policies/manifest":   20,
+	"policies/render":     21,
+	"policies/lint":       22,
 	"internal/kube":       20,
 	"internal/leader":     20,
 	"placement":           20,

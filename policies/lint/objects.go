@@ -1,10 +1,13 @@
-package policies
+package lint
 
 import (
 	"fmt"
 	"strings"
 
+	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/checks"
+	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/render"
 )
 
 // ObjectCheck is what `podpatch lint --objects` reports of one object (reference §4, §8): the
@@ -12,20 +15,20 @@ import (
 type ObjectCheck struct {
 	// Kind, Namespace and Name name the object (Name is generateName + "*" when it has none).
 	Kind, Namespace, Name string
-	Skipped               []Skipped
+	Skipped               []policies.Skipped
 	Findings              []checks.Finding
-	// Warnings say which layers were left out as a whole (Result.Warnings).
+	// Warnings say which layers were left out as a whole (policies.Result.Warnings).
 	Warnings []string
 }
 
-// CheckObjects applies the set to every object of a stream as Render does (Pods, Services,
-// workloads' pod templates, the items of a List) and returns, in input order, an ObjectCheck
-// for each object with policies left out, findings or warnings.
-func (s *Set) CheckObjects(docs []RawDocument, opts RenderOptions) ([]ObjectCheck, error) {
+// Objects applies the set to every object of a stream as `render` does (render.Object: Pods,
+// Services, workloads' pod templates, the items of a List) and returns, in input order, an
+// ObjectCheck for each object with policies left out, findings or warnings: `lint --objects`.
+func Objects(s *policies.Set, docs []policies.RawDocument, opts render.Options) ([]ObjectCheck, error) {
 	opts.Explain = false
 	var out []ObjectCheck
 	check := func(obj map[string]any) error {
-		res, _, err := s.applyObject(obj, opts)
+		res, _, err := render.Object(s, obj, opts)
 		if err != nil {
 			return err
 		}
@@ -40,12 +43,12 @@ func (s *Set) CheckObjects(docs []RawDocument, opts RenderOptions) ([]ObjectChec
 				name = g + "*"
 			}
 		}
-		out = append(out, ObjectCheck{Kind: kind, Namespace: objectNamespace(obj, opts), Name: clipName(name),
+		out = append(out, ObjectCheck{Kind: kind, Namespace: namespaceOf(obj, opts), Name: clipName(name),
 			Skipped: res.Skipped, Findings: res.Findings, Warnings: res.Warnings})
 		return nil
 	}
 	for _, d := range docs {
-		obj, err := decodeObject(d.JSON)
+		obj, err := jsontree.DecodeObject(d.JSON)
 		if err != nil {
 			return nil, fmt.Errorf("document %d: %w", d.Index, err)
 		}
@@ -76,4 +79,13 @@ func clipName(s string) string {
 		return strings.ToValidUTF8(s[:63], "") + "…"
 	}
 	return s
+}
+
+// namespaceOf is an object's namespace, else opts.Namespace, as render.Object applies it.
+func namespaceOf(obj map[string]any, opts render.Options) string {
+	meta, _ := obj["metadata"].(map[string]any)
+	if ns, _ := meta["namespace"].(string); ns != "" {
+		return ns
+	}
+	return opts.Namespace
 }
