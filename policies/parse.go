@@ -3,7 +3,6 @@ package policies
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -14,7 +13,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/labels"
@@ -23,6 +21,7 @@ import (
 	jsonstrict "sigs.k8s.io/json"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/internal/typecheck"
 	"github.com/podpatch/podpatch/policies/internal/yamljson"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
@@ -268,8 +267,8 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 	// values of the wrong type are left out, and null quantities (removals) are left out, so
 	// that they are not compared as zero.
 	typed := deepCopy(raw)
-	errs = append(errs, sanitizeQuantities(typed)...)
-	errs = append(errs, sanitizeTypes(typed, reflect.TypeFor[Document](), nil)...)
+	errs = append(errs, typecheck.Quantities(typed)...)
+	errs = append(errs, typecheck.Types(typed, reflect.TypeFor[Document](), nil)...)
 	if js, err = jsontree.Encode(typed); err != nil {
 		return p, append(errs, field.InternalError(nil, err))
 	}
@@ -542,74 +541,6 @@ func appendUnique[T comparable](s []T, v T) []T {
 		return s
 	}
 	return append(s, v)
-}
-
-// quantityFields hold resource quantities: maps of them, or (sizeLimit) one.
-var quantityFields = map[string]bool{"limits": true, "requests": true, "overhead": true, "sizeLimit": true}
-
-// sanitizeQuantities reports every value under a quantity field that does not parse and, in
-// place, replaces it with "0" and drops null quantities.
-func sanitizeQuantities(v any) field.ErrorList {
-	var errs field.ErrorList
-	walkQuantities(v, nil, func(q any, at *field.Path) bool {
-		if validQuantity(q) {
-			return false
-		}
-		errs = append(errs, field.Invalid(at, q, "not a valid resource quantity (e.g. 500m, 2Gi, 1)"))
-		return true
-	})
-	return errs
-}
-
-// walkQuantities calls visit for every quantity in a document tree; when visit returns true
-// the quantity is replaced by "0". Null quantities are removed, unvisited.
-func walkQuantities(v any, fld *field.Path, visit func(q any, at *field.Path) bool) {
-	child := func(fld *field.Path, k string) *field.Path {
-		if fld == nil {
-			return field.NewPath(k)
-		}
-		return fld.Child(k)
-	}
-	switch t := v.(type) {
-	case map[string]any:
-		for _, k := range slices.Sorted(maps.Keys(t)) {
-			x := t[k]
-			if !quantityFields[k] {
-				walkQuantities(x, child(fld, k), visit)
-				continue
-			}
-			if m, ok := x.(map[string]any); ok {
-				for _, rk := range slices.Sorted(maps.Keys(m)) {
-					switch {
-					case m[rk] == nil:
-						delete(m, rk)
-					case visit(m[rk], child(fld, k).Key(rk)):
-						m[rk] = "0"
-					}
-				}
-			} else if x != nil && k == "sizeLimit" && visit(x, child(fld, k)) {
-				t[k] = "0"
-			}
-		}
-	case []any:
-		for i, x := range t {
-			walkQuantities(x, fld.Index(i), visit)
-		}
-	}
-}
-
-func validQuantity(v any) bool {
-	var s string
-	switch t := v.(type) {
-	case string:
-		s = t
-	case json.Number:
-		s = t.String()
-	default:
-		return false
-	}
-	_, err := resource.ParseQuantity(s)
-	return err == nil
 }
 
 // checkReserved refuses every policy that sets or removes a reserved label (ReservedLabels), in

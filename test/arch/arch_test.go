@@ -56,6 +56,7 @@ var layers = map[string]int{
 	"certs":                       0,
 	"test/cainjector":             0,
 	"policies/internal/yamljson":  1,
+	"policies/internal/typecheck": 1,
 	// The engine's bottom: the managers' profiles and the words for an object (Kind, Manager,
 	// Role, Identity) every stage and tool shares.
 	"policies/profiles": 2,
