@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/allowlist"
 	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
@@ -45,7 +46,7 @@ func goldenSet(t *testing.T, dir, rv string) (*policies.Set, caseArgs) {
 	}
 	if args.AllowedFields != nil {
 		var err error
-		opts.NamespaceAllowed, err = policies.ParseAllowedFields(args.AllowedFields)
+		opts.NamespaceAllowed, err = allowlist.ParseFields(args.AllowedFields)
 		require.NoError(t, err)
 	}
 	cms, err := manifest.ReadConfigMaps([]string{filepath.Join(dir, "policies.yaml")}, args.Namespace, nil)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 
+	"github.com/podpatch/podpatch/policies/allowlist"
 	"github.com/podpatch/podpatch/policies/lint"
 	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/policies/profiles"
@@ -82,7 +83,7 @@ func loadCase(t *testing.T, dir string) (*policies.Set, []policies.RawDocument, 
 	}
 	if args.AllowedFields != nil {
 		var err error
-		opts.NamespaceAllowed, err = policies.ParseAllowedFields(args.AllowedFields)
+		opts.NamespaceAllowed, err = allowlist.ParseFields(args.AllowedFields)
 		require.NoError(t, err)
 	}
 	if args.Namespace == "" {
@@ -159,7 +160,7 @@ func TestLintGolden(t *testing.T) {
 			opts := policies.DefaultOptions()
 			if args.AllowedFields != nil {
 				var err error
-				opts.NamespaceAllowed, err = policies.ParseAllowedFields(args.AllowedFields)
+				opts.NamespaceAllowed, err = allowlist.ParseFields(args.AllowedFields)
 				require.NoError(t, err)
 			}
 			cms, err := manifest.ReadConfigMaps([]string{filepath.Join(c.dir, "policies.yaml")}, "default", nil)

@@ -109,6 +109,14 @@ var containerLists = map[string]bool{"containers": true, "initContainers": true,
 // containerListNames are containerLists in a fixed order, for a deterministic result.
 var containerListNames = []string{"containers", "initContainers", "ephemeralContainers"}
 
+// keyedList reports whether a list is one a patch merges item by item; any other list replaces the
+// object's whole, an effect on every path below it (the namespace allow-list's Check).
+func keyedList(name string) bool {
+	_, pod := podLists[name]
+	_, svc := serviceLists[name]
+	return pod || svc || containerLists[name]
+}
+
 // merger applies one patch to an object tree in place. In fill mode (policies with
 // `mode: default`) the patch only sets what the object leaves unset; otherwise it overrides.
 type merger struct {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	jsonstrict "sigs.k8s.io/json"
 
+	"github.com/podpatch/podpatch/policies/allowlist"
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
 	"github.com/podpatch/podpatch/policies/internal/typecheck"
 	"github.com/podpatch/podpatch/policies/internal/yamljson"
@@ -31,17 +32,17 @@ type Options struct {
 	// PlatformNamespace holds the platform-wide policies.
 	PlatformNamespace string
 	// NamespaceAllowed is what namespace policies may set.
-	NamespaceAllowed AllowedFields
+	NamespaceAllowed allowlist.Fields
 	// NamespaceDenied are the annotations namespace policies may not set or remove; the zero
 	// value is the default list of reference §3.
-	NamespaceDenied DeniedAnnotations
+	NamespaceDenied allowlist.DeniedAnnotations
 	// WithResourceVersion appends `@<resourceVersion>` of the ConfigMap to provenance entries.
 	WithResourceVersion bool
 }
 
 // DefaultOptions returns the options of reference §3.
 func DefaultOptions() Options {
-	allowed, err := ParseAllowedFields(DefaultNamespaceAllowedFields)
+	allowed, err := allowlist.ParseFields(allowlist.DefaultFields)
 	if err != nil {
 		panic(err) // the built-in list is a constant; a failure is a programming error
 	}
@@ -331,7 +332,7 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 		errs = append(errs, field.Required(specPath.Child("template"), "a policy needs template, service, or both"))
 	}
 	// Each part is validated as Kubernetes validates its fields, for nulls, and for scope.
-	part := func(name string, validate func(*field.Path) field.ErrorList, allowed [][]string) map[string]any {
+	part := func(name string, validate func(*field.Path) field.ErrorList) map[string]any {
 		fld := specPath.Child(name)
 		raw, _ := rawSpec[name].(map[string]any)
 		errs = append(errs, validate(fld)...)
@@ -339,19 +340,17 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 		errs = append(errs, checkReserved(raw, name == "service", fld)...)
 		errs = append(errs, validateRemovals(name, raw, p.Mode, fld)...)
 		if scope == ScopeNamespace {
-			errs = append(errs, checkAllowed(raw, allowed, fld)...)
-			errs = append(errs, checkDeniedAnnotations(raw, opts.NamespaceDenied, fld)...)
+			errs = append(errs, opts.NamespaceAllowed.Check(raw, name == "service", keyedList, fld)...)
+			errs = append(errs, opts.NamespaceDenied.Check(raw, fld)...)
 		}
 		return raw
 	}
 	var template, service map[string]any
 	if spec.Template != nil {
-		template = part("template", func(fld *field.Path) field.ErrorList { return validateTemplatePatch(spec.Template, fld) },
-			opts.NamespaceAllowed.template)
+		template = part("template", func(fld *field.Path) field.ErrorList { return validateTemplatePatch(spec.Template, fld) })
 	}
 	if spec.Service != nil {
-		service = part("service", func(fld *field.Path) field.ErrorList { return validateServicePatch(spec.Service, fld) },
-			opts.NamespaceAllowed.service)
+		service = part("service", func(fld *field.Path) field.ErrorList { return validateServicePatch(spec.Service, fld) })
 	}
 	if p.template, err = newPatchPart(template); err != nil {
 		errs = append(errs, field.InternalError(specPath.Child("template"), err))

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/podpatch/podpatch/policies/allowlist"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 
@@ -55,7 +56,7 @@ func sidecarSet(t *testing.T) *Set {
 `})
 	opts := DefaultOptions()
 	var err error
-	opts.NamespaceAllowed, err = ParseAllowedFields([]string{"spec.containers"})
+	opts.NamespaceAllowed, err = allowlist.ParseFields([]string{"spec.containers"})
 	require.NoError(t, err)
 	var all []*Policy
 	for _, cm := range []*corev1.ConfigMap{platform, team} {

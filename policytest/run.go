@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/allowlist"
 	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/render"
@@ -135,11 +136,11 @@ func engineOptions(platform string) (policies.Options, error) {
 	if platform == "" {
 		platform = policies.DefaultPlatformNamespace
 	}
-	allowed, err := policies.ParseAllowedFields(policies.DefaultNamespaceAllowedFields)
+	allowed, err := allowlist.ParseFields(allowlist.DefaultFields)
 	if err != nil {
 		return policies.Options{}, err
 	}
-	denied, err := policies.ParseDeniedAnnotations(policies.DefaultNamespaceDeniedAnnotations)
+	denied, err := allowlist.ParseDeniedAnnotations(allowlist.DefaultDeniedAnnotations)
 	if err != nil {
 		return policies.Options{}, err
 	}

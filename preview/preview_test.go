@@ -17,6 +17,7 @@ import (
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/allowlist"
 	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
@@ -129,14 +130,14 @@ func newSets(t testing.TB, sc scenario) Sets {
 	return s
 }
 
-func mustAllowed(t testing.TB) policies.AllowedFields {
-	a, err := policies.ParseAllowedFields(policies.DefaultNamespaceAllowedFields)
+func mustAllowed(t testing.TB) allowlist.Fields {
+	a, err := allowlist.ParseFields(allowlist.DefaultFields)
 	require.NoError(t, err)
 	return a
 }
 
-func mustDenied(t testing.TB) policies.DeniedAnnotations {
-	d, err := policies.ParseDeniedAnnotations(policies.DefaultNamespaceDeniedAnnotations)
+func mustDenied(t testing.TB) allowlist.DeniedAnnotations {
+	d, err := allowlist.ParseDeniedAnnotations(allowlist.DefaultDeniedAnnotations)
 	require.NoError(t, err)
 	return d
 }

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/allowlist"
 	"github.com/podpatch/podpatch/policies/manifest"
 )
 
@@ -124,7 +125,7 @@ func TestMutateGolden(t *testing.T) {
 				opts.PlatformNamespace = args.PlatformNamespace
 			}
 			if args.NamespaceAllowedFields != nil {
-				opts.NamespaceAllowed, err = policies.ParseAllowedFields(args.NamespaceAllowedFields)
+				opts.NamespaceAllowed, err = allowlist.ParseFields(args.NamespaceAllowedFields)
 				require.NoError(t, err)
 			}
 			cms, err := manifest.ReadConfigMaps([]string{filepath.Join(dir, "policies.yaml")}, args.Namespace, nil)

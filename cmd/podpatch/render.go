@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/allowlist"
 	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/policies/render"
 )
@@ -24,9 +25,9 @@ type policyOptions struct {
 func (o *policyOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PlatformNamespace, "platform-namespace", policies.DefaultPlatformNamespace,
 		"namespace whose policy ConfigMaps apply to every namespace")
-	fs.StringSliceVar(&o.NamespaceAllowedField, "namespace-allowed-fields", policies.DefaultNamespaceAllowedFields,
+	fs.StringSliceVar(&o.NamespaceAllowedField, "namespace-allowed-fields", allowlist.DefaultFields,
 		"fields namespace policies may set (prefix service. for Service fields)")
-	fs.StringSliceVar(&o.NamespaceDeniedAnnotations, "namespace-denied-annotations", policies.DefaultNamespaceDeniedAnnotations,
+	fs.StringSliceVar(&o.NamespaceDeniedAnnotations, "namespace-denied-annotations", allowlist.DefaultDeniedAnnotations,
 		"annotation keys namespace policies may not set or remove: globs on the key, ! before an exception")
 }
 
@@ -35,11 +36,11 @@ func (o *policyOptions) Options() (policies.Options, error) {
 	if o.PlatformNamespace == "" {
 		return policies.Options{}, usageError{errors.New("--platform-namespace must not be empty")}
 	}
-	allowed, err := policies.ParseAllowedFields(o.NamespaceAllowedField)
+	allowed, err := allowlist.ParseFields(o.NamespaceAllowedField)
 	if err != nil {
 		return policies.Options{}, usageError{fmt.Errorf("--namespace-allowed-fields: %w", err)}
 	}
-	denied, err := policies.ParseDeniedAnnotations(o.NamespaceDeniedAnnotations)
+	denied, err := allowlist.ParseDeniedAnnotations(o.NamespaceDeniedAnnotations)
 	if err != nil {
 		return policies.Options{}, usageError{fmt.Errorf("--namespace-denied-annotations: %w", err)}
 	}

@@ -64,6 +64,8 @@ var layers = map[string]int{
 	"policies/checks": 3,
 	// Kueue's placement kept on the Pods it manages, during every Pod's apply.
 	"policies/kueue": 4,
+	// What namespace policies may reach (the allow-lists), checked when a policy is parsed.
+	"policies/allowlist": 4,
 	// The rules a patched object keeps (reference §8), under the engine that applies policies.
 	"policies/validity": 5,
 	"policies":          10,
