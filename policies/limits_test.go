@@ -117,14 +117,14 @@ func TestSizesAreBounded(t *testing.T) {
 	require.Len(t, probs, 1)
 	require.Contains(t, probs.Error(), "data: Too long: may not be more than 1048576 bytes")
 
-	policy := docHead + "spec:\n  template:\n    metadata:\n      annotations: {a: " + strings.Repeat("x", MaxPolicyBytes) + "}\n"
-	require.Contains(t, problemText(t, DefaultPlatformNamespace, policy), fmt.Sprintf("p.yaml: #1: -: Too long: may not be more than %d bytes", MaxPolicyBytes))
+	policy := docHead + "spec:\n  template:\n    metadata:\n      annotations: {a: " + strings.Repeat("x", maxPolicyBytes) + "}\n"
+	require.Contains(t, problemText(t, DefaultPlatformNamespace, policy), fmt.Sprintf("p.yaml: #1: -: Too long: may not be more than %d bytes", maxPolicyBytes))
 
 	var docs strings.Builder
-	for i := range MaxDocuments + 1 {
+	for i := range maxDocuments + 1 {
 		fmt.Fprintf(&docs, "---\napiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: p%d}\nspec: {template: {metadata: {labels: {a: b}}}}\n", i)
 	}
-	require.Contains(t, problemText(t, "team-a", docs.String()), fmt.Sprintf("data: Too many: %d: must have at most %d items", MaxDocuments+1, MaxDocuments))
+	require.Contains(t, problemText(t, "team-a", docs.String()), fmt.Sprintf("data: Too many: %d: must have at most %d items", maxDocuments+1, maxDocuments))
 }
 
 // listPolicy is a namespace policy setting n items of one list.
@@ -167,12 +167,12 @@ func TestPolicyListsAndStringsAreBounded(t *testing.T) {
 			require.Len(t, ps, 1)
 		})
 	}
-	long := docHead + "spec:\n  template:\n    spec:\n      nodeSelector: {a: " + strings.Repeat("x", MaxStringBytes+1) + "}\n"
+	long := docHead + "spec:\n  template:\n    spec:\n      nodeSelector: {a: " + strings.Repeat("x", maxStringBytes+1) + "}\n"
 	require.Contains(t, problemText(t, DefaultPlatformNamespace, long), "spec.template.spec.nodeSelector.a: Too long: may not be more than 4096 bytes")
 }
 
 func TestGlobsAreBounded(t *testing.T) {
-	globs := make([]string, MaxGlobs+1)
+	globs := make([]string, maxGlobs+1)
 	for i := range globs {
 		globs[i] = fmt.Sprintf("'c%d-*'", i)
 	}
@@ -297,9 +297,9 @@ func everyListPolicy(name, mode string) string {
 func TestKeyedMergesAreLinear(t *testing.T) {
 	const n, policies = 5000, 32
 	var ps []*Policy
-	for c := range policies / MaxDocuments {
+	for c := range policies / maxDocuments {
 		var docs strings.Builder
-		for i := range MaxDocuments {
+		for i := range maxDocuments {
 			docs.WriteString(everyListPolicy(fmt.Sprintf("c%dp%d", c, i), "merge"))
 		}
 		cm := policyConfigMap("team-a", map[string]string{"p.yaml": docs.String()})
@@ -337,7 +337,7 @@ func TestMergeWorkIsBounded(t *testing.T) {
 	set := NewSet(ps)
 	_, err := set.Apply(Input{Kind: profiles.KindPod, Object: hostileObject(3000, 1), Namespace: "team-a"})
 	require.ErrorIs(t, err, ErrTooLarge)
-	require.ErrorContains(t, err, fmt.Sprintf("more than %d values", MaxMergeWork))
+	require.ErrorContains(t, err, fmt.Sprintf("more than %d values", maxMergeWork))
 
 	// The request's budget: a closed Done stops Apply before it writes anything.
 	done := make(chan struct{})
@@ -353,10 +353,10 @@ func worstCaseSet(tb testing.TB) *Set {
 	var all []*Policy
 	modes := map[string][]string{DefaultPlatformNamespace: {"default", "merge", "enforce"}, "team-a": {"default", "merge"}}
 	for ns, ms := range modes {
-		for c := 0; c*MaxDocuments < MaxNamespacePolicies; c++ {
+		for c := 0; c*maxDocuments < MaxNamespacePolicies; c++ {
 			var docs strings.Builder
-			for i := range MaxDocuments {
-				docs.WriteString(everyListPolicy(fmt.Sprintf("c%dp%d", c, i), ms[(c*MaxDocuments+i)%len(ms)]))
+			for i := range maxDocuments {
+				docs.WriteString(everyListPolicy(fmt.Sprintf("c%dp%d", c, i), ms[(c*maxDocuments+i)%len(ms)]))
 			}
 			cm := policyConfigMap(ns, map[string]string{"p.yaml": docs.String()})
 			cm.Name = fmt.Sprintf("cm-%d", c)
@@ -423,7 +423,7 @@ func TestNamespacePoliciesCannotSwitchOffThePlatform(t *testing.T) {
 	platform.Name = "cost-center"
 	obj := hostileObject(3000, 1)
 	for _, tc := range []struct{ name, team string }{
-		// Work beyond MaxMergeWork: a "*" entry on a pod with thousands of containers.
+		// Work beyond maxMergeWork: a "*" entry on a pod with thousands of containers.
 		{"too much work", everyListPolicy("a", "merge")},
 		// Selectors that contradict each other: the label one policy sets unselects it.
 		{"oscillating selection", docHead + "spec:\n  match: {selector: {matchExpressions: [{key: flip, operator: DoesNotExist}]}}\n  template: {metadata: {labels: {flip: \"on\"}}}\n"},
@@ -495,12 +495,12 @@ func TestDocumentsAreBounded(t *testing.T) {
 	} {
 		var probs Problems
 		n := allocatedBytes(func() { _, probs = ParseConfigMap(policyConfigMap("team-a", data), DefaultOptions()) })
-		require.Contains(t, probs.Error(), fmt.Sprintf("more than %d documents, empty ones included", MaxStreamDocuments), name)
+		require.Contains(t, probs.Error(), fmt.Sprintf("more than %d documents, empty ones included", maxStreamDocuments), name)
 		require.Less(t, n, uint64(128<<20), "%s: %d bytes allocated", name, n)
 	}
-	_, err := SplitDocuments(strings.NewReader(strings.Repeat("---\n~\n", MaxStreamDocuments+1)))
+	_, err := SplitDocuments(strings.NewReader(strings.Repeat("---\n~\n", maxStreamDocuments+1)))
 	require.ErrorIs(t, err, ErrTooLarge)
-	_, err = SplitDocuments(strings.NewReader(strings.Repeat("{}", MaxStreamDocuments+1)))
+	_, err = SplitDocuments(strings.NewReader(strings.Repeat("{}", maxStreamDocuments+1)))
 	require.ErrorIs(t, err, ErrTooLarge)
 }
 

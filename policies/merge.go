@@ -138,7 +138,7 @@ type applyState struct {
 	// err is the first reason not to patch: a field whose shape differs from the patch's (a
 	// string where a policy sets a list), too much work, or the request's budget.
 	err error
-	// work counts the nodes written into the object, bounded by MaxMergeWork.
+	// work counts the nodes written into the object, bounded by maxMergeWork.
 	work int
 	done <-chan struct{}
 }
@@ -187,10 +187,10 @@ func (m merger) clean(v any) any {
 }
 
 // count adds n values written into the object to the work, and stops the apply beyond
-// MaxMergeWork.
+// maxMergeWork.
 func (m merger) count(n int) {
-	if m.st.work += n; m.st.work > MaxMergeWork && m.st.err == nil {
-		m.st.err = fmt.Errorf("%w: the policies would write more than %d values into the object", ErrTooLarge, MaxMergeWork)
+	if m.st.work += n; m.st.work > maxMergeWork && m.st.err == nil {
+		m.st.err = fmt.Errorf("%w: the policies would write more than %d values into the object", ErrTooLarge, maxMergeWork)
 	}
 }
 

@@ -187,18 +187,18 @@ func parseConfigMap(ctx context.Context, cm *corev1.ConfigMap, opts Options) ([]
 	var out []*Policy
 	names := map[string]string{} // policy name -> data key that defined it
 	documents := 0
-	chunks := MaxStreamDocuments // documents of every data key, empty ones included
+	chunks := maxStreamDocuments // documents of every data key, empty ones included
 	for _, key := range slices.Sorted(maps.Keys(cm.Data)) {
 		keyPath := field.NewPath("data").Key(key)
 		if !strings.HasSuffix(key, ".yaml") && !strings.HasSuffix(key, ".yml") {
 			probs = append(probs, Problem{Key: key, Err: field.Invalid(keyPath, key, "data keys must end in .yaml or .yml")})
 			continue
 		}
-		docs, err := splitDocuments(ctx, strings.NewReader(cm.Data[key]), policyLimits, MaxDocuments-documents+1, &chunks)
+		docs, err := splitDocuments(ctx, strings.NewReader(cm.Data[key]), policyLimits, maxDocuments-documents+1, &chunks)
 		if le := (*yamljson.LimitError)(nil); errors.As(err, &le) && le.Kind == yamljson.LimitJSON {
-			de := (*DocumentError)(nil)
+			de := (*documentError)(nil)
 			errors.As(err, &de)
-			probs = append(probs, Problem{Key: key, Policy: fmt.Sprintf("#%d", de.Index), Err: field.TooLong(nil, "", MaxPolicyBytes)})
+			probs = append(probs, Problem{Key: key, Policy: fmt.Sprintf("#%d", de.Index), Err: field.TooLong(nil, "", maxPolicyBytes)})
 			continue
 		}
 		if err != nil {
@@ -208,8 +208,8 @@ func parseConfigMap(ctx context.Context, cm *corev1.ConfigMap, opts Options) ([]
 		if len(docs) == 0 {
 			probs = append(probs, Problem{Key: key, Err: field.Required(keyPath, "holds no PodTemplatePatch document")})
 		}
-		if documents += len(docs); documents > MaxDocuments {
-			probs = append(probs, Problem{Key: key, Err: field.TooMany(field.NewPath("data"), documents, MaxDocuments)})
+		if documents += len(docs); documents > maxDocuments {
+			probs = append(probs, Problem{Key: key, Err: field.TooMany(field.NewPath("data"), documents, maxDocuments)})
 			break
 		}
 		for i, d := range docs {
@@ -249,8 +249,8 @@ func parseConfigMap(ctx context.Context, cm *corev1.ConfigMap, opts Options) ([]
 // the name (when it has one) so that problems can be attributed.
 func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorList) {
 	p := &Policy{}
-	if len(js) > MaxPolicyBytes {
-		return p, field.ErrorList{field.TooLong(nil, "", MaxPolicyBytes)}
+	if len(js) > maxPolicyBytes {
+		return p, field.ErrorList{field.TooLong(nil, "", maxPolicyBytes)}
 	}
 	if err := checkJSONDepth(js); err != nil {
 		return p, field.ErrorList{field.Invalid(nil, "", err.Error())}
@@ -481,14 +481,14 @@ func compileMatch(m Match, scope Scope, fld *field.Path) (matcher, field.ErrorLi
 		c.roles = appendUnique(c.roles, role)
 	}
 	globs := func(name string, in []string) []string {
-		if len(in) > MaxGlobs {
-			errs = append(errs, field.TooMany(fld.Child(name), len(in), MaxGlobs))
+		if len(in) > maxGlobs {
+			errs = append(errs, field.TooMany(fld.Child(name), len(in), maxGlobs))
 			return nil
 		}
 		for i, g := range in {
 			switch _, err := path.Match(g, ""); {
-			case len(g) > MaxGlobBytes:
-				errs = append(errs, field.TooLong(fld.Child(name).Index(i), "", MaxGlobBytes))
+			case len(g) > maxGlobBytes:
+				errs = append(errs, field.TooLong(fld.Child(name).Index(i), "", maxGlobBytes))
 			case err != nil || g == "":
 				errs = append(errs, field.Invalid(fld.Child(name).Index(i), g, "not a valid shell glob"))
 			}

@@ -340,7 +340,7 @@ func (m *matcher) matches(s *subject) bool {
 func anyGlob(globs []string, name string) bool {
 	// Names come from label values and namespace names, at most 63 bytes where Kubernetes
 	// validates them; a longer one (labels are not yet validated in mutating admission) is no
-	// match, which keeps path.Match's cost within MaxGlobBytes × 63.
+	// match, which keeps path.Match's cost within maxGlobBytes × 63.
 	if name == "" || len(name) > validation.LabelValueMaxLength {
 		return false
 	}
