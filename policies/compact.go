@@ -9,6 +9,8 @@ import (
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
 )
 
+// The compile stage (doc.go): a policy's patches kept as compact JSON, decoded on demand.
+
 // patchPart is the compiled form of one part of a policy (its template, or its service): the
 // part's JSON, compact and canonical (jsontree.Encode), and its tree decoded on demand.
 //

@@ -11,6 +11,10 @@ import (
 	"github.com/podpatch/podpatch/policies/internal/yamljson"
 )
 
+// The parse stage's front end (doc.go): every YAML or JSON stream podpatch reads, the data keys
+// of a ConfigMap and the files and objects of the tools alike, split into documents through one
+// bounded converter (policies/internal/yamljson) within the limits of limits.go.
+
 // RawDocument is one document of a YAML or JSON stream: its JSON form and the exact text it
 // was read from, so that untouched objects can be printed as they came in.
 type RawDocument struct {
@@ -100,14 +104,6 @@ var (
 	// policyLimits bound one policy document of a ConfigMap's data.
 	policyLimits = yamljson.Limits{Text: MaxPolicyTextBytes, Depth: maxDepth, Nodes: MaxYAMLNodes, JSON: maxPolicyBytes}
 )
-
-// limitError makes the front end's limit errors wrap ErrTooLarge.
-func limitError(err error) error {
-	if le := (*yamljson.LimitError)(nil); errors.As(err, &le) {
-		return fmt.Errorf("%w: %w", ErrTooLarge, le)
-	}
-	return err
-}
 
 // splitJSON splits a stream of JSON values into documents, as splitDocuments does a YAML
 // stream; its syntax errors are *json.SyntaxError.

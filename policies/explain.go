@@ -8,6 +8,9 @@ import (
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 
+// The result stage (doc.go): what each applied policy changed (Input.Explain), and what a
+// policy writes whatever the object (Policy.Paths), in `render --explain`'s form.
+
 // diffPaths lists the paths at which two JSON trees differ, for `render --explain`: leaves of
 // objects, lists of named objects by item name, other lists as a whole, values compared
 // exactly (DiffPaths with its zero options).

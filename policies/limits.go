@@ -124,3 +124,11 @@ func checkPolicyLimits(raw map[string]any) field.ErrorList {
 	walk(raw, nil, false)
 	return errs
 }
+
+// limitError makes the front end's limit errors wrap ErrTooLarge.
+func limitError(err error) error {
+	if le := (*yamljson.LimitError)(nil); errors.As(err, &le) {
+		return fmt.Errorf("%w: %w", ErrTooLarge, le)
+	}
+	return err
+}

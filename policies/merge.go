@@ -7,9 +7,12 @@ import (
 	"strings"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
-	"github.com/podpatch/podpatch/policies/internal/k8sfields"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
+
+// The merge rules of reference §3 (doc.go: merge), applied by apply.go one policy's patch at a
+// time to the object's raw JSON tree: keyed lists merged item by item through an index, one-of
+// groups, containers by name with "*" and "@main", the platform's sidecars, node affinity ANDed.
 
 // listKey is the identity of a list item, for lists merged item by item: the values of some
 // fields, or (whole) the item's canonical form, for lists unioned as sets.
@@ -424,9 +427,6 @@ func (m merger) mergeItem(dst, patch map[string]any) {
 		}
 	}
 }
-
-// mainContainerName addresses the manager's main container in a policy.
-const mainContainerName = k8sfields.MainContainer
 
 // mainContainer names the manager's main container of a containers list: the one with the
 // manager's conventional name, else the first (KubeRay always runs Ray in the first).

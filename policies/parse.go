@@ -6,16 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"path"
 	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	jsonstrict "sigs.k8s.io/json"
@@ -24,8 +21,12 @@ import (
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
 	"github.com/podpatch/podpatch/policies/internal/typecheck"
 	"github.com/podpatch/podpatch/policies/internal/yamljson"
-	"github.com/podpatch/podpatch/policies/profiles"
 )
+
+// The parse stage (doc.go): a policy ConfigMap's documents, bounded (decode.go, limits.go),
+// decoded strictly into the schema (document.go) and validated (validate_fields.go,
+// externalurl.go, policies/allowlist), each becoming a Policy (types.go) with its match and
+// patches compiled (compile.go, compact.go); a ConfigMap is valid whole or not at all.
 
 // Options says how ConfigMaps are scoped and what namespace policies may set.
 type Options struct {
@@ -47,37 +48,6 @@ func DefaultOptions() Options {
 		panic(err) // the built-in list is a constant; a failure is a programming error
 	}
 	return Options{PlatformNamespace: DefaultPlatformNamespace, NamespaceAllowed: allowed}
-}
-
-// Scope says where a policy applies.
-type Scope string
-
-// The two scopes.
-const (
-	// ScopePlatform policies live in the platform namespace and apply everywhere.
-	ScopePlatform Scope = "platform"
-	// ScopeNamespace policies apply only to objects in their own namespace.
-	ScopeNamespace Scope = "namespace"
-)
-
-// Policy is one validated, compiled PodTemplatePatch. It is immutable once parsed.
-type Policy struct {
-	// Namespace, ConfigMap and Key locate the document; Index is its position in the key's stream.
-	Namespace, ConfigMap, Key string
-	Index                     int
-	// Name is metadata.name of the document.
-	Name     string
-	Scope    Scope
-	Mode     Mode
-	Priority int32
-	// Ref is the provenance entry: <namespace>/<configmap>/<name>[@<resourceVersion>].
-	Ref string
-	// hash identifies the policy's content and place, for Set.Generation.
-	hash [sha256.Size]byte
-
-	match    matcher
-	template *patchPart // {"metadata": …, "spec": …} as written, nulls kept (compact.go)
-	service  *patchPart
 }
 
 // Problem is one thing wrong with a policy ConfigMap, located so a person can find it.
@@ -429,119 +399,6 @@ func checkNulls(v any, mode Mode, fld *field.Path) field.ErrorList {
 	return errs
 }
 
-// matcher is the compiled form of Match.
-type matcher struct {
-	managers          []profiles.Manager
-	roles             []profiles.Role
-	clusters, groups  []string
-	namespaces        []string
-	selector          labels.Selector // nil: any
-	namespaceSelector labels.Selector // nil: any
-}
-
-// Selector is the policy's compiled match.selector; nil when it has none.
-func (p *Policy) Selector() labels.Selector { return p.match.selector }
-
-// Managers is the policy's match.managers, each once; empty: any. Shared: read only.
-func (p *Policy) Managers() []profiles.Manager { return p.match.managers }
-
-// Roles is the policy's match.roles as canonical roles, each once; empty: any. Shared: read
-// only.
-func (p *Policy) Roles() []profiles.Role { return p.match.roles }
-
-// Unconditional reports whether the policy is selected for every object of its managers and
-// roles (and, for a namespace policy, of its namespace): no label requirement, no
-// namespaceSelector, namespaces, clusters or groups.
-func (p *Policy) Unconditional() bool {
-	m := p.match
-	noReqs := m.selector == nil
-	if m.selector != nil {
-		reqs, selectable := m.selector.Requirements()
-		noReqs = selectable && len(reqs) == 0
-	}
-	return noReqs && m.namespaceSelector == nil && len(m.namespaces) == 0 && len(m.clusters) == 0 && len(m.groups) == 0
-}
-
-func compileMatch(m Match, scope Scope, fld *field.Path) (matcher, field.ErrorList) {
-	var c matcher
-	var errs field.ErrorList
-	for i, mg := range m.Managers {
-		if !slices.Contains(profiles.Managers, mg) {
-			errs = append(errs, field.NotSupported(fld.Child("managers").Index(i), mg, managerNames()))
-			continue
-		}
-		c.managers = appendUnique(c.managers, mg)
-	}
-	for i, r := range m.Roles {
-		role, ok := profiles.RoleOf(r)
-		if !ok {
-			errs = append(errs, field.NotSupported(fld.Child("roles").Index(i), r, profiles.RoleNames()))
-			continue
-		}
-		c.roles = appendUnique(c.roles, role)
-	}
-	globs := func(name string, in []string) []string {
-		if len(in) > maxGlobs {
-			errs = append(errs, field.TooMany(fld.Child(name), len(in), maxGlobs))
-			return nil
-		}
-		for i, g := range in {
-			switch _, err := path.Match(g, ""); {
-			case len(g) > maxGlobBytes:
-				errs = append(errs, field.TooLong(fld.Child(name).Index(i), "", maxGlobBytes))
-			case err != nil || g == "":
-				errs = append(errs, field.Invalid(fld.Child(name).Index(i), g, "not a valid shell glob"))
-			}
-		}
-		return in
-	}
-	c.clusters, c.groups = globs("clusters", m.Clusters), globs("groups", m.Groups)
-	c.selector = compileSelector(m.Selector, fld.Child("selector"), &errs)
-	if scope == ScopeNamespace {
-		if m.Namespaces != nil {
-			errs = append(errs, field.Forbidden(fld.Child("namespaces"), "platform policies only: a namespace policy applies to its own namespace"))
-		}
-		if m.NamespaceSelector != nil {
-			errs = append(errs, field.Forbidden(fld.Child("namespaceSelector"), "platform policies only: a namespace policy applies to its own namespace"))
-		}
-		return c, errs
-	}
-	c.namespaces = globs("namespaces", m.Namespaces)
-	c.namespaceSelector = compileSelector(m.NamespaceSelector, fld.Child("namespaceSelector"), &errs)
-	return c, errs
-}
-
-func compileSelector(ls *metav1.LabelSelector, fld *field.Path, errs *field.ErrorList) labels.Selector {
-	if ls == nil {
-		return nil
-	}
-	if e := metav1validation.ValidateLabelSelector(ls, metav1validation.LabelSelectorValidationOptions{}, fld); len(e) > 0 {
-		*errs = append(*errs, e...)
-		return nil
-	}
-	sel, err := metav1.LabelSelectorAsSelector(ls)
-	if err != nil {
-		*errs = append(*errs, field.Invalid(fld, "", err.Error()))
-		return nil
-	}
-	return sel
-}
-
-func managerNames() []string {
-	out := make([]string, len(profiles.Managers))
-	for i, m := range profiles.Managers {
-		out[i] = string(m)
-	}
-	return out
-}
-
-func appendUnique[T comparable](s []T, v T) []T {
-	if slices.Contains(s, v) {
-		return s
-	}
-	return append(s, v)
-}
-
 // checkReserved refuses every policy that sets or removes a reserved label (ReservedLabels), in
 // the labels of a patch or in a Service's selector, which decides what the Service is.
 func checkReserved(raw map[string]any, service bool, fld *field.Path) field.ErrorList {
@@ -573,16 +430,3 @@ func checkReserved(raw map[string]any, service bool, fld *field.Path) field.Erro
 	}
 	return errs
 }
-
-// Patch returns the part of the policy that applies to a kind, as written ({"metadata": …,
-// "spec": …}, nulls kept): shared, read only; nil when the policy has none.
-func (p *Policy) Patch(k profiles.Kind) map[string]any {
-	if k == profiles.KindService {
-		return p.service.get()
-	}
-	return p.template.get()
-}
-
-// Provenance is Ref, the policy's provenance entry: what the checks name a policy by
-// (checks.Policy).
-func (p *Policy) Provenance() string { return p.Ref }

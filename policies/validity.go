@@ -12,14 +12,15 @@ import (
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
-// Valid in, valid out (reference §8): after the layers are applied, the patched object is checked as
-// the API server will check it — its validation for the fields a policy can touch and their
-// cross-field rules, the built-in admission plugins that run again after a webhook changed it
-// (Priority, RuntimeClass, ServiceAccount, LimitRanger, PodSecurity), and the existence of the
-// cluster objects it references: the rules are package validity's. Only problems the object did not arrive with count ("no worse
-// than given"). When there are any, the policies are added back one by one, highest precedence
-// first, each kept only when the result gains no new problem; the others are left out for this
-// object (Result.Skipped), named in an admission warning and counted by rule.
+// The check stage (doc.go). Valid in, valid out (reference §8): after the layers are applied,
+// the patched object is checked as the API server will check it — its validation for the
+// fields a policy can touch and their cross-field rules, the built-in admission plugins that
+// run again after a webhook changed it (Priority, RuntimeClass, ServiceAccount, LimitRanger,
+// PodSecurity), and the existence of the cluster objects it references: the rules are package
+// validity's. Only problems the object did not arrive with count ("no worse than given"). When
+// there are any, the policies are added back one by one, highest precedence first, each kept
+// only when the result gains no new problem; the others are left out for this object
+// (Result.Skipped), named in an admission warning and counted by rule.
 
 // Check returns the reasons the API server would refuse an object as it is, by the rules of
 // reference §8's check (Input.Kind, Object, Namespace, NamespaceLabels and Cluster are read): for

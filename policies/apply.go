@@ -16,6 +16,10 @@ import (
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
+// The merge stage (doc.go), the entry of every admission: recognise the object, select its
+// policies, apply their layers (merge.go) to the fixed point of the labels they set, check the
+// result (validity.go) and run the manager-aware checks on it.
+
 // Apply patches one object with the matching policies of the set, in the layer order of
 // reference §3, working on the raw JSON so that fields unknown to this build survive, and returns the
 // patched object (and, with Input.Explain, what each policy changed): `podpatch render` and the
