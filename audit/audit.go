@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
@@ -46,7 +47,7 @@ type Audit struct {
 func (a *Audit) Run(ctx context.Context, namespace string) (Stats, error) {
 	var st Stats
 	n := 0
-	err := a.Reader.EachObject(ctx, namespace, func(kind policies.Kind, raw json.RawMessage) error {
+	err := a.Reader.EachObject(ctx, namespace, func(kind profiles.Kind, raw json.RawMessage) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -66,8 +67,8 @@ func (a *Audit) Run(ctx context.Context, namespace string) (Stats, error) {
 }
 
 // check audits one object and counts it.
-func (a *Audit) check(ctx context.Context, st *Stats, kind policies.Kind, raw json.RawMessage) {
-	if kind == policies.KindPod {
+func (a *Audit) check(ctx context.Context, st *Stats, kind profiles.Kind, raw json.RawMessage) {
+	if kind == profiles.KindPod {
 		st.Pods++
 	} else {
 		st.Services++
@@ -100,9 +101,9 @@ func (a *Audit) check(ctx context.Context, st *Stats, kind policies.Kind, raw js
 // EachObject calls fn with every Pod a profile's selector selects (each once, however many
 // select it) and every Service of a namespace ("" for every namespace), a page at a time: the
 // objects the audit reads, as the API server returns them. A Pod is valid only during the call.
-func (r *Reader) EachObject(ctx context.Context, namespace string, fn func(policies.Kind, json.RawMessage) error) error {
+func (r *Reader) EachObject(ctx context.Context, namespace string, fn func(profiles.Kind, json.RawMessage) error) error {
 	seen := map[string]bool{} // Pod UIDs: a Pod two profiles' selectors select is read once
-	for _, sel := range policies.ObjectSelectors() {
+	for _, sel := range profiles.ObjectSelectors() {
 		err := r.Each(ctx, "pods", namespace, sel.String(), func(raw json.RawMessage) error {
 			if uid := metaOf(raw).UID; uid != "" {
 				if seen[uid] {
@@ -110,13 +111,13 @@ func (r *Reader) EachObject(ctx context.Context, namespace string, fn func(polic
 				}
 				seen[uid] = true
 			}
-			return fn(policies.KindPod, raw)
+			return fn(profiles.KindPod, raw)
 		})
 		if err != nil {
 			return err
 		}
 	}
-	return r.Each(ctx, "services", namespace, "", func(raw json.RawMessage) error { return fn(policies.KindService, raw) })
+	return r.Each(ctx, "services", namespace, "", func(raw json.RawMessage) error { return fn(profiles.KindService, raw) })
 }
 
 // metaOf reads an object's UID and namespace.

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 const (
@@ -96,12 +97,12 @@ func benchPods(b *testing.B, set *policies.Set) (objs []Object, wantDrift int) {
 		meta["labels"].(map[string]any)["dask.org/cluster-name"] = fmt.Sprintf("c-%02d", n%10)
 		pod, err := json.Marshal(tmpl)
 		require.NoError(b, err)
-		obj := Object{Kind: policies.KindPod, JSON: pod}
+		obj := Object{Kind: profiles.KindPod, JSON: pod}
 		switch i % 10 {
 		case 0: // never patched
 			wantDrift++
 		case 1: // admitted, then its node selector removed
-			res, err := set.Apply(policies.Input{Kind: policies.KindPod, Object: pod})
+			res, err := set.Apply(policies.Input{Kind: profiles.KindPod, Object: pod})
 			require.NoError(b, err)
 			var stored map[string]any
 			require.NoError(b, json.Unmarshal(res.Object, &stored))
@@ -110,7 +111,7 @@ func benchPods(b *testing.B, set *policies.Set) (objs []Object, wantDrift int) {
 			require.NoError(b, err)
 			wantDrift++
 		default:
-			res, err := set.Apply(policies.Input{Kind: policies.KindPod, Object: pod})
+			res, err := set.Apply(policies.Input{Kind: profiles.KindPod, Object: pod})
 			require.NoError(b, err)
 			obj.JSON = res.Object
 		}

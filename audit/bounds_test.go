@@ -19,6 +19,7 @@ import (
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/internal/report"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // hostileString is a string of about n bytes with what breaks output: control characters,
@@ -102,7 +103,7 @@ func TestHostileObjectsGiveBoundedOutput(t *testing.T) {
 	for i := range 9 {
 		js := hostilePod(rng, "team-a", i, i%3 == 0)
 		require.Greater(t, len(js), 100_000)
-		f, ok, err := Check(set, Object{Kind: policies.KindPod, JSON: js})
+		f, ok, err := Check(set, Object{Kind: profiles.KindPod, JSON: js})
 		require.NoError(t, err)
 		require.True(t, ok)
 		require.True(t, f.Drift)
@@ -262,7 +263,7 @@ func TestLongestValidNamesAreKept(t *testing.T) {
 			"annotations":     map[string]any{policies.AppliedAnnotation: ns + "/" + cm + "/" + pol + "@1"},
 			"ownerReferences": []any{map[string]any{"apiVersion": owner.APIVersion, "kind": owner.Kind, "name": owner.Name, "uid": "u", "controller": true}}},
 		"spec": map[string]any{"containers": []any{map[string]any{"name": "worker", "image": "dask"}}}}
-	f, ok, err := Check(set, Object{Kind: policies.KindPod, JSON: mustJSON(t, pod)})
+	f, ok, err := Check(set, Object{Kind: profiles.KindPod, JSON: mustJSON(t, pod)})
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.True(t, f.Drift)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/podpatch/podpatch/internal/objdiff"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
@@ -48,7 +49,7 @@ func (r Reason) Text() string { return strings.ReplaceAll(string(r), "-", " ") }
 
 // Object is one live Pod or Service as the API server stored it (defaults and all).
 type Object struct {
-	Kind policies.Kind
+	Kind profiles.Kind
 	// JSON is the object as read from the API server; list items may lack kind and apiVersion.
 	JSON []byte
 	// NamespaceLabels are the labels of its namespace, for match.namespaceSelector.
@@ -61,7 +62,7 @@ type Object struct {
 
 // Finding is the audit of one recognised object that policies match.
 type Finding struct {
-	Kind      policies.Kind `json:"kind"`
+	Kind      profiles.Kind `json:"kind"`
 	Namespace string        `json:"namespace"`
 	Name      string        `json:"name"`
 	UID       string        `json:"uid,omitempty"`
@@ -81,11 +82,11 @@ type Finding struct {
 }
 
 // ComputeCluster is the compute cluster (a DaskCluster, a RayCluster, a Spark application, …)
-// an object belongs to, as its manager's profile recognises it (policies.Identity), and the
+// an object belongs to, as its manager's profile recognises it (profiles.Identity), and the
 // object's role and owner in it.
 type ComputeCluster struct {
-	Manager policies.Manager `json:"manager"`
-	Role    policies.Role    `json:"role"`
+	Manager profiles.Manager `json:"manager"`
+	Role    profiles.Role    `json:"role"`
 	Name    string           `json:"name"`
 	Group   string           `json:"group,omitempty"`
 	// Owner is the object's controller (one level up through a ReplicaSet or a Pod when the
@@ -220,7 +221,7 @@ func check(set *policies.Set, obj Object) (Finding, bool, error) {
 }
 
 // header is the part of a Finding that says which object it is and what it carries.
-func header(kind policies.Kind, meta objectMeta, id policies.Identity) Finding {
+func header(kind profiles.Kind, meta objectMeta, id profiles.Identity) Finding {
 	m := meta.Metadata
 	f := Finding{Kind: kind, Namespace: m.Namespace, Name: m.Name, UID: m.UID,
 		Cluster: ComputeCluster{Manager: id.Manager, Role: id.Role, Name: id.Cluster, Group: id.Group, Owner: directOwner(m.OwnerReferences)},

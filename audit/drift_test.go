@@ -12,6 +12,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/allowlist"
+	"github.com/podpatch/podpatch/policies/manifest"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // goldenDir holds the engine's golden cases (policies/testdata/apply): each is a policy set and
@@ -43,10 +46,10 @@ func goldenSet(t *testing.T, dir, rv string) (*policies.Set, caseArgs) {
 	}
 	if args.AllowedFields != nil {
 		var err error
-		opts.NamespaceAllowed, err = policies.ParseAllowedFields(args.AllowedFields)
+		opts.NamespaceAllowed, err = allowlist.ParseFields(args.AllowedFields)
 		require.NoError(t, err)
 	}
-	cms, err := policies.ReadConfigMapFiles([]string{filepath.Join(dir, "policies.yaml")}, args.Namespace, nil)
+	cms, err := manifest.ReadConfigMaps([]string{filepath.Join(dir, "policies.yaml")}, args.Namespace, nil)
 	require.NoError(t, err)
 	for _, cm := range cms {
 		cm.ConfigMap.ResourceVersion = rv
@@ -69,14 +72,14 @@ func goldenObjects(t *testing.T, dir string, args caseArgs) []Object {
 		var obj map[string]any
 		require.NoError(t, json.Unmarshal(d.JSON, &obj))
 		kind, _ := obj["kind"].(string)
-		if kind != string(policies.KindPod) && kind != string(policies.KindService) {
+		if kind != string(profiles.KindPod) && kind != string(profiles.KindService) {
 			continue
 		}
 		meta, _ := obj["metadata"].(map[string]any)
 		if meta["namespace"] == nil {
 			meta["namespace"] = args.Namespace
 		}
-		out = append(out, Object{Kind: policies.Kind(kind), JSON: withApplied(t, mustJSON(t, obj), ""), NamespaceLabels: args.NamespaceLabels})
+		out = append(out, Object{Kind: profiles.Kind(kind), JSON: withApplied(t, mustJSON(t, obj), ""), NamespaceLabels: args.NamespaceLabels})
 	}
 	return out
 }

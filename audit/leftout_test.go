@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
@@ -33,7 +34,7 @@ spec:
   mode: `+string(tc.mode)+`
   template: {spec: {containers: [{name: "@main", resources: {requests: {cpu: "2"}}}]}}
 `)
-			f, ok, err := Check(set, Object{Kind: policies.KindPod, JSON: []byte(pod)})
+			f, ok, err := Check(set, Object{Kind: profiles.KindPod, JSON: []byte(pod)})
 			require.NoError(t, err)
 			require.Equal(t, tc.reported, ok)
 			if !tc.reported {
@@ -84,11 +85,11 @@ spec:
 `)
 	const pod = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"w","namespace":"team","labels":{"dask.org/component":"worker","dask.org/cluster-name":"c"}},
 "spec":{"containers":[{"name":"worker","image":"dask"}]}}`
-	_, ok, err := Check(set, Object{Kind: policies.KindPod, JSON: []byte(pod), Cluster: noClasses{}})
+	_, ok, err := Check(set, Object{Kind: profiles.KindPod, JSON: []byte(pod), Cluster: noClasses{}})
 	require.NoError(t, err)
 	require.False(t, ok, "left out at admission: nothing to audit")
 
-	f, ok, err := Check(set, Object{Kind: policies.KindPod, JSON: []byte(pod)})
+	f, ok, err := Check(set, Object{Kind: profiles.KindPod, JSON: []byte(pod)})
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.True(t, f.Drift)

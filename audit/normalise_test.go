@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // setOf compiles one platform ConfigMap holding the given policy documents.
@@ -62,11 +63,11 @@ const storedWorker = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"w","na
 // canonical quantities, defaulted fields, dropped zero values, added tolerations — is no drift.
 func TestCheckIgnoresWhatTheAPIServerNormalises(t *testing.T) {
 	set := setOf(t, workerPolicies)
-	f, ok, err := Check(set, Object{Kind: policies.KindPod, JSON: []byte(storedWorker)})
+	f, ok, err := Check(set, Object{Kind: profiles.KindPod, JSON: []byte(storedWorker)})
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.False(t, f.Drift, "%v", f.Fields)
-	require.Equal(t, ComputeCluster{Manager: policies.ManagerDask, Role: policies.RoleWorker, Name: "c",
+	require.Equal(t, ComputeCluster{Manager: profiles.ManagerDask, Role: profiles.RoleWorker, Name: "c",
 		Owner: &Owner{APIVersion: "kubernetes.dask.org/v1", Kind: "DaskWorkerGroup", Name: "c-default", UID: "o1"}}, f.Cluster)
 }
 
@@ -85,10 +86,10 @@ spec:
 `)
 	pod := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"w","namespace":"team-a","labels":{"dask.org/component":"worker","dask.org/cluster-name":"c"},
  "annotations":{"podpatch.io/applied":"podpatch-system/p/baseline@7"}},"spec":{"containers":[{"name":"worker","image":"dask"%s}]}}`
-	f, _, err := Check(set, Object{Kind: policies.KindPod, JSON: fmt.Appendf(nil, pod, `,"securityContext":{"allowPrivilegeEscalation":false}`)})
+	f, _, err := Check(set, Object{Kind: profiles.KindPod, JSON: fmt.Appendf(nil, pod, `,"securityContext":{"allowPrivilegeEscalation":false}`)})
 	require.NoError(t, err)
 	require.False(t, f.Drift, "%v", f.Fields)
-	f, _, err = Check(set, Object{Kind: policies.KindPod, JSON: fmt.Appendf(nil, pod, "")})
+	f, _, err = Check(set, Object{Kind: profiles.KindPod, JSON: fmt.Appendf(nil, pod, "")})
 	require.NoError(t, err)
 	require.True(t, f.Drift)
 	require.Equal(t, ChangedSinceAdmission, f.Reason)
@@ -103,7 +104,7 @@ func TestCheckAttributesFieldsToTheDecidingPolicy(t *testing.T) {
  "labels":{"dask.org/component":"worker","dask.org/cluster-name":"c"}},
  "spec":{"tolerations":[{"key":"nvidia.com/gpu","operator":"Equal","value":"present","effect":"NoSchedule"}],
  "containers":[{"name":"worker","image":"dask","resources":{"limits":{"cpu":"1","memory":"2Gi"}}}]}}`)
-	f, ok, err := Check(set, Object{Kind: policies.KindPod, JSON: edited})
+	f, ok, err := Check(set, Object{Kind: profiles.KindPod, JSON: edited})
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.True(t, f.Drift)

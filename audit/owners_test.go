@@ -13,7 +13,7 @@ import (
 	metadatafake "k8s.io/client-go/metadata/fake"
 
 	"github.com/podpatch/podpatch/internal/kube"
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // builtinVersion is the version a built-in owner's reference names.
@@ -43,7 +43,7 @@ func chainObjects(ns string, through []schema.GroupKind, top metav1.OwnerReferen
 // not followed.
 func TestOwnersFollowEveryProfilesChain(t *testing.T) {
 	ctx := context.Background()
-	for _, pr := range policies.Profiles() {
+	for _, pr := range profiles.All() {
 		require.NotEmpty(t, pr.Owners.Resources, "%s: a chain ends at a custom resource", pr.Manager)
 		for _, res := range pr.Owners.Resources {
 			for from := range len(pr.Owners.Through) + 1 {
@@ -61,7 +61,7 @@ func TestOwnersFollowEveryProfilesChain(t *testing.T) {
 				require.Equal(t, want, got, "%s from %s", pr.Manager, direct.Kind)
 				require.True(t, exists, "%s from %s: the custom resource exists", pr.Manager, direct.Kind)
 
-				for _, other := range policies.Profiles() {
+				for _, other := range profiles.All() {
 					if len(pr.Owners.Through[from:]) == 0 || sharesFirstStep(other, pr.Owners.Through[from]) {
 						continue
 					}
@@ -82,7 +82,7 @@ func fakeMeta(objs ...runtime.Object) *metadatafake.FakeMetadataClient {
 	return metadatafake.NewSimpleMetadataClient(scheme, objs...)
 }
 
-func sharesFirstStep(pr policies.Profile, gk schema.GroupKind) bool {
+func sharesFirstStep(pr profiles.Profile, gk schema.GroupKind) bool {
 	_, ok := pr.Owners.Step(builtinVersion(gk), gk.Kind)
 	return ok
 }
@@ -92,7 +92,7 @@ func TestOwnersStopAtWhatCannotBeRead(t *testing.T) {
 	ctx := context.Background()
 	rs := &Owner{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "uid-rs"}
 	o := (&Reader{owners: kube.NewOwners(kube.MetadataLookup(fakeMeta()))}).Owners()
-	got, exists := o.Resolve(ctx, "ns", policies.ManagerDask, rs)
+	got, exists := o.Resolve(ctx, "ns", profiles.ManagerDask, rs)
 	require.Equal(t, rs, got, "gone")
 	require.False(t, exists, "gone")
 
@@ -100,7 +100,7 @@ func TestOwnersStopAtWhatCannotBeRead(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "rs", UID: "uid-another",
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "d", UID: "uid-d"}}}}
 	o = (&Reader{owners: kube.NewOwners(kube.MetadataLookup(fakeMeta(other)))}).Owners()
-	for _, m := range []policies.Manager{policies.ManagerDask, ""} {
+	for _, m := range []profiles.Manager{profiles.ManagerDask, ""} {
 		got, exists = o.Resolve(ctx, "ns", m, rs)
 		require.Equal(t, rs, got, "another object of that name (manager %q)", m)
 		require.False(t, exists, "another object of that name (manager %q)", m)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // DefaultPageSize is how many objects one List call returns: a page is all the audit holds of
@@ -215,7 +216,7 @@ func (r *Reader) Owners() *Owners { return &Owners{owners: r.owners.Memo()} }
 
 // Resolve returns the owner the audit reports for an object of a namespace a manager made,
 // and whether the walk read it (kube.Owners.Verified): it exists, with that name and UID.
-func (o *Owners) Resolve(ctx context.Context, namespace string, manager policies.Manager, direct *Owner) (owner *Owner, exists bool) {
+func (o *Owners) Resolve(ctx context.Context, namespace string, manager profiles.Manager, direct *Owner) (owner *Owner, exists bool) {
 	if o == nil || direct == nil {
 		return direct, false
 	}

@@ -10,16 +10,16 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/podpatch/podpatch/internal/kube"
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 func reportFindings() []Finding {
 	owner := &Owner{APIVersion: "kubernetes.dask.org/v1", Kind: "DaskCluster", Name: "simple", UID: "o1"}
-	cluster := ComputeCluster{Manager: policies.ManagerDask, Role: policies.RoleWorker, Name: "simple", Owner: owner, ownerExists: true}
+	cluster := ComputeCluster{Manager: profiles.ManagerDask, Role: profiles.RoleWorker, Name: "simple", Owner: owner, ownerExists: true}
 	return []Finding{
-		{Kind: policies.KindPod, Namespace: "ns", Name: "ok", Cluster: cluster,
+		{Kind: profiles.KindPod, Namespace: "ns", Name: "ok", Cluster: cluster,
 			Policies: []PolicyResult{{Ref: "podpatch-system/cc/cc@5"}}},
-		{Kind: policies.KindPod, Namespace: "ns", Name: "drifts", Cluster: cluster, Drift: true, Reason: NeverPatched,
+		{Kind: profiles.KindPod, Namespace: "ns", Name: "drifts", Cluster: cluster, Drift: true, Reason: NeverPatched,
 			Fields: []string{"metadata.labels.cc"},
 			Policies: []PolicyResult{{Ref: "podpatch-system/cc/cc@5", Drift: true, Fields: []string{"metadata.labels.cc"}, AppliedVersion: "none"},
 				{Ref: "podpatch-system/other/other@6"}}},

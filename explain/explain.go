@@ -31,6 +31,9 @@ import (
 	"github.com/podpatch/podpatch/internal/report"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
+	"github.com/podpatch/podpatch/policies/profiles"
+	"github.com/podpatch/podpatch/policies/render"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
@@ -124,7 +127,7 @@ type Object struct {
 	Sets map[string][]string `json:"sets,omitempty"`
 	// Replaced are, by a policy's ref, the fields it sets that a later policy (a higher layer)
 	// sets again, each as "FIELD by REF": the object has the later policy's value there, not
-	// this one's (policies.Replaced).
+	// this one's (render.Replaced).
 	Replaced map[string][]string `json:"replaced,omitempty"`
 	// Skipped are the policies left out of the object to keep it valid (reference §8).
 	Skipped []Skipped `json:"skipped,omitempty"`
@@ -150,14 +153,14 @@ type Skipped struct {
 	Message string         `json:"message"`
 }
 
-// Finding is a manager-aware check's finding (policies.Finding).
+// Finding is a manager-aware check's finding (checks.Finding).
 type Finding struct {
-	Check    string            `json:"check"`
-	Severity policies.Severity `json:"severity"`
-	Policy   string            `json:"policy,omitempty"`
-	Field    string            `json:"field,omitempty"`
-	Message  string            `json:"message"`
-	Fix      string            `json:"fix,omitempty"`
+	Check    string          `json:"check"`
+	Severity checks.Severity `json:"severity"`
+	Policy   string          `json:"policy,omitempty"`
+	Field    string          `json:"field,omitempty"`
+	Message  string          `json:"message"`
+	Fix      string          `json:"fix,omitempty"`
 }
 
 // ExternalURL is what a Service says of its external URL.
@@ -233,12 +236,12 @@ func (e *Explainer) Run(ctx context.Context, namespace, resource, name string) (
 		return nil, err
 	}
 	w := walk{e: e, set: set, rep: rep, owners: e.Kit.Owners.Memo(), labels: labels[namespace], warn: warn, seen: map[string]bool{}}
-	for _, sel := range policies.ObjectSelectors() {
-		if err := e.Reader.Each(ctx, "pods", namespace, sel.String(), w.visit(ctx, policies.KindPod)); err != nil {
+	for _, sel := range profiles.ObjectSelectors() {
+		if err := e.Reader.Each(ctx, "pods", namespace, sel.String(), w.visit(ctx, profiles.KindPod)); err != nil {
 			return nil, err
 		}
 	}
-	if err := e.Reader.Each(ctx, "services", namespace, "", w.visit(ctx, policies.KindService)); err != nil {
+	if err := e.Reader.Each(ctx, "services", namespace, "", w.visit(ctx, profiles.KindService)); err != nil {
 		return nil, err
 	}
 	slices.SortFunc(rep.Objects, func(a, b Object) int {
@@ -261,7 +264,7 @@ type walk struct {
 }
 
 // visit returns the function that reads one listed object of a kind.
-func (w *walk) visit(ctx context.Context, kind policies.Kind) func(json.RawMessage) error {
+func (w *walk) visit(ctx context.Context, kind profiles.Kind) func(json.RawMessage) error {
 	return func(raw json.RawMessage) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -272,17 +275,17 @@ func (w *walk) visit(ctx context.Context, kind policies.Kind) func(json.RawMessa
 			return nil
 		}
 		uid := m.Metadata.UID
-		if kind == policies.KindPod {
+		if kind == profiles.KindPod {
 			if w.seen[uid] {
 				return nil
 			}
 			w.seen[uid] = true
 		}
 		selector := m.Spec.Selector
-		if kind == policies.KindPod {
+		if kind == profiles.KindPod {
 			selector = nil
 		}
-		id, ok := policies.Recognise(kind, m.Metadata.Labels, selector)
+		id, ok := profiles.Recognise(kind, m.Metadata.Labels, selector)
 		if !ok {
 			return nil
 		}
@@ -310,7 +313,7 @@ func (w *walk) visit(ctx context.Context, kind policies.Kind) func(json.RawMessa
 			return nil
 		}
 		o := object(f, res, chain, raw)
-		if kind == policies.KindPod && len(o.Findings) < audit.MaxFindingList {
+		if kind == profiles.KindPod && len(o.Findings) < audit.MaxFindingList {
 			if spec, err := placement.Spec(res.Object); err == nil {
 				if r := w.e.Placement.Check(spec); !r.Schedulable {
 					o.Findings = append(o.Findings, finding(placement.Finding(r, placement.Responsible(res.Changes))))
@@ -363,7 +366,7 @@ func object(f audit.Finding, res policies.Result, chain []metav1.OwnerReference,
 	for _, p := range res.Applied {
 		o.set(p, f.Kind)
 	}
-	for i, fields := range policies.Replaced(res.Changes) {
+	for i, fields := range render.Replaced(res.Changes) {
 		if len(fields) == 0 || len(o.Replaced) >= audit.MaxFindingList {
 			continue
 		}
@@ -387,21 +390,21 @@ func object(f audit.Finding, res policies.Result, chain []metav1.OwnerReference,
 	for _, c := range res.Findings[:min(len(res.Findings), audit.MaxFindingList)] {
 		o.Findings = append(o.Findings, finding(c))
 	}
-	if f.Kind == policies.KindService {
+	if f.Kind == profiles.KindService {
 		o.ExternalURL = externalURL(raw)
 	}
 	return o
 }
 
 // finding is a §8 finding, its strings bounded as the audit bounds its Findings.
-func finding(c policies.Finding) Finding {
+func finding(c checks.Finding) Finding {
 	clip := func(s string) string { return report.Clip(s, report.MaxString) }
 	return Finding{Check: clip(c.Check), Severity: c.Severity, Policy: clip(c.Policy), Field: clip(c.Field),
 		Message: clip(c.Message), Fix: clip(c.Fix)}
 }
 
 // set records the fields a policy writes on the object.
-func (o *Object) set(p *policies.Policy, kind policies.Kind) {
+func (o *Object) set(p *policies.Policy, kind profiles.Kind) {
 	if o.Sets == nil {
 		o.Sets = map[string][]string{}
 	}

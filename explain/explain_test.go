@@ -21,6 +21,8 @@ import (
 	"github.com/podpatch/podpatch/internal/report"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
@@ -64,15 +66,15 @@ func TestTableIsBounded(t *testing.T) {
 		rep := &Report{Target: Target{Kind: "DaskCluster", Namespace: "ns", Name: hostile(r), APIVersion: "v1"}}
 		n := r.IntN(2 * MaxTableObjects)
 		for i := range n {
-			f := audit.Finding{Kind: policies.KindPod, Name: hostile(r), Cluster: audit.ComputeCluster{Manager: policies.ManagerDask,
-				Role: policies.RoleWorker, Name: hostile(r)}, Drift: true, Reason: audit.NeverPatched,
+			f := audit.Finding{Kind: profiles.KindPod, Name: hostile(r), Cluster: audit.ComputeCluster{Manager: profiles.ManagerDask,
+				Role: profiles.RoleWorker, Name: hostile(r)}, Drift: true, Reason: audit.NeverPatched,
 				Fields: []string{hostile(r)}, Policies: []audit.PolicyResult{{Ref: hostile(r), Fields: []string{hostile(r)}}}}
 			o := object(f, policies.Result{Warnings: []string{hostile(r)}, Skipped: nil}, nil, json.RawMessage(`{}`))
 			o.Owners = []audit.Owner{*audit.BoundOwner(&audit.Owner{Kind: hostile(r), Name: hostile(r)})}
 			o.Findings = []Finding{{Check: "x", Message: hostile(r), Fix: hostile(r)}}
 			o.ExternalURL = &ExternalURL{Requested: true, URL: hostile(r)}
 			if i%2 == 0 {
-				o.Cluster.Role = policies.RoleScheduler
+				o.Cluster.Role = profiles.RoleScheduler
 			}
 			rep.Objects = append(rep.Objects, o)
 		}
@@ -100,9 +102,9 @@ func TestTableIsBounded(t *testing.T) {
 // The JSON schema of reference §9: an object's audit fields are at its top level, beside the
 // explanation's own.
 func TestJSONSchema(t *testing.T) {
-	o := object(audit.Finding{Kind: policies.KindService, Name: "s", Policies: []audit.PolicyResult{}}, policies.Result{
+	o := object(audit.Finding{Kind: profiles.KindService, Name: "s", Policies: []audit.PolicyResult{}}, policies.Result{
 		Skipped:  []policies.Skipped{{Policy: &policies.Policy{Ref: "ns/cm/p@1", Scope: policies.ScopeNamespace, Mode: policies.ModeMerge}, Violation: validity.Violation{Rule: "r", Field: "f", Message: "m"}}},
-		Findings: []policies.Finding{{Check: policies.CheckRayResources, Severity: policies.SeverityWarning, Message: "m", Fix: "x"}},
+		Findings: []checks.Finding{{Check: checks.RayResources, Severity: checks.SeverityWarning, Message: "m", Fix: "x"}},
 		Fallback: policies.FallbackNamespace,
 	}, nil, json.RawMessage(`{"metadata":{"annotations":{"podpatch.io/external-url":"http://a:8787","podpatch.io/external-url-source":"load-balancer"}}}`))
 	var b bytes.Buffer
@@ -136,7 +138,7 @@ func TestWalkKeepsOwnedObjectsBounded(t *testing.T) {
 			"ownerReferences":[{"apiVersion":"ray.io/v1","kind":"RayCluster","name":"rc","uid":%q,"controller":true}]},"spec":{"containers":[{"name":"c","image":"i"}]}}`,
 			i, i, role, owner))
 	}
-	visit := w.visit(context.Background(), policies.KindPod)
+	visit := w.visit(context.Background(), profiles.KindPod)
 	n := MaxObjects + 10
 	for i := range n {
 		require.NoError(t, visit(pod(i, target, "worker")))
@@ -187,11 +189,11 @@ spec:
 				owners: kube.NewOwners(func(context.Context, schema.GroupVersionResource, string, string) (*metav1.PartialObjectMetadata, error) {
 					return nil, errors.New("no reads expected")
 				})}
-			require.NoError(t, w.visit(context.Background(), policies.KindPod)(pod))
+			require.NoError(t, w.visit(context.Background(), profiles.KindPod)(pod))
 			require.Len(t, w.rep.Objects, 1)
 			var got []Finding
 			for _, f := range w.rep.Objects[0].Findings {
-				if f.Check == policies.CheckUnschedulable {
+				if f.Check == checks.Unschedulable {
 					got = append(got, f)
 				}
 			}
@@ -200,7 +202,7 @@ spec:
 				return
 			}
 			require.Len(t, got, 1)
-			require.Equal(t, policies.SeverityError, got[0].Severity)
+			require.Equal(t, checks.SeverityError, got[0].Severity)
 			require.Equal(t, policies.DefaultPlatformNamespace+"/placement/gpu-pool", got[0].Policy)
 			require.Contains(t, got[0].Message, "Node n1")
 		})
@@ -213,7 +215,7 @@ spec:
 func TestReplacedIsMarked(t *testing.T) {
 	ns := &policies.Policy{Ref: "team-a/overrides/labels@7", Scope: policies.ScopeNamespace, Mode: policies.ModeMerge}
 	enf := &policies.Policy{Ref: "podpatch-system/cost/cost@3", Scope: policies.ScopePlatform, Mode: policies.ModeEnforce}
-	f := audit.Finding{Kind: policies.KindPod, Name: "w", Policies: []audit.PolicyResult{
+	f := audit.Finding{Kind: profiles.KindPod, Name: "w", Policies: []audit.PolicyResult{
 		{Ref: ns.Ref, Scope: ns.Scope, Mode: ns.Mode}, {Ref: enf.Ref, Scope: enf.Scope, Mode: enf.Mode}}}
 	o := object(f, policies.Result{Applied: []*policies.Policy{ns, enf}, Changes: []policies.Change{
 		{Policy: ns, Fields: []string{"metadata.labels.cost-center", "metadata.labels.team"}},

@@ -8,6 +8,8 @@ import (
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/internal/report"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // MaxTableObjects bounds the objects the table prints; the rest are counted ("and N more").
@@ -43,7 +45,7 @@ func table(rep *Report) string {
 		put(&b, "  ", fmt.Sprintf("no Pod or Service that a profile recognises is, or belongs to, %s/%s", t.Kind, t.Name))
 		return b.String()
 	}
-	role := policies.Role("\x00")
+	role := profiles.Role("\x00")
 	for i, o := range rep.Objects {
 		if i == MaxTableObjects {
 			break
@@ -130,7 +132,7 @@ func writeObject(b *strings.Builder, o Object) {
 	}
 	put(b, "  drift:    ", drift)
 	for _, f := range o.Findings {
-		put(b, "  check:    ", policies.Finding{Check: f.Check, Severity: f.Severity, Policy: f.Policy, Field: f.Field,
+		put(b, "  check:    ", checks.Finding{Check: f.Check, Severity: f.Severity, Policy: f.Policy, Field: f.Field,
 			Message: f.Message, Fix: f.Fix}.String())
 	}
 	if u := o.ExternalURL; u != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/podpatch/podpatch/internal/kube"
+	"github.com/podpatch/podpatch/policies/profiles"
 
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
@@ -18,20 +19,18 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	metadatafake "k8s.io/client-go/metadata/fake"
-
-	"github.com/podpatch/podpatch/policies"
 )
 
 // schedulerLabels are labels a profile recognises as its scheduler's.
-func schedulerLabels(t *testing.T, pr policies.Profile) map[string]string {
+func schedulerLabels(t *testing.T, pr profiles.Profile) map[string]string {
 	t.Helper()
 	for _, native := range slices.Sorted(maps.Keys(pr.Roles)) {
-		if pr.Roles[native] == policies.RoleScheduler {
+		if pr.Roles[native] == profiles.RoleScheduler {
 			l := map[string]string{pr.RoleKey: native}
 			if pr.RequireKey != "" {
 				l[pr.RequireKey] = cmp.Or(pr.RequireValue, "any")
 			}
-			id, ok := policies.Recognise(policies.KindService, nil, l)
+			id, ok := profiles.Recognise(profiles.KindService, nil, l)
 			require.True(t, ok)
 			require.Equal(t, pr.Manager, id.Manager)
 			return l
@@ -44,7 +43,7 @@ func schedulerLabels(t *testing.T, pr policies.Profile) map[string]string {
 // The port a Service's URL is for is its manager's UI port, by name before number, whatever
 // comes first.
 func TestSelectPortReadsTheProfile(t *testing.T) {
-	for _, pr := range policies.Profiles() {
+	for _, pr := range profiles.All() {
 		require.NotEmpty(t, pr.UI.Names, pr.Manager)
 		require.NotEmpty(t, pr.UI.Numbers, pr.Manager)
 		sel := schedulerLabels(t, pr)
@@ -72,7 +71,7 @@ func builtinVersion(gk schema.GroupKind) string {
 // profile's chain looks through.
 func TestOwnerFollowsEveryProfilesChain(t *testing.T) {
 	ctx := context.Background()
-	for _, pr := range policies.Profiles() {
+	for _, pr := range profiles.All() {
 		sel := schedulerLabels(t, pr)
 		for _, res := range pr.Owners.Resources {
 			for from := range len(pr.Owners.Through) + 1 {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/podpatch/podpatch/externalurl/urltemplate"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // Source says where a URL came from; it is the value of podpatch.io/external-url-source.
@@ -98,7 +99,7 @@ func HasResults(annotations map[string]string) bool {
 type Result struct {
 	Request Request
 	// Identity is what the profiles recognised (empty Manager: nothing).
-	Identity policies.Identity
+	Identity profiles.Identity
 	// URL and Source, or, when URL is empty, Reason says why.
 	URL    string
 	Source Source
@@ -139,7 +140,7 @@ func Resolve(in Input) Result {
 	if !res.Request.Any() {
 		return res
 	}
-	res.Identity, _ = policies.Recognise(policies.KindService, svc.Labels, svc.Spec.Selector)
+	res.Identity, _ = profiles.Recognise(profiles.KindService, svc.Labels, svc.Spec.Selector)
 	port, err := selectPort(svc, res.Identity.Manager)
 	if err != nil {
 		return res.invalid(err.Error())
@@ -208,7 +209,7 @@ func (r Result) invalid(reason string) Result {
 
 // selectPort picks the Service port to expose: the one podpatch.io/external-url-port names
 // (by name, else by number), else the manager's UI port, else the first. nil: no ports.
-func selectPort(svc *corev1.Service, m policies.Manager) (*corev1.ServicePort, error) {
+func selectPort(svc *corev1.Service, m profiles.Manager) (*corev1.ServicePort, error) {
 	ports := svc.Spec.Ports
 	if want := strings.TrimSpace(svc.Annotations[policies.ExternalURLPortAnnotation]); want != "" {
 		for i := range ports {
@@ -228,7 +229,7 @@ func selectPort(svc *corev1.Service, m policies.Manager) (*corev1.ServicePort, e
 	if len(ports) == 0 {
 		return nil, nil
 	}
-	pr, _ := policies.ProfileOf(m) // the manager's UI port (reference §6); none for an unrecognised Service
+	pr, _ := profiles.Of(m) // the manager's UI port (reference §6); none for an unrecognised Service
 	ui := pr.UI
 	for _, name := range ui.Names {
 		for i := range ports {

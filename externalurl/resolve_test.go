@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // Service shapes of the managers, as in policies/testdata/fixtures.
@@ -212,5 +213,5 @@ func TestResultAnnotations(t *testing.T) {
 // fields a template sees.
 func TestResolveIdentity(t *testing.T) {
 	got := Resolve(Input{Service: svc(template("https://${cluster}.example.com")), AddressTypes: DefaultAddressTypes})
-	require.Equal(t, policies.Identity{Manager: policies.ManagerDask, Role: policies.RoleScheduler, Cluster: "simple"}, got.Identity)
+	require.Equal(t, profiles.Identity{Manager: profiles.ManagerDask, Role: profiles.RoleScheduler, Cluster: "simple"}, got.Identity)
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // FieldManager is the manager podpatch's patches of result annotations are recorded under.
@@ -424,7 +425,7 @@ func (t *term) owner(ctx context.Context, s *corev1.Service) *corev1.ObjectRefer
 	if direct == nil {
 		return nil
 	}
-	id, _ := policies.Recognise(policies.KindService, s.Labels, s.Spec.Selector)
+	id, _ := profiles.Recognise(profiles.KindService, s.Labels, s.Spec.Selector)
 	ref, exists, err := t.owners.Verified(ctx, s.Namespace, id.Manager, *direct)
 	if !exists {
 		t.log.V(1).Info("owner not found; no Event on it", "service", s.Name, "kind", ref.Kind, "error", fmt.Sprint(err))

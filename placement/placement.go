@@ -23,6 +23,7 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
 )
 
 // The bounds of a Snapshot: what one check looks at, whatever the size of the cluster.
@@ -293,8 +294,8 @@ func nodeRefuses(pod *corev1.Pod, affinity nodeaffinity.RequiredNodeAffinity, n 
 
 // Finding is the `unschedulable` finding (reference §8) for a Pod Check refuses, naming what
 // made it so when known (the policy that set the placement fields, or "").
-func Finding(r Result, policy string) policies.Finding {
-	return policies.Finding{Check: policies.CheckUnschedulable, Severity: policies.SeverityError, Policy: policy,
+func Finding(r Result, policy string) checks.Finding {
+	return checks.Finding{Check: checks.Unschedulable, Severity: checks.SeverityError, Policy: policy,
 		Field: "spec", Message: "the Pod would be unschedulable: " + r.Reason,
 		Fix: "make the policy's nodeSelector, required node affinity and tolerations match a Node or NodePool, or narrow its match to Pods that can run there"}
 }

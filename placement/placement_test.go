@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
 )
 
 func node(name string, labels map[string]string, taints ...corev1.Taint) *corev1.Node {
@@ -124,8 +124,8 @@ func TestCheckComputeClasses(t *testing.T) {
 	snap.Nodes = []*corev1.Node{node("n", map[string]string{ComputeClassLabel: "fixed"})}
 	require.True(t, Check(sel("fixed"), snap).Schedulable, "a Node of the class")
 	f := Finding(r, "p/c/x")
-	require.Equal(t, policies.CheckUnschedulable, f.Check)
-	require.Equal(t, policies.SeverityError, f.Severity)
+	require.Equal(t, checks.Unschedulable, f.Check)
+	require.Equal(t, checks.SeverityError, f.Severity)
 }
 
 // TestNodePoolsAgreeWithNodes checks Karpenter's compatibility, as placement decides it, against

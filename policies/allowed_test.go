@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/podpatch/podpatch/policies/allowlist"
 )
 
 // annotationPolicy is a PodTemplatePatch setting (or, with value nil, removing) one annotation
@@ -65,7 +67,7 @@ func TestDeniedAnnotationsGenerated(t *testing.T) {
 		_, probs := ParseConfigMap(policyConfigMap(ns, map[string]string{"p.yaml": text}), opts)
 		return probs
 	}
-	for _, glob := range DefaultNamespaceDeniedAnnotations {
+	for _, glob := range allowlist.DefaultDeniedAnnotations {
 		if strings.HasPrefix(glob, "!") {
 			continue
 		}
@@ -117,7 +119,7 @@ func TestDeniedAnnotationsWholeRemoval(t *testing.T) {
 		// With an empty deny-list the allow-list alone decides: metadata.annotations is allowed.
 		opts := DefaultOptions()
 		var err error
-		opts.NamespaceDenied, err = ParseDeniedAnnotations(nil)
+		opts.NamespaceDenied, err = allowlist.ParseDeniedAnnotations(nil)
 		require.NoError(t, err)
 		_, probs := ParseConfigMap(policyConfigMap("team-a", map[string]string{"p.yaml": text}), opts)
 		assert.Empty(t, probs)
@@ -127,19 +129,19 @@ func TestDeniedAnnotationsWholeRemoval(t *testing.T) {
 // TestParseDeniedAnnotations checks the flag's forms: globs, `!` exceptions, the zero value as
 // the default list, an empty list denying nothing, and bad globs.
 func TestParseDeniedAnnotations(t *testing.T) {
-	var zero DeniedAnnotations
+	var zero allowlist.DeniedAnnotations
 	_, denied := zero.Denies("service.beta.kubernetes.io/aws-load-balancer-internal")
 	assert.True(t, denied, "the zero value is the default list")
 	_, denied = zero.Denies(ProvideExternalURLAnnotation)
 	assert.False(t, denied)
-	assert.Equal(t, strings.Join(DefaultNamespaceDeniedAnnotations, ","), zero.String())
+	assert.Equal(t, strings.Join(allowlist.DefaultDeniedAnnotations, ","), zero.String())
 
-	none, err := ParseDeniedAnnotations([]string{})
+	none, err := allowlist.ParseDeniedAnnotations([]string{})
 	require.NoError(t, err)
 	_, denied = none.Denies("service.beta.kubernetes.io/aws-load-balancer-internal")
 	assert.False(t, denied)
 
-	custom, err := ParseDeniedAnnotations([]string{" example.com/* ", "!example.com/ok", ""})
+	custom, err := allowlist.ParseDeniedAnnotations([]string{" example.com/* ", "!example.com/ok", ""})
 	require.NoError(t, err)
 	g, denied := custom.Denies("example.com/lb")
 	assert.True(t, denied)
@@ -151,7 +153,7 @@ func TestParseDeniedAnnotations(t *testing.T) {
 	assert.Equal(t, "example.com/*,!example.com/ok", custom.String())
 
 	for _, bad := range []string{"[", "!", "example.com/[a-"} {
-		_, err := ParseDeniedAnnotations([]string{bad})
+		_, err := allowlist.ParseDeniedAnnotations([]string{bad})
 		assert.Error(t, err, "%q", bad)
 	}
 }
@@ -165,7 +167,7 @@ func TestParseDeniedAnnotations(t *testing.T) {
 func TestNamespaceServiceSpecOutsideDefaultAllowList(t *testing.T) {
 	portsOnly := DefaultOptions()
 	var err error
-	portsOnly.NamespaceAllowed, err = ParseAllowedFields(append(slices.Clone(DefaultNamespaceAllowedFields), "service.spec.ports"))
+	portsOnly.NamespaceAllowed, err = allowlist.ParseFields(append(slices.Clone(allowlist.DefaultFields), "service.spec.ports"))
 	require.NoError(t, err)
 	typ := reflect.TypeFor[corev1.ServiceSpec]()
 	n := 0

@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/podpatch/podpatch/policies/checks"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // resourcesPolicy is a merge policy for a manager and role setting the main container's resources.
@@ -18,7 +21,7 @@ func resourcesPolicy(manager, role, resources string) string {
 // applyBoth applies set to a fixture with Apply and with Patch, checks that both find the same
 // and that the findings did not change the object (the patch is the one without checks: the
 // object Apply returns is the patch applied), and returns Apply's result.
-func applyBoth(t *testing.T, set *Set, kind Kind, obj []byte) Result {
+func applyBoth(t *testing.T, set *Set, kind profiles.Kind, obj []byte) Result {
 	t.Helper()
 	in := Input{Kind: kind, Object: obj, Namespace: "default"}
 	res, err := set.Apply(in)
@@ -27,74 +30,74 @@ func applyBoth(t *testing.T, set *Set, kind Kind, obj []byte) Result {
 	require.NoError(t, err)
 	require.Equal(t, res.Findings, pres.Findings, "Patch (webhook) and Apply (render) must find the same")
 	require.Equal(t, res.Patch, pres.Patch)
-	require.LessOrEqual(t, len(res.Findings), MaxFindings)
+	require.LessOrEqual(t, len(res.Findings), checks.MaxFindings)
 	return res
 }
 
 func TestChecksFire(t *testing.T) {
 	cases := []struct {
 		name, fixture, policy string
-		kind                  Kind
-		want                  []Finding // Check, Severity, Policy, Field compared; Message and Fix must be set
+		kind                  profiles.Kind
+		want                  []checks.Finding // Check, Severity, Policy, Field compared; Message and Fix must be set
 	}{
 		{name: "ray gpu added", fixture: "kuberay/worker-pod.yaml", policy: resourcesPolicy("ray", "worker", `{limits: {nvidia.com/gpu: "1"}}`),
-			want: []Finding{{Check: CheckRayResources, Severity: SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[ray-worker].resources.limits.nvidia.com/gpu"}}},
+			want: []checks.Finding{{Check: checks.RayResources, Severity: checks.SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[ray-worker].resources.limits.nvidia.com/gpu"}}},
 		{name: "ray memory lowered", fixture: "kuberay/worker-pod.yaml", policy: resourcesPolicy("ray", "worker", `{limits: {memory: 512Mi}, requests: {memory: 512Mi}}`),
-			want: []Finding{{Check: CheckRayResources, Severity: SeverityError, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[ray-worker].resources.limits.memory"}}},
+			want: []checks.Finding{{Check: checks.RayResources, Severity: checks.SeverityError, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[ray-worker].resources.limits.memory"}}},
 		{name: "ray memory raised, cpu raised", fixture: "kuberay/worker-pod.yaml", policy: resourcesPolicy("ray", "worker", `{limits: {memory: 4Gi, cpu: "2"}, requests: {memory: 4Gi, cpu: "2"}}`),
-			want: []Finding{
-				{Check: CheckRayResources, Severity: SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[ray-worker].resources.limits.cpu"},
-				{Check: CheckRayResources, Severity: SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[ray-worker].resources.limits.memory"}}},
+			want: []checks.Finding{
+				{Check: checks.RayResources, Severity: checks.SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[ray-worker].resources.limits.cpu"},
+				{Check: checks.RayResources, Severity: checks.SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[ray-worker].resources.limits.memory"}}},
 		{name: "ray tpu added", fixture: "kuberay/worker-pod.yaml", policy: resourcesPolicy("ray", "worker", `{limits: {google.com/tpu: "4"}}`),
-			want: []Finding{{Check: CheckRayResources, Severity: SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[ray-worker].resources.limits.google.com/tpu"}}},
+			want: []checks.Finding{{Check: checks.RayResources, Severity: checks.SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[ray-worker].resources.limits.google.com/tpu"}}},
 		{name: "ray label only", fixture: "kuberay/worker-pod.yaml", policy: "template: {metadata: {labels: {a: b}}}"},
 		{name: "dask classic memory raised", fixture: "dask-classic/worker-pod.yaml", policy: resourcesPolicy("dask", "worker", `{limits: {memory: 8G}, requests: {memory: 8G}}`),
-			want: []Finding{{Check: CheckDaskWorker, Severity: SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[dask-container].resources.limits.memory"}}},
+			want: []checks.Finding{{Check: checks.DaskWorker, Severity: checks.SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[dask-container].resources.limits.memory"}}},
 		{name: "dask classic memory lowered, cpu raised", fixture: "dask-classic/worker-pod.yaml", policy: resourcesPolicy("dask", "worker", `{limits: {memory: 2G, cpu: "2"}, requests: {memory: 2G}}`),
-			want: []Finding{
-				{Check: CheckDaskWorker, Severity: SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[dask-container].resources.limits.memory"},
-				{Check: CheckDaskWorker, Severity: SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[dask-container].resources.limits.cpu"}}},
+			want: []checks.Finding{
+				{Check: checks.DaskWorker, Severity: checks.SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[dask-container].resources.limits.memory"},
+				{Check: checks.DaskWorker, Severity: checks.SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[dask-container].resources.limits.cpu"}}},
 		{name: "dask gateway memory raised", fixture: "dask-gateway/worker-pod.yaml", policy: resourcesPolicy("dask-gateway", "worker", `{limits: {memory: 4Gi}, requests: {memory: 4Gi}}`),
-			want: []Finding{{Check: CheckDaskWorker, Severity: SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[dask-worker].resources.limits.memory"}}},
+			want: []checks.Finding{{Check: checks.DaskWorker, Severity: checks.SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[dask-worker].resources.limits.memory"}}},
 		{name: "dask operator worker adapts", fixture: "dask-operator/worker-pod.yaml", policy: resourcesPolicy("dask", "worker", `{limits: {memory: 8Gi}, requests: {memory: 8Gi}}`)},
 		{name: "spark executor below heap", fixture: "spark/executor-pod.yaml", policy: resourcesPolicy("spark", "executor", `{limits: {memory: 512Mi}, requests: {memory: 512Mi}}`),
-			want: []Finding{{Check: CheckSparkMemory, Severity: SeverityError, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[spark-kubernetes-executor].resources.limits.memory"}}},
+			want: []checks.Finding{{Check: checks.SparkMemory, Severity: checks.SeverityError, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[spark-kubernetes-executor].resources.limits.memory"}}},
 		{name: "spark executor raised", fixture: "spark/executor-pod.yaml", policy: resourcesPolicy("spark", "executor", `{limits: {memory: 8Gi}, requests: {memory: 8Gi}}`),
-			want: []Finding{{Check: CheckSparkMemory, Severity: SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[spark-kubernetes-executor].resources.limits.memory"}}},
+			want: []checks.Finding{{Check: checks.SparkMemory, Severity: checks.SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[spark-kubernetes-executor].resources.limits.memory"}}},
 		{name: "spark executor heap and memory raised together", fixture: "spark/executor-pod.yaml",
 			policy: "match: {managers: [spark], roles: [executor]}\ntemplate: {spec: {containers: [{name: \"@main\", env: [{name: SPARK_EXECUTOR_MEMORY, value: 1536m}], resources: {limits: {memory: 2Gi}, requests: {memory: 2Gi}}}]}}"},
 		{name: "spark executor heap raised above memory", fixture: "spark/executor-pod.yaml",
 			policy: "match: {managers: [spark], roles: [executor]}\ntemplate: {spec: {containers: [{name: \"@main\", env: [{name: SPARK_EXECUTOR_MEMORY, value: 4g}], resources: {limits: {memory: 2Gi}, requests: {memory: 2Gi}}}]}}",
-			want:   []Finding{{Check: CheckSparkMemory, Severity: SeverityError, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[spark-kubernetes-executor].resources.limits.memory"}}},
+			want:   []checks.Finding{{Check: checks.SparkMemory, Severity: checks.SeverityError, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[spark-kubernetes-executor].resources.limits.memory"}}},
 		{name: "spark driver lowered", fixture: "spark/driver-pod.yaml", policy: resourcesPolicy("spark", "driver", `{limits: {memory: 1Gi}, requests: {memory: 1Gi}}`),
-			want: []Finding{{Check: CheckSparkMemory, Severity: SeverityError, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[spark-kubernetes-driver].resources.limits.memory"}}},
+			want: []checks.Finding{{Check: checks.SparkMemory, Severity: checks.SeverityError, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[spark-kubernetes-driver].resources.limits.memory"}}},
 		{name: "flink taskmanager lowered", fixture: "flink/taskmanager-pod.yaml", policy: resourcesPolicy("flink", "taskmanager", `{limits: {memory: 1Gi}, requests: {memory: 1Gi}}`),
-			want: []Finding{{Check: CheckFlinkMemory, Severity: SeverityError, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[flink-main-container].resources.limits.memory"}}},
+			want: []checks.Finding{{Check: checks.FlinkMemory, Severity: checks.SeverityError, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[flink-main-container].resources.limits.memory"}}},
 		{name: "flink taskmanager raised", fixture: "flink/taskmanager-pod.yaml", policy: resourcesPolicy("flink", "taskmanager", `{limits: {memory: 4Gi}, requests: {memory: 4Gi}}`),
-			want: []Finding{{Check: CheckFlinkMemory, Severity: SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[flink-main-container].resources.limits.memory"}}},
+			want: []checks.Finding{{Check: checks.FlinkMemory, Severity: checks.SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[flink-main-container].resources.limits.memory"}}},
 		{name: "flink jobmanager raised", fixture: "flink/jobmanager-pod.yaml", policy: resourcesPolicy("flink", "jobmanager", `{limits: {memory: 8Gi}, requests: {memory: 8Gi}}`),
-			want: []Finding{{Check: CheckFlinkMemory, Severity: SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[flink-main-container].resources.limits.memory"}}},
-		{name: "dask scheduler load balancer", kind: KindService, fixture: "dask-operator/scheduler-service.yaml",
+			want: []checks.Finding{{Check: checks.FlinkMemory, Severity: checks.SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.containers[flink-main-container].resources.limits.memory"}}},
+		{name: "dask scheduler load balancer", kind: profiles.KindService, fixture: "dask-operator/scheduler-service.yaml",
 			policy: "match: {managers: [dask], roles: [scheduler]}\nservice: {spec: {type: LoadBalancer}}",
-			want:   []Finding{{Check: CheckDaskLoadBalancer, Severity: SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.type"}}},
-		{name: "dask scheduler annotation only", kind: KindService, fixture: "dask-operator/scheduler-service.yaml",
+			want:   []checks.Finding{{Check: checks.DaskLoadBalancer, Severity: checks.SeverityWarning, Policy: "podpatch-system/hostile/p1", Field: "spec.type"}}},
+		{name: "dask scheduler annotation only", kind: profiles.KindService, fixture: "dask-operator/scheduler-service.yaml",
 			policy: "match: {managers: [dask], roles: [scheduler]}\nservice: {metadata: {annotations: {a: b}}}"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			kind := c.kind
 			if kind == "" {
-				kind = KindPod
+				kind = profiles.KindPod
 			}
 			res := applyBoth(t, platformSet(t, c.policy), kind, fixtureJSON(t, c.fixture, nil))
 			require.True(t, res.Changed)
 			require.Empty(t, res.Skipped)
-			var got []Finding
+			var got []checks.Finding
 			for _, f := range res.Findings {
 				require.NotEmpty(t, f.Message)
 				require.NotEmpty(t, f.Fix)
 				require.NotContains(t, f.String(), "\n")
-				got = append(got, Finding{Check: f.Check, Severity: f.Severity, Policy: f.Policy, Field: f.Field})
+				got = append(got, checks.Finding{Check: f.Check, Severity: f.Severity, Policy: f.Policy, Field: f.Field})
 			}
 			require.Equal(t, c.want, got, "%v", res.Findings)
 		})
@@ -112,9 +115,9 @@ func TestChecksDoNotChangeTheObject(t *testing.T) {
 	fired := map[string]bool{}
 	for _, name := range []string{"kuberay/worker-pod.yaml", "kuberay/head-pod.yaml", "dask-classic/worker-pod.yaml", "dask-gateway/worker-pod.yaml",
 		"spark/executor-pod.yaml", "spark/driver-pod.yaml", "flink/taskmanager-pod.yaml", "flink/jobmanager-pod.yaml", "dask-operator/scheduler-service.yaml"} {
-		kind := KindPod
+		kind := profiles.KindPod
 		if strings.HasSuffix(name, "service.yaml") {
-			kind = KindService
+			kind = profiles.KindService
 		}
 		obj := fixtureJSON(t, name, nil)
 		res := applyBoth(t, set, kind, obj)
@@ -126,57 +129,18 @@ func TestChecksDoNotChangeTheObject(t *testing.T) {
 		require.JSONEq(t, string(res.Object), string(again.Object), "%s: idempotent", name)
 		require.Empty(t, again.Findings, "%s: a second admission changes no figure, so finds nothing", name)
 	}
-	for _, id := range CheckIDs {
-		if id == CheckKueuePlacement {
+	for _, id := range checks.IDs {
+		if id == checks.KueuePlacement {
 			continue // placement on Pods Kueue manages: TestKueuePlacementProperty
 		}
 		require.True(t, fired[id], "%s never fired", id)
 	}
 }
 
-func TestShellWords(t *testing.T) {
-	for in, want := range map[string][]string{
-		`ulimit -n 65536; ray start  --memory=1073741824  --num-cpus=1 `: {"ulimit", "-n", "65536", "ray", "start", "--memory=1073741824", "--num-cpus=1"},
-		`ray start --resources='{"TPU": 4}' --num-gpus="2"`:              {"ray", "start", `--resources={"TPU": 4}`, "--num-gpus=2"},
-		`a\ b "c \"d\"" 'e`: {"a b", `c "d"`, "e"},
-		`x && y|z`:          {"x", "y", "z"},
-		`"unterminated`:     {"unterminated"},
-		``:                  nil,
-	} {
-		require.Equal(t, want, shellWords(nil, in, maxCheckTokens), in)
-	}
-	long := strings.Repeat("a ", maxCheckTokens*4)
-	require.Len(t, shellWords(nil, long, maxCheckTokens), maxCheckTokens)
-}
-
-func TestSizeParsers(t *testing.T) {
-	for _, c := range []struct {
-		s     string
-		units map[string]float64
-		bare  float64
-		want  int64
-		ok    bool
-	}{
-		{"4G", daskUnits, 1, 4e9, true}, {"4GiB", daskUnits, 1, 4 << 30, true}, {"2147483648", daskUnits, 1, 2147483648, true},
-		{"5.4 kB", daskUnits, 1, 5400, true}, {"1e6", daskUnits, 1, 1e6, true}, {"auto", daskUnits, 1, 0, false},
-		{"2048m", jvmUnits, 1, 2048 << 20, true}, {"1728 mb", jvmUnits, 1, 1728 << 20, true}, {"1024", jvmUnits, 1 << 20, 1024 << 20, true},
-		{"-1g", jvmUnits, 1, 0, false}, {"1e400", jvmUnits, 1, 0, false}, {"NaN", jvmUnits, 1, 0, false}, {"9999999999t", jvmUnits, 1, 0, false},
-		{strings.Repeat("9", 100), jvmUnits, 1, 0, false},
-	} {
-		got, ok := parseSize(c.s, c.units, c.bare)
-		require.Equal(t, c.ok, ok, c.s)
-		require.Equal(t, c.want, got, c.s)
-	}
-	props := propertyValues([]string{"-D", "taskmanager.memory.process.size=2048m", "-Djobmanager.memory.process.size=1g"},
-		"taskmanager.memory.process.size: 4g\ntaskmanager.numberOfTaskSlots: 2", []string{"taskmanager.memory.process.size", "jobmanager.memory.process.size", "taskmanager.numberOfTaskSlots"})
-	require.Equal(t, map[string]string{"taskmanager.memory.process.size": "2048m", "jobmanager.memory.process.size": "1g", "taskmanager.numberOfTaskSlots": "2"}, props)
-	require.Equal(t, map[string]string{"--memory-limit": "3G", "--nthreads": "2"},
-		flagValues([]string{"dask-worker", "--memory-limit", "$(MEM)", "--nthreads=2", "--nthreads", "9"}, []string{"--memory-limit", "--nthreads"}, func() map[string]string { return map[string]string{"MEM": "3G"} }))
-}
-
 // FuzzRayStartCommand feeds hostile command lines to the checks through a KubeRay worker whose
 // GPUs, memory and CPUs a policy changes: the `ray start` parsing must not panic, must stay within
-// MaxFindings, and Apply and Patch must agree.
+// MaxFindings, and Apply and Patch must agree. The command-line parsers on their own:
+// policies/checks' FuzzCommandLine.
 func FuzzRayStartCommand(f *testing.F) {
 	seed := fixtureJSON(f, "kuberay/worker-pod.yaml", nil)
 	var obj map[string]any
@@ -197,42 +161,11 @@ func FuzzRayStartCommand(f *testing.F) {
 				t.Fatal("fixture lost its labels")
 			}
 		}
-		res := applyBoth(t, set, KindPod, js)
+		res := applyBoth(t, set, profiles.KindPod, js)
 		for _, fd := range res.Findings {
-			require.Equal(t, CheckRayResources, fd.Check)
+			require.Equal(t, checks.RayResources, fd.Check)
 		}
-		// The same command lines through the other managers' parsers.
-		words := commandWords([]string{command}, []string{arg})
-		require.LessOrEqual(t, len(words), maxCheckTokens)
-		_ = propertyValues(words, command, profiles[len(profiles)-1].Sizes.Properties)
-		_ = flagValues(words, []string{"--memory-limit", "--nthreads", "--nworkers"}, func() map[string]string { return map[string]string{"X": arg} })
-		_, _ = parseSize(arg, daskUnits, 1)
-		_, _ = parseSize(command, jvmUnits, 1<<20)
-		_ = rayResources(arg)
+		// The other managers' parsers read the same command lines in policies/checks'
+		// FuzzCommandLine.
 	})
-}
-
-// TestRenderExplainChecks: render --explain prints one "check:" line per finding, and the
-// rendered object is the one without the comment lines.
-func TestRenderExplainChecks(t *testing.T) {
-	set := platformSet(t, resourcesPolicy("ray", "worker", `{limits: {nvidia.com/gpu: "1", memory: 512Mi}, requests: {memory: 512Mi}}`))
-	docs, err := SplitDocuments(bytes.NewReader(fixtureJSON(t, "kuberay/worker-pod.yaml", nil)))
-	require.NoError(t, err)
-	plain, err := set.Render(docs, RenderOptions{Namespace: "default"})
-	require.NoError(t, err)
-	explained, err := set.Render(docs, RenderOptions{Namespace: "default", Explain: true})
-	require.NoError(t, err)
-	var checks, rest []string
-	for _, l := range strings.Split(string(explained), "\n") {
-		switch {
-		case strings.HasPrefix(l, "# podpatch:   check: "):
-			checks = append(checks, strings.TrimPrefix(l, "# podpatch:   check: "))
-		case !strings.HasPrefix(l, "# podpatch:"):
-			rest = append(rest, l)
-		}
-	}
-	res := applyBoth(t, set, KindPod, docs[0].JSON)
-	require.Len(t, res.Findings, 2)
-	require.Equal(t, []string{res.Findings[0].String(), res.Findings[1].String()}, checks)
-	require.Equal(t, string(plain), strings.Join(rest, "\n"))
 }

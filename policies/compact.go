@@ -9,6 +9,8 @@ import (
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
 )
 
+// The compile stage (doc.go): a policy's patches kept as compact JSON, decoded on demand.
+
 // patchPart is the compiled form of one part of a policy (its template, or its service): the
 // part's JSON, compact and canonical (jsontree.Encode), and its tree decoded on demand.
 //
@@ -41,7 +43,7 @@ func newPatchPart(m map[string]any) (*patchPart, error) {
 	if err != nil {
 		return nil, err
 	}
-	if m, err = decodeObject(raw); err != nil {
+	if m, err = jsontree.DecodeObject(raw); err != nil {
 		return nil, err
 	}
 	pp := &patchPart{raw: slices.Clip(bytes.Clone(raw))} // the encoder's buffer has room to spare
@@ -68,7 +70,7 @@ func (pp *patchPart) pin() *treeCell {
 			return c
 		}
 	}
-	m, err := decodeObject(pp.raw)
+	m, err := jsontree.DecodeObject(pp.raw)
 	if err != nil {
 		return nil // unreachable: newPatchPart decoded these bytes
 	}

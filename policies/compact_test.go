@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/podpatch/podpatch/policies/internal/jsontree"
 )
 
 // TestPatchPartRoundTrip checks the compact compiled form against every policy of the golden
@@ -19,17 +21,17 @@ func TestPatchPartRoundTrip(t *testing.T) {
 	files, err := filepath.Glob("testdata/apply/*/policies.yaml")
 	require.NoError(t, err)
 	files = append(files, "../manifests/examples")
-	cms, err := ReadConfigMapFiles(files, "default", nil)
+	cms, err := readConfigMaps(files...)
 	require.NoError(t, err)
 	parts := 0
-	for _, scm := range cms {
-		ps, probs := ParseConfigMap(scm.ConfigMap, DefaultOptions())
+	for _, cm := range cms {
+		ps, probs := ParseConfigMap(cm, DefaultOptions())
 		if len(probs) > 0 {
 			continue // cases of refused policies
 		}
 		for _, p := range ps {
 			// What the parse kept, decoded from the document itself.
-			template, service := documentParts(t, scm.ConfigMap.Data[p.Key], p.Index)
+			template, service := documentParts(t, cm.Data[p.Key], p.Index)
 			for _, c := range []struct {
 				part *patchPart
 				want map[string]any
@@ -60,7 +62,7 @@ func documentParts(t *testing.T, text string, index int) (template, service map[
 	docs, err := SplitDocuments(strings.NewReader(text))
 	require.NoError(t, err)
 	require.Greater(t, len(docs), index)
-	obj, err := decodeObject(docs[index].JSON)
+	obj, err := jsontree.DecodeObject(docs[index].JSON)
 	require.NoError(t, err)
 	spec, _ := obj["spec"].(map[string]any)
 	template, _ = spec["template"].(map[string]any)

@@ -11,22 +11,9 @@ import (
 	"github.com/podpatch/podpatch/policies/internal/yamljson"
 )
 
-// decodeJSON decodes one JSON value into generic form, keeping numbers exactly as written
-// (json.Number) so that re-encoding never rewrites a quantity or an integer.
-func decodeJSON(raw []byte) (any, error) { return jsontree.Decode(raw) }
-
-// decodeObject decodes a JSON object.
-func decodeObject(raw []byte) (map[string]any, error) {
-	v, err := decodeJSON(raw)
-	if err != nil {
-		return nil, err
-	}
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("expected a JSON object, got %s", typeName(v))
-	}
-	return obj, nil
-}
+// The parse stage's front end (doc.go): every YAML or JSON stream podpatch reads, the data keys
+// of a ConfigMap and the files and objects of the tools alike, split into documents through one
+// bounded converter (policies/internal/yamljson) within the limits of limits.go.
 
 // RawDocument is one document of a YAML or JSON stream: its JSON form and the exact text it
 // was read from, so that untouched objects can be printed as they came in.
@@ -46,14 +33,14 @@ type RawDocument struct {
 // every YAML document goes through the one bounded front end (policies/internal/yamljson).
 // The caller bounds the stream's size.
 func SplitDocuments(r io.Reader) ([]RawDocument, error) {
-	chunks := MaxStreamDocuments
+	chunks := maxStreamDocuments
 	return splitDocuments(context.Background(), r, streamLimits, 0, &chunks)
 }
 
 // splitDocuments splits a stream into documents converted within lim, stopping after maxDocs
 // non-empty ones when maxDocs > 0 (the caller reports the excess), and between documents once
 // ctx is done. Each document, empty ones included, takes one of *chunks, which the caller may
-// share between streams; none left is an error. Its errors carry the document's index (*DocumentError).
+// share between streams; none left is an error. Its errors carry the document's index (*documentError).
 func splitDocuments(ctx context.Context, r io.Reader, lim yamljson.Limits, maxDocs int, chunks *int) ([]RawDocument, error) {
 	stream := yamljson.NewStream(r)
 	if text, ok, err := stream.JSON(); err != nil {
@@ -78,17 +65,17 @@ func splitDocuments(ctx context.Context, r io.Reader, lim yamljson.Limits, maxDo
 			err = ctx.Err()
 		}
 		if *chunks--; err == nil && *chunks < 0 {
-			err = fmt.Errorf("%w: more than %d documents, empty ones included", ErrTooLarge, MaxStreamDocuments)
+			err = fmt.Errorf("%w: more than %d documents, empty ones included", ErrTooLarge, maxStreamDocuments)
 		}
 		if err != nil {
-			return nil, &DocumentError{Index: i, Err: err}
+			return nil, &documentError{Index: i, Err: err}
 		}
 		if doc.Blank {
 			continue // nothing to parse: a parser costs kilobytes, a `---` line four bytes
 		}
 		js, err := yamljson.ToJSON(ctx, doc.Raw, lim)
 		if err != nil {
-			return nil, &DocumentError{Index: i, Err: limitError(err)}
+			return nil, &documentError{Index: i, Err: limitError(err)}
 		}
 		if string(js) == "null" {
 			continue
@@ -98,33 +85,25 @@ func splitDocuments(ctx context.Context, r io.Reader, lim yamljson.Limits, maxDo
 	return docs, nil
 }
 
-// DocumentError is an error about one document of a stream.
-type DocumentError struct {
+// documentError is an error about one document of a stream.
+type documentError struct {
 	// Index is the document's position in the stream, from 1, counting empty ones.
 	Index int
 	Err   error
 }
 
-func (e *DocumentError) Error() string { return fmt.Sprintf("document %d: %v", e.Index, e.Err) }
+func (e *documentError) Error() string { return fmt.Sprintf("document %d: %v", e.Index, e.Err) }
 
 // Unwrap returns the document's error.
-func (e *DocumentError) Unwrap() error { return e.Err }
+func (e *documentError) Unwrap() error { return e.Err }
 
 // The front end's limits for each kind of input (reference §3 "Limits").
 var (
 	// streamLimits bound one document of a file or stdin: an object of render, a ConfigMap.
-	streamLimits = yamljson.Limits{Text: MaxFileBytes, Depth: MaxDepth, Nodes: MaxYAMLNodes, JSON: MaxFileBytes}
+	streamLimits = yamljson.Limits{Text: MaxFileBytes, Depth: maxDepth, Nodes: MaxYAMLNodes, JSON: MaxFileBytes}
 	// policyLimits bound one policy document of a ConfigMap's data.
-	policyLimits = yamljson.Limits{Text: MaxPolicyTextBytes, Depth: MaxDepth, Nodes: MaxYAMLNodes, JSON: MaxPolicyBytes}
+	policyLimits = yamljson.Limits{Text: MaxPolicyTextBytes, Depth: maxDepth, Nodes: MaxYAMLNodes, JSON: maxPolicyBytes}
 )
-
-// limitError makes the front end's limit errors wrap ErrTooLarge.
-func limitError(err error) error {
-	if le := (*yamljson.LimitError)(nil); errors.As(err, &le) {
-		return fmt.Errorf("%w: %w", ErrTooLarge, le)
-	}
-	return err
-}
 
 // splitJSON splits a stream of JSON values into documents, as splitDocuments does a YAML
 // stream; its syntax errors are *json.SyntaxError.
@@ -137,13 +116,13 @@ func splitJSON(ctx context.Context, text []byte, maxDocs int, chunks *int) ([]Ra
 			return docs, nil
 		}
 		if errors.Is(err, jsontree.ErrDecoderDepth) { // the decoder's own bound, beyond ours
-			err = fmt.Errorf("%w: nested deeper than %d levels", ErrTooLarge, MaxDepth)
+			err = fmt.Errorf("%w: nested deeper than %d levels", ErrTooLarge, maxDepth)
 		}
 		if err == nil {
 			err = ctx.Err()
 		}
 		if *chunks--; err == nil && *chunks < 0 {
-			err = fmt.Errorf("%w: more than %d documents", ErrTooLarge, MaxStreamDocuments)
+			err = fmt.Errorf("%w: more than %d documents", ErrTooLarge, maxStreamDocuments)
 		}
 		if err == nil {
 			err = checkJSONDepth(raw)
@@ -155,28 +134,9 @@ func splitJSON(ctx context.Context, text []byte, maxDocs int, chunks *int) ([]Ra
 			err = jsontree.CheckDuplicateKeys(raw)
 		}
 		if err != nil {
-			return nil, &DocumentError{Index: i, Err: err}
+			return nil, &documentError{Index: i, Err: err}
 		}
 		docs = append(docs, RawDocument{JSON: raw, Text: raw, Index: i})
 	}
 	return docs, nil
-}
-
-func typeName(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case map[string]any:
-		return "an object"
-	case []any:
-		return "a list"
-	case string:
-		return "a string"
-	case json.Number:
-		return "a number"
-	case bool:
-		return "a boolean"
-	default:
-		return fmt.Sprintf("%T", v)
-	}
 }

@@ -1,6 +1,13 @@
 package policies
 
-import "github.com/podpatch/podpatch/internal/objdiff"
+import (
+	"slices"
+	"strings"
+
+	"github.com/podpatch/podpatch/internal/objdiff"
+	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/profiles"
+)
 
 // diffPaths lists the paths at which two JSON trees differ, for `render --explain`: leaves of
 // objects, lists of named objects by item name, other lists as a whole, values compared
@@ -13,8 +20,8 @@ func diffPaths(before, after any) []string {
 // --explain`'s form, whatever an object already holds: what `podpatch explain` shows of a live
 // object whose fields the policy set at admission. Named items are named as the policy names
 // them (`spec.containers[@main]`, `[*]`); other lists are named whole.
-func (p *Policy) Paths(k Kind) []string {
-	patch := p.patchFor(k)
+func (p *Policy) Paths(k profiles.Kind) []string {
+	patch := p.Patch(k)
 	if len(patch) == 0 {
 		return nil
 	}
@@ -47,4 +54,28 @@ func skeleton(v map[string]any) map[string]any {
 		}
 	}
 	return out
+}
+
+// dropRestored takes out of the explanations the placement fields that kueue.Keep put
+// back: a field a policy changed on its way that the patched object no longer differs in.
+func dropRestored(changes []Change, given []byte, obj map[string]any) []Change {
+	in := jsontree.ExpandAll(jsontree.New().Decode(given))
+	final := diffPaths(in, jsontree.ExpandAll(deepCopy(obj)))
+	differs := func(f string) bool {
+		for _, d := range final {
+			if d == f || strings.HasPrefix(d, f+".") || strings.HasPrefix(d, f+"[") ||
+				strings.HasPrefix(f, d+".") || strings.HasPrefix(f, d+"[") {
+				return true
+			}
+		}
+		return false
+	}
+	for i, c := range changes {
+		changes[i].Fields = slices.DeleteFunc(slices.Clone(c.Fields), func(f string) bool {
+			placementPath := strings.HasPrefix(f, "spec.nodeSelector") || strings.HasPrefix(f, "spec.tolerations") ||
+				strings.HasPrefix(f, "spec.affinity")
+			return placementPath && !differs(f)
+		})
+	}
+	return changes
 }

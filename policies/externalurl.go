@@ -19,7 +19,7 @@ import (
 const (
 	// ProvideExternalURLAnnotation set to "true" on a Service requests its external URL.
 	ProvideExternalURLAnnotation = "podpatch.io/provide-external-url"
-	// ExternalURLTemplateAnnotation optionally gives the URL as a template (ParseURLTemplate).
+	// ExternalURLTemplateAnnotation optionally gives the URL as a template (urltemplate.Parse).
 	ExternalURLTemplateAnnotation = "podpatch.io/external-url-template"
 	// ExternalURLPortAnnotation optionally names the Service port (name or number) to expose.
 	ExternalURLPortAnnotation = "podpatch.io/external-url-port"
@@ -33,37 +33,6 @@ const (
 	// SparkResolvedExternalURIAnnotation is the legacy Spark result.
 	SparkResolvedExternalURIAnnotation = "spark-job.alpha.apache.org/resolvedExternalUri"
 )
-
-// The URL template language lives in externalurl/urltemplate, a leaf package that both the
-// policy validation here and the resolver (externalurl) import. These names keep podpatch's
-// exported API as it was.
-const (
-	// MaxURLTemplateBytes bounds a template's text (urltemplate.MaxTemplateBytes).
-	MaxURLTemplateBytes = urltemplate.MaxTemplateBytes
-	// MaxURLBytes bounds a rendered URL and every intermediate value (urltemplate.MaxURLBytes).
-	MaxURLBytes = urltemplate.MaxURLBytes
-)
-
-type (
-	// URLFields are the values a URL template may use (urltemplate.Fields).
-	URLFields = urltemplate.Fields
-	// URLTemplate is a parsed, checked URL template (urltemplate.Template).
-	URLTemplate = urltemplate.Template
-	// URLError is the error of CheckExternalURL (urltemplate.Error).
-	URLError = urltemplate.Error
-)
-
-// URLSchemes are the schemes an external URL may have (urltemplate.Schemes).
-var URLSchemes = urltemplate.Schemes
-
-// ParseURLTemplate parses a URL template (urltemplate.Parse).
-func ParseURLTemplate(text string) (*URLTemplate, error) { return urltemplate.Parse(text) }
-
-// CheckExternalURL accepts what podpatch may write as an external URL (urltemplate.CheckURL).
-func CheckExternalURL(s string) error { return urltemplate.CheckURL(s) }
-
-// ValidateURLTemplate parses a template and renders it with sample values (urltemplate.Validate).
-func ValidateURLTemplate(text string) error { return urltemplate.Validate(text) }
 
 // validateExternalURLAnnotations checks the request annotations a policy sets, and keeps the
 // result annotations, which the resolver writes, out of policies.
@@ -80,7 +49,7 @@ func validateExternalURLAnnotations(annotations map[string]string, fld *field.Pa
 		}
 		switch k {
 		case ExternalURLTemplateAnnotation:
-			if err := ValidateURLTemplate(v); err != nil {
+			if err := urltemplate.Validate(v); err != nil {
 				errs = append(errs, field.Invalid(fld.Key(k), v, err.Error()))
 			}
 		case ProvideExternalURLAnnotation:

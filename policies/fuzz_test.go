@@ -27,6 +27,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/manifest"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // everyRulePolicies is a platform ConfigMap whose policies exercise every merge rule of reference §3
@@ -205,7 +207,7 @@ func readFixture(tb testing.TB, name string) []byte {
 // exampleConfigMaps reads the example policies of manifests/examples.
 func exampleConfigMaps(tb testing.TB) []policies.SourcedConfigMap {
 	tb.Helper()
-	cms, err := policies.ReadConfigMapFiles([]string{filepath.Join("..", "manifests", "examples")}, "default", nil)
+	cms, err := manifest.ReadConfigMaps([]string{filepath.Join("..", "manifests", "examples")}, "default", nil)
 	require.NoError(tb, err)
 	require.NotEmpty(tb, cms)
 	return cms
@@ -243,7 +245,7 @@ func decodeTop(b []byte) (map[string]any, bool) {
 // checkApply applies set to obj as kind and checks the invariants of Apply: no panic (the
 // fuzzer reports one), idempotency, valid JSON output, and untouched top-level fields other
 // than the metadata and spec that policies patch.
-func checkApply(t *testing.T, set *policies.Set, kind policies.Kind, obj []byte) {
+func checkApply(t *testing.T, set *policies.Set, kind profiles.Kind, obj []byte) {
 	t.Helper()
 	in := policies.Input{Kind: kind, Object: obj, Namespace: "default", NamespaceLabels: map[string]string{"env": "prod"}}
 	res, err := set.Apply(in)
@@ -267,7 +269,7 @@ func checkApply(t *testing.T, set *policies.Set, kind policies.Kind, obj []byte)
 	meta, _ := out["metadata"].(map[string]any)
 	ann, _ := meta["annotations"].(map[string]any)
 	require.NotEmpty(t, ann[policies.AppliedAnnotation], "a patched object carries %s", policies.AppliedAnnotation)
-	if kind == policies.KindPod {
+	if kind == profiles.KindPod {
 		origSpec, _ := orig["spec"].(map[string]any)
 		outSpec, _ := out["spec"].(map[string]any)
 		for _, list := range []string{"containers", "initContainers"} {
@@ -329,8 +331,8 @@ func FuzzApply(f *testing.F) {
 
 	set := fuzzSet(f)
 	f.Fuzz(func(t *testing.T, obj []byte) {
-		checkApply(t, set, policies.KindPod, obj)
-		checkApply(t, set, policies.KindService, obj)
+		checkApply(t, set, profiles.KindPod, obj)
+		checkApply(t, set, profiles.KindService, obj)
 	})
 }
 
@@ -389,7 +391,7 @@ func FuzzParseConfigMap(f *testing.F) {
 			require.Equal(t, "fuzz.yaml", p.Key)
 		}
 		set := policies.NewSet(ps)
-		kinds := map[string]policies.Kind{"pod": policies.KindPod, "svc": policies.KindService, "spark": policies.KindPod}
+		kinds := map[string]profiles.Kind{"pod": profiles.KindPod, "svc": profiles.KindService, "spark": profiles.KindPod}
 		for name, obj := range map[string][]byte{"pod": pod, "svc": svc, "spark": spark} {
 			res, err := set.Apply(policies.Input{Kind: kinds[name], Object: obj, Namespace: "team-a"})
 			require.NoError(t, err, name)
@@ -469,6 +471,6 @@ func FuzzKeyedLists(f *testing.F) {
 		if len(probs) > 0 {
 			return // duplicate keys inside one policy are rejected: nothing to merge
 		}
-		checkApply(t, policies.NewSet(ps), policies.KindPod, []byte(pod))
+		checkApply(t, policies.NewSet(ps), profiles.KindPod, []byte(pod))
 	})
 }

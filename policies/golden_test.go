@@ -1,4 +1,4 @@
-package policies
+package policies_test
 
 import (
 	"bytes"
@@ -12,6 +12,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
+
+	"github.com/podpatch/podpatch/policies"
+
+	"github.com/podpatch/podpatch/policies/allowlist"
+	"github.com/podpatch/podpatch/policies/lint"
+	"github.com/podpatch/podpatch/policies/manifest"
+	"github.com/podpatch/podpatch/policies/profiles"
+	"github.com/podpatch/podpatch/policies/render"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -63,33 +71,33 @@ type renderArgs struct {
 	AllowedFields   []string          `json:"namespaceAllowedFields"`
 }
 
-func loadCase(t *testing.T, dir string) (*Set, []RawDocument, RenderOptions) {
+func loadCase(t *testing.T, dir string) (*policies.Set, []policies.RawDocument, render.Options) {
 	t.Helper()
 	var args renderArgs
 	if b, err := os.ReadFile(filepath.Join(dir, "args.yaml")); err == nil {
 		require.NoError(t, yaml.UnmarshalStrict(b, &args))
 	}
-	opts := DefaultOptions()
+	opts := policies.DefaultOptions()
 	if args.PlatformNS != "" {
 		opts.PlatformNamespace = args.PlatformNS
 	}
 	if args.AllowedFields != nil {
 		var err error
-		opts.NamespaceAllowed, err = ParseAllowedFields(args.AllowedFields)
+		opts.NamespaceAllowed, err = allowlist.ParseFields(args.AllowedFields)
 		require.NoError(t, err)
 	}
 	if args.Namespace == "" {
 		args.Namespace = "default"
 	}
-	cms, err := ReadConfigMapFiles([]string{filepath.Join(dir, "policies.yaml")}, args.Namespace, nil)
+	cms, err := manifest.ReadConfigMaps([]string{filepath.Join(dir, "policies.yaml")}, args.Namespace, nil)
 	require.NoError(t, err)
-	set, probs := Compile(cms, opts)
-	require.Empty(t, probs, "policies of an apply case must be valid:\n%s", ProblemLines(probs))
+	set, probs := policies.Compile(cms, opts)
+	require.Empty(t, probs, "policies of an apply case must be valid:\n%s", policies.ProblemLines(probs))
 	in, err := os.ReadFile(filepath.Join(dir, "in.yaml"))
 	require.NoError(t, err)
-	docs, err := SplitDocuments(bytes.NewReader(in))
+	docs, err := policies.SplitDocuments(bytes.NewReader(in))
 	require.NoError(t, err)
-	return set, docs, RenderOptions{Namespace: args.Namespace, NamespaceLabels: args.NamespaceLabels}
+	return set, docs, render.Options{Namespace: args.Namespace, NamespaceLabels: args.NamespaceLabels}
 }
 
 // TestApplyGolden renders every case of testdata/apply and compares with want.yaml (and, with
@@ -100,17 +108,17 @@ func TestApplyGolden(t *testing.T) {
 	for _, c := range goldenCases(t, "apply", files) {
 		t.Run(c.name, func(t *testing.T) {
 			set, docs, opts := loadCase(t, c.dir)
-			got, err := set.Render(docs, opts)
+			got, err := render.Documents(set, docs, opts)
 			require.NoError(t, err)
 			checkGolden(t, filepath.Join(c.dir, "want.yaml"), got)
 
 			// The webhook's patch is the same bytes every time (map order must not leak).
 			for _, d := range docs {
-				var head struct{ Kind Kind }
-				if json.Unmarshal(d.JSON, &head) != nil || (head.Kind != KindPod && head.Kind != KindService) {
+				var head struct{ Kind profiles.Kind }
+				if json.Unmarshal(d.JSON, &head) != nil || (head.Kind != profiles.KindPod && head.Kind != profiles.KindService) {
 					continue
 				}
-				in := Input{Kind: head.Kind, Object: d.JSON, Namespace: opts.Namespace, NamespaceLabels: opts.NamespaceLabels}
+				in := policies.Input{Kind: head.Kind, Object: d.JSON, Namespace: opts.Namespace, NamespaceLabels: opts.NamespaceLabels}
 				first, err := set.Patch(in)
 				require.NoError(t, err)
 				for range 10 {
@@ -120,9 +128,9 @@ func TestApplyGolden(t *testing.T) {
 				}
 			}
 
-			again, err := SplitDocuments(bytes.NewReader(got))
+			again, err := policies.SplitDocuments(bytes.NewReader(got))
 			require.NoError(t, err)
-			twice, err := set.Render(again, opts)
+			twice, err := render.Documents(set, again, opts)
 			require.NoError(t, err)
 			require.Equal(t, string(got), string(twice), "applying the policies twice must equal applying them once")
 
@@ -131,7 +139,7 @@ func TestApplyGolden(t *testing.T) {
 					return
 				}
 				opts.Explain = true
-				explained, err := set.Render(docs, opts)
+				explained, err := render.Documents(set, docs, opts)
 				require.NoError(t, err)
 				checkGolden(t, filepath.Join(c.dir, "explain.yaml"), explained)
 			}
@@ -149,20 +157,20 @@ func TestLintGolden(t *testing.T) {
 			if b, err := os.ReadFile(filepath.Join(c.dir, "args.yaml")); err == nil {
 				require.NoError(t, yaml.UnmarshalStrict(b, &args))
 			}
-			opts := DefaultOptions()
+			opts := policies.DefaultOptions()
 			if args.AllowedFields != nil {
 				var err error
-				opts.NamespaceAllowed, err = ParseAllowedFields(args.AllowedFields)
+				opts.NamespaceAllowed, err = allowlist.ParseFields(args.AllowedFields)
 				require.NoError(t, err)
 			}
-			cms, err := ReadConfigMapFiles([]string{filepath.Join(c.dir, "policies.yaml")}, "default", nil)
+			cms, err := manifest.ReadConfigMaps([]string{filepath.Join(c.dir, "policies.yaml")}, "default", nil)
 			var got string
 			if err != nil {
 				got = "read error: " + err.Error()
 			} else {
-				set, probs := Compile(cms, opts)
-				probs = append(probs, set.SelectionProblems(cms)...) // as `podpatch lint` does
-				lines := strings.Split(ProblemLines(probs), "\n")
+				set, probs := policies.Compile(cms, opts)
+				probs = append(probs, lint.SelectionProblems(set, cms)...) // as `podpatch lint` does
+				lines := strings.Split(policies.ProblemLines(probs), "\n")
 				sort.Strings(lines)
 				got = strings.TrimSpace(strings.Join(lines, "\n"))
 				if got == "" {

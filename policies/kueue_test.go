@@ -9,16 +9,20 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/podpatch/podpatch/policies/checks"
+	"github.com/podpatch/podpatch/policies/kueue"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // kueueCluster is a Cluster that knows Kueue's flavor keys (or not, with unknown).
 type kueueCluster struct {
 	fakeCluster
-	keys         KueueKeys
+	keys         kueue.Keys
 	flavorsKnown bool
 }
 
-func (k *kueueCluster) KueuePlacementKeys() (KueueKeys, bool) { return k.keys, k.flavorsKnown }
+func (k *kueueCluster) KueuePlacementKeys() (kueue.Keys, bool) { return k.keys, k.flavorsKnown }
 
 // The pools generated placement draws from.
 var (
@@ -45,8 +49,8 @@ type kueueCase struct {
 func genKueueCase(tb testing.TB, r *rand.Rand) kueueCase {
 	pick := func(l []string) string { return l[r.Intn(len(l))] }
 	c := kueueCase{fixture: pick([]string{"dask-operator/worker-pod.yaml", "kuberay/worker-pod.yaml", "kuberay/head-pod.yaml", "spark/executor-pod.yaml"})}
-	c.mark = pick([]string{"", KueueQueueLabel, KueueManagedLabel, KueuePodSetLabel, KueuePodGroupLabel, "gate", "topology-gate"})
-	c.cluster = &kueueCluster{keys: KueueKeys{NodeLabels: map[string]bool{}, Tolerations: map[string]bool{}}, flavorsKnown: r.Intn(4) > 0}
+	c.mark = pick([]string{"", kueue.QueueLabel, kueue.ManagedLabel, kueue.PodSetLabel, kueue.PodGroupLabel, "gate", "topology-gate"})
+	c.cluster = &kueueCluster{keys: kueue.Keys{NodeLabels: map[string]bool{}, Tolerations: map[string]bool{}}, flavorsKnown: r.Intn(4) > 0}
 	for _, k := range kueueNodeKeys {
 		if r.Intn(2) == 0 {
 			c.cluster.keys.NodeLabels[k] = true
@@ -64,9 +68,9 @@ func genKueueCase(tb testing.TB, r *rand.Rand) kueueCase {
 		switch c.mark {
 		case "":
 		case "gate":
-			spec["schedulingGates"] = []any{map[string]any{"name": KueueAdmissionGate}}
+			spec["schedulingGates"] = []any{map[string]any{"name": kueue.AdmissionGate}}
 		case "topology-gate":
-			spec["schedulingGates"] = []any{map[string]any{"name": KueueTopologyGate}}
+			spec["schedulingGates"] = []any{map[string]any{"name": kueue.TopologyGate}}
 		default:
 			labels[c.mark] = "q"
 		}
@@ -151,7 +155,7 @@ func TestKueuePlacementProperty(t *testing.T) {
 	for i := range 400 {
 		c := genKueueCase(t, r)
 		set := platformSet(t, c.policy)
-		out, err := set.Apply(Input{Kind: KindPod, Object: c.in, Namespace: "default", Cluster: c.cluster})
+		out, err := set.Apply(Input{Kind: profiles.KindPod, Object: c.in, Namespace: "default", Cluster: c.cluster})
 		require.NoError(t, err, "case %d", i)
 		require.True(t, out.Changed, "case %d", i)
 		why := fmt.Sprintf("case %d: fixture %s, mark %q, flavors known %v %v, policy:\n%s", i, c.fixture, c.mark, c.cluster.flavorsKnown, c.cluster.keys, c.policy)
@@ -196,8 +200,8 @@ func TestKueuePlacementProperty(t *testing.T) {
 			if len(out.Findings) > 0 {
 				restored++
 				for _, f := range out.Findings {
-					require.Equal(t, CheckKueuePlacement, f.Check)
-					require.Equal(t, SeverityWarning, f.Severity)
+					require.Equal(t, checks.KueuePlacement, f.Check)
+					require.Equal(t, checks.SeverityWarning, f.Severity)
 				}
 			}
 		} else {
@@ -210,17 +214,17 @@ func TestKueuePlacementProperty(t *testing.T) {
 		if managed {
 			for k, pv := range c.selector {
 				if nodeKey(k) && inSel[k] != pv && (c.mode != "default" || inSel[k] == nil) {
-					require.True(t, slices.ContainsFunc(out.Findings, func(f Finding) bool { return f.Field == "spec.nodeSelector."+k }), "%s\nno finding for %s", why, k)
+					require.True(t, slices.ContainsFunc(out.Findings, func(f checks.Finding) bool { return f.Field == "spec.nodeSelector."+k }), "%s\nno finding for %s", why, k)
 				}
 			}
 		}
 
 		// Idempotent: a second admission of the result changes nothing.
-		again, err := set.Apply(Input{Kind: KindPod, Object: out.Object, Namespace: "default", Cluster: c.cluster})
+		again, err := set.Apply(Input{Kind: profiles.KindPod, Object: out.Object, Namespace: "default", Cluster: c.cluster})
 		require.NoError(t, err)
 		require.JSONEq(t, string(out.Object), string(again.Object), why)
 		// The webhook's path gives the same patch.
-		p, err := set.Patch(Input{Kind: KindPod, Object: c.in, Namespace: "default", Cluster: c.cluster})
+		p, err := set.Patch(Input{Kind: profiles.KindPod, Object: c.in, Namespace: "default", Cluster: c.cluster})
 		require.NoError(t, err)
 		require.Equal(t, string(out.Patch), string(p.Patch), why)
 	}
@@ -233,11 +237,11 @@ func TestKueuePlacementProperty(t *testing.T) {
 func TestKueuePlacementExplain(t *testing.T) {
 	set := platformSet(t, "mode: merge\ntemplate: {metadata: {labels: {shaped: x}}, spec: {nodeSelector: {pool: cpu, disk: ssd}, tolerations: [{key: pool, operator: Equal, value: cpu, effect: NoSchedule}]}}")
 	in := fixtureJSON(t, "kuberay/worker-pod.yaml", func(obj map[string]any) {
-		obj["metadata"].(map[string]any)["labels"].(map[string]any)[KueuePodSetLabel] = "workergroup"
+		obj["metadata"].(map[string]any)["labels"].(map[string]any)[kueue.PodSetLabel] = "workergroup"
 		obj["spec"].(map[string]any)["nodeSelector"] = map[string]any{"pool": "gpu"}
 	})
-	cluster := &kueueCluster{keys: KueueKeys{NodeLabels: map[string]bool{"pool": true}, Tolerations: map[string]bool{"pool": true}}, flavorsKnown: true}
-	out, err := set.Apply(Input{Kind: KindPod, Object: in, Namespace: "default", Cluster: cluster, Explain: true})
+	cluster := &kueueCluster{keys: kueue.Keys{NodeLabels: map[string]bool{"pool": true}, Tolerations: map[string]bool{"pool": true}}, flavorsKnown: true}
+	out, err := set.Apply(Input{Kind: profiles.KindPod, Object: in, Namespace: "default", Cluster: cluster, Explain: true})
 	require.NoError(t, err)
 	require.Equal(t, map[string]any{"pool": "gpu", "disk": "ssd"}, podField(t, out.Object, "spec", "nodeSelector"))
 	require.Equal(t, podField(t, in, "spec", "tolerations"), podField(t, out.Object, "spec", "tolerations"))
@@ -251,7 +255,7 @@ func TestKueuePlacementExplain(t *testing.T) {
 	require.Equal(t, []string{"metadata.labels.shaped", "spec.nodeSelector.disk"}, out.Changes[0].Fields)
 
 	// Unknown flavors: no placement at all, the label still.
-	out, err = set.Apply(Input{Kind: KindPod, Object: in, Namespace: "default", Cluster: &kueueCluster{}, Explain: true})
+	out, err = set.Apply(Input{Kind: profiles.KindPod, Object: in, Namespace: "default", Cluster: &kueueCluster{}, Explain: true})
 	require.NoError(t, err)
 	require.Equal(t, map[string]any{"pool": "gpu"}, podField(t, out.Object, "spec", "nodeSelector"))
 	require.Equal(t, []string{"metadata.labels.shaped"}, out.Changes[0].Fields)
@@ -263,18 +267,18 @@ func TestKueuePlacementExplain(t *testing.T) {
 // required node affinity does not remove Kueue's on a Pod Kueue manages; on another Pod it does.
 func TestKueuePlacementRemoval(t *testing.T) {
 	set := platformSet(t, "mode: enforce\ntemplate: {spec: {nodeSelector: {pool: null, zone: null}, affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: null}}}}")
-	cluster := &kueueCluster{keys: KueueKeys{NodeLabels: map[string]bool{"pool": true}}, flavorsKnown: true}
+	cluster := &kueueCluster{keys: kueue.Keys{NodeLabels: map[string]bool{"pool": true}}, flavorsKnown: true}
 	aff := map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{
 		"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": "pool", "operator": "In", "values": []any{"spot"}}}}}}}}
 	for _, managed := range []bool{true, false} {
 		in := fixtureJSON(t, "kuberay/worker-pod.yaml", func(obj map[string]any) {
 			if managed {
-				obj["metadata"].(map[string]any)["labels"].(map[string]any)[KueuePodSetLabel] = "workers"
+				obj["metadata"].(map[string]any)["labels"].(map[string]any)[kueue.PodSetLabel] = "workers"
 			}
 			obj["spec"].(map[string]any)["nodeSelector"] = map[string]any{"pool": "spot", "zone": "a"}
 			obj["spec"].(map[string]any)["affinity"] = aff
 		})
-		out, err := set.Apply(Input{Kind: KindPod, Object: in, Namespace: "default", Cluster: cluster})
+		out, err := set.Apply(Input{Kind: profiles.KindPod, Object: in, Namespace: "default", Cluster: cluster})
 		require.NoError(t, err)
 		sel, _ := podField(t, out.Object, "spec", "nodeSelector").(map[string]any)
 		if managed {

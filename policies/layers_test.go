@@ -6,6 +6,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // TestSelectionReads: the fixed point selects again only when a selector of a candidate policy
@@ -22,10 +24,10 @@ func TestSelectionReads(t *testing.T) {
 		all = append(all, ps...)
 	}
 	s := NewSet(all)
-	dask := Identity{Manager: ManagerDask, Role: RoleWorker}
+	dask := profiles.Identity{Manager: profiles.ManagerDask, Role: profiles.RoleWorker}
 	for _, c := range []struct {
 		name          string
-		id            Identity
+		id            profiles.Identity
 		namespace     string
 		before, after labels.Set
 		want          bool
@@ -37,10 +39,10 @@ func TestSelectionReads(t *testing.T) {
 		{"a label the platform's selector reads, removed", dask, "team-a", labels.Set{"tier": "gpu"}, nil, true},
 		{"a label the namespace's selector reads", dask, "team-a", nil, labels.Set{"spot": ""}, true},
 		{"a label another namespace's selector reads", dask, "team-b", nil, labels.Set{"spot": ""}, false},
-		{"a label a policy of another manager reads", Identity{Manager: ManagerSpark, Role: RoleScheduler}, "team-b", nil, labels.Set{"tier": "gpu"}, false},
+		{"a label a policy of another manager reads", profiles.Identity{Manager: profiles.ManagerSpark, Role: profiles.RoleScheduler}, "team-b", nil, labels.Set{"tier": "gpu"}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			sub := &subject{id: c.id, kind: KindPod, namespace: c.namespace, labels: c.before}
+			sub := &subject{id: c.id, kind: profiles.KindPod, namespace: c.namespace, labels: c.before}
 			require.Equal(t, c.want, s.selectionReads(sub, c.before, c.after))
 		})
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 
@@ -27,21 +26,21 @@ const (
 	MaxConfigMapBytes = 1 << 20
 	// MaxFileBytes bounds one file (or stdin) read by lint, render and --policy-dir.
 	MaxFileBytes = 8 << 20
-	// MaxDocuments bounds the policies of one ConfigMap (all data keys together).
-	MaxDocuments = 16
-	// MaxPolicyBytes bounds one policy document, in its JSON form.
-	MaxPolicyBytes = 32 << 10
+	// maxDocuments bounds the policies of one ConfigMap (all data keys together).
+	maxDocuments = 16
+	// maxPolicyBytes bounds one policy document, in its JSON form.
+	maxPolicyBytes = 32 << 10
 	// MaxListItems bounds every list of a policy (tolerations, env, containers, …).
 	MaxListItems = 64
-	// MaxStringBytes bounds every string of a policy but annotation values, which Kubernetes
-	// bounds together (256 KiB) and MaxPolicyBytes bounds here.
-	MaxStringBytes = 4 << 10
-	// MaxGlobs bounds the globs of one match field (clusters, groups, namespaces).
-	MaxGlobs = 32
-	// MaxGlobBytes bounds one glob: names it matches are at most 253 bytes.
-	MaxGlobBytes = 253
-	// MaxDepth bounds the nesting of a policy document, and of any YAML or JSON podpatch reads.
-	MaxDepth = 64
+	// maxStringBytes bounds every string of a policy but annotation values, which Kubernetes
+	// bounds together (256 KiB) and maxPolicyBytes bounds here.
+	maxStringBytes = 4 << 10
+	// maxGlobs bounds the globs of one match field (clusters, groups, namespaces).
+	maxGlobs = 32
+	// maxGlobBytes bounds one glob: names it matches are at most 253 bytes.
+	maxGlobBytes = 253
+	// maxDepth bounds the nesting of a policy document, and of any YAML or JSON podpatch reads.
+	maxDepth = 64
 	// MaxYAMLNodes bounds the nodes (keys, values, items) of one YAML or JSON document read
 	// from a file or a data key, counted in the text before it is parsed (issue 33). go-yaml's
 	// tree and encoding/json's maps cost a few hundred bytes per node: the worst document
@@ -49,42 +48,30 @@ const (
 	// (docs/reference.md §3 "Limits"), and `kubectl get pods -A -o yaml` of 1,000 Pods
 	// (312,000 nodes) is still read.
 	MaxYAMLNodes = 400_000
-	// MaxStreamDocuments bounds the documents of one stream (a file or stdin) and of all the
+	// maxStreamDocuments bounds the documents of one stream (a file or stdin) and of all the
 	// data keys of one ConfigMap, empty ones included: each costs the parser kilobytes,
 	// whatever its few bytes of text.
-	MaxStreamDocuments = 10000
+	maxStreamDocuments = 10000
 	// MaxPolicyTextBytes bounds the YAML text of one policy document in a ConfigMap's data
-	// (its JSON form has MaxPolicyBytes). The YAML parser's tree costs up to a few hundred
+	// (its JSON form has maxPolicyBytes). The YAML parser's tree costs up to a few hundred
 	// bytes per byte of text, so this bounds the memory one document's compile takes.
-	MaxPolicyTextBytes = 4 * MaxPolicyBytes
+	MaxPolicyTextBytes = 4 * maxPolicyBytes
 	// MaxNamespacePolicies bounds the policies of one namespace: the ConfigMaps (in name order)
 	// beyond it are left out whole and reported, so one namespace cannot make every admission
 	// in it slow.
 	MaxNamespacePolicies = 32
-	// MaxMergeWork bounds the nodes one admission may write into an object. A patched object
+	// maxMergeWork bounds the nodes one admission may write into an object. A patched object
 	// beyond it could not be stored anyway (etcd takes 1.5 MiB); the object is left unpatched.
-	MaxMergeWork = 1 << 18
+	maxMergeWork = 1 << 18
 )
 
 // ErrTooLarge is wrapped by every error about input beyond a limit.
 var ErrTooLarge = errors.New("beyond podpatch's limits")
 
-// readBounded reads at most limit bytes, and fails with ErrTooLarge beyond.
-func readBounded(r io.Reader, limit int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
-	}
-	return b, nil
-}
-
-// checkJSONDepth refuses JSON nested deeper than MaxDepth; it scans without decoding.
+// checkJSONDepth refuses JSON nested deeper than maxDepth; it scans without decoding.
 func checkJSONDepth(js []byte) error {
-	if err := jsontree.CheckDepth(js, MaxDepth); err != nil {
-		return fmt.Errorf("%w: nested deeper than %d levels", ErrTooLarge, MaxDepth)
+	if err := jsontree.CheckDepth(js, maxDepth); err != nil {
+		return fmt.Errorf("%w: nested deeper than %d levels", ErrTooLarge, maxDepth)
 	}
 	return nil
 }
@@ -108,8 +95,8 @@ func checkPolicyLimits(raw map[string]any) field.ErrorList {
 	walk = func(v any, fld *field.Path, annotationValue bool) {
 		switch t := v.(type) {
 		case string:
-			if len(t) > MaxStringBytes && !annotationValue {
-				errs = append(errs, field.TooLong(fld, "", MaxStringBytes))
+			if len(t) > maxStringBytes && !annotationValue {
+				errs = append(errs, field.TooLong(fld, "", maxStringBytes))
 			}
 		case []any:
 			if len(t) > MaxListItems {
@@ -126,8 +113,8 @@ func checkPolicyLimits(raw map[string]any) field.ErrorList {
 			}
 			annotations := fld.String() == "spec.template.metadata.annotations" || fld.String() == "spec.service.metadata.annotations"
 			for _, k := range slices.Sorted(maps.Keys(t)) {
-				if len(k) > MaxStringBytes {
-					errs = append(errs, field.TooLong(fld, "", MaxStringBytes))
+				if len(k) > maxStringBytes {
+					errs = append(errs, field.TooLong(fld, "", maxStringBytes))
 					continue
 				}
 				walk(t[k], fld.Child(k), annotations)
@@ -136,4 +123,12 @@ func checkPolicyLimits(raw map[string]any) field.ErrorList {
 	}
 	walk(raw, nil, false)
 	return errs
+}
+
+// limitError makes the front end's limit errors wrap ErrTooLarge.
+func limitError(err error) error {
+	if le := (*yamljson.LimitError)(nil); errors.As(err, &le) {
+		return fmt.Errorf("%w: %w", ErrTooLarge, le)
+	}
+	return err
 }

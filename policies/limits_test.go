@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // policyConfigMap wraps data keys into a policy ConfigMap of a namespace.
@@ -116,18 +117,14 @@ func TestSizesAreBounded(t *testing.T) {
 	require.Len(t, probs, 1)
 	require.Contains(t, probs.Error(), "data: Too long: may not be more than 1048576 bytes")
 
-	policy := docHead + "spec:\n  template:\n    metadata:\n      annotations: {a: " + strings.Repeat("x", MaxPolicyBytes) + "}\n"
-	require.Contains(t, problemText(t, DefaultPlatformNamespace, policy), fmt.Sprintf("p.yaml: #1: -: Too long: may not be more than %d bytes", MaxPolicyBytes))
-
-	_, err := ReadInput("-", strings.NewReader(strings.Repeat("#", MaxFileBytes+1)))
-	require.ErrorIs(t, err, ErrTooLarge)
-	require.ErrorContains(t, err, "more than 8388608 bytes")
+	policy := docHead + "spec:\n  template:\n    metadata:\n      annotations: {a: " + strings.Repeat("x", maxPolicyBytes) + "}\n"
+	require.Contains(t, problemText(t, DefaultPlatformNamespace, policy), fmt.Sprintf("p.yaml: #1: -: Too long: may not be more than %d bytes", maxPolicyBytes))
 
 	var docs strings.Builder
-	for i := range MaxDocuments + 1 {
+	for i := range maxDocuments + 1 {
 		fmt.Fprintf(&docs, "---\napiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: p%d}\nspec: {template: {metadata: {labels: {a: b}}}}\n", i)
 	}
-	require.Contains(t, problemText(t, "team-a", docs.String()), fmt.Sprintf("data: Too many: %d: must have at most %d items", MaxDocuments+1, MaxDocuments))
+	require.Contains(t, problemText(t, "team-a", docs.String()), fmt.Sprintf("data: Too many: %d: must have at most %d items", maxDocuments+1, maxDocuments))
 }
 
 // listPolicy is a namespace policy setting n items of one list.
@@ -170,12 +167,12 @@ func TestPolicyListsAndStringsAreBounded(t *testing.T) {
 			require.Len(t, ps, 1)
 		})
 	}
-	long := docHead + "spec:\n  template:\n    spec:\n      nodeSelector: {a: " + strings.Repeat("x", MaxStringBytes+1) + "}\n"
+	long := docHead + "spec:\n  template:\n    spec:\n      nodeSelector: {a: " + strings.Repeat("x", maxStringBytes+1) + "}\n"
 	require.Contains(t, problemText(t, DefaultPlatformNamespace, long), "spec.template.spec.nodeSelector.a: Too long: may not be more than 4096 bytes")
 }
 
 func TestGlobsAreBounded(t *testing.T) {
-	globs := make([]string, MaxGlobs+1)
+	globs := make([]string, maxGlobs+1)
 	for i := range globs {
 		globs[i] = fmt.Sprintf("'c%d-*'", i)
 	}
@@ -208,10 +205,12 @@ func TestNamespacePoliciesAreBounded(t *testing.T) {
 }
 
 func TestLintReportsEveryError(t *testing.T) {
-	got := problemText(t, "team-a", docHead+"spec:\n  priority: 99999999999\n  mode: Enforce\n  template:\n    metadata: {labels: {a: [1]}}\n    spec:\n      tolerations: [{key: a, tolerationSeconds: soon}, {key: b, operator: Sometimes}]\n      containers: [{name: '*', resources: {limits: {cpu: lots}}}, {name: 5}]\n")
+	got := problemText(t, "team-a", docHead+"spec:\n  priority: 99999999999\n  mode: Enforce\n  match: {managers: [5]}\n  template:\n    metadata: {labels: {a: [1]}}\n    spec:\n      tolerations: [{key: a, tolerationSeconds: soon}, {key: b, operator: Sometimes}]\n      containers: [{name: '*', resources: {limits: {cpu: lots}}}, {name: 5}]\n")
 	for _, want := range []string{
 		"spec.priority: Invalid value: 99999999999: wrong type: want int32",
 		"spec.mode: Unsupported value: \"Enforce\"",
+		// The engine's own types are named as policies.<Name>, wherever they are declared.
+		"spec.match.managers[0]: Invalid value: 5: wrong type: want profiles.Manager",
 		"spec.template.metadata.labels[a]: Invalid value: a list of 1 item(s): wrong type: want string",
 		"spec.template.spec.tolerations[0].tolerationSeconds: Invalid value: \"soon\": wrong type: want int64",
 		"spec.template.spec.tolerations[1].operator: Unsupported value: \"Sometimes\"",
@@ -298,9 +297,9 @@ func everyListPolicy(name, mode string) string {
 func TestKeyedMergesAreLinear(t *testing.T) {
 	const n, policies = 5000, 32
 	var ps []*Policy
-	for c := range policies / MaxDocuments {
+	for c := range policies / maxDocuments {
 		var docs strings.Builder
-		for i := range MaxDocuments {
+		for i := range maxDocuments {
 			docs.WriteString(everyListPolicy(fmt.Sprintf("c%dp%d", c, i), "merge"))
 		}
 		cm := policyConfigMap("team-a", map[string]string{"p.yaml": docs.String()})
@@ -314,16 +313,16 @@ func TestKeyedMergesAreLinear(t *testing.T) {
 
 	// Apply, then count the list items indexed: every list of the object once, plus what the
 	// policies added — not the object's lists once per policy or per patch item.
-	in := Input{Kind: KindPod, Object: obj, Namespace: "team-a"}
+	in := Input{Kind: profiles.KindPod, Object: obj, Namespace: "team-a"}
 	res, err := set.Patch(in)
 	require.NoError(t, err)
 	require.True(t, res.Changed)
 	tr := jsontree.New()
 	root := tr.Decode(json.RawMessage(obj)).(map[string]any)
 	st := &applyState{t: tr}
-	m := newMerger(st, KindPod, false)
+	m := newMerger(st, profiles.KindPod, false)
 	for _, p := range ps {
-		m.mergeMap(root, p.patchFor(KindPod))
+		m.mergeMap(root, p.Patch(profiles.KindPod))
 	}
 	require.NoError(t, st.err)
 	objectItems := 6 * n // tolerations, spread, requirements, preferred, env, and the term's requirements again
@@ -336,14 +335,14 @@ func TestMergeWorkIsBounded(t *testing.T) {
 	ps, probs := ParseConfigMap(policyConfigMap("team-a", map[string]string{"p.yaml": everyListPolicy("a", "merge")}), DefaultOptions())
 	require.Empty(t, probs)
 	set := NewSet(ps)
-	_, err := set.Apply(Input{Kind: KindPod, Object: hostileObject(3000, 1), Namespace: "team-a"})
+	_, err := set.Apply(Input{Kind: profiles.KindPod, Object: hostileObject(3000, 1), Namespace: "team-a"})
 	require.ErrorIs(t, err, ErrTooLarge)
-	require.ErrorContains(t, err, fmt.Sprintf("more than %d values", MaxMergeWork))
+	require.ErrorContains(t, err, fmt.Sprintf("more than %d values", maxMergeWork))
 
 	// The request's budget: a closed Done stops Apply before it writes anything.
 	done := make(chan struct{})
 	close(done)
-	_, err = set.Apply(Input{Kind: KindPod, Object: hostileObject(1, 1), Namespace: "team-a", Done: done})
+	_, err = set.Apply(Input{Kind: profiles.KindPod, Object: hostileObject(1, 1), Namespace: "team-a", Done: done})
 	require.True(t, errors.Is(err, ErrStopped), "%v", err)
 }
 
@@ -354,10 +353,10 @@ func worstCaseSet(tb testing.TB) *Set {
 	var all []*Policy
 	modes := map[string][]string{DefaultPlatformNamespace: {"default", "merge", "enforce"}, "team-a": {"default", "merge"}}
 	for ns, ms := range modes {
-		for c := 0; c*MaxDocuments < MaxNamespacePolicies; c++ {
+		for c := 0; c*maxDocuments < MaxNamespacePolicies; c++ {
 			var docs strings.Builder
-			for i := range MaxDocuments {
-				docs.WriteString(everyListPolicy(fmt.Sprintf("c%dp%d", c, i), ms[(c*MaxDocuments+i)%len(ms)]))
+			for i := range maxDocuments {
+				docs.WriteString(everyListPolicy(fmt.Sprintf("c%dp%d", c, i), ms[(c*maxDocuments+i)%len(ms)]))
 			}
 			cm := policyConfigMap(ns, map[string]string{"p.yaml": docs.String()})
 			cm.Name = fmt.Sprintf("cm-%d", c)
@@ -383,7 +382,7 @@ func BenchmarkWorstCase(b *testing.B) {
 			var res Result
 			var err error
 			for b.Loop() {
-				res, err = set.Patch(Input{Kind: KindPod, Object: obj, Namespace: "team-a"})
+				res, err = set.Patch(Input{Kind: profiles.KindPod, Object: obj, Namespace: "team-a"})
 			}
 			b.ReportMetric(float64(len(res.Applied)), "policies")
 			b.ReportMetric(float64(len(res.Patch))/(1<<20), "MiB-patch")
@@ -410,7 +409,7 @@ func BenchmarkWorstCaseFloor(b *testing.B) {
 		b.Run(fmt.Sprintf("containers=%d/items=%d", shape.containers, shape.items), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := set.Patch(Input{Kind: KindPod, Object: obj, Namespace: "team-a"}); err != nil {
+				if _, err := set.Patch(Input{Kind: profiles.KindPod, Object: obj, Namespace: "team-a"}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -424,7 +423,7 @@ func TestNamespacePoliciesCannotSwitchOffThePlatform(t *testing.T) {
 	platform.Name = "cost-center"
 	obj := hostileObject(3000, 1)
 	for _, tc := range []struct{ name, team string }{
-		// Work beyond MaxMergeWork: a "*" entry on a pod with thousands of containers.
+		// Work beyond maxMergeWork: a "*" entry on a pod with thousands of containers.
 		{"too much work", everyListPolicy("a", "merge")},
 		// Selectors that contradict each other: the label one policy sets unselects it.
 		{"oscillating selection", docHead + "spec:\n  match: {selector: {matchExpressions: [{key: flip, operator: DoesNotExist}]}}\n  template: {metadata: {labels: {flip: \"on\"}}}\n"},
@@ -437,7 +436,7 @@ func TestNamespacePoliciesCannotSwitchOffThePlatform(t *testing.T) {
 				require.Empty(t, probs)
 				all = append(all, ps...)
 			}
-			res, err := NewSet(all).Apply(Input{Kind: KindPod, Object: obj, Namespace: "team-a"})
+			res, err := NewSet(all).Apply(Input{Kind: profiles.KindPod, Object: obj, Namespace: "team-a"})
 			require.NoError(t, err)
 			require.True(t, res.Changed)
 			require.Len(t, res.Applied, 1, "only the platform's policy")
@@ -447,46 +446,6 @@ func TestNamespacePoliciesCannotSwitchOffThePlatform(t *testing.T) {
 			require.Contains(t, string(res.Object), `"cost-center":"ml"`)
 		})
 	}
-}
-
-// issueBomb is issue 21's shape: anchors and aliases right after `:` in a flow mapping with
-// JSON-style keys, which passed the byte heuristic that came before the YAML front end.
-func issueBomb(levels, fanout, strlen, pad int) string {
-	var parts []string
-	for i := range pad {
-		parts = append(parts, fmt.Sprintf(`"p%d":1`, i))
-	}
-	parts = append(parts, fmt.Sprintf(`"s0":&s0 %q`, strings.Repeat("x", strlen)))
-	prev := "s0"
-	for l := 1; l <= levels; l++ {
-		items := make([]string, fanout)
-		for i := range items {
-			items[i] = fmt.Sprintf(`"k%d":*%s`, i, prev)
-		}
-		parts = append(parts, fmt.Sprintf(`"l%d":&l%d {%s}`, l, l, strings.Join(items, ",")))
-		prev = fmt.Sprintf("l%d", l)
-	}
-	return "{" + strings.Join(parts, ",") + "}"
-}
-
-// TestIssueShapeEverywhere: the issue's bomb is refused in a policy document, in the
-// ConfigMap file around it (lint, render --policies, --policy-dir) and in an object stream
-// (render -f).
-func TestIssueShapeEverywhere(t *testing.T) {
-	bomb := issueBomb(5, 10, 4000, 2300)
-	policy := docHead + "spec:\n  template:\n    metadata:\n      annotations: " + bomb + "\n"
-	require.Contains(t, problemText(t, "team-a", policy), "line 7: YAML anchor &s0: anchors and aliases are not accepted")
-
-	file := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  annotations: " + bomb + "\ndata: {}\n"
-	_, err := ReadConfigMapFiles([]string{"-"}, "default", strings.NewReader(file))
-	require.ErrorContains(t, err, "document 1: line 5: YAML anchor &s0: anchors and aliases are not accepted")
-
-	stream := "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: b, labels: " + bomb + "}\n"
-	_, err = SplitDocuments(strings.NewReader(stream))
-	require.ErrorContains(t, err, "document 2: line 3: YAML anchor &s0: anchors and aliases are not accepted")
-	// A stream that starts like JSON but is YAML goes through the same front end.
-	_, err = SplitDocuments(strings.NewReader(bomb))
-	require.ErrorContains(t, err, "anchors and aliases are not accepted")
 }
 
 // countdown is a context whose Err turns to DeadlineExceeded after a number of looks, so a
@@ -536,12 +495,12 @@ func TestDocumentsAreBounded(t *testing.T) {
 	} {
 		var probs Problems
 		n := allocatedBytes(func() { _, probs = ParseConfigMap(policyConfigMap("team-a", data), DefaultOptions()) })
-		require.Contains(t, probs.Error(), fmt.Sprintf("more than %d documents, empty ones included", MaxStreamDocuments), name)
+		require.Contains(t, probs.Error(), fmt.Sprintf("more than %d documents, empty ones included", maxStreamDocuments), name)
 		require.Less(t, n, uint64(128<<20), "%s: %d bytes allocated", name, n)
 	}
-	_, err := SplitDocuments(strings.NewReader(strings.Repeat("---\n~\n", MaxStreamDocuments+1)))
+	_, err := SplitDocuments(strings.NewReader(strings.Repeat("---\n~\n", maxStreamDocuments+1)))
 	require.ErrorIs(t, err, ErrTooLarge)
-	_, err = SplitDocuments(strings.NewReader(strings.Repeat("{}", MaxStreamDocuments+1)))
+	_, err = SplitDocuments(strings.NewReader(strings.Repeat("{}", maxStreamDocuments+1)))
 	require.ErrorIs(t, err, ErrTooLarge)
 }
 

@@ -7,8 +7,12 @@ import (
 	"strings"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
-	"github.com/podpatch/podpatch/policies/internal/k8sfields"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
+
+// The merge rules of reference §3 (doc.go: merge), applied by apply.go one policy's patch at a
+// time to the object's raw JSON tree: keyed lists merged item by item through an index, one-of
+// groups, containers by name with "*" and "@main", the platform's sidecars, node affinity ANDed.
 
 // listKey is the identity of a list item, for lists merged item by item: the values of some
 // fields, or (whole) the item's canonical form, for lists unioned as sets.
@@ -108,6 +112,14 @@ var containerLists = map[string]bool{"containers": true, "initContainers": true,
 // containerListNames are containerLists in a fixed order, for a deterministic result.
 var containerListNames = []string{"containers", "initContainers", "ephemeralContainers"}
 
+// keyedList reports whether a list is one a patch merges item by item; any other list replaces the
+// object's whole, an effect on every path below it (the namespace allow-list's Check).
+func keyedList(name string) bool {
+	_, pod := podLists[name]
+	_, svc := serviceLists[name]
+	return pod || svc || containerLists[name]
+}
+
 // merger applies one patch to an object tree in place. In fill mode (policies with
 // `mode: default`) the patch only sets what the object leaves unset; otherwise it overrides.
 type merger struct {
@@ -117,7 +129,7 @@ type merger struct {
 	st    *applyState
 	t     *jsontree.Tree
 	// manager made the object: "@main" names its main container.
-	manager Manager
+	manager profiles.Manager
 	// owned are the containers platform policies add, which namespace policies' entries skip.
 	owned map[string]bool
 }
@@ -129,7 +141,7 @@ type applyState struct {
 	// err is the first reason not to patch: a field whose shape differs from the patch's (a
 	// string where a policy sets a list), too much work, or the request's budget.
 	err error
-	// work counts the nodes written into the object, bounded by MaxMergeWork.
+	// work counts the nodes written into the object, bounded by maxMergeWork.
 	work int
 	done <-chan struct{}
 }
@@ -148,8 +160,8 @@ func (st *applyState) stopped() bool {
 	}
 }
 
-func newMerger(st *applyState, kind Kind, fill bool) merger {
-	if kind == KindService {
+func newMerger(st *applyState, kind profiles.Kind, fill bool) merger {
+	if kind == profiles.KindService {
 		return merger{lists: serviceLists, fill: fill, st: st, t: st.t}
 	}
 	return merger{lists: podLists, pod: true, fill: fill, st: st, t: st.t}
@@ -158,24 +170,30 @@ func newMerger(st *applyState, kind Kind, fill bool) merger {
 // shapeMismatch records that the object's field k has another shape than the patch's.
 func (m merger) shapeMismatch(k string, dv, pv any) {
 	if m.st.err == nil {
-		m.st.err = fmt.Errorf("field %q: the object has %s where a policy sets %s", k, typeName(dv), typeName(pv))
+		m.st.err = fmt.Errorf("field %q: the object has %s where a policy sets %s", k, jsontree.TypeName(dv), jsontree.TypeName(pv))
 	}
+}
+
+// deepCopy copies a JSON tree as it is, nulls included.
+func deepCopy(v any) any {
+	out, _ := jsontree.Copy(v, false)
+	return out
 }
 
 // clean deep-copies a patch value for insertion into the object, dropping null members (they
 // remove keys, and there is nothing to remove in a new value), and counts the work. Policies are
 // shared and immutable, so nothing of theirs may be aliased into an object.
 func (m merger) clean(v any) any {
-	out, n := copyTree(v, true)
+	out, n := jsontree.Copy(v, true)
 	m.count(n)
 	return out
 }
 
 // count adds n values written into the object to the work, and stops the apply beyond
-// MaxMergeWork.
+// maxMergeWork.
 func (m merger) count(n int) {
-	if m.st.work += n; m.st.work > MaxMergeWork && m.st.err == nil {
-		m.st.err = fmt.Errorf("%w: the policies would write more than %d values into the object", ErrTooLarge, MaxMergeWork)
+	if m.st.work += n; m.st.work > maxMergeWork && m.st.err == nil {
+		m.st.err = fmt.Errorf("%w: the policies would write more than %d values into the object", ErrTooLarge, maxMergeWork)
 	}
 }
 
@@ -410,16 +428,9 @@ func (m merger) mergeItem(dst, patch map[string]any) {
 	}
 }
 
-// mainContainerName addresses the manager's main container in a policy.
-const mainContainerName = k8sfields.MainContainer
-
-// mainContainerNames are the names each manager gives the container that runs its process:
-// its profile's MainContainers.
-var mainContainerNames = mainContainerNamesOf(profiles)
-
 // mainContainer names the manager's main container of a containers list: the one with the
 // manager's conventional name, else the first (KubeRay always runs Ray in the first).
-func mainContainer(t *jsontree.Tree, containers []any, manager Manager) string {
+func mainContainer(t *jsontree.Tree, containers []any, manager profiles.Manager) string {
 	first := ""
 	for i := range containers {
 		c, ok := t.At(containers, i).(map[string]any)
@@ -430,7 +441,7 @@ func mainContainer(t *jsontree.Tree, containers []any, manager Manager) string {
 		if first == "" {
 			first = name
 		}
-		if slices.Contains(mainContainerNames[manager], name) {
+		if profiles.IsMainContainer(manager, name) {
 			return name
 		}
 	}
@@ -440,7 +451,7 @@ func mainContainer(t *jsontree.Tree, containers []any, manager Manager) string {
 // sidecarNames adds to names the whole containers (with an image) a platform pod patch brings:
 // the platform's containers. The manager's main container is never one (appendSidecars does
 // not replace it), whatever entry names it.
-func sidecarNames(patch map[string]any, names map[string]bool, manager Manager) map[string]bool {
+func sidecarNames(patch map[string]any, names map[string]bool, manager profiles.Manager) map[string]bool {
 	pspec, _ := patch["spec"].(map[string]any)
 	for _, list := range containerListNames {
 		pl, _ := pspec[list].([]any)
@@ -449,7 +460,7 @@ func sidecarNames(patch map[string]any, names map[string]bool, manager Manager) 
 			if _, whole := pm["image"]; !ok || !whole || pm["name"] == wildcardContainer || pm["name"] == mainContainerName {
 				continue
 			}
-			if list == "containers" && slices.Contains(mainContainerNames[manager], scalarString(pm["name"])) {
+			if list == "containers" && profiles.IsMainContainer(manager, scalarString(pm["name"])) {
 				continue
 			}
 			if names == nil {
@@ -471,7 +482,7 @@ func sidecarNames(patch map[string]any, names map[string]bool, manager Manager) 
 // merge into it in their layers, as they would into one it appended. On re-invocation the
 // object carries the sidecar as the first admission left it; replacing it with the same entry
 // and applying the same layers again gives the same container. The manager's main container,
-// by its conventional name (mainContainerNames), is never replaced: a whole entry for it sets
+// by its conventional name (profiles.IsMainContainer), is never replaced: a whole entry for it sets
 // its image and fields, as a partial one does.
 func (m merger) appendSidecars(list string, dst, patch []any, placed map[string]bool) []any {
 	var idx *jsontree.Index
@@ -494,7 +505,7 @@ func (m merger) appendSidecars(list string, dst, patch []any, placed map[string]
 			idx.Add(k, len(dst)-1)
 		case placed == nil || placed[list+"\x00"+k]:
 			continue
-		case list == "containers" && slices.Contains(mainContainerNames[m.manager], scalarString(pm["name"])):
+		case list == "containers" && profiles.IsMainContainer(m.manager, scalarString(pm["name"])):
 		default:
 			dst[i] = m.clean(pm)
 		}

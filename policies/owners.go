@@ -8,6 +8,8 @@ import (
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
 )
 
+// Outside the pipeline: an object's owners, read for the webhook's Events (reference §9).
+
 // ObjectOwners reads an object's metadata.name and its first max metadata.ownerReferences,
 // scanning its JSON to the metadata member (the API server writes it before spec, so the rest
 // of a large object is not read) and decoding only those: what the webhook's Events need to find

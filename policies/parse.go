@@ -3,80 +3,51 @@ package policies
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"path"
 	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	jsonstrict "sigs.k8s.io/json"
 
+	"github.com/podpatch/podpatch/policies/allowlist"
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/internal/typecheck"
 	"github.com/podpatch/podpatch/policies/internal/yamljson"
 )
+
+// The parse stage (doc.go): a policy ConfigMap's documents, bounded (decode.go, limits.go),
+// decoded strictly into the schema (document.go) and validated (validate_fields.go,
+// externalurl.go, policies/allowlist), each becoming a Policy (types.go) with its match and
+// patches compiled (compile.go, compact.go); a ConfigMap is valid whole or not at all.
 
 // Options says how ConfigMaps are scoped and what namespace policies may set.
 type Options struct {
 	// PlatformNamespace holds the platform-wide policies.
 	PlatformNamespace string
 	// NamespaceAllowed is what namespace policies may set.
-	NamespaceAllowed AllowedFields
+	NamespaceAllowed allowlist.Fields
 	// NamespaceDenied are the annotations namespace policies may not set or remove; the zero
 	// value is the default list of reference §3.
-	NamespaceDenied DeniedAnnotations
+	NamespaceDenied allowlist.DeniedAnnotations
 	// WithResourceVersion appends `@<resourceVersion>` of the ConfigMap to provenance entries.
 	WithResourceVersion bool
 }
 
 // DefaultOptions returns the options of reference §3.
 func DefaultOptions() Options {
-	allowed, err := ParseAllowedFields(DefaultNamespaceAllowedFields)
+	allowed, err := allowlist.ParseFields(allowlist.DefaultFields)
 	if err != nil {
 		panic(err) // the built-in list is a constant; a failure is a programming error
 	}
 	return Options{PlatformNamespace: DefaultPlatformNamespace, NamespaceAllowed: allowed}
-}
-
-// Scope says where a policy applies.
-type Scope string
-
-// The two scopes.
-const (
-	// ScopePlatform policies live in the platform namespace and apply everywhere.
-	ScopePlatform Scope = "platform"
-	// ScopeNamespace policies apply only to objects in their own namespace.
-	ScopeNamespace Scope = "namespace"
-)
-
-// Policy is one validated, compiled PodTemplatePatch. It is immutable once parsed.
-type Policy struct {
-	// Namespace, ConfigMap and Key locate the document; Index is its position in the key's stream.
-	Namespace, ConfigMap, Key string
-	Index                     int
-	// Name is metadata.name of the document.
-	Name     string
-	Scope    Scope
-	Mode     Mode
-	Priority int32
-	// Ref is the provenance entry: <namespace>/<configmap>/<name>[@<resourceVersion>].
-	Ref string
-	// hash identifies the policy's content and place, for Set.Generation.
-	hash [sha256.Size]byte
-
-	match    matcher
-	template *patchPart // {"metadata": …, "spec": …} as written, nulls kept (compact.go)
-	service  *patchPart
 }
 
 // Problem is one thing wrong with a policy ConfigMap, located so a person can find it.
@@ -186,18 +157,18 @@ func parseConfigMap(ctx context.Context, cm *corev1.ConfigMap, opts Options) ([]
 	var out []*Policy
 	names := map[string]string{} // policy name -> data key that defined it
 	documents := 0
-	chunks := MaxStreamDocuments // documents of every data key, empty ones included
+	chunks := maxStreamDocuments // documents of every data key, empty ones included
 	for _, key := range slices.Sorted(maps.Keys(cm.Data)) {
 		keyPath := field.NewPath("data").Key(key)
 		if !strings.HasSuffix(key, ".yaml") && !strings.HasSuffix(key, ".yml") {
 			probs = append(probs, Problem{Key: key, Err: field.Invalid(keyPath, key, "data keys must end in .yaml or .yml")})
 			continue
 		}
-		docs, err := splitDocuments(ctx, strings.NewReader(cm.Data[key]), policyLimits, MaxDocuments-documents+1, &chunks)
+		docs, err := splitDocuments(ctx, strings.NewReader(cm.Data[key]), policyLimits, maxDocuments-documents+1, &chunks)
 		if le := (*yamljson.LimitError)(nil); errors.As(err, &le) && le.Kind == yamljson.LimitJSON {
-			de := (*DocumentError)(nil)
+			de := (*documentError)(nil)
 			errors.As(err, &de)
-			probs = append(probs, Problem{Key: key, Policy: fmt.Sprintf("#%d", de.Index), Err: field.TooLong(nil, "", MaxPolicyBytes)})
+			probs = append(probs, Problem{Key: key, Policy: fmt.Sprintf("#%d", de.Index), Err: field.TooLong(nil, "", maxPolicyBytes)})
 			continue
 		}
 		if err != nil {
@@ -207,8 +178,8 @@ func parseConfigMap(ctx context.Context, cm *corev1.ConfigMap, opts Options) ([]
 		if len(docs) == 0 {
 			probs = append(probs, Problem{Key: key, Err: field.Required(keyPath, "holds no PodTemplatePatch document")})
 		}
-		if documents += len(docs); documents > MaxDocuments {
-			probs = append(probs, Problem{Key: key, Err: field.TooMany(field.NewPath("data"), documents, MaxDocuments)})
+		if documents += len(docs); documents > maxDocuments {
+			probs = append(probs, Problem{Key: key, Err: field.TooMany(field.NewPath("data"), documents, maxDocuments)})
 			break
 		}
 		for i, d := range docs {
@@ -248,13 +219,13 @@ func parseConfigMap(ctx context.Context, cm *corev1.ConfigMap, opts Options) ([]
 // the name (when it has one) so that problems can be attributed.
 func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorList) {
 	p := &Policy{}
-	if len(js) > MaxPolicyBytes {
-		return p, field.ErrorList{field.TooLong(nil, "", MaxPolicyBytes)}
+	if len(js) > maxPolicyBytes {
+		return p, field.ErrorList{field.TooLong(nil, "", maxPolicyBytes)}
 	}
 	if err := checkJSONDepth(js); err != nil {
 		return p, field.ErrorList{field.Invalid(nil, "", err.Error())}
 	}
-	raw, err := decodeObject(js)
+	raw, err := jsontree.DecodeObject(js)
 	if err != nil {
 		return p, field.ErrorList{field.Invalid(nil, "", err.Error())}
 	}
@@ -267,8 +238,8 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 	// values of the wrong type are left out, and null quantities (removals) are left out, so
 	// that they are not compared as zero.
 	typed := deepCopy(raw)
-	errs = append(errs, sanitizeQuantities(typed)...)
-	errs = append(errs, sanitizeTypes(typed, reflect.TypeFor[Document](), nil)...)
+	errs = append(errs, typecheck.Quantities(typed)...)
+	errs = append(errs, typecheck.Types(typed, reflect.TypeFor[Document](), nil)...)
 	if js, err = jsontree.Encode(typed); err != nil {
 		return p, append(errs, field.InternalError(nil, err))
 	}
@@ -331,7 +302,7 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 		errs = append(errs, field.Required(specPath.Child("template"), "a policy needs template, service, or both"))
 	}
 	// Each part is validated as Kubernetes validates its fields, for nulls, and for scope.
-	part := func(name string, validate func(*field.Path) field.ErrorList, allowed [][]string) map[string]any {
+	part := func(name string, validate func(*field.Path) field.ErrorList) map[string]any {
 		fld := specPath.Child(name)
 		raw, _ := rawSpec[name].(map[string]any)
 		errs = append(errs, validate(fld)...)
@@ -339,19 +310,17 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 		errs = append(errs, checkReserved(raw, name == "service", fld)...)
 		errs = append(errs, validateRemovals(name, raw, p.Mode, fld)...)
 		if scope == ScopeNamespace {
-			errs = append(errs, checkAllowed(raw, allowed, fld)...)
-			errs = append(errs, checkDeniedAnnotations(raw, opts.NamespaceDenied, fld)...)
+			errs = append(errs, opts.NamespaceAllowed.Check(raw, name == "service", keyedList, fld)...)
+			errs = append(errs, opts.NamespaceDenied.Check(raw, fld)...)
 		}
 		return raw
 	}
 	var template, service map[string]any
 	if spec.Template != nil {
-		template = part("template", func(fld *field.Path) field.ErrorList { return validateTemplatePatch(spec.Template, fld) },
-			opts.NamespaceAllowed.template)
+		template = part("template", func(fld *field.Path) field.ErrorList { return validateTemplatePatch(spec.Template, fld) })
 	}
 	if spec.Service != nil {
-		service = part("service", func(fld *field.Path) field.ErrorList { return validateServicePatch(spec.Service, fld) },
-			opts.NamespaceAllowed.service)
+		service = part("service", func(fld *field.Path) field.ErrorList { return validateServicePatch(spec.Service, fld) })
 	}
 	if p.template, err = newPatchPart(template); err != nil {
 		errs = append(errs, field.InternalError(specPath.Child("template"), err))
@@ -430,164 +399,6 @@ func checkNulls(v any, mode Mode, fld *field.Path) field.ErrorList {
 	return errs
 }
 
-// matcher is the compiled form of Match.
-type matcher struct {
-	managers          []Manager
-	roles             []Role
-	clusters, groups  []string
-	namespaces        []string
-	selector          labels.Selector // nil: any
-	namespaceSelector labels.Selector // nil: any
-}
-
-func compileMatch(m Match, scope Scope, fld *field.Path) (matcher, field.ErrorList) {
-	var c matcher
-	var errs field.ErrorList
-	for i, mg := range m.Managers {
-		if !slices.Contains(Managers, mg) {
-			errs = append(errs, field.NotSupported(fld.Child("managers").Index(i), mg, managerNames()))
-			continue
-		}
-		c.managers = appendUnique(c.managers, mg)
-	}
-	for i, r := range m.Roles {
-		role, ok := roleAliases[r]
-		if !ok {
-			errs = append(errs, field.NotSupported(fld.Child("roles").Index(i), r, slices.Sorted(maps.Keys(roleAliases))))
-			continue
-		}
-		c.roles = appendUnique(c.roles, role)
-	}
-	globs := func(name string, in []string) []string {
-		if len(in) > MaxGlobs {
-			errs = append(errs, field.TooMany(fld.Child(name), len(in), MaxGlobs))
-			return nil
-		}
-		for i, g := range in {
-			switch _, err := path.Match(g, ""); {
-			case len(g) > MaxGlobBytes:
-				errs = append(errs, field.TooLong(fld.Child(name).Index(i), "", MaxGlobBytes))
-			case err != nil || g == "":
-				errs = append(errs, field.Invalid(fld.Child(name).Index(i), g, "not a valid shell glob"))
-			}
-		}
-		return in
-	}
-	c.clusters, c.groups = globs("clusters", m.Clusters), globs("groups", m.Groups)
-	c.selector = compileSelector(m.Selector, fld.Child("selector"), &errs)
-	if scope == ScopeNamespace {
-		if m.Namespaces != nil {
-			errs = append(errs, field.Forbidden(fld.Child("namespaces"), "platform policies only: a namespace policy applies to its own namespace"))
-		}
-		if m.NamespaceSelector != nil {
-			errs = append(errs, field.Forbidden(fld.Child("namespaceSelector"), "platform policies only: a namespace policy applies to its own namespace"))
-		}
-		return c, errs
-	}
-	c.namespaces = globs("namespaces", m.Namespaces)
-	c.namespaceSelector = compileSelector(m.NamespaceSelector, fld.Child("namespaceSelector"), &errs)
-	return c, errs
-}
-
-func compileSelector(ls *metav1.LabelSelector, fld *field.Path, errs *field.ErrorList) labels.Selector {
-	if ls == nil {
-		return nil
-	}
-	if e := metav1validation.ValidateLabelSelector(ls, metav1validation.LabelSelectorValidationOptions{}, fld); len(e) > 0 {
-		*errs = append(*errs, e...)
-		return nil
-	}
-	sel, err := metav1.LabelSelectorAsSelector(ls)
-	if err != nil {
-		*errs = append(*errs, field.Invalid(fld, "", err.Error()))
-		return nil
-	}
-	return sel
-}
-
-func managerNames() []string {
-	out := make([]string, len(Managers))
-	for i, m := range Managers {
-		out[i] = string(m)
-	}
-	return out
-}
-
-func appendUnique[T comparable](s []T, v T) []T {
-	if slices.Contains(s, v) {
-		return s
-	}
-	return append(s, v)
-}
-
-// quantityFields hold resource quantities: maps of them, or (sizeLimit) one.
-var quantityFields = map[string]bool{"limits": true, "requests": true, "overhead": true, "sizeLimit": true}
-
-// sanitizeQuantities reports every value under a quantity field that does not parse and, in
-// place, replaces it with "0" and drops null quantities.
-func sanitizeQuantities(v any) field.ErrorList {
-	var errs field.ErrorList
-	walkQuantities(v, nil, func(q any, at *field.Path) bool {
-		if validQuantity(q) {
-			return false
-		}
-		errs = append(errs, field.Invalid(at, q, "not a valid resource quantity (e.g. 500m, 2Gi, 1)"))
-		return true
-	})
-	return errs
-}
-
-// walkQuantities calls visit for every quantity in a document tree; when visit returns true
-// the quantity is replaced by "0". Null quantities are removed, unvisited.
-func walkQuantities(v any, fld *field.Path, visit func(q any, at *field.Path) bool) {
-	child := func(fld *field.Path, k string) *field.Path {
-		if fld == nil {
-			return field.NewPath(k)
-		}
-		return fld.Child(k)
-	}
-	switch t := v.(type) {
-	case map[string]any:
-		for _, k := range slices.Sorted(maps.Keys(t)) {
-			x := t[k]
-			if !quantityFields[k] {
-				walkQuantities(x, child(fld, k), visit)
-				continue
-			}
-			if m, ok := x.(map[string]any); ok {
-				for _, rk := range slices.Sorted(maps.Keys(m)) {
-					switch {
-					case m[rk] == nil:
-						delete(m, rk)
-					case visit(m[rk], child(fld, k).Key(rk)):
-						m[rk] = "0"
-					}
-				}
-			} else if x != nil && k == "sizeLimit" && visit(x, child(fld, k)) {
-				t[k] = "0"
-			}
-		}
-	case []any:
-		for i, x := range t {
-			walkQuantities(x, fld.Index(i), visit)
-		}
-	}
-}
-
-func validQuantity(v any) bool {
-	var s string
-	switch t := v.(type) {
-	case string:
-		s = t
-	case json.Number:
-		s = t.String()
-	default:
-		return false
-	}
-	_, err := resource.ParseQuantity(s)
-	return err == nil
-}
-
 // checkReserved refuses every policy that sets or removes a reserved label (ReservedLabels), in
 // the labels of a patch or in a Service's selector, which decides what the Service is.
 func checkReserved(raw map[string]any, service bool, fld *field.Path) field.ErrorList {
@@ -618,12 +429,4 @@ func checkReserved(raw map[string]any, service bool, fld *field.Path) field.Erro
 		}
 	}
 	return errs
-}
-
-// patchFor returns the part of the policy that applies to a kind.
-func (p *Policy) patchFor(k Kind) map[string]any {
-	if k == KindService {
-		return p.service.get()
-	}
-	return p.template.get()
 }

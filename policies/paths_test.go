@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
+
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 func TestPaths(t *testing.T) {
@@ -27,8 +29,8 @@ func TestPaths(t *testing.T) {
 	ps, probs := ParseConfigMap(cm, DefaultOptions())
 	require.Empty(t, probs)
 	require.Equal(t, []string{"metadata.annotations.gone", "metadata.labels.team", "spec.containers[@main].resources.limits.nvidia.com/gpu",
-		"spec.tolerations"}, ps[0].Paths(KindPod))
-	require.Equal(t, []string{"metadata.annotations.networking.gke.io/load-balancer-type", "spec.type"}, ps[0].Paths(KindService))
+		"spec.tolerations"}, ps[0].Paths(profiles.KindPod))
+	require.Equal(t, []string{"metadata.annotations.networking.gke.io/load-balancer-type", "spec.type"}, ps[0].Paths(profiles.KindService))
 }
 
 // Every field the engine says a policy changed lies in a path the policy's Paths lists, or is a
@@ -43,13 +45,13 @@ func TestPathsCoverChanges(t *testing.T) {
 	require.NoError(t, err)
 	checked := 0
 	for _, dir := range dirs {
-		cms, err := ReadConfigMapFiles([]string{filepath.Join(dir, "policies.yaml")}, "default", nil)
+		cms, err := readConfigMaps(filepath.Join(dir, "policies.yaml"))
 		if err != nil {
 			continue
 		}
 		var all []*Policy
 		for _, cm := range cms {
-			ps, probs := ParseConfigMap(cm.ConfigMap, DefaultOptions())
+			ps, probs := ParseConfigMap(cm, DefaultOptions())
 			if len(probs) == 0 {
 				all = append(all, ps...)
 			}
@@ -61,9 +63,9 @@ func TestPathsCoverChanges(t *testing.T) {
 			if err != nil || len(js) < 3 {
 				continue
 			}
-			kind := KindPod
+			kind := profiles.KindPod
 			if strings.Contains(doc, "kind: Service") {
-				kind = KindService
+				kind = profiles.KindService
 			} else if !strings.Contains(doc, "kind: Pod") {
 				continue
 			}

@@ -4,20 +4,26 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"maps"
-	"path"
 	"slices"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/validation"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/podpatch/podpatch/policies/profiles"
 )
+
+// The Set (doc.go: compile): policies indexed by scope and namespace, then by manager, role and
+// kind, built from policies (NewSet) or from ConfigMaps (Compile, at the end), and changed one
+// scope at a time (Replace).
 
 // bucket is the index key: choosing policies for an object looks only at its own bucket.
 type bucket struct {
-	manager Manager
-	role    Role
-	kind    Kind
+	manager profiles.Manager
+	role    profiles.Role
+	kind    profiles.Kind
 }
 
 // index holds, per bucket, policies in application order: by mode (default, merge, enforce),
@@ -54,8 +60,8 @@ type namedBucket struct {
 }
 
 // part returns the compiled part of the policy that applies to a kind.
-func (p *Policy) part(k Kind) *patchPart {
-	if k == KindService {
+func (p *Policy) part(k profiles.Kind) *patchPart {
+	if k == profiles.KindService {
 		return p.service
 	}
 	return p.template
@@ -210,6 +216,40 @@ func (s *Set) Dropped() []string {
 	return out
 }
 
+// Policies lists the policies of one scope, once each, in application order: the platform's
+// (namespace is ignored), or one namespace's. For the tools that look at a set as a whole
+// (`lint`'s selection check, policies/lint); admission looks up its bucket only.
+func (s *Set) Policies(scope Scope, namespace string) []*Policy {
+	if scope == ScopePlatform {
+		return s.platform.policies()
+	}
+	if idx := s.namespaces[namespace]; idx != nil {
+		return idx.policies()
+	}
+	return nil
+}
+
+// Namespaces lists, sorted, the namespaces whose own policies the set holds.
+func (s *Set) Namespaces() []string { return slices.Sorted(maps.Keys(s.namespaces)) }
+
+// policies lists the index's policies once each, in application order.
+func (x *scopeIndex) policies() []*Policy {
+	seen := map[*Policy]bool{}
+	var out []*Policy
+	for _, list := range x.buckets {
+		for _, p := range list {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *Policy) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), comparePolicies(a, b))
+	})
+	return out
+}
+
 // Count returns how many policies of a scope the set holds.
 func (s *Set) Count(scope Scope) int {
 	if scope == ScopePlatform {
@@ -217,6 +257,10 @@ func (s *Set) Count(scope Scope) int {
 	}
 	return s.namespaced
 }
+
+// Compare orders two policies as a layer applies them: by mode (default, merge, enforce), then
+// priority, ConfigMap name, data key and document order.
+func (p *Policy) Compare(q *Policy) int { return comparePolicies(p, q) }
 
 func comparePolicies(a, b *Policy) int {
 	return cmp.Or(
@@ -243,17 +287,17 @@ func modeRank(m Mode) int {
 func (p *Policy) buckets() []bucket {
 	managers, roles := p.match.managers, p.match.roles
 	if len(managers) == 0 {
-		managers = Managers
+		managers = profiles.Managers
 	}
 	if len(roles) == 0 {
-		roles = Roles
+		roles = profiles.Roles
 	}
-	var kinds []Kind
+	var kinds []profiles.Kind
 	if p.template != nil {
-		kinds = append(kinds, KindPod)
+		kinds = append(kinds, profiles.KindPod)
 	}
 	if p.service != nil {
-		kinds = append(kinds, KindService)
+		kinds = append(kinds, profiles.KindService)
 	}
 	var out []bucket
 	for _, m := range managers {
@@ -264,184 +308,6 @@ func (p *Policy) buckets() []bucket {
 		}
 	}
 	return out
-}
-
-// subject is what matching looks at.
-type subject struct {
-	id              Identity
-	kind            Kind
-	namespace       string
-	labels          labels.Set
-	namespaceLabels labels.Set
-}
-
-// matches checks the parts of the match that the index does not already decide.
-func (m *matcher) matches(s *subject) bool {
-	if len(m.clusters) > 0 && !anyGlob(m.clusters, s.id.Cluster) {
-		return false
-	}
-	if len(m.groups) > 0 && !anyGlob(m.groups, s.id.Group) {
-		return false
-	}
-	if len(m.namespaces) > 0 && !anyGlob(m.namespaces, s.namespace) {
-		return false
-	}
-	if m.selector != nil && !m.selector.Matches(s.labels) {
-		return false
-	}
-	if m.namespaceSelector != nil && !m.namespaceSelector.Matches(s.namespaceLabels) {
-		return false
-	}
-	return true
-}
-
-// anyGlob matches a name against globs; an object without the name (a scheduler has no worker
-// group) never matches a policy that asks for one.
-func anyGlob(globs []string, name string) bool {
-	// Names come from label values and namespace names, at most 63 bytes where Kubernetes
-	// validates them; a longer one (labels are not yet validated in mutating admission) is no
-	// match, which keeps path.Match's cost within MaxGlobBytes × 63.
-	if name == "" || len(name) > validation.LabelValueMaxLength {
-		return false
-	}
-	for _, g := range globs {
-		if ok, _ := path.Match(g, name); ok { // patterns were validated when parsed
-			return true
-		}
-	}
-	return false
-}
-
-// layers is the stack of reference §3 for one object, low to high, without the object itself
-// (which sits between defaults and merges).
-type layers struct {
-	platformDefault, namespaceDefault []*Policy
-	platformMerge, namespaceMerge     []*Policy
-	enforce                           []*Policy
-	// pins holds the decoded parts of the selected policies while the admission holds the
-	// selection (compact.go).
-	pins []*treeCell
-}
-
-// all lists the policies in provenance order.
-func (l *layers) all() []*Policy {
-	return slices.Concat(l.platformDefault, l.namespaceDefault, l.platformMerge, l.namespaceMerge, l.enforce)
-}
-
-// platform and namespace list the policies of each scope, in provenance order.
-func (l *layers) platform() []*Policy {
-	return slices.Concat(l.platformDefault, l.platformMerge, l.enforce)
-}
-
-func (l *layers) namespace() []*Policy { return slices.Concat(l.namespaceDefault, l.namespaceMerge) }
-
-func (l *layers) hasNamespace() bool { return len(l.namespaceDefault)+len(l.namespaceMerge) > 0 }
-
-// platformOnly is the selection without namespace policies.
-func (l *layers) platformOnly() layers {
-	return layers{platformDefault: l.platformDefault, platformMerge: l.platformMerge, enforce: l.enforce, pins: l.pins}
-}
-
-// enforceOnly is the selection's enforce layer alone.
-func (l *layers) enforceOnly() layers { return layers{enforce: l.enforce, pins: l.pins} }
-
-func (l *layers) equal(o layers) bool {
-	return slices.Equal(l.platformDefault, o.platformDefault) && slices.Equal(l.namespaceDefault, o.namespaceDefault) &&
-		slices.Equal(l.platformMerge, o.platformMerge) && slices.Equal(l.namespaceMerge, o.namespaceMerge) &&
-		slices.Equal(l.enforce, o.enforce)
-}
-
-// any reports whether a policy of the layers satisfies f.
-func (l *layers) any(f func(*Policy) bool) bool {
-	for _, ps := range [][]*Policy{l.platformDefault, l.namespaceDefault, l.platformMerge, l.namespaceMerge, l.enforce} {
-		if slices.ContainsFunc(ps, f) {
-			return true
-		}
-	}
-	return false
-}
-
-func (l *layers) empty() bool {
-	return len(l.platformDefault)+len(l.namespaceDefault)+len(l.platformMerge)+len(l.namespaceMerge)+len(l.enforce) == 0
-}
-
-// selectLayers chooses the policies that match the subject and sorts them into layers.
-func (s *Set) selectLayers(sub *subject, skip bool) layers {
-	var l layers
-	b := bucket{sub.id.Manager, sub.id.Role, sub.kind}
-	s.platform.candidates(b, sub.namespace, func(p *Policy) {
-		if (skip && p.Mode != ModeEnforce) || !p.match.matches(sub) {
-			return
-		}
-		l.pins = append(l.pins, p.part(sub.kind).pin())
-		switch p.Mode {
-		case ModeDefault:
-			l.platformDefault = append(l.platformDefault, p)
-		case ModeMerge:
-			l.platformMerge = append(l.platformMerge, p)
-		default:
-			l.enforce = append(l.enforce, p)
-		}
-	})
-	if skip {
-		return l
-	}
-	var nsBucket []*Policy
-	if idx := s.namespaces[sub.namespace]; idx != nil {
-		nsBucket = idx.buckets[b]
-	}
-	for _, p := range nsBucket {
-		if !p.match.matches(sub) {
-			continue
-		}
-		l.pins = append(l.pins, p.part(sub.kind).pin())
-		if p.Mode == ModeDefault {
-			l.namespaceDefault = append(l.namespaceDefault, p)
-		} else {
-			l.namespaceMerge = append(l.namespaceMerge, p)
-		}
-	}
-	return l
-}
-
-// selectionReads reports whether a label selector of a policy selectLayers considers for sub
-// reads a label that differs (in value or presence) between before and after. When none does,
-// the labels policies set cannot change the selection, and the fixed point needs no second one.
-func (s *Set) selectionReads(sub *subject, before, after labels.Set) bool {
-	changed := func(k string) bool {
-		b, inBefore := before[k]
-		a, inAfter := after[k]
-		return inBefore != inAfter || a != b
-	}
-	reads := func(ps []*Policy) bool {
-		for _, p := range ps {
-			if p.match.selector == nil {
-				continue
-			}
-			reqs, selectable := p.match.selector.Requirements()
-			if !selectable {
-				continue // selects nothing, whatever the labels
-			}
-			for _, r := range reqs {
-				if changed(r.Key()) {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	b := bucket{sub.id.Manager, sub.id.Role, sub.kind}
-	var platform []*Policy
-	s.platform.candidates(b, sub.namespace, func(p *Policy) {
-		if p.match.selector != nil {
-			platform = append(platform, p)
-		}
-	})
-	if reads(platform) {
-		return true
-	}
-	idx := s.namespaces[sub.namespace]
-	return idx != nil && reads(idx.buckets[b])
 }
 
 // capNamespaces leaves out the ConfigMaps of one namespace's policies, in name order, from the
@@ -473,4 +339,70 @@ func capNamespaces(ps []*Policy) ([]*Policy, []string) {
 	}
 	slices.Sort(dropped)
 	return kept, dropped
+}
+
+// Many ConfigMaps at once, as lint, render and the policy directory read them: each parsed,
+// the valid ones compiled into a Set, the problems of the others located in their files.
+
+// SourcedConfigMap is a policy ConfigMap and the file it was read from (policies/manifest), or
+// where else it came from.
+type SourcedConfigMap struct {
+	File      string
+	ConfigMap *corev1.ConfigMap
+}
+
+// FileProblems are the problems of one ConfigMap read from a file.
+type FileProblems struct {
+	File      string
+	ConfigMap string // namespace/name
+	Problems  Problems
+}
+
+// Lines renders `FILE: <configmap ns/name>: <data key>: <policy>: <field path>: <message>`,
+// the format of `podpatch lint`.
+func (f FileProblems) Lines() []string {
+	out := make([]string, len(f.Problems))
+	for i, p := range f.Problems {
+		out[i] = f.File + ": " + f.ConfigMap + ": " + p.String()
+	}
+	return out
+}
+
+// Compile parses every ConfigMap and builds a Set of the valid ones. Invalid ConfigMaps are
+// left out whole and reported.
+func Compile(cms []SourcedConfigMap, opts Options) (*Set, []FileProblems) {
+	var all []*Policy
+	var probs []FileProblems
+	files := map[string]string{} // namespace/name -> file
+	for _, s := range cms {
+		name := s.ConfigMap.Namespace + "/" + s.ConfigMap.Name
+		files[name] = s.File
+		ps, errs := ParseConfigMap(s.ConfigMap, opts)
+		if len(errs) > 0 {
+			probs = append(probs, FileProblems{File: s.File, ConfigMap: name, Problems: errs})
+			continue
+		}
+		all = append(all, ps...)
+	}
+	set := NewSet(all)
+	for _, name := range set.Dropped() {
+		probs = append(probs, FileProblems{File: files[name], ConfigMap: name, Problems: Problems{{Err: tooManyNamespacePolicies()}}})
+	}
+	return set, probs
+}
+
+// tooManyNamespacePolicies is the problem of a ConfigMap left out of a Set (Set.Dropped).
+func tooManyNamespacePolicies() *field.Error {
+	return field.Forbidden(field.NewPath("data"), fmt.Sprintf(
+		"left out: its namespace already holds %d policies in ConfigMaps named before it (the limit per namespace)",
+		MaxNamespacePolicies))
+}
+
+// ProblemLines flattens problems into lint lines.
+func ProblemLines(fps []FileProblems) string {
+	var lines []string
+	for _, f := range fps {
+		lines = append(lines, f.Lines()...)
+	}
+	return strings.Join(lines, "\n")
 }

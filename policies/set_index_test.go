@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // TestNamespaceIndexSelectsAsTheBucket checks the platform's namespace index with generated
@@ -27,7 +29,7 @@ func TestNamespaceIndexSelectsAsTheBucket(t *testing.T) {
 				Mode: []Mode{ModeDefault, ModeMerge, ModeEnforce}[r.IntN(3)], template: &patchPart{raw: []byte(`{}`)}}
 			p.Ref = p.Namespace + "/" + p.ConfigMap + "/" + p.Name
 			p.hash[0], p.hash[1] = byte(i), byte(seed)
-			p.match.managers = []Manager{ManagerDask}
+			p.match.managers = []profiles.Manager{profiles.ManagerDask}
 			for range r.IntN(4) {
 				if r.IntN(4) == 0 {
 					p.match.namespaces = append(p.match.namespaces, globs[r.IntN(len(globs))])
@@ -38,10 +40,10 @@ func TestNamespaceIndexSelectsAsTheBucket(t *testing.T) {
 			ps = append(ps, p)
 		}
 		s := NewSet(ps)
-		b := bucket{ManagerDask, RoleWorker, KindPod}
+		b := bucket{profiles.ManagerDask, profiles.RoleWorker, profiles.KindPod}
 		for _, ns := range append(slices.Clone(names), "elsewhere") {
 			for _, skip := range []bool{false, true} {
-				sub := &subject{id: Identity{Manager: ManagerDask, Role: RoleWorker}, kind: KindPod, namespace: ns,
+				sub := &subject{id: profiles.Identity{Manager: profiles.ManagerDask, Role: profiles.RoleWorker}, kind: profiles.KindPod, namespace: ns,
 					labels: labels.Set{}, namespaceLabels: labels.Set{}}
 				var want layers
 				for _, p := range s.platform.buckets[b] {

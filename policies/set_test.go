@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // setPolicies parses n ConfigMaps of one policy each in every namespace given.
@@ -46,9 +48,9 @@ func TestReplaceMatchesNewSet(t *testing.T) {
 	require.Equal(t, whole.Count(ScopePlatform), step.Count(ScopePlatform))
 	require.Equal(t, whole.Count(ScopeNamespace), step.Count(ScopeNamespace))
 	pod := []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"w","namespace":"team-a","labels":{"dask.org/component":"worker","dask.org/cluster-name":"c"}},"spec":{"containers":[{"name":"worker","image":"x"}]}}`)
-	a, err := whole.Apply(Input{Kind: KindPod, Object: pod})
+	a, err := whole.Apply(Input{Kind: profiles.KindPod, Object: pod})
 	require.NoError(t, err)
-	b, err := step.Apply(Input{Kind: KindPod, Object: pod})
+	b, err := step.Apply(Input{Kind: profiles.KindPod, Object: pod})
 	require.NoError(t, err)
 	require.Equal(t, string(a.Object), string(b.Object))
 	require.Len(t, a.Applied, 6)

@@ -8,6 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/podpatch/podpatch/policies/allowlist"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // sidecarSet is a platform with an enforced sidecar and init sidecar, a platform "*" in merge
@@ -53,7 +56,7 @@ func sidecarSet(t *testing.T) *Set {
 `})
 	opts := DefaultOptions()
 	var err error
-	opts.NamespaceAllowed, err = ParseAllowedFields([]string{"spec.containers"})
+	opts.NamespaceAllowed, err = allowlist.ParseFields([]string{"spec.containers"})
 	require.NoError(t, err)
 	var all []*Policy
 	for _, cm := range []*corev1.ConfigMap{platform, team} {
@@ -124,7 +127,7 @@ func TestPlatformSidecarReplacesPredeclared(t *testing.T) {
 		t.Helper()
 		b, err := json.Marshal(pod)
 		require.NoError(t, err)
-		res, err := s.Apply(Input{Kind: KindPod, Object: b, Namespace: "team-a"})
+		res, err := s.Apply(Input{Kind: profiles.KindPod, Object: b, Namespace: "team-a"})
 		require.NoError(t, err)
 		require.True(t, res.Changed)
 		return res.Object

@@ -1,16 +1,24 @@
-// Package policies is the pure core of podpatch: it parses and validates PodTemplatePatch
-// policies stored in ConfigMaps, compiles them into an immutable Set, recognises the objects
-// that cluster managers generate, and merges the matching policies into an object's raw JSON.
-//
-// It imports only the Kubernetes API types, apimachinery and the standard library: no HTTP,
-// no API client, no logger and no globals, so the webhook and `podpatch render` share one code
-// path.
 package policies
 
 import (
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/podpatch/podpatch/policies/checks"
+	"github.com/podpatch/podpatch/policies/internal/k8sfields"
+	"github.com/podpatch/podpatch/policies/profiles"
+	"github.com/podpatch/podpatch/policies/validity"
 )
+
+// The types every stage needs, at the bottom of the pipeline (doc.go): the names of the product
+// contract, a policy's mode and scope, the compiled Policy and its accessors, a selection's
+// layers, and what an apply takes (Input) and gives (Result, Change, Skipped, Fallback, the
+// errors). Every stage's file reads them; they read no stage's file but compact.go (a
+// Policy's patches as compact JSON).
 
 // Names fixed by the product contract (reference §1).
 const (
@@ -28,6 +36,15 @@ const (
 	DefaultPlatformNamespace = "podpatch-system"
 )
 
+// ReservedLabels are the labels no policy may set, change or remove (reference §3): the skip
+// label and every label a profile reads to recognise an object and its role, cluster and group
+// (profiles.Labels). Changing them would change which policies match, or what the manager finds.
+func ReservedLabels() []string {
+	out := append(profiles.Labels(), SkipLabel)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // Mode says where a policy sits relative to the object in the layer stack.
 type Mode string
 
@@ -41,98 +58,211 @@ const (
 	ModeEnforce Mode = "enforce"
 )
 
-// Manager names a cluster manager with a built-in profile.
-type Manager string
+// Scope says where a policy applies.
+type Scope string
 
-// The built-in managers (reference §2).
+// The two scopes.
 const (
-	ManagerDask        Manager = "dask"
-	ManagerDaskGateway Manager = "dask-gateway"
-	ManagerSpark       Manager = "spark"
-	ManagerRay         Manager = "ray"
-	ManagerFlink       Manager = "flink"
+	// ScopePlatform policies live in the platform namespace and apply everywhere.
+	ScopePlatform Scope = "platform"
+	// ScopeNamespace policies apply only to objects in their own namespace.
+	ScopeNamespace Scope = "namespace"
 )
 
-// Managers lists every built-in manager in recognition order: one per profile (profiles.go).
-var Managers = managersOf(profiles)
+// Policy is one validated, compiled PodTemplatePatch. It is immutable once parsed.
+type Policy struct {
+	// Namespace, ConfigMap and Key locate the document; Index is its position in the key's stream.
+	Namespace, ConfigMap, Key string
+	Index                     int
+	// Name is metadata.name of the document.
+	Name     string
+	Scope    Scope
+	Mode     Mode
+	Priority int32
+	// Ref is the provenance entry: <namespace>/<configmap>/<name>[@<resourceVersion>].
+	Ref string
+	// hash identifies the policy's content and place, for Set.Generation.
+	hash [sha256.Size]byte
 
-// Role is the part an object plays in its cluster, in podpatch's manager-neutral words.
-type Role string
+	match    matcher
+	template *patchPart // {"metadata": …, "spec": …} as written, nulls kept (compact.go)
+	service  *patchPart
+}
 
-// The canonical roles. Manager-native names are accepted as aliases in policies.
+// matcher is the compiled form of Match.
+type matcher struct {
+	managers          []profiles.Manager
+	roles             []profiles.Role
+	clusters, groups  []string
+	namespaces        []string
+	selector          labels.Selector // nil: any
+	namespaceSelector labels.Selector // nil: any
+}
+
+// Selector is the policy's compiled match.selector; nil when it has none.
+func (p *Policy) Selector() labels.Selector { return p.match.selector }
+
+// Managers is the policy's match.managers, each once; empty: any. Shared: read only.
+func (p *Policy) Managers() []profiles.Manager { return p.match.managers }
+
+// Roles is the policy's match.roles as canonical roles, each once; empty: any. Shared: read
+// only.
+func (p *Policy) Roles() []profiles.Role { return p.match.roles }
+
+// Unconditional reports whether the policy is selected for every object of its managers and
+// roles (and, for a namespace policy, of its namespace): no label requirement, no
+// namespaceSelector, namespaces, clusters or groups.
+func (p *Policy) Unconditional() bool {
+	m := p.match
+	noReqs := m.selector == nil
+	if m.selector != nil {
+		reqs, selectable := m.selector.Requirements()
+		noReqs = selectable && len(reqs) == 0
+	}
+	return noReqs && m.namespaceSelector == nil && len(m.namespaces) == 0 && len(m.clusters) == 0 && len(m.groups) == 0
+}
+
+// Patch returns the part of the policy that applies to a kind, as written ({"metadata": …,
+// "spec": …}, nulls kept): shared, read only; nil when the policy has none.
+func (p *Policy) Patch(k profiles.Kind) map[string]any {
+	if k == profiles.KindService {
+		return p.service.get()
+	}
+	return p.template.get()
+}
+
+// Provenance is Ref, the policy's provenance entry: what the checks name a policy by
+// (checks.Policy).
+func (p *Policy) Provenance() string { return p.Ref }
+
+// The errors Apply returns (wrapped): the merge stops with ErrStopped, and every stage above
+// reads them.
+
+// ErrStopped is returned (wrapped) by Apply when Input.Done closed before it finished.
+var ErrStopped = errors.New("stopped: the request budget ran out")
+
+// ErrNamespaceMismatch is returned (wrapped) by Apply for an object whose metadata.namespace is
+// set and is not Input.Namespace: which namespace's policies apply would be ambiguous, so none
+// do (reference §5).
+var ErrNamespaceMismatch = errors.New("the object's metadata.namespace is not the request's namespace")
+
+// ErrSelectionDiverges is returned (wrapped) when the labels policies set keep changing which
+// policies match beyond MaxSelectionRounds: their selectors contradict each other. `lint`
+// reports policy sets that can do this (lint.SelectionProblems).
+var ErrSelectionDiverges = errors.New("the labels policies set keep changing which policies match")
+
+// Input is one object to patch.
+type Input struct {
+	// Kind is KindPod or KindService.
+	Kind profiles.Kind
+	// Object is the object's JSON, exactly as received.
+	Object []byte
+	// Namespace is used when the object has no metadata.namespace (Pods created by
+	// ReplicaSets may arrive without one); the request's namespace in the webhook.
+	Namespace string
+	// NamespaceFromRequest makes Namespace the only namespace that selects policies, as the
+	// webhook's request namespace is (reference §5): an object whose metadata.namespace is set and
+	// says another is not patched, and Apply returns an error wrapping ErrNamespaceMismatch.
+	NamespaceFromRequest bool
+	// NamespaceLabels are the labels of the object's namespace, for match.namespaceSelector.
+	NamespaceLabels map[string]string
+	// Explain records, for each applied policy, which fields it changed (Apply only).
+	Explain bool
+	// Done, when set, is the webhook's request budget: once it is closed Apply stops between
+	// steps and returns an error wrapping ErrStopped, leaving the object unpatched.
+	Done <-chan struct{}
+	// Cluster answers whether the cluster objects the patched object references exist (reference §8);
+	// nil (render, lint) skips the checks that need it.
+	Cluster validity.Cluster
+}
+
+// Fallback names the way Apply left whole layers out so that the rest still applies.
+type Fallback string
+
 const (
-	RoleScheduler Role = "scheduler"
-	RoleWorker    Role = "worker"
-	RoleJob       Role = "job"
+	// FallbackNone: every selected layer applied.
+	FallbackNone Fallback = ""
+	// FallbackNamespace: namespace policies made the object unpatchable; the platform's applied
+	// alone.
+	FallbackNamespace Fallback = "namespace"
+	// FallbackEnforceOnly: the platform's selectors contradict each other; its enforce policies
+	// applied alone.
+	FallbackEnforceOnly Fallback = "enforce-only"
 )
 
-// Roles lists the canonical roles.
-var Roles = []Role{RoleScheduler, RoleWorker, RoleJob}
+// Result is the outcome of Apply.
+type Result struct {
+	// Object is the patched JSON; when no policy matched it is Input.Object itself.
+	Object []byte
+	// Patch is the JSONPatch (RFC 6902) from Input.Object to Object; nil when unchanged.
+	Patch []byte
+	// Changed is false when no policy matched.
+	Changed bool
+	// Recognised is false for objects no profile recognises; Identity is then empty.
+	Recognised bool
+	Identity   profiles.Identity
+	// Applied lists the matching policies in layer order.
+	Applied []*Policy
+	// Changes says, with Input.Explain, which fields each applied policy changed.
+	Changes []Change
+	// Warnings say what was left out: the webhook returns them as admission warnings.
+	Warnings []string
+	// Fallback says which policies were left out as a whole, and why, when Warnings say so.
+	Fallback Fallback
+	// Skipped lists the policies left out because their contribution would have made the
+	// object invalid (reference §8), in application order; they are not in Applied.
+	Skipped []Skipped
+	// Adjusted says which fields were changed with others so that the object stays valid
+	// (spec.priority removed when policies change spec.priorityClassName, …).
+	Adjusted []string
+	// Findings are the manager-aware checks' findings on the patched object (reference §8),
+	// in a stable order.
+	Findings []checks.Finding
 
-// roleAliases maps every accepted role name in a policy to its canonical role: the canonical
-// names and each profile's Aliases.
-var roleAliases = aliasesOf(profiles)
-
-// Kind is the kind of object a policy patches.
-type Kind string
-
-// The kinds podpatch patches.
-const (
-	KindPod     Kind = "Pod"
-	KindService Kind = "Service"
-)
-
-// Document is one PodTemplatePatch as written in a policy ConfigMap.
-type Document struct {
-	APIVersion string           `json:"apiVersion"`
-	Kind       string           `json:"kind"`
-	Metadata   DocumentMetadata `json:"metadata"`
-	Spec       PatchSpec        `json:"spec"`
+	// violations are the patched object's (package validity); selection is the layers applied.
+	violations []validity.Violation
+	selection  layers
+	// patched is the patched object's tree, for the checks (checks.go).
+	patched map[string]any
 }
 
-// DocumentMetadata names a policy; labels and annotations are free-form notes for people.
-type DocumentMetadata struct {
-	Name        string            `json:"name"`
-	Labels      map[string]string `json:"labels,omitempty"`
-	Annotations map[string]string `json:"annotations,omitempty"`
+// Change is what one policy did to one object.
+type Change struct {
+	Policy *Policy
+	// Fields are the paths it set or removed; empty when the object already had its values.
+	Fields []string
 }
 
-// PatchSpec is what a policy does and to which objects.
-type PatchSpec struct {
-	Mode     Mode           `json:"mode,omitempty"`
-	Priority int32          `json:"priority,omitempty"`
-	Match    Match          `json:"match,omitempty"`
-	Template *TemplatePatch `json:"template,omitempty"`
-	Service  *ServicePatch  `json:"service,omitempty"`
+// Skipped is a policy left out of one object because its contribution would make the object
+// invalid (reference §8).
+type Skipped struct {
+	Policy *Policy
+	// Violation is the first problem the policy's contribution brought.
+	Violation validity.Violation
 }
 
-// TemplatePatch is a partial PodTemplateSpec applied to matching Pods (and pod templates).
-type TemplatePatch struct {
-	Metadata PatchMetadata  `json:"metadata,omitempty"`
-	Spec     corev1.PodSpec `json:"spec,omitempty"`
+// String says which policy was left out and why, in one line.
+func (s Skipped) String() string {
+	what := "policy " + s.Policy.Ref
+	if s.Policy.Mode == ModeEnforce {
+		what = "enforce policy " + s.Policy.Ref + " (the audit reports the object)"
+	}
+	return fmt.Sprintf("%s left out: %s", what, s.Violation)
 }
 
-// Match selects the objects a policy applies to. Every given field must hold.
-type Match struct {
-	Managers []Manager `json:"managers,omitempty"`
-	Roles    []string  `json:"roles,omitempty"`
-	// Clusters and Groups are shell globs (path.Match) on the cluster and worker-group names.
-	Clusters []string              `json:"clusters,omitempty"`
-	Groups   []string              `json:"groups,omitempty"`
-	Selector *metav1.LabelSelector `json:"selector,omitempty"`
-	// Namespaces and NamespaceSelector narrow platform policies; invalid in namespace scope.
-	Namespaces        []string              `json:"namespaces,omitempty"`
-	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+// layers is the stack of reference §3 for one object, low to high, without the object itself
+// (which sits between defaults and merges).
+type layers struct {
+	platformDefault, namespaceDefault []*Policy
+	platformMerge, namespaceMerge     []*Policy
+	enforce                           []*Policy
+	// pins holds the decoded parts of the selected policies while the admission holds the
+	// selection (compact.go).
+	pins []*treeCell
 }
 
-// ServicePatch is a partial Service applied to matching scheduler Services.
-type ServicePatch struct {
-	Metadata PatchMetadata      `json:"metadata,omitempty"`
-	Spec     corev1.ServiceSpec `json:"spec,omitempty"`
-}
+// wildcardContainer is the container name that applies an entry to every container of a list.
+const wildcardContainer = k8sfields.WildcardContainer
 
-// PatchMetadata is the part of an object's metadata a policy may set.
-type PatchMetadata struct {
-	Labels      map[string]string `json:"labels,omitempty"`
-	Annotations map[string]string `json:"annotations,omitempty"`
-}
+// mainContainerName addresses the manager's main container in a policy.
+const mainContainerName = k8sfields.MainContainer

@@ -17,9 +17,6 @@ import (
 // checks that need policies' own notions: the provenance annotation, the URL annotations and
 // the removals of a policy as written.
 
-// wildcardContainer is the container name that applies an entry to every container of a list.
-const wildcardContainer = k8sfields.WildcardContainer
-
 // validateTemplatePatch validates the fields a partial pod template sets, with the rules Kubernetes applies to them.
 func validateTemplatePatch(t *TemplatePatch, fld *field.Path) field.ErrorList {
 	if t == nil {

@@ -8,17 +8,19 @@ import (
 	"strings"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
-// Valid in, valid out (reference §8): after the layers are applied, the patched object is checked as
-// the API server will check it — its validation for the fields a policy can touch and their
-// cross-field rules, the built-in admission plugins that run again after a webhook changed it
-// (Priority, RuntimeClass, ServiceAccount, LimitRanger, PodSecurity), and the existence of the
-// cluster objects it references: the rules are package validity's. Only problems the object did not arrive with count ("no worse
-// than given"). When there are any, the policies are added back one by one, highest precedence
-// first, each kept only when the result gains no new problem; the others are left out for this
-// object (Result.Skipped), named in an admission warning and counted by rule.
+// The check stage (doc.go). Valid in, valid out (reference §8): after the layers are applied,
+// the patched object is checked as the API server will check it — its validation for the
+// fields a policy can touch and their cross-field rules, the built-in admission plugins that
+// run again after a webhook changed it (Priority, RuntimeClass, ServiceAccount, LimitRanger,
+// PodSecurity), and the existence of the cluster objects it references: the rules are package
+// validity's. Only problems the object did not arrive with count ("no worse than given"). When
+// there are any, the policies are added back one by one, highest precedence first, each kept
+// only when the result gains no new problem; the others are left out for this object
+// (Result.Skipped), named in an admission warning and counted by rule.
 
 // Check returns the reasons the API server would refuse an object as it is, by the rules of
 // reference §8's check (Input.Kind, Object, Namespace, NamespaceLabels and Cluster are read): for
@@ -44,7 +46,7 @@ func Check(in Input) ([]validity.Violation, error) {
 
 // envOf is the check's environment of an input whose namespace is namespace.
 func envOf(in Input, namespace string) *validity.Env {
-	return &validity.Env{Service: in.Kind == KindService, Namespace: namespace, NamespaceLabels: in.NamespaceLabels, Cluster: in.Cluster}
+	return &validity.Env{Service: in.Kind == profiles.KindService, Namespace: namespace, NamespaceLabels: in.NamespaceLabels, Cluster: in.Cluster}
 }
 
 // MaxValidityPasses bounds how often keepValid goes over the policies it left out: a policy
@@ -134,9 +136,9 @@ func (l *layers) only(keep map[*Policy]bool) layers {
 
 // anyWrites reports whether a policy sets or removes (null) a member of the spec of objects of
 // kind.
-func anyWrites(ps []*Policy, kind Kind, member string) bool {
+func anyWrites(ps []*Policy, kind profiles.Kind, member string) bool {
 	for _, p := range ps {
-		spec, _ := p.patchFor(kind)["spec"].(map[string]any)
+		spec, _ := p.Patch(kind)["spec"].(map[string]any)
 		if _, ok := spec[member]; ok {
 			return true
 		}
@@ -145,9 +147,9 @@ func anyWrites(ps []*Policy, kind Kind, member string) bool {
 }
 
 // anySets reports whether a policy sets (not removes) a member of the spec of objects of kind.
-func anySets(ps []*Policy, kind Kind, member string) bool {
+func anySets(ps []*Policy, kind profiles.Kind, member string) bool {
 	for _, p := range ps {
-		spec, _ := p.patchFor(kind)["spec"].(map[string]any)
+		spec, _ := p.Patch(kind)["spec"].(map[string]any)
 		if spec[member] != nil {
 			return true
 		}

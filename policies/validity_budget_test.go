@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
@@ -49,7 +50,7 @@ func TestLeaveOutWithinBudget(t *testing.T) {
 	js := fixtureJSON(t, "dask-operator/worker-pod.yaml", nil)
 	cluster := &fakeCluster{accounts: map[string]bool{}}
 
-	full, err := set.Apply(Input{Kind: KindPod, Object: js, Namespace: "default", Cluster: cluster})
+	full, err := set.Apply(Input{Kind: profiles.KindPod, Object: js, Namespace: "default", Cluster: cluster})
 	require.NoError(t, err)
 	require.Len(t, full.Skipped, 1)
 	require.Equal(t, validity.RulePriorityClassNotFound, full.Skipped[0].Violation.Rule)
@@ -57,14 +58,14 @@ func TestLeaveOutWithinBudget(t *testing.T) {
 	budgetSkips, enforceKeptAlone := 0, false
 	for after := 0; after < 64; after++ {
 		c := &closingCluster{Cluster: cluster, after: after, done: make(chan struct{})}
-		in := Input{Kind: KindPod, Object: js, Namespace: "default", Cluster: c, Done: c.done}
+		in := Input{Kind: profiles.KindPod, Object: js, Namespace: "default", Cluster: c, Done: c.done}
 		res, err := set.Apply(in)
 		if err != nil {
 			// Out before the first check finished: the webhook admits the object unchanged.
 			require.ErrorIs(t, err, ErrStopped)
 			continue
 		}
-		require.Empty(t, freshViolations(Input{Kind: KindPod, Object: js, Namespace: "default", Cluster: cluster}, res.Object))
+		require.Empty(t, freshViolations(Input{Kind: profiles.KindPod, Object: js, Namespace: "default", Cluster: cluster}, res.Object))
 		labels := mapOf(mapOf(objectOf(t, res.Object)["metadata"])["labels"])
 		rules := map[string]string{}
 		for _, s := range res.Skipped {

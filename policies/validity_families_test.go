@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
@@ -33,7 +34,7 @@ func familyViolations(t *testing.T, cl validity.Cluster, edit map[string]any) []
 			}
 		}
 	})
-	vs, err := Check(Input{Kind: KindService, Object: obj, Namespace: "default", Cluster: cl})
+	vs, err := Check(Input{Kind: profiles.KindService, Object: obj, Namespace: "default", Cluster: cl})
 	require.NoError(t, err)
 	var fields []string
 	for _, v := range vs {
@@ -222,7 +223,7 @@ func toAny(ss []string) []any {
 func TestServiceIPFamiliesLeftOut(t *testing.T) {
 	s := platformSet(t, "service: {spec: {ipFamilies: [IPv6]}}", "service: {spec: {ipFamilyPolicy: RequireDualStack}}",
 		"service: {metadata: {annotations: {team: a}}}")
-	in := Input{Kind: KindService, Object: fixtureJSON(t, "dask-operator/scheduler-service.yaml", nil), Namespace: "default"}
+	in := Input{Kind: profiles.KindService, Object: fixtureJSON(t, "dask-operator/scheduler-service.yaml", nil), Namespace: "default"}
 	for _, c := range []struct {
 		name    string
 		cluster validity.Cluster

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
@@ -26,12 +27,12 @@ import (
 // (the policy's other problems) is not named again.
 func lintValidity(p *Policy, fld *field.Path, reported field.ErrorList) field.ErrorList {
 	var errs field.ErrorList
-	errs = append(errs, duplicateClaims(p.patchFor(KindPod), fld.Child("template"))...)
+	errs = append(errs, duplicateClaims(p.Patch(profiles.KindPod), fld.Child("template"))...)
 	for _, part := range []struct {
-		kind Kind
+		kind profiles.Kind
 		name string
-	}{{KindPod, "template"}, {KindService, "service"}} {
-		if patch := p.patchFor(part.kind); patch != nil {
+	}{{profiles.KindPod, "template"}, {profiles.KindService, "service"}} {
+		if patch := p.Patch(part.kind); patch != nil {
 			errs = append(errs, lintPart(p, part.kind, patch, fld.Child(part.name))...)
 		}
 	}
@@ -48,7 +49,7 @@ func lintValidity(p *Policy, fld *field.Path, reported field.ErrorList) field.Er
 
 // lintPart is lintValidity for one part of a policy, patch, at fld: the own violations it
 // brings to every synthetic object of its kind.
-func lintPart(p *Policy, kind Kind, patch map[string]any, fld *field.Path) field.ErrorList {
+func lintPart(p *Policy, kind profiles.Kind, patch map[string]any, fld *field.Path) field.ErrorList {
 	var common map[string]*field.Error // path and message → error: those found on every object
 	for _, tg := range lintTargets(p) {
 		var found map[string]*field.Error
@@ -56,7 +57,7 @@ func lintPart(p *Policy, kind Kind, patch map[string]any, fld *field.Path) field
 		t := jsontree.New()
 		obj, _ := t.Decode(json.RawMessage(raw)).(map[string]any)
 		st := &applyState{t: t}
-		if kind == KindPod {
+		if kind == profiles.KindPod {
 			// As applyLayers does; a platform policy's whole containers would replace the
 			// object's of their names, and the synthetic object has none of those.
 			m := newMerger(st, kind, false)
@@ -68,7 +69,7 @@ func lintPart(p *Policy, kind Kind, patch map[string]any, fld *field.Path) field
 		m.mergeMap(obj, patch)
 		var own []validity.Own
 		if st.err == nil { // else admission leaves the object unpatched
-			env := &validity.Env{Service: kind == KindService, Namespace: lintNamespace}
+			env := &validity.Env{Service: kind == profiles.KindService, Namespace: lintNamespace}
 			own = env.Own(obj, raw)
 		}
 		if len(own) > 0 {
@@ -109,7 +110,7 @@ const lintNamespace = "default"
 // lintTarget is a manager and one of its role names, with the JSON of its synthetic Pod and
 // Service (syntheticObject).
 type lintTarget struct {
-	profile      *Profile
+	profile      *profiles.Profile
 	role         string
 	pod, service []byte
 }
@@ -117,15 +118,18 @@ type lintTarget struct {
 // lintAll are the synthetic objects of every manager and role, in profile order.
 var lintAll = func() []lintTarget {
 	var out []lintTarget
-	for i := range profiles {
-		for _, role := range slices.Sorted(maps.Keys(profiles[i].Roles)) {
-			tg := lintTarget{profile: &profiles[i], role: role}
-			tg.pod, tg.service = syntheticObject(KindPod, tg, nil), syntheticObject(KindService, tg, nil)
+	for i := range lintProfiles {
+		for _, role := range slices.Sorted(maps.Keys(lintProfiles[i].Roles)) {
+			tg := lintTarget{profile: &lintProfiles[i], role: role}
+			tg.pod, tg.service = syntheticObject(profiles.KindPod, tg, nil), syntheticObject(profiles.KindService, tg, nil)
 			out = append(out, tg)
 		}
 	}
 	return out
 }()
+
+// lintProfiles are the managers' profiles lint makes synthetic objects of, copied once.
+var lintProfiles = profiles.All()
 
 // lintTargets are the managers and roles a policy can select; all of them for a policy that
 // can select none (its values are checked all the same).
@@ -144,9 +148,9 @@ func lintTargets(p *Policy) []lintTarget {
 }
 
 // object is the JSON of the target's synthetic object of a kind for a patch.
-func (tg lintTarget) object(kind Kind, patch map[string]any) []byte {
+func (tg lintTarget) object(kind profiles.Kind, patch map[string]any) []byte {
 	switch {
-	case kind == KindService:
+	case kind == profiles.KindService:
 		return tg.service
 	case partialEntries(patch):
 		return syntheticObject(kind, tg, patch)
@@ -165,7 +169,7 @@ const (
 // manager's UI port (a Service); a Pod also has a container for each partial entry of the patch
 // (each named container the patch does not add whole) and an init container when the patch
 // has a "*" init entry, so that every entry applies.
-func syntheticObject(kind Kind, tg lintTarget, patch map[string]any) []byte {
+func syntheticObject(kind profiles.Kind, tg lintTarget, patch map[string]any) []byte {
 	pr := tg.profile
 	labels := map[string]any{pr.RoleKey: tg.role}
 	if pr.RequireKey != "" {
@@ -173,7 +177,7 @@ func syntheticObject(kind Kind, tg lintTarget, patch map[string]any) []byte {
 	}
 	meta := map[string]any{"name": "podpatch-lint", "namespace": lintNamespace, "labels": labels}
 	var obj map[string]any
-	if kind == KindService {
+	if kind == profiles.KindService {
 		port := map[string]any{"name": pr.UI.Names[0], "port": pr.UI.Numbers[0], "protocol": "TCP"}
 		obj = map[string]any{"apiVersion": "v1", "kind": "Service", "metadata": meta,
 			"spec": map[string]any{"selector": labels, "ports": []any{port}}}
@@ -281,10 +285,10 @@ func placeSegments(at string) []placeSegment {
 // placer maps places of a patched synthetic object (validity.Own.At, by position) back to the
 // fields of the policy's patch that wrote them.
 type placer struct {
-	kind    Kind
+	kind    profiles.Kind
 	obj     map[string]any // expanded
 	t       *jsontree.Tree
-	manager Manager
+	manager profiles.Manager
 }
 
 // place maps at to the field of patch, under fld, that wrote it. An item of a list the merge
@@ -332,7 +336,7 @@ func (pl *placer) place(patch map[string]any, at, by string, fld *field.Path) (_
 // rest being the place of the values within it; -1 for none.
 func (pl *placer) entry(list string, entries, items []any, i int, rest []placeSegment) int {
 	item, _ := items[i].(map[string]any)
-	if pl.kind == KindPod && containerLists[list] {
+	if pl.kind == profiles.KindPod && containerLists[list] {
 		name := byName.Of(item)
 		best, most := -1, -1
 		for _, want := range [...]string{name, mainContainerName + "\x00", wildcardContainer + "\x00"} {
@@ -350,7 +354,7 @@ func (pl *placer) entry(list string, entries, items []any, i int, rest []placeSe
 		return best
 	}
 	lists := podLists
-	if pl.kind == KindService {
+	if pl.kind == profiles.KindService {
 		lists = serviceLists
 	}
 	if key, ok := lists[list]; ok {

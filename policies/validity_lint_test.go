@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
@@ -48,7 +49,7 @@ func TestSharedRulesLintAndAdmission(t *testing.T) {
 			// admission, on a Pod with the same values.
 			js, err := yaml.YAMLToJSON([]byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec: " + c.spec))
 			require.NoError(t, err)
-			vs, err := Check(Input{Kind: KindPod, Object: js})
+			vs, err := Check(Input{Kind: profiles.KindPod, Object: js})
 			require.NoError(t, err)
 			if c.rule == "" {
 				require.Empty(t, vs)
@@ -171,11 +172,11 @@ func TestEveryRuleLintAndAdmission(t *testing.T) {
 			s := NewSet([]*Policy{p})
 			applied := 0
 			for _, obj := range objects {
-				in := Input{Kind: Kind(strOf(objectOf(t, obj)["kind"])), Object: obj, Namespace: "default", NamespaceLabels: c.labels}
+				in := Input{Kind: profiles.Kind(strOf(objectOf(t, obj)["kind"])), Object: obj, Namespace: "default", NamespaceLabels: c.labels}
 				if c.cl != nil {
 					in.Cluster = c.cl
 				}
-				if (in.Kind != KindPod || p.template == nil) && (in.Kind != KindService || p.service == nil) {
+				if (in.Kind != profiles.KindPod || p.template == nil) && (in.Kind != profiles.KindService || p.service == nil) {
 					continue
 				}
 				res, err := s.Apply(in)

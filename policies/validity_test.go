@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
@@ -357,9 +358,9 @@ func TestValidityRegressions(t *testing.T) {
 			skipped: map[string]string{"p1": validity.RuleRuntimeClassNotFound}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			kind := KindPod
+			kind := profiles.KindPod
 			if strings.Contains(c.fixture, "service") {
-				kind = KindService
+				kind = profiles.KindService
 			}
 			in := Input{Kind: kind, Object: fixtureJSON(t, c.fixture, c.edit), Namespace: "default", NamespaceLabels: c.nsLabels, Cluster: c.cluster}
 			s := platformSet(t, c.specs...)
@@ -405,7 +406,7 @@ func TestValidityRegressions(t *testing.T) {
 // TestPriorityCoupling: a changed priority class removes the computed priority and preemption
 // policy (lint keeps policies from setting them); an unchanged class keeps them.
 func TestPriorityCoupling(t *testing.T) {
-	in := Input{Kind: KindPod, Object: fixtureJSON(t, "dask-operator/worker-pod.yaml", nil), Namespace: "default"}
+	in := Input{Kind: profiles.KindPod, Object: fixtureJSON(t, "dask-operator/worker-pod.yaml", nil), Namespace: "default"}
 	spec := func(s *Set) map[string]any {
 		res, err := s.Apply(in)
 		require.NoError(t, err)
@@ -434,7 +435,7 @@ func TestPriorityCoupling(t *testing.T) {
 func TestValidityUnknownCluster(t *testing.T) {
 	s := platformSet(t, "template: {spec: {priorityClassName: ghost, runtimeClassName: ghost, serviceAccountName: ghost}}")
 	for _, cl := range []validity.Cluster{nil, &fakeCluster{unknown: true}} {
-		res, err := s.Apply(Input{Kind: KindPod, Object: fixtureJSON(t, "dask-operator/worker-pod.yaml", nil), Namespace: "default", Cluster: cl})
+		res, err := s.Apply(Input{Kind: profiles.KindPod, Object: fixtureJSON(t, "dask-operator/worker-pod.yaml", nil), Namespace: "default", Cluster: cl})
 		require.NoError(t, err)
 		require.Empty(t, res.Skipped)
 		require.Len(t, res.Applied, 1)
@@ -449,7 +450,7 @@ func TestValidityNoWorseThanGiven(t *testing.T) {
 		c["resources"].(map[string]any)["requests"].(map[string]any)["memory"] = "2Gi" // above its 1408Mi limit
 	})
 	s := platformSet(t, "template: {spec: {nodeSelector: {pool: a}}}")
-	res, err := s.Apply(Input{Kind: KindPod, Object: broken, Namespace: "default"})
+	res, err := s.Apply(Input{Kind: profiles.KindPod, Object: broken, Namespace: "default"})
 	require.NoError(t, err)
 	require.Empty(t, res.Skipped)
 	require.Equal(t, "a", objectOf(t, res.Object)["spec"].(map[string]any)["nodeSelector"].(map[string]any)["pool"])
@@ -524,8 +525,8 @@ func TestValidityProperty(t *testing.T) {
 			require.NoError(t, err)
 			js, err := yaml.YAMLToJSON(b)
 			require.NoError(t, err)
-			kind := Kind(strOf(objectOf(t, js)["kind"]))
-			if kind != KindPod && kind != KindService {
+			kind := profiles.Kind(strOf(objectOf(t, js)["kind"]))
+			if kind != profiles.KindPod && kind != profiles.KindService {
 				continue
 			}
 			in := Input{Kind: kind, Object: js, Namespace: "default", Cluster: clusters[rng.Intn(len(clusters))],
@@ -656,7 +657,7 @@ func TestExtendedResourceFollowsLimit(t *testing.T) {
 		r["requests"].(map[string]any)["nvidia.com/gpu"] = "2"
 	})
 	res, err := platformSet(t, "template: {spec: {containers: [{name: '*', resources: {limits: {nvidia.com/gpu: '1'}}}]}}").
-		Apply(Input{Kind: KindPod, Object: in, Namespace: "default"})
+		Apply(Input{Kind: profiles.KindPod, Object: in, Namespace: "default"})
 	require.NoError(t, err)
 	var pod corev1.Pod
 	require.NoError(t, json.Unmarshal(res.Object, &pod))
@@ -696,7 +697,7 @@ func TestLimitRangeRules(t *testing.T) {
 		{"a sidecar init container runs with the others", "{initContainers: [{name: i, image: x, restartPolicy: Always, resources: {limits: {memory: 4Gi}}}], containers: [{name: a, image: x, resources: {limits: {memory: 4Gi}}}]}", 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			vs, err := Check(Input{Kind: KindPod, Object: pod(c.spec), Cluster: cl})
+			vs, err := Check(Input{Kind: profiles.KindPod, Object: pod(c.spec), Cluster: cl})
 			require.NoError(t, err)
 			n := 0
 			for _, v := range vs {
@@ -711,7 +712,7 @@ func TestLimitRangeRules(t *testing.T) {
 // TestCheckHostileInput: Check refuses what is not a JSON object, without panicking.
 func TestCheckHostileInput(t *testing.T) {
 	for _, in := range []string{"", "{", `{"spec": [`, "null", "[]", `"pod"`, `{"spec": {"containers": "x", "volumes": {}}}`} {
-		_, err := Check(Input{Kind: KindPod, Object: []byte(in)})
+		_, err := Check(Input{Kind: profiles.KindPod, Object: []byte(in)})
 		if in == `{"spec": {"containers": "x", "volumes": {}}}` {
 			require.NoError(t, err, in)
 			continue

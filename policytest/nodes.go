@@ -8,6 +8,7 @@ import (
 
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/manifest"
 )
 
 // The bounds of context.nodes: a test file describes a cluster's pools, a handful of Nodes
@@ -64,7 +65,7 @@ func (s *suite) readNodes() (*placed, error) {
 	}
 	total := 0
 	for _, f := range n.Files {
-		files, err := policies.ManifestFiles(s.rel(f))
+		files, err := manifest.Files(s.rel(f))
 		if err != nil {
 			return nil, fail("%v", err)
 		}
@@ -72,7 +73,7 @@ func (s *suite) readNodes() (*placed, error) {
 			return nil, fail("no *.yaml, *.yml or *.json file under %s", f)
 		}
 		for _, file := range files {
-			data, err := policies.ReadInput(file, nil)
+			data, err := manifest.Read(file, nil)
 			if err != nil {
 				return nil, fail("%v", err)
 			}

@@ -22,6 +22,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
+	"github.com/podpatch/podpatch/policies/manifest"
 )
 
 // APIVersion and Kind identify a test file.
@@ -144,8 +146,8 @@ func (e *Expect) placementGiven() []string {
 	if e.UnschedulableReason != "" {
 		out = append(out, "unschedulableReason")
 	}
-	if slices.Contains(e.Findings, policies.CheckUnschedulable) {
-		out = append(out, "findings: "+policies.CheckUnschedulable)
+	if slices.Contains(e.Findings, checks.Unschedulable) {
+		out = append(out, "findings: "+checks.Unschedulable)
 	}
 	return out
 }
@@ -220,7 +222,7 @@ func Find(paths []string) ([]string, error) {
 			if ext := filepath.Ext(path); ext != ".yaml" && ext != ".yml" {
 				return nil
 			}
-			data, err := policies.ReadInput(path, nil)
+			data, err := manifest.Read(path, nil)
 			if err != nil {
 				return fmt.Errorf("%s: %w", path, err)
 			}
@@ -241,7 +243,7 @@ func Find(paths []string) ([]string, error) {
 // size, depth, node count; no aliases, anchors or duplicate keys), then strictly: unknown
 // fields, wrong types and cases without expectations are errors with their line.
 func Load(path string) (*File, error) {
-	data, err := policies.ReadInput(path, nil)
+	data, err := manifest.Read(path, nil)
 	if err != nil {
 		return nil, &Error{File: path, Msg: err.Error()}
 	}
@@ -380,7 +382,7 @@ func checkPlacement(e *Expect, nodes *Nodes) (key, msg string) {
 		return "unschedulableReason", "expect.unschedulableReason needs schedulable: false"
 	case e.Schedulable != nil && !*e.Schedulable && len(e.FitsNodes)+len(e.FitsNodePools) > 0:
 		return "schedulable", "expect.schedulable is false, but fitsNodes or fitsNodePools names what takes the Pod"
-	case e.Schedulable != nil && e.Findings != nil && *e.Schedulable == slices.Contains(e.Findings, policies.CheckUnschedulable):
+	case e.Schedulable != nil && e.Findings != nil && *e.Schedulable == slices.Contains(e.Findings, checks.Unschedulable):
 		return "findings", fmt.Sprintf("expect.schedulable: %v contradicts expect.findings: the unschedulable finding fires exactly when the Pod is not schedulable", *e.Schedulable)
 	}
 	return "", ""
@@ -405,8 +407,8 @@ func fieldHasValue(root *yaml.Node, i, j int) bool {
 // knownCheck reports whether id is a reference §8 check.
 func knownCheck(id string) bool {
 	switch id {
-	case policies.CheckRayResources, policies.CheckSparkMemory, policies.CheckDaskWorker, policies.CheckFlinkMemory,
-		policies.CheckKueuePlacement, policies.CheckUnschedulable, policies.CheckDaskLoadBalancer:
+	case checks.RayResources, checks.SparkMemory, checks.DaskWorker, checks.FlinkMemory,
+		checks.KueuePlacement, checks.Unschedulable, checks.DaskLoadBalancer:
 		return true
 	}
 	return false

@@ -16,6 +16,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/allowlist"
+	"github.com/podpatch/podpatch/policies/manifest"
+	"github.com/podpatch/podpatch/policies/profiles"
+	"github.com/podpatch/podpatch/policies/render"
 )
 
 // MaxDiffLines bounds the diff a failing case prints.
@@ -100,7 +104,7 @@ func compile(path string, f *File) (*suite, error) {
 	for _, p := range f.Spec.Policies {
 		paths = append(paths, s.rel(p))
 	}
-	cms, err := policies.ReadConfigMapFiles(paths, ns, nil)
+	cms, err := manifest.ReadConfigMaps(paths, ns, nil)
 	if err != nil {
 		return nil, &Error{File: path, Line: 0, Msg: "spec.policies: " + err.Error()}
 	}
@@ -132,11 +136,11 @@ func engineOptions(platform string) (policies.Options, error) {
 	if platform == "" {
 		platform = policies.DefaultPlatformNamespace
 	}
-	allowed, err := policies.ParseAllowedFields(policies.DefaultNamespaceAllowedFields)
+	allowed, err := allowlist.ParseFields(allowlist.DefaultFields)
 	if err != nil {
 		return policies.Options{}, err
 	}
-	denied, err := policies.ParseDeniedAnnotations(policies.DefaultNamespaceDeniedAnnotations)
+	denied, err := allowlist.ParseDeniedAnnotations(allowlist.DefaultDeniedAnnotations)
 	if err != nil {
 		return policies.Options{}, err
 	}
@@ -154,7 +158,7 @@ func (s *suite) object(c *Case) ([]byte, error) {
 		return json.Marshal(c.Object)
 	}
 	p := s.rel(c.File)
-	data, err := policies.ReadInput(p, nil)
+	data, err := manifest.Read(p, nil)
 	if err != nil {
 		return nil, s.caseErr(c, "file: %v", err)
 	}
@@ -199,7 +203,7 @@ func (s *suite) run(c *Case, r *CaseResult, o Options) error {
 		Kind string `json:"kind"`
 	}
 	_ = json.Unmarshal(in, &head) // Apply says what is wrong with it
-	isService := policies.Kind(head.Kind) == policies.KindService
+	isService := profiles.Kind(head.Kind) == profiles.KindService
 	if e := c.Expect.placementGiven(); isService && len(e) > 0 {
 		return s.caseErr(c, "expect.%s: a Service is placed on no Node; placement expectations are for Pods and workloads' pod templates", e[0])
 	}
@@ -239,13 +243,13 @@ func Apply(set *policies.Set, obj []byte, namespace string, labels map[string]st
 		return policies.Result{}, nil, err
 	}
 	kind, _ := tree["kind"].(string)
-	in := policies.Input{Kind: policies.Kind(kind), Object: obj, Namespace: namespace, NamespaceLabels: labels, Explain: true}
+	in := policies.Input{Kind: profiles.Kind(kind), Object: obj, Namespace: namespace, NamespaceLabels: labels, Explain: true}
 	switch {
-	case in.Kind == policies.KindPod || in.Kind == policies.KindService:
+	case in.Kind == profiles.KindPod || in.Kind == profiles.KindService:
 		res, err := set.Apply(in)
 		return res, res.Object, err
 	default:
-		at, ok := policies.TemplatePath(kind)
+		at, ok := render.TemplatePath(kind)
 		if !ok {
 			return policies.Result{}, nil, fmt.Errorf("kind %q: podpatch patches Pods, Services and the pod templates of workloads", kind)
 		}
@@ -272,7 +276,7 @@ func Apply(set *policies.Set, obj []byte, namespace string, labels map[string]st
 		if err != nil {
 			return policies.Result{}, nil, err
 		}
-		in.Kind, in.Object = policies.KindPod, pod
+		in.Kind, in.Object = profiles.KindPod, pod
 		res, err := set.Apply(in)
 		if err != nil || !res.Changed {
 			return res, obj, err
@@ -389,7 +393,7 @@ func (s *suite) wholeObject(c *Case, got []byte, r *CaseResult, o Options) error
 		}
 	} else {
 		p := s.rel(e.ObjectFile)
-		data, err := policies.ReadInput(p, nil)
+		data, err := manifest.Read(p, nil)
 		switch {
 		case os.IsNotExist(err) && o.Update:
 		case err != nil:

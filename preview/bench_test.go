@@ -15,6 +15,7 @@ import (
 	"github.com/podpatch/podpatch/internal/objdiff"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // livePods are n Pods of the managers' fixtures as the API server returns them once admitted
@@ -22,7 +23,7 @@ import (
 func livePods(b testing.TB, s Sets, n int) []Input {
 	var pods []Input
 	for _, in := range fixtures(b) {
-		if in.Kind == policies.KindPod {
+		if in.Kind == profiles.KindPod {
 			pods = append(pods, in)
 		}
 	}

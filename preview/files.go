@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
+	"github.com/podpatch/podpatch/policies/render"
 )
 
 // FileObjects are the objects of a file's documents that a preview patches, as `render` reads
@@ -50,8 +52,8 @@ func fileObject(obj map[string]any, namespace string) (Input, bool, error) {
 	if ns, _ := meta["namespace"].(string); ns != "" {
 		namespace = ns
 	}
-	in := Input{Kind: policies.Kind(kind), Namespace: namespace}
-	if path, ok := policies.TemplatePath(kind); ok {
+	in := Input{Kind: profiles.Kind(kind), Namespace: namespace}
+	if path, ok := render.TemplatePath(kind); ok {
 		tmpl := any(obj)
 		for _, k := range path {
 			m, _ := tmpl.(map[string]any)
@@ -68,8 +70,8 @@ func fileObject(obj map[string]any, namespace string) (Input, bool, error) {
 		}
 		podMeta["name"], podMeta["namespace"] = meta["name"], namespace
 		obj = map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": podMeta, "spec": t["spec"]}
-		in.Kind = policies.KindPod
-	} else if in.Kind != policies.KindPod && in.Kind != policies.KindService {
+		in.Kind = profiles.KindPod
+	} else if in.Kind != profiles.KindPod && in.Kind != profiles.KindService {
 		return Input{}, false, nil
 	}
 	var err error

@@ -9,12 +9,14 @@ import (
 	"github.com/podpatch/podpatch/internal/objdiff"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // Input is one object to preview.
 type Input struct {
-	Kind policies.Kind
+	Kind profiles.Kind
 	// JSON is the object: as the manager writes it (files), or as the API server returns it.
 	JSON []byte
 	// Namespace is the object's namespace when it has none (reference §10: --namespace, else
@@ -32,7 +34,7 @@ type Input struct {
 
 // Object is what a change does to one object (reference §10).
 type Object struct {
-	Kind      policies.Kind `json:"kind"`
+	Kind      profiles.Kind `json:"kind"`
 	Namespace string        `json:"namespace"`
 	Name      string        `json:"name"`
 	// Group is the object's worker group, when its manager has groups.
@@ -62,7 +64,7 @@ type Object struct {
 	// unschedulable, or brings an error finding.
 	Breaks bool `json:"breaks"`
 
-	identity policies.Identity
+	identity profiles.Identity
 }
 
 // Move is where a Pod fits before and after the change: the pools (placement.PoolOf) of the
@@ -105,17 +107,17 @@ func related(a, b string) bool {
 
 // Finding is a §8 finding as reported.
 type Finding struct {
-	Check    string            `json:"check"`
-	Severity policies.Severity `json:"severity"`
-	Policy   string            `json:"policy,omitempty"`
-	Field    string            `json:"field,omitempty"`
-	Message  string            `json:"message"`
-	Fix      string            `json:"fix,omitempty"`
+	Check    string          `json:"check"`
+	Severity checks.Severity `json:"severity"`
+	Policy   string          `json:"policy,omitempty"`
+	Field    string          `json:"field,omitempty"`
+	Message  string          `json:"message"`
+	Fix      string          `json:"fix,omitempty"`
 }
 
 // String is the finding in one line.
 func (f Finding) String() string {
-	return policies.Finding{Check: f.Check, Severity: f.Severity, Policy: f.Policy, Field: f.Field, Message: f.Message, Fix: f.Fix}.String()
+	return checks.Finding{Check: f.Check, Severity: f.Severity, Policy: f.Policy, Field: f.Field, Message: f.Message, Fix: f.Fix}.String()
 }
 
 // Previewer previews objects under two sets. It is not safe for concurrent use.
@@ -229,7 +231,7 @@ func (p *Previewer) Object(in Input) (Object, bool, error) {
 	o.Started, o.Stopped = added(refs(old.Applied), refs(neu.Applied))
 	o.LeftOutResolved, o.LeftOut = added(leftOut(neu.Skipped), leftOut(old.Skipped))
 	oldF, newF := findings(old.Findings), findings(neu.Findings)
-	if in.Kind == policies.KindPod && p.Placement != nil {
+	if in.Kind == profiles.KindPod && p.Placement != nil {
 		if err := p.placement(&o, pin, old.Object, neu, &oldF, &newF); err != nil {
 			return Object{}, false, where(err)
 		}
@@ -237,7 +239,7 @@ func (p *Previewer) Object(in Input) (Object, bool, error) {
 	o.NewFindings, o.ResolvedFindings = addedFindings(oldF, newF), addedFindings(newF, oldF)
 	o.Breaks = len(o.LeftOut) > 0 || o.Unschedulable != ""
 	for _, f := range o.NewFindings {
-		o.Breaks = o.Breaks || f.Severity == policies.SeverityError
+		o.Breaks = o.Breaks || f.Severity == checks.SeverityError
 	}
 	return o, true, nil
 }
@@ -285,7 +287,7 @@ func (p *Previewer) placement(o *Object, in policies.Input, old []byte, neu poli
 	}
 	f := findingOf(placement.Finding(r, placement.Responsible(explained.Changes)))
 	*newF = append(*newF, f)
-	if !slices.ContainsFunc(*oldF, func(g Finding) bool { return g.Check == policies.CheckUnschedulable }) {
+	if !slices.ContainsFunc(*oldF, func(g Finding) bool { return g.Check == checks.Unschedulable }) {
 		o.Unschedulable = r.Reason
 	}
 	return nil
@@ -330,12 +332,12 @@ func added(a, b []string) (onlyB, onlyA []string) {
 	return onlyB, onlyA
 }
 
-func findingOf(f policies.Finding) Finding {
+func findingOf(f checks.Finding) Finding {
 	ref, _, _ := strings.Cut(f.Policy, "@")
 	return Finding{Check: f.Check, Severity: f.Severity, Policy: ref, Field: f.Field, Message: f.Message, Fix: f.Fix}
 }
 
-func findings(fs []policies.Finding) []Finding {
+func findings(fs []checks.Finding) []Finding {
 	out := make([]Finding, len(fs))
 	for i, f := range fs {
 		out[i] = findingOf(f)
@@ -348,7 +350,7 @@ func findings(fs []policies.Finding) []Finding {
 func addedFindings(a, b []Finding) []Finding {
 	var out []Finding
 	same := func(f, g Finding) bool {
-		return f.Check == g.Check && (f.Check == policies.CheckUnschedulable || (g.Policy == f.Policy && g.Field == f.Field))
+		return f.Check == g.Check && (f.Check == checks.Unschedulable || (g.Policy == f.Policy && g.Field == f.Field))
 	}
 	for _, f := range b {
 		if !slices.ContainsFunc(a, func(g Finding) bool { return same(f, g) }) {

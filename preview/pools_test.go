@@ -12,6 +12,7 @@ import (
 	"github.com/podpatch/podpatch/internal/report"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // labNodes is a cluster shaped like the lab's (test/cluster LabPools), with two GPU node pools
@@ -61,42 +62,42 @@ func TestPreviewPoolMoves(t *testing.T) {
 	require.Empty(t, probs)
 	require.Empty(t, baseProbs)
 	r := NewRunner(s, labNodes(), 1)
-	seen := map[policies.Manager]int{}
+	seen := map[profiles.Manager]int{}
 	for _, in := range fixtures(t) {
 		r.Add(in)
 	}
 	rep := r.Report()
 	for _, g := range rep.Groups {
 		for _, o := range g.Objects {
-			if o.Kind != policies.KindPod || g.Role != policies.RoleWorker {
+			if o.Kind != profiles.KindPod || g.Role != profiles.RoleWorker {
 				require.Nil(t, o.Move, "%s %s", g.Manager, o.Name)
 				continue
 			}
 			seen[g.Manager]++
 			require.NotNil(t, o.Move, "%s %s", g.Manager, o.Name)
 			switch g.Manager {
-			case policies.ManagerDask:
+			case profiles.ManagerDask:
 				require.Equal(t, Move{From: []string{"gpu-a100"}, To: []string{"gpu-l4"}}, *o.Move, o.Name)
 				require.False(t, o.Breaks)
-			case policies.ManagerSpark:
+			case profiles.ManagerSpark:
 				require.Equal(t, Move{From: []string{"default-pool"}, To: []string{}}, *o.Move, o.Name)
 				require.True(t, o.Breaks)
 				require.Contains(t, o.Unschedulable, "no Node of 6 fits")
-			case policies.ManagerRay:
+			case profiles.ManagerRay:
 				// The pools are the same by the modelled predicates; the spread is not modelled.
 				require.Equal(t, Move{From: []string{"default-pool"}, To: []string{"default-pool"}, NotModelled: []string{placement.UnmodelledTopologySpread}}, *o.Move, o.Name)
 				require.False(t, o.Move.Moved())
 			}
 		}
-		if g.Role == policies.RoleWorker && g.Manager != policies.ManagerFlink {
+		if g.Role == profiles.RoleWorker && g.Manager != profiles.ManagerFlink {
 			require.Len(t, g.Moves, 1, "%s %s", g.Manager, g.Cluster)
 			require.Equal(t, g.Changed, g.Moves[0].Pods)
 		}
 	}
-	require.NotZero(t, seen[policies.ManagerDask])
-	require.NotZero(t, seen[policies.ManagerSpark])
-	require.NotZero(t, seen[policies.ManagerRay])
-	require.Equal(t, rep.Stats.Moved, seen[policies.ManagerDask]+seen[policies.ManagerSpark])
+	require.NotZero(t, seen[profiles.ManagerDask])
+	require.NotZero(t, seen[profiles.ManagerSpark])
+	require.NotZero(t, seen[profiles.ManagerRay])
+	require.Equal(t, rep.Stats.Moved, seen[profiles.ManagerDask]+seen[profiles.ManagerSpark])
 
 	var table, md strings.Builder
 	require.NoError(t, Write(&table, rep, "table"))
@@ -134,7 +135,7 @@ func TestMovesBounded(t *testing.T) {
 		for j := range 15 {
 			from = append(from, fmt.Sprintf("%s-%d-%d", long, i%40, j))
 		}
-		o := Object{Kind: policies.KindPod, Namespace: "ns", Name: fmt.Sprint(i), identity: policies.Identity{Manager: policies.ManagerDask, Role: policies.RoleWorker, Cluster: fmt.Sprint(i % 150)},
+		o := Object{Kind: profiles.KindPod, Namespace: "ns", Name: fmt.Sprint(i), identity: profiles.Identity{Manager: profiles.ManagerDask, Role: profiles.RoleWorker, Cluster: fmt.Sprint(i % 150)},
 			Fields: []Field{{Path: "spec.nodeSelector.pool", Old: "a", New: "b"}},
 			Move:   &Move{From: from, To: []string{}, MoreFrom: 3}, Unschedulable: long + " (" + long + ")", Breaks: true}
 		c.Add(o)

@@ -18,6 +18,9 @@ import (
 	"github.com/podpatch/podpatch/internal/report"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/allowlist"
+	"github.com/podpatch/podpatch/policies/checks"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // policyCM is a policy ConfigMap of one document per entry of docs (name → spec YAML, indented
@@ -92,7 +95,7 @@ func fixtures(t testing.TB) []Input {
 			obj["metadata"].(map[string]any)["namespace"] = "team"
 			b, err := json.Marshal(obj)
 			require.NoError(t, err)
-			out = append(out, Input{Kind: policies.Kind(head.Kind), JSON: b, Namespace: "team"})
+			out = append(out, Input{Kind: profiles.Kind(head.Kind), JSON: b, Namespace: "team"})
 		}
 	}
 	require.NotEmpty(t, out)
@@ -128,14 +131,14 @@ func newSets(t testing.TB, sc scenario) Sets {
 	return s
 }
 
-func mustAllowed(t testing.TB) policies.AllowedFields {
-	a, err := policies.ParseAllowedFields(policies.DefaultNamespaceAllowedFields)
+func mustAllowed(t testing.TB) allowlist.Fields {
+	a, err := allowlist.ParseFields(allowlist.DefaultFields)
 	require.NoError(t, err)
 	return a
 }
 
-func mustDenied(t testing.TB) policies.DeniedAnnotations {
-	d, err := policies.ParseDeniedAnnotations(policies.DefaultNamespaceDeniedAnnotations)
+func mustDenied(t testing.TB) allowlist.DeniedAnnotations {
+	d, err := allowlist.ParseDeniedAnnotations(allowlist.DefaultDeniedAnnotations)
 	require.NoError(t, err)
 	return d
 }
@@ -284,12 +287,12 @@ func TestPreviewUnschedulable(t *testing.T) {
 				continue
 			}
 			col.Add(o)
-			if o.identity.Role == policies.RoleWorker {
+			if o.identity.Role == profiles.RoleWorker {
 				workers++
 				require.Equal(t, c.break_, o.Breaks, o.Name)
 				if c.break_ {
 					require.NotEmpty(t, o.Unschedulable)
-					require.Equal(t, policies.CheckUnschedulable, o.NewFindings[0].Check)
+					require.Equal(t, checks.Unschedulable, o.NewFindings[0].Check)
 					require.Equal(t, platform+"/gpu-pool/gpu", o.NewFindings[0].Policy)
 				}
 			}
@@ -330,7 +333,7 @@ func TestReportBounded(t *testing.T) {
 	long := strings.Repeat("x\x1b[31m|`<", 70)
 	breaking := map[string]bool{}
 	for i := range 600 {
-		o := Object{Kind: policies.KindPod, Namespace: "ns", Name: fmt.Sprintf("%s-%d", long, i), identity: policies.Identity{Manager: policies.ManagerRay, Role: policies.RoleWorker, Cluster: fmt.Sprint(i % 150)}}
+		o := Object{Kind: profiles.KindPod, Namespace: "ns", Name: fmt.Sprintf("%s-%d", long, i), identity: profiles.Identity{Manager: profiles.ManagerRay, Role: profiles.RoleWorker, Cluster: fmt.Sprint(i % 150)}}
 		for j := range 45 {
 			o.Fields = append(o.Fields, Field{Path: fmt.Sprintf("metadata.labels.l%d", j), Old: long, New: map[string]any{"v": long}})
 		}

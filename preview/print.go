@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/podpatch/podpatch/internal/report"
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // Formats are the output formats of `podpatch diff`.
@@ -145,8 +145,8 @@ func moveLine(g *Group, m *GroupMove, quote, esc func(string) string) string {
 
 // roleName is the manager's own name for a role (Spark's executor, Flink's taskmanager, Ray's
 // head), else the role.
-func roleName(m policies.Manager, r policies.Role) string {
-	p, _ := policies.ProfileOf(m)
+func roleName(m profiles.Manager, r profiles.Role) string {
+	p, _ := profiles.Of(m)
 	var names []string
 	for name, role := range p.Aliases {
 		if role == r {

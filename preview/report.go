@@ -7,6 +7,7 @@ import (
 
 	"github.com/podpatch/podpatch/internal/report"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // The bounds of a report (reference §10: output bounded): whatever the number of objects, a
@@ -66,9 +67,9 @@ type Report struct {
 // Group is one compute cluster's role (manager, cluster, role) in a namespace.
 type Group struct {
 	Namespace string           `json:"namespace"`
-	Manager   policies.Manager `json:"manager"`
+	Manager   profiles.Manager `json:"manager"`
 	Cluster   string           `json:"cluster"`
-	Role      policies.Role    `json:"role"`
+	Role      profiles.Role    `json:"role"`
 	Changed   int              `json:"changed"`
 	Breaking  int              `json:"breaking"`
 	// Fields are the paths that change in the group's objects (at most MaxGroupFields).
@@ -133,7 +134,7 @@ func boundMove(m *Move) *Move {
 
 type groupKey struct {
 	namespace string
-	identity  policies.Identity
+	identity  profiles.Identity
 }
 
 // Collector gathers previewed objects into a bounded Report, one at a time.
@@ -169,7 +170,7 @@ func (c *Collector) Add(o Object) {
 	if o.Breaks {
 		c.rep.Stats.Breaking++
 	}
-	k := groupKey{namespace: o.Namespace, identity: policies.Identity{Manager: o.identity.Manager, Role: o.identity.Role, Cluster: o.identity.Cluster}}
+	k := groupKey{namespace: o.Namespace, identity: profiles.Identity{Manager: o.identity.Manager, Role: o.identity.Role, Cluster: o.identity.Cluster}}
 	g := c.groups[k]
 	if g == nil {
 		g = &Group{Namespace: clip(o.Namespace), Manager: o.identity.Manager, Cluster: clip(o.identity.Cluster), Role: o.identity.Role, Objects: []Object{}}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/podpatch/podpatch/internal/objdiff"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // strip takes out of a live object what the base policies of the changed ConfigMaps put in
@@ -149,7 +150,7 @@ func skeletonKey(q *policies.Policy, namespace string, s map[string]any) (string
 // containers it gives a skeleton without any. They are left out of the skeleton, so that the
 // object's copy of each is taken out whole. Known once per policy.
 func (p *Previewer) sidecarsOf(q *policies.Policy, set *policies.Set, in policies.Input, obj map[string]any) (map[string]bool, error) {
-	if names, ok := p.sidecars[q]; ok || in.Kind != policies.KindPod {
+	if names, ok := p.sidecars[q]; ok || in.Kind != profiles.KindPod {
 		return names, nil
 	}
 	var err error
@@ -182,7 +183,7 @@ func (p *Previewer) sidecarsOf(q *policies.Policy, set *policies.Set, in policie
 // skeleton is the least of an object a policy needs to match it: its identity, labels (only
 // the reserved ones unless allLabels), owners, and the names and images of its containers (a
 // Service: its selector and ports).
-func skeleton(kind policies.Kind, obj map[string]any, reserved map[string]bool, allLabels bool, sidecars map[string]bool, noContainers ...bool) map[string]any {
+func skeleton(kind profiles.Kind, obj map[string]any, reserved map[string]bool, allLabels bool, sidecars map[string]bool, noContainers ...bool) map[string]any {
 	meta, _ := obj["metadata"].(map[string]any)
 	m := map[string]any{}
 	for _, k := range []string{"name", "generateName", "namespace", "uid", "ownerReferences"} {
@@ -201,7 +202,7 @@ func skeleton(kind policies.Kind, obj map[string]any, reserved map[string]bool, 
 	}
 	spec, _ := obj["spec"].(map[string]any)
 	s := map[string]any{}
-	if kind == policies.KindService {
+	if kind == profiles.KindService {
 		for _, k := range []string{"selector", "ports"} {
 			if v, ok := spec[k]; ok {
 				s[k] = v

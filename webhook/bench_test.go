@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/webhook/policystore"
 	"github.com/podpatch/podpatch/webhook/slots"
 )
@@ -31,7 +32,7 @@ import (
 // BenchmarkHandler measures one whole admission — AdmissionReview in, JSONPatch response out —
 // for the Dask operator worker with the example policies (3 of them match it).
 func BenchmarkHandler(b *testing.B) {
-	cms, err := policies.ReadConfigMapFiles([]string{"../manifests/examples"}, "default", nil)
+	cms, err := manifest.ReadConfigMaps([]string{"../manifests/examples"}, "default", nil)
 	require.NoError(b, err)
 	set, probs := policies.Compile(cms, policies.DefaultOptions())
 	require.Empty(b, probs)
@@ -68,7 +69,7 @@ func BenchmarkHandler(b *testing.B) {
 //	go test ./webhook -run '^$' -bench ConcurrentMaxReviews -benchtime 20x
 func BenchmarkConcurrentMaxReviews(b *testing.B) {
 	const concurrent, ordinary = 8, 16
-	examples, err := policies.ReadConfigMapFiles([]string{"../manifests/examples"}, "default", nil)
+	examples, err := manifest.ReadConfigMaps([]string{"../manifests/examples"}, "default", nil)
 	require.NoError(b, err)
 	for _, bc := range []struct {
 		name       string

@@ -14,6 +14,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/webhook/policystore"
 )
 
@@ -51,7 +53,7 @@ func TestMutateFindings(t *testing.T) {
 	require.NotNil(t, resp)
 
 	require.Len(t, resp.Warnings, maxSkippedWarnings+1, "%q", resp.Warnings)
-	require.Contains(t, resp.Warnings[0], policies.CheckRayResources+" (error) podpatch-system/p/shrink")
+	require.Contains(t, resp.Warnings[0], checks.RayResources+" (error) podpatch-system/p/shrink")
 	for _, w := range resp.Warnings[1:maxSkippedWarnings] {
 		require.Contains(t, w, "podpatch-system/p/class-")
 	}
@@ -59,12 +61,12 @@ func TestMutateFindings(t *testing.T) {
 		require.LessOrEqual(t, len(w), maxWarningLength)
 	}
 	require.Contains(t, resp.Warnings[maxSkippedWarnings], "3 more")
-	require.Equal(t, 2.0, testutil.ToFloat64(m.findings.WithLabelValues(policies.CheckRayResources)), "every finding counted, shown or not")
+	require.Equal(t, 2.0, testutil.ToFloat64(m.findings.WithLabelValues(checks.RayResources)), "every finding counted, shown or not")
 	require.Equal(t, 1.0, testutil.ToFloat64(m.warnings.WithLabelValues(string(ReasonCheckFinding))))
 	require.Equal(t, 2.0, testutil.ToFloat64(m.warnings.WithLabelValues(string(ReasonPolicySkipped))))
 
 	// The patch is the one render computes: the checks change nothing.
-	res, err := set.Apply(policies.Input{Kind: policies.KindPod, Object: pod, Namespace: "default", Cluster: noClasses{}})
+	res, err := set.Apply(policies.Input{Kind: profiles.KindPod, Object: pod, Namespace: "default", Cluster: noClasses{}})
 	require.NoError(t, err)
 	require.Len(t, res.Findings, 2)
 	require.JSONEq(t, string(res.Object), string(applyResponse(t, pod, resp)))

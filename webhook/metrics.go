@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/podpatch/podpatch/internal/promreg"
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/validity"
 	"github.com/podpatch/podpatch/webhook/slots"
 )
@@ -123,12 +123,12 @@ func (m *Metrics) policySkipped(rule string) {
 }
 
 // checkFinding counts a manager-aware check's finding; m may be nil. The check is one of
-// policies.CheckIDs, a fixed set.
+// checks.IDs, a fixed set.
 func (m *Metrics) checkFinding(check string) {
 	if m == nil {
 		return
 	}
-	if !slices.Contains(policies.CheckIDs, check) {
+	if !slices.Contains(checks.IDs, check) {
 		check = "other"
 	}
 	m.findings.WithLabelValues(check).Inc()

@@ -14,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 	"github.com/podpatch/podpatch/webhook/ownerevents"
 	"github.com/podpatch/podpatch/webhook/policystore"
@@ -40,18 +42,18 @@ var (
 // Handle implements admission.Handler. Dry-run requests are handled the same way: the
 // handler has no side effects (they offer nothing to Events). The policies stop when ctx is done (the request budget).
 func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.Response {
-	kind := policies.Kind(req.Kind.Kind)
-	if req.Kind.Group != "" || (kind != policies.KindPod && kind != policies.KindService) ||
+	kind := profiles.Kind(req.Kind.Kind)
+	if req.Kind.Group != "" || (kind != profiles.KindPod && kind != profiles.KindService) ||
 		req.Operation != admissionv1.Create {
-		m.count(kind, policies.Identity{}, "ignored")
+		m.count(kind, profiles.Identity{}, "ignored")
 		return admission.Allowed("podpatch handles only Pod and Service creation")
 	}
 	if len(req.Object.Raw) == 0 {
-		m.count(kind, policies.Identity{}, "error")
+		m.count(kind, profiles.Identity{}, "error")
 		return admission.Errored(http.StatusBadRequest, errNoObject)
 	}
 	if ctx.Err() != nil {
-		m.count(kind, policies.Identity{}, "budget_exceeded")
+		m.count(kind, profiles.Identity{}, "budget_exceeded")
 		return m.Fallback(req, ReasonBudgetExceeded)
 	}
 	snap := m.Source.Snapshot()
@@ -154,7 +156,7 @@ const (
 // maxSkippedWarnings of them, of at most maxWarningLength bytes each, most urgent first: error
 // findings and enforce policies left out (the platform's rule did not hold, or the workload
 // breaks), then other policies left out, then warning findings; "and N more" says what was cut.
-func (m *Mutator) actionWarnings(skipped []policies.Skipped, findings []policies.Finding) []string {
+func (m *Mutator) actionWarnings(skipped []policies.Skipped, findings []checks.Finding) []string {
 	type item struct {
 		tier    int
 		text    string
@@ -172,7 +174,7 @@ func (m *Mutator) actionWarnings(skipped []policies.Skipped, findings []policies
 	for _, f := range findings {
 		m.Metrics.checkFinding(f.Check)
 		tier := 2
-		if f.Severity == policies.SeverityError {
+		if f.Severity == checks.SeverityError {
 			tier = 0
 		}
 		items = append(items, item{tier: tier, text: "check " + f.String(), finding: true})
@@ -231,9 +233,9 @@ func (m *Mutator) invalidWarnings(snap *policystore.Snapshot, ns string) []strin
 	return out
 }
 
-func (m *Mutator) count(kind policies.Kind, id policies.Identity, result string) {
+func (m *Mutator) count(kind profiles.Kind, id profiles.Identity, result string) {
 	k := string(kind)
-	if kind != policies.KindPod && kind != policies.KindService {
+	if kind != profiles.KindPod && kind != profiles.KindService {
 		k = "other"
 	}
 	m.Metrics.admissions.WithLabelValues(k, string(id.Manager), string(id.Role), result).Inc()

@@ -20,6 +20,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/allowlist"
+	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/webhook/policystore"
 )
 
@@ -131,10 +133,10 @@ func TestMutateGolden(t *testing.T) {
 				opts.PlatformNamespace = args.PlatformNamespace
 			}
 			if args.NamespaceAllowedFields != nil {
-				opts.NamespaceAllowed, err = policies.ParseAllowedFields(args.NamespaceAllowedFields)
+				opts.NamespaceAllowed, err = allowlist.ParseFields(args.NamespaceAllowedFields)
 				require.NoError(t, err)
 			}
-			cms, err := policies.ReadConfigMapFiles([]string{filepath.Join(dir, "policies.yaml")}, args.Namespace, nil)
+			cms, err := manifest.ReadConfigMaps([]string{filepath.Join(dir, "policies.yaml")}, args.Namespace, nil)
 			require.NoError(t, err)
 			set, probs := policies.Compile(cms, opts)
 			require.Empty(t, probs)

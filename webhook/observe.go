@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	"github.com/podpatch/podpatch/certs"
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // latencyBuckets resolve the range that matters for an admission webhook: sub-millisecond
@@ -68,9 +68,9 @@ func (m *Metrics) instrument(webhook string, h http.Handler) http.Handler {
 }
 
 // observeApply records how long applying policies to one object took.
-func (m *Metrics) observeApply(kind policies.Kind, manager policies.Manager, start time.Time) {
+func (m *Metrics) observeApply(kind profiles.Kind, manager profiles.Manager, start time.Time) {
 	k := string(kind)
-	if kind != policies.KindPod && kind != policies.KindService {
+	if kind != profiles.KindPod && kind != profiles.KindService {
 		k = "other"
 	}
 	m.obs.apply.WithLabelValues(k, string(manager)).Observe(time.Since(start).Seconds())

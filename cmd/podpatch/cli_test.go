@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // podpatchBin is the binary built by TestMain.
@@ -498,7 +499,7 @@ func TestRenderExplain(t *testing.T) {
 		}
 	}
 	assert.Equal(t, plain, strings.Join(rest, ""), "--explain only adds # podpatch: comment lines")
-	require.Len(t, explained, 7+len(policies.Profiles()), "%s", out)
+	require.Len(t, explained, 7+len(profiles.All()), "%s", out)
 	assert.Equal(t, `# podpatch: Pod default/simple-default-worker-3f9c2a1b7e-7d4b9c6f8-*: dask worker, cluster "simple", group "simple-default"`, explained[0])
 	assert.Regexp(t, `^# podpatch:   podpatch-system/platform-defaults/worker-requests \(platform default\): `, explained[1])
 	assert.Regexp(t, `^# podpatch:   default/team-overrides/big-workers \(namespace merge\): .*metadata\.labels\.team`, explained[2])
@@ -508,7 +509,7 @@ func TestRenderExplain(t *testing.T) {
 	assert.Equal(t, "# podpatch: Pod default/web: not recognised by any profile, unchanged", explained[5])
 	// An unrecognised Pod is told, one line a profile, which labels and values each expects
 	// (issue 37); a ConfigMap, which podpatch never shapes, is not.
-	for i, p := range policies.Profiles() {
+	for i, p := range profiles.All() {
 		assert.Regexp(t, `^# podpatch:   `+regexp.QuoteMeta(string(p.Manager)+" expects label "+p.RoleKey+" in (")+`.+\)`, explained[6+i])
 		for role := range p.Roles {
 			assert.Contains(t, explained[6+i], role)
@@ -517,7 +518,7 @@ func TestRenderExplain(t *testing.T) {
 			assert.Contains(t, explained[6+i], p.RequireKey)
 		}
 	}
-	assert.Equal(t, "# podpatch: ConfigMap default/settings: not recognised by any profile, unchanged", explained[6+len(policies.Profiles())])
+	assert.Equal(t, "# podpatch: ConfigMap default/settings: not recognised by any profile, unchanged", explained[6+len(profiles.All())])
 	documents(t, out) // the comments keep the output valid YAML
 }
 

@@ -20,6 +20,8 @@ import (
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/manifest"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 	"github.com/podpatch/podpatch/preview"
 )
@@ -128,7 +130,7 @@ func runDiff(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 
 	var base []policies.SourcedConfigMap
 	if len(o.Base) > 0 {
-		if base, err = policies.ReadConfigMapFiles(o.Base, fileNamespace, stdin); err != nil {
+		if base, err = manifest.ReadConfigMaps(o.Base, fileNamespace, stdin); err != nil {
 			return err
 		}
 	} else {
@@ -141,7 +143,7 @@ func runDiff(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		}
 		popts.WithResourceVersion = true
 	}
-	changes, err := policies.ReadConfigMapFiles(o.Policies, fileNamespace, stdin)
+	changes, err := manifest.ReadConfigMaps(o.Policies, fileNamespace, stdin)
 	if err != nil {
 		return err
 	}
@@ -223,7 +225,7 @@ func snapshot(ctx context.Context, kit *kube.Kit, warn func(string)) *placement.
 func nodeFiles(files []string, stdin io.Reader) (*placement.Snapshot, error) {
 	snap := &placement.Snapshot{}
 	for _, f := range files {
-		data, err := policies.ReadInput(f, stdin)
+		data, err := manifest.Read(f, stdin)
 		if err != nil {
 			return nil, err
 		}
@@ -243,7 +245,7 @@ func nodeFiles(files []string, stdin io.Reader) (*placement.Snapshot, error) {
 // eachFileObject reads the objects of -f files, as `render` does.
 func eachFileObject(files []string, namespace string, labels map[string]string, stdin io.Reader, fn func(preview.Input)) error {
 	for _, f := range files {
-		data, err := policies.ReadInput(f, stdin)
+		data, err := manifest.Read(f, stdin)
 		if err != nil {
 			return err
 		}
@@ -270,7 +272,7 @@ func eachLiveObject(ctx context.Context, reader *audit.Reader, namespace string,
 	if err != nil {
 		return err
 	}
-	return reader.EachObject(ctx, namespace, func(kind policies.Kind, raw json.RawMessage) error {
+	return reader.EachObject(ctx, namespace, func(kind profiles.Kind, raw json.RawMessage) error {
 		var meta struct {
 			Metadata struct{ Namespace string } `json:"metadata"`
 		}

@@ -10,6 +10,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
+	"github.com/podpatch/podpatch/policies/lint"
+	"github.com/podpatch/podpatch/policies/manifest"
+	"github.com/podpatch/podpatch/policies/render"
 )
 
 // lintOptions are the flags of `podpatch lint`.
@@ -43,8 +47,8 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	// Read without a default namespace, to tell which ConfigMaps had none, then give them
-	// --namespace as ReadConfigMapFiles would.
-	cms, skipped, err := policies.ReadConfigMapFilesSkipping(paths, "", stdin)
+	// --namespace as manifest.ReadConfigMaps would.
+	cms, skipped, err := manifest.ReadConfigMapsSkipping(paths, "", stdin)
 	if err != nil {
 		return err
 	}
@@ -59,7 +63,7 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "%s: skipped: not a ConfigMap\n", s)
 	}
 	set, probs := policies.Compile(cms, opts)
-	probs = append(probs, set.SelectionProblems(cms)...) // selectors that contradict each other (reference §3 fixed point)
+	probs = append(probs, lint.SelectionProblems(set, cms)...) // selectors that contradict each other (reference §3 fixed point)
 	printConfigMapScopes(stdout, cms, unnamespaced, probs, opts, o.Namespace)
 	if len(probs) > 0 {
 		fmt.Fprintln(stdout, policies.ProblemLines(probs))
@@ -84,7 +88,7 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 func lintObjects(set *policies.Set, o *lintOptions, stdin io.Reader, stdout io.Writer) (failed bool, err error) {
 	objects, leftOut, errs, warns := 0, 0, 0, 0
 	for _, f := range o.Objects {
-		data, err := policies.ReadInput(f, stdin)
+		data, err := manifest.Read(f, stdin)
 		if err != nil {
 			return false, err
 		}
@@ -92,11 +96,11 @@ func lintObjects(set *policies.Set, o *lintOptions, stdin io.Reader, stdout io.W
 		if err != nil {
 			return false, fmt.Errorf("%s: %w", f, err)
 		}
-		checks, err := set.CheckObjects(docs, policies.RenderOptions{Namespace: o.Namespace})
+		reports, err := lint.Objects(set, docs, render.Options{Namespace: o.Namespace})
 		if err != nil {
 			return false, fmt.Errorf("%s: %w", f, err)
 		}
-		for _, c := range checks {
+		for _, c := range reports {
 			objects++
 			at := fmt.Sprintf("%s: %s %s/%s: ", f, c.Kind, c.Namespace, c.Name)
 			for _, w := range c.Warnings {
@@ -109,7 +113,7 @@ func lintObjects(set *policies.Set, o *lintOptions, stdin io.Reader, stdout io.W
 			}
 			for _, fd := range c.Findings {
 				fmt.Fprintf(stdout, "%scheck: %s\n", at, oneLine(fd.String()))
-				if fd.Severity == policies.SeverityError {
+				if fd.Severity == checks.SeverityError {
 					errs++
 				} else {
 					warns++

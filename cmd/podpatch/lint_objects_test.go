@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
@@ -53,10 +54,10 @@ func TestLintObjects(t *testing.T) {
 		require.Len(t, lines, 2, "%s", out)
 		m := objectLine.FindStringSubmatch(lines[0])
 		assert.Equal(t, []string{classic, "Pod", "default/dask-jovyan-5f3a2b1c-9*", "check"}, m[1:5])
-		assert.True(t, strings.HasPrefix(m[5], policies.CheckDaskWorker+" (warning) default/team-overrides/big-workers: "), m[5])
+		assert.True(t, strings.HasPrefix(m[5], checks.DaskWorker+" (warning) default/team-overrides/big-workers: "), m[5])
 		m = objectLine.FindStringSubmatch(lines[1])
 		assert.Equal(t, []string{daskService, "Service", "default/simple-scheduler", "check"}, m[1:5])
-		assert.True(t, strings.HasPrefix(m[5], policies.CheckDaskLoadBalancer+" (warning) podpatch-system/platform-defaults/scheduler-internal-lb: spec.type: "), m[5])
+		assert.True(t, strings.HasPrefix(m[5], checks.DaskLoadBalancer+" (warning) podpatch-system/platform-defaults/scheduler-internal-lb: spec.type: "), m[5])
 		assert.Equal(t, "objects: 2 with policies left out or findings: 0 left out, 0 error and 2 warning finding(s)", summary)
 	})
 
@@ -71,7 +72,7 @@ func TestLintObjects(t *testing.T) {
 		require.Len(t, lines, 1, "%s", r.stdout)
 		m := objectLine.FindStringSubmatch(lines[0])
 		assert.Equal(t, []string{ray, "Pod", "default/raycluster-kuberay-workergroup-worker-*"}, m[1:4])
-		assert.True(t, strings.HasPrefix(m[5], policies.CheckRayResources+" (error) podpatch-system/shrink/shrink: spec.containers[ray-worker].resources.limits.memory: "), m[5])
+		assert.True(t, strings.HasPrefix(m[5], checks.RayResources+" (error) podpatch-system/shrink/shrink: spec.containers[ray-worker].resources.limits.memory: "), m[5])
 	})
 
 	t.Run("left out exits 1", func(t *testing.T) {
@@ -106,6 +107,6 @@ func TestLintObjects(t *testing.T) {
 		out := requireOK(t, podpatch(t, readFile(t, classic), "lint", examples, "--objects", "-"))
 		lines, _ := objectLines(t, out)
 		require.Len(t, lines, 1)
-		assert.True(t, strings.HasPrefix(lines[0], "-: Pod default/dask-jovyan-5f3a2b1c-9*: check: "+policies.CheckDaskWorker), lines[0])
+		assert.True(t, strings.HasPrefix(lines[0], "-: Pod default/dask-jovyan-5f3a2b1c-9*: check: "+checks.DaskWorker), lines[0])
 	})
 }

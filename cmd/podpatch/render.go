@@ -10,6 +10,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/allowlist"
+	"github.com/podpatch/podpatch/policies/manifest"
+	"github.com/podpatch/podpatch/policies/render"
 )
 
 // policyOptions are the flags that decide how policy ConfigMaps are read.
@@ -22,9 +25,9 @@ type policyOptions struct {
 func (o *policyOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PlatformNamespace, "platform-namespace", policies.DefaultPlatformNamespace,
 		"namespace whose policy ConfigMaps apply to every namespace")
-	fs.StringSliceVar(&o.NamespaceAllowedField, "namespace-allowed-fields", policies.DefaultNamespaceAllowedFields,
+	fs.StringSliceVar(&o.NamespaceAllowedField, "namespace-allowed-fields", allowlist.DefaultFields,
 		"fields namespace policies may set (prefix service. for Service fields)")
-	fs.StringSliceVar(&o.NamespaceDeniedAnnotations, "namespace-denied-annotations", policies.DefaultNamespaceDeniedAnnotations,
+	fs.StringSliceVar(&o.NamespaceDeniedAnnotations, "namespace-denied-annotations", allowlist.DefaultDeniedAnnotations,
 		"annotation keys namespace policies may not set or remove: globs on the key, ! before an exception")
 }
 
@@ -33,11 +36,11 @@ func (o *policyOptions) Options() (policies.Options, error) {
 	if o.PlatformNamespace == "" {
 		return policies.Options{}, usageError{errors.New("--platform-namespace must not be empty")}
 	}
-	allowed, err := policies.ParseAllowedFields(o.NamespaceAllowedField)
+	allowed, err := allowlist.ParseFields(o.NamespaceAllowedField)
 	if err != nil {
 		return policies.Options{}, usageError{fmt.Errorf("--namespace-allowed-fields: %w", err)}
 	}
-	denied, err := policies.ParseDeniedAnnotations(o.NamespaceDeniedAnnotations)
+	denied, err := allowlist.ParseDeniedAnnotations(o.NamespaceDeniedAnnotations)
 	if err != nil {
 		return policies.Options{}, usageError{fmt.Errorf("--namespace-denied-annotations: %w", err)}
 	}
@@ -117,7 +120,7 @@ func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cms, err := policies.ReadConfigMapFiles(o.Policies, o.Namespace, stdin)
+	cms, err := manifest.ReadConfigMaps(o.Policies, o.Namespace, stdin)
 	if err != nil {
 		return err
 	}
@@ -127,7 +130,7 @@ func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%d invalid policy ConfigMap(s); run podpatch lint for details", len(probs))
 	}
 	for _, f := range o.Files {
-		data, err := policies.ReadInput(f, stdin)
+		data, err := manifest.Read(f, stdin)
 		if err != nil {
 			return err
 		}
@@ -135,7 +138,7 @@ func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
-		out, err := set.Render(docs, policies.RenderOptions{Namespace: o.Namespace, NamespaceLabels: o.NamespaceLabels, Explain: o.Explain,
+		out, err := render.Documents(set, docs, render.Options{Namespace: o.Namespace, NamespaceLabels: o.NamespaceLabels, Explain: o.Explain,
 			ExcludedNamespaces: append(slices.Clone(shippedExcludedNamespaces), o.PlatformNamespace)})
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)

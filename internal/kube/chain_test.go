@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // guessResources is the resource of a kind as the fake metadata client names it.
@@ -49,7 +49,7 @@ func crChain(gks []schema.GroupKind, loop bool) ([]runtime.Object, []metav1.Owne
 // cost at most len(Through)+len(Resources) reads.
 func TestChainGoesOnThroughCustomResources(t *testing.T) {
 	ctx := context.Background()
-	for _, pr := range policies.Profiles() {
+	for _, pr := range profiles.All() {
 		crs, refs := crChain(pr.Owners.Resources, false)
 		builtins, direct := chain(pr.Owners.Through, refs[0])
 		reads := 0

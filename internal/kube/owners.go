@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
 
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // ReadTimeout bounds one read of an owner's metadata.
@@ -34,7 +34,7 @@ func MetadataLookup(meta metadata.Interface) Lookup {
 
 // Owners resolves an object's owner up to the custom resource behind it (DaskCluster,
 // RayCluster, SparkApplication, FlinkDeployment, …), through the built-in owners its manager's
-// profile names (policies.OwnerChain: the ReplicaSet and Deployment of Dask's and Flink's
+// profile names (profiles.OwnerChain: the ReplicaSet and Deployment of Dask's and Flink's
 // Pods, the driver Pod that owns a Spark executor or a driver Service). A walk reads at most
 // len(Through) objects, each only when the chain says to look through its kind, and stops at
 // an object that is not the one the reference names (same name, another UID).
@@ -86,7 +86,7 @@ func (o *Owners) Memo() *Owners {
 // failure); the owner returned is then the one whose read failed. The owner returned may not
 // exist (nothing reads the custom resource at the end): what names it for a person may use
 // it, what writes on it uses Verified.
-func (o *Owners) Resolve(ctx context.Context, namespace string, manager policies.Manager, direct metav1.OwnerReference) (metav1.OwnerReference, error) {
+func (o *Owners) Resolve(ctx context.Context, namespace string, manager profiles.Manager, direct metav1.OwnerReference) (metav1.OwnerReference, error) {
 	w, err := o.Walk(ctx, namespace, manager, direct, nil)
 	return w.Chain[len(w.Chain)-1], err
 }
@@ -96,7 +96,7 @@ func (o *Owners) Resolve(ctx context.Context, namespace string, manager policies
 // resources (its profile's Owners.Resources: a DaskWorkerGroup to its DaskCluster, a RayCluster
 // to its RayJob), each read at the resource resources names for its kind: at most
 // len(Resources) more reads. `podpatch explain` finds what an owner owns with it.
-func (o *Owners) Chain(ctx context.Context, namespace string, manager policies.Manager, direct metav1.OwnerReference,
+func (o *Owners) Chain(ctx context.Context, namespace string, manager profiles.Manager, direct metav1.OwnerReference,
 	resources func(schema.GroupVersionKind) (schema.GroupVersionResource, bool)) ([]metav1.OwnerReference, error) {
 	w, err := o.Walk(ctx, namespace, manager, direct, resources)
 	return w.Chain, err
@@ -114,10 +114,10 @@ type Walk struct {
 }
 
 // Walk is Chain, saying which owners were read.
-func (o *Owners) Walk(ctx context.Context, namespace string, manager policies.Manager, direct metav1.OwnerReference,
+func (o *Owners) Walk(ctx context.Context, namespace string, manager profiles.Manager, direct metav1.OwnerReference,
 	resources func(schema.GroupVersionKind) (schema.GroupVersionResource, bool)) (Walk, error) {
 	w := Walk{Chain: []metav1.OwnerReference{direct}}
-	pr, ok := policies.ProfileOf(manager)
+	pr, ok := profiles.Of(manager)
 	if !ok {
 		return w, nil
 	}
@@ -176,7 +176,7 @@ func (o *Owners) up(ctx context.Context, namespace string, gvr schema.GroupVersi
 // found to be the object its reference names. ok is false when no owner could be: gone,
 // another object of that name, unreadable (err says why), or a made-up reference; an Event
 // is then written on nobody.
-func (o *Owners) Verified(ctx context.Context, namespace string, manager policies.Manager, direct metav1.OwnerReference) (metav1.OwnerReference, bool, error) {
+func (o *Owners) Verified(ctx context.Context, namespace string, manager profiles.Manager, direct metav1.OwnerReference) (metav1.OwnerReference, bool, error) {
 	w, err := o.Walk(ctx, namespace, manager, direct, nil)
 	if err == nil && w.Read < len(w.Chain) {
 		err = o.readLast(ctx, namespace, &w)

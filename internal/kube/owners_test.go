@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	metadatafake "k8s.io/client-go/metadata/fake"
 
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // fakeMeta is a metadata client serving objs.
@@ -60,7 +60,7 @@ func counting(l Lookup, n *int) Lookup {
 // through kinds it does not name.
 func TestResolveFollowsEveryProfilesChain(t *testing.T) {
 	ctx := context.Background()
-	for _, pr := range policies.Profiles() {
+	for _, pr := range profiles.All() {
 		require.NotEmpty(t, pr.Owners.Resources, pr.Manager)
 		for _, res := range pr.Owners.Resources {
 			for from := range len(pr.Owners.Through) + 1 {
@@ -73,7 +73,7 @@ func TestResolveFollowsEveryProfilesChain(t *testing.T) {
 				require.Equal(t, top, got, "%s from %s", pr.Manager, direct.Kind)
 				require.Equal(t, len(pr.Owners.Through)-from, reads, "one read per built-in owner")
 
-				for _, other := range policies.Profiles() {
+				for _, other := range profiles.All() {
 					if from == len(pr.Owners.Through) {
 						break
 					}
@@ -95,7 +95,7 @@ func TestResolveFollowsEveryProfilesChain(t *testing.T) {
 // A walk reads at most len(Through) objects, even through owners that own each other.
 func TestResolveIsBounded(t *testing.T) {
 	ctx := context.Background()
-	for _, pr := range policies.Profiles() {
+	for _, pr := range profiles.All() {
 		if len(pr.Owners.Through) == 0 {
 			continue
 		}
@@ -119,11 +119,11 @@ func TestResolveStops(t *testing.T) {
 	other := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "ReplicaSet"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "rs", UID: "uid-another",
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "d", UID: "uid-d"}}}}
-	got, err := NewOwners(MetadataLookup(fakeMeta(other))).Resolve(ctx, "ns", policies.ManagerDask, rs)
+	got, err := NewOwners(MetadataLookup(fakeMeta(other))).Resolve(ctx, "ns", profiles.ManagerDask, rs)
 	require.NoError(t, err)
 	require.Equal(t, rs, got, "another object of that name")
 
-	got, err = NewOwners(MetadataLookup(fakeMeta())).Resolve(ctx, "ns", policies.ManagerDask, rs)
+	got, err = NewOwners(MetadataLookup(fakeMeta())).Resolve(ctx, "ns", profiles.ManagerDask, rs)
 	require.True(t, apierrors.IsNotFound(err), "%v", err)
 	require.Equal(t, rs, got, "gone")
 }
@@ -131,13 +131,13 @@ func TestResolveStops(t *testing.T) {
 // Memo reads each object once and remembers what is gone, but not a passing failure.
 func TestMemoReadsOnce(t *testing.T) {
 	ctx := context.Background()
-	pr, _ := policies.ProfileOf(policies.ManagerFlink)
+	pr, _ := profiles.Of(profiles.ManagerFlink)
 	top := metav1.OwnerReference{APIVersion: "flink.apache.org/v1beta1", Kind: "FlinkDeployment", Name: "f", UID: "uid-f", Controller: new(true)}
 	objs, direct := chain(pr.Owners.Through, top)
 	reads := 0
 	m := NewOwners(counting(MetadataLookup(fakeMeta(objs...)), &reads)).Memo()
 	for range 3 {
-		got, err := m.Resolve(ctx, "ns", policies.ManagerFlink, direct)
+		got, err := m.Resolve(ctx, "ns", profiles.ManagerFlink, direct)
 		require.NoError(t, err)
 		require.Equal(t, top, got)
 	}
@@ -147,7 +147,7 @@ func TestMemoReadsOnce(t *testing.T) {
 	gone.Name = "gone"
 	reads = 0
 	for range 3 {
-		_, err := m.Resolve(ctx, "ns", policies.ManagerFlink, gone)
+		_, err := m.Resolve(ctx, "ns", profiles.ManagerFlink, gone)
 		require.True(t, apierrors.IsNotFound(err))
 	}
 	require.Equal(t, 1, reads, "gone is remembered")
@@ -159,7 +159,7 @@ func TestMemoReadsOnce(t *testing.T) {
 		return nil, failing
 	}).Memo()
 	for range 3 {
-		got, err := f.Resolve(ctx, "ns", policies.ManagerFlink, direct)
+		got, err := f.Resolve(ctx, "ns", profiles.ManagerFlink, direct)
 		require.ErrorIs(t, err, failing)
 		require.Equal(t, direct, got)
 	}

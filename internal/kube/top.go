@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // Top is Resolve, then up through the manager's own custom resources to the topmost one
@@ -19,8 +19,8 @@ import (
 // its reference names (Walk.Read), so an Event written on it lands on an object that exists;
 // ok is false when there is none (the direct owner is gone, unreadable, another object of that
 // name, or made up). An error says where the walk stopped and why.
-func (o *Owners) Top(ctx context.Context, namespace string, manager policies.Manager, direct metav1.OwnerReference) (top metav1.OwnerReference, ok bool, err error) {
-	pr, _ := policies.ProfileOf(manager)
+func (o *Owners) Top(ctx context.Context, namespace string, manager profiles.Manager, direct metav1.OwnerReference) (top metav1.OwnerReference, ok bool, err error) {
+	pr, _ := profiles.Of(manager)
 	w, err := o.Walk(ctx, namespace, manager, direct, func(gvk schema.GroupVersionKind) (schema.GroupVersionResource, bool) {
 		return resourceOf(gvk), true
 	})

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // crObject is a custom resource's metadata, owned by owner when it is not nil.
@@ -33,11 +33,11 @@ func TestTopWalksCustomResources(t *testing.T) {
 	job, jobRef := crObject("kubernetes.dask.org/v1", "DaskJob", "job", nil)
 	dc, dcRef := crObject("kubernetes.dask.org/v1", "DaskCluster", "dc", &jobRef)
 	dwg, dwgRef := crObject("kubernetes.dask.org/v1", "DaskWorkerGroup", "dc-default", &dcRef)
-	pr, _ := policies.ProfileOf(policies.ManagerDask)
+	pr, _ := profiles.Of(profiles.ManagerDask)
 	objs, direct := chain(pr.Owners.Through, dwgRef)
 	objs = append(objs, job, dc, dwg)
 	reads := 0
-	got, ok, err := NewOwners(counting(MetadataLookup(fakeMeta(objs...)), &reads)).Top(ctx, "ns", policies.ManagerDask, direct)
+	got, ok, err := NewOwners(counting(MetadataLookup(fakeMeta(objs...)), &reads)).Top(ctx, "ns", profiles.ManagerDask, direct)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, jobRef, got)
@@ -49,24 +49,24 @@ func TestTopWalksCustomResources(t *testing.T) {
 	foreign := metav1.OwnerReference{APIVersion: "example.com/v1", Kind: "Pipeline", Name: "p", UID: "uid-p", Controller: new(true)}
 	rc2, rc2Ref := crObject("ray.io/v1", "RayCluster", "rc2", &foreign)
 	meta := fakeMeta([]runtime.Object{rj, rc, rc2}...)
-	got, ok, err = NewOwners(MetadataLookup(meta)).Top(ctx, "ns", policies.ManagerRay, rcRef)
+	got, ok, err = NewOwners(MetadataLookup(meta)).Top(ctx, "ns", profiles.ManagerRay, rcRef)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, rjRef, got)
-	got, ok, err = NewOwners(MetadataLookup(meta)).Top(ctx, "ns", policies.ManagerRay, rc2Ref)
+	got, ok, err = NewOwners(MetadataLookup(meta)).Top(ctx, "ns", profiles.ManagerRay, rc2Ref)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, rc2Ref, got, "another manager's owner is not the user's resource")
 
 	moved := rcRef
 	moved.UID = "uid-another"
-	_, ok, err = NewOwners(MetadataLookup(meta)).Top(ctx, "ns", policies.ManagerRay, moved)
+	_, ok, err = NewOwners(MetadataLookup(meta)).Top(ctx, "ns", profiles.ManagerRay, moved)
 	require.NoError(t, err)
 	require.False(t, ok, "another object of that name is nobody to tell")
 
 	gone := rcRef
 	gone.Name = "gone"
-	_, ok, err = NewOwners(MetadataLookup(meta)).Top(ctx, "ns", policies.ManagerRay, gone)
+	_, ok, err = NewOwners(MetadataLookup(meta)).Top(ctx, "ns", profiles.ManagerRay, gone)
 	require.True(t, apierrors.IsNotFound(err), "%v", err)
 	require.False(t, ok)
 }
@@ -78,11 +78,11 @@ func TestTopIsBounded(t *testing.T) {
 	loop := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "ray.io/v1", Kind: "RayCluster"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "loop", UID: "uid-loop", OwnerReferences: []metav1.OwnerReference{self}}}
 	reads := 0
-	got, ok, err := NewOwners(counting(MetadataLookup(fakeMeta(loop)), &reads)).Top(ctx, "ns", policies.ManagerRay, self)
+	got, ok, err := NewOwners(counting(MetadataLookup(fakeMeta(loop)), &reads)).Top(ctx, "ns", profiles.ManagerRay, self)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, self, got)
-	pr, _ := policies.ProfileOf(policies.ManagerRay)
+	pr, _ := profiles.Of(profiles.ManagerRay)
 	require.LessOrEqual(t, reads, len(pr.Owners.Resources)+1, "the walk's steps, and the last owner read once")
 }
 
@@ -96,7 +96,7 @@ func TestOwnerTargetsExist(t *testing.T) {
 	dwg, dwgRef := crObject("kubernetes.dask.org/v1", "DaskWorkerGroup", "dc-default", &dcRef)
 	rj, rjRef := crObject("ray.io/v1", "RayJob", "rj", nil)
 	rc, rcRef := crObject("ray.io/v1", "RayCluster", "rc", &rjRef)
-	pr, _ := policies.ProfileOf(policies.ManagerDask)
+	pr, _ := profiles.Of(profiles.ManagerDask)
 	objs, rsRef := chain(pr.Owners.Through, dwgRef)
 	objs = append(objs, job, dc, dwg, rj, rc)
 	exists := map[metav1.OwnerReference]bool{}
@@ -123,7 +123,7 @@ func TestOwnerTargetsExist(t *testing.T) {
 			ref.Kind, ref.APIVersion = "", ""
 		}
 		ref.Controller = new(true)
-		for _, m := range policies.Managers {
+		for _, m := range profiles.Managers {
 			top, ok, _ := owners.Top(ctx, "ns", m, ref)
 			v, vok, _ := owners.Verified(ctx, "ns", m, ref)
 			for _, r := range []struct {

@@ -1,7 +1,7 @@
 // Package references holds the caches of the cluster objects that patched Pods and Services
 // reference (reference §8): PriorityClasses, RuntimeClasses, ServiceAccounts, LimitRanges and
 // ServiceCIDRs (Caches), and Kueue's ResourceFlavors (Flavors). They answer the engine's
-// lookups (validity.Cluster, policies.KueueFlavors) from informer caches, never from the API
+// lookups (validity.Cluster, kueue.Flavors) from informer caches, never from the API
 // server. `podpatch serve` (admission, the periodic audit) and `podpatch audit` both build
 // them here, on the cluster kit.
 package references
@@ -24,7 +24,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/podpatch/podpatch/internal/kube"
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/kueue"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
@@ -47,8 +47,8 @@ type Caches struct {
 }
 
 var (
-	_ validity.Cluster      = (*Caches)(nil)
-	_ policies.KueueFlavors = (*Caches)(nil)
+	_ validity.Cluster = (*Caches)(nil)
+	_ kueue.Flavors    = (*Caches)(nil)
 )
 
 // New builds the informers on the kit's clients. Run starts them.
@@ -248,8 +248,8 @@ func (r *Caches) ServiceIPFamilies() ([]corev1.IPFamily, bool) {
 	return families, len(families) > 0
 }
 
-// KueuePlacementKeys implements policies.KueueFlavors (reference §8, kueue-placement-conflict).
+// KueuePlacementKeys implements kueue.Flavors (reference §8, kueue-placement-conflict).
 // Not part of Synced: a cluster without Kueue never has it.
-func (r *Caches) KueuePlacementKeys() (policies.KueueKeys, bool) {
+func (r *Caches) KueuePlacementKeys() (kueue.Keys, bool) {
 	return r.flavors.KueuePlacementKeys()
 }

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	toolscache "k8s.io/client-go/tools/cache"
 
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/kueue"
 )
 
 // resourceFlavors is Kueue's ResourceFlavor API (v1beta2, served from Kueue v0.15 on; older
@@ -28,7 +28,7 @@ var resourceFlavors = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Versi
 // until then its Pods get no placement from policies at all.
 const flavorDiscoveryInterval = 15 * time.Second
 
-// Flavors answers policies.KueueFlavors from an informer on Kueue's ResourceFlavors, started
+// Flavors answers kueue.Flavors from an informer on Kueue's ResourceFlavors, started
 // once discovery shows the API. Until its cache has synced (no Kueue, RBAC refused, …) the
 // answer is unknown.
 type Flavors struct {
@@ -114,19 +114,19 @@ func trimFlavor(obj any) (any, error) {
 	return out, nil
 }
 
-// KueuePlacementKeys implements policies.KueueFlavors: the keys of every flavor's node labels,
+// KueuePlacementKeys implements kueue.Flavors: the keys of every flavor's node labels,
 // and of its tolerations and node taints.
-func (f *Flavors) KueuePlacementKeys() (policies.KueueKeys, bool) {
+func (f *Flavors) KueuePlacementKeys() (kueue.Keys, bool) {
 	if f == nil {
-		return policies.KueueKeys{}, false
+		return kueue.Keys{}, false
 	}
 	f.mu.Lock()
 	inf := f.informer
 	f.mu.Unlock()
 	if inf == nil || !inf.HasSynced() {
-		return policies.KueueKeys{}, false
+		return kueue.Keys{}, false
 	}
-	keys := policies.KueueKeys{NodeLabels: map[string]bool{}, Tolerations: map[string]bool{}}
+	keys := kueue.Keys{NodeLabels: map[string]bool{}, Tolerations: map[string]bool{}}
 	for _, obj := range inf.GetStore().List() {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {

@@ -14,7 +14,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clienttesting "k8s.io/client-go/testing"
 
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/kueue"
 )
 
 func flavor(name string, spec map[string]any) *unstructured.Unstructured {
@@ -54,7 +54,7 @@ func TestFlavorsKeys(t *testing.T) {
 		} else {
 			require.Eventually(t, func() bool { _, ok := f.KueuePlacementKeys(); return ok }, 10*time.Second, 10*time.Millisecond)
 			keys, _ := f.KueuePlacementKeys()
-			require.Equal(t, policies.KueueKeys{
+			require.Equal(t, kueue.Keys{
 				NodeLabels:  map[string]bool{"pool": true, "zone": true},
 				Tolerations: map[string]bool{"nvidia.com/gpu": true, "spot": true},
 			}, keys)

@@ -50,7 +50,17 @@ var layers = map[string]int{
 	"policies/internal/yamljson":  1,
 	// The one path diff and object comparison: `render --explain`'s paths, the audit's and
 	// `diff`'s comparison (issue 32); below the engine, which names fields with it.
-	"internal/objdiff": 2,
+	"internal/objdiff":            2,
+	"policies/internal/typecheck": 1,
+	// The engine's bottom: the managers' profiles and the words for an object (Kind, Manager,
+	// Role, Identity) every stage and tool shares.
+	"policies/profiles": 2,
+	// The checks of a patched object and what they find (Finding), under the engine that runs them.
+	"policies/checks": 3,
+	// Kueue's placement kept on the Pods it manages, during every Pod's apply.
+	"policies/kueue": 4,
+	// What namespace policies may reach (the allow-lists), checked when a policy is parsed.
+	"policies/allowlist": 4,
 	// The rules a patched object keeps (reference §8), under the engine that applies policies.
 	"policies/validity": 5,
 	"policies":          10,
@@ -58,6 +68,9 @@ var layers = map[string]int{
 	// clips Event messages with it.
 	"internal/report": 15,
 	// Cluster-side components and tools, over the engine.
+	"policies/manifest":   20,
+	"policies/render":     21,
+	"policies/lint":       22,
 	"internal/kube":       20,
 	"internal/leader":     20,
 	"placement":           20,

@@ -40,6 +40,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/test/bench"
 	"github.com/podpatch/podpatch/test/bench/reference"
 	"github.com/podpatch/podpatch/webhook"
@@ -219,7 +220,7 @@ func BenchmarkStages(b *testing.B) {
 			b.Run(fmt.Sprintf("policies=%d/containers=%d", n, c), func(b *testing.B) {
 				s := loadSet(b, n)
 				pod, review := workerPod(b, c)
-				in := policies.Input{Kind: policies.KindPod, Object: pod, Namespace: bench.Namespace}
+				in := policies.Input{Kind: profiles.KindPod, Object: pod, Namespace: bench.Namespace}
 				res, err := s.set.Apply(in)
 				if err != nil {
 					b.Fatal(err)

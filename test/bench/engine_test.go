@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/manifest"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/test/bench"
 )
 
@@ -24,7 +26,7 @@ func BenchmarkApply(b *testing.B) {
 		for _, c := range bench.ContainerCounts {
 			pod, err := bench.WorkerPod(root, c)
 			require.NoError(b, err)
-			in := policies.Input{Kind: policies.KindPod, Object: pod, Namespace: bench.Namespace}
+			in := policies.Input{Kind: profiles.KindPod, Object: pod, Namespace: bench.Namespace}
 			for _, mode := range []string{"patch", "object"} {
 				apply := set.Apply
 				if mode == "patch" {
@@ -48,7 +50,7 @@ func BenchmarkCompile(b *testing.B) {
 	for _, n := range []int{5, 1000} {
 		dir := b.TempDir()
 		require.NoError(b, bench.WritePolicySet(dir, n))
-		cms, err := policies.ReadConfigMapFiles([]string{dir}, "default", nil)
+		cms, err := manifest.ReadConfigMaps([]string{dir}, "default", nil)
 		require.NoError(b, err)
 		b.Run(fmt.Sprintf("policies=%d", n), func(b *testing.B) {
 			b.ReportAllocs()

@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/manifest"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // PolicyCounts are the policy sets measured: the 5 policies that match the worker alone, and
@@ -136,7 +138,7 @@ func WritePolicySet(dir string, total int) error {
 }
 
 // otherManagers are the managers whose policies never match a Dask Pod.
-var otherManagers = []policies.Manager{policies.ManagerSpark, policies.ManagerRay, policies.ManagerFlink, policies.ManagerDaskGateway}
+var otherManagers = []profiles.Manager{profiles.ManagerSpark, profiles.ManagerRay, profiles.ManagerFlink, profiles.ManagerDaskGateway}
 
 // otherPolicy is the i-th policy that cannot match the worker Pod in namespace default.
 func otherPolicy(i int) *corev1.ConfigMap {
@@ -206,7 +208,7 @@ func writeConfigMaps(path string, cms []*corev1.ConfigMap) error {
 // LoadPolicySet reads a policy directory the way `podpatch serve --policy-dir` and `podpatch
 // render` do, and compiles it. Every ConfigMap must compile.
 func LoadPolicySet(dir string) (*policies.Set, error) {
-	cms, err := policies.ReadConfigMapFiles([]string{dir}, Namespace, nil)
+	cms, err := manifest.ReadConfigMaps([]string{dir}, Namespace, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/test/bench"
 )
 
@@ -32,7 +33,7 @@ func TestPolicySets(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				res, err := set.Apply(policies.Input{Kind: policies.KindPod, Object: pod, Namespace: bench.Namespace})
+				res, err := set.Apply(policies.Input{Kind: profiles.KindPod, Object: pod, Namespace: bench.Namespace})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -12,11 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // A sample is the labels of one kind of object a manager creates, as its profile recognises it.
 type sample struct {
-	manager  policies.Manager
+	manager  profiles.Manager
 	resource string // pods, services
 	labels   labels.Set
 }
@@ -26,14 +27,14 @@ type sample struct {
 // profile needs present, whatever its value, gets the value "any".
 func samples() []sample {
 	var out []sample
-	for _, pr := range policies.Profiles() {
+	for _, pr := range profiles.All() {
 		for _, native := range slices.Sorted(maps.Keys(pr.Roles)) {
 			l := labels.Set{pr.RoleKey: native}
 			if pr.RequireKey != "" {
 				l[pr.RequireKey] = cmp.Or(pr.RequireValue, "any")
 			}
 			out = append(out, sample{pr.Manager, "pods", l})
-			if pr.ServiceLabels == nil && pr.Roles[native] == policies.RoleScheduler {
+			if pr.ServiceLabels == nil && pr.Roles[native] == profiles.RoleScheduler {
 				out = append(out, sample{pr.Manager, "services", l})
 			}
 		}
@@ -50,13 +51,13 @@ func samples() []sample {
 
 // entryManager is the manager a webhook entry is named for: <manager>.podpatch.io, or
 // <manager>-services.podpatch.io for a manager's Services.
-func entryManager(name string) (policies.Manager, bool) {
+func entryManager(name string) (profiles.Manager, bool) {
 	m := strings.TrimSuffix(name, ".podpatch.io")
-	if slices.Contains(policies.Managers, policies.Manager(m)) {
-		return policies.Manager(m), true
+	if slices.Contains(profiles.Managers, profiles.Manager(m)) {
+		return profiles.Manager(m), true
 	}
 	m = strings.TrimSuffix(m, "-services")
-	return policies.Manager(m), slices.Contains(policies.Managers, policies.Manager(m))
+	return profiles.Manager(m), slices.Contains(profiles.Managers, profiles.Manager(m))
 }
 
 // WebhookSelectorProblems checks a MutatingWebhookConfiguration's entries against the

@@ -28,6 +28,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/manifest"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/test/cluster"
 )
 
@@ -109,7 +111,7 @@ func run(root, podpatch, kc string, keep bool) (err error) {
 	if err := cluster.Apply(ctx, cp.Client, examples); err != nil {
 		return err
 	}
-	cms, err := policies.ReadConfigMapFiles([]string{filepath.Join(root, "manifests", "examples")}, "default", nil)
+	cms, err := manifest.ReadConfigMaps([]string{filepath.Join(root, "manifests", "examples")}, "default", nil)
 	if err != nil {
 		return err
 	}
@@ -216,7 +218,7 @@ func show(ctx context.Context, c client.Client, set *policies.Set, owners cluste
 		return err
 	}
 	// What render predicts, to pick podpatch's fields out of all the API server stored.
-	res, err := set.Apply(policies.Input{Kind: policies.Kind(sent.GetKind()), Object: js, Namespace: sent.GetNamespace()})
+	res, err := set.Apply(policies.Input{Kind: profiles.Kind(sent.GetKind()), Object: js, Namespace: sent.GetNamespace()})
 	if err != nil {
 		return err
 	}

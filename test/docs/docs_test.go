@@ -22,6 +22,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/lint"
+	"github.com/podpatch/podpatch/policies/manifest"
+	"github.com/podpatch/podpatch/policies/render"
 )
 
 // Markers, on the last non-blank line before a fenced block:
@@ -162,7 +165,7 @@ func policyConfigMaps(t *testing.T, b block) ([]policies.SourcedConfigMap, error
 			if err := os.WriteFile(f, d.JSON, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			cms, err := policies.ReadConfigMapFiles([]string{f}, "default", nil)
+			cms, err := manifest.ReadConfigMaps([]string{f}, "default", nil)
 			if err != nil {
 				return nil, err
 			}
@@ -185,10 +188,10 @@ func policyConfigMaps(t *testing.T, b block) ([]policies.SourcedConfigMap, error
 	return out, nil
 }
 
-// lint runs what `podpatch lint` runs: compile, then the selection check across the set.
-func lint(cms []policies.SourcedConfigMap) string {
+// runLint runs what `podpatch lint` runs: compile, then the selection check across the set.
+func runLint(cms []policies.SourcedConfigMap) string {
 	set, probs := policies.Compile(cms, policies.DefaultOptions())
-	probs = append(probs, set.SelectionProblems(cms)...)
+	probs = append(probs, lint.SelectionProblems(set, cms)...)
 	return policies.ProblemLines(probs)
 }
 
@@ -205,7 +208,7 @@ func TestPolicyExamplesLint(t *testing.T) {
 				if err == nil && len(cms) == 0 {
 					t.Errorf("%s: marked %q but holds no policy", where, markInvalid)
 				} else if err == nil {
-					if probs := lint(cms); probs == "" {
+					if probs := runLint(cms); probs == "" {
 						t.Errorf("%s: marked %q but lint accepts it", where, markInvalid)
 					} else {
 						t.Logf("%s: fails lint as marked:\n%s", where, probs)
@@ -222,7 +225,7 @@ func TestPolicyExamplesLint(t *testing.T) {
 				continue
 			}
 			checked++
-			if probs := lint(cms); probs != "" {
+			if probs := runLint(cms); probs != "" {
 				t.Errorf("%s: lint fails (mark the block %q if it shows an error):\n%s", where, markInvalid, probs)
 			}
 		}
@@ -360,8 +363,8 @@ func TestLintSeesABadPolicy(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if got := lint(cms) == ""; got != c.valid {
-			t.Errorf("%s: lint ok = %v, want %v (%s)", name, got, c.valid, lint(cms))
+		if got := runLint(cms) == ""; got != c.valid {
+			t.Errorf("%s: lint ok = %v, want %v (%s)", name, got, c.valid, runLint(cms))
 		}
 	}
 }
@@ -379,7 +382,7 @@ func TestWorkedExampleIsCurrent(t *testing.T) {
 	if shown == "" {
 		t.Fatal("README.md has no worked example (bin/podpatch render --explain --policies manifests/examples)")
 	}
-	cms, err := policies.ReadConfigMapFiles([]string{filepath.Join(root, "manifests/examples")}, "default", nil)
+	cms, err := manifest.ReadConfigMaps([]string{filepath.Join(root, "manifests/examples")}, "default", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +400,7 @@ func TestWorkedExampleIsCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := set.Render(docs, policies.RenderOptions{Namespace: "default", Explain: true})
+	out, err := render.Documents(set, docs, render.Options{Namespace: "default", Explain: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/test/cluster"
 )
 
@@ -140,7 +141,7 @@ func TestAudit(t *testing.T) {
 		require.True(t, found, "%s: %s among %v", name, ref, f.Policies)
 	}
 	scheduler := got["Service/simple-scheduler"]
-	require.Equal(t, audit.ComputeCluster{Manager: policies.ManagerDask, Role: policies.RoleScheduler, Name: "simple",
+	require.Equal(t, audit.ComputeCluster{Manager: profiles.ManagerDask, Role: profiles.RoleScheduler, Name: "simple",
 		Owner: &audit.Owner{APIVersion: "kubernetes.dask.org/v1", Kind: "DaskCluster", Name: "simple", UID: "0f1e2d3c-4b5a-4697-8877-665544332211"}},
 		scheduler.Cluster)
 	require.Contains(t, scheduler.Fields, "spec.type", "the enforced internal load balancer")

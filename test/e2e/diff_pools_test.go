@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podpatch/podpatch/placement"
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/preview"
 	"github.com/podpatch/podpatch/test/cluster"
 )
@@ -91,14 +91,14 @@ func TestDiffPoolMoves(t *testing.T) {
 	type labCase struct {
 		fixture string
 		labels  map[string]string
-		manager policies.Manager
+		manager profiles.Manager
 	}
 	pods := map[string]labCase{
-		"pools-dask-1":  {"dask-operator/worker-pod.yaml", nil, policies.ManagerDask},
-		"pools-dask-2":  {"dask-operator/worker-pod.yaml", nil, policies.ManagerDask},
-		"pools-spark-1": {"spark/executor-pod.yaml", nil, policies.ManagerSpark},
-		"pools-spark-2": {"spark/executor-pod.yaml", nil, policies.ManagerSpark},
-		"pools-ray-1":   {"kuberay/worker-pod.yaml", nil, policies.ManagerRay},
+		"pools-dask-1":  {"dask-operator/worker-pod.yaml", nil, profiles.ManagerDask},
+		"pools-dask-2":  {"dask-operator/worker-pod.yaml", nil, profiles.ManagerDask},
+		"pools-spark-1": {"spark/executor-pod.yaml", nil, profiles.ManagerSpark},
+		"pools-spark-2": {"spark/executor-pod.yaml", nil, profiles.ManagerSpark},
+		"pools-ray-1":   {"kuberay/worker-pod.yaml", nil, profiles.ManagerRay},
 	}
 	place := func(name string, c labCase) cluster.Placement {
 		t.Helper()
@@ -109,7 +109,7 @@ func TestDiffPoolMoves(t *testing.T) {
 		require.NoError(t, err, name)
 		return pl
 	}
-	wantBefore := map[policies.Manager]string{policies.ManagerDask: "gpu-pool", policies.ManagerSpark: "spot-pool", policies.ManagerRay: "gpu-pool"}
+	wantBefore := map[profiles.Manager]string{profiles.ManagerDask: "gpu-pool", profiles.ManagerSpark: "spot-pool", profiles.ManagerRay: "gpu-pool"}
 	for name, c := range pods {
 		pl := place(name, c)
 		require.Equal(t, wantBefore[c.manager], pl.Pool, "%s: %s", name, pl.Unschedulable)

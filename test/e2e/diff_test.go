@@ -19,6 +19,8 @@ import (
 
 	"github.com/podpatch/podpatch/internal/objdiff"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/preview"
 	"github.com/podpatch/podpatch/test/cluster"
 )
@@ -275,11 +277,11 @@ func TestDiff(t *testing.T) {
 	stranded := diffReport(t, 4, "--policies", gpu)
 	workers := 0
 	for _, o := range previewed(t, stranded) {
-		if o.Kind == policies.KindPod && slicesContainsPrefix(o.Fields, "spec.nodeSelector.diff-pool") {
+		if o.Kind == profiles.KindPod && slicesContainsPrefix(o.Fields, "spec.nodeSelector.diff-pool") {
 			workers++
 			require.True(t, o.Breaks, o.Name)
 			require.Contains(t, o.Unschedulable, "Node diff-gpu: taint nvidia.com/gpu:NoSchedule is not tolerated", o.Name)
-			require.Equal(t, policies.CheckUnschedulable, o.NewFindings[0].Check)
+			require.Equal(t, checks.Unschedulable, o.NewFindings[0].Check)
 			require.Equal(t, "podpatch-system/diff-gpu/gpu", o.NewFindings[0].Policy)
 		}
 	}

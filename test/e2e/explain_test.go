@@ -21,6 +21,7 @@ import (
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/explain"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/test/cluster"
 )
 
@@ -260,7 +261,7 @@ func TestExplain(t *testing.T) {
 	t.Run("daskcluster", func(t *testing.T) {
 		got := check(t, "daskcluster/dc", sched, w1, w2, svc)
 		w := got["Pod/"+w1.GetName()]
-		require.Equal(t, audit.ComputeCluster{Manager: policies.ManagerDask, Role: policies.RoleWorker, Name: "dc", Group: "dc-default",
+		require.Equal(t, audit.ComputeCluster{Manager: profiles.ManagerDask, Role: profiles.RoleWorker, Name: "dc", Group: "dc-default",
 			Owner: &audit.Owner{APIVersion: "kubernetes.dask.org/v1", Kind: "DaskCluster", Name: "dc", UID: string(dc.GetUID())}}, w.Cluster)
 		var chain []string
 		for _, o := range w.Owners {
@@ -275,8 +276,8 @@ func TestExplain(t *testing.T) {
 		require.Equal(t, map[string][]string{teamRef: {"metadata.labels.team"}}, w.Sets, "what the policy set at admission")
 		s := got["Service/dc-scheduler"]
 		require.Equal(t, &explain.ExternalURL{Requested: true}, s.ExternalURL, "requested, not resolved: a ClusterIP Service")
-		require.Equal(t, audit.ComputeCluster{Manager: policies.ManagerDask, Role: policies.RoleScheduler, Name: "dc", Owner: w.Cluster.Owner}, s.Cluster)
-		require.Equal(t, audit.ComputeCluster{Manager: policies.ManagerDask, Role: policies.RoleScheduler, Name: "dc", Owner: w.Cluster.Owner},
+		require.Equal(t, audit.ComputeCluster{Manager: profiles.ManagerDask, Role: profiles.RoleScheduler, Name: "dc", Owner: w.Cluster.Owner}, s.Cluster)
+		require.Equal(t, audit.ComputeCluster{Manager: profiles.ManagerDask, Role: profiles.RoleScheduler, Name: "dc", Owner: w.Cluster.Owner},
 			got["Pod/"+sched.GetName()].Cluster)
 		// The table, grouped by role.
 		table := explainRun(t, "daskcluster/dc")

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/test/cluster"
 )
 
@@ -231,7 +232,7 @@ func (p *podpatchProcess) waitForExamples(t *testing.T) {
 // examplePolicyCount is how many policies manifests/examples holds, as podpatch_policies counts them.
 func examplePolicyCount(t *testing.T) float64 {
 	t.Helper()
-	cms, err := policies.ReadConfigMapFiles([]string{filepath.Join(repoRoot, "manifests", "examples")}, "default", nil)
+	cms, err := manifest.ReadConfigMaps([]string{filepath.Join(repoRoot, "manifests", "examples")}, "default", nil)
 	require.NoError(t, err)
 	set, probs := policies.Compile(cms, policies.DefaultOptions())
 	require.Empty(t, probs)

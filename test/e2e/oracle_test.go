@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 	"github.com/podpatch/podpatch/test/cluster"
 )
@@ -259,11 +260,11 @@ var oracleRows = []oracleRow{
 // oracleFixtures are the objects each part is applied to.
 var oracleFixtures = map[string]struct {
 	file   string
-	kind   policies.Kind
+	kind   profiles.Kind
 	schema any
 }{
-	"template": {"dask-operator/worker-pod.yaml", policies.KindPod, corev1.Pod{}},
-	"service":  {"dask-operator/scheduler-service.yaml", policies.KindService, corev1.Service{}},
+	"template": {"dask-operator/worker-pod.yaml", profiles.KindPod, corev1.Pod{}},
+	"service":  {"dask-operator/scheduler-service.yaml", profiles.KindService, corev1.Service{}},
 }
 
 // TestValidationOracle runs every oracleRow through podpatch's lint and, as a Pod or Service
@@ -348,7 +349,7 @@ func oracleLint(t *testing.T, part string, snippet any) (*policies.Set, error) {
 //
 // It also returns the rule by which podpatch left the policy out, if it did: the object is then
 // the fixture as it is (reference §8).
-func oracleObject(t *testing.T, kind policies.Kind, schema any, fixture []byte, snippet any, set *policies.Set) (*unstructured.Unstructured, string, string) {
+func oracleObject(t *testing.T, kind profiles.Kind, schema any, fixture []byte, snippet any, set *policies.Set) (*unstructured.Unstructured, string, string) {
 	t.Helper()
 	patch, err := json.Marshal(snippet)
 	require.NoError(t, err)

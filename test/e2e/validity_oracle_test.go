@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 	"github.com/podpatch/podpatch/test/cluster"
 )
@@ -438,7 +439,7 @@ func TestValidityOracle(t *testing.T) {
 			if ns == oracleRestricted {
 				labels = restrictedLabels
 			}
-			kind := policies.Kind(obj["kind"].(string))
+			kind := profiles.Kind(obj["kind"].(string))
 			vs, err := policies.Check(policies.Input{Kind: kind, Object: js, Namespace: ns, NamespaceLabels: labels, Cluster: oracleCluster{}})
 			require.NoError(t, err)
 			var rules []string
@@ -498,7 +499,7 @@ func TestVolumeSourceOracle(t *testing.T) {
 			if apiErr != nil && !(apierrors.IsInvalid(apiErr) || apierrors.IsForbidden(apiErr) || apierrors.IsBadRequest(apiErr)) {
 				require.NoError(t, apiErr, "dry-run create failed for another reason than the object")
 			}
-			vs, err := policies.Check(policies.Input{Kind: policies.KindPod, Object: js, Namespace: "default", Cluster: oracleCluster{}})
+			vs, err := policies.Check(policies.Input{Kind: profiles.KindPod, Object: js, Namespace: "default", Cluster: oracleCluster{}})
 			require.NoError(t, err)
 			require.Equal(t, apiErr == nil, len(vs) == 0, "the API server: %v\nthe check: %v", apiErr, vs)
 		})

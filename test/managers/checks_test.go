@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/manifest"
 )
 
 // wantFinding is a manager-aware check expected on the objects of a shape, fired by a policy.
@@ -27,7 +28,7 @@ type wantFinding struct {
 // once so, with every check disabled, and failed.
 func (h *harness) checkFindings(t *testing.T, control []generated, ns string, want map[shape]wantFinding) {
 	t.Helper()
-	cms, err := policies.ReadConfigMapFiles(h.policyPaths(), "default", nil)
+	cms, err := manifest.ReadConfigMaps(h.policyPaths(), "default", nil)
 	require.NoError(t, err)
 	set, probs := policies.Compile(cms, policies.DefaultOptions())
 	require.Empty(t, probs)

@@ -21,13 +21,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/test/cluster"
 )
 
 // shape is what a profile recognises in an object: its kind, manager, role, cluster and group.
 type shape struct {
-	Kind policies.Kind
-	policies.Identity
+	Kind profiles.Kind
+	profiles.Identity
 }
 
 func (s shape) String() string {
@@ -35,12 +36,12 @@ func (s shape) String() string {
 }
 
 // pod and service are the shapes a test expects a manager to generate.
-func pod(m policies.Manager, role policies.Role, clusterName, group string) shape {
-	return shape{policies.KindPod, policies.Identity{Manager: m, Role: role, Cluster: clusterName, Group: group}}
+func pod(m profiles.Manager, role profiles.Role, clusterName, group string) shape {
+	return shape{profiles.KindPod, profiles.Identity{Manager: m, Role: role, Cluster: clusterName, Group: group}}
 }
 
-func service(m policies.Manager, role policies.Role, clusterName, group string) shape {
-	return shape{policies.KindService, policies.Identity{Manager: m, Role: role, Cluster: clusterName, Group: group}}
+func service(m profiles.Manager, role profiles.Role, clusterName, group string) shape {
+	return shape{profiles.KindService, profiles.Identity{Manager: m, Role: role, Cluster: clusterName, Group: group}}
 }
 
 // matches reports whether a recognised shape is an expected one; "*" as the expected cluster
@@ -86,12 +87,12 @@ func (h *harness) recognised(ctx context.Context, ns string) ([]generated, error
 			if o.GetDeletionTimestamp() != nil {
 				continue
 			}
-			kind := policies.Kind(gvk.Kind)
+			kind := profiles.Kind(gvk.Kind)
 			var selector map[string]string
-			if kind == policies.KindService {
+			if kind == profiles.KindService {
 				selector, _, _ = unstructured.NestedStringMap(o.Object, "spec", "selector")
 			}
-			id, ok := policies.Recognise(kind, o.GetLabels(), selector)
+			id, ok := profiles.Recognise(kind, o.GetLabels(), selector)
 			if !ok {
 				continue
 			}
@@ -387,7 +388,7 @@ func (h *harness) checkPatchedWith(t *testing.T, served, control []generated, ns
 			stripLaterWrites(want)
 			require.Equal(t, yamlOf(t, want), yamlOf(t, got), "stored object (right) differs from the prediction (left)")
 		})
-		if s.Kind == policies.KindPod {
+		if s.Kind == profiles.KindPod {
 			t.Run(fmt.Sprintf("platform defaults on Pod %s", s.obj.GetName()), func(t *testing.T) {
 				checkDefaults(t, s.obj)
 			})

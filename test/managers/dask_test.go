@@ -16,7 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 var (
@@ -50,13 +51,13 @@ func TestDaskOperator(t *testing.T) {
 		}
 	}
 	want := map[shape]int{
-		pod(policies.ManagerDask, policies.RoleScheduler, "simple", ""):                      1,
-		service(policies.ManagerDask, policies.RoleScheduler, "simple", ""):                  1,
-		pod(policies.ManagerDask, policies.RoleWorker, "simple", "simple-default"):           2,
-		pod(policies.ManagerDask, policies.RoleScheduler, "gpu-cluster", ""):                 1,
-		service(policies.ManagerDask, policies.RoleScheduler, "gpu-cluster", ""):             1,
-		pod(policies.ManagerDask, policies.RoleWorker, "gpu-cluster", "gpu-cluster-default"): 1,
-		pod(policies.ManagerDask, policies.RoleWorker, "gpu-cluster", "gpu-cluster-gpu"):     1,
+		pod(profiles.ManagerDask, profiles.RoleScheduler, "simple", ""):                      1,
+		service(profiles.ManagerDask, profiles.RoleScheduler, "simple", ""):                  1,
+		pod(profiles.ManagerDask, profiles.RoleWorker, "simple", "simple-default"):           2,
+		pod(profiles.ManagerDask, profiles.RoleScheduler, "gpu-cluster", ""):                 1,
+		service(profiles.ManagerDask, profiles.RoleScheduler, "gpu-cluster", ""):             1,
+		pod(profiles.ManagerDask, profiles.RoleWorker, "gpu-cluster", "gpu-cluster-default"): 1,
+		pod(profiles.ManagerDask, profiles.RoleWorker, "gpu-cluster", "gpu-cluster-gpu"):     1,
 	}
 	env.waitGenerated(t, ctl, want, 3*time.Minute)
 	env.waitGenerated(t, ns, want, 3*time.Minute)
@@ -70,7 +71,7 @@ func TestDaskOperator(t *testing.T) {
 		require.NoError(t, env.k8s.Patch(context.Background(), o,
 			client.RawPatch(types.MergePatchType, []byte(`{"spec":{"worker":{"replicas":2}}}`))))
 	}
-	want[pod(policies.ManagerDask, policies.RoleWorker, "gpu-cluster", "gpu-cluster-gpu")] = 2
+	want[pod(profiles.ManagerDask, profiles.RoleWorker, "gpu-cluster", "gpu-cluster-gpu")] = 2
 	control := env.waitGenerated(t, ctl, want, 2*time.Minute)
 	served := env.waitGenerated(t, ns, want, 2*time.Minute)
 
@@ -84,9 +85,9 @@ func TestDaskOperator(t *testing.T) {
 		// The examples' internal load balancer keeps the DaskCluster Pending until it has an
 		// address; the GPU group's --memory-limit is below what a policy gives (reference §8).
 		env.checkFindings(t, control, ns, map[shape]wantFinding{
-			service(policies.ManagerDask, policies.RoleScheduler, "simple", ""): {policies.CheckDaskLoadBalancer,
+			service(profiles.ManagerDask, profiles.RoleScheduler, "simple", ""): {checks.DaskLoadBalancer,
 				"podpatch-system/platform-defaults/scheduler-internal-lb"},
-			pod(policies.ManagerDask, policies.RoleWorker, "gpu-cluster", "gpu-cluster-gpu"): {policies.CheckDaskWorker,
+			pod(profiles.ManagerDask, profiles.RoleWorker, "gpu-cluster", "gpu-cluster-gpu"): {checks.DaskWorker,
 				"podpatch-system/managers-checks/dask-gpu-worker-memory"},
 		})
 	})

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/test/cluster"
 	"github.com/podpatch/podpatch/webhook/ownerevents"
 )
@@ -74,7 +75,7 @@ func latest(events []corev1.Event, reason string) map[string]string {
 	return out
 }
 
-func objectsText(n int, kind policies.Kind) string {
+func objectsText(n int, kind profiles.Kind) string {
 	if n == 1 {
 		return "1 " + string(kind)
 	}
@@ -122,7 +123,7 @@ func (h *harness) checkAppliedEvents(t *testing.T, ns, kind, name, cluster strin
 			if !ok {
 				return fmt.Errorf("no PoliciesApplied Event for %s on %s/%s (has %v)", k, kind, name, msgs)
 			}
-			if !strings.Contains(msg, "to "+objectsText(w.n, policies.Kind(kd))+" (role "+role) {
+			if !strings.Contains(msg, "to "+objectsText(w.n, profiles.Kind(kd))+" (role "+role) {
 				return fmt.Errorf("%s: want %d objects: %s", k, w.n, msg)
 			}
 		}
@@ -133,7 +134,7 @@ func (h *harness) checkAppliedEvents(t *testing.T, ns, kind, name, cluster strin
 		msg := msgs[k]
 		t.Logf("%s/%s: %s", kind, name, msg)
 		for _, ref := range slices.Sorted(maps.Keys(w.policies)) {
-			require.Contains(t, msg, ref+" ("+objectsText(w.policies[ref], policies.Kind(kd))+")", "%s on %s/%s", k, kind, name)
+			require.Contains(t, msg, ref+" ("+objectsText(w.policies[ref], profiles.Kind(kd))+")", "%s on %s/%s", k, kind, name)
 		}
 	}
 }
@@ -213,10 +214,10 @@ func TestOwnerEventsRay(t *testing.T) {
 	require.NoError(t, env.k8s.Create(context.Background(), rc))
 	const name = "raycluster-kuberay"
 	want := map[shape]int{
-		pod(policies.ManagerRay, policies.RoleScheduler, name, "headgroup"): 1,
-		pod(policies.ManagerRay, policies.RoleWorker, name, "workergroup"):  4,
-		pod(policies.ManagerRay, policies.RoleWorker, name, "gpu-group"):    1,
-		service(policies.ManagerRay, policies.RoleScheduler, name, ""):      1,
+		pod(profiles.ManagerRay, profiles.RoleScheduler, name, "headgroup"): 1,
+		pod(profiles.ManagerRay, profiles.RoleWorker, name, "workergroup"):  4,
+		pod(profiles.ManagerRay, profiles.RoleWorker, name, "gpu-group"):    1,
+		service(profiles.ManagerRay, profiles.RoleScheduler, name, ""):      1,
 	}
 	served := env.waitGenerated(t, ns, want, 2*time.Minute)
 	env.checkAppliedEvents(t, ns, "RayCluster", name, name, served)
@@ -225,7 +226,7 @@ func TestOwnerEventsRay(t *testing.T) {
 	// says so, counting them.
 	workers := 0
 	for _, g := range served {
-		if g.Kind != policies.KindPod || g.Role != policies.RoleWorker {
+		if g.Kind != profiles.KindPod || g.Role != profiles.RoleWorker {
 			continue
 		}
 		workers++
@@ -241,8 +242,8 @@ func TestOwnerEventsRay(t *testing.T) {
 			return err
 		}
 		msg := latest(evs, ownerevents.EventPolicySkipped)["Pod/worker"]
-		wantText := ref + ": spec.containers[ray-worker].resources.requests[memory] (request-above-limit) (" + objectsText(workers, policies.KindPod) + ")"
-		if !strings.Contains(msg, "out of "+objectsText(workers, policies.KindPod)+" (role worker") || !strings.Contains(msg, wantText) {
+		wantText := ref + ": spec.containers[ray-worker].resources.requests[memory] (request-above-limit) (" + objectsText(workers, profiles.KindPod) + ")"
+		if !strings.Contains(msg, "out of "+objectsText(workers, profiles.KindPod)+" (role worker") || !strings.Contains(msg, wantText) {
 			return fmt.Errorf("PolicySkipped on the RayCluster: want %q in %q", wantText, msg)
 		}
 		t.Logf("RayCluster %s: PolicySkipped: %s", name, msg)
@@ -318,7 +319,7 @@ func TestOwnerEvents1000Pods(t *testing.T) {
 	for i := range pods.Items {
 		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&pods.Items[i])
 		require.NoError(t, err)
-		served = append(served, generated{shape: pod(policies.ManagerRay, policies.RoleWorker, "rc-1000", "workergroup"),
+		served = append(served, generated{shape: pod(profiles.ManagerRay, profiles.RoleWorker, "rc-1000", "workergroup"),
 			obj: &unstructured.Unstructured{Object: u}})
 	}
 	env.checkAppliedEvents(t, ns, "RayCluster", "rc-1000", "rc-1000", served)

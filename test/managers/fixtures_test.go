@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/test/cluster"
 )
 
@@ -28,44 +28,44 @@ type fixture struct {
 // fixtures are, per fixtures directory, the files `make fixtures` writes.
 var fixtures = map[string][]fixture{
 	"kuberay": {
-		{"head-pod.yaml", isPod(policies.RoleScheduler, ""), "Head Pod of RayCluster raycluster-kuberay (test/managers/testdata/kuberay/raycluster.yaml): bare Pod, generateName <cluster>-head-."},
-		{"worker-pod.yaml", isPod(policies.RoleWorker, "workergroup"), "Worker Pod of group workergroup: bare Pod, generateName <cluster>-<group>-worker-, init container wait-gcs-ready."},
+		{"head-pod.yaml", isPod(profiles.RoleScheduler, ""), "Head Pod of RayCluster raycluster-kuberay (test/managers/testdata/kuberay/raycluster.yaml): bare Pod, generateName <cluster>-head-."},
+		{"worker-pod.yaml", isPod(profiles.RoleWorker, "workergroup"), "Worker Pod of group workergroup: bare Pod, generateName <cluster>-<group>-worker-, init container wait-gcs-ready."},
 		{"head-service.yaml", isService(""), "Head Service <cluster>-head-svc (headless by default)."},
 	},
 	"dask-operator": {
-		{"scheduler-pod.yaml", isPodOf("simple", policies.RoleScheduler, ""), "Scheduler Pod of the cluster KubeCluster(name=\"simple\", n_workers=2, resources=...) creates, from the scheduler Deployment's ReplicaSet."},
-		{"worker-pod.yaml", isPodOf("simple", policies.RoleWorker, "simple-default"), "Worker Pod of worker group simple-default: one Deployment (replicas 1) per worker, <group>-worker-<10 hex>."},
+		{"scheduler-pod.yaml", isPodOf("simple", profiles.RoleScheduler, ""), "Scheduler Pod of the cluster KubeCluster(name=\"simple\", n_workers=2, resources=...) creates, from the scheduler Deployment's ReplicaSet."},
+		{"worker-pod.yaml", isPodOf("simple", profiles.RoleWorker, "simple-default"), "Worker Pod of worker group simple-default: one Deployment (replicas 1) per worker, <group>-worker-<10 hex>."},
 		{"scheduler-service.yaml", isService("simple"), "Scheduler Service <cluster>-scheduler; it carries the same labels as the scheduler Pod."},
 	},
 	"spark": {
-		{"driver-pod.yaml", isPod(policies.RoleScheduler, ""), "Driver Pod from spark-submit --deploy-mode cluster --name spark-pi --class org.apache.spark.examples.SparkPi (bare Pod, <prefix>-driver)."},
+		{"driver-pod.yaml", isPod(profiles.RoleScheduler, ""), "Driver Pod from spark-submit --deploy-mode cluster --name spark-pi --class org.apache.spark.examples.SparkPi (bare Pod, <prefix>-driver)."},
 		{"driver-service.yaml", isService(""), "Driver Service <prefix>-driver-svc (headless), owned by the driver Pod; labels: spark-app-selector only."},
-		{"executor-pod.yaml", isNamed(policies.KindPod, "-exec-1"), "Executor Pod <prefix>-exec-1, owned by the driver Pod (spark.kubernetes.driver.pod.name)."},
+		{"executor-pod.yaml", isNamed(profiles.KindPod, "-exec-1"), "Executor Pod <prefix>-exec-1, owned by the driver Pod (spark.kubernetes.driver.pod.name)."},
 	},
 	"flink": {
-		{"jobmanager-pod.yaml", isPod(policies.RoleScheduler, ""), "JobManager Pod of session cluster basic-example (KubernetesSessionCli), from the JobManager Deployment's ReplicaSet."},
-		{"rest-service.yaml", isNamed(policies.KindService, "-rest"), "REST Service <cluster-id>-rest, owned by the JobManager Deployment."},
-		{"internal-service.yaml", isNamed(policies.KindService, "basic-example"), "Internal Service <cluster-id> (headless), owned by the JobManager Deployment."},
+		{"jobmanager-pod.yaml", isPod(profiles.RoleScheduler, ""), "JobManager Pod of session cluster basic-example (KubernetesSessionCli), from the JobManager Deployment's ReplicaSet."},
+		{"rest-service.yaml", isNamed(profiles.KindService, "-rest"), "REST Service <cluster-id>-rest, owned by the JobManager Deployment."},
+		{"internal-service.yaml", isNamed(profiles.KindService, "basic-example"), "Internal Service <cluster-id> (headless), owned by the JobManager Deployment."},
 	},
 }
 
-func isPod(role policies.Role, group string) func(generated) bool {
+func isPod(role profiles.Role, group string) func(generated) bool {
 	return func(g generated) bool {
-		return g.Kind == policies.KindPod && g.Role == role && (group == "" || g.Group == group)
+		return g.Kind == profiles.KindPod && g.Role == role && (group == "" || g.Group == group)
 	}
 }
 
-func isPodOf(clusterName string, role policies.Role, group string) func(generated) bool {
+func isPodOf(clusterName string, role profiles.Role, group string) func(generated) bool {
 	return func(g generated) bool { return g.Cluster == clusterName && isPod(role, group)(g) }
 }
 
 func isService(clusterName string) func(generated) bool {
 	return func(g generated) bool {
-		return g.Kind == policies.KindService && (clusterName == "" || g.Cluster == clusterName)
+		return g.Kind == profiles.KindService && (clusterName == "" || g.Cluster == clusterName)
 	}
 }
 
-func isNamed(kind policies.Kind, suffix string) func(generated) bool {
+func isNamed(kind profiles.Kind, suffix string) func(generated) bool {
 	return func(g generated) bool { return g.Kind == kind && strings.HasSuffix(g.obj.GetName(), suffix) }
 }
 

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // flinkImage is the image the JobManager Pod names; nothing pulls it here.
@@ -32,8 +33,8 @@ func TestFlink(t *testing.T) {
 		start(t, "kubernetes-session-"+n, cli).wait(t, 3*time.Minute)
 	}
 	want := map[shape]int{
-		pod(policies.ManagerFlink, policies.RoleScheduler, "basic-example", ""):     1,
-		service(policies.ManagerFlink, policies.RoleScheduler, "basic-example", ""): 2,
+		pod(profiles.ManagerFlink, profiles.RoleScheduler, "basic-example", ""):     1,
+		service(profiles.ManagerFlink, profiles.RoleScheduler, "basic-example", ""): 2,
 	}
 	control := env.waitGenerated(t, ctl, want, 2*time.Minute)
 	served := env.waitGenerated(t, ns, want, 2*time.Minute)
@@ -47,7 +48,7 @@ func TestFlink(t *testing.T) {
 		// The JobManager's memory is changed; Flink sized it from jobmanager.memory.process.size
 		// (reference §8). A session cluster has no TaskManager until a job runs.
 		env.checkFindings(t, control, ns, map[shape]wantFinding{
-			pod(policies.ManagerFlink, policies.RoleScheduler, "basic-example", ""): {policies.CheckFlinkMemory, "podpatch-system/managers-checks/flink-jobmanager-memory"},
+			pod(profiles.ManagerFlink, profiles.RoleScheduler, "basic-example", ""): {checks.FlinkMemory, "podpatch-system/managers-checks/flink-jobmanager-memory"},
 		})
 	})
 	t.Run("flink does not fight the mutation", func(t *testing.T) {

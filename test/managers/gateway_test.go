@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/webhook/ownerevents"
 )
 
@@ -87,9 +88,9 @@ func TestDaskGateway(t *testing.T) {
 	}
 
 	want := map[shape]int{
-		pod(policies.ManagerDaskGateway, policies.RoleScheduler, "*", ""):     1,
-		service(policies.ManagerDaskGateway, policies.RoleScheduler, "*", ""): 1,
-		pod(policies.ManagerDaskGateway, policies.RoleWorker, "*", ""):        2,
+		pod(profiles.ManagerDaskGateway, profiles.RoleScheduler, "*", ""):     1,
+		service(profiles.ManagerDaskGateway, profiles.RoleScheduler, "*", ""): 1,
+		pod(profiles.ManagerDaskGateway, profiles.RoleWorker, "*", ""):        2,
 	}
 	control := env.waitGenerated(t, ctl, want, 2*time.Minute)
 	served := env.waitGenerated(t, ns, want, 2*time.Minute)
@@ -102,7 +103,7 @@ func TestDaskGateway(t *testing.T) {
 		for _, g := range served {
 			require.Equal(t, names[ns], g.Cluster, "%s %s: gateway.dask.org/cluster", g.Kind, g.obj.GetName())
 			policy := gatewayPolicies + "gateway-scheduler"
-			if g.Role == policies.RoleWorker {
+			if g.Role == profiles.RoleWorker {
 				policy = gatewayPolicies + "gateway-workers"
 			}
 			require.Contains(t, g.obj.GetAnnotations()[policies.AppliedAnnotation], policy+"@", "%s %s", g.Kind, g.obj.GetName())
@@ -119,7 +120,7 @@ func TestDaskGateway(t *testing.T) {
 		// objects, not admissions, so it still says one Service.
 		var pods []generated
 		for _, g := range served {
-			if g.Kind == policies.KindPod {
+			if g.Kind == profiles.KindPod {
 				pods = append(pods, g)
 			}
 		}

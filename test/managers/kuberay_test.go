@@ -16,7 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/test/cluster"
 	"github.com/podpatch/podpatch/webhook/ownerevents"
 )
@@ -51,10 +52,10 @@ func TestKubeRay(t *testing.T) {
 	}
 	const name = "raycluster-kuberay"
 	want := map[shape]int{
-		pod(policies.ManagerRay, policies.RoleScheduler, name, "headgroup"): 1,
-		pod(policies.ManagerRay, policies.RoleWorker, name, "workergroup"):  1,
-		pod(policies.ManagerRay, policies.RoleWorker, name, "gpu-group"):    1,
-		service(policies.ManagerRay, policies.RoleScheduler, name, ""):      1,
+		pod(profiles.ManagerRay, profiles.RoleScheduler, name, "headgroup"): 1,
+		pod(profiles.ManagerRay, profiles.RoleWorker, name, "workergroup"):  1,
+		pod(profiles.ManagerRay, profiles.RoleWorker, name, "gpu-group"):    1,
+		service(profiles.ManagerRay, profiles.RoleScheduler, name, ""):      1,
 	}
 	env.waitGenerated(t, ctl, want, 2*time.Minute)
 	env.waitGenerated(t, ns, want, 2*time.Minute)
@@ -69,7 +70,7 @@ func TestKubeRay(t *testing.T) {
 			`{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":3}]`)
 		require.NoError(t, env.k8s.Patch(context.Background(), o, client.RawPatch(types.JSONPatchType, patch)))
 	}
-	want[pod(policies.ManagerRay, policies.RoleWorker, name, "workergroup")] = 3
+	want[pod(profiles.ManagerRay, profiles.RoleWorker, name, "workergroup")] = 3
 	control := env.waitGenerated(t, ctl, want, 2*time.Minute)
 	served := env.waitGenerated(t, ns, want, 2*time.Minute)
 
@@ -77,12 +78,12 @@ func TestKubeRay(t *testing.T) {
 	t.Run("manager-aware checks", func(t *testing.T) {
 		// The GPUs gpu-workers adds are not in the `ray start` KubeRay generated (reference §8).
 		env.checkFindings(t, control, ns, map[shape]wantFinding{
-			pod(policies.ManagerRay, policies.RoleWorker, name, "gpu-group"): {policies.CheckRayResources, "podpatch-system/gpu-workers/gpu-workers"},
+			pod(profiles.ManagerRay, profiles.RoleWorker, name, "gpu-group"): {checks.RayResources, "podpatch-system/gpu-workers/gpu-workers"},
 		})
 	})
 	t.Run("GPU limit on the Ray container only", func(t *testing.T) {
 		for _, g := range served {
-			if g.Kind != policies.KindPod || g.Group != "gpu-group" {
+			if g.Kind != profiles.KindPod || g.Group != "gpu-group" {
 				continue
 			}
 			containers, _, _ := unstructured.NestedSlice(g.obj.Object, "spec", "containers")
@@ -105,7 +106,7 @@ func TestKubeRay(t *testing.T) {
 				return err
 			}
 			msg := latest(evs, ownerevents.EventPolicyCheck)["Pod/worker"]
-			for _, want := range []string{policies.CheckRayResources, "podpatch-system/gpu-workers/gpu-workers", "fix: set it in the RayCluster", "rayStartParams"} {
+			for _, want := range []string{checks.RayResources, "podpatch-system/gpu-workers/gpu-workers", "fix: set it in the RayCluster", "rayStartParams"} {
 				if !strings.Contains(msg, want) {
 					return fmt.Errorf("PolicyCheck on the RayCluster: want %q in %q", want, msg)
 				}

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/kueue"
 	"github.com/podpatch/podpatch/test/cluster"
 )
 
@@ -291,8 +291,8 @@ func TestKueue(t *testing.T) {
 		require.NoError(t, env.k8s.Create(ctx, p, client.DryRunAll))
 		// Kueue's webhook added its gate and label before podpatch saw the Pod: a policy selecting
 		// Kueue's label applied.
-		require.Contains(t, gateNames(p), policies.KueueAdmissionGate)
-		require.Equal(t, "true", p.Labels[policies.KueueManagedLabel])
+		require.Contains(t, gateNames(p), kueue.AdmissionGate)
+		require.Equal(t, "true", p.Labels[kueue.ManagedLabel])
 		require.Equal(t, "true", p.Annotations["kueue-e2e/saw-kueue-label"], "podpatch saw Kueue's label")
 		// And podpatch left the flavor key out.
 		require.NotContains(t, p.Spec.NodeSelector, flavorKey)
@@ -329,7 +329,7 @@ func TestKueue(t *testing.T) {
 		require.ElementsMatch(t, []string{"spot", "a100"}, assignedFlavors(wl))
 		for _, p := range pods {
 			require.Equal(t, "spot", p.Spec.NodeSelector[flavorKey], "%s: Kueue's CPU flavor", p.Name)
-			require.NotEmpty(t, p.Labels[policies.KueuePodSetLabel], "%s: Kueue's podset label, from the template", p.Name)
+			require.NotEmpty(t, p.Labels[kueue.PodSetLabel], "%s: Kueue's podset label, from the template", p.Name)
 			requireShaped(t, &p)
 			switch p.Labels["ray.io/node-type"] {
 			case "head":
@@ -552,7 +552,7 @@ func fixturePod(t *testing.T, fixture, ns, name string) *corev1.Pod {
 	var p corev1.Pod
 	require.NoError(t, yaml.Unmarshal(b, &p))
 	p.ObjectMeta = metav1.ObjectMeta{Name: name, Namespace: ns, Labels: p.Labels, Annotations: p.Annotations}
-	p.Labels[policies.KueueQueueLabel] = "queue"
+	p.Labels[kueue.QueueLabel] = "queue"
 	p.Status = corev1.PodStatus{}
 	p.Spec.NodeName = ""
 	// Defaults of another namespace's ServiceAccount token volume are the API server's to set.
@@ -679,7 +679,7 @@ func rayCluster(t *testing.T, ns, name, priority string, workerResources map[str
 	rc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "ray.io/v1", "kind": "RayCluster",
 		"metadata": map[string]any{"name": name, "namespace": ns, "labels": map[string]any{
-			policies.KueueQueueLabel: "queue", "kueue.x-k8s.io/priority-class": priority}},
+			kueue.QueueLabel: "queue", "kueue.x-k8s.io/priority-class": priority}},
 		"spec": map[string]any{
 			"rayVersion": "2.46.0",
 			"headGroupSpec": map[string]any{"rayStartParams": map[string]any{}, "template": map[string]any{"spec": map[string]any{
@@ -698,7 +698,7 @@ func rayJob(t *testing.T, ns, name string) *unstructured.Unstructured {
 	spec := rc.Object["spec"].(map[string]any)
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "ray.io/v1", "kind": "RayJob",
-		"metadata": map[string]any{"name": name, "namespace": ns, "labels": map[string]any{policies.KueueQueueLabel: "queue"}},
+		"metadata": map[string]any{"name": name, "namespace": ns, "labels": map[string]any{kueue.QueueLabel: "queue"}},
 		"spec": map[string]any{
 			"entrypoint":               "python -c 'print(1)'",
 			"shutdownAfterJobFinishes": true,
@@ -738,7 +738,7 @@ func highJob(ns string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "batch/v1", "kind": "Job",
 		"metadata": map[string]any{"name": "high", "namespace": ns, "labels": map[string]any{
-			policies.KueueQueueLabel: "queue", "kueue.x-k8s.io/priority-class": "high"}},
+			kueue.QueueLabel: "queue", "kueue.x-k8s.io/priority-class": "high"}},
 		"spec": map[string]any{
 			"suspend": true,
 			"template": map[string]any{"spec": map[string]any{

@@ -14,7 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // sparkImage is the image the driver and executor Pods name; nothing pulls it here.
@@ -61,9 +62,9 @@ func TestSpark(t *testing.T) {
 		start(t, "spark-submit-client-"+n, client)
 	}
 	want := map[shape]int{
-		pod(policies.ManagerSpark, policies.RoleScheduler, "spark-pi", ""):     1,
-		service(policies.ManagerSpark, policies.RoleScheduler, "spark-pi", ""): 1,
-		pod(policies.ManagerSpark, policies.RoleWorker, "spark-pi", ""):        2,
+		pod(profiles.ManagerSpark, profiles.RoleScheduler, "spark-pi", ""):     1,
+		service(profiles.ManagerSpark, profiles.RoleScheduler, "spark-pi", ""): 1,
+		pod(profiles.ManagerSpark, profiles.RoleWorker, "spark-pi", ""):        2,
 	}
 	control := env.waitGenerated(t, ctl, want, 3*time.Minute)
 	served := env.waitGenerated(t, ns, want, 3*time.Minute)
@@ -82,7 +83,7 @@ func TestSpark(t *testing.T) {
 		// The namespace's executors policy raises the executors' memory; their JVM heap stays
 		// spark.executor.memory (reference §8).
 		env.checkFindings(t, control, ns, map[shape]wantFinding{
-			pod(policies.ManagerSpark, policies.RoleWorker, "spark-pi", ""): {policies.CheckSparkMemory, ns + "/team/executors"},
+			pod(profiles.ManagerSpark, profiles.RoleWorker, "spark-pi", ""): {checks.SparkMemory, ns + "/team/executors"},
 		})
 	})
 	t.Run("spark does not fight the mutation", func(t *testing.T) {

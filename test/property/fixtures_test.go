@@ -11,7 +11,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // fixtureDirs hold real managers' objects: those `make fixtures` captures from the managers in
@@ -26,8 +26,8 @@ var fixtures []*fixture
 // parts by name.
 type fixture struct {
 	path string
-	kind policies.Kind
-	id   policies.Identity
+	kind profiles.Kind
+	id   profiles.Identity
 	// obj is the object as decoded JSON; never modified (copy it).
 	obj map[string]any
 	// Names found in the object, for the generator's pools.
@@ -76,19 +76,19 @@ func newFixture(path string, obj map[string]any) (*fixture, bool) {
 	f := &fixture{path: path, obj: obj}
 	switch obj["kind"] {
 	case "Pod":
-		f.kind = policies.KindPod
+		f.kind = profiles.KindPod
 	case "Service":
-		f.kind = policies.KindService
+		f.kind = profiles.KindService
 	default:
 		return nil, false
 	}
 	meta, _ := obj["metadata"].(map[string]any)
 	spec, _ := obj["spec"].(map[string]any)
 	var selector map[string]string
-	if f.kind == policies.KindService {
+	if f.kind == profiles.KindService {
 		selector = strMap(spec["selector"])
 	}
-	id, ok := policies.Recognise(f.kind, strMap(meta["labels"]), selector)
+	id, ok := profiles.Recognise(f.kind, strMap(meta["labels"]), selector)
 	if !ok {
 		return nil, false
 	}
@@ -105,7 +105,7 @@ func newFixture(path string, obj map[string]any) (*fixture, bool) {
 		}
 		return out
 	}
-	if f.kind == policies.KindPod {
+	if f.kind == profiles.KindPod {
 		f.containers = names(spec["containers"], "name")
 		f.initContainers = names(spec["initContainers"], "name")
 		f.volumes = names(spec["volumes"], "name")

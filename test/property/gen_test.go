@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // The generator builds PodTemplatePatch documents as raw JSON trees by walking the Go types
@@ -740,7 +741,7 @@ func (g *gen) document(name string) map[string]any {
 		spec["priority"] = g.r.IntN(3) - 1
 	}
 	spec["match"] = g.match()
-	pod := g.fx.kind == policies.KindPod
+	pod := g.fx.kind == profiles.KindPod
 	if pod || g.chance(0.15) {
 		spec["template"] = g.templatePart()
 	}

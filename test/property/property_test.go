@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/lint"
 )
 
 // TestValidInValidOut is reference §8's promise as a property: pairs of (random policy set that
@@ -271,7 +272,7 @@ func parseDocs(ns string, docs []scopedDoc) (*policies.Set, error) {
 	for i, cm := range cms {
 		sourced[i] = policies.SourcedConfigMap{ConfigMap: cm}
 	}
-	if fps := set.SelectionProblems(sourced); len(fps) > 0 {
+	if fps := lint.SelectionProblems(set, sourced); len(fps) > 0 {
 		return nil, fmt.Errorf("%w: %s", errSelection, policies.ProblemLines(fps))
 	}
 	return set, nil

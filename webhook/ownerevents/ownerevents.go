@@ -30,6 +30,7 @@ import (
 	"github.com/podpatch/podpatch/internal/promreg"
 	"github.com/podpatch/podpatch/internal/report"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // The reasons of the Events on the owning custom resource (reference §9).
@@ -162,11 +163,11 @@ func NewEvents(o EventOptions) (*Events, error) {
 // and holding none of the request's body.
 type eventRecord struct {
 	namespace  string
-	kind       policies.Kind
+	kind       profiles.Kind
 	name       string // metadata.name, empty when only generateName is set
 	owner      metav1.OwnerReference
 	hasOwner   bool
-	identity   policies.Identity
+	identity   profiles.Identity
 	generation string
 	applied    []string
 	patch      []byte // the response's JSONPatch, shared (never written), when short
@@ -187,7 +188,7 @@ func (e *Events) Offer(req admission.Request, res policies.Result, set *policies
 	if err != nil {
 		return // the engine read the object; this cannot be, and no Event is worth a failure
 	}
-	r := eventRecord{namespace: req.Namespace, kind: policies.Kind(req.Kind.Kind), name: meta.Name, identity: res.Identity}
+	r := eventRecord{namespace: req.Namespace, kind: profiles.Kind(req.Kind.Kind), name: meta.Name, identity: res.Identity}
 	if set != nil {
 		r.generation = set.Generation()
 	}
@@ -283,9 +284,9 @@ type groupKey struct {
 	namespace  string
 	owner      metav1.OwnerReference // Controller dropped: only its identity
 	self       bool                  // owner is the object itself
-	kind       policies.Kind
-	manager    policies.Manager
-	role       policies.Role
+	kind       profiles.Kind
+	manager    profiles.Manager
+	role       profiles.Role
 	generation string
 	reason     string
 }
@@ -321,8 +322,8 @@ type group struct {
 type topKey struct {
 	namespace  string
 	owner      metav1.OwnerReference
-	kind       policies.Kind
-	role       policies.Role
+	kind       profiles.Kind
+	role       profiles.Role
 	generation string
 	reason     string
 }
@@ -355,7 +356,7 @@ func (a *aggregator) add(r eventRecord) {
 		return // an owner no object can be: not worth a read
 	case r.hasOwner:
 		base.owner = metav1.OwnerReference{APIVersion: r.owner.APIVersion, Kind: r.owner.Kind, Name: r.owner.Name, UID: r.owner.UID}
-	case r.kind == policies.KindPod && r.identity.Manager == policies.ManagerSpark && r.identity.Role == policies.RoleScheduler && r.name != "":
+	case r.kind == profiles.KindPod && r.identity.Manager == profiles.ManagerSpark && r.identity.Role == profiles.RoleScheduler && r.name != "":
 		// spark-submit's driver Pod owns its executors: it is the top the user looks at.
 		base.owner, base.self = metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: r.name}, true
 	default:

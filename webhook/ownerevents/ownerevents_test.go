@@ -31,6 +31,8 @@ import (
 
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
@@ -151,13 +153,13 @@ var (
 // one finding.
 func workerResult(cluster string) policies.Result {
 	return policies.Result{Recognised: true, Changed: true,
-		Identity: policies.Identity{Manager: policies.ManagerRay, Role: policies.RoleWorker, Cluster: cluster, Group: "gpu-group"},
+		Identity: profiles.Identity{Manager: profiles.ManagerRay, Role: profiles.RoleWorker, Cluster: cluster, Group: "gpu-group"},
 		Applied:  []*policies.Policy{basePolicy, gpuPolicy},
 		Patch: []byte(`[{"op":"add","path":"/metadata/annotations/podpatch.io~1applied","value":"x"},` +
 			`{"op":"add","path":"/spec/containers/0/resources/limits/nvidia.com~1gpu","value":"1"},{"op":"add","path":"/spec/tolerations","value":[]}]`),
 		Skipped: []policies.Skipped{{Policy: mountPol, Violation: validity.Violation{Rule: "volume-mount-without-volume",
 			Field: "spec.containers[ray-worker].volumeMounts[scratch]", Message: "no volume named scratch"}}},
-		Findings: []policies.Finding{{Check: policies.CheckRayResources, Severity: policies.SeverityWarning, Policy: gpuPolicy.Ref,
+		Findings: []checks.Finding{{Check: checks.RayResources, Severity: checks.SeverityWarning, Policy: gpuPolicy.Ref,
 			Field: "spec.containers[ray-worker].resources.limits.nvidia.com/gpu", Message: "ray start says --num-gpus=0",
 			Fix: "set rayStartParams.num-gpus on the RayCluster's worker group"}},
 	}
@@ -173,7 +175,7 @@ func TestEventsAggregateOneCluster(t *testing.T) {
 	owners, reads := metaClient(t, rj, rc)
 	e, log, c := testEvents(t, owners, EventOptions{Queue: 4096})
 
-	head := policies.Result{Recognised: true, Changed: true, Identity: policies.Identity{Manager: policies.ManagerRay, Role: policies.RoleScheduler, Cluster: "rc"},
+	head := policies.Result{Recognised: true, Changed: true, Identity: profiles.Identity{Manager: profiles.ManagerRay, Role: profiles.RoleScheduler, Cluster: "rc"},
 		Applied: []*policies.Policy{basePolicy}}
 	e.Offer(podRequest(podJSON(t, "", "rc-head-", []metav1.OwnerReference{refTo(rc)}), false), head, nil)
 	for range 1000 {
@@ -206,7 +208,7 @@ func TestEventsAggregateOneCluster(t *testing.T) {
 	require.Equal(t, corev1.EventTypeWarning, sk.typ)
 	require.Contains(t, sk.msg, "out of 1000 Pods")
 	require.Contains(t, sk.msg, mountPol.Ref+" (enforce): spec.containers[ray-worker].volumeMounts[scratch] (volume-mount-without-volume) (1000 Pods)")
-	require.Contains(t, got[EventPolicyCheck][0].msg, policies.CheckRayResources+" (warning) "+gpuPolicy.Ref)
+	require.Contains(t, got[EventPolicyCheck][0].msg, checks.RayResources+" (warning) "+gpuPolicy.Ref)
 	require.Contains(t, got[EventPolicyCheck][0].msg, "fix: set rayStartParams.num-gpus")
 
 	// Nothing new: nothing written.
@@ -248,16 +250,16 @@ func TestEventsTopOwners(t *testing.T) {
 	driver := partial("v1", "Pod", "ns", "spark-pi-driver")
 	owners, _ := metaClient(t, dc, dwg, wd, wrs, sd, srs, driver)
 	e, log, _ := testEvents(t, owners, EventOptions{})
-	applied := func(m policies.Manager, r policies.Role) policies.Result {
-		return policies.Result{Recognised: true, Identity: policies.Identity{Manager: m, Role: r}, Applied: []*policies.Policy{basePolicy}}
+	applied := func(m profiles.Manager, r profiles.Role) policies.Result {
+		return policies.Result{Recognised: true, Identity: profiles.Identity{Manager: m, Role: r}, Applied: []*policies.Policy{basePolicy}}
 	}
 	for range 3 {
-		e.Offer(podRequest(podJSON(t, "", "dc-default-worker-abc-", []metav1.OwnerReference{refTo(wrs)}), false), applied(policies.ManagerDask, policies.RoleWorker), nil)
-		e.Offer(podRequest(podJSON(t, "", "spark-pi-exec-", []metav1.OwnerReference{refTo(driver)}), false), applied(policies.ManagerSpark, policies.RoleWorker), nil)
+		e.Offer(podRequest(podJSON(t, "", "dc-default-worker-abc-", []metav1.OwnerReference{refTo(wrs)}), false), applied(profiles.ManagerDask, profiles.RoleWorker), nil)
+		e.Offer(podRequest(podJSON(t, "", "spark-pi-exec-", []metav1.OwnerReference{refTo(driver)}), false), applied(profiles.ManagerSpark, profiles.RoleWorker), nil)
 	}
-	e.Offer(podRequest(podJSON(t, "", "dc-scheduler-abc-", []metav1.OwnerReference{refTo(srs)}), false), applied(policies.ManagerDask, policies.RoleScheduler), nil)
-	e.Offer(podRequest(podJSON(t, "spark-pi-driver", "", nil), false), applied(policies.ManagerSpark, policies.RoleScheduler), nil)
-	e.Offer(podRequest(podJSON(t, "bare", "", nil), false), applied(policies.ManagerDask, policies.RoleWorker), nil)
+	e.Offer(podRequest(podJSON(t, "", "dc-scheduler-abc-", []metav1.OwnerReference{refTo(srs)}), false), applied(profiles.ManagerDask, profiles.RoleScheduler), nil)
+	e.Offer(podRequest(podJSON(t, "spark-pi-driver", "", nil), false), applied(profiles.ManagerSpark, profiles.RoleScheduler), nil)
+	e.Offer(podRequest(podJSON(t, "bare", "", nil), false), applied(profiles.ManagerDask, profiles.RoleWorker), nil)
 	e.drain()
 	e.agg.flush(context.Background())
 	on := map[string][]string{}
@@ -423,7 +425,7 @@ func TestEventsForbiddenOwner(t *testing.T) {
 	})
 	e, log, _ := testEvents(t, onlyRayClusters, EventOptions{})
 	e.Offer(podRequest(podJSON(t, "", "rc-worker-", []metav1.OwnerReference{refTo(rc)}), false),
-		policies.Result{Recognised: true, Identity: policies.Identity{Manager: policies.ManagerRay, Role: policies.RoleWorker}, Applied: []*policies.Policy{basePolicy}}, nil)
+		policies.Result{Recognised: true, Identity: profiles.Identity{Manager: profiles.ManagerRay, Role: profiles.RoleWorker}, Applied: []*policies.Policy{basePolicy}}, nil)
 	e.drain()
 	e.agg.flush(context.Background())
 	require.Len(t, log.events, 1)
@@ -435,10 +437,10 @@ func TestEventsForbiddenOwner(t *testing.T) {
 	})
 	e, log, _ = testEvents(t, forbidden, EventOptions{})
 	e.Offer(podRequest(podJSON(t, "", "rc-worker-", []metav1.OwnerReference{refTo(rc)}), false),
-		policies.Result{Recognised: true, Identity: policies.Identity{Manager: policies.ManagerRay, Role: policies.RoleWorker}, Applied: []*policies.Policy{basePolicy}}, nil)
+		policies.Result{Recognised: true, Identity: profiles.Identity{Manager: profiles.ManagerRay, Role: profiles.RoleWorker}, Applied: []*policies.Policy{basePolicy}}, nil)
 	rs := partial("apps/v1", "ReplicaSet", "ns", "w-abc")
 	e.Offer(podRequest(podJSON(t, "", "w-abc-", []metav1.OwnerReference{refTo(rs)}), false),
-		policies.Result{Recognised: true, Identity: policies.Identity{Manager: policies.ManagerDask, Role: policies.RoleWorker}, Applied: []*policies.Policy{basePolicy}}, nil)
+		policies.Result{Recognised: true, Identity: profiles.Identity{Manager: profiles.ManagerDask, Role: profiles.RoleWorker}, Applied: []*policies.Policy{basePolicy}}, nil)
 	e.drain()
 	e.agg.flush(context.Background())
 	require.Empty(t, log.events)
@@ -464,7 +466,7 @@ func TestEventsOnlyOnOwnersThatExist(t *testing.T) {
 	for i, ref := range append(made, refTo(rc)) {
 		ref.Controller = new(true)
 		e.Offer(podRequest(podJSON(t, "", fmt.Sprintf("p%d-", i), []metav1.OwnerReference{ref}), false),
-			policies.Result{Recognised: true, Identity: policies.Identity{Manager: policies.ManagerRay, Role: policies.RoleWorker}, Applied: []*policies.Policy{basePolicy}}, nil)
+			policies.Result{Recognised: true, Identity: profiles.Identity{Manager: profiles.ManagerRay, Role: profiles.RoleWorker}, Applied: []*policies.Policy{basePolicy}}, nil)
 	}
 	e.drain()
 	for range 3 { // not found is settled a window after the first object

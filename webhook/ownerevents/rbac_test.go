@@ -11,7 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // The owner-events ClusterRole lets the worker read every owner a profile's chain may pass
@@ -36,7 +36,7 @@ func TestOwnerEventsRBACCoversEveryChain(t *testing.T) {
 		}
 		return false
 	}
-	for _, pr := range policies.Profiles() {
+	for _, pr := range profiles.All() {
 		for _, gk := range pr.Owners.Through {
 			version := "v1"
 			if gk.Group != "" {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/manifest"
 )
 
 // DirFeed keeps a Store current from ConfigMap YAML files in a directory, for running without
@@ -55,7 +56,7 @@ func (f *DirFeed) Load() error {
 			next[file], seen[file] = f.byFile[file], f.files[file]
 			continue
 		}
-		cms, err := policies.ReadConfigMapFiles([]string{file}, "default", nil)
+		cms, err := manifest.ReadConfigMaps([]string{file}, "default", nil)
 		if err != nil {
 			f.log.Error(err, "policy file unreadable; keeping what it defined before", "file", file)
 			next[file], seen[file] = f.byFile[file], files[file] // read again once it changes

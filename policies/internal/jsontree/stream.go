@@ -28,6 +28,41 @@ func Decode(raw []byte) (any, error) {
 	return v, nil
 }
 
+// DecodeObject decodes one JSON object as Decode does; any other value is an error naming
+// what it is (TypeName).
+func DecodeObject(raw []byte) (map[string]any, error) {
+	v, err := Decode(raw)
+	if err != nil {
+		return nil, err
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("expected a JSON object, got %s", TypeName(v))
+	}
+	return obj, nil
+}
+
+// TypeName says what a decoded JSON value is, for a message ("an object", "a list", "a
+// string", …).
+func TypeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "a list"
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	default:
+		return fmt.Sprintf("%T", v)
+	}
+}
+
 // Values splits a stream of JSON values (`kubectl get -o json`, jq) one value at a time.
 type Values struct{ dec *json.Decoder }
 

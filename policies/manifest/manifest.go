@@ -1,4 +1,10 @@
-package policies
+// Package manifest reads what podpatch's commands and its --policy-dir feed take from files:
+// the policy ConfigMaps of manifest files and folders (ReadConfigMaps; lint's variant skips the
+// other objects of a folder of manifests), any file or standard input within the engine's
+// bound (Read), and the manifest files of a folder (Files). Every document goes through the
+// engine's one bounded front end (policies.SplitDocuments). It sits above the engine; admission
+// never reads a file.
+package manifest
 
 import (
 	"encoding/json"
@@ -13,36 +19,32 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	jsonstrict "sigs.k8s.io/json"
+
+	"github.com/podpatch/podpatch/policies"
 )
 
-// SourcedConfigMap is a policy ConfigMap and the file it was read from.
-type SourcedConfigMap struct {
-	File      string
-	ConfigMap *corev1.ConfigMap
-}
-
-// ReadConfigMapFiles reads ConfigMaps from files and directories (recursively: *.yaml, *.yml
+// ReadConfigMaps reads ConfigMaps from files and directories (recursively: *.yaml, *.yml
 // and *.json, skipping kustomization files), in a stable order. A ConfigMap without
 // metadata.namespace gets defaultNamespace, as `kubectl apply` would give it. "-" reads stdin.
-func ReadConfigMapFiles(paths []string, defaultNamespace string, stdin io.Reader) ([]SourcedConfigMap, error) {
-	out, _, err := readConfigMapFiles(paths, defaultNamespace, stdin, false)
+func ReadConfigMaps(paths []string, defaultNamespace string, stdin io.Reader) ([]policies.SourcedConfigMap, error) {
+	out, _, err := readConfigMaps(paths, defaultNamespace, stdin, false)
 	return out, err
 }
 
-// ReadConfigMapFilesSkipping is ReadConfigMapFiles for a directory of manifests that holds
+// ReadConfigMapsSkipping is ReadConfigMaps for a directory of manifests that holds
 // other objects too (what `podpatch lint` reads): a document of another kind (an apiVersion
 // and kind that are not a v1 ConfigMap or a List) is skipped, not an error, and named in
 // skipped as "FILE: document N: APIVERSION KIND NAME". A document without apiVersion or kind
 // is still an error.
-func ReadConfigMapFilesSkipping(paths []string, defaultNamespace string, stdin io.Reader) (cms []SourcedConfigMap, skipped []string, err error) {
-	return readConfigMapFiles(paths, defaultNamespace, stdin, true)
+func ReadConfigMapsSkipping(paths []string, defaultNamespace string, stdin io.Reader) (cms []policies.SourcedConfigMap, skipped []string, err error) {
+	return readConfigMaps(paths, defaultNamespace, stdin, true)
 }
 
-func readConfigMapFiles(paths []string, defaultNamespace string, stdin io.Reader, skipOthers bool) ([]SourcedConfigMap, []string, error) {
-	var out []SourcedConfigMap
+func readConfigMaps(paths []string, defaultNamespace string, stdin io.Reader, skipOthers bool) ([]policies.SourcedConfigMap, []string, error) {
+	var out []policies.SourcedConfigMap
 	var skipped []string
 	for _, p := range paths {
-		files, err := ManifestFiles(p)
+		files, err := Files(p)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -65,10 +67,10 @@ func readConfigMapFiles(paths []string, defaultNamespace string, stdin io.Reader
 	return out, skipped, nil
 }
 
-// ManifestFiles lists the manifest files of a path, in a stable order: the path itself ("-" for
+// Files lists the manifest files of a path, in a stable order: the path itself ("-" for
 // standard input), or the *.yaml, *.yml and *.json files under a folder but kustomization files
-// and hidden ones: the policy ConfigMap files (ReadConfigMapFiles) and podpatch test's context.nodes.
-func ManifestFiles(p string) ([]string, error) {
+// and hidden ones: the policy ConfigMap files (ReadConfigMaps) and podpatch test's context.nodes.
+func Files(p string) ([]string, error) {
 	if p == "-" {
 		return []string{p}, nil
 	}
@@ -98,34 +100,34 @@ func ManifestFiles(p string) ([]string, error) {
 	return files, err
 }
 
-// ReadInput reads a file, or stdin for "-", of at most MaxFileBytes.
-func ReadInput(path string, stdin io.Reader) ([]byte, error) {
+// Read reads a file, or stdin for "-", of at most policies.MaxFileBytes.
+func Read(path string, stdin io.Reader) ([]byte, error) {
 	if path == "-" {
 		if stdin == nil {
 			return nil, errors.New("no standard input")
 		}
-		return readBounded(stdin, MaxFileBytes)
+		return readBounded(stdin, policies.MaxFileBytes)
 	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return readBounded(f, MaxFileBytes)
+	return readBounded(f, policies.MaxFileBytes)
 }
 
 // readConfigMapFile reads the ConfigMaps of one file; with skip set, documents of another kind
 // are named in *skip instead of failing the file.
-func readConfigMapFile(path, defaultNamespace string, stdin io.Reader, skip *[]string) ([]SourcedConfigMap, error) {
-	data, err := ReadInput(path, stdin)
+func readConfigMapFile(path, defaultNamespace string, stdin io.Reader, skip *[]string) ([]policies.SourcedConfigMap, error) {
+	data, err := Read(path, stdin)
 	if err != nil {
 		return nil, err
 	}
-	docs, err := SplitDocuments(strings.NewReader(string(data)))
+	docs, err := policies.SplitDocuments(strings.NewReader(string(data)))
 	if err != nil {
 		return nil, err
 	}
-	var out []SourcedConfigMap
+	var out []policies.SourcedConfigMap
 	for _, d := range docs {
 		if skip != nil {
 			if other := otherKind(d.JSON); other != "" {
@@ -141,7 +143,7 @@ func readConfigMapFile(path, defaultNamespace string, stdin io.Reader, skip *[]s
 			if cm.Namespace == "" {
 				cm.Namespace = defaultNamespace
 			}
-			out = append(out, SourcedConfigMap{File: path, ConfigMap: cm})
+			out = append(out, policies.SourcedConfigMap{File: path, ConfigMap: cm})
 		}
 	}
 	return out, nil
@@ -221,4 +223,16 @@ func strictInto(js []byte, v any) error {
 		return errors.New(strings.Join(msgs, "; "))
 	}
 	return nil
+}
+
+// readBounded reads at most limit bytes, and fails with ErrTooLarge beyond.
+func readBounded(r io.Reader, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%w: more than %d bytes", policies.ErrTooLarge, limit)
+	}
+	return b, nil
 }

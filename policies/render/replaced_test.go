@@ -1,10 +1,12 @@
-package policies
+package render
 
 import (
 	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/podpatch/podpatch/policies"
 )
 
 func TestPathPrefixes(t *testing.T) {
@@ -23,18 +25,18 @@ func TestPathPrefixes(t *testing.T) {
 // TestReplaced: a field a later policy changes again, the same one, one inside it or one it lies
 // inside, is marked with the last such policy; fields no later policy touches are not.
 func TestReplaced(t *testing.T) {
-	ns := &Policy{Ref: "team-a/overrides/labels"}
-	def := &Policy{Ref: "podpatch-system/defaults/requests"}
-	enf := &Policy{Ref: "podpatch-system/cost/cost"}
-	sec := &Policy{Ref: "podpatch-system/security/baseline"}
-	got := Replaced([]Change{
+	ns := &policies.Policy{Ref: "team-a/overrides/labels"}
+	def := &policies.Policy{Ref: "podpatch-system/defaults/requests"}
+	enf := &policies.Policy{Ref: "podpatch-system/cost/cost"}
+	sec := &policies.Policy{Ref: "podpatch-system/security/baseline"}
+	got := Replaced([]policies.Change{
 		{Policy: def, Fields: []string{"spec.containers[worker].resources.requests.cpu", "spec.securityContext"}},
 		{Policy: ns, Fields: []string{"metadata.labels.team", "metadata.labels.cost-center", "spec.containers[worker].resources.requests"}},
 		{Policy: enf, Fields: []string{"metadata.labels.cost-center"}},
 		{Policy: sec, Fields: []string{"spec.securityContext.seccompProfile"}},
 	})
-	require.Equal(t, map[string]*Policy{"spec.containers[worker].resources.requests.cpu": ns, "spec.securityContext": sec}, got[0])
-	require.Equal(t, map[string]*Policy{"metadata.labels.cost-center": enf}, got[1])
+	require.Equal(t, map[string]*policies.Policy{"spec.containers[worker].resources.requests.cpu": ns, "spec.securityContext": sec}, got[0])
+	require.Equal(t, map[string]*policies.Policy{"metadata.labels.cost-center": enf}, got[1])
 	require.Nil(t, got[2])
 	require.Nil(t, got[3])
 }

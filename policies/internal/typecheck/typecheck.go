@@ -1,4 +1,10 @@
-package policies
+// Package typecheck finds every value of a policy document that its typed decode would refuse,
+// before it runs: a typed decode stops at the first value of the wrong type or the first bad
+// quantity and names no list index or map key, so one mistake would hide every other problem
+// of a policy (reference §4: lint reports every error). Each bad value is reported at its field
+// path and taken out of the tree, so that the decode that follows succeeds and validation can
+// report the rest.
+package typecheck
 
 import (
 	"encoding/json"
@@ -15,20 +21,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// A typed decode stops at the first value of the wrong type and names no list index or map key,
-// so one mistake would hide every other problem of a policy. sanitizeTypes finds them all first,
-// walking the generic tree next to the Go type it will be decoded into, and drops each bad value
-// so that the typed decode that follows succeeds and validation can report the rest.
-
 var (
 	quantityType    = reflect.TypeFor[resource.Quantity]()
 	intOrStringType = reflect.TypeFor[intstr.IntOrString]()
 	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 )
 
-// sanitizeTypes reports every value of v that cannot decode into t, and removes it from v.
-// Unknown fields are left for the strict decode to report; nulls are left for checkNulls.
-func sanitizeTypes(v any, t reflect.Type, fld *field.Path) field.ErrorList {
+// Types reports every value of v that cannot decode into t, walking the generic tree next to
+// the Go type, and removes it from v. Unknown fields are left for the strict decode to report;
+// nulls are left for the caller.
+func Types(v any, t reflect.Type, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	var walk func(v any, t reflect.Type, fld *field.Path) bool
 	walk = func(v any, t reflect.Type, fld *field.Path) bool {
@@ -94,12 +96,23 @@ func sanitizeTypes(v any, t reflect.Type, fld *field.Path) field.ErrorList {
 			}
 		}
 		if !ok {
-			errs = append(errs, field.Invalid(fld, shownValue(v), "wrong type: want "+t.String()))
+			errs = append(errs, field.Invalid(fld, shownValue(v), "wrong type: want "+goType(t)))
 		}
 		return ok
 	}
 	walk(v, t, fld)
 	return errs
+}
+
+// goType names the Go type a value should have had, as `podpatch lint` has always named it: a
+// type of the engine's own packages as policies.<Name> (match.managers' items are
+// policies.Manager, declared in policies/profiles since issue 32), so that no message changes
+// with the package a type lives in.
+func goType(t reflect.Type) string {
+	if strings.HasPrefix(t.PkgPath(), "github.com/podpatch/podpatch/policies/") && t.Name() != "" {
+		return "policies." + t.Name()
+	}
+	return t.String()
 }
 
 // jsonField finds the type of the struct field that a JSON member named k decodes into,
@@ -182,3 +195,72 @@ func (k valueKind) String() string { return k.text }
 
 // MarshalJSON fails, so that field.Error prints String instead.
 func (k valueKind) MarshalJSON() ([]byte, error) { return nil, errors.New("not JSON: " + k.text) }
+
+// quantityFields hold resource quantities: maps of them, or (sizeLimit) one.
+var quantityFields = map[string]bool{"limits": true, "requests": true, "overhead": true, "sizeLimit": true}
+
+// Quantities reports every value under a quantity field of a document tree that does not parse
+// and, in place, replaces it with "0" and drops null quantities (a removal is not compared as
+// zero).
+func Quantities(v any) field.ErrorList {
+	var errs field.ErrorList
+	walkQuantities(v, nil, func(q any, at *field.Path) bool {
+		if validQuantity(q) {
+			return false
+		}
+		errs = append(errs, field.Invalid(at, q, "not a valid resource quantity (e.g. 500m, 2Gi, 1)"))
+		return true
+	})
+	return errs
+}
+
+// walkQuantities calls visit for every quantity in a document tree; when visit returns true
+// the quantity is replaced by "0". Null quantities are removed, unvisited.
+func walkQuantities(v any, fld *field.Path, visit func(q any, at *field.Path) bool) {
+	child := func(fld *field.Path, k string) *field.Path {
+		if fld == nil {
+			return field.NewPath(k)
+		}
+		return fld.Child(k)
+	}
+	switch t := v.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(t)) {
+			x := t[k]
+			if !quantityFields[k] {
+				walkQuantities(x, child(fld, k), visit)
+				continue
+			}
+			if m, ok := x.(map[string]any); ok {
+				for _, rk := range slices.Sorted(maps.Keys(m)) {
+					switch {
+					case m[rk] == nil:
+						delete(m, rk)
+					case visit(m[rk], child(fld, k).Key(rk)):
+						m[rk] = "0"
+					}
+				}
+			} else if x != nil && k == "sizeLimit" && visit(x, child(fld, k)) {
+				t[k] = "0"
+			}
+		}
+	case []any:
+		for i, x := range t {
+			walkQuantities(x, fld.Index(i), visit)
+		}
+	}
+}
+
+func validQuantity(v any) bool {
+	var s string
+	switch t := v.(type) {
+	case string:
+		s = t
+	case json.Number:
+		s = t.String()
+	default:
+		return false
+	}
+	_, err := resource.ParseQuantity(s)
+	return err == nil
+}

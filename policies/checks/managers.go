@@ -1,4 +1,4 @@
-package policies
+package checks
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // The fixes of the checks: what to set on the custom resource instead (reference §8).
@@ -45,8 +46,8 @@ func isGPUResource(name string) bool {
 // node without them); warning where Ray simply does not use what was added (more CPUs, memory,
 // GPUs than stated, or GPUs it was not told of: the autoscaler plans without them). Figures
 // KubeRay left out (no --num-cpus, --memory) Ray reads from the cgroup itself: no finding.
-func checkRay(f *podFacts) []Finding {
-	if !f.after.mentions(f.prof.Sizes.Flags) {
+func checkRay[P Policy](f *podFacts[P]) []Finding {
+	if !f.after.mentions(f.sizes.Flags) {
 		return nil
 	}
 	words := f.after.words()
@@ -60,7 +61,7 @@ func checkRay(f *podFacts) []Finding {
 	if start < 0 {
 		return nil // not a `ray start` KubeRay generated: nothing stated
 	}
-	flags := flagValues(words[start:], f.prof.Sizes.Flags, f.after.env)
+	flags := flagValues(words[start:], f.sizes.Flags, f.after.env)
 	var out []Finding
 	// CPU: the limit, else the request (KubeRay's order), as a whole number rounded up.
 	cpuSection := "limits"
@@ -73,7 +74,7 @@ func checkRay(f *podFacts) []Finding {
 		stated, sok := checkQuantity(s)
 		now, nok := f.after.figure(cpuSection, "cpu")
 		if sok && nok && now.Value() != stated.Value() {
-			out = append(out, f.finding(CheckRayResources, SeverityWarning, cpuSection, "cpu",
+			out = append(out, f.finding(RayResources, SeverityWarning, cpuSection, "cpu",
 				fmt.Sprintf("cpu is now %s but `ray start --num-cpus=%s` was generated before the policy: Ray and its autoscaler plan with %s CPUs", now.String(), s, s), fixRay))
 		}
 	}
@@ -83,13 +84,13 @@ func checkRay(f *podFacts) []Finding {
 		switch {
 		case !sok:
 		case !nok:
-			out = append(out, f.finding(CheckRayResources, SeverityWarning, "limits", "memory",
+			out = append(out, f.finding(RayResources, SeverityWarning, "limits", "memory",
 				fmt.Sprintf("the memory limit was removed but `ray start --memory=%s` still caps Ray at it", s), fixRay))
 		case now.Value() < stated:
-			out = append(out, f.finding(CheckRayResources, SeverityError, "limits", "memory",
+			out = append(out, f.finding(RayResources, SeverityError, "limits", "memory",
 				fmt.Sprintf("memory limit is now %s, below the %s bytes `ray start --memory` gives Ray: the Pod will be OOMKilled when Ray uses them", now.String(), s), fixRay))
 		case now.Value() > stated:
-			out = append(out, f.finding(CheckRayResources, SeverityWarning, "limits", "memory",
+			out = append(out, f.finding(RayResources, SeverityWarning, "limits", "memory",
 				fmt.Sprintf("memory limit is now %s but `ray start --memory=%s` was generated before the policy: Ray does not use the rest", now.String(), s), fixRay))
 		}
 	}
@@ -113,13 +114,13 @@ func checkRay(f *podFacts) []Finding {
 		sq, sok := checkQuantity(s)
 		switch {
 		case !stated && n > 0:
-			out = append(out, f.finding(CheckRayResources, SeverityWarning, "limits", g,
+			out = append(out, f.finding(RayResources, SeverityWarning, "limits", g,
 				fmt.Sprintf("%d %s added but `ray start` has no --num-gpus: Ray's autoscaler plans without them and GPU tasks are not scheduled here", n, g), fixRay))
 		case stated && sok && n < sq.Value():
-			out = append(out, f.finding(CheckRayResources, SeverityError, "limits", g,
+			out = append(out, f.finding(RayResources, SeverityError, "limits", g,
 				fmt.Sprintf("%s is now %d but `ray start --num-gpus=%s`: Ray schedules GPU tasks onto GPUs the container does not have", g, n, s), fixRay))
 		case stated && sok && n > sq.Value():
-			out = append(out, f.finding(CheckRayResources, SeverityWarning, "limits", g,
+			out = append(out, f.finding(RayResources, SeverityWarning, "limits", g,
 				fmt.Sprintf("%s is now %d but `ray start --num-gpus=%s`: Ray does not use the others", g, n, s), fixRay))
 		}
 		break
@@ -134,13 +135,13 @@ func checkRay(f *podFacts) []Finding {
 		stated, ok := resources[a.ray]
 		switch {
 		case !ok && n > 0:
-			out = append(out, f.finding(CheckRayResources, SeverityWarning, "limits", a.container,
+			out = append(out, f.finding(RayResources, SeverityWarning, "limits", a.container,
 				fmt.Sprintf("%s added but `ray start --resources` has no %q: Ray does not schedule onto them", a.container, a.ray), fixRay))
 		case ok && n < stated:
-			out = append(out, f.finding(CheckRayResources, SeverityError, "limits", a.container,
+			out = append(out, f.finding(RayResources, SeverityError, "limits", a.container,
 				fmt.Sprintf("%s is now %s but `ray start --resources` says %q: %g: Ray schedules onto devices the container does not have", a.container, now.String(), a.ray, stated), fixRay))
 		case ok && n > stated:
-			out = append(out, f.finding(CheckRayResources, SeverityWarning, "limits", a.container,
+			out = append(out, f.finding(RayResources, SeverityWarning, "limits", a.container,
 				fmt.Sprintf("%s is now %s but `ray start --resources` says %q: %g: Ray does not use the others", a.container, now.String(), a.ray, stated), fixRay))
 		}
 	}
@@ -157,11 +158,11 @@ func checkRay(f *podFacts) []Finding {
 // several (each falls back to the whole container's memory: together they outgrow it and the
 // Pod is OOMKilled). A raised memory limit or a CPU limit other than the threads: warning, the
 // worker does not use what the policy added.
-func checkDask(f *podFacts) []Finding {
-	if !f.after.mentions(f.prof.Sizes.Flags) {
+func checkDask[P Policy](f *podFacts[P]) []Finding {
+	if !f.after.mentions(f.sizes.Flags) {
 		return nil // the Dask operator's worker: sizes itself from the container
 	}
-	flags := flagValues(f.after.words(), f.prof.Sizes.Flags, f.after.env)
+	flags := flagValues(f.after.words(), f.sizes.Flags, f.after.env)
 	if len(flags) == 0 {
 		return nil
 	}
@@ -184,13 +185,13 @@ func checkDask(f *podFacts) []Finding {
 		switch {
 		case !sok || !nok || total/workers != per:
 		case now.Value() < total && workers > 1:
-			out = append(out, f.finding(CheckDaskWorker, SeverityError, "limits", "memory",
+			out = append(out, f.finding(DaskWorker, SeverityError, "limits", "memory",
 				fmt.Sprintf("memory limit is now %s, below --nworkers %d × --memory-limit %s: each worker falls back to the whole container's memory and together they are OOMKilled", now.String(), workers, s), fixDaskWorker))
 		case now.Value() < total:
-			out = append(out, f.finding(CheckDaskWorker, SeverityWarning, "limits", "memory",
+			out = append(out, f.finding(DaskWorker, SeverityWarning, "limits", "memory",
 				fmt.Sprintf("memory limit is now %s, below --memory-limit %s: the worker ignores its flag and spills and pauses by the container's limit", now.String(), s), fixDaskWorker))
 		case now.Value() > total:
-			out = append(out, f.finding(CheckDaskWorker, SeverityWarning, "limits", "memory",
+			out = append(out, f.finding(DaskWorker, SeverityWarning, "limits", "memory",
 				fmt.Sprintf("memory limit is now %s but --memory-limit %s: the worker pauses and restarts at its flag's figure and does not use the rest", now.String(), s), fixDaskWorker))
 		}
 	}
@@ -200,7 +201,7 @@ func checkDask(f *podFacts) []Finding {
 		if err == nil && threads > 0 && threads <= 1<<20 && nok {
 			cores := int64(math.Ceil(now.AsApproximateFloat64()))
 			if cores != threads*workers {
-				out = append(out, f.finding(CheckDaskWorker, SeverityWarning, "limits", "cpu",
+				out = append(out, f.finding(DaskWorker, SeverityWarning, "limits", "cpu",
 					fmt.Sprintf("cpu limit is now %s but the worker runs --nthreads %s × --nworkers %d threads: it does not match the CPUs it has", now.String(), s, workers), fixDaskWorker))
 			}
 		}
@@ -210,7 +211,7 @@ func checkDask(f *podFacts) []Finding {
 
 // changedMemory is the section of the main container's resources ("limits", else "requests")
 // whose memory a policy changed; "" when neither.
-func (f *podFacts) changedMemory() string {
+func (f *podFacts[P]) changedMemory() string {
 	for _, section := range []string{"limits", "requests"} {
 		if f.changed(section, "memory") {
 			return section
@@ -227,34 +228,34 @@ func (f *podFacts) changedMemory() string {
 // memory then outgrows the cgroup and the container is OOMKilled); warning above it (the heap
 // stays, the rest unused) or when request and limit now differ (Spark sets them equal; the Pod
 // loses its Guaranteed QoS).
-func checkSpark(f *podFacts) []Finding {
+func checkSpark[P Policy](f *podFacts[P]) []Finding {
 	section := f.changedMemory()
 	if section == "" {
 		return nil
 	}
 	heap, heapOK := int64(0), false
 	heapFrom := ""
-	if f.id.Role == RoleWorker {
-		if s, ok := f.after.env()["SPARK_EXECUTOR_MEMORY"]; ok && slices.Contains(f.prof.Sizes.Env, "SPARK_EXECUTOR_MEMORY") {
+	if f.id.Role == profiles.RoleWorker {
+		if s, ok := f.after.env()["SPARK_EXECUTOR_MEMORY"]; ok && slices.Contains(f.sizes.Env, "SPARK_EXECUTOR_MEMORY") {
 			heap, heapOK = parseSize(s, jvmUnits, 1<<20)
 			heapFrom = "SPARK_EXECUTOR_MEMORY=" + s
 		}
-	} else if p := propertyValues(f.after.words(), "", f.prof.Sizes.Properties); p["spark.driver.memory"] != "" {
+	} else if p := propertyValues(f.after.words(), "", f.sizes.Properties); p["spark.driver.memory"] != "" {
 		heap, heapOK = parseSize(p["spark.driver.memory"], jvmUnits, 1<<20)
 		heapFrom = "spark.driver.memory=" + p["spark.driver.memory"]
 	}
 	now, nok := effectiveMemory(f.after)
 	was, wok := effectiveMemory(f.before())
-	if f.id.Role == RoleWorker && heapOK && nok && f.before().env()["SPARK_EXECUTOR_MEMORY"] != f.after.env()["SPARK_EXECUTOR_MEMORY"] {
+	if f.id.Role == profiles.RoleWorker && heapOK && nok && f.before().env()["SPARK_EXECUTOR_MEMORY"] != f.after.env()["SPARK_EXECUTOR_MEMORY"] {
 		// The policy set the heap too (the executor's entrypoint gives the JVM -Xmx from it):
 		// the memory must hold it and Spark's default overhead, max(384Mi, 10%).
 		overhead := max(heap/10, 384<<20)
 		switch {
 		case now.Value() < heap:
-			return []Finding{f.finding(CheckSparkMemory, SeverityError, section, "memory",
+			return []Finding{f.finding(SparkMemory, SeverityError, section, "memory",
 				fmt.Sprintf("memory is now %s, below the JVM heap (%s): the executor will be OOMKilled", now.String(), heapFrom), fixSpark)}
 		case now.Value() < heap+overhead:
-			return []Finding{f.finding(CheckSparkMemory, SeverityWarning, section, "memory",
+			return []Finding{f.finding(SparkMemory, SeverityWarning, section, "memory",
 				fmt.Sprintf("memory is now %s, below the heap (%s) and Spark's default overhead of %dMi: the JVM's native memory may outgrow it", now.String(), heapFrom, overhead>>20), fixSpark)}
 		}
 		return nil
@@ -273,7 +274,7 @@ func checkSpark(f *podFacts) []Finding {
 	default:
 		sev, msg = SeverityWarning, "memory request and limit now differ: Spark sets them equal, and the Pod loses its Guaranteed QoS"
 	}
-	return []Finding{f.finding(CheckSparkMemory, sev, section, "memory", msg, fixSpark)}
+	return []Finding{f.finding(SparkMemory, sev, section, "memory", msg, fixSpark)}
 }
 
 // effectiveMemory is a container's memory limit, else its request.
@@ -291,16 +292,16 @@ func effectiveMemory(v containerView) (resource.Quantity, bool) {
 // args (a TaskManager) or read from its configuration (FLINK_PROPERTIES, or the flink-conf
 // ConfigMap, when the request is the statement). Severity: error below the process size (the
 // pools outgrow the cgroup: OOMKilled); warning above it (Flink does not use the rest).
-func checkFlink(f *podFacts) []Finding {
+func checkFlink[P Policy](f *podFacts[P]) []Finding {
 	prop := "jobmanager.memory.process.size"
-	if f.id.Role == RoleWorker {
+	if f.id.Role == profiles.RoleWorker {
 		prop = "taskmanager.memory.process.size"
 	}
 	section := f.changedMemory()
 	if section == "" {
 		return nil
 	}
-	props := propertyValues(f.after.words(), f.after.env()[f.prof.Sizes.PropertiesEnv], f.prof.Sizes.Properties)
+	props := propertyValues(f.after.words(), f.after.env()[f.sizes.PropertiesEnv], f.sizes.Properties)
 	stated, sok := int64(0), false
 	from := ""
 	if s, ok := props[prop]; ok {
@@ -315,14 +316,14 @@ func checkFlink(f *podFacts) []Finding {
 		return nil
 	}
 	if now.Value() < stated {
-		return []Finding{f.finding(CheckFlinkMemory, SeverityError, section, "memory",
+		return []Finding{f.finding(FlinkMemory, SeverityError, section, "memory",
 			fmt.Sprintf("memory is now %s, below %s: Flink's memory pools outgrow the container and it is OOMKilled", now.String(), from), fixFlink)}
 	}
 	if now.Value() > stated {
 		if was, ok := f.before().figure("limits", "memory"); ok && now.Value() <= was.Value() {
 			return nil // still within the limit Flink's limit factor gave
 		}
-		return []Finding{f.finding(CheckFlinkMemory, SeverityWarning, section, "memory",
+		return []Finding{f.finding(FlinkMemory, SeverityWarning, section, "memory",
 			fmt.Sprintf("memory is now %s but %s: Flink sizes its memory pools from that and does not use the rest", now.String(), from), fixFlink)}
 	}
 	return nil
@@ -333,8 +334,8 @@ func checkFlink(f *podFacts) []Finding {
 // scheduler Service has no ingress address (its handler of the scheduler Service's status), and
 // nothing on the DaskCluster says why. Warning: the cluster works once the cloud gives the load
 // balancer an address, never on a cluster without a load-balancer controller.
-func checkDaskLoadBalancer(id Identity, given []byte, res *Result) []Finding {
-	spec, _ := jsontree.Expand(res.patched["spec"]).(map[string]any)
+func checkDaskLoadBalancer[P Policy](id profiles.Identity, given []byte, patched map[string]any, applied []P) []Finding {
+	spec, _ := jsontree.Expand(patched["spec"]).(map[string]any)
 	if t, _ := spec["type"].(string); t != "LoadBalancer" {
 		return nil
 	}
@@ -347,13 +348,13 @@ func checkDaskLoadBalancer(id Identity, given []byte, res *Result) []Finding {
 		return nil // the classic KubeCluster's Service: no operator to keep anything Pending
 	}
 	policy := ""
-	for i := len(res.Applied) - 1; i >= 0 && policy == ""; i-- {
-		ps, _ := res.Applied[i].patchFor(KindService)["spec"].(map[string]any)
+	for i := len(applied) - 1; i >= 0 && policy == ""; i-- {
+		ps, _ := applied[i].Patch(profiles.KindService)["spec"].(map[string]any)
 		if t, _ := ps["type"].(string); t == "LoadBalancer" {
-			policy = res.Applied[i].Ref
+			policy = applied[i].Provenance()
 		}
 	}
-	return []Finding{{Check: CheckDaskLoadBalancer, Severity: SeverityWarning, Policy: policy, Field: "spec.type",
+	return []Finding{{Check: DaskLoadBalancer, Severity: SeverityWarning, Policy: policy, Field: "spec.type",
 		Message: fmt.Sprintf("the scheduler Service is now a LoadBalancer: the Dask operator keeps DaskCluster %q Pending until the load balancer has an address", clipName(id.Cluster)),
 		Fix:     fixDaskLB}}
 }

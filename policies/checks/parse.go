@@ -1,4 +1,4 @@
-package policies
+package checks
 
 import (
 	"encoding/json"

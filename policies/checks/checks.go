@@ -1,4 +1,4 @@
-package policies
+package checks
 
 import (
 	"bytes"
@@ -9,56 +9,46 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/internal/k8sfields"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
-// CheckDaskLoadBalancer is the id of the check that a policy made a Dask operator's scheduler
-// Service a LoadBalancer: the operator keeps the DaskCluster Pending until the load balancer has
-// an address (reference §8).
-const CheckDaskLoadBalancer = "dask-loadbalancer-pending"
+// Policy is what the checks read of a policy that applied (the engine's *policies.Policy): its
+// patch of a kind of object as written, nulls kept, read only; and the provenance entry a
+// finding names it by. The checks sit below the engine, which hands them its applied policies
+// as they are: a type parameter, so that no admission copies them.
+type Policy interface {
+	Patch(kind profiles.Kind) map[string]any
+	Provenance() string
+}
 
-// CheckIDs are the ids of the manager-aware checks podpatch runs at admission, in `render
-// --explain` and in `lint --objects`: the values of podpatch_check_findings_total's label.
-var CheckIDs = []string{CheckRayResources, CheckSparkMemory, CheckDaskWorker, CheckFlinkMemory, CheckDaskLoadBalancer, CheckKueuePlacement}
-
-// MaxFindings bounds the findings of one object: each check states each figure at most once,
-// and this is above what all of them can find together.
-const MaxFindings = 8
-
-// checkFindings runs the manager-aware checks (reference §8) on a patched object: given is the
-// object as it came in, res the outcome of applying the policies, whose patched tree it reads.
-// A check fires only where a policy's contribution changed a figure the manager stated
-// elsewhere (its process's flags, env or properties), and names that policy. It reads only, and
-// costs nothing for objects no applied policy could concern (checksConcern).
-func checkFindings(kind Kind, id Identity, given []byte, res *Result) []Finding {
-	if res.patched == nil || !checksConcern(kind, id, res.Applied) {
+// Run runs the manager-aware checks (reference §8) on a patched object: given is the object as
+// it came in, patched its tree after the policies applied (read only), applied the policies in
+// application order. A check fires only where a policy's contribution changed a figure the
+// manager stated elsewhere (its process's flags, env or properties), and names that policy. It
+// reads only, and costs nothing for objects no applied policy could concern (concern). At most
+// MaxFindings.
+func Run[P Policy](kind profiles.Kind, id profiles.Identity, given []byte, patched map[string]any, applied []P) []Finding {
+	if patched == nil || !concern(kind, id, applied) {
 		return nil
 	}
 	var out []Finding
-	if kind == KindService {
-		out = checkDaskLoadBalancer(id, given, res)
+	if kind == profiles.KindService {
+		out = checkDaskLoadBalancer(id, given, patched, applied)
 	} else {
-		var prof *Profile // the record itself, read only: ProfileOf's copy costs allocations per admission
-		for i := range profiles {
-			if profiles[i].Manager == id.Manager {
-				prof = &profiles[i]
-			}
-		}
-		if prof == nil {
-			return nil
-		}
-		after := readMainContainer(res.patched, id.Manager, "")
+		after := readMainContainer(patched, id.Manager, "")
 		if !after.found {
 			return nil
 		}
-		f := &podFacts{id: id, prof: prof, after: after, given: given, applied: res.Applied}
+		f := &podFacts[P]{id: id, sizes: profiles.SizesOf(id.Manager), after: after, given: given, applied: applied}
 		switch id.Manager {
-		case ManagerRay:
+		case profiles.ManagerRay:
 			out = checkRay(f)
-		case ManagerDask, ManagerDaskGateway:
+		case profiles.ManagerDask, profiles.ManagerDaskGateway:
 			out = checkDask(f)
-		case ManagerSpark:
+		case profiles.ManagerSpark:
 			out = checkSpark(f)
-		case ManagerFlink:
+		case profiles.ManagerFlink:
 			out = checkFlink(f)
 		}
 	}
@@ -68,27 +58,27 @@ func checkFindings(kind Kind, id Identity, given []byte, res *Result) []Finding 
 	return out
 }
 
-// checksConcern reports whether an applied policy could fire a check: for a Pod, one that sets
+// concern reports whether an applied policy could fire a check: for a Pod, one that sets
 // the resources of a container; for a Dask scheduler Service, one that sets spec.type. It reads
 // the policies only, so admissions no check concerns pay nothing more.
-func checksConcern(kind Kind, id Identity, applied []*Policy) bool {
-	if kind == KindService {
-		if id.Manager != ManagerDask || id.Role != RoleScheduler {
+func concern[P Policy](kind profiles.Kind, id profiles.Identity, applied []P) bool {
+	if kind == profiles.KindService {
+		if id.Manager != profiles.ManagerDask || id.Role != profiles.RoleScheduler {
 			return false
 		}
-		return slices.ContainsFunc(applied, func(p *Policy) bool {
-			spec, _ := p.patchFor(KindService)["spec"].(map[string]any)
+		return slices.ContainsFunc(applied, func(p P) bool {
+			spec, _ := p.Patch(profiles.KindService)["spec"].(map[string]any)
 			_, ok := spec["type"]
 			return ok
 		})
 	}
 	switch id.Manager {
-	case ManagerRay, ManagerDask, ManagerDaskGateway, ManagerSpark, ManagerFlink:
+	case profiles.ManagerRay, profiles.ManagerDask, profiles.ManagerDaskGateway, profiles.ManagerSpark, profiles.ManagerFlink:
 	default:
 		return false
 	}
-	return slices.ContainsFunc(applied, func(p *Policy) bool {
-		spec, _ := p.patchFor(KindPod)["spec"].(map[string]any)
+	return slices.ContainsFunc(applied, func(p P) bool {
+		spec, _ := p.Patch(profiles.KindPod)["spec"].(map[string]any)
 		list, _ := spec["containers"].([]any)
 		for _, it := range list {
 			if c, _ := it.(map[string]any); c != nil && c["resources"] != nil {
@@ -99,7 +89,7 @@ func checksConcern(kind Kind, id Identity, applied []*Policy) bool {
 	})
 }
 
-// containerView is what the checks read of a manager's main container, bounded (checks_parse.go).
+// containerView is what the checks read of a manager's main container, bounded (parse.go).
 type containerView struct {
 	found            bool
 	name             string
@@ -110,7 +100,7 @@ type containerView struct {
 // readMainContainer reads the main container of a Pod (the container named name, or, with name
 // "", the manager's conventional one, else the first) and its resources, without changing the
 // tree.
-func readMainContainer(obj map[string]any, manager Manager, name string) containerView {
+func readMainContainer(obj map[string]any, manager profiles.Manager, name string) containerView {
 	spec, _ := jsontree.Expand(obj["spec"]).(map[string]any)
 	list, _ := jsontree.Expand(spec["containers"]).([]any)
 	var pick map[string]any
@@ -130,7 +120,7 @@ func readMainContainer(obj map[string]any, manager Manager, name string) contain
 		if i == 0 || pick == nil {
 			pick = c
 		}
-		if slices.Contains(mainContainerNames[manager], n) {
+		if profiles.IsMainContainer(manager, n) {
 			pick = c
 			break
 		}
@@ -214,18 +204,18 @@ func stringList(v any) []string {
 
 // podFacts are what a Pod's check reads: the manager's profile, the main container as patched
 // and, read only once a check found the manager's statement, as given; and the policies applied.
-type podFacts struct {
-	id      Identity
-	prof    *Profile
+type podFacts[P Policy] struct {
+	id      profiles.Identity
+	sizes   profiles.Sizes // the manager's profile's (SizesOf): read only
 	after   containerView
 	given   []byte
-	applied []*Policy
+	applied []P
 
 	beforeView *containerView
 }
 
 // before is the main container as given, decoded on first use.
-func (f *podFacts) before() containerView {
+func (f *podFacts[P]) before() containerView {
 	if f.beforeView == nil {
 		obj, _ := jsontree.Expand(json.RawMessage(f.given)).(map[string]any)
 		v := readMainContainer(obj, f.id.Manager, f.after.name)
@@ -249,7 +239,7 @@ func (v containerView) figure(section, name string) (resource.Quantity, bool) {
 }
 
 // changed reports whether the policies changed a resource of the main container's section.
-func (f *podFacts) changed(section, name string) bool {
+func (f *podFacts[P]) changed(section, name string) bool {
 	a, aok := f.after.figure(section, name)
 	b, bok := f.before().figure(section, name)
 	return aok != bok || aok && a.Cmp(b) != 0
@@ -259,22 +249,22 @@ func (f *podFacts) changed(section, name string) bool {
 // applied policies (in application order, each later one wins a field it sets) the last whose
 // pod patch sets it on the container by name, @main or the wildcard, in section, else in the
 // other section (podpatch equalises an extended resource's request and limit), else "".
-func (f *podFacts) responsible(section, name string) string {
+func (f *podFacts[P]) responsible(section, name string) string {
 	for _, sec := range []string{section, otherSection(section)} {
 		for i := len(f.applied) - 1; i >= 0; i-- {
 			p := f.applied[i]
-			spec, _ := p.patchFor(KindPod)["spec"].(map[string]any)
+			spec, _ := p.Patch(profiles.KindPod)["spec"].(map[string]any)
 			list, _ := spec["containers"].([]any)
 			for _, it := range list {
 				c, _ := it.(map[string]any)
 				n, _ := c["name"].(string)
-				if n != f.after.name && n != mainContainerName && n != wildcardContainer {
+				if n != f.after.name && n != k8sfields.MainContainer && n != k8sfields.WildcardContainer {
 					continue
 				}
 				res, _ := c["resources"].(map[string]any)
 				s, _ := res[sec].(map[string]any)
 				if _, ok := s[name]; ok {
-					return p.Ref
+					return p.Provenance()
 				}
 			}
 		}
@@ -290,7 +280,7 @@ func otherSection(s string) string {
 }
 
 // field is the path of a resource of the main container, as findings name it.
-func (f *podFacts) field(section, name string) string {
+func (f *podFacts[P]) field(section, name string) string {
 	return "spec.containers[" + clipName(f.after.name) + "].resources." + section + "." + name
 }
 
@@ -304,6 +294,6 @@ func clipName(s string) string {
 }
 
 // finding builds a finding about a resource of the main container.
-func (f *podFacts) finding(check string, sev Severity, section, name, msg, fix string) Finding {
+func (f *podFacts[P]) finding(check string, sev Severity, section, name, msg, fix string) Finding {
 	return Finding{Check: check, Severity: sev, Policy: f.responsible(section, name), Field: f.field(section, name), Message: msg, Fix: fix}
 }

@@ -1,4 +1,4 @@
-package policies
+package lint
 
 import (
 	"encoding/json"
@@ -10,17 +10,22 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // selPolicy is a PodTemplatePatch in JSON: a mode, a selector (matchExpressions) and labels it
 // writes (nil removes).
-func selPolicy(t testing.TB, name string, mode Mode, exprs []map[string]any, writes map[string]any) string {
+func selPolicy(t testing.TB, name string, mode policies.Mode, exprs []map[string]any, writes map[string]any) string {
 	t.Helper()
 	spec := map[string]any{"mode": string(mode), "template": map[string]any{"metadata": map[string]any{"labels": writes}}}
 	if len(exprs) > 0 {
 		spec["match"] = map[string]any{"selector": map[string]any{"matchExpressions": exprs}}
 	}
-	b, err := json.Marshal(map[string]any{"apiVersion": APIVersion, "kind": DocumentKind, "metadata": map[string]any{"name": name}, "spec": spec})
+	b, err := json.Marshal(map[string]any{"apiVersion": policies.APIVersion, "kind": policies.DocumentKind, "metadata": map[string]any{"name": name}, "spec": spec})
 	require.NoError(t, err)
 	return string(b)
 }
@@ -34,22 +39,22 @@ func expr(key, op string, values ...string) map[string]any {
 }
 
 // compileSelection parses ConfigMaps (namespace -> data key -> document) into a Set.
-func compileSelection(t testing.TB, cms map[string]map[string]string) (*Set, []SourcedConfigMap) {
+func compileSelection(t testing.TB, cms map[string]map[string]string) (*policies.Set, []policies.SourcedConfigMap) {
 	t.Helper()
-	var sourced []SourcedConfigMap
+	var sourced []policies.SourcedConfigMap
 	for ns, data := range cms {
-		cm := policyConfigMap(ns, data)
-		sourced = append(sourced, SourcedConfigMap{File: ns + ".yaml", ConfigMap: cm})
+		cm := hostileConfigMap(ns, data)
+		sourced = append(sourced, policies.SourcedConfigMap{File: ns + ".yaml", ConfigMap: cm})
 	}
-	set, probs := Compile(sourced, DefaultOptions())
-	require.Empty(t, probs, "%s", ProblemLines(probs))
+	set, probs := policies.Compile(sourced, policies.DefaultOptions())
+	require.Empty(t, probs, "%s", policies.ProblemLines(probs))
 	return set, sourced
 }
 
 // TestSelectionProblems is the table of the oscillation report: what lint must report, and the
 // neighbours it must not.
 func TestSelectionProblems(t *testing.T) {
-	P := DefaultPlatformNamespace
+	P := policies.DefaultPlatformNamespace
 	chain := func(n int) map[string]string {
 		data := map[string]string{}
 		for i := range n {
@@ -57,7 +62,7 @@ func TestSelectionProblems(t *testing.T) {
 			if i > 0 {
 				exprs = []map[string]any{expr(fmt.Sprintf("step-%d", i-1), "Exists")}
 			}
-			data[fmt.Sprintf("c%d.yaml", i)] = selPolicy(t, fmt.Sprintf("c%d", i), ModeMerge, exprs, map[string]any{fmt.Sprintf("step-%d", i): "1"})
+			data[fmt.Sprintf("c%d.yaml", i)] = selPolicy(t, fmt.Sprintf("c%d", i), policies.ModeMerge, exprs, map[string]any{fmt.Sprintf("step-%d", i): "1"})
 		}
 		return data
 	}
@@ -67,51 +72,51 @@ func TestSelectionProblems(t *testing.T) {
 		want []string // substrings of the report, in order; nil: none
 	}{
 		{"a policy that unselects itself", map[string]map[string]string{P: {
-			"flip.yaml": selPolicy(t, "flip", ModeMerge, []map[string]any{expr("team", "DoesNotExist")}, map[string]any{"team": "default"}),
+			"flip.yaml": selPolicy(t, "flip", policies.ModeMerge, []map[string]any{expr("team", "DoesNotExist")}, map[string]any{"team": "default"}),
 		}}, []string{"P.yaml: podpatch-system/hostile: flip.yaml: flip: spec.match.selector: Forbidden: the selection of podpatch-system/hostile/flip can oscillate: podpatch-system/hostile/flip sets label team=default on pods, which makes podpatch-system/hostile/flip stop matching"}},
 		{"a policy that keeps itself selected", map[string]map[string]string{P: {
-			"keep.yaml": selPolicy(t, "keep", ModeMerge, []map[string]any{expr("tier", "In", "gpu", "tpu")}, map[string]any{"tier": "gpu"}),
+			"keep.yaml": selPolicy(t, "keep", policies.ModeMerge, []map[string]any{expr("tier", "In", "gpu", "tpu")}, map[string]any{"tier": "gpu"}),
 		}}, nil},
 		{"a policy that fills its own label, without a selector", map[string]map[string]string{P: {
-			"fill.yaml": selPolicy(t, "fill", ModeDefault, nil, map[string]any{"team": "default"}),
+			"fill.yaml": selPolicy(t, "fill", policies.ModeDefault, nil, map[string]any{"team": "default"}),
 		}}, nil},
 		{"two policies, one switching the other off", map[string]map[string]string{P: {
-			"a.yaml": selPolicy(t, "a", ModeMerge, []map[string]any{expr("phase-b", "DoesNotExist")}, map[string]any{"phase-a": "1"}),
-			"b.yaml": selPolicy(t, "b", ModeMerge, []map[string]any{expr("phase-a", "In", "1")}, map[string]any{"phase-b": "1"}),
+			"a.yaml": selPolicy(t, "a", policies.ModeMerge, []map[string]any{expr("phase-b", "DoesNotExist")}, map[string]any{"phase-a": "1"}),
+			"b.yaml": selPolicy(t, "b", policies.ModeMerge, []map[string]any{expr("phase-a", "In", "1")}, map[string]any{"phase-b": "1"}),
 		}}, []string{"a.yaml: a: spec.match.selector: Forbidden: the selection of podpatch-system/hostile/a, podpatch-system/hostile/b can oscillate: ",
 			"sets label phase-b=1 on pods, which makes podpatch-system/hostile/a stop matching"}},
 		{"two policies switching each other off", map[string]map[string]string{P: {
-			"a.yaml": selPolicy(t, "a", ModeMerge, []map[string]any{expr("phase-b", "DoesNotExist")}, map[string]any{"phase-a": "1"}),
-			"b.yaml": selPolicy(t, "b", ModeMerge, []map[string]any{expr("phase-a", "DoesNotExist")}, map[string]any{"phase-b": "1"}),
+			"a.yaml": selPolicy(t, "a", policies.ModeMerge, []map[string]any{expr("phase-b", "DoesNotExist")}, map[string]any{"phase-a": "1"}),
+			"b.yaml": selPolicy(t, "b", policies.ModeMerge, []map[string]any{expr("phase-a", "DoesNotExist")}, map[string]any{"phase-b": "1"}),
 		}}, []string{"can oscillate"}},
 		{"two policies keeping each other selected", map[string]map[string]string{P: {
-			"a.yaml": selPolicy(t, "a", ModeMerge, []map[string]any{expr("phase-b", "Exists")}, map[string]any{"phase-a": "1"}),
-			"b.yaml": selPolicy(t, "b", ModeMerge, []map[string]any{expr("phase-a", "Exists")}, map[string]any{"phase-b": "1"}),
+			"a.yaml": selPolicy(t, "a", policies.ModeMerge, []map[string]any{expr("phase-b", "Exists")}, map[string]any{"phase-a": "1"}),
+			"b.yaml": selPolicy(t, "b", policies.ModeMerge, []map[string]any{expr("phase-a", "Exists")}, map[string]any{"phase-b": "1"}),
 		}}, nil},
 		{"a label removed that a selector needs", map[string]map[string]string{P: {
-			"a.yaml": selPolicy(t, "a", ModeMerge, []map[string]any{expr("spot", "Exists")}, map[string]any{"spot": nil}),
+			"a.yaml": selPolicy(t, "a", policies.ModeMerge, []map[string]any{expr("spot", "Exists")}, map[string]any{"spot": nil}),
 		}}, []string{"removes label spot on pods, which makes podpatch-system/hostile/a stop matching"}},
 		{"policies of different managers never meet", map[string]map[string]string{P: {
 			"a.yaml": `{"apiVersion": "podpatch.io/v1alpha1", "kind": "PodTemplatePatch", "metadata": {"name": "a"}, "spec": {"match": {"managers": ["spark"], "selector": {"matchExpressions": [{"key": "phase-b", "operator": "DoesNotExist"}]}}, "template": {"metadata": {"labels": {"phase-a": "1"}}}}}`,
 			"b.yaml": `{"apiVersion": "podpatch.io/v1alpha1", "kind": "PodTemplatePatch", "metadata": {"name": "b"}, "spec": {"match": {"managers": ["dask"], "selector": {"matchLabels": {"phase-a": "1"}}}, "template": {"metadata": {"labels": {"phase-b": "1"}}}}}`,
 		}}, nil},
-		{"a chain within the rounds", map[string]map[string]string{P: chain(MaxSelectionRounds)}, nil},
-		{"a chain beyond the rounds", map[string]map[string]string{P: chain(MaxSelectionRounds + 1)},
+		{"a chain within the rounds", map[string]map[string]string{P: chain(policies.MaxSelectionRounds)}, nil},
+		{"a chain beyond the rounds", map[string]map[string]string{P: chain(policies.MaxSelectionRounds + 1)},
 			[]string{"c0.yaml: c0: spec.match.selector: Forbidden: a chain of 5 policies, each selected by a label the one before writes"}},
 		{"a namespace policy switching the platform's off", map[string]map[string]string{
-			P:        {"a.yaml": selPolicy(t, "a", ModeMerge, []map[string]any{expr("phase-b", "DoesNotExist")}, map[string]any{"phase-a": "1"})},
-			"team-a": {"b.yaml": selPolicy(t, "b", ModeMerge, []map[string]any{expr("phase-a", "In", "1")}, map[string]any{"phase-b": "1"})},
-			"team-b": {"c.yaml": selPolicy(t, "c", ModeMerge, []map[string]any{expr("other", "In", "1")}, map[string]any{"phase-b": "1"})},
+			P:        {"a.yaml": selPolicy(t, "a", policies.ModeMerge, []map[string]any{expr("phase-b", "DoesNotExist")}, map[string]any{"phase-a": "1"})},
+			"team-a": {"b.yaml": selPolicy(t, "b", policies.ModeMerge, []map[string]any{expr("phase-a", "In", "1")}, map[string]any{"phase-b": "1"})},
+			"team-b": {"c.yaml": selPolicy(t, "c", policies.ModeMerge, []map[string]any{expr("other", "In", "1")}, map[string]any{"phase-b": "1"})},
 		}, []string{"team-a.yaml: team-a/hostile: b.yaml: b: spec.match.selector: Forbidden: the selection of podpatch-system/hostile/a, team-a/hostile/b can oscillate", "then leaves the namespace's policies out"}},
 		{"a positive loop after a negative edge", map[string]map[string]string{P: {
-			"a.yaml": selPolicy(t, "a", ModeMerge, []map[string]any{expr("phase-b", "Exists"), expr("off", "DoesNotExist")}, map[string]any{"phase-a": "1"}),
-			"b.yaml": selPolicy(t, "b", ModeMerge, []map[string]any{expr("phase-a", "Exists")}, map[string]any{"phase-b": "1"}),
-			"c.yaml": selPolicy(t, "c", ModeMerge, nil, map[string]any{"off": "1"}),
+			"a.yaml": selPolicy(t, "a", policies.ModeMerge, []map[string]any{expr("phase-b", "Exists"), expr("off", "DoesNotExist")}, map[string]any{"phase-a": "1"}),
+			"b.yaml": selPolicy(t, "b", policies.ModeMerge, []map[string]any{expr("phase-a", "Exists")}, map[string]any{"phase-b": "1"}),
+			"c.yaml": selPolicy(t, "c", policies.ModeMerge, nil, map[string]any{"off": "1"}),
 		}}, []string{"can oscillate", "a policy before them can switch one of them off"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			set, cms := compileSelection(t, tc.cms)
-			got := ProblemLines(set.SelectionProblems(cms))
+			got := policies.ProblemLines(SelectionProblems(set, cms))
 			if tc.want == nil {
 				assert.Empty(t, got)
 				return
@@ -129,15 +134,15 @@ func TestSelectionProblems(t *testing.T) {
 
 // diverges reports whether applying the set to the object found no fixed point: an error, or
 // the warning of a fallback.
-func diverges(t testing.TB, s *Set, obj []byte, ns string) (bool, Result) {
+func diverges(t testing.TB, s *policies.Set, obj []byte, ns string) (bool, policies.Result) {
 	t.Helper()
-	res, err := s.Apply(Input{Kind: KindPod, Object: obj, Namespace: ns})
-	if errors.Is(err, ErrSelectionDiverges) {
+	res, err := s.Apply(policies.Input{Kind: profiles.KindPod, Object: obj, Namespace: ns})
+	if errors.Is(err, policies.ErrSelectionDiverges) {
 		return true, res
 	}
 	require.NoError(t, err)
 	for _, w := range res.Warnings {
-		if strings.Contains(w, ErrSelectionDiverges.Error()) {
+		if strings.Contains(w, policies.ErrSelectionDiverges.Error()) {
 			return true, res
 		}
 	}
@@ -154,7 +159,7 @@ func TestSelectionProblemsGenerated(t *testing.T) {
 	keys, values := []string{"ka", "kb", "kc"}, []string{"1", "2"}
 	ops := []string{"In", "NotIn", "Exists", "DoesNotExist"}
 	randomPolicy := func(name string, namespaced bool) string {
-		modes := []Mode{ModeDefault, ModeMerge, ModeEnforce}
+		modes := []policies.Mode{policies.ModeDefault, policies.ModeMerge, policies.ModeEnforce}
 		if namespaced {
 			modes = modes[:2]
 		}
@@ -173,7 +178,7 @@ func TestSelectionProblemsGenerated(t *testing.T) {
 		writes := map[string]any{}
 		for _, k := range keys {
 			if r.IntN(3) == 0 {
-				if mode != ModeDefault && r.IntN(4) == 0 {
+				if mode != policies.ModeDefault && r.IntN(4) == 0 {
 					writes[k] = nil
 				} else {
 					writes[k] = values[r.IntN(2)]
@@ -201,9 +206,9 @@ func TestSelectionProblemsGenerated(t *testing.T) {
 	}
 	reported, reportedDiverging, quiet := 0, 0, 0
 	for i := range 400 {
-		cms := map[string]map[string]string{DefaultPlatformNamespace: {}}
+		cms := map[string]map[string]string{policies.DefaultPlatformNamespace: {}}
 		for j := range 1 + r.IntN(4) {
-			cms[DefaultPlatformNamespace][fmt.Sprintf("p%d.yaml", j)] = randomPolicy(fmt.Sprintf("p%d", j), false)
+			cms[policies.DefaultPlatformNamespace][fmt.Sprintf("p%d.yaml", j)] = randomPolicy(fmt.Sprintf("p%d", j), false)
 		}
 		if r.IntN(2) == 0 {
 			cms["team-a"] = map[string]string{}
@@ -212,7 +217,7 @@ func TestSelectionProblemsGenerated(t *testing.T) {
 			}
 		}
 		set, sourced := compileSelection(t, cms)
-		report := set.SelectionProblems(sourced)
+		report := SelectionProblems(set, sourced)
 		anyDiverges := false
 		for _, obj := range objects {
 			// In the namespace of the namespace policies, and in one without any.
@@ -223,7 +228,7 @@ func TestSelectionProblemsGenerated(t *testing.T) {
 				if len(report) == 0 {
 					require.False(t, d, "set %d: lint reported nothing, yet %s diverges; policies:\n%v", i, obj, cms)
 					if res.Changed {
-						again, err := set.Apply(Input{Kind: KindPod, Object: res.Object, Namespace: ns})
+						again, err := set.Apply(policies.Input{Kind: profiles.KindPod, Object: res.Object, Namespace: ns})
 						require.NoError(t, err)
 						require.JSONEq(t, string(res.Object), string(again.Object), "set %d: apply twice = apply once; policies:\n%v", i, cms)
 					}
@@ -231,7 +236,7 @@ func TestSelectionProblemsGenerated(t *testing.T) {
 			}
 		}
 		if len(report) > 0 && !anyDiverges && testing.Verbose() && reported-reportedDiverging < 3 {
-			t.Logf("reported, never diverges: %v\n%s", cms, ProblemLines(report))
+			t.Logf("reported, never diverges: %v\n%s", cms, policies.ProblemLines(report))
 		}
 		if len(report) > 0 {
 			reported++
@@ -254,13 +259,13 @@ func TestSelectionProblemsGenerated(t *testing.T) {
 func TestDivergingSelectionKeepsEnforce(t *testing.T) {
 	pod := []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"w","namespace":"team-a","labels":{"dask.org/component":"worker","dask.org/cluster-name":"c"}},"spec":{"containers":[{"name":"worker","image":"x"}]}}`)
 	oscillating := map[string]string{
-		"a.yaml": selPolicy(t, "a", ModeMerge, []map[string]any{expr("phase-b", "DoesNotExist")}, map[string]any{"phase-a": "1"}),
-		"b.yaml": selPolicy(t, "b", ModeMerge, []map[string]any{expr("phase-a", "In", "1")}, map[string]any{"phase-b": "1"}),
-		"c.yaml": selPolicy(t, "c", ModeEnforce, nil, map[string]any{"cost-center": "ml"}),
+		"a.yaml": selPolicy(t, "a", policies.ModeMerge, []map[string]any{expr("phase-b", "DoesNotExist")}, map[string]any{"phase-a": "1"}),
+		"b.yaml": selPolicy(t, "b", policies.ModeMerge, []map[string]any{expr("phase-a", "In", "1")}, map[string]any{"phase-b": "1"}),
+		"c.yaml": selPolicy(t, "c", policies.ModeEnforce, nil, map[string]any{"cost-center": "ml"}),
 	}
 	t.Run("platform merge policies oscillate", func(t *testing.T) {
-		set, _ := compileSelection(t, map[string]map[string]string{DefaultPlatformNamespace: oscillating})
-		res, err := set.Apply(Input{Kind: KindPod, Object: pod})
+		set, _ := compileSelection(t, map[string]map[string]string{policies.DefaultPlatformNamespace: oscillating})
+		res, err := set.Apply(policies.Input{Kind: profiles.KindPod, Object: pod})
 		require.NoError(t, err)
 		require.True(t, res.Changed)
 		require.Len(t, res.Applied, 1)
@@ -269,29 +274,29 @@ func TestDivergingSelectionKeepsEnforce(t *testing.T) {
 		assert.NotContains(t, string(res.Object), `phase-`)
 		require.Len(t, res.Warnings, 1)
 		assert.Contains(t, res.Warnings[0], "only the platform's enforce policies applied")
-		again, err := set.Apply(Input{Kind: KindPod, Object: res.Object})
+		again, err := set.Apply(policies.Input{Kind: profiles.KindPod, Object: res.Object})
 		require.NoError(t, err)
 		assert.JSONEq(t, string(res.Object), string(again.Object))
 
-		patched, err := set.Patch(Input{Kind: KindPod, Object: pod})
+		patched, err := set.Patch(policies.Input{Kind: profiles.KindPod, Object: pod})
 		require.NoError(t, err)
 		assert.Equal(t, res.Patch, patched.Patch, "the webhook takes the same path")
 	})
 	t.Run("with namespace policies too", func(t *testing.T) {
-		set, _ := compileSelection(t, map[string]map[string]string{DefaultPlatformNamespace: oscillating,
-			"team-a": {"n.yaml": selPolicy(t, "n", ModeMerge, nil, map[string]any{"team": "a"})}})
-		res, err := set.Apply(Input{Kind: KindPod, Object: pod, Namespace: "team-a"})
+		set, _ := compileSelection(t, map[string]map[string]string{policies.DefaultPlatformNamespace: oscillating,
+			"team-a": {"n.yaml": selPolicy(t, "n", policies.ModeMerge, nil, map[string]any{"team": "a"})}})
+		res, err := set.Apply(policies.Input{Kind: profiles.KindPod, Object: pod, Namespace: "team-a"})
 		require.NoError(t, err)
 		require.Len(t, res.Applied, 1)
 		assert.Equal(t, "podpatch-system/hostile/c", res.Applied[0].Ref)
 		assert.Contains(t, string(res.Object), `"cost-center":"ml"`)
 	})
 	t.Run("enforce policies oscillate", func(t *testing.T) {
-		set, _ := compileSelection(t, map[string]map[string]string{DefaultPlatformNamespace: {
-			"flip.yaml": selPolicy(t, "flip", ModeEnforce, []map[string]any{expr("flip", "DoesNotExist")}, map[string]any{"flip": "on"}),
-			"c.yaml":    selPolicy(t, "c", ModeEnforce, nil, map[string]any{"cost-center": "ml"}),
+		set, _ := compileSelection(t, map[string]map[string]string{policies.DefaultPlatformNamespace: {
+			"flip.yaml": selPolicy(t, "flip", policies.ModeEnforce, []map[string]any{expr("flip", "DoesNotExist")}, map[string]any{"flip": "on"}),
+			"c.yaml":    selPolicy(t, "c", policies.ModeEnforce, nil, map[string]any{"cost-center": "ml"}),
 		}})
-		res, err := set.Apply(Input{Kind: KindPod, Object: pod})
+		res, err := set.Apply(policies.Input{Kind: profiles.KindPod, Object: pod})
 		require.NoError(t, err)
 		require.Len(t, res.Applied, 2)
 		assert.Contains(t, string(res.Object), `"cost-center":"ml"`)
@@ -299,9 +304,9 @@ func TestDivergingSelectionKeepsEnforce(t *testing.T) {
 		require.Len(t, res.Warnings, 1)
 	})
 	t.Run("no enforce policy: not patched", func(t *testing.T) {
-		set, _ := compileSelection(t, map[string]map[string]string{DefaultPlatformNamespace: {"a.yaml": oscillating["a.yaml"], "b.yaml": oscillating["b.yaml"]}})
-		_, err := set.Apply(Input{Kind: KindPod, Object: pod})
-		require.ErrorIs(t, err, ErrSelectionDiverges)
+		set, _ := compileSelection(t, map[string]map[string]string{policies.DefaultPlatformNamespace: {"a.yaml": oscillating["a.yaml"], "b.yaml": oscillating["b.yaml"]}})
+		_, err := set.Apply(policies.Input{Kind: profiles.KindPod, Object: pod})
+		require.ErrorIs(t, err, policies.ErrSelectionDiverges)
 	})
 }
 
@@ -310,32 +315,40 @@ func TestDivergingSelectionKeepsEnforce(t *testing.T) {
 func BenchmarkSelectionProblems(b *testing.B) {
 	r := rand.New(rand.NewPCG(9, 9))
 	key := func() string { return fmt.Sprintf("k%d", r.IntN(50)) }
-	var sourced []SourcedConfigMap
+	var sourced []policies.SourcedConfigMap
 	add := func(ns, name string, data map[string]string) {
-		cm := policyConfigMap(ns, data)
+		cm := hostileConfigMap(ns, data)
 		cm.Name = name
-		sourced = append(sourced, SourcedConfigMap{File: name + ".yaml", ConfigMap: cm})
+		sourced = append(sourced, policies.SourcedConfigMap{File: name + ".yaml", ConfigMap: cm})
 	}
 	for c := range 13 {
 		data := map[string]string{}
 		for i := range 16 {
-			data[fmt.Sprintf("p%d.yaml", i)] = selPolicy(b, fmt.Sprintf("p%d", i), ModeMerge,
+			data[fmt.Sprintf("p%d.yaml", i)] = selPolicy(b, fmt.Sprintf("p%d", i), policies.ModeMerge,
 				[]map[string]any{expr(key(), "In", "1")}, map[string]any{key(): "2"})
 		}
-		add(DefaultPlatformNamespace, fmt.Sprintf("platform-%d", c), data)
+		add(policies.DefaultPlatformNamespace, fmt.Sprintf("platform-%d", c), data)
 	}
 	for n := range 1000 {
 		data := map[string]string{}
 		for i := range 3 {
-			data[fmt.Sprintf("n%d.yaml", i)] = selPolicy(b, fmt.Sprintf("n%d", i), ModeMerge,
+			data[fmt.Sprintf("n%d.yaml", i)] = selPolicy(b, fmt.Sprintf("n%d", i), policies.ModeMerge,
 				[]map[string]any{expr(key(), "Exists")}, map[string]any{key(): "1"})
 		}
 		add(fmt.Sprintf("team-%d", n), "team", data)
 	}
-	set, probs := Compile(sourced, DefaultOptions())
+	set, probs := policies.Compile(sourced, policies.DefaultOptions())
 	require.Empty(b, probs)
 	b.ResetTimer()
 	for b.Loop() {
-		_ = set.SelectionProblems(sourced)
+		_ = SelectionProblems(set, sourced)
+	}
+}
+
+// hostileConfigMap is a policy ConfigMap named hostile in a namespace (as the engine's tests make them).
+func hostileConfigMap(ns string, data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "hostile", Namespace: ns, Labels: map[string]string{policies.PolicyLabel: "true"}},
+		Data:       data,
 	}
 }

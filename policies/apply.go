@@ -9,9 +9,16 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/kueue"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
+
+// The merge stage (doc.go), the entry of every admission: recognise the object, select its
+// policies, apply their layers (merge.go) to the fixed point of the labels they set, check the
+// result (validity.go) and run the manager-aware checks on it.
 
 // Apply patches one object with the matching policies of the set, in the layer order of
 // reference §3, working on the raw JSON so that fields unknown to this build survive, and returns the
@@ -55,12 +62,12 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	labelsV, _ := t.Get(meta, "labels")
 	objLabels := stringMap(labelsV)
 	var selector map[string]string
-	if in.Kind == KindService {
+	if in.Kind == profiles.KindService {
 		spec, _ := t.GetMap(obj, "spec")
 		selectorV, _ := t.Get(spec, "selector")
 		selector = stringMap(selectorV)
 	}
-	id, recognised := Recognise(in.Kind, objLabels, selector)
+	id, recognised := profiles.Recognise(in.Kind, objLabels, selector)
 	if !recognised {
 		return res, nil
 	}
@@ -115,9 +122,9 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	}
 	// The manager-aware checks (reference §8), on the very result the webhook and render return.
 	// Kueue's placement findings came first (applyLayers); at most MaxFindings in all.
-	out.Findings = append(out.Findings, checkFindings(in.Kind, id, in.Object, &out)...)
-	if len(out.Findings) > MaxFindings {
-		out.Findings = out.Findings[:MaxFindings]
+	out.Findings = append(out.Findings, checks.Run(in.Kind, id, in.Object, out.patched, out.Applied)...)
+	if len(out.Findings) > checks.MaxFindings {
+		out.Findings = out.Findings[:checks.MaxFindings]
 	}
 	out.violations, out.selection, out.patched = nil, layers{}, nil
 	out.Recognised, out.Identity = true, id
@@ -181,8 +188,8 @@ func (s *Set) fixedPoint(in Input, patchOnly bool, first *decoded, sub *subject,
 }
 
 // setsLabels reports whether a policy sets or removes a label of a kind of object.
-func setsLabels(p *Policy, kind Kind) bool {
-	meta, ok := p.patchFor(kind)["metadata"].(map[string]any)
+func setsLabels(p *Policy, kind profiles.Kind) bool {
+	meta, ok := p.Patch(kind)["metadata"].(map[string]any)
 	return ok && meta["labels"] != nil
 }
 
@@ -196,7 +203,7 @@ type decoded struct {
 // result and the labels of the patched object. The result carries the selection and the patched
 // object's violations (reference §8), after the fields coupled to those the policies changed were
 // adjusted.
-func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager, l layers, env *validity.Env) (Result, labels.Set, error) {
+func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles.Manager, l layers, env *validity.Env) (Result, labels.Set, error) {
 	res := Result{Object: in.Object}
 	if d == nil {
 		t := jsontree.New()
@@ -211,17 +218,17 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 	st := &applyState{t: t, done: in.Done}
 	var owned map[string]bool
 	var before validity.CoupledValues // the coupled fields as given
-	var given placement               // the placement Kueue decides, as given (kueue.go)
+	var given kueue.Placement         // the placement Kueue decides, as given (kueue.go)
 	// A Service's type can change only where a policy writes spec.type: only then is the type
 	// as given read (it decodes the spec) and the coupled fields looked at.
-	typeWritten := in.Kind == KindService && anyWrites(res.Applied, KindService, "type")
+	typeWritten := in.Kind == profiles.KindService && anyWrites(res.Applied, profiles.KindService, "type")
 	var givenType string // a Service's type as given
 	if typeWritten {
 		givenType = validity.ServiceType(t, obj)
 	}
-	if in.Kind == KindPod {
+	if in.Kind == profiles.KindPod {
 		before.Read(t, obj)
-		given = readPlacement(t, obj)
+		given = kueue.Read(t, obj)
 		// Platform sidecars first, so that a namespace policy cannot claim their names; they
 		// are out of the namespace policies' reach, and replace a container of the same name
 		// the object brought (reference §3).
@@ -229,11 +236,11 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 		m.manager = manager
 		placed := map[string]bool{}
 		for _, p := range l.platform() {
-			m.insertSidecars(obj, p.patchFor(KindPod), placed)
-			owned = sidecarNames(p.patchFor(KindPod), owned, manager)
+			m.insertSidecars(obj, p.Patch(profiles.KindPod), placed)
+			owned = sidecarNames(p.Patch(profiles.KindPod), owned, manager)
 		}
 		for _, p := range l.namespace() {
-			m.insertSidecars(obj, p.patchFor(KindPod), nil)
+			m.insertSidecars(obj, p.Patch(profiles.KindPod), nil)
 		}
 	}
 	pass := func(ps []*Policy, fill bool, namespace bool) {
@@ -250,7 +257,7 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 			if in.Explain {
 				before = deepCopy(obj)
 			}
-			m.mergeMap(obj, p.patchFor(in.Kind))
+			m.mergeMap(obj, p.Patch(in.Kind))
 			if in.Explain {
 				res.Changes = append(res.Changes, Change{Policy: p, Fields: diffPaths(before, obj)})
 			}
@@ -266,9 +273,10 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 	if st.stopped() {
 		return Result{Object: in.Object}, nil, fmt.Errorf("%s not patched: %w", strings.ToLower(string(in.Kind)), st.err)
 	}
-	if in.Kind == KindPod {
+	if in.Kind == profiles.KindPod {
 		// Kueue's placement wins on the Pods it manages (reference §8, kueue-placement-conflict).
-		if fs := keepKueuePlacement(t, obj, &given, res.Applied, env.Cluster); len(fs) > 0 {
+		flavors, _ := env.Cluster.(kueue.Flavors) // nil: the keys are unknown
+		if fs := kueue.Keep(t, obj, &given, res.Applied, flavors); len(fs) > 0 {
 			res.Findings = append(res.Findings, fs...)
 			if in.Explain {
 				res.Changes = dropRestored(res.Changes, in.Object, obj)
@@ -284,16 +292,16 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager Manager,
 	}
 	setAnnotation(t, obj, AppliedAnnotation, strings.Join(refs, ","))
 	switch in.Kind {
-	case KindPod:
-		res.Adjusted = validity.Couple(t, obj, &before, func(member string) bool { return anySets(res.Applied, KindPod, member) }, env.Cluster)
-	case KindService:
+	case profiles.KindPod:
+		res.Adjusted = validity.Couple(t, obj, &before, func(member string) bool { return anySets(res.Applied, profiles.KindPod, member) }, env.Cluster)
+	case profiles.KindService:
 		if !typeWritten {
 			break
 		}
-		res.Adjusted = validity.CoupleService(t, obj, givenType, func(member string) bool { return anySets(res.Applied, KindService, member) })
+		res.Adjusted = validity.CoupleService(t, obj, givenType, func(member string) bool { return anySets(res.Applied, profiles.KindService, member) })
 	}
 	res.violations, _ = env.Check(obj)
-	if in.Kind == KindPod && slices.ContainsFunc(res.violations, func(v validity.Violation) bool { return v.Rule == validity.RuleExtendedResourceLimit }) {
+	if in.Kind == profiles.KindPod && slices.ContainsFunc(res.violations, func(v validity.Violation) bool { return v.Rule == validity.RuleExtendedResourceLimit }) {
 		if adj := validity.EqualizeNonOvercommittable(t, obj); len(adj) > 0 {
 			res.Adjusted = append(res.Adjusted, adj...)
 			res.violations, _ = env.Check(obj)

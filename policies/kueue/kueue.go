@@ -1,68 +1,74 @@
-package policies
+// Package kueue keeps Kueue's placement on the Pods Kueue manages (reference §8,
+// kueue-placement-conflict): the engine reads a Pod's placement as given (Read) and, after its
+// policies applied, puts back what Kueue's ResourceFlavors decide (Keep), each field a finding.
+// Kueue's marks on a Pod (its labels and scheduling gates) and the keys its flavors decide
+// (Keys, answered by the cluster's caches through Flavors) are here too. It sits under the
+// engine (package policies), which calls it during every Pod's apply.
+package kueue
 
 import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 
+	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
-	"github.com/podpatch/podpatch/policies/validity"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // Kueue's own marks on a Pod it manages (reference §8, kueue-placement-conflict), as Kueue
 // v0.17 writes them (sigs.k8s.io/kueue pkg/constants, pkg/controller/constants,
 // pkg/controller/jobs/pod/constants):
 const (
-	// KueueQueueLabel names the LocalQueue; the user (or a Job's template) sets it.
-	KueueQueueLabel = "kueue.x-k8s.io/queue-name"
-	// KueueManagedLabel is set by Kueue's pod webhook on a plain Pod it gates.
-	KueueManagedLabel = "kueue.x-k8s.io/managed"
-	// KueuePodSetLabel is written by Kueue into a job's pod templates (RayCluster, RayJob, Job,
+	// QueueLabel names the LocalQueue; the user (or a Job's template) sets it.
+	QueueLabel = "kueue.x-k8s.io/queue-name"
+	// ManagedLabel is set by Kueue's pod webhook on a plain Pod it gates.
+	ManagedLabel = "kueue.x-k8s.io/managed"
+	// PodSetLabel is written by Kueue into a job's pod templates (RayCluster, RayJob, Job,
 	// …) when it admits the workload, so every Pod the job's controller makes carries it.
-	KueuePodSetLabel = "kueue.x-k8s.io/podset"
-	// KueuePodGroupLabel groups plain Pods into one workload.
-	KueuePodGroupLabel = "kueue.x-k8s.io/pod-group-name"
-	// KueueLocalQueueLabel and KueueClusterQueueLabel are written next to the podset label
+	PodSetLabel = "kueue.x-k8s.io/podset"
+	// PodGroupLabel groups plain Pods into one workload.
+	PodGroupLabel = "kueue.x-k8s.io/pod-group-name"
+	// LocalQueueLabel and ClusterQueueLabel are written next to the podset label
 	// (feature AssignQueueLabelsForPods, on by default).
-	KueueLocalQueueLabel   = "kueue.x-k8s.io/local-queue-name"
-	KueueClusterQueueLabel = "kueue.x-k8s.io/cluster-queue-name"
-	// KueueAdmissionGate is the scheduling gate Kueue's pod webhook adds to a plain Pod and
+	LocalQueueLabel   = "kueue.x-k8s.io/local-queue-name"
+	ClusterQueueLabel = "kueue.x-k8s.io/cluster-queue-name"
+	// AdmissionGate is the scheduling gate Kueue's pod webhook adds to a plain Pod and
 	// lifts, writing the flavor's node labels and tolerations, when it admits the workload.
-	KueueAdmissionGate = "kueue.x-k8s.io/admission"
-	// KueueTopologyGate is the gate of Kueue's topology-aware scheduling, which its pod webhook
+	AdmissionGate = "kueue.x-k8s.io/admission"
+	// TopologyGate is the gate of Kueue's topology-aware scheduling, which its pod webhook
 	// adds too.
-	KueueTopologyGate = "kueue.x-k8s.io/topology"
+	TopologyGate = "kueue.x-k8s.io/topology"
 )
 
-// kueueLabels are the labels any one of which makes a Pod Kueue's.
-var kueueLabels = []string{KueueQueueLabel, KueueManagedLabel, KueuePodSetLabel, KueuePodGroupLabel,
-	KueueLocalQueueLabel, KueueClusterQueueLabel}
+// markLabels are the labels any one of which makes a Pod Kueue's.
+var markLabels = []string{QueueLabel, ManagedLabel, PodSetLabel, PodGroupLabel,
+	LocalQueueLabel, ClusterQueueLabel}
 
-// KueueKeys are the placement keys Kueue decides through its ResourceFlavors: the node label
+// Keys are the placement keys Kueue decides through its ResourceFlavors: the node label
 // keys of every flavor's spec.nodeLabels, and the keys of its spec.tolerations and
 // spec.nodeTaints.
-type KueueKeys struct {
+type Keys struct {
 	NodeLabels  map[string]bool
 	Tolerations map[string]bool
 }
 
-// KueueFlavors is the part of a Cluster that knows Kueue's ResourceFlavors (webhook/references.go
-// implements it). A Cluster without it, or one that answers false (no ResourceFlavor API, cache
+// Flavors is the part of the cluster lookups (validity.Cluster) that knows Kueue's ResourceFlavors
+// (internal/references implements it). A Cluster without it, or one that answers false (no ResourceFlavor API, cache
 // not synced), leaves every placement contribution out of a Kueue-managed Pod.
-type KueueFlavors interface {
+type Flavors interface {
 	// KueuePlacementKeys returns the keys the cluster's ResourceFlavors decide; ok is false
 	// when unknown.
-	KueuePlacementKeys() (keys KueueKeys, ok bool)
+	KueuePlacementKeys() (keys Keys, ok bool)
 }
 
-// kueueManaged reports whether a Pod shows that Kueue manages it: one of Kueue's labels, or
+// managed reports whether a Pod shows that Kueue manages it: one of Kueue's labels, or
 // Kueue's admission scheduling gate.
-func kueueManaged(t *jsontree.Tree, obj map[string]any) bool {
+func managed(t *jsontree.Tree, obj map[string]any) bool {
 	meta, _ := t.GetMap(obj, "metadata")
 	lv, _ := t.Get(meta, "labels")
 	if ls, ok := lv.(map[string]any); ok {
-		for _, k := range kueueLabels {
+		for _, k := range markLabels {
 			if v, set := t.Get(ls, k); set && v != nil {
 				return true
 			}
@@ -73,16 +79,16 @@ func kueueManaged(t *jsontree.Tree, obj map[string]any) bool {
 	gates, _ := gv.([]any)
 	for i := range gates {
 		g, _ := t.At(gates, i).(map[string]any)
-		if n, _ := t.Get(g, "name"); n == KueueAdmissionGate || n == KueueTopologyGate {
+		if n, _ := t.Get(g, "name"); n == AdmissionGate || n == TopologyGate {
 			return true
 		}
 	}
 	return false
 }
 
-// placement is a Pod's placement fields as they were before the policies: each member as it
+// Placement is a Pod's placement fields as they were before the policies: each member as it
 // was (raw or a copy) and, once decoded, its complete decoded form.
-type placement struct {
+type Placement struct {
 	managed  bool
 	had      [3]bool // nodeSelector, tolerations, affinity present
 	raw      [3]any
@@ -93,10 +99,10 @@ type placement struct {
 
 var placementFields = [3]string{"nodeSelector", "tolerations", "affinity"}
 
-// readPlacement records a Pod's placement before the policies apply: a reference to each
+// Read records a Pod's placement before the policies apply: a reference to each
 // member still raw (the common case: nothing is decoded), a copy of one already decoded.
-func readPlacement(t *jsontree.Tree, obj map[string]any) placement {
-	p := placement{managed: kueueManaged(t, obj)}
+func Read(t *jsontree.Tree, obj map[string]any) Placement {
+	p := Placement{managed: managed(t, obj)}
 	spec, _ := t.GetMap(obj, "spec")
 	for i, f := range placementFields {
 		v, ok := spec[f]
@@ -107,14 +113,14 @@ func readPlacement(t *jsontree.Tree, obj map[string]any) placement {
 		if jsontree.IsRaw(v) {
 			p.raw[i] = v // raw bytes are never changed in place
 		} else {
-			p.raw[i] = deepCopy(v)
+			p.raw[i] = copyOf(v)
 		}
 	}
 	return p
 }
 
 // decode fills the decoded forms, for a Pod found Kueue-managed.
-func (p *placement) decode() {
+func (p *Placement) decode() {
 	p.selector, _ = full(p.raw[0]).(map[string]any)
 	p.tols, _ = full(p.raw[1]).([]any)
 	if aff, ok := full(p.raw[2]).(map[string]any); ok {
@@ -124,43 +130,49 @@ func (p *placement) decode() {
 	}
 }
 
+// copyOf copies a JSON tree as it is, nulls included.
+func copyOf(v any) any {
+	out, _ := jsontree.Copy(v, false)
+	return out
+}
+
 // full is a complete, independent decoded copy of a member.
 func full(v any) any {
 	if v == nil {
 		return nil
 	}
-	return jsontree.ExpandAll(deepCopy(v))
+	return jsontree.ExpandAll(copyOf(v))
 }
 
-// keepKueuePlacement puts back the placement Kueue decides on a Kueue-managed Pod after the
+// Keep puts back the placement Kueue decides on a Kueue-managed Pod after the
 // policies applied (reference §8, kueue-placement-conflict): every key of a flavor's node
 // labels in spec.nodeSelector, every toleration of a flavor's keys, and the required node
 // affinity when it names a flavor key, as the Pod came; with keys unknown, all of
 // spec.nodeSelector, spec.tolerations and the required node affinity. What policies set
 // elsewhere stays. It returns one finding per field put back, naming the policy when one
-// alone sets that field.
-func keepKueuePlacement(t *jsontree.Tree, obj map[string]any, before *placement, applied []*Policy, cluster validity.Cluster) []Finding {
-	if !before.managed && !kueueManaged(t, obj) { // as given, or as patched
+// alone sets that field. flavors answers which keys are Kueue's; nil: unknown.
+func Keep[P checks.Policy](t *jsontree.Tree, obj map[string]any, before *Placement, applied []P, flavors Flavors) []checks.Finding {
+	if !before.managed && !managed(t, obj) { // as given, or as patched
 		return nil
 	}
 	before.decode()
-	var keys KueueKeys
+	var keys Keys
 	known := false
-	if kf, ok := cluster.(KueueFlavors); ok {
-		keys, known = kf.KueuePlacementKeys()
+	if flavors != nil {
+		keys, known = flavors.KueuePlacementKeys()
 	}
 	spec, _ := t.GetMap(obj, "spec")
 	if spec == nil {
 		return nil
 	}
-	var out []Finding
+	var out []checks.Finding
 	why := "the keys Kueue's ResourceFlavors decide are unknown (no ResourceFlavor API or its cache has not synced), so all placement is Kueue's"
 	if known {
 		why = "Kueue's ResourceFlavor decides this key"
 	}
 	add := func(field, member, key string) {
-		out = append(out, Finding{
-			Check: CheckKueuePlacement, Severity: SeverityWarning, Policy: soleSetter(applied, member, key), Field: field,
+		out = append(out, checks.Finding{
+			Check: checks.KueuePlacement, Severity: checks.SeverityWarning, Policy: soleSetter(applied, member, key), Field: field,
 			Message: "left out on a Pod that Kueue manages: " + why,
 			Fix:     "set placement on the ResourceFlavor, or select Pods without Kueue's labels",
 		})
@@ -273,7 +285,7 @@ func keepKueuePlacement(t *jsontree.Tree, obj map[string]any, before *placement,
 
 // restoreRequired puts the required node affinity back as given, dropping the objects the
 // policies brought only for it.
-func restoreRequired(spec map[string]any, before *placement) {
+func restoreRequired(spec map[string]any, before *Placement) {
 	const req = "requiredDuringSchedulingIgnoredDuringExecution"
 	aff, _ := spec["affinity"].(map[string]any)
 	if aff == nil {
@@ -289,7 +301,7 @@ func restoreRequired(spec map[string]any, before *placement) {
 		aff["nodeAffinity"] = na
 	}
 	if before.required != nil {
-		na[req] = deepCopy(before.required)
+		na[req] = copyOf(before.required)
 	} else {
 		delete(na, req)
 	}
@@ -320,10 +332,10 @@ func namesKey(required any, keys map[string]bool) bool {
 
 // soleSetter is the Ref of the one applied policy whose pod template sets spec.<member> (the
 // key of it, when key is not ""); "" when none or several do.
-func soleSetter(applied []*Policy, member, key string) string {
+func soleSetter[P checks.Policy](applied []P, member, key string) string {
 	ref := ""
 	for _, p := range applied {
-		spec, _ := p.patchFor(KindPod)["spec"].(map[string]any)
+		spec, _ := p.Patch(profiles.KindPod)["spec"].(map[string]any)
 		v, ok := spec[member]
 		if !ok {
 			continue
@@ -337,31 +349,7 @@ func soleSetter(applied []*Policy, member, key string) string {
 		if ref != "" {
 			return ""
 		}
-		ref = p.Ref
+		ref = p.Provenance()
 	}
 	return ref
-}
-
-// dropRestored takes out of the explanations the placement fields that keepKueuePlacement put
-// back: a field a policy changed on its way that the patched object no longer differs in.
-func dropRestored(changes []Change, given []byte, obj map[string]any) []Change {
-	in := jsontree.ExpandAll(jsontree.New().Decode(given))
-	final := diffPaths(in, jsontree.ExpandAll(deepCopy(obj)))
-	differs := func(f string) bool {
-		for _, d := range final {
-			if d == f || strings.HasPrefix(d, f+".") || strings.HasPrefix(d, f+"[") ||
-				strings.HasPrefix(f, d+".") || strings.HasPrefix(f, d+"[") {
-				return true
-			}
-		}
-		return false
-	}
-	for i, c := range changes {
-		changes[i].Fields = slices.DeleteFunc(slices.Clone(c.Fields), func(f string) bool {
-			placementPath := strings.HasPrefix(f, "spec.nodeSelector") || strings.HasPrefix(f, "spec.tolerations") ||
-				strings.HasPrefix(f, "spec.affinity")
-			return placementPath && !differs(f)
-		})
-	}
-	return changes
 }

@@ -1,4 +1,10 @@
-package policies
+// Package render is `podpatch render`: every object of a stream patched as admission patches it
+// (Documents; a Pod or Service through the engine's Set.Apply, the very function the webhook's
+// Set.Patch takes, a workload's pod template as a Pod, a List item by item), with `--explain`'s
+// comments saying what each policy did (Replaced marks what a later policy set again). `lint
+// --objects` (policies/lint) and the preview read objects through it too (Object,
+// TemplatePath). It sits above the engine.
+package render
 
 import (
 	"bytes"
@@ -9,11 +15,13 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
-// RenderOptions are the offline stand-ins for what the webhook learns from the request.
-type RenderOptions struct {
+// Options are the offline stand-ins for what the webhook learns from the request.
+type Options struct {
 	// Namespace is used for objects without metadata.namespace.
 	Namespace string
 	// NamespaceLabels are the labels of every object's namespace.
@@ -36,22 +44,22 @@ var workloadKinds = map[string][]string{
 	"CronJob":     {"spec", "jobTemplate", "spec", "template"},
 }
 
-// Render patches every object of a stream and returns the YAML documents to print, in input
-// order. Pods and Services go through Apply as the webhook would; workloads have their pod
+// Documents patches every object of a stream and returns the YAML documents to print, in input
+// order. Pods and Services go through Set.Apply as the webhook would; workloads have their pod
 // template patched as a Pod; a List has its items patched; other objects, and objects no
 // policy matched, are printed exactly as they came in.
-func (s *Set) Render(docs []RawDocument, opts RenderOptions) ([]byte, error) {
+func Documents(s *policies.Set, docs []policies.RawDocument, opts Options) ([]byte, error) {
 	var out bytes.Buffer
 	for _, d := range docs {
-		if err := s.renderDocument(&out, d, opts); err != nil {
+		if err := renderDocument(s, &out, d, opts); err != nil {
 			return nil, fmt.Errorf("document %d: %w", d.Index, err)
 		}
 	}
 	return out.Bytes(), nil
 }
 
-func (s *Set) renderDocument(out *bytes.Buffer, d RawDocument, opts RenderOptions) error {
-	obj, err := decodeObject(d.JSON)
+func renderDocument(s *policies.Set, out *bytes.Buffer, d policies.RawDocument, opts Options) error {
+	obj, err := jsontree.DecodeObject(d.JSON)
 	if err != nil {
 		return err
 	}
@@ -67,7 +75,7 @@ func (s *Set) renderDocument(out *bytes.Buffer, d RawDocument, opts RenderOption
 			if !ok {
 				return fmt.Errorf("items[%d]: expected an object", i)
 			}
-			patched, err := s.renderObject(&explain, item, opts)
+			patched, err := renderObject(s, &explain, item, opts)
 			if err != nil {
 				return fmt.Errorf("items[%d]: %w", i, err)
 			}
@@ -76,7 +84,7 @@ func (s *Set) renderDocument(out *bytes.Buffer, d RawDocument, opts RenderOption
 			}
 		}
 	} else {
-		patched, err := s.renderObject(&explain, obj, opts)
+		patched, err := renderObject(s, &explain, obj, opts)
 		if err != nil {
 			return err
 		}
@@ -103,8 +111,8 @@ func (s *Set) renderDocument(out *bytes.Buffer, d RawDocument, opts RenderOption
 
 // renderObject patches one object and returns it, or nil when nothing matched; with
 // opts.Explain it writes the explanation to explain.
-func (s *Set) renderObject(explain *bytes.Buffer, obj map[string]any, opts RenderOptions) (map[string]any, error) {
-	res, patched, err := s.applyObject(obj, opts)
+func renderObject(s *policies.Set, explain *bytes.Buffer, obj map[string]any, opts Options) (map[string]any, error) {
+	res, patched, err := Object(s, obj, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +129,7 @@ func (s *Set) renderObject(explain *bytes.Buffer, obj map[string]any, opts Rende
 }
 
 // objectNamespace is an object's namespace, else opts.Namespace.
-func objectNamespace(obj map[string]any, opts RenderOptions) string {
+func objectNamespace(obj map[string]any, opts Options) string {
 	meta, _ := obj["metadata"].(map[string]any)
 	if ns, _ := meta["namespace"].(string); ns != "" {
 		return ns
@@ -129,33 +137,34 @@ func objectNamespace(obj map[string]any, opts RenderOptions) string {
 	return opts.Namespace
 }
 
-// applyObject applies the policies to one object as the webhook would (a workload: its pod
-// template, in place) and returns the result and the patched object, nil when nothing matched.
-func (s *Set) applyObject(obj map[string]any, opts RenderOptions) (Result, map[string]any, error) {
+// Object applies the policies of s to one decoded object as the webhook would (a workload: its
+// pod template, in place) and returns the result and the patched object, nil when nothing
+// matched: what Documents prints, and what `lint --objects` checks.
+func Object(s *policies.Set, obj map[string]any, opts Options) (policies.Result, map[string]any, error) {
 	kind, _ := obj["kind"].(string)
 	if kind == "" {
-		return Result{}, nil, fmt.Errorf("object has no kind")
+		return policies.Result{}, nil, fmt.Errorf("object has no kind")
 	}
-	in := Input{Namespace: objectNamespace(obj, opts), NamespaceLabels: opts.NamespaceLabels, Explain: opts.Explain}
-	var res Result
+	in := policies.Input{Namespace: objectNamespace(obj, opts), NamespaceLabels: opts.NamespaceLabels, Explain: opts.Explain}
+	var res policies.Result
 	var patched map[string]any
 	var err error
 	switch {
-	case kind == string(KindPod) || kind == string(KindService):
+	case kind == string(profiles.KindPod) || kind == string(profiles.KindService):
 		if in.Object, err = jsontree.Encode(obj); err != nil {
 			return res, nil, err
 		}
-		in.Kind = Kind(kind)
+		in.Kind = profiles.Kind(kind)
 		if res, err = s.Apply(in); err != nil {
 			return res, nil, err
 		}
 		if res.Changed {
-			if patched, err = decodeObject(res.Object); err != nil {
+			if patched, err = jsontree.DecodeObject(res.Object); err != nil {
 				return res, nil, err
 			}
 		}
 	case workloadKinds[kind] != nil:
-		if res, err = s.applyTemplate(obj, workloadKinds[kind], in); err != nil {
+		if res, err = applyTemplate(s, obj, workloadKinds[kind], in); err != nil {
 			return res, nil, err
 		}
 		if res.Changed {
@@ -166,18 +175,18 @@ func (s *Set) applyObject(obj map[string]any, opts RenderOptions) (Result, map[s
 }
 
 // applyTemplate patches a workload's pod template, in place, as a Pod in the workload's namespace.
-func (s *Set) applyTemplate(obj map[string]any, at []string, in Input) (Result, error) {
+func applyTemplate(s *policies.Set, obj map[string]any, at []string, in policies.Input) (policies.Result, error) {
 	parent := obj
 	for _, k := range at[:len(at)-1] {
 		next, ok := parent[k].(map[string]any)
 		if !ok {
-			return Result{}, nil // no template: nothing to patch
+			return policies.Result{}, nil // no template: nothing to patch
 		}
 		parent = next
 	}
 	tmpl, ok := parent[at[len(at)-1]].(map[string]any)
 	if !ok {
-		return Result{}, nil
+		return policies.Result{}, nil
 	}
 	meta, ok := tmpl["metadata"].(map[string]any)
 	if !ok {
@@ -185,14 +194,14 @@ func (s *Set) applyTemplate(obj map[string]any, at []string, in Input) (Result, 
 	}
 	js, err := jsontree.Encode(map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": tmpl["spec"]})
 	if err != nil {
-		return Result{}, err
+		return policies.Result{}, err
 	}
-	in.Kind, in.Object = KindPod, js
+	in.Kind, in.Object = profiles.KindPod, js
 	res, err := s.Apply(in)
 	if err != nil || !res.Changed {
 		return res, err
 	}
-	pod, err := decodeObject(res.Object)
+	pod, err := jsontree.DecodeObject(res.Object)
 	if err != nil {
 		return res, err
 	}
@@ -201,7 +210,7 @@ func (s *Set) applyTemplate(obj map[string]any, at []string, in Input) (Result, 
 }
 
 // writeExplain writes what happened to one object as YAML comments.
-func writeExplain(out *bytes.Buffer, kind string, meta map[string]any, ns string, res Result) {
+func writeExplain(out *bytes.Buffer, kind string, meta map[string]any, ns string, res policies.Result) {
 	name, _ := meta["name"].(string)
 	if name == "" {
 		if g, _ := meta["generateName"].(string); g != "" {
@@ -212,7 +221,7 @@ func writeExplain(out *bytes.Buffer, kind string, meta map[string]any, ns string
 	switch {
 	case !res.Recognised:
 		out.WriteString("not recognised by any profile, unchanged\n")
-		if _, workload := workloadKinds[kind]; kind != string(KindPod) && kind != string(KindService) && !workload {
+		if _, workload := workloadKinds[kind]; kind != string(profiles.KindPod) && kind != string(profiles.KindService) && !workload {
 			return // podpatch shapes no other kind: no labels would change that
 		}
 		for _, line := range expectedLabels() { // what the object lacks
@@ -225,16 +234,16 @@ func writeExplain(out *bytes.Buffer, kind string, meta map[string]any, ns string
 	}
 	fmt.Fprintf(out, "%s\n", describe(res.Identity))
 	for _, w := range res.Warnings {
-		fmt.Fprintf(out, "# podpatch:   warning: %s\n", oneLine(w))
+		fmt.Fprintf(out, "# podpatch:   warning: %s\n", explainLine(w))
 	}
 	for _, sk := range res.Skipped { // reference §8: what would make the object invalid
-		fmt.Fprintf(out, "# podpatch:   left out: %s (%s %s): %s\n", sk.Policy.Ref, sk.Policy.Scope, sk.Policy.Mode, oneLine(sk.Violation.String()))
+		fmt.Fprintf(out, "# podpatch:   left out: %s (%s %s): %s\n", sk.Policy.Ref, sk.Policy.Scope, sk.Policy.Mode, explainLine(sk.Violation.String()))
 	}
 	for _, f := range res.Findings { // reference §8: what the manager does not know of
-		fmt.Fprintf(out, "# podpatch:   check: %s\n", oneLine(f.String()))
+		fmt.Fprintf(out, "# podpatch:   check: %s\n", explainLine(f.String()))
 	}
 	for _, a := range res.Adjusted {
-		fmt.Fprintf(out, "# podpatch:   adjusted: %s\n", oneLine(a))
+		fmt.Fprintf(out, "# podpatch:   adjusted: %s\n", explainLine(a))
 	}
 	replaced := Replaced(res.Changes)
 	for i, c := range res.Changes {
@@ -253,7 +262,7 @@ func writeExplain(out *bytes.Buffer, kind string, meta map[string]any, ns string
 	}
 }
 
-func describe(id Identity) string {
+func describe(id profiles.Identity) string {
 	s := fmt.Sprintf("%s %s, cluster %q", id.Manager, id.Role, id.Cluster)
 	if id.Group != "" {
 		s += fmt.Sprintf(", group %q", id.Group)
@@ -272,7 +281,7 @@ func TemplatePath(kind string) (path []string, ok bool) {
 // an object that no profile recognised lacks.
 func expectedLabels() []string {
 	var out []string
-	for _, p := range profiles {
+	for _, p := range profiles.All() {
 		line := fmt.Sprintf("%s expects label %s in (%s)", p.Manager, p.RoleKey, strings.Join(slices.Sorted(maps.Keys(p.Roles)), ", "))
 		if p.RequireKey != "" {
 			if p.RequireValue != "" {
@@ -295,4 +304,13 @@ func expectedLabels() []string {
 		out = append(out, line)
 	}
 	return out
+}
+
+// explainLine folds a multi-line message (YAML parser errors have several) into one line.
+func explainLine(s string) string {
+	lines := strings.Split(s, "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return strings.Join(slices.DeleteFunc(lines, func(l string) bool { return l == "" }), "; ")
 }

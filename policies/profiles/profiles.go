@@ -1,4 +1,4 @@
-package policies
+package profiles
 
 import (
 	"maps"
@@ -6,15 +6,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
-
-// Identity is what a profile recognises in an object: which manager made it, what part it
-// plays, and the names of its cluster and worker group.
-type Identity struct {
-	Manager Manager
-	Role    Role
-	Cluster string
-	Group   string
-}
 
 // Profile is everything podpatch knows about one cluster manager (reference §2), in one record:
 // recognition, reserved labels, @main, the external URL's UI port, the owner look-through of
@@ -196,8 +187,8 @@ var profiles = []Profile{
 	},
 }
 
-// Profiles returns copies of the built-in managers' profiles, in recognition order.
-func Profiles() []Profile {
+// All returns copies of the built-in managers' profiles, in recognition order.
+func All() []Profile {
 	out := make([]Profile, len(profiles))
 	for i := range profiles {
 		out[i] = profiles[i].clone()
@@ -205,8 +196,8 @@ func Profiles() []Profile {
 	return out
 }
 
-// ProfileOf returns a copy of a manager's profile; false for a manager podpatch does not know.
-func ProfileOf(m Manager) (Profile, bool) {
+// Of returns a copy of a manager's profile; false for a manager podpatch does not know.
+func Of(m Manager) (Profile, bool) {
 	for i := range profiles {
 		if profiles[i].Manager == m {
 			return profiles[i].clone(), true
@@ -254,6 +245,45 @@ func mainContainerNamesOf(ps []Profile) map[Manager][]string {
 		out[pr.Manager] = pr.MainContainers
 	}
 	return out
+}
+
+// The engine reads the records on every admission through the accessors below, which copy
+// nothing: All and Of copy a whole record, which costs allocations per admission.
+
+// roleAliases maps every accepted role name in a policy to its canonical role: the canonical
+// names and each profile's Aliases.
+var roleAliases = aliasesOf(profiles)
+
+// RoleOf returns the canonical role a policy's role name stands for: a canonical name, or a
+// manager's own name for it (a profile's Aliases).
+func RoleOf(name string) (Role, bool) {
+	r, ok := roleAliases[name]
+	return r, ok
+}
+
+// RoleNames lists, sorted, every role name a policy may write (RoleOf).
+func RoleNames() []string { return slices.Sorted(maps.Keys(roleAliases)) }
+
+// mainContainerNames are the names each manager gives the container that runs its process:
+// its profile's MainContainers.
+var mainContainerNames = mainContainerNamesOf(profiles)
+
+// IsMainContainer reports whether name is one a manager gives the container that runs its
+// process (its profile's MainContainers, @main).
+func IsMainContainer(m Manager, name string) bool {
+	return slices.Contains(mainContainerNames[m], name)
+}
+
+// SizesOf returns where a manager's process states its sizes, for the manager-aware checks;
+// the zero Sizes for a manager podpatch does not know. Its lists are the record's own: read
+// them, never change them.
+func SizesOf(m Manager) Sizes {
+	for i := range profiles {
+		if profiles[i].Manager == m {
+			return profiles[i].Sizes
+		}
+	}
+	return Sizes{}
 }
 
 // recognise finds the manager and role from one label map.
@@ -309,11 +339,11 @@ func Recognise(kind Kind, labels, selector map[string]string) (Identity, bool) {
 	return id, true
 }
 
-// ReservedLabels are the labels no policy may set, change or remove (reference §3): the skip label
-// and every label a profile reads to recognise an object and its role, cluster and group.
-// Changing them would change which policies match, or what the manager finds.
-func ReservedLabels() []string {
-	seen := map[string]bool{SkipLabel: true}
+// Labels are the labels the profiles read to recognise an object and its role, cluster and
+// group, sorted: changing them would change which policies match, or what the manager finds,
+// so no policy may set them (the engine's reserved labels, reference §3).
+func Labels() []string {
+	seen := map[string]bool{}
 	for _, pr := range profiles {
 		seen[pr.RoleKey] = true
 		if pr.RequireKey != "" {

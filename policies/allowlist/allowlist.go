@@ -1,4 +1,9 @@
-package policies
+// Package allowlist holds what namespace policies may reach (reference §3, "Scope"): the fields
+// they may set (Fields, --namespace-allowed-fields) and the infrastructure annotations they may
+// not set or remove (DeniedAnnotations, --namespace-denied-annotations), compiled from the
+// flags, and the checks of a namespace policy's part against them (Check), which the engine's
+// parse stage runs on every namespace policy.
+package allowlist
 
 import (
 	"fmt"
@@ -11,10 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// DefaultNamespaceAllowedFields is what namespace policies may set unless the platform says
+// DefaultFields is what namespace policies may set unless the platform says
 // otherwise (reference §3). Entries are paths inside the patched object; `[*]` stands for every item
 // of a list; a `service.` prefix makes an entry apply to Service patches instead of pod templates.
-var DefaultNamespaceAllowedFields = []string{
+var DefaultFields = []string{
 	"metadata.labels",
 	"metadata.annotations",
 	"spec.nodeSelector",
@@ -28,17 +33,17 @@ var DefaultNamespaceAllowedFields = []string{
 	"service.metadata.annotations",
 }
 
-// AllowedFields is the compiled form of the fields namespace policies may set.
-type AllowedFields struct {
+// Fields is the compiled form of the fields namespace policies may set.
+type Fields struct {
 	template [][]string
 	service  [][]string
 	entries  []string
 }
 
-// ParseAllowedFields compiles entries such as "spec.containers[*].resources" or
+// ParseFields compiles entries such as "spec.containers[*].resources" or
 // "service.metadata.annotations".
-func ParseAllowedFields(entries []string) (AllowedFields, error) {
-	var a AllowedFields
+func ParseFields(entries []string) (Fields, error) {
+	var a Fields
 	for _, e := range entries {
 		e = strings.TrimSpace(e)
 		if e == "" {
@@ -51,7 +56,7 @@ func ParseAllowedFields(entries []string) (AllowedFields, error) {
 		}
 		segs, err := splitAllowedPath(rest)
 		if err != nil {
-			return AllowedFields{}, fmt.Errorf("allowed field %q: %w", e, err)
+			return Fields{}, fmt.Errorf("allowed field %q: %w", e, err)
 		}
 		*target = append(*target, segs)
 		a.entries = append(a.entries, e)
@@ -61,7 +66,7 @@ func ParseAllowedFields(entries []string) (AllowedFields, error) {
 }
 
 // String lists the entries, as the flag takes them.
-func (a AllowedFields) String() string { return strings.Join(a.entries, ",") }
+func (a Fields) String() string { return strings.Join(a.entries, ",") }
 
 func splitAllowedPath(p string) ([]string, error) {
 	var segs []string
@@ -93,20 +98,18 @@ var secretPaths = [][]string{
 	{"spec", "volumes", "[*]", "projected", "sources", "[*]", "secret"},
 }
 
-// keyedLists are the lists a patch merges item by item; any other list replaces the object's
-// whole, an effect on every path below it.
-func keyedList(name string) bool {
-	_, pod := podLists[name]
-	_, svc := serviceLists[name]
-	return pod || svc || containerLists[name]
-}
-
-// checkAllowed reports every effect of raw (a template or service patch) outside the allowed
-// entries: every path it sets, replaces or removes must lie inside one (reference §3). A null or a
-// list replaced whole on the way to an allowed path reaches what is not allowed, so it is
-// refused; a list item's merge key (`name`) is allowed wherever a path runs through the list;
-// Secret references need an entry of their own.
-func checkAllowed(raw any, allowed [][]string, fld *field.Path) field.ErrorList {
+// Check reports every effect of a namespace policy's part (its template, or its service with
+// service set) outside the allowed entries: every path it sets, replaces or removes must lie
+// inside one (reference §3). A null or a list replaced whole on the way to an allowed path
+// reaches what is not allowed, so it is refused; keyed says which lists a patch merges item by
+// item (the engine's merge rules), any other list replacing the object's whole. A list item's
+// merge key (`name`) is allowed wherever a path runs through the list; Secret references need
+// an entry of their own.
+func (a Fields) Check(raw map[string]any, service bool, keyed func(list string) bool, fld *field.Path) field.ErrorList {
+	allowed := a.template
+	if service {
+		allowed = a.service
+	}
 	var errs field.ErrorList
 	names := make([]string, len(allowed))
 	for i, a := range allowed {
@@ -140,7 +143,7 @@ func checkAllowed(raw any, allowed [][]string, fld *field.Path) field.ErrorList 
 				case t[k] == nil:
 					forbid(fld.Child(k), "null removes fields outside the allowed ones; ")
 				default:
-					if _, isList := t[k].([]any); isList && !keyedList(k) {
+					if _, isList := t[k].([]any); isList && !keyed(k) {
 						forbid(fld.Child(k), "this list replaces the object's whole, fields outside the allowed ones included; ")
 						continue
 					}
@@ -207,12 +210,12 @@ func equalSegs(a, b []string) bool {
 	return true
 }
 
-// DefaultNamespaceDeniedAnnotations are the annotation keys namespace policies may not set or
+// DefaultDeniedAnnotations are the annotation keys namespace policies may not set or
 // remove unless the platform says otherwise (reference §3, "Infrastructure annotations"): keys that
 // make cloud or cluster infrastructure act — load balancers, DNS, secret injectors — and
 // podpatch's own. Entries are shell globs on the whole key; an entry starting with `!` is an
 // exception to the others.
-var DefaultNamespaceDeniedAnnotations = []string{
+var DefaultDeniedAnnotations = []string{
 	"service.beta.kubernetes.io/*",
 	"service.kubernetes.io/*",
 	"networking.gke.io/*",
@@ -221,12 +224,12 @@ var DefaultNamespaceDeniedAnnotations = []string{
 	"vault.hashicorp.com/*",
 	"*.podpatch.io/*",
 	"podpatch.io/*",
-	"!" + ProvideExternalURLAnnotation,
+	"!podpatch.io/provide-external-url", // a Service's request of its external URL (reference §6)
 }
 
 // DeniedAnnotations is the compiled form of the annotation keys namespace policies may not set
-// or remove. Its zero value is the default list (DefaultNamespaceDeniedAnnotations), so that
-// Options built without it keep infrastructure out of namespace policies' reach; an empty list
+// or remove. Its zero value is the default list (DefaultDeniedAnnotations), so that
+// policies.Options built without it keep infrastructure out of namespace policies' reach; an empty list
 // from ParseDeniedAnnotations denies nothing.
 type DeniedAnnotations struct {
 	parsed       bool
@@ -257,9 +260,9 @@ func ParseDeniedAnnotations(entries []string) (DeniedAnnotations, error) {
 	return d, nil
 }
 
-// defaultDenied is DefaultNamespaceDeniedAnnotations compiled, for the zero DeniedAnnotations.
+// defaultDenied is DefaultDeniedAnnotations compiled, for the zero DeniedAnnotations.
 var defaultDenied = func() DeniedAnnotations {
-	d, err := ParseDeniedAnnotations(DefaultNamespaceDeniedAnnotations)
+	d, err := ParseDeniedAnnotations(DefaultDeniedAnnotations)
 	if err != nil {
 		panic(err) // the built-in list is a constant; a failure is a programming error
 	}
@@ -296,12 +299,12 @@ func (d DeniedAnnotations) Denies(key string) (string, bool) {
 // empty reports whether nothing is denied.
 func (d DeniedAnnotations) empty() bool { return len(d.compiled().deny) == 0 }
 
-// checkDeniedAnnotations reports every annotation of a namespace policy's part (a template or
-// service patch, as written) that the denied list covers: setting it, at any layer, or removing
-// it with null (reference §3, "Infrastructure annotations"). A null on the way there — `metadata:
-// null`, `annotations: null` — removes every annotation, the denied ones included.
-func checkDeniedAnnotations(raw map[string]any, denied DeniedAnnotations, fld *field.Path) field.ErrorList {
-	if denied.empty() {
+// Check reports every annotation of a namespace policy's part (a template or service patch, as
+// written) that the denied list covers: setting it, at any layer, or removing it with null
+// (reference §3, "Infrastructure annotations"). A null on the way there — `metadata: null`,
+// `annotations: null` — removes every annotation, the denied ones included.
+func (d DeniedAnnotations) Check(raw map[string]any, fld *field.Path) field.ErrorList {
+	if d.empty() {
 		return nil
 	}
 	const flag = "--namespace-denied-annotations"
@@ -319,7 +322,7 @@ func checkDeniedAnnotations(raw map[string]any, denied DeniedAnnotations, fld *f
 	ann, _ := annV.(map[string]any)
 	var errs field.ErrorList
 	for _, k := range slices.Sorted(maps.Keys(ann)) {
-		if g, denied := denied.Denies(k); denied {
+		if g, denied := d.Denies(k); denied {
 			verb := "set"
 			if ann[k] == nil {
 				verb = "remove"

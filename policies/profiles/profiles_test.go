@@ -1,4 +1,4 @@
-package policies
+package profiles
 
 import (
 	"maps"
@@ -33,10 +33,10 @@ func TestProfilesAreTheRecord(t *testing.T) {
 	}, mainContainerNames)
 
 	seen := map[Manager]bool{}
-	for _, pr := range Profiles() {
+	for _, pr := range All() {
 		require.False(t, seen[pr.Manager], "one profile per manager: %s", pr.Manager)
 		seen[pr.Manager] = true
-		got, ok := ProfileOf(pr.Manager)
+		got, ok := Of(pr.Manager)
 		require.True(t, ok)
 		require.Equal(t, pr.Manager, got.Manager)
 		require.NotEmpty(t, pr.RoleKey, pr.Manager)
@@ -58,22 +58,22 @@ func TestProfilesAreTheRecord(t *testing.T) {
 		}
 		require.False(t, len(pr.Sizes.Flags)+len(pr.Sizes.Env)+len(pr.Sizes.Properties) == 0, "%s: how it states sizes", pr.Manager)
 		for k := range pr.ServiceLabels {
-			require.Contains(t, ReservedLabels(), k, "%s: a label that selects its Services is reserved", pr.Manager)
+			require.Contains(t, Labels(), k, "%s: a label that selects its Services is reserved", pr.Manager)
 		}
 	}
-	pr, _ := ProfileOf(ManagerSpark)
+	pr, _ := Of(ManagerSpark)
 	pr.Roles["driver"], pr.MainContainers[0], pr.Owners.Through[0].Kind = RoleJob, "x", "x"
-	again, _ := ProfileOf(ManagerSpark)
+	again, _ := Of(ManagerSpark)
 	require.Equal(t, RoleScheduler, again.Roles["driver"], "a copy")
 	require.Equal(t, "spark-kubernetes-driver", again.MainContainers[0])
 	require.Equal(t, "Pod", again.Owners.Through[0].Kind)
-	_, ok := ProfileOf("yarn")
+	_, ok := Of("yarn")
 	require.False(t, ok)
 }
 
 // A chain's step is a built-in kind it names, at the version its resource is read at.
 func TestOwnerChainStep(t *testing.T) {
-	pr, _ := ProfileOf(ManagerFlink)
+	pr, _ := Of(ManagerFlink)
 	gvr, ok := pr.Owners.Step("apps/v1", "Deployment")
 	require.True(t, ok)
 	require.Equal(t, "deployments", gvr.Resource)
@@ -98,10 +98,10 @@ var fixtureDirs = map[Manager][]string{
 // the manager writes them.
 func TestProfilesMatchTheFixtures(t *testing.T) {
 	require.ElementsMatch(t, Managers, slices.Collect(maps.Keys(fixtureDirs)))
-	for _, pr := range Profiles() {
+	for _, pr := range All() {
 		sizes := 0
 		for _, dir := range fixtureDirs[pr.Manager] {
-			files, err := filepath.Glob(filepath.Join("testdata", "fixtures", dir, "*.yaml"))
+			files, err := filepath.Glob(filepath.Join("..", "testdata", "fixtures", dir, "*.yaml"))
 			require.NoError(t, err)
 			require.NotEmpty(t, files, dir)
 			for _, f := range files {

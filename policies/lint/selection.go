@@ -1,4 +1,9 @@
-package policies
+// Package lint holds `podpatch lint`'s checks of a whole policy set, beyond what compiling one
+// ConfigMap finds (policies.Compile): selections that may not reach the fixed point admission
+// looks for (SelectionProblems, reference §3), and, with --objects, what the set does to given
+// objects (Objects: policies left out to keep them valid, findings, layers left out). It sits
+// above the engine, which it reads through the Set's and Policy's accessors.
+package lint
 
 import (
 	"cmp"
@@ -9,12 +14,15 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 )
 
 // The selection of an object's policies depends on its labels, and policies set labels: reference §3
-// asks for a fixed point within one admission (fixedPoint re-selects at most MaxSelectionRounds
-// times). A policy set can make that impossible: policies whose label writes switch each other's
-// selectors on and off. selectionGraph finds such sets statically, for `lint`.
+// asks for a fixed point within one admission (the engine re-selects at most
+// policies.MaxSelectionRounds times). A policy set can make that impossible: policies whose label writes switch each other's
+// selectors on and off. SelectionProblems finds such sets statically, for `lint`.
 //
 // The graph has an edge P → Q, for one kind of object, when P writes (sets or removes) a label
 // that Q's selector reads and P and Q can apply to the same objects (a common manager, role and
@@ -29,43 +37,44 @@ import (
 
 // selectionEdge is one edge of the graph.
 type selectionEdge struct {
-	from, to *Policy
-	kind     Kind
+	from, to *policies.Policy
+	kind     profiles.Kind
 	negative bool
 	// why is "sets label k=v" or "removes label k", for the message.
 	why string
 }
 
 // SelectionProblems reports, as lint problems located in their files, the policies whose
-// selection may not reach a fixed point within MaxSelectionRounds: the platform's policies on
-// their own, and each namespace's together with the platform's (reported only when a
-// namespace policy takes part). At admission such an object gets the platform's policies only,
-// or its enforce policies only, with a warning (Apply). cms locates ConfigMaps in files.
-func (s *Set) SelectionProblems(cms []SourcedConfigMap) []FileProblems {
+// selection may not reach a fixed point within policies.MaxSelectionRounds: the platform's
+// policies on their own, and each namespace's together with the platform's (reported only when
+// a namespace policy takes part). At admission such an object gets the platform's policies
+// only, or its enforce policies only, with a warning (Set.Apply). cms locates ConfigMaps in
+// files.
+func SelectionProblems(s *policies.Set, cms []policies.SourcedConfigMap) []policies.FileProblems {
 	files := map[string]string{}
 	for _, c := range cms {
 		files[c.ConfigMap.Namespace+"/"+c.ConfigMap.Name] = c.File
 	}
-	platform := s.platform.policies()
-	found := map[string]Problems{} // namespace/configmap -> problems
-	report := func(ps []*Policy, edges []selectionEdge, namespaced bool) {
+	platform := s.Policies(policies.ScopePlatform, "")
+	found := map[string]policies.Problems{} // namespace/configmap -> problems
+	report := func(ps []*policies.Policy, edges []selectionEdge, namespaced bool) {
 		for _, pr := range selectionCycles(ps, edges, namespaced) {
 			name := pr.at.Namespace + "/" + pr.at.ConfigMap
-			found[name] = append(found[name], Problem{Key: pr.at.Key, Policy: pr.at.Name, Err: pr.err})
+			found[name] = append(found[name], policies.Problem{Key: pr.at.Key, Policy: pr.at.Name, Err: pr.err})
 		}
 	}
 	report(platform, selectionEdges(platform, platform, platform, labelsWritten(platform)), false)
 	// Each namespace with the platform. The edges among the platform's policies are computed
 	// once, with every label any namespace writes counted as written (fewer requirements
 	// exclude each other: a superset of each namespace's edges among them, so still sound).
-	namespaces := slices.Sorted(maps.Keys(s.namespaces))
+	namespaces := s.Namespaces()
 	all := platform
 	for _, ns := range namespaces {
-		all = slices.Concat(all, s.namespaces[ns].policies())
+		all = slices.Concat(all, s.Policies(policies.ScopeNamespace, ns))
 	}
 	var platformEdges []selectionEdge
 	for _, ns := range namespaces {
-		nps := s.namespaces[ns].policies()
+		nps := s.Policies(policies.ScopeNamespace, ns)
 		ps := slices.Concat(platform, nps)
 		written := labelsWritten(ps)
 		edges := slices.Concat(selectionEdges(nps, ps, ps, written), selectionEdges(platform, nps, ps, written))
@@ -77,50 +86,32 @@ func (s *Set) SelectionProblems(cms []SourcedConfigMap) []FileProblems {
 		}
 		report(ps, slices.Concat(platformEdges, edges), true)
 	}
-	var out []FileProblems
+	var out []policies.FileProblems
 	for _, name := range slices.Sorted(maps.Keys(found)) {
-		out = append(out, FileProblems{File: files[name], ConfigMap: name, Problems: found[name]})
+		out = append(out, policies.FileProblems{File: files[name], ConfigMap: name, Problems: found[name]})
 	}
-	return out
-}
-
-// policies lists the index's policies once each, in application order.
-func (x *scopeIndex) policies() []*Policy {
-	seen := map[*Policy]bool{}
-	var out []*Policy
-	for _, list := range x.buckets {
-		for _, p := range list {
-			if !seen[p] {
-				seen[p] = true
-				out = append(out, p)
-			}
-		}
-	}
-	slices.SortFunc(out, func(a, b *Policy) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), comparePolicies(a, b))
-	})
 	return out
 }
 
 // selectionProblem is one reported set of policies, located at one of them.
 type selectionProblem struct {
-	at  *Policy
+	at  *policies.Policy
 	err *field.Error
 }
 
 // selectionCycles analyses one policy set. With namespaced, only findings that involve a
 // namespace policy are returned (the platform's own are reported once, on their own).
-func selectionCycles(ps []*Policy, edges []selectionEdge, namespaced bool) []selectionProblem {
+func selectionCycles(ps []*policies.Policy, edges []selectionEdge, namespaced bool) []selectionProblem {
 	if len(edges) == 0 {
 		return nil
 	}
-	out := map[*Policy]bool{}
+	out := map[*policies.Policy]bool{}
 	var probs []selectionProblem
-	involvesNamespace := func(members []*Policy) bool {
-		return slices.ContainsFunc(members, func(p *Policy) bool { return p.Scope == ScopeNamespace })
+	involvesNamespace := func(members []*policies.Policy) bool {
+		return slices.ContainsFunc(members, func(p *policies.Policy) bool { return p.Scope == policies.ScopeNamespace })
 	}
 	sccs := stronglyConnected(ps, edges)
-	sccOf := map[*Policy]int{}
+	sccOf := map[*policies.Policy]int{}
 	for i, c := range sccs {
 		for _, p := range c {
 			sccOf[p] = i
@@ -166,7 +157,7 @@ func selectionCycles(ps []*Policy, edges []selectionEdge, namespaced bool) []sel
 		out[at] = true
 		probs = append(probs, selectionProblem{at: at, err: field.Forbidden(field.NewPath("spec", "match", "selector"),
 			"the selection of "+refs(c)+" can oscillate: "+why+
-				fmt.Sprintf("; podpatch re-selects at most %d times, then %s", MaxSelectionRounds, fallback(namespaced))+
+				fmt.Sprintf("; podpatch re-selects at most %d times, then %s", policies.MaxSelectionRounds, fallback(namespaced))+
 				"; select on labels no policy of the set writes, or use mode: default to fill a label")})
 	}
 	// Chains too long to settle: the longest path of the condensation, each component counting
@@ -191,7 +182,7 @@ func selectionCycles(ps []*Policy, edges []selectionEdge, namespaced bool) []sel
 		}
 	}
 	for i := range sccs {
-		if oscillating[i] || longest[i] < MaxSelectionRounds {
+		if oscillating[i] || longest[i] < policies.MaxSelectionRounds {
 			continue
 		}
 		for _, e := range out2[i] {
@@ -199,10 +190,10 @@ func selectionCycles(ps []*Policy, edges []selectionEdge, namespaced bool) []sel
 		}
 	}
 	for i, c := range sccs {
-		if oscillating[i] || longest[i] < MaxSelectionRounds || longPred[i] || out[c[0]] {
+		if oscillating[i] || longest[i] < policies.MaxSelectionRounds || longPred[i] || out[c[0]] {
 			continue
 		}
-		members := []*Policy{c[0]}
+		members := []*policies.Policy{c[0]}
 		for _, e := range via[i] {
 			members = append(members, e.to)
 		}
@@ -213,7 +204,7 @@ func selectionCycles(ps []*Policy, edges []selectionEdge, namespaced bool) []sel
 		out[at] = true
 		probs = append(probs, selectionProblem{at: at, err: field.Forbidden(field.NewPath("spec", "match", "selector"),
 			fmt.Sprintf("a chain of %d policies, each selected by a label the one before writes (%s), needs more than the %d selection rounds podpatch makes, which then %s",
-				longest[i]+1, describeEdges(via[i]), MaxSelectionRounds, fallback(namespaced)))})
+				longest[i]+1, describeEdges(via[i]), policies.MaxSelectionRounds, fallback(namespaced)))})
 	}
 	slices.SortFunc(probs, func(a, b selectionProblem) int { return strings.Compare(a.at.Ref, b.at.Ref) })
 	return probs
@@ -221,16 +212,16 @@ func selectionCycles(ps []*Policy, edges []selectionEdge, namespaced bool) []sel
 
 // locate chooses the policy a finding is reported at: the first, or the first namespace
 // policy when the finding is a namespace's, so that its team sees it in its own ConfigMap.
-func locate(members []*Policy, namespaced bool) *Policy {
+func locate(members []*policies.Policy, namespaced bool) *policies.Policy {
 	if namespaced {
-		if i := slices.IndexFunc(members, func(p *Policy) bool { return p.Scope == ScopeNamespace }); i >= 0 {
+		if i := slices.IndexFunc(members, func(p *policies.Policy) bool { return p.Scope == policies.ScopeNamespace }); i >= 0 {
 			return members[i]
 		}
 	}
 	return members[0]
 }
 
-// fallback says what admission does with an object whose selection does not settle (Apply).
+// fallback says what admission does with an object whose selection does not settle (Set.Apply).
 func fallback(namespaced bool) string {
 	if namespaced {
 		return "leaves the namespace's policies out"
@@ -239,7 +230,7 @@ func fallback(namespaced bool) string {
 }
 
 // refs names policies as their provenance entries, at most six.
-func refs(ps []*Policy) string {
+func refs(ps []*policies.Policy) string {
 	names := make([]string, 0, len(ps))
 	for _, p := range ps {
 		names = append(names, p.Ref)
@@ -269,8 +260,8 @@ func describeEdges(es []selectionEdge) string {
 }
 
 // labelsWritten returns, per kind, the label keys some policy of ps writes.
-func labelsWritten(ps []*Policy) map[Kind]map[string]bool {
-	out := map[Kind]map[string]bool{KindPod: {}, KindService: {}}
+func labelsWritten(ps []*policies.Policy) map[profiles.Kind]map[string]bool {
+	out := map[profiles.Kind]map[string]bool{profiles.KindPod: {}, profiles.KindService: {}}
 	for _, p := range ps {
 		for kind, keys := range out {
 			for k := range labelWrites(p, kind) {
@@ -284,18 +275,18 @@ func labelsWritten(ps []*Policy) map[Kind]map[string]bool {
 // selectionEdges computes the edges from writers to readers, in a deterministic order. present
 // are the policies that apply with them (for masked writes); written the keys some policy
 // writes (requirements on other keys see the object's own label in every round).
-func selectionEdges(writers, readers, present []*Policy, written map[Kind]map[string]bool) []selectionEdge {
+func selectionEdges(writers, readers, present []*policies.Policy, written map[profiles.Kind]map[string]bool) []selectionEdge {
 	type reader struct {
-		p    *Policy
+		p    *policies.Policy
 		reqs []labels.Requirement
 	}
 	// Readers by label key, so that the cost is in the edges, not in every pair of policies.
 	byKey := map[string][]reader{}
 	for _, q := range readers {
-		if q.match.selector == nil {
+		if q.Selector() == nil {
 			continue
 		}
-		reqs, selectable := q.match.selector.Requirements()
+		reqs, selectable := q.Selector().Requirements()
 		if !selectable {
 			continue // selects nothing
 		}
@@ -307,11 +298,11 @@ func selectionEdges(writers, readers, present []*Policy, written map[Kind]map[st
 		return nil
 	}
 	var out []selectionEdge
-	for _, kind := range []Kind{KindPod, KindService} {
+	for _, kind := range []profiles.Kind{profiles.KindPod, profiles.KindService} {
 		// The unconditional writers of each key, which mask the writes applied before theirs.
-		uncond := map[string][]*Policy{}
+		uncond := map[string][]*policies.Policy{}
 		for _, r := range present {
-			if unconditional(r) {
+			if r.Unconditional() {
 				for k := range labelWrites(r, kind) {
 					uncond[k] = append(uncond[k], r)
 				}
@@ -328,14 +319,14 @@ func selectionEdges(writers, readers, present []*Policy, written map[Kind]map[st
 				continue
 			}
 			var own []labels.Requirement
-			if p.match.selector != nil {
-				reqs, selectable := p.match.selector.Requirements()
+			if p.Selector() != nil {
+				reqs, selectable := p.Selector().Requirements()
 				if !selectable || !jointly(reqs, nil, written[kind]) {
 					continue // never selected
 				}
 				own = reqs
 			}
-			seen := map[*Policy]bool{}
+			seen := map[*policies.Policy]bool{}
 			for _, k := range slices.Sorted(maps.Keys(writes)) {
 				for _, r := range byKey[k] {
 					if seen[r.p] || !shareBucket(p, r.p, kind) {
@@ -358,16 +349,16 @@ func selectionEdges(writers, readers, present []*Policy, written map[Kind]map[st
 // masked reports whether p's write of a label never reaches the object: one of the label's
 // unconditional writers (selected for every object of p's managers and roles) applies after p. Defaults fill, highest precedence first, and merges override them, so "after"
 // is the order of reference §3's layers and, inside one, of application.
-func masked(p *Policy, writers []*Policy) bool {
-	rank := func(x *Policy) int {
+func masked(p *policies.Policy, writers []*policies.Policy) bool {
+	rank := func(x *policies.Policy) int {
 		switch {
-		case x.Mode == ModeEnforce:
+		case x.Mode == policies.ModeEnforce:
 			return 4
-		case x.Mode == ModeMerge && x.Scope == ScopeNamespace:
+		case x.Mode == policies.ModeMerge && x.Scope == policies.ScopeNamespace:
 			return 3
-		case x.Mode == ModeMerge:
+		case x.Mode == policies.ModeMerge:
 			return 2
-		case x.Scope == ScopeNamespace:
+		case x.Scope == policies.ScopeNamespace:
 			return 1
 		default:
 			return 0
@@ -377,24 +368,12 @@ func masked(p *Policy, writers []*Policy) bool {
 		if r == p {
 			continue
 		}
-		later := cmp.Or(cmp.Compare(rank(r), rank(p)), comparePolicies(r, p)) > 0
-		if later && covers(r.match.managers, p.match.managers) && covers(r.match.roles, p.match.roles) {
+		later := cmp.Or(cmp.Compare(rank(r), rank(p)), r.Compare(p)) > 0
+		if later && covers(r.Managers(), p.Managers()) && covers(r.Roles(), p.Roles()) {
 			return true
 		}
 	}
 	return false
-}
-
-// unconditional reports whether a policy is selected for every object of its managers and
-// roles (and, for a namespace policy, of its namespace).
-func unconditional(p *Policy) bool {
-	m := p.match
-	noReqs := m.selector == nil
-	if m.selector != nil {
-		reqs, selectable := m.selector.Requirements()
-		noReqs = selectable && len(reqs) == 0
-	}
-	return noReqs && m.namespaceSelector == nil && len(m.namespaces) == 0 && len(m.clusters) == 0 && len(m.groups) == 0
 }
 
 // covers reports whether a match list (empty: any) includes every value of another.
@@ -438,8 +417,8 @@ func jointly(a, b []labels.Requirement, written map[string]bool) bool {
 }
 
 // labelWrites returns the labels a policy writes on a kind: a value, or nil for a removal.
-func labelWrites(p *Policy, kind Kind) map[string]*string {
-	meta, _ := p.patchFor(kind)["metadata"].(map[string]any)
+func labelWrites(p *policies.Policy, kind profiles.Kind) map[string]*string {
+	meta, _ := p.Patch(kind)["metadata"].(map[string]any)
 	ls, _ := meta["labels"].(map[string]any)
 	if len(ls) == 0 {
 		return nil
@@ -456,7 +435,7 @@ func labelWrites(p *Policy, kind Kind) map[string]*string {
 }
 
 // edgeOf evaluates q's requirements on the keys p writes, with p's values.
-func edgeOf(p, q *Policy, kind Kind, writes map[string]*string, reqs []labels.Requirement) (selectionEdge, bool) {
+func edgeOf(p, q *policies.Policy, kind profiles.Kind, writes map[string]*string, reqs []labels.Requirement) (selectionEdge, bool) {
 	e := selectionEdge{from: p, to: q, kind: kind}
 	touched := false
 	for _, r := range reqs {
@@ -492,41 +471,41 @@ func uniqueKeys(reqs []labels.Requirement) []string {
 
 // shareBucket reports whether two policies can apply to the same objects of a kind: a common
 // manager and role (namespace globs and selectors are not compared: a conservative answer).
-func shareBucket(p, q *Policy, kind Kind) bool {
-	if p.patchFor(kind) == nil || q.patchFor(kind) == nil {
+func shareBucket(p, q *policies.Policy, kind profiles.Kind) bool {
+	if p.Patch(kind) == nil || q.Patch(kind) == nil {
 		return false
 	}
-	if p.Scope == ScopeNamespace && q.Scope == ScopeNamespace && p.Namespace != q.Namespace {
+	if p.Scope == policies.ScopeNamespace && q.Scope == policies.ScopeNamespace && p.Namespace != q.Namespace {
 		return false
 	}
-	overlap := func(a, b []Manager) bool {
-		return len(a) == 0 || len(b) == 0 || slices.ContainsFunc(a, func(m Manager) bool { return slices.Contains(b, m) })
+	overlap := func(a, b []profiles.Manager) bool {
+		return len(a) == 0 || len(b) == 0 || slices.ContainsFunc(a, func(m profiles.Manager) bool { return slices.Contains(b, m) })
 	}
-	roles := func(a, b []Role) bool {
-		return len(a) == 0 || len(b) == 0 || slices.ContainsFunc(a, func(r Role) bool { return slices.Contains(b, r) })
+	roles := func(a, b []profiles.Role) bool {
+		return len(a) == 0 || len(b) == 0 || slices.ContainsFunc(a, func(r profiles.Role) bool { return slices.Contains(b, r) })
 	}
-	return overlap(p.match.managers, q.match.managers) && roles(p.match.roles, q.match.roles)
+	return overlap(p.Managers(), q.Managers()) && roles(p.Roles(), q.Roles())
 }
 
 // stronglyConnected returns the strongly connected components of the graph (Tarjan), each in
 // the order of ps, successors' components before their predecessors'.
-func stronglyConnected(ps []*Policy, edges []selectionEdge) [][]*Policy {
-	succ := map[*Policy][]*Policy{}
+func stronglyConnected(ps []*policies.Policy, edges []selectionEdge) [][]*policies.Policy {
+	succ := map[*policies.Policy][]*policies.Policy{}
 	for _, e := range edges {
 		succ[e.from] = append(succ[e.from], e.to)
 	}
-	pos := make(map[*Policy]int, len(ps))
+	pos := make(map[*policies.Policy]int, len(ps))
 	for i, p := range ps {
 		pos[p] = i
 	}
-	index := map[*Policy]int{}
-	low := map[*Policy]int{}
-	onStack := map[*Policy]bool{}
-	var stack []*Policy
-	var out [][]*Policy
+	index := map[*policies.Policy]int{}
+	low := map[*policies.Policy]int{}
+	onStack := map[*policies.Policy]bool{}
+	var stack []*policies.Policy
+	var out [][]*policies.Policy
 	next := 0
-	var visit func(p *Policy)
-	visit = func(p *Policy) {
+	var visit func(p *policies.Policy)
+	visit = func(p *policies.Policy) {
 		index[p], low[p] = next, next
 		next++
 		stack = append(stack, p)
@@ -540,7 +519,7 @@ func stronglyConnected(ps []*Policy, edges []selectionEdge) [][]*Policy {
 			}
 		}
 		if low[p] == index[p] {
-			var c []*Policy
+			var c []*policies.Policy
 			for {
 				q := stack[len(stack)-1]
 				stack = stack[:len(stack)-1]
@@ -550,7 +529,7 @@ func stronglyConnected(ps []*Policy, edges []selectionEdge) [][]*Policy {
 					break
 				}
 			}
-			slices.SortFunc(c, func(a, b *Policy) int { return cmp.Compare(pos[a], pos[b]) })
+			slices.SortFunc(c, func(a, b *policies.Policy) int { return cmp.Compare(pos[a], pos[b]) })
 			out = append(out, c)
 		}
 	}

@@ -1,0 +1,181 @@
+package policies
+
+import (
+	"path"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/podpatch/podpatch/policies/profiles"
+)
+
+// The select stage (doc.go): the policies of one object, from its own bucket of the Set, that
+// its namespace, labels, cluster and group match, sorted into the layers of reference §3.
+
+// subject is what matching looks at.
+type subject struct {
+	id              profiles.Identity
+	kind            profiles.Kind
+	namespace       string
+	labels          labels.Set
+	namespaceLabels labels.Set
+}
+
+// matches checks the parts of the match that the index does not already decide.
+func (m *matcher) matches(s *subject) bool {
+	if len(m.clusters) > 0 && !anyGlob(m.clusters, s.id.Cluster) {
+		return false
+	}
+	if len(m.groups) > 0 && !anyGlob(m.groups, s.id.Group) {
+		return false
+	}
+	if len(m.namespaces) > 0 && !anyGlob(m.namespaces, s.namespace) {
+		return false
+	}
+	if m.selector != nil && !m.selector.Matches(s.labels) {
+		return false
+	}
+	if m.namespaceSelector != nil && !m.namespaceSelector.Matches(s.namespaceLabels) {
+		return false
+	}
+	return true
+}
+
+// anyGlob matches a name against globs; an object without the name (a scheduler has no worker
+// group) never matches a policy that asks for one.
+func anyGlob(globs []string, name string) bool {
+	// Names come from label values and namespace names, at most 63 bytes where Kubernetes
+	// validates them; a longer one (labels are not yet validated in mutating admission) is no
+	// match, which keeps path.Match's cost within maxGlobBytes × 63.
+	if name == "" || len(name) > validation.LabelValueMaxLength {
+		return false
+	}
+	for _, g := range globs {
+		if ok, _ := path.Match(g, name); ok { // patterns were validated when parsed
+			return true
+		}
+	}
+	return false
+}
+
+// all lists the policies in provenance order.
+func (l *layers) all() []*Policy {
+	return slices.Concat(l.platformDefault, l.namespaceDefault, l.platformMerge, l.namespaceMerge, l.enforce)
+}
+
+// platform and namespace list the policies of each scope, in provenance order.
+func (l *layers) platform() []*Policy {
+	return slices.Concat(l.platformDefault, l.platformMerge, l.enforce)
+}
+
+func (l *layers) namespace() []*Policy { return slices.Concat(l.namespaceDefault, l.namespaceMerge) }
+
+func (l *layers) hasNamespace() bool { return len(l.namespaceDefault)+len(l.namespaceMerge) > 0 }
+
+// platformOnly is the selection without namespace policies.
+func (l *layers) platformOnly() layers {
+	return layers{platformDefault: l.platformDefault, platformMerge: l.platformMerge, enforce: l.enforce, pins: l.pins}
+}
+
+// enforceOnly is the selection's enforce layer alone.
+func (l *layers) enforceOnly() layers { return layers{enforce: l.enforce, pins: l.pins} }
+
+func (l *layers) equal(o layers) bool {
+	return slices.Equal(l.platformDefault, o.platformDefault) && slices.Equal(l.namespaceDefault, o.namespaceDefault) &&
+		slices.Equal(l.platformMerge, o.platformMerge) && slices.Equal(l.namespaceMerge, o.namespaceMerge) &&
+		slices.Equal(l.enforce, o.enforce)
+}
+
+// any reports whether a policy of the layers satisfies f.
+func (l *layers) any(f func(*Policy) bool) bool {
+	for _, ps := range [][]*Policy{l.platformDefault, l.namespaceDefault, l.platformMerge, l.namespaceMerge, l.enforce} {
+		if slices.ContainsFunc(ps, f) {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *layers) empty() bool {
+	return len(l.platformDefault)+len(l.namespaceDefault)+len(l.platformMerge)+len(l.namespaceMerge)+len(l.enforce) == 0
+}
+
+// selectLayers chooses the policies that match the subject and sorts them into layers.
+func (s *Set) selectLayers(sub *subject, skip bool) layers {
+	var l layers
+	b := bucket{sub.id.Manager, sub.id.Role, sub.kind}
+	s.platform.candidates(b, sub.namespace, func(p *Policy) {
+		if (skip && p.Mode != ModeEnforce) || !p.match.matches(sub) {
+			return
+		}
+		l.pins = append(l.pins, p.part(sub.kind).pin())
+		switch p.Mode {
+		case ModeDefault:
+			l.platformDefault = append(l.platformDefault, p)
+		case ModeMerge:
+			l.platformMerge = append(l.platformMerge, p)
+		default:
+			l.enforce = append(l.enforce, p)
+		}
+	})
+	if skip {
+		return l
+	}
+	var nsBucket []*Policy
+	if idx := s.namespaces[sub.namespace]; idx != nil {
+		nsBucket = idx.buckets[b]
+	}
+	for _, p := range nsBucket {
+		if !p.match.matches(sub) {
+			continue
+		}
+		l.pins = append(l.pins, p.part(sub.kind).pin())
+		if p.Mode == ModeDefault {
+			l.namespaceDefault = append(l.namespaceDefault, p)
+		} else {
+			l.namespaceMerge = append(l.namespaceMerge, p)
+		}
+	}
+	return l
+}
+
+// selectionReads reports whether a label selector of a policy selectLayers considers for sub
+// reads a label that differs (in value or presence) between before and after. When none does,
+// the labels policies set cannot change the selection, and the fixed point needs no second one.
+func (s *Set) selectionReads(sub *subject, before, after labels.Set) bool {
+	changed := func(k string) bool {
+		b, inBefore := before[k]
+		a, inAfter := after[k]
+		return inBefore != inAfter || a != b
+	}
+	reads := func(ps []*Policy) bool {
+		for _, p := range ps {
+			if p.match.selector == nil {
+				continue
+			}
+			reqs, selectable := p.match.selector.Requirements()
+			if !selectable {
+				continue // selects nothing, whatever the labels
+			}
+			for _, r := range reqs {
+				if changed(r.Key()) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	b := bucket{sub.id.Manager, sub.id.Role, sub.kind}
+	var platform []*Policy
+	s.platform.candidates(b, sub.namespace, func(p *Policy) {
+		if p.match.selector != nil {
+			platform = append(platform, p)
+		}
+	})
+	if reads(platform) {
+		return true
+	}
+	idx := s.namespaces[sub.namespace]
+	return idx != nil && reads(idx.buckets[b])
+}
