@@ -26,7 +26,7 @@ var (
 
 // TestDaskOperator runs the Dask Kubernetes operator (kopf, from the virtualenv) on two
 // clusters: one from Python with KubeCluster(...), one from a DaskCluster and a GPU
-// DaskWorkerGroup, which is then scaled.
+// DaskWorkerGroup, which is then scaled; every Pod runs on the pool its policies name.
 func TestDaskOperator(t *testing.T) {
 	venv := env.needVenv(t)
 	pkg := pythonPackageDir(t, venv, "dask_kubernetes")
@@ -75,6 +75,16 @@ func TestDaskOperator(t *testing.T) {
 	served := env.waitGenerated(t, ns, want, 2*time.Minute)
 
 	r := env.checkPatched(t, served, control, ns, ctl)
+	// Schedulers on default-pool (managers-e2e); the GPU group on gpu-pool (the example
+	// gpu-workers), and so is gpu-cluster's default group: the example's glob "*gpu*" matches
+	// the group's name, which starts with its cluster's.
+	env.placeServedAndControl(t, ns, ctl, served, map[shape]where{
+		pod(policies.ManagerDask, policies.RoleScheduler, "simple", ""):                      {pool: poolDefault},
+		pod(policies.ManagerDask, policies.RoleScheduler, "gpu-cluster", ""):                 {pool: poolDefault},
+		pod(policies.ManagerDask, policies.RoleWorker, "simple", "simple-default"):           {pool: poolDefault},
+		pod(policies.ManagerDask, policies.RoleWorker, "gpu-cluster", "gpu-cluster-default"): {pool: poolGPU},
+		pod(policies.ManagerDask, policies.RoleWorker, "gpu-cluster", "gpu-cluster-gpu"):     {pool: poolGPU},
+	})
 	t.Run("Events on the DaskClusters", func(t *testing.T) {
 		for _, c := range []string{"simple", "gpu-cluster"} {
 			env.checkAppliedEvents(t, ns, "DaskCluster", c, c, served)

@@ -16,7 +16,8 @@ const flinkImage = "flink:2.1.0-java17"
 // TestFlink deploys a Flink session cluster with Flink's native Kubernetes client
 // (KubernetesSessionCli from flink-dist, the jars of the apache-flink-libraries wheel, Java 17):
 // the JobManager Deployment's Pod and the rest and internal Services. TaskManager Pods are
-// created only by a running JobManager, which never starts here.
+// created only by a running JobManager, which never starts here. The JobManager runs on the EKS
+// on-demand node group.
 func TestFlink(t *testing.T) {
 	venv := env.needVenv(t)
 	// Only the jars are installed (no dependencies), so pyflink itself cannot be imported.
@@ -38,6 +39,10 @@ func TestFlink(t *testing.T) {
 	control := env.waitGenerated(t, ctl, want, 2*time.Minute)
 	served := env.waitGenerated(t, ns, want, 2*time.Minute)
 	env.checkPatched(t, served, control, ns, ctl)
+	// The JobManager on the EKS on-demand node group (managers-e2e).
+	env.placeServedAndControl(t, ns, ctl, served, map[shape]where{
+		pod(policies.ManagerFlink, policies.RoleScheduler, "basic-example", ""): {pool: poolEKSOnDemand},
+	})
 	t.Run("Events on the JobManager Deployment", func(t *testing.T) {
 		// A native session cluster has no FlinkDeployment: its JobManager Deployment, which
 		// owns the Pod's ReplicaSet and the Services, is the top owner.

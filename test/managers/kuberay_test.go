@@ -24,7 +24,8 @@ import (
 var rayClusterGVK = schema.GroupVersionKind{Group: "ray.io", Version: "v1", Kind: "RayCluster"}
 
 // TestKubeRay runs the KubeRay operator (bin/ray-operator, built from the Go module) on a
-// RayCluster with a head, a CPU and a GPU worker group, then scales the CPU group out.
+// RayCluster with a head, a CPU and a GPU worker group, then scales the CPU group out; every Pod
+// runs on the pool its policies name.
 func TestKubeRay(t *testing.T) {
 	bin := filepath.Join(env.binDir, "ray-operator")
 	_, err := os.Stat(bin)
@@ -74,6 +75,13 @@ func TestKubeRay(t *testing.T) {
 	served := env.waitGenerated(t, ns, want, 2*time.Minute)
 
 	r := env.checkPatched(t, served, control, ns, ctl)
+	// The head on default-pool (managers-e2e), the CPU group there too, the GPU group on
+	// gpu-pool (the example gpu-workers).
+	env.placeServedAndControl(t, ns, ctl, served, map[shape]where{
+		pod(policies.ManagerRay, policies.RoleScheduler, name, "headgroup"): {pool: poolDefault},
+		pod(policies.ManagerRay, policies.RoleWorker, name, "workergroup"):  {pool: poolDefault},
+		pod(policies.ManagerRay, policies.RoleWorker, name, "gpu-group"):    {pool: poolGPU},
+	})
 	t.Run("manager-aware checks", func(t *testing.T) {
 		// The GPUs gpu-workers adds are not in the `ray start` KubeRay generated (reference §8).
 		env.checkFindings(t, control, ns, map[shape]wantFinding{
