@@ -27,6 +27,9 @@ const (
 	poolSpot         = "spot-pool"
 	poolEKSOnDemand  = "eks-on-demand"
 	poolKarpenterSpt = "karpenter-spot"
+	// Zones of the GKE pools.
+	zoneA = "europe-west4-a"
+	zoneB = "europe-west4-b"
 )
 
 // unscheduled is the scheduler that Pods the lab must leave Pending name: none runs.
