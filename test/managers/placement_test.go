@@ -235,3 +235,40 @@ func (h *harness) describePods(ns string) string {
 	}
 	return b.String()
 }
+
+// changePolicy replaces one data key of a policy ConfigMap in the platform namespace, waits
+// until podpatch serves the changed set (its policy generation, on /readyz, is no longer the one
+// before), and when the test ends puts the key back and waits until podpatch serves the suite's
+// policies again (generations are content hashes: the same as before).
+func (h *harness) changePolicy(t *testing.T, name, key, policy string) {
+	t.Helper()
+	ctx := context.Background()
+	before, err := h.podpatch.Generation()
+	require.NoError(t, err)
+	require.NotEmpty(t, before, "podpatch serves a generation")
+	cm := &corev1.ConfigMap{}
+	require.NoError(t, h.k8s.Get(ctx, client.ObjectKey{Namespace: "podpatch-system", Name: name}, cm))
+	old, ok := cm.Data[key]
+	require.True(t, ok, "%s has %s", name, key)
+	cm.Data[key] = policy
+	require.NoError(t, h.k8s.Update(ctx, cm))
+	t.Cleanup(func() {
+		cm := &corev1.ConfigMap{}
+		require.NoError(t, h.k8s.Get(ctx, client.ObjectKey{Namespace: "podpatch-system", Name: name}, cm))
+		cm.Data[key] = old
+		require.NoError(t, h.k8s.Update(ctx, cm))
+		eventually(t, 30*time.Second, func() error {
+			if g, err := h.podpatch.Generation(); err != nil || g != before {
+				return fmt.Errorf("generation %q (%v), want %q", g, err, before)
+			}
+			return nil
+		}, "podpatch serves %s/%s as before", name, key)
+	})
+	eventually(t, 30*time.Second, func() error {
+		g, err := h.podpatch.Generation()
+		if err != nil || g == "" || g == before {
+			return fmt.Errorf("generation %q (%v), before the change %q", g, err, before)
+		}
+		return nil
+	}, "podpatch serves the changed %s/%s", name, key)
+}
