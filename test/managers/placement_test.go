@@ -66,8 +66,9 @@ func (l *lab) stop() error { return errors.Join(l.kwok.Stop(), l.scheduler.Stop(
 // labPools are the lab's pools with default-pool's two Nodes four times as large
 // (n2-standard-32). It is the lab's one untainted pool: besides the served Pods the policies put
 // there, every test's control copies (unpatched: no toleration, no node selector) land on it,
-// and all of them stay until the suite ends. Sized so that none waits for room, the scheduler
-// never preempts a control copy (priority 0) for a served Pod (the defaults' managers-batch).
+// and all of them stay until the suite ends. Sized so that no Pod waits for room and the
+// scheduler never preempts a control copy (priority 0) for a served Pod (priority 1000, the
+// defaults' managers-batch).
 func labPools() []cluster.Pool {
 	pools := cluster.LabPools()
 	for i := range pools {
