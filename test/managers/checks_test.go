@@ -41,6 +41,7 @@ func (h *harness) checkFindings(t *testing.T, control []generated, ns string, wa
 			}
 			in := g.obj.DeepCopy()
 			stripServerFields(in)
+			stripLaterWrites(in)
 			in.SetNamespace(ns)
 			js, err := in.MarshalJSON()
 			require.NoError(t, err)

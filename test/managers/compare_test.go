@@ -372,6 +372,7 @@ func (h *harness) checkPatchedWith(t *testing.T, served, control []generated, ns
 			in := &unstructured.Unstructured{}
 			require.NoError(t, in.UnmarshalJSON([]byte(r.apply(string(js)))))
 			stripServerFields(in)
+			stripLaterWrites(in) // as podpatch received it: not yet bound to a Node
 			predicted := h.render(t, in)
 			applied := predicted.GetAnnotations()[policies.AppliedAnnotation]
 			require.NotEmpty(t, applied, "the example policies match every object of every manager")
@@ -406,7 +407,7 @@ func checkDefaults(t *testing.T, pod *unstructured.Unstructured) {
 	require.Equal(t, priorityClass, spec["priorityClassName"], "priorityClassName")
 	require.EqualValues(t, priorityClassValue, spec["priority"], "spec.priority, computed by the Priority plugin from the class")
 	sel, _, _ := unstructured.NestedStringMap(spec, "nodeSelector")
-	require.Equal(t, "batch", sel["node-pool"], "nodeSelector")
+	require.Equal(t, "amd64", sel["kubernetes.io/arch"], "nodeSelector")
 	tols, _, _ := unstructured.NestedSlice(spec, "tolerations")
 	require.Contains(t, tols, map[string]any{"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"})
 	terms, _, _ := unstructured.NestedSlice(spec, "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
@@ -458,7 +459,22 @@ func stripServerFields(o *unstructured.Unstructured) {
 var laterWrites = []string{"podpatch.io/external-url", "podpatch.io/external-url-source",
 	"kopf.zalando.org/last-handled-configuration"}
 
+// bindingLabels are the labels the API server copies from a Node onto each Pod bound to it
+// (the PodTopologyLabels admission plugin, on the binding the lab's kube-scheduler makes).
+var bindingLabels = []string{corev1.LabelTopologyZone, corev1.LabelTopologyRegion}
+
+// stripLaterWrites removes the laterWrites annotations, and what binding a Pod to a Node wrote
+// on it: spec.nodeName and the bindingLabels (placement_test.go reads where it runs).
 func stripLaterWrites(o *unstructured.Unstructured) {
+	if o.GetKind() == "Pod" {
+		unstructured.RemoveNestedField(o.Object, "spec", "nodeName")
+		if labels := o.GetLabels(); labels != nil {
+			for _, k := range bindingLabels {
+				delete(labels, k)
+			}
+			o.SetLabels(labels)
+		}
+	}
 	ann := o.GetAnnotations()
 	for _, k := range laterWrites {
 		delete(ann, k)
@@ -686,7 +702,7 @@ var allocatorRepairReasons = map[string]bool{
 }
 
 // checkStatus compares the status of a manager's resource in both namespaces, with times
-// dropped and names rewritten.
+// dropped, the lab's addresses named by their Pod or Service (ipNames) and names rewritten.
 func (h *harness) checkStatus(t *testing.T, r *rewriter, gvk schema.GroupVersionKind, name, ns, ctl string) {
 	t.Helper()
 	get := func(ns string) map[string]any {
@@ -694,6 +710,7 @@ func (h *harness) checkStatus(t *testing.T, r *rewriter, gvk schema.GroupVersion
 		o.SetGroupVersionKind(gvk)
 		require.NoError(t, h.k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, o))
 		st, _, _ := unstructured.NestedMap(o.Object, "status")
+		namedIPs(st, h.ipNames(t, ns))
 		return withoutTimes(st)
 	}
 	cjs, err := yaml.Marshal(get(ctl))

@@ -11,11 +11,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
@@ -27,7 +30,9 @@ var (
 
 // TestDaskOperator runs the Dask Kubernetes operator (kopf, from the virtualenv) on two
 // clusters: one from Python with KubeCluster(...), one from a DaskCluster and a GPU
-// DaskWorkerGroup, which is then scaled.
+// DaskWorkerGroup, which is then scaled; every Pod runs on the pool its policies name, and the
+// mgr-dask namespace's policies narrow the enforced scheduler placement to a zone, or fail to
+// move it to spot.
 func TestDaskOperator(t *testing.T) {
 	venv := env.needVenv(t)
 	pkg := pythonPackageDir(t, venv, "dask_kubernetes")
@@ -76,6 +81,45 @@ func TestDaskOperator(t *testing.T) {
 	served := env.waitGenerated(t, ns, want, 2*time.Minute)
 
 	r := env.checkPatched(t, served, control, ns, ctl)
+	// Schedulers on default-pool (managers-e2e's enforced placement), simple's in the zone its
+	// namespace policy narrows it to; the GPU group on gpu-pool (the example gpu-workers), and
+	// so is gpu-cluster's default group: the example's glob "*gpu*" matches the group's name,
+	// which starts with its cluster's.
+	placed := env.placeServedAndControl(t, ns, ctl, served, map[shape]where{
+		pod(profiles.ManagerDask, profiles.RoleScheduler, "simple", ""):                      {poolDefault, zoneB},
+		pod(profiles.ManagerDask, profiles.RoleScheduler, "gpu-cluster", ""):                 {pool: poolDefault},
+		pod(profiles.ManagerDask, profiles.RoleWorker, "simple", "simple-default"):           {pool: poolDefault},
+		pod(profiles.ManagerDask, profiles.RoleWorker, "gpu-cluster", "gpu-cluster-default"): {pool: poolGPU},
+		pod(profiles.ManagerDask, profiles.RoleWorker, "gpu-cluster", "gpu-cluster-gpu"):     {pool: poolGPU},
+	})
+	t.Run("a namespace policy narrows the enforced placement but cannot escape it", func(t *testing.T) {
+		for _, g := range served {
+			if g.Kind != profiles.KindPod || g.Role != profiles.RoleScheduler {
+				continue
+			}
+			pl := placed[g.obj.GetName()]
+			applied := g.obj.GetAnnotations()[policies.AppliedAnnotation]
+			require.Contains(t, applied, "podpatch-system/managers-e2e/dask-scheduler-pool@", "the enforced placement")
+			switch g.Cluster {
+			case "simple":
+				// Against the defaults' preference for the other zone.
+				require.Contains(t, applied, ns+"/team/scheduler-zone@")
+				require.Equal(t, zoneB, pl.zone, "narrowed to %s: bound to %s", zoneB, pl.Node)
+			case "gpu-cluster":
+				// The namespace policy applied — its spot toleration is there — but the
+				// enforced node selector has the last word: the Pod stays off spot.
+				require.Contains(t, applied, ns+"/team/scheduler-spot@")
+				var pod corev1.Pod
+				require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(g.obj.Object, &pod))
+				require.Contains(t, pod.Spec.Tolerations, corev1.Toleration{Key: "cloud.google.com/gke-spot", Operator: corev1.TolerationOpEqual,
+					Value: "true", Effect: corev1.TaintEffectNoSchedule})
+				require.Equal(t, poolDefault, pod.Spec.NodeSelector["cloud.google.com/gke-nodepool"])
+				require.Equal(t, poolDefault, pl.Pool, "bound to %s", pl.Node)
+			default:
+				t.Fatalf("scheduler of cluster %q", g.Cluster)
+			}
+		}
+	})
 	t.Run("Events on the DaskClusters", func(t *testing.T) {
 		for _, c := range []string{"simple", "gpu-cluster"} {
 			env.checkAppliedEvents(t, ns, "DaskCluster", c, c, served)

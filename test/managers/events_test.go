@@ -265,7 +265,9 @@ func rcUID(t *testing.T, ns, name string) types.UID {
 
 // rayClusterAndWorker creates namespace ns and in it a RayCluster named name (KubeRay's CRDs
 // installed), owned by nothing and watched by no operator, and returns it and KubeRay's worker
-// Pod fixture in ns.
+// Pod fixture in ns, for a scheduler that does not run (unscheduled): these tests make up to
+// 1,000 of them, which would otherwise fill the lab's Nodes and, with the defaults' priority
+// class, have the scheduler preempt other tests' Pods.
 func rayClusterAndWorker(t *testing.T, ns, name string) (*unstructured.Unstructured, corev1.Pod) {
 	t.Helper()
 	env.createCRDs(t, filepath.Join(goModuleDir(t, "test/tools/ray-operator", "github.com/ray-project/kuberay/ray-operator"), "config", "crd", "bases"))
@@ -279,6 +281,7 @@ func rayClusterAndWorker(t *testing.T, ns, name string) (*unstructured.Unstructu
 	var worker corev1.Pod
 	require.NoError(t, yaml.Unmarshal(b, &worker))
 	worker.Namespace = ns
+	worker.Spec.SchedulerName = unscheduled
 	return rc, worker
 }
 

@@ -25,7 +25,9 @@ import (
 var rayClusterGVK = schema.GroupVersionKind{Group: "ray.io", Version: "v1", Kind: "RayCluster"}
 
 // TestKubeRay runs the KubeRay operator (bin/ray-operator, built from the Go module) on a
-// RayCluster with a head, a CPU and a GPU worker group, then scales the CPU group out.
+// RayCluster with a head, a CPU and a GPU worker group, then scales the CPU group out; every Pod
+// runs on the pool its policies name. A change of the CPU workers' placement policy then moves
+// the worker a further scale-out adds, and only that one.
 func TestKubeRay(t *testing.T) {
 	bin := filepath.Join(env.binDir, "ray-operator")
 	_, err := os.Stat(bin)
@@ -75,6 +77,13 @@ func TestKubeRay(t *testing.T) {
 	served := env.waitGenerated(t, ns, want, 2*time.Minute)
 
 	r := env.checkPatched(t, served, control, ns, ctl)
+	// The head and the CPU group on default-pool (managers-e2e), the GPU group on gpu-pool (the
+	// example gpu-workers).
+	placed := env.placeServedAndControl(t, ns, ctl, served, map[shape]where{
+		pod(profiles.ManagerRay, profiles.RoleScheduler, name, "headgroup"): {pool: poolDefault},
+		pod(profiles.ManagerRay, profiles.RoleWorker, name, "workergroup"):  {pool: poolDefault},
+		pod(profiles.ManagerRay, profiles.RoleWorker, name, "gpu-group"):    {pool: poolGPU},
+	})
 	t.Run("manager-aware checks", func(t *testing.T) {
 		// The GPUs gpu-workers adds are not in the `ray start` KubeRay generated (reference §8).
 		env.checkFindings(t, control, ns, map[shape]wantFinding{
@@ -119,8 +128,51 @@ func TestKubeRay(t *testing.T) {
 		env.checkSteady(t, ns, ctl, rayClusterGVK)
 		env.checkStatus(t, r, rayClusterGVK, name, ns, ctl)
 	})
+	t.Run("a policy change moves the new Pods", func(t *testing.T) {
+		// The platform moves Ray's CPU workers to spot; the group is then scaled out, and only
+		// the worker KubeRay creates now lands there: podpatch patches Pods when they are made.
+		env.changePolicy(t, "managers-e2e", "ray-cpu-workers.yaml", rayCPUWorkersOnSpot)
+		o := &unstructured.Unstructured{}
+		o.SetGroupVersionKind(rayClusterGVK)
+		o.SetNamespace(ns)
+		o.SetName(name)
+		patch := []byte(`[{"op":"test","path":"/spec/workerGroupSpecs/0/groupName","value":"workergroup"},` +
+			`{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":4}]`)
+		require.NoError(t, env.k8s.Patch(context.Background(), o, client.RawPatch(types.JSONPatchType, patch)))
+		want[pod(profiles.ManagerRay, profiles.RoleWorker, name, "workergroup")] = 4
+		now := env.waitGenerated(t, ns, want, 2*time.Minute)
+		var added []generated
+		for _, g := range now {
+			if _, ok := placed[g.obj.GetName()]; g.Kind == profiles.KindPod && !ok {
+				added = append(added, g)
+			}
+		}
+		require.Len(t, added, 1, "one new Pod")
+		env.checkPlaced(t, ns, added, map[shape]where{pod(profiles.ManagerRay, profiles.RoleWorker, name, "workergroup"): {pool: poolSpot}})
+		for podName, before := range placed {
+			after := env.waitPlaced(t, ns, podName)
+			require.Equal(t, before.Node, after.Node, "%s stays where it runs", podName)
+		}
+	})
 	env.dumpFixtures(t, "kuberay", "KubeRay operator "+kuberayVersion, control, ctl)
 }
+
+// rayCPUWorkersOnSpot is managers-e2e's ray-cpu-workers.yaml moved to GKE spot.
+const rayCPUWorkersOnSpot = `apiVersion: podpatch.io/v1alpha1
+kind: PodTemplatePatch
+metadata:
+  name: ray-cpu-workers-pool
+spec:
+  match:
+    managers: [ray]
+    roles: [worker]
+    groups: [workergroup]
+  template:
+    spec:
+      nodeSelector: {cloud.google.com/gke-nodepool: spot-pool}
+      tolerations:
+        - {key: cloud.google.com/gke-spot, operator: Equal, value: "true", effect: NoSchedule}
+`
 
 // kuberayVersion is the ray-operator module test/tools/ray-operator builds.
 const kuberayVersion = "v1.5.0"

@@ -31,44 +31,54 @@ const (
 	// kueueTestLabel marks the namespaces Kueue manages (its managedJobsNamespaceSelector) and
 	// this suite's Kueue policies select.
 	kueueTestLabel = "podpatch.io/kueue-test"
-	// flavorKey is the node label key the ResourceFlavors decide.
-	flavorKey = "kueue.podpatch.io/pool"
-	// acceleratorKey is the GPU flavor's node label key.
-	acceleratorKey = "kueue.podpatch.io/accelerator"
+	// flavorKey is the node label key the ResourceFlavors of ClusterQueue main and the first of
+	// preempt decide: the lab's GKE node pool.
+	flavorKey = "cloud.google.com/gke-nodepool"
+	// acceleratorKey is the GPU flavor's other node label key.
+	acceleratorKey = "cloud.google.com/gke-accelerator"
+	// eksKey is the node label key of preempt's second flavor: the lab's EKS node group.
+	eksKey = "eks.amazonaws.com/nodegroup"
 )
 
 var (
 	workloadGVK = schema.GroupVersionKind{Group: "kueue.x-k8s.io", Version: "v1beta2", Kind: "Workload"}
+	// spotToleration is the spot flavor's toleration of the spot pool's taint.
+	spotToleration = corev1.Toleration{Key: "cloud.google.com/gke-spot", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	// noSpotToleration is the platform policy's toleration on the same key (left out on Kueue's Pods).
+	noSpotToleration = corev1.Toleration{Key: "cloud.google.com/gke-spot", Operator: corev1.TolerationOpEqual, Value: "false", Effect: corev1.TaintEffectNoSchedule}
 )
 
-// kueueObjects are the flavors, queues and priorities of the suite: ClusterQueue "main" with a
-// CPU flavor (spot) and a GPU flavor (a100) in two resource groups; ClusterQueue "preempt" with
-// two CPU flavors, zone-a (4 CPUs) before zone-b (2 CPUs), preempting lower priorities.
+// kueueObjects are the flavors, queues and priorities of the suite, on the lab's pools
+// (cluster.LabPools): ClusterQueue "main" with one resource group of a spot flavor (spot-pool,
+// no GPU quota) before a GPU flavor (gpu-pool, NVIDIA L4); ClusterQueue "preempt" with two
+// flavors, on-demand (default-pool, 4 CPUs) before eks-on-demand (the EKS node group, 2 CPUs),
+// preempting lower priorities.
 const kueueObjects = `
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
 metadata: {name: spot}
 spec:
-  nodeLabels: {kueue.podpatch.io/pool: spot}
-  tolerations: [{key: kueue.podpatch.io/spot, operator: Exists, effect: NoSchedule}]
+  nodeLabels: {cloud.google.com/gke-nodepool: spot-pool}
+  tolerations: [{key: cloud.google.com/gke-spot, operator: Equal, value: "true", effect: NoSchedule}]
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
-metadata: {name: a100}
+metadata: {name: l4}
 spec:
-  nodeLabels: {kueue.podpatch.io/accelerator: a100}
+  nodeLabels: {cloud.google.com/gke-nodepool: gpu-pool, cloud.google.com/gke-accelerator: nvidia-l4}
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
-metadata: {name: zone-a}
+metadata: {name: on-demand}
 spec:
-  nodeLabels: {kueue.podpatch.io/pool: zone-a}
+  nodeLabels: {cloud.google.com/gke-nodepool: default-pool}
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
-metadata: {name: zone-b}
+metadata: {name: eks-on-demand}
 spec:
-  nodeLabels: {kueue.podpatch.io/pool: zone-b}
+  nodeLabels: {eks.amazonaws.com/nodegroup: on-demand}
+  tolerations: [{key: eks.amazonaws.com/nodegroup, operator: Equal, value: on-demand, effect: NoSchedule}]
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
@@ -76,17 +86,18 @@ metadata: {name: main}
 spec:
   namespaceSelector: {}
   resourceGroups:
-  - coveredResources: [cpu, memory]
+  - coveredResources: [cpu, memory, nvidia.com/gpu]
     flavors:
     - name: spot
       resources:
       - {name: cpu, nominalQuota: "200"}
       - {name: memory, nominalQuota: 2000Gi}
-  - coveredResources: [nvidia.com/gpu]
-    flavors:
-    - name: a100
+      - {name: nvidia.com/gpu, nominalQuota: "0"}
+    - name: l4
       resources:
-      - {name: nvidia.com/gpu, nominalQuota: "16"}
+      - {name: cpu, nominalQuota: "16"}
+      - {name: memory, nominalQuota: 128Gi}
+      - {name: nvidia.com/gpu, nominalQuota: "8"}
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
@@ -97,14 +108,14 @@ spec:
   resourceGroups:
   - coveredResources: [cpu, memory]
     flavors:
-    - name: zone-a
+    - name: on-demand
       resources:
       - {name: cpu, nominalQuota: "4"}
       - {name: memory, nominalQuota: 64Gi}
-    - name: zone-b
+    - name: eks-on-demand
       resources:
       - {name: cpu, nominalQuota: "2"}
-      - {name: memory, nominalQuota: 64Gi}
+      - {name: memory, nominalQuota: 8Gi}
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: WorkloadPriorityClass
@@ -118,8 +129,10 @@ value: 1000
 `
 
 // kueuePolicies are the platform's policies on the Kueue namespaces: a placement every Pod
-// gets on a key the flavors decide (the conflict), and the shaping of Ray heads for CPU and Ray
-// workers and Dask/Spark workers for GPU, on keys they do not.
+// gets on a key the flavors decide (the conflict), and, in the namespaces of ClusterQueue main,
+// the shaping of Ray heads and of Ray, Dask and Spark workers on keys they do not — a zone
+// each, which the lab's spot-pool and gpu-pool both span — with an accelerator for the workers
+// on a key they do.
 const kueuePolicies = `
 apiVersion: v1
 kind: ConfigMap
@@ -140,8 +153,8 @@ data:
         metadata:
           labels: {kueue-e2e/shaped: "true"}
         spec:
-          nodeSelector: {kueue.podpatch.io/pool: on-demand}
-          tolerations: [{key: kueue.podpatch.io/spot, operator: Equal, value: never, effect: NoSchedule}]
+          nodeSelector: {cloud.google.com/gke-nodepool: default-pool}
+          tolerations: [{key: cloud.google.com/gke-spot, operator: Equal, value: "false", effect: NoSchedule}]
           containers:
           - name: "@main"
             env: [{name: SHAPED_BY, value: podpatch}]
@@ -165,11 +178,12 @@ data:
       mode: merge
       match:
         namespaceSelector: {matchLabels: {podpatch.io/kueue-test: "true"}}
+        namespaces: [kueue-pods, kueue-ray]
         managers: [ray]
         roles: [head]
       template:
         spec:
-          nodeSelector: {kueue-e2e/node-class: cpu}
+          nodeSelector: {topology.kubernetes.io/zone: europe-west4-a}
   gpu-workers.yaml: |
     apiVersion: podpatch.io/v1alpha1
     kind: PodTemplatePatch
@@ -178,11 +192,12 @@ data:
       mode: merge
       match:
         namespaceSelector: {matchLabels: {podpatch.io/kueue-test: "true"}}
+        namespaces: [kueue-pods, kueue-ray]
         managers: [ray, dask, spark]
         roles: [worker]
       template:
         spec:
-          nodeSelector: {kueue-e2e/node-class: gpu, kueue.podpatch.io/accelerator: h100}
+          nodeSelector: {topology.kubernetes.io/zone: europe-west4-b, cloud.google.com/gke-accelerator: nvidia-h100-80gb}
           tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
 `
 
@@ -268,13 +283,13 @@ func TestKueue(t *testing.T) {
 	}, "podpatch loads the Kueue policies")
 	// podpatch finds the ResourceFlavor API by discovery within 15 s of its creation; until then
 	// it leaves all placement on Kueue's Pods out. A dry run shows when it knows the flavors:
-	// then the worker's node class (not a flavor key) applies.
+	// then the worker's zone (not a flavor key) applies.
 	eventually(t, 60*time.Second, func() error {
 		p := daskWorkerPod(t, "kueue-pods", "probe")
 		if err := env.k8s.Create(ctx, p, client.DryRunAll); err != nil {
 			return err
 		}
-		if p.Spec.NodeSelector["kueue-e2e/node-class"] != "gpu" {
+		if p.Spec.NodeSelector[corev1.LabelTopologyZone] != zoneB {
 			return fmt.Errorf("node selector %v", p.Spec.NodeSelector)
 		}
 		return nil
@@ -299,7 +314,7 @@ func TestKueue(t *testing.T) {
 		require.Equal(t, "true", p.Labels["kueue-e2e/shaped"])
 	})
 
-	t.Run("plain Pods: Kueue's flavor wins, the rest applies, none stays gated", func(t *testing.T) {
+	t.Run("plain Pods: Kueue's flavor wins, the rest applies, none stays gated, each runs on the flavor's pool", func(t *testing.T) {
 		ns := "kueue-pods"
 		pods := []*corev1.Pod{daskWorkerPod(t, ns, "dask-worker"), sparkExecutorPod(t, ns, "spark-exec")}
 		for _, p := range pods {
@@ -312,33 +327,37 @@ func TestKueue(t *testing.T) {
 			})
 			flavors := assignedFlavors(wl)
 			require.Equal(t, []string{"spot"}, flavors, "quota charged to spot")
-			require.Equal(t, "spot", got.Spec.NodeSelector[flavorKey], "the Pod goes where the quota is")
-			require.Contains(t, got.Spec.Tolerations, corev1.Toleration{Key: "kueue.podpatch.io/spot", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
-			require.NotContains(t, got.Spec.Tolerations, corev1.Toleration{Key: "kueue.podpatch.io/spot", Operator: corev1.TolerationOpEqual, Value: "never", Effect: corev1.TaintEffectNoSchedule})
+			require.Equal(t, poolSpot, got.Spec.NodeSelector[flavorKey], "the Pod goes where the quota is")
+			require.Contains(t, got.Spec.Tolerations, spotToleration)
+			require.NotContains(t, got.Spec.Tolerations, noSpotToleration)
 			requireShaped(t, got)
-			require.Equal(t, "gpu", got.Spec.NodeSelector["kueue-e2e/node-class"], "other keys apply")
+			require.Equal(t, zoneB, got.Spec.NodeSelector[corev1.LabelTopologyZone], "other keys apply")
+			requireRunsOn(t, ns, got.Name, where{poolSpot, zoneB})
 		}
 	})
 
-	t.Run("RayCluster in one queue: head shaped for CPU, workers for GPU, Kueue's flavors placed", func(t *testing.T) {
+	t.Run("RayCluster in one queue: head on spot, GPU workers on the GPU pool, Kueue's flavors placed", func(t *testing.T) {
 		ns := "kueue-ray"
 		rc := rayCluster(t, ns, "shaped", "low", map[string]string{"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"})
 		require.NoError(t, env.k8s.Create(ctx, rc))
 		pods := waitRayPods(t, ns, "shaped", 2, 2*time.Minute)
 		wl := admittedWorkload(t, ns, func(w *unstructured.Unstructured) bool { return ownedByName(w, "RayCluster", "shaped") })
-		require.ElementsMatch(t, []string{"spot", "a100"}, assignedFlavors(wl))
+		require.ElementsMatch(t, []string{"spot", "l4"}, assignedFlavors(wl))
 		for _, p := range pods {
-			require.Equal(t, "spot", p.Spec.NodeSelector[flavorKey], "%s: Kueue's CPU flavor", p.Name)
 			require.NotEmpty(t, p.Labels[kueue.PodSetLabel], "%s: Kueue's podset label, from the template", p.Name)
 			requireShaped(t, &p)
 			switch p.Labels["ray.io/node-type"] {
 			case "head":
-				require.Equal(t, "cpu", p.Spec.NodeSelector["kueue-e2e/node-class"])
+				require.Equal(t, poolSpot, p.Spec.NodeSelector[flavorKey], "%s: Kueue's CPU flavor", p.Name)
+				require.Equal(t, zoneA, p.Spec.NodeSelector[corev1.LabelTopologyZone], "other keys apply")
 				require.NotContains(t, p.Spec.NodeSelector, acceleratorKey)
+				requireRunsOn(t, ns, p.Name, where{poolSpot, zoneA})
 			case "worker":
-				require.Equal(t, "gpu", p.Spec.NodeSelector["kueue-e2e/node-class"])
-				require.Equal(t, "a100", p.Spec.NodeSelector[acceleratorKey], "Kueue's GPU flavor, not the policy's h100")
+				require.Equal(t, poolGPU, p.Spec.NodeSelector[flavorKey], "%s: Kueue's GPU flavor", p.Name)
+				require.Equal(t, "nvidia-l4", p.Spec.NodeSelector[acceleratorKey], "Kueue's GPU flavor, not the policy's H100")
+				require.Equal(t, zoneB, p.Spec.NodeSelector[corev1.LabelTopologyZone], "other keys apply")
 				require.Contains(t, p.Spec.Tolerations, corev1.Toleration{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
+				requireRunsOn(t, ns, p.Name, where{poolGPU, zoneB})
 			default:
 				t.Fatalf("%s: node type %q", p.Name, p.Labels["ray.io/node-type"])
 			}
@@ -381,22 +400,24 @@ func TestKueue(t *testing.T) {
 		})
 		pods := waitRayPods(t, ns, rcName, 2, 2*time.Minute)
 		for _, p := range pods {
-			require.Equal(t, "spot", p.Spec.NodeSelector[flavorKey], p.Name)
+			require.Equal(t, poolSpot, p.Spec.NodeSelector[flavorKey], p.Name)
 			requireShaped(t, &p)
+			requireRunsOn(t, ns, p.Name, where{pool: poolSpot})
 		}
 	})
 
-	t.Run("preempted and re-admitted on another flavor: the new flavor's placement, podpatch's fields again", func(t *testing.T) {
+	t.Run("preempted and re-admitted on another flavor: the new flavor's placement and pool, podpatch's fields again", func(t *testing.T) {
 		ns := "kueue-preempt"
 		rc := rayCluster(t, ns, "low", "low", map[string]string{"cpu": "1", "memory": "1Gi"})
 		require.NoError(t, env.k8s.Create(ctx, rc))
 		pods := waitRayPods(t, ns, "low", 2, 2*time.Minute)
 		for _, p := range pods {
-			require.Equal(t, "zone-a", p.Spec.NodeSelector[flavorKey], p.Name)
+			require.Equal(t, poolDefault, p.Spec.NodeSelector[flavorKey], p.Name)
 			requireShaped(t, &p)
+			requireRunsOn(t, ns, p.Name, where{pool: poolDefault})
 		}
-		// A high-priority batch Job that only fits zone-a (4 CPUs): Kueue preempts the RayCluster,
-		// which fits zone-b (2 CPUs) on its next admission.
+		// A high-priority batch Job that only fits on-demand (4 CPUs): Kueue preempts the
+		// RayCluster, which fits eks-on-demand (2 CPUs) on its next admission.
 		require.NoError(t, env.k8s.Create(ctx, highJob(ns)))
 		eventually(t, 3*time.Minute, func() error {
 			pods, err := rayPods(ctx, ns, "low")
@@ -407,22 +428,36 @@ func TestKueue(t *testing.T) {
 				return fmt.Errorf("%d Pods", len(pods))
 			}
 			for _, p := range pods {
-				if p.Spec.NodeSelector[flavorKey] != "zone-b" {
-					return fmt.Errorf("%s: %s=%q", p.Name, flavorKey, p.Spec.NodeSelector[flavorKey])
+				if p.Spec.NodeSelector[eksKey] != "on-demand" {
+					return fmt.Errorf("%s: node selector %v", p.Name, p.Spec.NodeSelector)
 				}
 			}
 			return nil
-		}, "the RayCluster's Pods come back on zone-b")
+		}, "the RayCluster's Pods come back on eks-on-demand")
 		pods, err := rayPods(ctx, ns, "low")
 		require.NoError(t, err)
 		for _, p := range pods {
 			requireShaped(t, &p)
+			require.NotContains(t, p.Spec.NodeSelector, flavorKey, "%s: the platform's default-pool, a flavor key, left out", p.Name)
+			requireRunsOn(t, ns, p.Name, where{pool: poolEKSOnDemand})
 		}
 		wl := admittedWorkload(t, ns, func(w *unstructured.Unstructured) bool { return ownedByName(w, "RayCluster", "low") })
-		require.Equal(t, []string{"zone-b"}, assignedFlavors(wl))
+		require.Equal(t, []string{"eks-on-demand"}, assignedFlavors(wl))
 		job := admittedWorkload(t, ns, func(w *unstructured.Unstructured) bool { return ownedByName(w, "Job", "high") })
-		require.Equal(t, []string{"zone-a"}, assignedFlavors(job))
+		require.Equal(t, []string{"on-demand"}, assignedFlavors(job))
 	})
+}
+
+// requireRunsOn waits until a Pod Kueue admitted is bound and Running, and checks its Node's
+// pool and zone (when set).
+func requireRunsOn(t *testing.T, ns, name string, w where) {
+	t.Helper()
+	p := env.waitPlaced(t, ns, name)
+	require.Equal(t, w.pool, p.Pool, "Pod %s/%s bound to %s", ns, name, p.Node)
+	if w.zone != "" {
+		require.Equal(t, w.zone, p.zone, "Pod %s/%s bound to %s", ns, name, p.Node)
+	}
+	t.Logf("%s/%s: bound to %s (%s), Running", ns, name, p.Node, w)
 }
 
 // startKueue runs Kueue with its webhooks served on a free loopback port from certificates the
@@ -702,7 +737,11 @@ func rayJob(t *testing.T, ns, name string) *unstructured.Unstructured {
 		"spec": map[string]any{
 			"entrypoint":               "python -c 'print(1)'",
 			"shutdownAfterJobFinishes": true,
-			"rayClusterSpec":           spec,
+			// KubeRay submits the job itself, through the head's dashboard (which nothing serves
+			// here), instead of through a submitter Job: kwok would complete that Job's Pod at
+			// once, and KubeRay would then fail the RayJob and delete its cluster.
+			"submissionMode": "HTTPMode",
+			"rayClusterSpec": spec,
 		},
 	}}
 }
@@ -733,7 +772,10 @@ func waitRayPods(t *testing.T, ns, clusterName string, n int, timeout time.Durat
 	return pods
 }
 
-// highJob is a high-priority batch Job asking for 4 CPUs in Kueue's queue.
+// highJob is a high-priority batch Job asking for 4 CPUs in Kueue's queue. Its Pod names a
+// scheduler that does not run (unscheduled), so that the lab leaves it Pending: kwok completes
+// a Job's Pods at once, and the finished Job would give on-demand's quota back, maybe before
+// the preempted RayCluster is admitted again, which would then return there.
 func highJob(ns string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "batch/v1", "kind": "Job",
@@ -743,6 +785,7 @@ func highJob(ns string) *unstructured.Unstructured {
 			"suspend": true,
 			"template": map[string]any{"spec": map[string]any{
 				"restartPolicy": "Never",
+				"schedulerName": unscheduled,
 				"containers": []any{map[string]any{"name": "main", "image": "busybox", "command": []any{"true"},
 					"resources": map[string]any{"requests": map[string]any{"cpu": "4", "memory": "1Gi"}}}},
 			}},

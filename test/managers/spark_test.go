@@ -23,7 +23,7 @@ const sparkImage = "apache/spark:4.0.1"
 
 // TestSpark runs spark-submit from the pyspark wheel (Java 17): cluster mode creates the
 // driver Pod and its Service; client mode, with the driver running here, creates two executor
-// Pods.
+// Pods. The driver runs on on-demand Nodes, the executors on spot ones.
 func TestSpark(t *testing.T) {
 	venv := env.needVenv(t)
 	ns, ctl := env.namespaces(t, "mgr-spark")
@@ -74,6 +74,12 @@ func TestSpark(t *testing.T) {
 		r.add(fmt.Sprintf("spark.driver.port=%d", driverPorts[ctl]), fmt.Sprintf("spark.driver.port=%d", driverPorts[ns]))
 	})
 	_ = r
+	// The driver off spot, on default-pool (managers-e2e); the executors on GKE spot (the
+	// example spark-spot).
+	env.placeServedAndControl(t, ns, ctl, served, map[shape]where{
+		pod(profiles.ManagerSpark, profiles.RoleScheduler, "spark-pi", ""): {pool: poolDefault},
+		pod(profiles.ManagerSpark, profiles.RoleWorker, "spark-pi", ""):    {pool: poolSpot},
+	})
 	t.Run("Events on the driver Pod", func(t *testing.T) {
 		// spark-submit makes no SparkApplication: the driver Pod owns the executors and the
 		// Service, and is its own top.
