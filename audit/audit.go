@@ -31,8 +31,8 @@ type Audit struct {
 	Set    *policies.Set
 	// NamespaceLabels gives a namespace's labels, for match.namespaceSelector.
 	NamespaceLabels func(namespace string) map[string]string
-	// Cluster answers what objects reference (see Object.Cluster); nil: unknown.
-	Cluster validity.Cluster
+	// Lookups answers what objects reference (see Object.Lookups); nil: unknown.
+	Lookups validity.Lookups
 	// Owners, when set, resolves owners one level up (see Owners).
 	Owners *Owners
 	// OnFinding gets every audited object, drifting or not.
@@ -73,7 +73,7 @@ func (a *Audit) check(ctx context.Context, st *Stats, kind profiles.Kind, raw js
 	} else {
 		st.Services++
 	}
-	obj := Object{Kind: kind, JSON: raw, Cluster: a.Cluster}
+	obj := Object{Kind: kind, JSON: raw, Lookups: a.Lookups}
 	if a.NamespaceLabels != nil {
 		obj.NamespaceLabels = a.NamespaceLabels(metaOf(raw).Namespace)
 	}
@@ -155,8 +155,8 @@ type ClusterAudit struct {
 	Options policies.Options
 	// Namespace is the namespace to audit, "" for all.
 	Namespace string
-	// Cluster answers what objects reference (see Object.Cluster); nil: unknown.
-	Cluster validity.Cluster
+	// Lookups answers what objects reference (see Object.Lookups); nil: unknown.
+	Lookups validity.Lookups
 	// Warn is told what the audit leaves out (invalid policy ConfigMaps, unpatchable objects).
 	Warn     func(string)
 	Progress func(Stats)
@@ -178,7 +178,7 @@ func (c *ClusterAudit) Run(ctx context.Context) (*Report, error) {
 	}
 	rep := &Report{APIVersion: policies.APIVersion, Kind: "AuditReport", Namespace: c.Namespace, Generation: set.Generation(),
 		Objects: []Finding{}}
-	a := &Audit{Reader: c.Reader, Set: set, Owners: c.Reader.Owners(), Progress: c.Progress, Cluster: c.Cluster,
+	a := &Audit{Reader: c.Reader, Set: set, Owners: c.Reader.Owners(), Progress: c.Progress, Lookups: c.Lookups,
 		NamespaceLabels: func(ns string) map[string]string { return labels[ns] },
 		OnFinding: func(f Finding) {
 			if f.Drift {

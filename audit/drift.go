@@ -54,10 +54,10 @@ type Object struct {
 	JSON []byte
 	// NamespaceLabels are the labels of its namespace, for match.namespaceSelector.
 	NamespaceLabels map[string]string
-	// Cluster answers what the object references, as at admission (reference §8), so that a
+	// Lookups answers what the object references, as at admission (reference §8), so that a
 	// policy admission leaves out is left out here too; nil: unknown, nothing is left out for
 	// want of a referenced object.
-	Cluster validity.Cluster
+	Lookups validity.Lookups
 }
 
 // Finding is the audit of one recognised object that policies match.
@@ -67,7 +67,7 @@ type Finding struct {
 	Name      string        `json:"name"`
 	UID       string        `json:"uid,omitempty"`
 	// Cluster is the compute cluster the object belongs to (not the Kubernetes cluster, whose
-	// lookups are Object.Cluster).
+	// lookups are Object.Lookups).
 	Cluster ComputeCluster `json:"cluster"`
 	// Drift says that the current policies would change the object.
 	Drift  bool   `json:"drift"`
@@ -167,7 +167,7 @@ func check(set *policies.Set, obj Object) (Finding, bool, error) {
 		return Finding{}, false, fmt.Errorf("decode %s: %w", strings.ToLower(string(obj.Kind)), err)
 	}
 	m := meta.Metadata
-	in := policies.Input{Kind: obj.Kind, Object: obj.JSON, Namespace: m.Namespace, NamespaceLabels: obj.NamespaceLabels, Cluster: obj.Cluster}
+	in := policies.Input{Kind: obj.Kind, Object: obj.JSON, Namespace: m.Namespace, NamespaceLabels: obj.NamespaceLabels, Lookups: obj.Lookups}
 	res, err := set.Patch(in) // obj.JSON was decoded above: valid JSON
 	if err != nil {
 		return Finding{}, false, fmt.Errorf("%s %s/%s: %w", strings.ToLower(string(obj.Kind)), m.Namespace, m.Name, err)
@@ -247,7 +247,7 @@ func Explain(set *policies.Set, obj Object) (f Finding, res policies.Result, ok 
 	}
 	m := meta.Metadata
 	res, err = set.Apply(policies.Input{Kind: obj.Kind, Object: obj.JSON, Namespace: m.Namespace, NamespaceLabels: obj.NamespaceLabels,
-		Cluster: obj.Cluster, Explain: true})
+		Lookups: obj.Lookups, Explain: true})
 	if err != nil {
 		return f, res, false, fmt.Errorf("%s %s/%s: %w", strings.ToLower(string(obj.Kind)), m.Namespace, m.Name, err)
 	}

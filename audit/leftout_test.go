@@ -85,7 +85,7 @@ spec:
 `)
 	const pod = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"w","namespace":"team","labels":{"dask.org/component":"worker","dask.org/cluster-name":"c"}},
 "spec":{"containers":[{"name":"worker","image":"dask"}]}}`
-	_, ok, err := Check(set, Object{Kind: profiles.KindPod, JSON: []byte(pod), Cluster: noClasses{}})
+	_, ok, err := Check(set, Object{Kind: profiles.KindPod, JSON: []byte(pod), Lookups: noClasses{}})
 	require.NoError(t, err)
 	require.False(t, ok, "left out at admission: nothing to audit")
 

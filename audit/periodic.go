@@ -26,9 +26,9 @@ type PeriodicOptions struct {
 	Policies func() *policies.Set
 	// NamespaceLabels returns a namespace's labels (the store's namespace informer).
 	NamespaceLabels func(string) map[string]string
-	// Cluster answers what objects reference: the webhook's own caches, so that the audit
+	// Lookups answers what objects reference: the webhook's own caches, so that the audit
 	// leaves out what admission leaves out (reference §8); nil: unknown.
-	Cluster validity.Cluster
+	Lookups validity.Lookups
 	// Ready says that the policies are synced: no round runs before.
 	Ready func() bool
 	// Registry gets the metrics.
@@ -153,7 +153,7 @@ func (p *Periodic) round(ctx context.Context, events *ownerEvents) {
 	byNS := map[string][]Finding{}
 	var all []Finding
 	errs := 0
-	a := &Audit{Reader: p.reader, Set: p.o.Policies(), NamespaceLabels: p.o.NamespaceLabels, Cluster: p.o.Cluster, Owners: p.reader.Owners(),
+	a := &Audit{Reader: p.reader, Set: p.o.Policies(), NamespaceLabels: p.o.NamespaceLabels, Lookups: p.o.Lookups, Owners: p.reader.Owners(),
 		OnFinding: func(f Finding) {
 			all = append(all, f)
 			byNS[f.Namespace] = append(byNS[f.Namespace], f)

@@ -180,8 +180,8 @@ type Explainer struct {
 	Mapper meta.RESTMapper
 	// Options say how policy ConfigMaps are scoped, as for `podpatch audit`.
 	Options policies.Options
-	// Cluster answers what objects reference (audit.Object.Cluster); nil: unknown.
-	Cluster validity.Cluster
+	// Lookups answers what objects reference (audit.Object.Lookups); nil: unknown.
+	Lookups validity.Lookups
 	// Placement, when set, runs the unschedulable check (reference §8) on each Pod as the
 	// policies would leave it, against the cluster's Nodes, NodePools and ComputeClasses.
 	Placement *placement.Cache
@@ -304,7 +304,7 @@ func (w *walk) visit(ctx context.Context, kind profiles.Kind) func(json.RawMessa
 			w.rep.Omitted++ // counted, not explained: a 1,000-worker cluster costs 500 explanations
 			return nil
 		}
-		f, res, ok, err := audit.Explain(w.set, audit.Object{Kind: kind, JSON: raw, NamespaceLabels: w.labels, Cluster: w.e.Cluster})
+		f, res, ok, err := audit.Explain(w.set, audit.Object{Kind: kind, JSON: raw, NamespaceLabels: w.labels, Lookups: w.e.Lookups})
 		if err != nil || !ok { // recognised above, so only an engine error
 			w.rep.Total--
 			if err != nil {

@@ -275,7 +275,7 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 	}
 	if in.Kind == profiles.KindPod {
 		// Kueue's placement wins on the Pods it manages (reference §8, kueue-placement-conflict).
-		flavors, _ := env.Cluster.(kueue.Flavors) // nil: the keys are unknown
+		flavors, _ := env.Lookups.(kueue.Flavors) // nil: the keys are unknown
 		if fs := kueue.Keep(t, obj, &given, res.Applied, flavors); len(fs) > 0 {
 			res.Findings = append(res.Findings, fs...)
 			if in.Explain {
@@ -293,7 +293,7 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 	setAnnotation(t, obj, AppliedAnnotation, strings.Join(refs, ","))
 	switch in.Kind {
 	case profiles.KindPod:
-		res.Adjusted = validity.Couple(t, obj, &before, func(member string) bool { return anySets(res.Applied, profiles.KindPod, member) }, env.Cluster)
+		res.Adjusted = validity.Couple(t, obj, &before, func(member string) bool { return anySets(res.Applied, profiles.KindPod, member) }, env.Lookups)
 	case profiles.KindService:
 		if !typeWritten {
 			break

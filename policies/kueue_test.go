@@ -155,7 +155,7 @@ func TestKueuePlacementProperty(t *testing.T) {
 	for i := range 400 {
 		c := genKueueCase(t, r)
 		set := platformSet(t, c.policy)
-		out, err := set.Apply(Input{Kind: profiles.KindPod, Object: c.in, Namespace: "default", Cluster: c.cluster})
+		out, err := set.Apply(Input{Kind: profiles.KindPod, Object: c.in, Namespace: "default", Lookups: c.cluster})
 		require.NoError(t, err, "case %d", i)
 		require.True(t, out.Changed, "case %d", i)
 		why := fmt.Sprintf("case %d: fixture %s, mark %q, flavors known %v %v, policy:\n%s", i, c.fixture, c.mark, c.cluster.flavorsKnown, c.cluster.keys, c.policy)
@@ -220,11 +220,11 @@ func TestKueuePlacementProperty(t *testing.T) {
 		}
 
 		// Idempotent: a second admission of the result changes nothing.
-		again, err := set.Apply(Input{Kind: profiles.KindPod, Object: out.Object, Namespace: "default", Cluster: c.cluster})
+		again, err := set.Apply(Input{Kind: profiles.KindPod, Object: out.Object, Namespace: "default", Lookups: c.cluster})
 		require.NoError(t, err)
 		require.JSONEq(t, string(out.Object), string(again.Object), why)
 		// The webhook's path gives the same patch.
-		p, err := set.Patch(Input{Kind: profiles.KindPod, Object: c.in, Namespace: "default", Cluster: c.cluster})
+		p, err := set.Patch(Input{Kind: profiles.KindPod, Object: c.in, Namespace: "default", Lookups: c.cluster})
 		require.NoError(t, err)
 		require.Equal(t, string(out.Patch), string(p.Patch), why)
 	}
@@ -241,7 +241,7 @@ func TestKueuePlacementExplain(t *testing.T) {
 		obj["spec"].(map[string]any)["nodeSelector"] = map[string]any{"pool": "gpu"}
 	})
 	cluster := &kueueCluster{keys: kueue.Keys{NodeLabels: map[string]bool{"pool": true}, Tolerations: map[string]bool{"pool": true}}, flavorsKnown: true}
-	out, err := set.Apply(Input{Kind: profiles.KindPod, Object: in, Namespace: "default", Cluster: cluster, Explain: true})
+	out, err := set.Apply(Input{Kind: profiles.KindPod, Object: in, Namespace: "default", Lookups: cluster, Explain: true})
 	require.NoError(t, err)
 	require.Equal(t, map[string]any{"pool": "gpu", "disk": "ssd"}, podField(t, out.Object, "spec", "nodeSelector"))
 	require.Equal(t, podField(t, in, "spec", "tolerations"), podField(t, out.Object, "spec", "tolerations"))
@@ -255,7 +255,7 @@ func TestKueuePlacementExplain(t *testing.T) {
 	require.Equal(t, []string{"metadata.labels.shaped", "spec.nodeSelector.disk"}, out.Changes[0].Fields)
 
 	// Unknown flavors: no placement at all, the label still.
-	out, err = set.Apply(Input{Kind: profiles.KindPod, Object: in, Namespace: "default", Cluster: &kueueCluster{}, Explain: true})
+	out, err = set.Apply(Input{Kind: profiles.KindPod, Object: in, Namespace: "default", Lookups: &kueueCluster{}, Explain: true})
 	require.NoError(t, err)
 	require.Equal(t, map[string]any{"pool": "gpu"}, podField(t, out.Object, "spec", "nodeSelector"))
 	require.Equal(t, []string{"metadata.labels.shaped"}, out.Changes[0].Fields)
@@ -278,7 +278,7 @@ func TestKueuePlacementRemoval(t *testing.T) {
 			obj["spec"].(map[string]any)["nodeSelector"] = map[string]any{"pool": "spot", "zone": "a"}
 			obj["spec"].(map[string]any)["affinity"] = aff
 		})
-		out, err := set.Apply(Input{Kind: profiles.KindPod, Object: in, Namespace: "default", Cluster: cluster})
+		out, err := set.Apply(Input{Kind: profiles.KindPod, Object: in, Namespace: "default", Lookups: cluster})
 		require.NoError(t, err)
 		sel, _ := podField(t, out.Object, "spec", "nodeSelector").(map[string]any)
 		if managed {

@@ -210,7 +210,7 @@ func TestLintReportsEveryError(t *testing.T) {
 		"spec.priority: Invalid value: 99999999999: wrong type: want int32",
 		"spec.mode: Unsupported value: \"Enforce\"",
 		// The engine's own types are named as policies.<Name>, wherever they are declared.
-		"spec.match.managers[0]: Invalid value: 5: wrong type: want profiles.Manager",
+		"spec.match.managers[0]: Invalid value: 5: wrong type: want policies.Manager",
 		"spec.template.metadata.labels[a]: Invalid value: a list of 1 item(s): wrong type: want string",
 		"spec.template.spec.tolerations[0].tolerationSeconds: Invalid value: \"soon\": wrong type: want int64",
 		"spec.template.spec.tolerations[1].operator: Unsupported value: \"Sometimes\"",

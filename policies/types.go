@@ -173,7 +173,7 @@ type Input struct {
 	Done <-chan struct{}
 	// Cluster answers whether the cluster objects the patched object references exist (reference §8);
 	// nil (render, lint) skips the checks that need it.
-	Cluster validity.Cluster
+	Lookups validity.Lookups
 }
 
 // Fallback names the way Apply left whole layers out so that the rest still applies.

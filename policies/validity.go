@@ -46,7 +46,7 @@ func Check(in Input) ([]validity.Violation, error) {
 
 // envOf is the check's environment of an input whose namespace is namespace.
 func envOf(in Input, namespace string) *validity.Env {
-	return &validity.Env{Service: in.Kind == profiles.KindService, Namespace: namespace, NamespaceLabels: in.NamespaceLabels, Cluster: in.Cluster}
+	return &validity.Env{Service: in.Kind == profiles.KindService, Namespace: namespace, NamespaceLabels: in.NamespaceLabels, Lookups: in.Lookups}
 }
 
 // MaxValidityPasses bounds how often keepValid goes over the policies it left out: a policy

@@ -13,7 +13,7 @@ import (
 // closingCluster is a cluster whose every lookup after the first `after` closes done: the
 // request budget runs out in the middle of the leave-out search, at a point the test knows.
 type closingCluster struct {
-	validity.Cluster
+	validity.Lookups
 	after int
 	calls int
 	done  chan struct{}
@@ -28,12 +28,12 @@ func (c *closingCluster) tick() {
 
 func (c *closingCluster) PriorityClass(n string) (validity.PriorityClassInfo, validity.Presence) {
 	c.tick()
-	return c.Cluster.PriorityClass(n)
+	return c.Lookups.PriorityClass(n)
 }
 
 func (c *closingCluster) ServiceAccount(ns, n string) validity.Presence {
 	c.tick()
-	return c.Cluster.ServiceAccount(ns, n)
+	return c.Lookups.ServiceAccount(ns, n)
 }
 
 // TestLeaveOutWithinBudget: when the request budget runs out while podpatch looks for the
@@ -50,22 +50,22 @@ func TestLeaveOutWithinBudget(t *testing.T) {
 	js := fixtureJSON(t, "dask-operator/worker-pod.yaml", nil)
 	cluster := &fakeCluster{accounts: map[string]bool{}}
 
-	full, err := set.Apply(Input{Kind: profiles.KindPod, Object: js, Namespace: "default", Cluster: cluster})
+	full, err := set.Apply(Input{Kind: profiles.KindPod, Object: js, Namespace: "default", Lookups: cluster})
 	require.NoError(t, err)
 	require.Len(t, full.Skipped, 1)
 	require.Equal(t, validity.RulePriorityClassNotFound, full.Skipped[0].Violation.Rule)
 
 	budgetSkips, enforceKeptAlone := 0, false
 	for after := 0; after < 64; after++ {
-		c := &closingCluster{Cluster: cluster, after: after, done: make(chan struct{})}
-		in := Input{Kind: profiles.KindPod, Object: js, Namespace: "default", Cluster: c, Done: c.done}
+		c := &closingCluster{Lookups: cluster, after: after, done: make(chan struct{})}
+		in := Input{Kind: profiles.KindPod, Object: js, Namespace: "default", Lookups: c, Done: c.done}
 		res, err := set.Apply(in)
 		if err != nil {
 			// Out before the first check finished: the webhook admits the object unchanged.
 			require.ErrorIs(t, err, ErrStopped)
 			continue
 		}
-		require.Empty(t, freshViolations(Input{Kind: profiles.KindPod, Object: js, Namespace: "default", Cluster: cluster}, res.Object))
+		require.Empty(t, freshViolations(Input{Kind: profiles.KindPod, Object: js, Namespace: "default", Lookups: cluster}, res.Object))
 		labels := mapOf(mapOf(objectOf(t, res.Object)["metadata"])["labels"])
 		rules := map[string]string{}
 		for _, s := range res.Skipped {

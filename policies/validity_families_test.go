@@ -22,7 +22,7 @@ var (
 
 // familyViolations returns the fields RuleServiceIPFamilies finds in a Service fixture with its
 // spec edited.
-func familyViolations(t *testing.T, cl validity.Cluster, edit map[string]any) []string {
+func familyViolations(t *testing.T, cl validity.Lookups, edit map[string]any) []string {
 	t.Helper()
 	obj := fixtureJSON(t, "dask-operator/scheduler-service.yaml", func(o map[string]any) {
 		spec := o["spec"].(map[string]any)
@@ -34,7 +34,7 @@ func familyViolations(t *testing.T, cl validity.Cluster, edit map[string]any) []
 			}
 		}
 	})
-	vs, err := Check(Input{Kind: profiles.KindService, Object: obj, Namespace: "default", Cluster: cl})
+	vs, err := Check(Input{Kind: profiles.KindService, Object: obj, Namespace: "default", Lookups: cl})
 	require.NoError(t, err)
 	var fields []string
 	for _, v := range vs {
@@ -112,7 +112,7 @@ func TestServiceIPFamiliesRule(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			for _, cl := range []struct {
 				name string
-				c    validity.Cluster
+				c    validity.Lookups
 				want []string
 			}{{"v4", v4Only, c.v4}, {"v6", v6Only, c.v6}, {"dual", dualStack, c.dual}, {"unknown", unknownFS, c.unknown}, {"nil", nil, c.unknown}} {
 				require.Equal(t, cl.want, familyViolations(t, cl.c, c.edit), "cluster %s", cl.name)
@@ -168,7 +168,7 @@ func TestServiceIPFamiliesGenerated(t *testing.T) {
 						if !selector {
 							edit["selector"] = nil
 						}
-						var cl validity.Cluster = unknownFS
+						var cl validity.Lookups = unknownFS
 						if served != nil {
 							cl = &fakeCluster{families: served}
 						}
@@ -226,7 +226,7 @@ func TestServiceIPFamiliesLeftOut(t *testing.T) {
 	in := Input{Kind: profiles.KindService, Object: fixtureJSON(t, "dask-operator/scheduler-service.yaml", nil), Namespace: "default"}
 	for _, c := range []struct {
 		name    string
-		cluster validity.Cluster
+		cluster validity.Lookups
 		skipped []string
 	}{
 		{"v4 only", v4Only, []string{"p1", "p2"}},
@@ -236,7 +236,7 @@ func TestServiceIPFamiliesLeftOut(t *testing.T) {
 		{"offline", nil, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			in.Cluster = c.cluster
+			in.Lookups = c.cluster
 			res, err := s.Apply(in)
 			require.NoError(t, err)
 			var got []string

@@ -174,7 +174,7 @@ func TestEveryRuleLintAndAdmission(t *testing.T) {
 			for _, obj := range objects {
 				in := Input{Kind: profiles.Kind(strOf(objectOf(t, obj)["kind"])), Object: obj, Namespace: "default", NamespaceLabels: c.labels}
 				if c.cl != nil {
-					in.Cluster = c.cl
+					in.Lookups = c.cl
 				}
 				if (in.Kind != profiles.KindPod || p.template == nil) && (in.Kind != profiles.KindService || p.service == nil) {
 					continue

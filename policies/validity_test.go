@@ -188,7 +188,7 @@ func TestValidityRegressions(t *testing.T) {
 		fixture  string
 		edit     func(map[string]any)
 		nsLabels map[string]string
-		cluster  validity.Cluster
+		cluster  validity.Lookups
 		specs    []string
 		skipped  map[string]string // policy name → rule
 		adjusted int
@@ -362,7 +362,7 @@ func TestValidityRegressions(t *testing.T) {
 			if strings.Contains(c.fixture, "service") {
 				kind = profiles.KindService
 			}
-			in := Input{Kind: kind, Object: fixtureJSON(t, c.fixture, c.edit), Namespace: "default", NamespaceLabels: c.nsLabels, Cluster: c.cluster}
+			in := Input{Kind: kind, Object: fixtureJSON(t, c.fixture, c.edit), Namespace: "default", NamespaceLabels: c.nsLabels, Lookups: c.cluster}
 			s := platformSet(t, c.specs...)
 			res, err := s.Apply(in)
 			require.NoError(t, err)
@@ -396,7 +396,7 @@ func TestValidityRegressions(t *testing.T) {
 			require.Equal(t, objectOf(t, want), objectOf(t, res.Object))
 
 			// Idempotent: admission may be re-invoked with the result.
-			again, err := s.Apply(Input{Kind: kind, Object: res.Object, Namespace: "default", NamespaceLabels: c.nsLabels, Cluster: c.cluster})
+			again, err := s.Apply(Input{Kind: kind, Object: res.Object, Namespace: "default", NamespaceLabels: c.nsLabels, Lookups: c.cluster})
 			require.NoError(t, err)
 			require.Equal(t, objectOf(t, res.Object), objectOf(t, again.Object))
 		})
@@ -419,11 +419,11 @@ func TestPriorityCoupling(t *testing.T) {
 
 	// With the class in the caches, the computed fields are set as the plugin sets them, so the
 	// object is right even if the API server does not run the plugin again.
-	in.Cluster = &fakeCluster{priority: map[string]validity.PriorityClassInfo{"high": {Value: 1000, PreemptionPolicy: "Never"}}}
+	in.Lookups = &fakeCluster{priority: map[string]validity.PriorityClassInfo{"high": {Value: 1000, PreemptionPolicy: "Never"}}}
 	got = spec(platformSet(t, "mode: default\ntemplate: {spec: {priorityClassName: high}}"))
 	require.EqualValues(t, 1000, got["priority"])
 	require.Equal(t, "Never", got["preemptionPolicy"])
-	in.Cluster = nil
+	in.Lookups = nil
 
 	got = spec(platformSet(t, "template: {spec: {nodeSelector: {a: b}}}"))
 	require.EqualValues(t, 0, got["priority"])
@@ -434,8 +434,8 @@ func TestPriorityCoupling(t *testing.T) {
 // for a reference they cannot check.
 func TestValidityUnknownCluster(t *testing.T) {
 	s := platformSet(t, "template: {spec: {priorityClassName: ghost, runtimeClassName: ghost, serviceAccountName: ghost}}")
-	for _, cl := range []validity.Cluster{nil, &fakeCluster{unknown: true}} {
-		res, err := s.Apply(Input{Kind: profiles.KindPod, Object: fixtureJSON(t, "dask-operator/worker-pod.yaml", nil), Namespace: "default", Cluster: cl})
+	for _, cl := range []validity.Lookups{nil, &fakeCluster{unknown: true}} {
+		res, err := s.Apply(Input{Kind: profiles.KindPod, Object: fixtureJSON(t, "dask-operator/worker-pod.yaml", nil), Namespace: "default", Lookups: cl})
 		require.NoError(t, err)
 		require.Empty(t, res.Skipped)
 		require.Len(t, res.Applied, 1)
@@ -508,7 +508,7 @@ func TestValidityProperty(t *testing.T) {
 	modes := []string{"", "mode: default\n", "mode: enforce\n"}
 	files, err := filepath.Glob(filepath.Join("testdata", "fixtures", "*", "*.yaml"))
 	require.NoError(t, err)
-	clusters := []validity.Cluster{nil, &fakeCluster{unknown: true}, &fakeCluster{
+	clusters := []validity.Lookups{nil, &fakeCluster{unknown: true}, &fakeCluster{
 		priority: map[string]validity.PriorityClassInfo{"high": {Value: 1000}},
 		runtime:  map[string]validity.RuntimeClassInfo{"gvisor": {NodeSelector: map[string]string{"sandbox": "gvisor"}}},
 		limits:   map[string][]corev1.LimitRangeItem{"default": {{Type: corev1.LimitTypeContainer, Max: corev1.ResourceList{"memory": resource.MustParse("8Gi")}}}},
@@ -529,7 +529,7 @@ func TestValidityProperty(t *testing.T) {
 			if kind != profiles.KindPod && kind != profiles.KindService {
 				continue
 			}
-			in := Input{Kind: kind, Object: js, Namespace: "default", Cluster: clusters[rng.Intn(len(clusters))],
+			in := Input{Kind: kind, Object: js, Namespace: "default", Lookups: clusters[rng.Intn(len(clusters))],
 				NamespaceLabels: levels[rng.Intn(len(levels))]}
 			res, err := s.Apply(in)
 			require.NoError(t, err)
@@ -697,7 +697,7 @@ func TestLimitRangeRules(t *testing.T) {
 		{"a sidecar init container runs with the others", "{initContainers: [{name: i, image: x, restartPolicy: Always, resources: {limits: {memory: 4Gi}}}], containers: [{name: a, image: x, resources: {limits: {memory: 4Gi}}}]}", 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			vs, err := Check(Input{Kind: profiles.KindPod, Object: pod(c.spec), Cluster: cl})
+			vs, err := Check(Input{Kind: profiles.KindPod, Object: pod(c.spec), Lookups: cl})
 			require.NoError(t, err)
 			n := 0
 			for _, v := range vs {

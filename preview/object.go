@@ -24,8 +24,8 @@ type Input struct {
 	Namespace string
 	// NamespaceLabels are its namespace's labels, for match.namespaceSelector.
 	NamespaceLabels map[string]string
-	// Cluster answers what the object references (policies.Input.Cluster); nil: unknown.
-	Cluster validity.Cluster
+	// Lookups answers what the object references (policies.Input.Lookups); nil: unknown.
+	Lookups validity.Lookups
 	// Live says the object was read from the API server, so admitted under the base policies:
 	// what the changed ConfigMaps' base policies put in it is taken out first (strip), so that
 	// it is previewed as the manager will create it again.
@@ -161,7 +161,7 @@ func (p *Previewer) Object(in Input) (Object, bool, error) {
 	where := func(err error) error {
 		return fmt.Errorf("%s %s/%s: %w", strings.ToLower(string(in.Kind)), ns, name, err)
 	}
-	pin := policies.Input{Kind: in.Kind, Object: in.JSON, Namespace: ns, NamespaceLabels: in.NamespaceLabels, Cluster: in.Cluster}
+	pin := policies.Input{Kind: in.Kind, Object: in.JSON, Namespace: ns, NamespaceLabels: in.NamespaceLabels, Lookups: in.Lookups}
 	var overridden []Field
 	if in.Live {
 		// The base policies that admitted it, as its provenance says: all of them are taken

@@ -43,7 +43,7 @@ func TestMutateFindings(t *testing.T) {
 	set := policies.NewSet(ps)
 	m := newTestMetrics(t)
 	h := &Review{Handler: &Mutator{Source: staticSource{snap: &policystore.Snapshot{Set: set}}, Metrics: m,
-		PlatformNamespace: policies.DefaultPlatformNamespace, Cluster: noClasses{}}}
+		PlatformNamespace: policies.DefaultPlatformNamespace, Lookups: noClasses{}}}
 
 	b, err := os.ReadFile("../policies/testdata/fixtures/kuberay/worker-pod.yaml")
 	require.NoError(t, err)
@@ -66,7 +66,7 @@ func TestMutateFindings(t *testing.T) {
 	require.Equal(t, 2.0, testutil.ToFloat64(m.warnings.WithLabelValues(string(ReasonPolicySkipped))))
 
 	// The patch is the one render computes: the checks change nothing.
-	res, err := set.Apply(policies.Input{Kind: profiles.KindPod, Object: pod, Namespace: "default", Cluster: noClasses{}})
+	res, err := set.Apply(policies.Input{Kind: profiles.KindPod, Object: pod, Namespace: "default", Lookups: noClasses{}})
 	require.NoError(t, err)
 	require.Len(t, res.Findings, 2)
 	require.JSONEq(t, string(res.Object), string(applyResponse(t, pod, resp)))

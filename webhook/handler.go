@@ -31,8 +31,8 @@ type HandlerOptions struct {
 	// Zero: slots.DefaultLargeBytes (see slots.LargeBytesFor).
 	LargeBodyBytes int64
 	Log            logr.Logger
-	// Cluster answers what patched Pods reference (reference §8); nil when unknown (--policy-dir).
-	Cluster validity.Cluster
+	// Lookups answers what patched Pods reference (reference §8); nil when unknown (--policy-dir).
+	Lookups validity.Lookups
 	// Events receives what /mutate did, for the Events on owning custom resources (reference
 	// §9); nil: none.
 	Events *ownerevents.Events
@@ -48,7 +48,7 @@ func NewHandler(o HandlerOptions) http.Handler {
 		return o.Metrics.instrument(name, &Review{Name: name, Log: o.Log.WithName(name), Budget: o.RequestBudget, Slots: bounds,
 			Metrics: o.Metrics, Handler: h})
 	}
-	routes.Register("/mutate", review("mutate", &Mutator{Source: o.Store, Metrics: o.Metrics, PlatformNamespace: o.Policies.PlatformNamespace, Cluster: o.Cluster,
+	routes.Register("/mutate", review("mutate", &Mutator{Source: o.Store, Metrics: o.Metrics, PlatformNamespace: o.Policies.PlatformNamespace, Lookups: o.Lookups,
 		Events: o.Events}))
 	routes.Register("/validate", review("validate", &Validator{Options: o.Policies, Metrics: o.Metrics}))
 	return routes.WebhookMux()

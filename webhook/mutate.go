@@ -27,8 +27,8 @@ type Mutator struct {
 	Source            policystore.Source
 	Metrics           *Metrics
 	PlatformNamespace string
-	// Cluster answers what patched Pods reference, from caches (reference §8); nil when unknown.
-	Cluster validity.Cluster
+	// Lookups answers what patched Pods reference, from caches (reference §8); nil when unknown.
+	Lookups validity.Lookups
 	// Events aggregates what admission did into Events on the owning custom resources
 	// (reference §9), off the request path; nil: none.
 	Events *ownerevents.Events
@@ -66,7 +66,7 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		NamespaceFromRequest: true,
 		NamespaceLabels:      m.Source.NamespaceLabels(req.Namespace),
 		Done:                 ctx.Done(),
-		Cluster:              m.Cluster,
+		Lookups:              m.Lookups,
 	})
 	m.Metrics.observeApply(kind, res.Identity.Manager, start)
 	// The request's logger is made only for a line to log: most admissions log none.

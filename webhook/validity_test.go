@@ -48,7 +48,7 @@ func TestMutateSkipped(t *testing.T) {
 	require.Empty(t, probs)
 	m := newTestMetrics(t)
 	h := &Review{Handler: &Mutator{Source: staticSource{snap: &policystore.Snapshot{Set: policies.NewSet(ps)}}, Metrics: m,
-		PlatformNamespace: policies.DefaultPlatformNamespace, Cluster: noClasses{}}}
+		PlatformNamespace: policies.DefaultPlatformNamespace, Lookups: noClasses{}}}
 
 	b, err := os.ReadFile("../policies/testdata/fixtures/dask-operator/worker-pod.yaml")
 	require.NoError(t, err)
@@ -73,7 +73,7 @@ func TestMutateSkipped(t *testing.T) {
 	require.Equal(t, float64(maxSkippedWarnings), testutil.ToFloat64(m.warnings.WithLabelValues(string(ReasonPolicySkipped))))
 
 	// Unknown caches leave nothing out.
-	h.Handler.(*Mutator).Cluster = nil
+	h.Handler.(*Mutator).Lookups = nil
 	_, resp = post(t, h, review(t, "Pod", "default", admissionv1.Create, pod, false), "application/json")
 	require.Empty(t, resp.Warnings)
 	got = corev1.Pod{}

@@ -101,7 +101,7 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 	// The objects patched Pods reference, from the caches podpatch serve admits with (internal/references), so that the audit
 	// leaves out what admission leaves out (reference §8). Without them the audit still runs.
 	var refErr error
-	c.Cluster, refErr = startReferences(ctx, kit, referencesTimeout)
+	c.Lookups, refErr = startReferences(ctx, kit, referencesTimeout)
 	progress.Begin()
 	rep, err := c.Run(ctx)
 	progress.Done()
@@ -185,7 +185,7 @@ var referenceLists = []struct {
 // startReferences starts the reference caches (internal/references, the ones podpatch serve
 // runs) against the cluster and waits, at most timeout, until they have synced; they run until ctx is done. It starts none when the user
 // may not list what they cache.
-func startReferences(ctx context.Context, kit *kube.Kit, timeout time.Duration) (validity.Cluster, error) {
+func startReferences(ctx context.Context, kit *kube.Kit, timeout time.Duration) (validity.Lookups, error) {
 	for _, l := range referenceLists {
 		if err := l.list(ctx, kit.Clientset, metav1.ListOptions{Limit: 1}); err != nil {
 			return nil, fmt.Errorf("reference caches: list %s: %w", l.name, err)

@@ -165,7 +165,7 @@ func runDiff(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	var cluster validity.Cluster
+	var cluster validity.Lookups
 	if kit != nil {
 		if snap == nil {
 			snap = snapshot(ctx, kit, warn)
@@ -178,7 +178,7 @@ func runDiff(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	r := preview.NewRunner(sets, snap, 0)
 	r.OnError = func(err error) { warn(err.Error()) }
 	each := func(in preview.Input) {
-		in.Cluster = cluster
+		in.Lookups = cluster
 		r.Add(in)
 	}
 	if len(o.Files) > 0 {

@@ -46,7 +46,7 @@ func runExplain(args []string, stdout, stderr io.Writer) error {
 	// The reference caches, as the audit syncs them, so that what admission leaves out is left
 	// out here too (reference §8).
 	var refErr error
-	e.Cluster, refErr = startReferences(ctx, kit, referencesTimeout)
+	e.Lookups, refErr = startReferences(ctx, kit, referencesTimeout)
 	if refErr != nil {
 		warn(fmt.Sprintf("%v; policies that name a missing PriorityClass, RuntimeClass or ServiceAccount are explained as if applied", refErr))
 	}

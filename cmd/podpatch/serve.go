@@ -304,7 +304,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 
 	var store *policystore.Store
 	var feed interface{ Start(context.Context) error }
-	var cluster validity.Cluster // what patched Pods reference; unknown with --policy-dir
+	var cluster validity.Lookups // what patched Pods reference; unknown with --policy-dir
 	var refs *references.Caches  // the caches cluster answers from; admission never waits for them to sync
 	var source *policystore.PolicySource
 	if o.PolicyDir != "" {
@@ -331,7 +331,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 		Addr: net.JoinHostPort(o.Host, strconv.Itoa(o.Port)), CertDir: o.CertDir, Grace: grace, Log: log.WithName("server"),
 		TLSOpts: certs.ServingOptions{CertDir: o.CertDir, EnableHTTP2: o.EnableHTTP2, ClientCAFile: o.ClientCAFile}.TLSOpts(),
 		Handler: webhook.NewHandler(webhook.HandlerOptions{Store: store, Policies: popts, Metrics: m,
-			RequestBudget: o.RequestBudget, MaxInFlight: o.MaxInFlight, LargeBodyBytes: slots.LargeBytesFor(memLimit), Log: log, Cluster: cluster,
+			RequestBudget: o.RequestBudget, MaxInFlight: o.MaxInFlight, LargeBodyBytes: slots.LargeBytesFor(memLimit), Log: log, Lookups: cluster,
 			Events: events}),
 	}
 	probes := webhook.Probes(store, srv, m, ctx.Done(), source)
@@ -440,7 +440,7 @@ func delayed(parent context.Context, delay time.Duration, log logr.Logger) (cont
 
 // leaderOnly builds the components that run on the elected replica only: the external URL
 // resolver (reference §6) and the periodic audit (reference §7). Neither runs without a cluster.
-func (o *serveOptions) leaderOnly(kit *kube.Kit, store *policystore.Store, cluster validity.Cluster, log logr.Logger) ([]leader.Runnable, error) {
+func (o *serveOptions) leaderOnly(kit *kube.Kit, store *policystore.Store, cluster validity.Lookups, log logr.Logger) ([]leader.Runnable, error) {
 	if !o.elects() {
 		return nil, nil
 	}
@@ -454,7 +454,7 @@ func (o *serveOptions) leaderOnly(kit *kube.Kit, store *policystore.Store, clust
 	}
 	if o.AuditInterval > 0 {
 		a, err := audit.NewPeriodic(audit.PeriodicOptions{Kit: kit, Interval: o.AuditInterval,
-			Policies: func() *policies.Set { return store.Snapshot().Set }, NamespaceLabels: store.NamespaceLabels, Cluster: cluster,
+			Policies: func() *policies.Set { return store.Snapshot().Set }, NamespaceLabels: store.NamespaceLabels, Lookups: cluster,
 			Ready: store.Synced, Registry: crmetrics.Registry, Log: log.WithName("audit")})
 		if err != nil {
 			return nil, err

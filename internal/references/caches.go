@@ -1,7 +1,7 @@
 // Package references holds the caches of the cluster objects that patched Pods and Services
 // reference (reference §8): PriorityClasses, RuntimeClasses, ServiceAccounts, LimitRanges and
 // ServiceCIDRs (Caches), and Kueue's ResourceFlavors (Flavors). They answer the engine's
-// lookups (validity.Cluster, kueue.Flavors) from informer caches, never from the API
+// lookups (validity.Lookups, kueue.Flavors) from informer caches, never from the API
 // server. `podpatch serve` (admission, the periodic audit) and `podpatch audit` both build
 // them here, on the cluster kit.
 package references
@@ -28,7 +28,7 @@ import (
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
-// Caches answers validity.Cluster from informer caches: the PriorityClasses, RuntimeClasses,
+// Caches answers validity.Lookups from informer caches: the PriorityClasses, RuntimeClasses,
 // ServiceAccounts (metadata only) and LimitRanges that the API server's admission plugins look
 // up when they run again on a patched Pod, and the ServiceCIDRs that tell which IP families a
 // Service may have (reference §8). Lookups read the caches only, never the
@@ -47,7 +47,7 @@ type Caches struct {
 }
 
 var (
-	_ validity.Cluster = (*Caches)(nil)
+	_ validity.Lookups = (*Caches)(nil)
 	_ kueue.Flavors    = (*Caches)(nil)
 )
 
@@ -118,7 +118,7 @@ func (r *Caches) Synced() bool {
 		r.cidrs.HasSynced()
 }
 
-// PriorityClass implements validity.Cluster.
+// PriorityClass implements validity.Lookups.
 func (r *Caches) PriorityClass(name string) (validity.PriorityClassInfo, validity.Presence) {
 	if !r.priority.HasSynced() {
 		return validity.PriorityClassInfo{}, validity.Unknown
@@ -155,7 +155,7 @@ func (r *Caches) PriorityClass(name string) (validity.PriorityClassInfo, validit
 	return info(pc), validity.Present
 }
 
-// RuntimeClass implements validity.Cluster.
+// RuntimeClass implements validity.Lookups.
 func (r *Caches) RuntimeClass(name string) (validity.RuntimeClassInfo, validity.Presence) {
 	if !r.runtime.HasSynced() {
 		return validity.RuntimeClassInfo{}, validity.Unknown
@@ -178,7 +178,7 @@ func (r *Caches) RuntimeClass(name string) (validity.RuntimeClassInfo, validity.
 	return out, validity.Present
 }
 
-// ServiceAccount implements validity.Cluster.
+// ServiceAccount implements validity.Lookups.
 func (r *Caches) ServiceAccount(namespace, name string) validity.Presence {
 	if !r.accounts.HasSynced() {
 		return validity.Unknown
@@ -193,7 +193,7 @@ func (r *Caches) ServiceAccount(namespace, name string) validity.Presence {
 	return validity.Absent
 }
 
-// LimitRanges implements validity.Cluster.
+// LimitRanges implements validity.Lookups.
 func (r *Caches) LimitRanges(namespace string) ([]corev1.LimitRangeItem, bool) {
 	if !r.limits.HasSynced() {
 		return nil, false
@@ -215,7 +215,7 @@ func (r *Caches) LimitRanges(namespace string) ([]corev1.LimitRangeItem, bool) {
 // (and keeps equal to it): the ranges its Service cluster IP allocators serve.
 const defaultServiceCIDR = "kubernetes"
 
-// ServiceIPFamilies implements validity.Cluster: the families of the default ServiceCIDR's
+// ServiceIPFamilies implements validity.Lookups: the families of the default ServiceCIDR's
 // ranges, the primary first. kube-apiserver allocates cluster IPs of those families only (other
 // ServiceCIDRs extend a family's ranges, never add a family), so it is unknown when the cache
 // has not synced, the API is absent or forbidden, or the cluster has no default ServiceCIDR.

@@ -53,7 +53,7 @@ type Keys struct {
 	Tolerations map[string]bool
 }
 
-// Flavors is the part of the cluster lookups (validity.Cluster) that knows Kueue's ResourceFlavors
+// Flavors is the part of the cluster lookups (validity.Lookups) that knows Kueue's ResourceFlavors
 // (internal/references implements it). A Cluster without it, or one that answers false (no ResourceFlavor API, cache
 // not synced), leaves every placement contribution out of a Kueue-managed Pod.
 type Flavors interface {

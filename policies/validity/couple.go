@@ -34,7 +34,7 @@ func specString(t *jsontree.Tree, obj map[string]any, k string) string {
 // Couple applies the coupled-field rules to a patched Pod whose spec carried before (the values
 // of the coupled fields as given), and returns what it changed, for --explain. sets reports
 // whether an applied policy sets (not removes) a member of the pod spec: such a member stays.
-func Couple(t *jsontree.Tree, obj map[string]any, before *CoupledValues, sets func(member string) bool, cluster Cluster) []string {
+func Couple(t *jsontree.Tree, obj map[string]any, before *CoupledValues, sets func(member string) bool, cluster Lookups) []string {
 	spec, ok := t.GetMap(obj, "spec")
 	if !ok {
 		return nil
@@ -76,7 +76,7 @@ func Couple(t *jsontree.Tree, obj map[string]any, before *CoupledValues, sets fu
 
 // computed sets, from a class the caches know, what the Priority or RuntimeClass plugin computes
 // from it, and says what it set.
-func computed(spec map[string]any, from, class string, cluster Cluster) []string {
+func computed(spec map[string]any, from, class string, cluster Lookups) []string {
 	switch from {
 	case "priorityClassName":
 		info, p := cluster.PriorityClass(class)

@@ -65,10 +65,10 @@ func (c *checker) ipFamilies(spec map[string]any) {
 				func() string { return "spec.ipFamilyPolicy" })
 		}
 	}
-	if c.env.Cluster == nil {
+	if c.env.Lookups == nil {
 		return
 	}
-	configured, ok := c.env.Cluster.ServiceIPFamilies()
+	configured, ok := c.env.Lookups.ServiceIPFamilies()
 	if !ok || len(configured) == 0 {
 		return // unknown: no verdict
 	}

@@ -13,7 +13,7 @@ import (
 // that differs from the class's.
 func (c *checker) priority(spec map[string]any) {
 	name := strOf(spec["priorityClassName"])
-	info, p := c.env.Cluster.PriorityClass(name)
+	info, p := c.env.Lookups.PriorityClass(name)
 	switch {
 	case p == Unknown:
 		return
@@ -46,10 +46,10 @@ func (c *checker) runtimeClass(spec map[string]any) {
 		}
 		return
 	}
-	if c.env.Cluster == nil {
+	if c.env.Lookups == nil {
 		return
 	}
-	info, p := c.env.Cluster.RuntimeClass(name)
+	info, p := c.env.Lookups.RuntimeClass(name)
 	switch p {
 	case Unknown:
 		return
@@ -93,7 +93,7 @@ func (c *checker) serviceAccount(spec map[string]any) {
 	if name == "" {
 		return
 	}
-	if c.env.Cluster.ServiceAccount(c.env.Namespace, name) == Absent {
+	if c.env.Lookups.ServiceAccount(c.env.Namespace, name) == Absent {
 		c.add(RuleServiceAccountNotFound, fld, "no ServiceAccount "+strconv.Quote(name)+" exists in namespace "+c.env.Namespace)
 	}
 }

@@ -119,10 +119,10 @@ func (c *checker) podResources(r map[string]any, containers []container, default
 // LimitRanger fills in before validation; empty when the caches do not know them.
 func (c *checker) containerDefaults() corev1.LimitRangeItem {
 	var defaults corev1.LimitRangeItem
-	if c.env.Cluster == nil {
+	if c.env.Lookups == nil {
 		return defaults
 	}
-	items, ok := c.env.Cluster.LimitRanges(c.env.Namespace)
+	items, ok := c.env.Lookups.LimitRanges(c.env.Namespace)
 	if !ok {
 		return defaults
 	}
@@ -228,7 +228,7 @@ func hugePages(m map[string]any) bool {
 // defaults, then refuses containers (and Pods, summed) outside their min, max and limit/request
 // ratio, as its minConstraint, maxConstraint and limitRequestRatioConstraint do.
 func (c *checker) limitRanges(spec map[string]any, containers []container) {
-	items, ok := c.env.Cluster.LimitRanges(c.env.Namespace)
+	items, ok := c.env.Lookups.LimitRanges(c.env.Namespace)
 	if !ok {
 		return
 	}

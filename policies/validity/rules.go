@@ -92,7 +92,7 @@ func (c *checker) pod(obj map[string]any) {
 			c.restartRules(ct)
 		}
 	}
-	if c.env.Cluster != nil {
+	if c.env.Lookups != nil {
 		c.priority(spec)
 		c.serviceAccount(spec)
 		c.limitRanges(spec, containers)

@@ -47,11 +47,11 @@ type RuntimeClassInfo struct {
 	NodeSelector map[string]string
 }
 
-// Cluster answers, from caches kept current off the request path (never an API call), what the
-// admission plugins will look up. A nil Cluster, as in `render` and `lint`, knows nothing: the
+// Lookups answers, from caches kept current off the request path (never an API call), what the
+// admission plugins will look up. Nil Lookups, as in `render` and `lint`, knows nothing: the
 // checks that need it are skipped. Implementations answer Unknown until their caches synced.
-// One that also knows Kueue's ResourceFlavors implements policies.KueueFlavors.
-type Cluster interface {
+// One that also knows Kueue's ResourceFlavors implements kueue.Flavors.
+type Lookups interface {
 	// PriorityClass looks up a PriorityClass by name; the name "" asks for the cluster's global
 	// default (Absent: there is none, and the plugin uses priority 0).
 	PriorityClass(name string) (PriorityClassInfo, Presence)
@@ -99,7 +99,7 @@ type Env struct {
 	// NamespaceLabels are its namespace's labels (Pod Security reads them).
 	NamespaceLabels map[string]string
 	// Cluster answers the lookups of the admission plugins; nil skips the rules that need it.
-	Cluster Cluster
+	Lookups Lookups
 }
 
 // MaxViolations bounds the violations one check records: an object the API server would refuse

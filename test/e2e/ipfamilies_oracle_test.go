@@ -70,7 +70,7 @@ func TestServiceIPFamiliesOracle(t *testing.T) {
 					if apiErr != nil && !apierrors.IsInvalid(apiErr) {
 						require.NoError(t, apiErr, "dry-run create failed for another reason than the object")
 					}
-					vs, err := policies.Check(policies.Input{Kind: profiles.KindService, Object: js, Namespace: "default", Cluster: refs})
+					vs, err := policies.Check(policies.Input{Kind: profiles.KindService, Object: js, Namespace: "default", Lookups: refs})
 					require.NoError(t, err)
 					rules := make([]string, 0, len(vs))
 					for _, v := range vs {

@@ -440,7 +440,7 @@ func TestValidityOracle(t *testing.T) {
 				labels = restrictedLabels
 			}
 			kind := profiles.Kind(obj["kind"].(string))
-			vs, err := policies.Check(policies.Input{Kind: kind, Object: js, Namespace: ns, NamespaceLabels: labels, Cluster: oracleCluster{}})
+			vs, err := policies.Check(policies.Input{Kind: kind, Object: js, Namespace: ns, NamespaceLabels: labels, Lookups: oracleCluster{}})
 			require.NoError(t, err)
 			var rules []string
 			for _, v := range vs {
@@ -499,7 +499,7 @@ func TestVolumeSourceOracle(t *testing.T) {
 			if apiErr != nil && !(apierrors.IsInvalid(apiErr) || apierrors.IsForbidden(apiErr) || apierrors.IsBadRequest(apiErr)) {
 				require.NoError(t, apiErr, "dry-run create failed for another reason than the object")
 			}
-			vs, err := policies.Check(policies.Input{Kind: profiles.KindPod, Object: js, Namespace: "default", Cluster: oracleCluster{}})
+			vs, err := policies.Check(policies.Input{Kind: profiles.KindPod, Object: js, Namespace: "default", Lookups: oracleCluster{}})
 			require.NoError(t, err)
 			require.Equal(t, apiErr == nil, len(vs) == 0, "the API server: %v\nthe check: %v", apiErr, vs)
 		})

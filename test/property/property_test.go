@@ -294,7 +294,7 @@ func apply(p pair) outcome {
 		return o
 	}
 	res, err := set.Apply(policies.Input{Kind: p.fx.kind, Object: p.fx.instance(p.ns), Namespace: p.ns,
-		NamespaceLabels: namespaceLabels[p.ns], Cluster: refCaches})
+		NamespaceLabels: namespaceLabels[p.ns], Lookups: refCaches})
 	if err != nil {
 		o.engineErr = err
 		return o
