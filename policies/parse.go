@@ -172,7 +172,7 @@ func parseConfigMap(ctx context.Context, cm *corev1.ConfigMap, opts Options) ([]
 			continue
 		}
 		if err != nil {
-			probs = append(probs, Problem{Key: key, Err: field.Invalid(keyPath, "", "not valid YAML: "+err.Error())})
+			probs = append(probs, Problem{Key: key, Err: field.Invalid(keyPath, field.OmitValueType{}, "not valid YAML: "+err.Error())})
 			continue
 		}
 		if len(docs) == 0 {

@@ -6,12 +6,15 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/podpatch/podpatch/policies/internal/yamljson"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 
@@ -349,6 +352,9 @@ func capNamespaces(ps []*Policy) ([]*Policy, []string) {
 type SourcedConfigMap struct {
 	File      string
 	ConfigMap *corev1.ConfigMap
+	// KeyLines are where the data keys stand in File, when known (a ConfigMap read from YAML
+	// text, not from a List): a YAML error inside a key's text is then given the file's line.
+	KeyLines map[string]yamljson.KeyLine
 }
 
 // FileProblems are the problems of one ConfigMap read from a file.
@@ -379,6 +385,7 @@ func Compile(cms []SourcedConfigMap, opts Options) (*Set, []FileProblems) {
 		files[name] = s.File
 		ps, errs := ParseConfigMap(s.ConfigMap, opts)
 		if len(errs) > 0 {
+			locateYAMLErrors(errs, s)
 			probs = append(probs, FileProblems{File: s.File, ConfigMap: name, Problems: errs})
 			continue
 		}
@@ -405,4 +412,49 @@ func ProblemLines(fps []FileProblems) string {
 		lines = append(lines, f.Lines()...)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// yamlError is how the parse stage words a YAML error inside a data key's text (parse.go): the
+// document of the key's stream, the line within that document, and what is wrong.
+var yamlError = regexp.MustCompile(`^not valid YAML: document (\d+): (?:yaml: )?line (\d+): `)
+
+// locateYAMLErrors gives each YAML error inside a data key the line of the file it stands at
+// (for a block scalar, whose lines are the file's) and the line of its data key, which the
+// error's own line, counted within the key's text, does not say.
+func locateYAMLErrors(errs Problems, s SourcedConfigMap) {
+	for _, p := range errs {
+		kl, ok := s.KeyLines[p.Key]
+		if !ok || p.Err == nil {
+			continue
+		}
+		m := yamlError.FindStringSubmatchIndex(p.Err.Detail)
+		if m == nil {
+			continue
+		}
+		doc, _ := strconv.Atoi(p.Err.Detail[m[2]:m[3]])
+		line, _ := strconv.Atoi(p.Err.Detail[m[4]:m[5]])
+		where := fmt.Sprintf("the key is at line %d of %s", kl.Line, s.File)
+		if start := documentStart(s.ConfigMap.Data[p.Key], doc); kl.Block && start > 0 {
+			where = fmt.Sprintf("line %d of %s, whose key is at line %d", kl.Line+start-1+line, s.File, kl.Line)
+		}
+		p.Err.Detail = fmt.Sprintf("not valid YAML: document %d: line %d of the key's text (%s): %s",
+			doc, line, where, p.Err.Detail[m[1]:])
+	}
+}
+
+// documentStart is the line (from 1) of a stream's text where its document n (from 1) starts:
+// after the n-1th "---" line, as the stream is split; 0 when there is no such document.
+func documentStart(text string, n int) int {
+	if n == 1 {
+		return 1
+	}
+	seen := 0
+	for i, line := range strings.Split(text, "\n") {
+		if line == "---" || strings.HasPrefix(line, "--- ") {
+			if seen++; seen == n-1 {
+				return i + 2
+			}
+		}
+	}
+	return 0
 }

@@ -648,7 +648,7 @@ func TestLintBadPolicies(t *testing.T) {
 		{"missing-label.yaml", "podpatch-system/unlabelled", "-", "-",
 			"metadata.labels[podpatch.io/policy]", `Required value: must be "true"`},
 		{"invalid-yaml.yaml", "podpatch-system/broken", "broken.yaml", "-",
-			"data[broken.yaml]", "Invalid value: \"\": not valid YAML: "},
+			"data[broken.yaml]", "Invalid value: not valid YAML: document 1: line 6 of the key's text (line 16 of "},
 		{"infrastructure-annotation.yaml", "team-c/team-lb", "lb.yaml", "open-lb",
 			"spec.service.metadata.annotations[service.beta.kubernetes.io/load-balancer-source-ranges]",
 			`Forbidden: namespace policies may not set this annotation: it makes infrastructure act (cloud load balancers, DNS, secret injectors, podpatch itself); it matches "service.beta.kubernetes.io/*" of --namespace-denied-annotations`},

@@ -7,6 +7,7 @@
 package manifest
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	jsonstrict "sigs.k8s.io/json"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/internal/yamljson"
 )
 
 // ReadConfigMaps reads ConfigMaps from files and directories (recursively: *.yaml, *.yml
@@ -128,7 +130,13 @@ func readConfigMapFile(path, defaultNamespace string, stdin io.Reader, skip *[]s
 		return nil, err
 	}
 	var out []policies.SourcedConfigMap
+	offset := 0 // of the next document's text in data
 	for _, d := range docs {
+		start := 0 // the line before the document's first, in the file
+		if i := bytes.Index(data[offset:], d.Text); len(d.Text) > 0 && i >= 0 {
+			start = bytes.Count(data[:offset+i], []byte("\n"))
+			offset += i + len(d.Text)
+		}
 		if skip != nil {
 			if other := otherKind(d.JSON); other != "" {
 				*skip = append(*skip, fmt.Sprintf("document %d: %s", d.Index, other))
@@ -143,7 +151,15 @@ func readConfigMapFile(path, defaultNamespace string, stdin io.Reader, skip *[]s
 			if cm.Namespace == "" {
 				cm.Namespace = defaultNamespace
 			}
-			out = append(out, policies.SourcedConfigMap{File: path, ConfigMap: cm})
+			sc := policies.SourcedConfigMap{File: path, ConfigMap: cm}
+			if len(cms) == 1 && len(d.Text) > 0 {
+				sc.KeyLines = yamljson.KeyLines(d.Text, "data")
+				for k, kl := range sc.KeyLines {
+					kl.Line += start
+					sc.KeyLines[k] = kl
+				}
+			}
+			out = append(out, sc)
 		}
 	}
 	return out, nil
