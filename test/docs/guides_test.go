@@ -50,6 +50,7 @@ func TestTranscriptsAreRun(t *testing.T) {
 
 // step is one command of a transcript and the output the guide shows for it.
 type step struct {
+	file    string
 	line    int // of the command in the file
 	command string
 	want    []string
@@ -62,7 +63,7 @@ func transcript(b block) []step {
 	for i := 0; i < len(lines); i++ {
 		line := lines[i]
 		if cmd, ok := strings.CutPrefix(line, "$ "); ok {
-			s := step{line: b.line + 1 + i}
+			s := step{file: b.file, line: b.line + 1 + i}
 			for strings.HasSuffix(cmd, "\\") && i+1 < len(lines) {
 				i++
 				cmd += "\n" + lines[i] // bash reads the backslash-newline as a continuation
@@ -192,20 +193,11 @@ func TestGuidesRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var steps []struct {
-		file string
-		step
-	}
+	var steps []step
 	for _, file := range markdownFiles(t) {
 		for _, b := range parseMarkdown(t, file).blocks {
-			if b.lang != "console" {
-				continue
-			}
-			for _, s := range transcript(b) {
-				steps = append(steps, struct {
-					file string
-					step
-				}{file, s})
+			if b.lang == "console" {
+				steps = append(steps, transcript(b)...)
 			}
 		}
 	}
