@@ -128,7 +128,7 @@ func (c *checker) podOS(spec map[string]any, containers []container) {
 			switch {
 			case ct.list == "initContainers" && !sidecar:
 				c.add(RulePodFieldConflict, ct.at(".resizePolicy"), "RestartContainer is for sidecar init containers only")
-			case never && ct.list == "containers":
+			case never && (ct.list == "containers" || sidecar): // a sidecar is checked against the pod's policy too
 				c.add(RulePodFieldConflict, ct.at(".resizePolicy"), "must be NotRequired when the pod's restartPolicy is Never")
 			}
 		}

@@ -193,6 +193,10 @@ var validityRows = []validityRow{
 	}, rule: validity.RuleEnvSource},
 	{name: "resize with restart on a pod that never restarts", fixture: "spark/executor-pod.yaml", edit: containerSet("resizePolicy", []any{
 		map[string]any{"resourceName": "cpu", "restartPolicy": "RestartContainer"}}), rule: validity.RulePodFieldConflict},
+	{name: "resize with restart of a sidecar on a pod that never restarts", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
+		podSpec(obj)["initContainers"] = []any{map[string]any{"name": "sidecar", "image": "busybox", "restartPolicy": "Always",
+			"resizePolicy": []any{map[string]any{"resourceName": "cpu", "restartPolicy": "RestartContainer"}}}}
+	}, rule: validity.RulePodFieldConflict},
 	{name: "an IPC sysctl with hostIPC", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
 		podSpec(obj)["hostIPC"] = true
 		podSpec(obj)["securityContext"] = map[string]any{"sysctls": []any{map[string]any{"name": "kernel.shm_rmid_forced", "value": "1"}}}
