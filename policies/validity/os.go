@@ -133,6 +133,23 @@ func (c *checker) podOS(spec map[string]any, containers []container) {
 			}
 		}
 	}
+	// A container that may not escalate cannot be privileged or hold CAP_SYS_ADMIN
+	// (validateSecurityContext): a platform's allowPrivilegeEscalation: false meets a user's
+	// privileged container.
+	for _, ct := range containers {
+		sc := mapOf(ct.m["securityContext"])
+		if ape, set := optBool(sc["allowPrivilegeEscalation"]); !set || ape {
+			continue
+		}
+		if boolOf(sc["privileged"]) {
+			c.add(RulePodFieldConflict, ct.at(".securityContext"), "cannot set `allowPrivilegeEscalation` to false and `privileged` to true")
+		}
+		for _, capability := range listOf(mapOf(sc["capabilities"])["add"]) {
+			if strOf(capability) == "CAP_SYS_ADMIN" {
+				c.add(RulePodFieldConflict, ct.at(".securityContext"), "cannot set `allowPrivilegeEscalation` to false and `capabilities.Add` CAP_SYS_ADMIN")
+			}
+		}
+	}
 	if hu, set := optBool(spec["hostUsers"]); set && !hu {
 		for _, k := range []string{"hostPID", "hostIPC", "hostNetwork"} {
 			if boolOf(spec[k]) {

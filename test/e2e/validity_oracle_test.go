@@ -172,6 +172,15 @@ var validityRows = []validityRow{
 	{name: "shareProcessNamespace with hostPID", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
 		podSpec(obj)["shareProcessNamespace"], podSpec(obj)["hostPID"] = true, true
 	}, rule: validity.RulePodFieldConflict},
+	{name: "privileged that may not escalate", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
+		firstContainer(obj)["securityContext"] = map[string]any{"privileged": true, "allowPrivilegeEscalation": false}
+	}, rule: validity.RulePodFieldConflict},
+	{name: "CAP_SYS_ADMIN that may not escalate", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
+		firstContainer(obj)["securityContext"] = map[string]any{"allowPrivilegeEscalation": false, "capabilities": map[string]any{"add": []any{"CAP_SYS_ADMIN"}}}
+	}, rule: validity.RulePodFieldConflict},
+	{name: "SYS_ADMIN that may not escalate is valid", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
+		firstContainer(obj)["securityContext"] = map[string]any{"allowPrivilegeEscalation": false, "capabilities": map[string]any{"add": []any{"SYS_ADMIN"}}}
+	}},
 	{name: "hostPID without host users", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
 		podSpec(obj)["hostUsers"], podSpec(obj)["hostPID"] = false, true
 	}, rule: validity.RulePodFieldConflict},
