@@ -95,27 +95,50 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 			pout.Warnings = append(pout.Warnings, "namespace policies left out: "+err.Error())
 			pout.Fallback = FallbackNamespace
 			out, err = pout, nil
-		} else if errors.Is(perr, ErrSelectionDiverges) {
-			err = perr // the platform's own selectors: left to the enforce fallback below
+		} else {
+			err = perr // the platform's own: left to the enforce fallback below
 		}
 	}
-	if errors.Is(err, ErrSelectionDiverges) {
-		// Enforce has the last word (reference §3, §8): when the platform's own selectors contradict
-		// each other, its enforce policies still apply, alone.
-		if eout, ok := s.enforceOnly(in, patchOnly, sub, skip, l, env); ok {
-			eout.Warnings = append(eout.Warnings, fmt.Sprintf(
-				"only the platform's enforce policies applied, default and merge policies left out: %v for more than %d rounds (their selectors contradict each other; podpatch lint names them)",
-				ErrSelectionDiverges, MaxSelectionRounds))
-			eout.Fallback = FallbackEnforceOnly
-			out, err = eout, nil
-		}
+	// Enforce has the last word (reference §3, §5, §8): whatever leaves the other layers out
+	// (the platform's selectors contradicting each other, the bound of work, the request budget),
+	// the platform's enforce policies apply alone, in the budget reserved for them — or the
+	// object is denied, never admitted without them.
+	hard := in
+	if in.EnforceDone != nil {
+		hard.Done = in.EnforceDone
 	}
-	if err == nil {
-		// Valid in, valid out (reference §8): leave out what would make the object invalid.
-		out, err = keepValid(in, env, out.selection, out, func(l layers) (Result, error) {
+	// Valid in, valid out (reference §8): leave out what would make the object invalid; an
+	// enforce policy that cannot be kept denies it.
+	valid := func(in Input, out Result) (Result, error) {
+		return keepValid(in, env, out.selection, out, func(l layers) (Result, error) {
 			res, _, err := s.applyLayers(in, patchOnly, nil, id.Manager, l, env)
 			return res, err
 		})
+	}
+	enforceAlone := func(cause error) (Result, error) {
+		eout, err := s.enforceOnly(hard, patchOnly, sub, skip, l, env)
+		if err != nil {
+			return denied(res, l.enforce, err), nil
+		}
+		fallback, why := FallbackEnforceFirst, cause.Error()
+		if errors.Is(cause, ErrSelectionDiverges) {
+			fallback, why = FallbackEnforceOnly, fmt.Sprintf("%v for more than %d rounds (their selectors contradict each other; podpatch lint names them)",
+				ErrSelectionDiverges, MaxSelectionRounds)
+		}
+		eout.Warnings = append(eout.Warnings, "only the platform's enforce policies applied, default and merge policies left out: "+why)
+		eout.Fallback = fallback
+		return valid(hard, eout)
+	}
+	switch {
+	case err != nil && len(l.enforce) > 0:
+		out, err = enforceAlone(err)
+	case err == nil:
+		out, err = valid(in, out)
+		if err == nil && out.Denied && in.EnforceDone != nil && enforceOutOfTime(out.Skipped) {
+			// The budget of every layer ran out before the enforce policies were checked:
+			// they have the reserved one.
+			out, err = enforceAlone(fmt.Errorf("%s not patched: %w", strings.ToLower(string(in.Kind)), ErrStopped))
+		}
 	}
 	if err != nil {
 		return res, err
@@ -131,20 +154,41 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	return out, nil
 }
 
-// enforceOnly applies the enforce layer alone, for an object whose selection does not converge:
-// to its own fixed point when the enforce policies' selection converges, else the enforce
-// policies selected on the object as it came in, once. false when there are none or when even
-// that fails.
-func (s *Set) enforceOnly(in Input, patchOnly bool, sub *subject, skip bool, l layers, env *validity.Env) (Result, bool) {
+// enforceOnly applies the enforce layer alone, for an object the other layers cannot patch: to
+// its own fixed point when the enforce policies' selection converges, else the enforce
+// policies selected on the object as it came in, once.
+func (s *Set) enforceOnly(in Input, patchOnly bool, sub *subject, skip bool, l layers, env *validity.Env) (Result, error) {
 	enforce := l.enforceOnly()
-	if enforce.empty() {
-		return Result{}, false
-	}
 	out, err := s.fixedPoint(in, patchOnly, nil, sub, skip, enforce, (*layers).enforceOnly, env)
 	if errors.Is(err, ErrSelectionDiverges) {
 		out, _, err = s.applyLayers(in, patchOnly, nil, sub.id.Manager, enforce, env)
 	}
-	return out, err == nil
+	return out, err
+}
+
+// enforceOutOfTime reports whether an enforce policy was left out because the budget ran out.
+func enforceOutOfTime(skipped []Skipped) bool {
+	return slices.ContainsFunc(skipped, func(sk Skipped) bool {
+		return sk.Policy.Mode == ModeEnforce && sk.Violation.Rule == validity.RuleBudget
+	})
+}
+
+// denied is the Result of an object whose enforce policies cannot be applied for err: nothing
+// applied, each enforce policy skipped for the reason err names (reference §5).
+func denied(res Result, enforce []*Policy, err error) Result {
+	rule := validity.RuleWork
+	switch {
+	case errors.Is(err, ErrStopped):
+		rule = validity.RuleBudget
+	case errors.Is(err, ErrSelectionDiverges):
+		rule = validity.RuleSelection
+	}
+	v := validity.Violation{Rule: rule, Message: err.Error()}
+	for _, p := range enforce {
+		res.Skipped = append(res.Skipped, Skipped{Policy: p, Violation: v})
+	}
+	res.Denied = true
+	return res
 }
 
 // allLayers keeps every layer of a selection, for fixedPoint.

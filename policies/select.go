@@ -1,12 +1,14 @@
 package policies
 
 import (
+	"encoding/json"
 	"path"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/podpatch/podpatch/policies/internal/jsontree"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 
@@ -178,4 +180,59 @@ func (s *Set) selectionReads(sub *subject, before, after labels.Set) bool {
 	}
 	idx := s.namespaces[sub.namespace]
 	return idx != nil && reads(idx.buckets[b])
+}
+
+// Enforcing returns the platform's enforce policies selected for an object as it arrives (its
+// first selection, before the labels policies set), for an answer that does not patch it: the
+// webhook's fallback when it is overloaded or out of budget denies an object these bind
+// (reference §5). Recognition and selection only, no merge; nil for an object no profile
+// recognises or whose metadata.namespace is not Input.Namespace.
+func (s *Set) Enforcing(in Input) []*Policy {
+	t := jsontree.New()
+	obj, ok := t.Decode(json.RawMessage(in.Object)).(map[string]any)
+	if !ok {
+		return nil
+	}
+	meta, _ := t.GetMap(obj, "metadata")
+	if v, set := meta["namespace"]; set && v != nil && v != "" && v != in.Namespace {
+		return nil // the API server refuses it (reference §5)
+	}
+	labelsV, _ := t.Get(meta, "labels")
+	objLabels := stringMap(labelsV)
+	var selector map[string]string
+	if in.Kind == profiles.KindService {
+		spec, _ := t.GetMap(obj, "spec")
+		selectorV, _ := t.Get(spec, "selector")
+		selector = stringMap(selectorV)
+	}
+	id, recognised := profiles.Recognise(in.Kind, objLabels, selector)
+	if !recognised {
+		return nil
+	}
+	sub := &subject{id: id, kind: in.Kind, namespace: in.Namespace, labels: objLabels, namespaceLabels: in.NamespaceLabels}
+	return s.selectLayers(sub, true).enforce
+}
+
+// EnforcingAny returns the platform's enforce policies that could bind some object of a kind
+// ("": any kind) in a namespace, whatever its manager, role and labels: for an answer to a
+// request of which only the head was read (reference §5).
+func (s *Set) EnforcingAny(kind profiles.Kind, namespace string, namespaceLabels map[string]string) []*Policy {
+	var out []*Policy
+	for _, p := range s.platform.policies() {
+		if p.Mode != ModeEnforce || (kind != "" && p.part(kind) == nil) {
+			continue
+		}
+		if kind == "" && p.template == nil && p.service == nil {
+			continue
+		}
+		m := p.match
+		if len(m.namespaces) > 0 && !anyGlob(m.namespaces, namespace) {
+			continue
+		}
+		if m.namespaceSelector != nil && !m.namespaceSelector.Matches(labels.Set(namespaceLabels)) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -171,6 +172,11 @@ type Input struct {
 	// Done, when set, is the webhook's request budget: once it is closed Apply stops between
 	// steps and returns an error wrapping ErrStopped, leaving the object unpatched.
 	Done <-chan struct{}
+	// EnforceDone, when set, is the budget reserved for the platform's enforce policies: when
+	// Done closes before every layer applied, the enforce policies are applied alone until
+	// EnforceDone closes too (reference §5, "Enforce: applied or denied"). The webhook closes
+	// Done before its budget ends and EnforceDone at its end.
+	EnforceDone <-chan struct{}
 	// Cluster answers whether the cluster objects the patched object references exist (reference §8);
 	// nil (render, lint) skips the checks that need it.
 	Lookups validity.Lookups
@@ -188,6 +194,10 @@ const (
 	// FallbackEnforceOnly: the platform's selectors contradict each other; its enforce policies
 	// applied alone.
 	FallbackEnforceOnly Fallback = "enforce-only"
+	// FallbackEnforceFirst: the other layers could not be applied within the request budget or
+	// the bound of work (or made the object unpatchable); the platform's enforce policies
+	// applied alone, in the budget reserved for them.
+	FallbackEnforceFirst Fallback = "enforce-first"
 )
 
 // Result is the outcome of Apply.
@@ -212,6 +222,12 @@ type Result struct {
 	// Skipped lists the policies left out because their contribution would have made the
 	// object invalid (reference §8), in application order; they are not in Applied.
 	Skipped []Skipped
+	// Denied says that platform enforce policies match the object but cannot all be applied to
+	// it (reference §5, "Enforce: applied or denied"): Skipped names each and why (a conflict
+	// with a field of the object, a missing reference, its size, the work, the budget). The
+	// webhook denies the object; Object and Patch are what the other policies made of it, for
+	// the tools that show it.
+	Denied bool
 	// Adjusted says which fields were changed with others so that the object stays valid
 	// (spec.priority removed when policies change spec.priorityClassName, …).
 	Adjusted []string
@@ -243,12 +259,45 @@ type Skipped struct {
 
 // String says which policy was left out and why, in one line.
 func (s Skipped) String() string {
-	what := "policy " + s.Policy.Ref
 	if s.Policy.Mode == ModeEnforce {
-		what = "enforce policy " + s.Policy.Ref + " (the audit reports the object)"
+		return fmt.Sprintf("enforce policy %s cannot be applied: %s", s.Policy.Ref, s.Violation)
 	}
-	return fmt.Sprintf("%s left out: %s", what, s.Violation)
+	return fmt.Sprintf("policy %s left out: %s", s.Policy.Ref, s.Violation)
 }
+
+// Denial is the message of an admission denial of a Result that is Denied: the enforce
+// policies that cannot be applied and why, at most maxDenialPolicies of them, within
+// maxDenialBytes.
+func (r *Result) Denial() string {
+	var b strings.Builder
+	b.WriteString("podpatch: the platform's enforce policies must hold on this object and cannot be applied: ")
+	n := 0
+	for _, sk := range r.Skipped {
+		if sk.Policy.Mode != ModeEnforce {
+			continue
+		}
+		if n == maxDenialPolicies {
+			fmt.Fprintf(&b, "; and more (podpatch render --explain lists them)")
+			break
+		}
+		if n > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s: %s", sk.Policy.Ref, sk.Violation)
+		n++
+	}
+	msg := b.String()
+	if len(msg) > maxDenialBytes {
+		msg = strings.ToValidUTF8(msg[:maxDenialBytes-3], "") + "..."
+	}
+	return msg
+}
+
+// Bounds of a denial's message: kubectl prints it whole.
+const (
+	maxDenialPolicies = 4
+	maxDenialBytes    = 1024
+)
 
 // layers is the stack of reference §3 for one object, low to high, without the object itself
 // (which sits between defaults and merges).

@@ -119,6 +119,7 @@ func keepValid(in Input, env *validity.Env, l layers, out Result, apply func(lay
 	for _, p := range l.all() { // in application order
 		if v, left := why[p]; left {
 			best.Skipped = append(best.Skipped, Skipped{Policy: p, Violation: v})
+			best.Denied = best.Denied || p.Mode == ModeEnforce // reference §5: applied or denied
 		}
 	}
 	best.Warnings = append(best.Warnings, out.Warnings...)

@@ -136,6 +136,8 @@ func TestEveryRuleLintAndAdmission(t *testing.T) {
 		validity.RuleRestartPolicyRules:  {spec: "template: {spec: {containers: [{name: '@main', restartPolicyRules: [{action: Restart, exitCodes: {operator: In, values: [42]}}]}]}}"},
 		validity.RuleServiceIPFamilies:   {spec: "service: {spec: {ipFamilies: [IPv4, IPv6]}}"},
 		validity.RuleBudget:              {}, // the request's budget, not an object's rule
+		validity.RuleWork:                {}, // the engine's bound, not an object's rule
+		validity.RuleSelection:           {}, // the policies' selectors, not an object's rule
 	}
 	var objects [][]byte
 	files, err := filepath.Glob(filepath.Join("testdata", "fixtures", "*", "*.yaml"))
@@ -170,6 +172,9 @@ func TestEveryRuleLintAndAdmission(t *testing.T) {
 			p.Namespace, p.ConfigMap, p.Key, p.Scope = DefaultPlatformNamespace, "hostile", "p.yaml", ScopePlatform
 			p.Ref = p.Namespace + "/" + p.ConfigMap + "/" + p.Name
 			s := NewSet([]*Policy{p})
+			ep := *p
+			ep.Mode = ModeEnforce
+			enforced := NewSet([]*Policy{&ep})
 			applied := 0
 			for _, obj := range objects {
 				in := Input{Kind: profiles.Kind(strOf(objectOf(t, obj)["kind"])), Object: obj, Namespace: "default", NamespaceLabels: c.labels}
@@ -192,6 +197,16 @@ func TestEveryRuleLintAndAdmission(t *testing.T) {
 					require.Len(t, probs, 1, probs.Error())
 					require.Equal(t, v.Message, probs[0].Err.Detail, "lint says what admission says")
 				}
+				// Never break the workload: a merge policy is left out and the object admitted.
+				require.False(t, res.Denied, "a merge policy left out does not deny the object")
+				// Enforce means enforced (reference §5): the same policy as enforce denies it,
+				// naming the policy and the rule.
+				eres, err := enforced.Apply(in)
+				require.NoError(t, err)
+				require.True(t, eres.Denied, "%s: an enforce policy that cannot be applied denies the object", objectOf(t, obj)["metadata"])
+				require.Empty(t, eres.Applied)
+				require.Contains(t, eres.Denial(), ep.Ref)
+				require.Contains(t, eres.Denial(), "("+rule+")")
 			}
 			require.NotZero(t, applied)
 		})

@@ -76,7 +76,12 @@ type Violation struct {
 	Message string
 }
 
-func (v Violation) String() string { return v.Field + ": " + v.Message + " (" + v.Rule + ")" }
+func (v Violation) String() string {
+	if v.Field == "" {
+		return v.Message + " (" + v.Rule + ")"
+	}
+	return v.Field + ": " + v.Message + " (" + v.Rule + ")"
+}
 
 // Compare orders violations by field, then rule: the order in which the first of several is
 // chosen, the same one every time.
@@ -126,6 +131,16 @@ func Fresh(got, given []Violation) []Violation {
 	return out
 }
 
-// RuleBudget is the reason of a policy left out because the request budget ran out before
-// podpatch could check that it keeps the object valid.
-const RuleBudget = "budget"
+// The reasons of a policy left out that are no rule of the object's: the engine's own bounds
+// (reference §3, Limits; §5, the request budget). An enforce policy left out for one of them
+// denies the object as a rule's violation does.
+const (
+	// RuleBudget: the request budget ran out before podpatch could apply the policy or check
+	// that it keeps the object valid.
+	RuleBudget = "budget"
+	// RuleWork: the object is beyond what podpatch patches (the values one admission may
+	// write, the size of the patched object).
+	RuleWork = "work"
+	// RuleSelection: the labels the policies set keep changing which of them match.
+	RuleSelection = "selection-diverges"
+)

@@ -1,0 +1,344 @@
+package policies
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
+
+	"github.com/podpatch/podpatch/policies/profiles"
+	"github.com/podpatch/podpatch/policies/validity"
+)
+
+// Reference §5, "Enforce: applied or denied": an object that a platform enforce policy matches
+// is admitted only with every field that policy sets, or denied naming the policy and why.
+// These tests generate the shapes of each class of issue 33 — objects that conflict with the
+// enforced values, padding, work, missing references, the budget — and check the rule on
+// every result.
+
+// enforcePolicy compiles one platform policy document of the given mode from its spec (YAML).
+func enforcePolicy(t testing.TB, name string, mode Mode, spec string) *Policy {
+	t.Helper()
+	text := "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: " + name + "}\nspec:\n  mode: " + string(mode) + "\n" + indent(spec)
+	_, probs := ParseConfigMap(policyConfigMap(DefaultPlatformNamespace, map[string]string{"p.yaml": text}), DefaultOptions())
+	require.Empty(t, probs, "%s is lint-valid", name)
+	js, err := yaml.YAMLToJSON([]byte(text))
+	require.NoError(t, err)
+	p, errs := parseDocument(js, ScopePlatform, DefaultOptions())
+	require.Empty(t, errs)
+	p.Namespace, p.ConfigMap, p.Key, p.Scope = DefaultPlatformNamespace, name, "p.yaml", ScopePlatform
+	p.Ref = p.Namespace + "/" + p.ConfigMap + "/" + p.Name
+	return p
+}
+
+// enforceCatalogue is the platform's enforce policies the generated objects meet: each is
+// lint-valid alone and typical of what a platform enforces.
+var enforceCatalogue = []struct{ name, spec string }{
+	{"memory-limit", "template: {spec: {containers: [{name: '*', resources: {limits: {memory: 4Gi, cpu: '2'}}}]}}"},
+	{"audit-sidecar", "template: {spec: {volumes: [{name: audit, emptyDir: {}}], containers: [{name: audit-agent, image: registry.example.com/audit:1, ports: [{containerPort: 9100, name: audit-metrics}], volumeMounts: [{name: audit, mountPath: /audit}]}]}}"},
+	{"sandbox", "template: {spec: {runtimeClassName: gvisor}}"},
+	{"platform-sa", "template: {spec: {serviceAccountName: platform-sa}}"},
+	{"priority", "template: {spec: {priorityClassName: batch-high}}"},
+	{"gpu-pool", "template: {spec: {nodeSelector: {pool: gpu}, tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]}}"},
+	{"no-escalation", "template: {spec: {securityContext: {runAsNonRoot: true}, containers: [{name: '*', securityContext: {allowPrivilegeEscalation: false}}]}}"},
+	{"cost-label", "template: {metadata: {labels: {cost-center: data-platform}, annotations: {platform.example.com/owner: data}}}\nservice: {metadata: {labels: {cost-center: data-platform}}}"},
+	{"cluster-ip", "service: {spec: {type: ClusterIP}}"},
+}
+
+// conflicts are edits of a manager's object that the catalogue's enforced values may conflict
+// with, one per class the issue names (and some more): each is valid for the API server alone.
+var conflicts = []struct {
+	name string
+	kind profiles.Kind
+	edit func(obj map[string]any, r *rand.Rand)
+}{
+	{"requests above the enforced limit", profiles.KindPod, func(obj map[string]any, r *rand.Rand) {
+		for _, c := range containersOf(obj, "containers") {
+			c["resources"] = map[string]any{"requests": map[string]any{"memory": fmt.Sprintf("%dGi", 5+r.IntN(60)), "cpu": fmt.Sprint(3 + r.IntN(60))}}
+		}
+	}},
+	{"a volume named as the enforced one, of another source", profiles.KindPod, func(obj map[string]any, _ *rand.Rand) {
+		spec := obj["spec"].(map[string]any)
+		vols, _ := spec["volumes"].([]any)
+		spec["volumes"] = append(vols, map[string]any{"name": "audit", "hostPath": map[string]any{"path": "/var/log"}})
+	}},
+	{"privileged containers", profiles.KindPod, func(obj map[string]any, _ *rand.Rand) {
+		for _, c := range containersOf(obj, "containers") {
+			c["securityContext"] = map[string]any{"privileged": true}
+		}
+	}},
+	{"a container named as the sidecar, with the sidecar's port", profiles.KindPod, func(obj map[string]any, _ *rand.Rand) {
+		spec := obj["spec"].(map[string]any)
+		cs, _ := spec["containers"].([]any)
+		spec["containers"] = append(cs, map[string]any{"name": "audit-agent", "image": "user/agent", "ports": []any{map[string]any{"containerPort": 9100, "name": "audit-metrics"}}})
+	}},
+	{"another port named as the sidecar's", profiles.KindPod, func(obj map[string]any, _ *rand.Rand) {
+		for _, c := range containersOf(obj, "containers") {
+			ports, _ := c["ports"].([]any)
+			c["ports"] = append(ports, map[string]any{"containerPort": 9101, "name": "audit-metrics"})
+		}
+	}},
+	{"an init container named as the sidecar", profiles.KindPod, func(obj map[string]any, _ *rand.Rand) {
+		spec := obj["spec"].(map[string]any)
+		ics, _ := spec["initContainers"].([]any)
+		spec["initContainers"] = append(ics, map[string]any{"name": "audit-agent", "image": "user/agent"})
+	}},
+	{"annotations at the API server's limit", profiles.KindPod, func(obj map[string]any, r *rand.Rand) {
+		padAnnotations(obj, 256*1024-r.IntN(200))
+	}},
+	{"a priority without its class", profiles.KindPod, func(obj map[string]any, r *rand.Rand) {
+		obj["spec"].(map[string]any)["priority"] = r.IntN(1000)
+	}},
+	{"a node selector the runtime class contradicts", profiles.KindPod, func(obj map[string]any, _ *rand.Rand) {
+		obj["spec"].(map[string]any)["nodeSelector"] = map[string]any{"sandbox": "none"}
+	}},
+	{"host namespaces", profiles.KindPod, func(obj map[string]any, _ *rand.Rand) {
+		obj["spec"].(map[string]any)["hostNetwork"] = true
+	}},
+	{"a LoadBalancer Service", profiles.KindService, func(obj map[string]any, r *rand.Rand) {
+		spec := obj["spec"].(map[string]any)
+		spec["type"] = "LoadBalancer"
+		spec["externalTrafficPolicy"] = []string{"Cluster", "Local"}[r.IntN(2)]
+		spec["loadBalancerSourceRanges"] = []any{"10.0.0.0/8"}
+		spec["allocateLoadBalancerNodePorts"] = true
+		for _, p := range spec["ports"].([]any) {
+			p.(map[string]any)["nodePort"] = 30000 + r.IntN(2000)
+		}
+	}},
+	{"a NodePort Service", profiles.KindService, func(obj map[string]any, r *rand.Rand) {
+		spec := obj["spec"].(map[string]any)
+		spec["type"] = "NodePort"
+		spec["externalTrafficPolicy"] = "Local"
+		for _, p := range spec["ports"].([]any) {
+			p.(map[string]any)["nodePort"] = 30000 + r.IntN(2000)
+		}
+	}},
+	{"annotations at the limit on a Service", profiles.KindService, func(obj map[string]any, r *rand.Rand) {
+		padAnnotations(obj, 256*1024-r.IntN(200))
+	}},
+}
+
+func containersOf(obj map[string]any, list string) []map[string]any {
+	spec, _ := obj["spec"].(map[string]any)
+	cs, _ := spec[list].([]any)
+	var out []map[string]any
+	for _, c := range cs {
+		if m, ok := c.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// padAnnotations gives the object annotations of about total bytes.
+func padAnnotations(obj map[string]any, total int) {
+	meta := obj["metadata"].(map[string]any)
+	ann := map[string]any{}
+	for i := 0; total > 0; i++ {
+		k := fmt.Sprintf("pad.example.com/a%d", i)
+		n := min(total-len(k), 60000)
+		if n <= 0 {
+			break
+		}
+		ann[k] = strings.Repeat("x", n)
+		total -= len(k) + n
+	}
+	meta["annotations"] = ann
+}
+
+// TestEnforceAppliedOrDenied is the rule on generated objects: random sets of the catalogue's
+// enforce policies, with random cluster lookups (references present or missing), on every
+// manager fixture edited by random conflict shapes. Each result is either denied, naming an
+// enforce policy and why, or holds every enforce policy selected: applying them again changes
+// nothing.
+func TestEnforceAppliedOrDenied(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "fixtures", "*", "*.yaml"))
+	require.NoError(t, err)
+	type fixture struct {
+		kind profiles.Kind
+		obj  []byte
+	}
+	var fixtures []fixture
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		js, err := yaml.YAMLToJSON(b)
+		require.NoError(t, err)
+		k := profiles.Kind(strOf(objectOf(t, js)["kind"]))
+		if k == profiles.KindPod || k == profiles.KindService {
+			fixtures = append(fixtures, fixture{k, js})
+		}
+	}
+	catalogue := make([]*Policy, len(enforceCatalogue))
+	for i, c := range enforceCatalogue {
+		catalogue[i] = enforcePolicy(t, c.name, ModeEnforce, c.spec)
+	}
+	r := rand.New(rand.NewPCG(33, 5))
+	counts := map[string]int{}
+	for i := 0; i < 1500; i++ {
+		var ps []*Policy
+		for _, p := range catalogue {
+			if r.IntN(3) == 0 {
+				ps = append(ps, p)
+			}
+		}
+		if len(ps) == 0 {
+			continue
+		}
+		fx := fixtures[r.IntN(len(fixtures))]
+		obj := objectOf(t, fx.obj)
+		var applied []string
+		for _, c := range conflicts {
+			if c.kind == fx.kind && r.IntN(3) == 0 {
+				c.edit(obj, r)
+				applied = append(applied, c.name)
+			}
+		}
+		js, err := json.Marshal(obj)
+		require.NoError(t, err)
+		cl := &fakeCluster{
+			accounts: map[string]bool{},
+			runtime:  map[string]validity.RuntimeClassInfo{},
+			priority: map[string]validity.PriorityClassInfo{},
+		}
+		for _, sa := range []string{"default", "flink", "spark-operator-spark", "platform-sa"} {
+			if sa != "platform-sa" || r.IntN(2) == 0 { // the tenant may have deleted it
+				cl.accounts["default/"+sa] = true
+			}
+		}
+		if r.IntN(2) == 0 {
+			cl.runtime["gvisor"] = validity.RuntimeClassInfo{NodeSelector: map[string]string{"sandbox": "gvisor"}}
+		}
+		if r.IntN(2) == 0 {
+			cl.priority["batch-high"] = validity.PriorityClassInfo{Value: 1000}
+		}
+		in := Input{Kind: fx.kind, Object: js, Namespace: "default", Lookups: cl}
+		set := NewSet(ps)
+		res, err := set.Apply(in)
+		require.NoError(t, err, "an object enforce policies select is applied or denied, never an error (%v)", applied)
+		var selected []*Policy
+		for _, p := range ps {
+			if p.Patch(fx.kind) != nil && (len(res.Applied) > 0 || len(res.Skipped) > 0) {
+				selected = append(selected, p)
+			}
+		}
+		if len(selected) == 0 {
+			continue
+		}
+		if res.Denied {
+			counts["denied"]++
+			counts["denied "+string(fx.kind)]++
+			msg := res.Denial()
+			named := false
+			for _, sk := range res.Skipped {
+				if sk.Policy.Mode == ModeEnforce && strings.Contains(msg, sk.Policy.Ref) {
+					named = true
+					counts["denied by "+sk.Violation.Rule]++
+				}
+			}
+			require.True(t, named, "the denial names the policy: %s", msg)
+			continue
+		}
+		counts["applied"]++
+		counts["applied "+string(fx.kind)]++
+		for _, p := range selected {
+			require.Contains(t, res.Applied, p, "%s is applied (edits %v)", p.Ref, applied)
+		}
+		// Every field the enforce policies set holds: applying them again changes nothing.
+		again, err := set.Apply(Input{Kind: fx.kind, Object: res.Object, Namespace: "default", Lookups: cl})
+		require.NoError(t, err)
+		require.False(t, again.Denied)
+		require.JSONEq(t, string(res.Object), string(again.Object), "edits %v: the enforced fields hold", applied)
+	}
+	t.Logf("%v", counts)
+	// The generator reaches both outcomes and the classes of the issue: a test that only
+	// admits, or only denies, proves nothing.
+	require.Greater(t, counts["applied"], 300)
+	require.Greater(t, counts["denied"], 300)
+	require.Positive(t, counts["applied Service"]) // ClusterIP enforced on LoadBalancer and NodePort Services
+	require.Positive(t, counts["denied Service"])
+	for _, rule := range []string{validity.RuleRequestAboveLimit, validity.RuleAnnotationsTooLong,
+		validity.RuleServiceAccountNotFound, validity.RuleRuntimeClassNotFound, validity.RulePriorityClassNotFound, validity.RulePodFieldConflict,
+		validity.RuleDuplicateContainer} {
+		require.Positive(t, counts["denied by "+rule], "no denial by %s: %v", rule, counts)
+	}
+}
+
+// TestEnforceUnderLimits: the bounds that made an object unpatchable — the work of every layer,
+// the request budget — leave the other layers out, never the enforce policies: they apply alone
+// in the budget reserved for them, or the object is denied naming them and the bound.
+func TestEnforceUnderLimits(t *testing.T) {
+	enforce := enforcePolicy(t, "cost-label", ModeEnforce, "template: {metadata: {labels: {cost-center: data-platform}}}")
+	heavy := enforcePolicy(t, "env", ModeMerge, "template: {spec: {containers: [{name: '*', env: ["+envEntries(20)+"]}]}}")
+	many := func(n int) []byte {
+		cs := make([]any, n)
+		for i := range cs {
+			cs[i] = map[string]any{"name": fmt.Sprintf("c%d", i), "image": "x"}
+		}
+		js, err := json.Marshal(map[string]any{"kind": "Pod", "metadata": map[string]any{"name": "w", "labels": map[string]any{
+			"dask.org/component": "worker", "dask.org/cluster-name": "c", "dask.org/workergroup-name": "c-default"}},
+			"spec": map[string]any{"containers": cs}})
+		require.NoError(t, err)
+		return js
+	}
+	closed := make(chan struct{})
+	close(closed)
+	cases := []struct {
+		name                string
+		set                 *Set
+		in                  Input
+		denied              bool
+		rule                string
+		wantFallback        Fallback
+		wantEnforceLabelled bool
+	}{
+		{name: "work of every layer beyond the bound: enforce alone", set: NewSet([]*Policy{enforce, heavy}),
+			in: Input{Kind: profiles.KindPod, Object: many(13200)}, wantFallback: FallbackEnforceFirst, wantEnforceLabelled: true},
+		{name: "every layer's budget gone, enforce's left: enforce alone", set: NewSet([]*Policy{enforce, heavy}),
+			in: Input{Kind: profiles.KindPod, Object: many(3), Done: closed, EnforceDone: make(chan struct{})}, wantFallback: FallbackEnforceFirst, wantEnforceLabelled: true},
+		{name: "both budgets gone: denied", set: NewSet([]*Policy{enforce, heavy}),
+			in: Input{Kind: profiles.KindPod, Object: many(3), Done: closed}, denied: true, rule: validity.RuleBudget},
+		{name: "the enforce policy's own work beyond the bound: denied", set: NewSet([]*Policy{enforcePolicy(t, "env", ModeEnforce, "template: {spec: {containers: [{name: '*', env: ["+envEntries(20)+"]}]}}")}),
+			in: Input{Kind: profiles.KindPod, Object: many(13200)}, denied: true, rule: validity.RuleWork},
+		{name: "no enforce policy: the error stays (admitted unchanged)", set: NewSet([]*Policy{heavy}),
+			in: Input{Kind: profiles.KindPod, Object: many(13200)}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.in.Namespace = "default"
+			res, err := c.set.Apply(c.in)
+			if c.set.Count(ScopePlatform) == 1 && !c.denied {
+				require.ErrorIs(t, err, ErrTooLarge)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, c.denied, res.Denied, "%s", res.Denial())
+			if c.denied {
+				require.Equal(t, c.rule, res.Skipped[0].Violation.Rule)
+				require.Contains(t, res.Denial(), res.Skipped[0].Policy.Ref)
+				return
+			}
+			require.Equal(t, c.wantFallback, res.Fallback)
+			require.Equal(t, []*Policy{enforce}, res.Applied)
+			labels := objectOf(t, res.Object)["metadata"].(map[string]any)["labels"].(map[string]any)
+			require.Equal(t, "data-platform", labels["cost-center"])
+		})
+	}
+}
+
+func envEntries(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "{name: E%d, value: v}", i)
+	}
+	return b.String()
+}
