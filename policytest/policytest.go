@@ -111,6 +111,9 @@ type Expect struct {
 	Fields []FieldExpect `yaml:"fields"`
 	// Changed says whether any policy changed the object.
 	Changed *bool `yaml:"changed"`
+	// Denied says whether admission denies the object: a platform enforce policy that matches
+	// it cannot be applied (reference §5); leftOut names it and why.
+	Denied *bool `yaml:"denied"`
 	// Applied are the policies applied (namespace/configmap/name), as podpatch.io/applied lists them.
 	Applied []string `yaml:"applied"`
 	// LeftOut are the policies left out because they would make the object invalid.

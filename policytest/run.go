@@ -302,6 +302,9 @@ func check(c *Case, res policies.Result, got []byte, r *CaseResult) {
 	if e.Changed != nil && *e.Changed != res.Changed {
 		fail("changed: want %v, got %v", *e.Changed, res.Changed)
 	}
+	if e.Denied != nil && *e.Denied != res.Denied {
+		fail("denied: want %v, got %v (%s)", *e.Denied, res.Denied, res.Denial())
+	}
 	var tree any
 	_ = json.Unmarshal(got, &tree) // got is the engine's own JSON
 	for _, fe := range e.Fields {

@@ -4,25 +4,43 @@ import (
 	"bytes"
 	"encoding/json"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
 // maxHeadSize bounds what is read of a request that will not be handled, to find the uid its
-// answer must carry. kube-apiserver writes apiVersion, kind and then request.uid first
+// answer must carry (and what else of the request the head tells, requestHead). kube-apiserver writes apiVersion, kind and then request.uid first
 // (admission.k8s.io/v1 field order), so the uid is within the first hundred bytes; the rest of
 // the head allows for clients that order fields differently.
 const maxHeadSize = 4 << 10
 
-// reviewHead finds the apiVersion, kind and request.uid at the start of an AdmissionReview
-// without decoding (or holding) the rest: the head may be cut anywhere. The uid is empty when
-// it is not in the head.
-func reviewHead(head []byte) (metav1.TypeMeta, types.UID) {
+// requestHead is what the head of a review may tell of the request: its uid (which an answer
+// must carry), and the kind, namespace and operation a fallback answer reads to know whether
+// the platform's enforce policies could bind the object (reference §5). Each is empty when it
+// is not in the head.
+type requestHead struct {
+	UID       types.UID
+	Kind      metav1.GroupVersionKind
+	Namespace string
+	Operation admissionv1.Operation
+}
+
+// admission is the request the head tells of, without its object.
+func (h requestHead) admission() admission.Request {
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: h.UID, Kind: h.Kind, Namespace: h.Namespace, Operation: h.Operation}}
+}
+
+// reviewHead finds the apiVersion, kind and the request's uid, kind, namespace and operation
+// at the start of an AdmissionReview without decoding (or holding) the rest: the head may be
+// cut anywhere, and what was found before the cut is returned.
+func reviewHead(head []byte) (metav1.TypeMeta, requestHead) {
 	var tm metav1.TypeMeta
-	var uid types.UID
+	var rh requestHead
 	dec := json.NewDecoder(bytes.NewReader(head))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return tm, ""
+		return tm, rh
 	}
 	str := func(dst *string) bool { return dec.Decode(dst) == nil }
 	skip := func() bool {
@@ -32,49 +50,56 @@ func reviewHead(head []byte) (metav1.TypeMeta, types.UID) {
 	for dec.More() {
 		k, err := dec.Token()
 		if err != nil {
-			return tm, uid
+			return tm, rh
 		}
 		switch k {
 		case "apiVersion":
 			if !str(&tm.APIVersion) {
-				return tm, uid
+				return tm, rh
 			}
 		case "kind":
 			if !str(&tm.Kind) {
-				return tm, uid
+				return tm, rh
 			}
 		case "request":
 			if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-				return tm, uid
+				return tm, rh
 			}
 			for dec.More() {
 				k, err := dec.Token()
 				if err != nil {
-					return tm, uid
-				}
-				if k != "uid" {
-					if !skip() {
-						return tm, uid
-					}
-					continue
+					return tm, rh
 				}
 				var s string
-				if !str(&s) {
-					return tm, uid
+				ok := true
+				switch k {
+				case "uid":
+					if ok = str(&s); ok {
+						rh.UID = types.UID(s)
+					}
+				case "kind":
+					ok = dec.Decode(&rh.Kind) == nil
+				case "namespace":
+					ok = str(&rh.Namespace)
+				case "operation":
+					if ok = str(&s); ok {
+						rh.Operation = admissionv1.Operation(s)
+					}
+				default:
+					ok = skip()
 				}
-				uid = types.UID(s)
-				if tm.APIVersion != "" {
-					return tm, uid
+				if !ok {
+					return tm, rh
 				}
 			}
 			if _, err := dec.Token(); err != nil { // the request's closing brace
-				return tm, uid
+				return tm, rh
 			}
 		default:
 			if !skip() {
-				return tm, uid
+				return tm, rh
 			}
 		}
 	}
-	return tm, uid
+	return tm, rh
 }

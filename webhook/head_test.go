@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -29,11 +30,17 @@ func TestReviewHead(t *testing.T) {
 		{"not an object", []byte(`[{"request":{"uid":"x"}}]`), "", ""},
 		{"empty", nil, "", ""},
 	}
+	// What a fallback reads to know whether enforce policies could bind the object.
+	_, rh := reviewHead(full[:bytes.Index(full, []byte(`"object"`))])
+	require.Equal(t, requestHead{UID: "uid-Pod", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Namespace: "team-a", Operation: admissionv1.Create}, rh)
+	_, rh = reviewHead(full[:bytes.Index(full, []byte(`"namespace"`))])
+	require.Equal(t, "", rh.Namespace, "a head cut before the namespace has none")
+	require.Equal(t, "Pod", rh.Kind.Kind)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			tm, uid := reviewHead(c.head)
+			tm, rh := reviewHead(c.head)
 			require.Equal(t, c.version, tm.APIVersion)
-			require.Equal(t, c.uid, uid)
+			require.Equal(t, c.uid, rh.UID)
 		})
 	}
 }

@@ -23,6 +23,7 @@ type Metrics struct {
 	bodyBytes   *prometheus.GaugeVec
 	panics      *prometheus.CounterVec
 	skipped     *prometheus.CounterVec
+	denials     *prometheus.CounterVec
 	findings    *prometheus.CounterVec
 	obs         observations // observe.go
 }
@@ -33,7 +34,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_admission_requests_total",
-			Help: "Mutating admission requests by kind, recognised manager and role, and result (patched, unchanged, unrecognised, ignored, error, budget_exceeded).",
+			Help: "Mutating admission requests by kind, recognised manager and role, and result (patched, unchanged, unrecognised, ignored, error, budget_exceeded, denied).",
 		}, []string{"kind", "manager", "role", "result"}),
 		warnings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_admission_warnings_total",
@@ -50,6 +51,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_policy_skipped_total",
 			Help: "Policies left out of an object because their contribution would have made it invalid (reference §8), by the rule it would have broken (request-above-limit, priority-class-not-found, …; see docs/metrics.md).",
+		}, []string{"reason"}),
+		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "podpatch_enforce_denials_total",
+			Help: "Objects denied because a platform enforce policy that matches them cannot be applied (reference §5), one per enforce policy and object, by why: the rule its result would break (as podpatch_policy_skipped_total), budget (the request budget ran out, or podpatch was overloaded), work (the object is beyond what podpatch patches), selection-diverges.",
 		}, []string{"reason"}),
 		findings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_check_findings_total",
@@ -77,6 +82,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.bodyBytes = r.Register(m.bodyBytes).(*prometheus.GaugeVec)
 	m.panics = r.Register(m.panics).(*prometheus.CounterVec)
 	m.skipped = r.Register(m.skipped).(*prometheus.CounterVec)
+	m.denials = r.Register(m.denials).(*prometheus.CounterVec)
 	m.findings = r.Register(m.findings).(*prometheus.CounterVec)
 	m.obs.register(r.Register)
 	return m, r.Err()
@@ -120,6 +126,18 @@ func (m *Metrics) policySkipped(rule string) {
 		rule = "other"
 	}
 	m.skipped.WithLabelValues(rule).Inc()
+}
+
+// enforceDenied counts an enforce policy that denied an object, by why; m may be nil. The rule
+// is one of validity.Rules, a fixed set.
+func (m *Metrics) enforceDenied(rule string) {
+	if m == nil {
+		return
+	}
+	if !slices.Contains(validity.Rules, rule) {
+		rule = "other"
+	}
+	m.denials.WithLabelValues(rule).Inc()
 }
 
 // checkFinding counts a manager-aware check's finding; m may be nil. The check is one of

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/podpatch/podpatch/policies"
@@ -21,8 +22,10 @@ import (
 	"github.com/podpatch/podpatch/webhook/policystore"
 )
 
-// Mutator patches Pods and Services on CREATE with the matching policies. It never denies:
-// a policy problem or an object it cannot patch is allowed unchanged, with a warning.
+// Mutator patches Pods and Services on CREATE with the matching policies. It denies only an
+// object that platform enforce policies match and that it cannot admit with all of them
+// (reference §5, "Enforce: applied or denied"); otherwise a policy problem or an object it
+// cannot patch is allowed unchanged, with a warning.
 type Mutator struct {
 	Source            policystore.Source
 	Metrics           *Metrics
@@ -58,6 +61,8 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	snap := m.Source.Snapshot()
 	start := time.Now()
+	layersDone, cancel := reserveForEnforce(ctx)
+	defer cancel()
 	res, err := snap.Set.Patch(policies.Input{
 		Kind:      kind,
 		Object:    req.Object.Raw,
@@ -65,13 +70,19 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		// Only the request's namespace selects policies (reference §5).
 		NamespaceFromRequest: true,
 		NamespaceLabels:      m.Source.NamespaceLabels(req.Namespace),
-		Done:                 ctx.Done(),
+		Done:                 layersDone,
+		EnforceDone:          ctx.Done(),
 		Lookups:              m.Lookups,
 	})
 	m.Metrics.observeApply(kind, res.Identity.Manager, start)
 	// The request's logger is made only for a line to log: most admissions log none.
 	log := func() logr.Logger {
 		return logr.FromContextOrDiscard(ctx).WithValues("kind", kind, "namespace", req.Namespace, "uid", req.UID)
+	}
+	if err == nil && res.Denied {
+		log().Info("denied: enforce policies cannot be applied", "first", firstEnforce(res.Skipped))
+		m.Events.Offer(req, res, snap.Set)
+		return m.deny(kind, res.Identity, res.Skipped, res.Denial())
 	}
 	if errors.Is(err, policies.ErrStopped) || (err != nil && ctx.Err() != nil) {
 		m.count(kind, res.Identity, "budget_exceeded")
@@ -135,13 +146,95 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 	return resp
 }
 
-// Fallback implements Fallback: the object is allowed unchanged, with a warning; never denied.
-func (m *Mutator) Fallback(_ admission.Request, reason Reason) admission.Response {
+// Fallback implements Fallback: an object that platform enforce policies could bind is denied,
+// to be retried (reference §5: applied or denied, whatever the load); any other is allowed
+// unchanged, with a warning. Which enforce policies could bind it is read from the object
+// (recognition and selection only) or, when only the head of the request was read, from its
+// kind and namespace.
+func (m *Mutator) Fallback(req admission.Request, reason Reason) admission.Response {
 	why := "its request budget ran out"
 	if reason == ReasonOverloaded {
 		why = "it was overloaded"
 	}
+	if enforcing := m.enforcing(req); len(enforcing) > 0 {
+		v := validity.Violation{Rule: validity.RuleBudget, Message: "podpatch could not apply it because " + why + "; retry"}
+		skipped := make([]policies.Skipped, len(enforcing))
+		for i, p := range enforcing {
+			skipped[i] = policies.Skipped{Policy: p, Violation: v}
+		}
+		res := policies.Result{Skipped: skipped, Denied: true}
+		return m.deny(profiles.Kind(req.Kind.Kind), profiles.Identity{}, skipped, res.Denial())
+	}
 	return admission.Allowed("").WithWarnings("podpatch did not apply policies because " + why + "; the object was admitted unchanged")
+}
+
+// enforcing returns the platform's enforce policies that could bind the object of a request
+// the Mutator does not patch: none for what it ignores (other kinds, operations but CREATE).
+func (m *Mutator) enforcing(req admission.Request) []*policies.Policy {
+	kind := profiles.Kind(req.Kind.Kind)
+	if req.Kind.Group != "" || (req.Operation != "" && req.Operation != admissionv1.Create) ||
+		(kind != "" && kind != profiles.KindPod && kind != profiles.KindService) {
+		return nil
+	}
+	set := m.Source.Snapshot().Set
+	if len(req.Object.Raw) > 0 && kind != "" {
+		return set.Enforcing(policies.Input{Kind: kind, Object: req.Object.Raw, Namespace: req.Namespace,
+			NamespaceLabels: m.Source.NamespaceLabels(req.Namespace)})
+	}
+	if req.Namespace == m.PlatformNamespace && req.Namespace != "" {
+		return nil // the webhook configurations exclude it
+	}
+	return set.EnforcingAny(kind, req.Namespace, m.Source.NamespaceLabels(req.Namespace))
+}
+
+// enforceReserve is the part of the request budget reserved for the platform's enforce policies
+// (reference §5): every layer is applied in the first (enforceReserve-1)/enforceReserve of
+// what is left of it, and when that runs out the enforce policies alone in the rest.
+const enforceReserve = 3
+
+// reserveForEnforce returns the channel that closes when the budget of every layer runs out,
+// and a func to release it.
+func reserveForEnforce(ctx context.Context) (<-chan struct{}, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return ctx.Done(), func() {}
+	}
+	left := time.Until(deadline)
+	layers, cancel := context.WithDeadline(ctx, deadline.Add(-left/enforceReserve))
+	return layers.Done(), cancel
+}
+
+// deny answers an object that platform enforce policies bind and that cannot be admitted with
+// them: 429 when only the budget or the load stood in the way (the client retries), else 403;
+// the message names each policy and why.
+func (m *Mutator) deny(kind profiles.Kind, id profiles.Identity, skipped []policies.Skipped, msg string) admission.Response {
+	m.count(kind, id, "denied")
+	budgetOnly := true
+	for _, sk := range skipped {
+		if sk.Policy.Mode != policies.ModeEnforce {
+			continue
+		}
+		m.Metrics.enforceDenied(sk.Violation.Rule)
+		budgetOnly = budgetOnly && sk.Violation.Rule == validity.RuleBudget
+	}
+	code, reason := int32(http.StatusForbidden), metav1.StatusReasonForbidden
+	if budgetOnly {
+		code, reason = http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests
+	}
+	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{
+		Allowed: false,
+		Result:  &metav1.Status{Code: code, Reason: reason, Message: msg},
+	}}
+}
+
+// firstEnforce is the first enforce policy left out, for a log line.
+func firstEnforce(skipped []policies.Skipped) string {
+	for _, sk := range skipped {
+		if sk.Policy.Mode == policies.ModeEnforce {
+			return sk.Policy.Ref
+		}
+	}
+	return ""
 }
 
 // Bounds of the warnings on policies left out and check findings together: kubectl prints every

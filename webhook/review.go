@@ -209,7 +209,8 @@ func (rv *Review) giveUp(w http.ResponseWriter, r *http.Request, head []byte, st
 		}
 		head = append(head, more...)
 	}
-	tm, uid := reviewHead(head[:min(len(head), maxHeadSize)])
+	tm, rh := reviewHead(head[:min(len(head), maxHeadSize)])
+	uid := rh.UID
 	log := rv.Log.WithValues("uid", uid, "stage", stage, "reason", reason)
 	if stage == stageWait {
 		log = log.V(1) // under overload, a line per request would add to it
@@ -222,7 +223,7 @@ func (rv *Review) giveUp(w http.ResponseWriter, r *http.Request, head []byte, st
 		return
 	}
 	log.Info("request not handled; answered with the fallback")
-	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: uid}}
+	req := rh.admission()
 	rv.Metrics.warned(reason)
 	rv.complete(w, tm, req, fb.Fallback(req, reason))
 }

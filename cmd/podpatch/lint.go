@@ -108,7 +108,11 @@ func lintObjects(set *policies.Set, o *lintOptions, stdin io.Reader, stdout io.W
 				leftOut++
 			}
 			for _, sk := range c.Skipped {
-				fmt.Fprintf(stdout, "%sleft out: %s\n", at, oneLine(sk.String()))
+				what := "left out"
+				if sk.Policy.Mode == policies.ModeEnforce {
+					what = "denied" // reference §5: the webhook denies the object
+				}
+				fmt.Fprintf(stdout, "%s%s: %s\n", at, what, oneLine(sk.String()))
 				leftOut++
 			}
 			for _, fd := range c.Findings {

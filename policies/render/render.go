@@ -236,8 +236,15 @@ func writeExplain(out *bytes.Buffer, kind string, meta map[string]any, ns string
 	for _, w := range res.Warnings {
 		fmt.Fprintf(out, "# podpatch:   warning: %s\n", explainLine(w))
 	}
+	if res.Denied { // reference §5: applied or denied
+		out.WriteString("# podpatch:   denied: the webhook denies this object: platform enforce policies that match it cannot be applied\n")
+	}
 	for _, sk := range res.Skipped { // reference §8: what would make the object invalid
-		fmt.Fprintf(out, "# podpatch:   left out: %s (%s %s): %s\n", sk.Policy.Ref, sk.Policy.Scope, sk.Policy.Mode, explainLine(sk.Violation.String()))
+		what := "left out"
+		if sk.Policy.Mode == policies.ModeEnforce {
+			what = "cannot apply"
+		}
+		fmt.Fprintf(out, "# podpatch:   %s: %s (%s %s): %s\n", what, sk.Policy.Ref, sk.Policy.Scope, sk.Policy.Mode, explainLine(sk.Violation.String()))
 	}
 	for _, f := range res.Findings { // reference §8: what the manager does not know of
 		fmt.Fprintf(out, "# podpatch:   check: %s\n", explainLine(f.String()))

@@ -42,6 +42,9 @@ const (
 	EventPolicySkipped = "PolicySkipped"
 	// EventPolicyCheck (Warning) says what a manager-aware check found (reference §8).
 	EventPolicyCheck = "PolicyCheck"
+	// EventPolicyDenied (Warning) says which enforce policies could not be applied to how many
+	// objects, and why: those objects were denied (reference §5).
+	EventPolicyDenied = "PolicyDenied"
 )
 
 // Defaults and bounds of the Events (reference §9).
@@ -173,6 +176,8 @@ type eventRecord struct {
 	patch      []byte // the response's JSONPatch, shared (never written), when short
 	skipped    []string
 	findings   []string
+	// denied: the object was denied; skipped names the enforce policies and why.
+	denied bool
 }
 
 // Offer hands what one admission did to the worker; it never blocks. Dry-run requests and
@@ -194,6 +199,20 @@ func (e *Events) Offer(req admission.Request, res policies.Result, set *policies
 	}
 	if o := kube.ControllerOf(meta.OwnerReferences); o != nil {
 		r.owner, r.hasOwner = *o, true
+	}
+	if res.Denied {
+		// Nothing applied: the enforce policies that could not be, and why.
+		r.denied = true
+		for _, sk := range res.Skipped {
+			if len(r.skipped) == maxEventItems {
+				break
+			}
+			if sk.Policy.Mode == policies.ModeEnforce {
+				r.skipped = append(r.skipped, report.Clip(skippedText(sk), maxItemLength))
+			}
+		}
+		e.offer(r)
+		return
 	}
 	for i, p := range res.Applied {
 		if i == maxEventItems {
@@ -219,6 +238,11 @@ func (e *Events) Offer(req admission.Request, res policies.Result, set *policies
 		}
 		r.findings = append(r.findings, report.Clip(f.String(), maxFindingLength))
 	}
+	e.offer(r)
+}
+
+// offer queues a record for the worker; never blocks.
+func (e *Events) offer(r eventRecord) {
 	select {
 	case e.queue <- r:
 	default:
@@ -227,8 +251,11 @@ func (e *Events) Offer(req admission.Request, res policies.Result, set *policies
 }
 
 func fallbackText(f policies.Fallback) string {
-	if f == policies.FallbackEnforceOnly {
+	switch f {
+	case policies.FallbackEnforceOnly:
 		return "all but the platform's enforce policies (the platform's selectors contradict each other)"
+	case policies.FallbackEnforceFirst:
+		return "all but the platform's enforce policies (the request budget or the bound of work ran out with every layer)"
 	}
 	return "the namespace's policies (they made the object unpatchable; the platform's applied alone)"
 }
@@ -237,6 +264,9 @@ func skippedText(sk policies.Skipped) string {
 	what := sk.Policy.Ref
 	if sk.Policy.Mode == policies.ModeEnforce {
 		what += " (enforce)"
+	}
+	if sk.Violation.Field == "" { // the engine's bounds (budget, work) name no field
+		return what + ": " + sk.Violation.Rule
 	}
 	return what + ": " + sk.Violation.Field + " (" + sk.Violation.Rule + ")"
 }
@@ -361,6 +391,10 @@ func (a *aggregator) add(r eventRecord) {
 		base.owner, base.self = metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: r.name}, true
 	default:
 		return // no owner to tell (reference §9)
+	}
+	if r.denied {
+		a.group(base, EventPolicyDenied).note(r.name, r.identity.Cluster, r.skipped)
+		return
 	}
 	if len(r.applied) > 0 {
 		g := a.group(base, EventPoliciesApplied)
@@ -615,6 +649,8 @@ func message(k topKey, gs []*group) string {
 		}
 	case EventPolicySkipped:
 		fmt.Fprintf(&b, "podpatch left policies out of %s%s to keep them valid: %s", objs, ctx, itemList(items, more, string(k.kind)))
+	case EventPolicyDenied:
+		fmt.Fprintf(&b, "podpatch denied %s%s: enforce policies that must hold could not be applied: %s", objs, ctx, itemList(items, more, string(k.kind)))
 	default:
 		fmt.Fprintf(&b, "podpatch checks found problems in %s%s: %s", objs, ctx, itemList(items, more, string(k.kind)))
 	}

@@ -607,3 +607,26 @@ func TestEventsCountObjectsOnce(t *testing.T) {
 	require.Contains(t, applied[0].msg, fmt.Sprintf("to %d Pods (role worker, cluster rc;", want))
 	require.Contains(t, applied[0].msg, fmt.Sprintf("%s (%d Pods)", gpuPolicy.Ref, want))
 }
+
+// A denied object (reference §5: an enforce policy that cannot be applied) is told in a
+// PolicyDenied Event that names the policy and why, and never counted as applied.
+func TestEventsDenied(t *testing.T) {
+	rc := partial("ray.io/v1", "RayCluster", "ns", "rc")
+	owners, _ := metaClient(t, rc)
+	e, log, _ := testEvents(t, owners, EventOptions{Queue: 64})
+	denied := workerResult("rc")
+	denied.Denied = true
+	for range 3 {
+		e.Offer(podRequest(podJSON(t, "", "rc-gpu-group-worker-", []metav1.OwnerReference{refTo(rc)}), false), denied, nil)
+	}
+	e.drain()
+	e.agg.flush(context.Background())
+	got := log.byReason()
+	require.Empty(t, got[EventPoliciesApplied], "nothing was applied to a denied object")
+	require.Empty(t, got[EventPolicySkipped])
+	require.Len(t, got[EventPolicyDenied], 1)
+	ev := got[EventPolicyDenied][0]
+	require.Equal(t, corev1.EventTypeWarning, ev.typ)
+	require.Contains(t, ev.msg, "podpatch denied 3 Pods (role worker, cluster rc;")
+	require.Contains(t, ev.msg, mountPol.Ref+" (enforce): spec.containers[ray-worker].volumeMounts[scratch] (volume-mount-without-volume) (3 Pods)")
+}
