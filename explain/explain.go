@@ -129,9 +129,13 @@ type Object struct {
 	// sets again, each as "FIELD by REF": the object has the later policy's value there, not
 	// this one's (render.Replaced).
 	Replaced map[string][]string `json:"replaced,omitempty"`
-	// Skipped are the policies left out of the object to keep it valid (reference §8).
+	// Skipped are the policies left out of the object to keep it valid (reference §8), and the
+	// enforce policies that cannot be applied to it.
 	Skipped []Skipped `json:"skipped,omitempty"`
-	// Fallback says which layers were left out as a whole (namespace, enforce-only).
+	// Denied: admission would deny the object now, an enforce policy in Skipped cannot be
+	// applied to it (reference §5).
+	Denied bool `json:"denied,omitempty"`
+	// Fallback says which layers were left out as a whole (namespace, enforce-only, enforce-first).
 	Fallback policies.Fallback `json:"fallback,omitempty"`
 	// Warnings are the admission warnings the object gets now.
 	Warnings []string `json:"warnings,omitempty"`
@@ -354,7 +358,7 @@ func (w *walk) resources(gvk schema.GroupVersionKind) (schema.GroupVersionResour
 // object puts together the explanation of one object; every string is bounded (report.MaxString,
 // audit.MaxFindingList), as the audit bounds its Findings.
 func object(f audit.Finding, res policies.Result, chain []metav1.OwnerReference, raw json.RawMessage) Object {
-	o := Object{Finding: f, Fallback: res.Fallback, Warnings: audit.ClipList(slices.Clone(res.Warnings)),
+	o := Object{Finding: f, Fallback: res.Fallback, Denied: res.Denied, Warnings: audit.ClipList(slices.Clone(res.Warnings)),
 		Adjusted: audit.ClipList(slices.Clone(res.Adjusted))}
 	for _, r := range chain[:min(len(chain), audit.MaxFindingList)] {
 		o.Owners = append(o.Owners, *audit.BoundOwner(&audit.Owner{APIVersion: r.APIVersion, Kind: r.Kind, Name: r.Name, UID: string(r.UID)}))

@@ -111,8 +111,15 @@ func writeObject(b *strings.Builder, o Object) {
 		}
 		put(b, "    ", fmt.Sprintf("%s (%s %s): sets %s; %s", p.Ref, p.Scope, p.Mode, dash(strings.Join(o.Sets[p.Ref], ", ")), what))
 	}
+	if o.Denied {
+		put(b, "  denied:   ", "admission would deny this object now: an enforce policy below cannot be applied to it")
+	}
 	for _, s := range o.Skipped {
-		put(b, "  left out: ", fmt.Sprintf("%s (%s %s): %s: %s (%s)", s.Policy, s.Scope, s.Mode, s.Field, s.Message, s.Rule))
+		label := "  left out: "
+		if s.Mode == policies.ModeEnforce {
+			label = "  cannot apply: "
+		}
+		put(b, label, fmt.Sprintf("%s (%s %s): %s: %s (%s)", s.Policy, s.Scope, s.Mode, s.Field, s.Message, s.Rule))
 	}
 	if o.Fallback != policies.FallbackNone {
 		put(b, "  fallback: ", string(o.Fallback))

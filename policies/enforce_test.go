@@ -342,3 +342,93 @@ func envEntries(n int) string {
 	}
 	return b.String()
 }
+
+// namespaceConflicts are namespace policies, within the default allowed fields, built to
+// conflict with the catalogue's enforce policies (issue 38's namespace route): requests above
+// the enforced limit, a node selector the enforced RuntimeClass contradicts, annotations that
+// fill the object, a missing PriorityClass.
+var namespaceConflicts = []string{
+	"template: {spec: {containers: [{name: '*', resources: {requests: {memory: 64Gi}}}]}}",
+	"template: {spec: {containers: [{name: '@main', resources: {requests: {cpu: '60'}, limits: {cpu: '60'}}}]}}",
+	"template: {spec: {nodeSelector: {sandbox: none}}}",
+	"template: {spec: {priorityClassName: tenant-missing}}",
+	"template: {metadata: {annotations: {tenant.example.com/pad: '" + strings.Repeat("x", 30000) + "'}}}",
+}
+
+// TestNamespacePoliciesCannotDenyOrDropEnforce: whatever namespace policies a tenant writes
+// within the allowed fields, the platform's enforce policies hold exactly as they do without
+// them: an object is denied with them only when it is denied without them, and otherwise
+// every enforce policy applies and its fields hold; the conflicting namespace policy is the
+// one left out.
+func TestNamespacePoliciesCannotDenyOrDropEnforce(t *testing.T) {
+	fixture := fixtureJSON(t, "dask-operator/worker-pod.yaml", nil)
+	catalogue := make([]*Policy, len(enforceCatalogue))
+	for i, c := range enforceCatalogue {
+		catalogue[i] = enforcePolicy(t, c.name, ModeEnforce, c.spec)
+	}
+	var tenant [][]*Policy
+	for i, spec := range namespaceConflicts {
+		var docs []string
+		for j := range 9 { // up to 9 copies: the annotations of 9 fill the object
+			docs = append(docs, fmt.Sprintf("apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: t%d-%d}\nspec:\n%s", i, j, indent(spec)))
+		}
+		cm := policyConfigMap("default", map[string]string{"p.yaml": strings.Join(docs, "---\n")})
+		cm.Name = fmt.Sprintf("tenant-%d", i)
+		ps, probs := ParseConfigMap(cm, DefaultOptions())
+		require.Empty(t, probs, "namespace policy %d is within the allowed fields", i)
+		tenant = append(tenant, ps)
+	}
+	cl := &fakeCluster{accounts: map[string]bool{"default/default": true, "default/platform-sa": true},
+		runtime:  map[string]validity.RuntimeClassInfo{"gvisor": {NodeSelector: map[string]string{"sandbox": "gvisor"}}},
+		priority: map[string]validity.PriorityClassInfo{"batch-high": {Value: 1000}}}
+	r := rand.New(rand.NewPCG(38, 1))
+	leftOut := 0
+	for range 400 {
+		var platform, all []*Policy
+		for _, p := range catalogue {
+			if r.IntN(2) == 0 {
+				platform = append(platform, p)
+			}
+		}
+		all = append(all, platform...)
+		for _, ps := range tenant {
+			if r.IntN(2) == 0 {
+				all = append(all, ps[:1+r.IntN(len(ps))]...)
+			}
+		}
+		in := Input{Kind: profiles.KindPod, Object: fixture, Namespace: "default", Lookups: cl}
+		alone, err := NewSet(platform).Apply(in)
+		require.NoError(t, err)
+		with, err := NewSet(all).Apply(in)
+		require.NoError(t, err)
+		require.Equal(t, alone.Denied, with.Denied, "namespace policies decide no denial: %s / %s", alone.Denial(), with.Denial())
+		if with.Denied {
+			continue
+		}
+		for _, p := range platform {
+			if p.Patch(profiles.KindPod) != nil {
+				require.Contains(t, with.Applied, p, "%s applies whatever the namespace's policies", p.Ref)
+			}
+		}
+		for _, sk := range with.Skipped {
+			require.Equal(t, ScopeNamespace, sk.Policy.Scope, "only namespace policies are left out: %s", sk)
+			leftOut++
+		}
+		// The enforced fields hold: the platform's enforce policies applied again change nothing.
+		again, err := NewSet(platform).Apply(Input{Kind: profiles.KindPod, Object: with.Object, Namespace: "default", Lookups: cl})
+		require.NoError(t, err)
+		require.Equal(t, stripApplied(t, with.Object), stripApplied(t, again.Object))
+	}
+	require.Positive(t, leftOut, "the generator reaches conflicts")
+}
+
+// stripApplied is an object's JSON without the provenance annotation.
+func stripApplied(t *testing.T, js []byte) string {
+	obj := objectOf(t, js)
+	if ann, ok := obj["metadata"].(map[string]any)["annotations"].(map[string]any); ok {
+		delete(ann, AppliedAnnotation)
+	}
+	out, err := json.Marshal(obj)
+	require.NoError(t, err)
+	return string(out)
+}

@@ -313,6 +313,9 @@ func leftOut(sk []policies.Skipped) []string {
 	out := make([]string, len(sk))
 	for i, s := range sk {
 		out[i] = refOf(s.Policy) + ": " + s.Violation.String()
+		if s.Policy.Mode == policies.ModeEnforce { // reference §5: applied or denied
+			out[i] = refOf(s.Policy) + " (enforce: admission denies the object): " + s.Violation.String()
+		}
 	}
 	return out
 }
