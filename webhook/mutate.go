@@ -247,8 +247,8 @@ const (
 // actionWarnings says which policies were left out and why and what the manager-aware checks
 // found (reference §8, §9: what the user should act on), counts them all, and returns at most
 // maxSkippedWarnings of them, of at most maxWarningLength bytes each, most urgent first: error
-// findings and enforce policies left out (the platform's rule did not hold, or the workload
-// breaks), then other policies left out, then warning findings; "and N more" says what was cut.
+// findings (the workload breaks), then policies left out, then warning findings; "and N more"
+// says what was cut.
 func (m *Mutator) actionWarnings(skipped []policies.Skipped, findings []checks.Finding) []string {
 	type item struct {
 		tier    int
@@ -256,13 +256,9 @@ func (m *Mutator) actionWarnings(skipped []policies.Skipped, findings []checks.F
 		finding bool
 	}
 	items := make([]item, 0, len(skipped)+len(findings))
-	for _, sk := range skipped {
+	for _, sk := range skipped { // never an enforce policy: that denies the object (deny)
 		m.Metrics.policySkipped(sk.Violation.Rule)
-		tier := 1
-		if sk.Policy.Mode == policies.ModeEnforce {
-			tier = 0
-		}
-		items = append(items, item{tier: tier, text: sk.String()})
+		items = append(items, item{tier: 1, text: sk.String()})
 	}
 	for _, f := range findings {
 		m.Metrics.checkFinding(f.Check)
