@@ -77,7 +77,15 @@ func start(binDir, dir string, configure func(*ControlPlane), crdDirs ...string)
 	if configure != nil {
 		configure(c)
 	}
-	c.env.ControlPlane.GetAPIServer().Configure().Set("admission-control-config-file", admission)
+	args := c.env.ControlPlane.GetAPIServer().Configure()
+	args.Set("admission-control-config-file", admission)
+	// A lane of the version matrix (issue 34): kube-apiserver flags such as
+	// `emulated-version=1.34;feature-gates=AllAlpha=true`, separated by ';'.
+	for _, f := range strings.Split(os.Getenv("PODPATCH_APISERVER_FLAGS"), ";") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(f), "="); ok {
+			args.Set(k, v)
+		}
+	}
 	if c.Config, err = c.env.Start(); err != nil {
 		return nil, fmt.Errorf("start control plane: %w", err)
 	}
