@@ -163,6 +163,7 @@ var oracleRows = []oracleRow{
 	{name: "stopSignal with os", part: "template", yaml: `{spec: {os: {name: linux}, containers: [{name: worker, lifecycle: {stopSignal: SIGUSR1}}]}}`},
 
 	// Environment.
+	{name: "env name with =", part: "template", yaml: `{spec: {containers: [{name: worker, env: [{name: "a=b", value: v}]}]}}`},
 	{name: "env fieldRef unsupported", part: "template", yaml: `{spec: {containers: [{name: worker, env: [{name: NODE, valueFrom: {fieldRef: {fieldPath: spec.hostname}}}]}]}}`},
 	{name: "env fieldRef", part: "template", yaml: `{spec: {containers: [{name: worker, env: [{name: NODE, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}, {name: TEAM, valueFrom: {fieldRef: {fieldPath: "metadata.labels['team']"}}}]}]}}`},
 	{name: "env resourceFieldRef unsupported", part: "template", yaml: `{spec: {containers: [{name: worker, env: [{name: GPUS, valueFrom: {resourceFieldRef: {resource: limits.nvidia.com/gpu}}}]}]}}`},
@@ -171,7 +172,7 @@ var oracleRows = []oracleRow{
 	{name: "env configMapKeyRef", part: "template", yaml: `{spec: {containers: [{name: worker, env: [{name: X, valueFrom: {configMapKeyRef: {name: cfg, key: x}}}]}]}}`},
 	{name: "envFrom configMapRef without name", part: "template", yaml: `{spec: {containers: [{name: worker, envFrom: [{configMapRef: {}}]}]}}`},
 	{name: "env name starting with a digit", part: "template", yaml: `{spec: {containers: [{name: worker, env: [{name: 1X, value: "1"}]}]}}`,
-		differs: "lint rejects: Kubernetes >= 1.36 accepts any printable name (RelaxedEnvironmentVariableValidation); older API servers reject it, and a policy must work on every cluster"},
+		differs: "lint rejects: Kubernetes accepts any printable name from 1.34 on (RelaxedEnvironmentVariableValidation; measured with --emulated-version=1.34); 1.33, which podpatch supports, is not yet measured, and a policy must work on every supported cluster"},
 
 	// Pod spec fields.
 	{name: "dnsPolicy None without dnsConfig", part: "template", yaml: `{spec: {dnsPolicy: None}}`},
@@ -244,6 +245,10 @@ var oracleRows = []oracleRow{
 	{name: "sessionAffinity timeout 0", part: "service", yaml: `{spec: {sessionAffinity: ClientIP, sessionAffinityConfig: {clientIP: {timeoutSeconds: 0}}}}`},
 	{name: "loadBalancerSourceRanges on a ClusterIP Service", part: "service", yaml: `{spec: {loadBalancerSourceRanges: [10.0.0.0/8]}}`},
 	{name: "loadBalancerSourceRanges on a LoadBalancer", part: "service", yaml: `{spec: {type: LoadBalancer, loadBalancerSourceRanges: [10.0.0.0/8]}}`},
+	{name: "loadBalancerSourceRanges with bits beyond the prefix", part: "service", yaml: `{spec: {type: LoadBalancer, loadBalancerSourceRanges: [10.0.0.1/8]}}`},
+	{name: "loadBalancerSourceRanges with leading zeros", part: "service", yaml: `{spec: {type: LoadBalancer, loadBalancerSourceRanges: [010.0.0.0/8]}}`},
+	{name: "loadBalancerSourceRanges space-padded", part: "service", yaml: `{spec: {type: LoadBalancer, loadBalancerSourceRanges: [' 10.0.0.0/8']}}`},
+	{name: "externalIPs with leading zeros", part: "service", yaml: `{spec: {externalIPs: [010.1.2.3]}}`},
 	{name: "loadBalancerClass on a ClusterIP Service", part: "service", yaml: `{spec: {loadBalancerClass: example.com/internal}}`},
 	{name: "allocateLoadBalancerNodePorts on a ClusterIP Service", part: "service", yaml: `{spec: {allocateLoadBalancerNodePorts: false}}`},
 	{name: "LoadBalancer class and node ports", part: "service", yaml: `{spec: {type: LoadBalancer, loadBalancerClass: example.com/internal, allocateLoadBalancerNodePorts: false}}`},

@@ -49,11 +49,10 @@ func validateServiceSpecPatch(s *corev1.ServiceSpec, fld *field.Path) field.Erro
 			[]corev1.ServiceAffinity{corev1.ServiceAffinityNone, corev1.ServiceAffinityClientIP}))
 	}
 	for i, r := range s.LoadBalancerSourceRanges {
-		// Kubernetes accepts space-padded ranges here, for historical reasons.
-		if _, _, err := net.ParseCIDR(strings.TrimSpace(r)); err != nil {
-			errs = append(errs, field.Invalid(fld.Child("loadBalancerSourceRanges").Index(i), r,
-				"must be a CIDR, such as 10.0.0.0/8 or 2001:db8::/32"))
-		}
+		// Kubernetes accepts space-padded ranges here, for historical reasons; since 1.36 it
+		// refuses bits beyond the prefix and leading zeros (StrictIPCIDRValidation), which
+		// every older server accepts too: strict holds on every version.
+		errs = append(errs, validation.IsValidCIDRForLegacyField(fld.Child("loadBalancerSourceRanges").Index(i), strings.TrimSpace(r), true, nil)...)
 	}
 	const assigned = "immutable and assigned by the API server; only \"None\" (a headless Service) may be set"
 	if s.ClusterIP != "" && s.ClusterIP != corev1.ClusterIPNone {
