@@ -14,6 +14,7 @@ import (
 	"github.com/podpatch/podpatch/policies/lint"
 	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/policies/render"
+	"github.com/podpatch/podpatch/policies/versions"
 )
 
 // lintOptions are the flags of `podpatch lint`.
@@ -22,12 +23,15 @@ type lintOptions struct {
 	Namespace string
 	// Objects are files of objects to apply the policies to, as render reads them (reference §8).
 	Objects []string
+	// KubeVersion is the Kubernetes version the policies are checked for (issue 34).
+	KubeVersion string
 }
 
 func (o *lintOptions) AddFlags(fs *pflag.FlagSet) {
 	o.policyOptions.AddFlags(fs)
 	fs.StringVar(&o.Namespace, "namespace", "default", "namespace of policy ConfigMaps (and --objects objects) that have none")
 	fs.StringSliceVar(&o.Objects, "objects", nil, "files of objects (YAML or JSON, - for stdin) to apply the policies to: report policies left out and check findings (repeatable)")
+	fs.StringVar(&o.KubeVersion, "kube-version", versions.Newest.String(), fmt.Sprintf("Kubernetes version the policies are for (1.%d to 1.%d): report the fields it drops, fail on those it refuses", versions.OldestMinor, versions.NewestMinor))
 }
 
 func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -45,6 +49,13 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	opts, err := o.Options()
 	if err != nil {
 		return err
+	}
+	kube, err := versions.Parse(o.KubeVersion)
+	if err != nil {
+		return usageError{err}
+	}
+	if !kube.Supported() {
+		return usageError{fmt.Errorf("--kube-version %s: podpatch supports Kubernetes 1.%d to 1.%d", kube, versions.OldestMinor, versions.NewestMinor)}
 	}
 	// Read without a default namespace, to tell which ConfigMaps had none, then give them
 	// --namespace as manifest.ReadConfigMaps would.
@@ -71,11 +82,15 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "%d ConfigMap(s), %d platform and %d namespace policies: ok\n",
 			len(cms), set.Count(policies.ScopePlatform), set.Count(policies.ScopeNamespace))
 	}
+	lines, refused := lint.VersionEffects(set, kube)
+	for _, l := range lines {
+		fmt.Fprintln(stdout, l)
+	}
 	failed, err := lintObjects(set, o, stdin, stdout)
 	if err != nil {
 		return err
 	}
-	if len(probs) > 0 || failed {
+	if len(probs) > 0 || failed || refused > 0 {
 		return exitError{1}
 	}
 	return nil

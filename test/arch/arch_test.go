@@ -55,6 +55,8 @@ var layers = map[string]int{
 	// The engine's bottom: the managers' profiles and the words for an object (Kind, Manager,
 	// Role, Identity) every stage and tool shares.
 	"policies/profiles": 2,
+	// What each supported Kubernetes version keeps of the fields a policy can set (issue 34).
+	"policies/versions": 2,
 	// The checks of a patched object and what they find (Finding), under the engine that runs them.
 	"policies/checks": 3,
 	// Kueue's placement kept on the Pods it manages, during every Pod's apply.

@@ -1,0 +1,187 @@
+// Package versions says what each supported Kubernetes version does with the fields a policy
+// can set whose fate differs by version or feature gate (issue 34): kept, dropped (the API
+// server clears a field whose gate is off, so a policy setting it has no effect) or refused
+// (the API server refuses the object). It is the one place such rules live, each with the
+// versions it holds for and the gate that decides it; test/e2e's TestVersionTable checks every
+// entry against the API server it runs (the 1.37.2 binary, and under --emulated-version 1.34 to
+// 1.36 in the matrix's lanes). It knows nothing of policies: it reads a patch as a JSON tree.
+package versions
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// The supported minors of Kubernetes 1.x (README, "Supported Kubernetes versions").
+const (
+	OldestMinor = 33
+	NewestMinor = 37
+)
+
+// Version is a Kubernetes 1.x version, by its minor.
+type Version struct{ Minor int }
+
+// Newest is the version the offline commands assume without --kube-version.
+var Newest = Version{NewestMinor}
+
+func (v Version) String() string { return "1." + strconv.Itoa(v.Minor) }
+
+// Supported reports whether podpatch supports the version.
+func (v Version) Supported() bool { return v.Minor >= OldestMinor && v.Minor <= NewestMinor }
+
+// Parse reads "1.34", "v1.34.4" or "1.38.0-beta.0"; a version outside the supported ones
+// parses, and Supported says so.
+func Parse(s string) (Version, error) {
+	t := strings.TrimPrefix(strings.TrimSpace(s), "v")
+	parts := strings.SplitN(t, ".", 3)
+	if len(parts) < 2 || parts[0] != "1" {
+		return Version{}, fmt.Errorf("kubernetes version %q: want 1.MINOR (such as 1.34 or v1.34.4)", s)
+	}
+	minor := parts[1]
+	if i := strings.IndexFunc(minor, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
+		minor = minor[:i] // "34+" as some distributions report it
+	}
+	m, err := strconv.Atoi(minor)
+	if err != nil || m < 0 || m > 999 {
+		return Version{}, fmt.Errorf("kubernetes version %q: want 1.MINOR (such as 1.34 or v1.34.4)", s)
+	}
+	return Version{m}, nil
+}
+
+// Outcome is what a version's API server does with a field set on an object.
+type Outcome int
+
+const (
+	// Kept: the field is stored as set.
+	Kept Outcome = iota
+	// Dropped: the field is cleared (its feature gate is off by default): a policy setting it
+	// has no effect.
+	Dropped
+	// Refused: the object is refused.
+	Refused
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Dropped:
+		return "dropped"
+	case Refused:
+		return "refused"
+	}
+	return "kept"
+}
+
+// Field is one field whose fate differs by version, with its default feature gates.
+type Field struct {
+	// Kind is "Pod" or "Service".
+	Kind string
+	// Path is where a policy sets it, in the object: members joined by dots, a list's items as
+	// "[]" ("spec.containers[].lifecycle.stopSignal").
+	Path string
+	// Gate is the feature gate that decides it.
+	Gate string
+	// KeptFrom is the first minor whose API server keeps it by default; 0: none supported yet.
+	KeptFrom int
+	// Before is what older API servers do with it: Dropped or Refused.
+	Before Outcome
+}
+
+// At is what the API server of v does with the field, by default.
+func (f Field) At(v Version) Outcome {
+	if f.KeptFrom != 0 && v.Minor >= f.KeptFrom {
+		return Kept
+	}
+	return f.Before
+}
+
+// Fields are the fields a policy can set whose fate differs by supported version, as measured
+// against kube-apiserver 1.37.2 and its --emulated-version=1.34 to 1.36 (TestVersionTable).
+// Below 1.34, which the 1.37 binary does not emulate, what 1.34 does is assumed (gates only
+// turn on with newer versions). Container fields are those of spec.containers, which policies'
+// "*" and "@main" entries reach.
+var Fields = []Field{
+	{Kind: "Pod", Path: "spec.hostnameOverride", Gate: "HostnameOverride", KeptFrom: 35, Before: Dropped},
+	{Kind: "Pod", Path: "spec.volumes[].image", Gate: "ImageVolume", KeptFrom: 35, Before: Dropped},
+	{Kind: "Pod", Path: "spec.containers[].restartPolicyRules", Gate: "ContainerRestartRules", KeptFrom: 35, Before: Dropped},
+	{Kind: "Pod", Path: "spec.containers[].lifecycle.stopSignal", Gate: "ContainerStopSignals", Before: Dropped},
+	{Kind: "Pod", Path: "spec.containers[].env[].valueFrom.fileKeyRef", Gate: "EnvFiles", KeptFrom: 35, Before: Refused},
+}
+
+// Effect is a field of a patch that a version does not keep.
+type Effect struct {
+	Field   Field
+	Outcome Outcome
+	// At is the path of the first place the patch sets it, with list items by index or name.
+	At string
+}
+
+// String says what the version does, for a person: "has no effect on Kubernetes 1.34: feature
+// gate X is off".
+func (e Effect) String(v Version) string {
+	if e.Outcome == Refused {
+		return fmt.Sprintf("makes Kubernetes %s refuse the object: feature gate %s is off there", v, e.Field.Gate)
+	}
+	return fmt.Sprintf("has no effect on Kubernetes %s: feature gate %s is off there, and the API server drops the field", v, e.Field.Gate)
+}
+
+// Affected returns the fields of an object's patch (a policy's template or service part, as a
+// JSON tree: {"metadata": …, "spec": …}) that v drops or refuses, in the order of Fields. A
+// null (a removal) sets nothing.
+func Affected(kind string, patch map[string]any, v Version) []Effect {
+	var out []Effect
+	for _, f := range Fields {
+		if f.Kind != kind {
+			continue
+		}
+		o := f.At(v)
+		if o == Kept {
+			continue
+		}
+		if at, ok := Find(patch, f.Path); ok {
+			out = append(out, Effect{Field: f, Outcome: o, At: at})
+		}
+	}
+	return out
+}
+
+// Find reports whether a JSON tree sets a Field's path (non-null), and where first.
+func Find(tree map[string]any, path string) (at string, ok bool) {
+	return find(tree, strings.Split(path, "."), "")
+}
+
+func find(v any, path []string, at string) (string, bool) {
+	if len(path) == 0 {
+		return at, v != nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return "", false
+	}
+	seg := path[0]
+	list := strings.HasSuffix(seg, "[]")
+	name := strings.TrimSuffix(seg, "[]")
+	child, ok := m[name]
+	if !ok {
+		return "", false
+	}
+	if at != "" {
+		at += "."
+	}
+	at += name
+	if !list {
+		return find(child, path[1:], at)
+	}
+	items, _ := child.([]any)
+	for i, it := range items {
+		key := strconv.Itoa(i)
+		item, _ := it.(map[string]any)
+		if n, ok := item["name"].(string); ok {
+			key = n
+		}
+		if where, ok := find(it, path[1:], at+"["+key+"]"); ok {
+			return where, true
+		}
+	}
+	return "", false
+}
