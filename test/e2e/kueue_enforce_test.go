@@ -55,12 +55,20 @@ func TestKueueLabelsDoNotEscapeEnforce(t *testing.T) {
 	}
 	enforced := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cpu", Effect: corev1.TaintEffectNoSchedule}
 	const zone = "topology.kubernetes.io/zone"
-	// podpatch serves both policies and has asked discovery (a dry run stores nothing).
+	// podpatch serves both policies (a dry run stores nothing)...
+	require.Eventually(t, func() bool {
+		out, err := cs.CoreV1().Pods(ns).Create(contextBackground(), daskWorker(ns, "probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		require.NoError(t, err)
+		return out.Spec.NodeSelector["pool"] == "cpu" && out.Spec.NodeSelector[zone] == "zone-a"
+	}, 30*time.Second, 200*time.Millisecond, "podpatch never applied the policies")
+	// ...and has heard from discovery that no Kueue runs (the merged zone applies). Before that,
+	// too, the enforced pool is never escaped.
 	require.Eventually(t, func() bool {
 		out, err := cs.CoreV1().Pods(ns).Create(contextBackground(), labelled("probe"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		require.NoError(t, err)
-		return out.Spec.NodeSelector["pool"] == "cpu" && out.Spec.NodeSelector[zone] == "zone-a"
-	}, 30*time.Second, 200*time.Millisecond, "podpatch never applied the policies to a Pod labelled as Kueue's")
+		require.Equal(t, "cpu", out.Spec.NodeSelector["pool"], "a Kueue label escaped the enforced pool")
+		return out.Spec.NodeSelector[zone] == "zone-a"
+	}, 30*time.Second, 200*time.Millisecond, "podpatch never learnt that no Kueue runs")
 	create := func(t *testing.T, pod *corev1.Pod) (*corev1.Pod, string) {
 		t.Helper()
 		w.take()
