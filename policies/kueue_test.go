@@ -233,11 +233,11 @@ func tolerationsOf(t *testing.T, js []byte, decided func(string) bool) []string 
 
 // TestKueuePlacementProperty: random policy placement × random flavors (known, unknown, no
 // Kueue) × random Kueue marks (labels, gates) × the Pod's own placement (sometimes a flavor's
-// whole placement, as Kueue's admission writes it). On a Pod Kueue shows its hand in (its
-// admission gate, or a flavor's whole placement), with the flavors known, podpatch never sets,
-// changes or removes a key they decide; with the flavors unknown, it leaves all placement but
-// the enforced as the Pod came; otherwise — labels alone, no Kueue — every policy's placement
-// applies: the enforced keys are present unless so deferred (issue 33). Idempotent either way,
+// whole placement, as Kueue's admission writes it). On a Pod Kueue shows its hand in, with the
+// flavors known, podpatch never sets, changes or removes a key they decide — but for the
+// enforced keys when the hand is only the admission gate; with the flavors unknown, it leaves
+// all placement but the enforced as the Pod came; otherwise — labels alone, no Kueue — every
+// policy's placement applies: the enforced keys are present unless so deferred (issue 33). Idempotent either way,
 // and every key a policy wanted and did not get is a finding.
 func TestKueuePlacementProperty(t *testing.T) {
 	seed := rand.Int63()
@@ -259,23 +259,24 @@ func TestKueuePlacementProperty(t *testing.T) {
 		// The rule, read independently.
 		marked, gated := c.mark != "", c.mark == "gate"
 		known := c.cluster.flavorsKnown && !(c.cluster.keys.Absent && gated)
-		shows := known && kueueShows(t, c.in, gated, c.cluster.keys.Flavors)
-		enforce := c.mode == "enforce"
+		admitted := known && kueueShows(t, c.in, false, c.cluster.keys.Flavors)
+		shows := admitted || known && gated
+		keepEnforced := c.mode == "enforce" && !admitted // unknown, or only the gate
 		polTol := func(k string) bool {
 			return slices.ContainsFunc(c.tols, func(m map[string]any) bool { return m["key"] == k })
 		}
 		nodeKey := func(k string) bool { // left as the Pod came
 			_, polHas := c.selector[k]
-			return marked && (known && shows && c.cluster.keys.NodeLabels[k] || !known && !(enforce && polHas))
+			return marked && (!known || shows && c.cluster.keys.NodeLabels[k]) && !(keepEnforced && polHas)
 		}
 		tolKey := func(k string) bool {
-			return marked && (known && shows && (k == "" || c.cluster.keys.Tolerations[k]) || !known && !(enforce && polTol(k)))
+			return marked && (!known || shows && (k == "" || c.cluster.keys.Tolerations[k])) && !(keepEnforced && polTol(k))
 		}
-		affKept := marked && (known && shows && c.cluster.keys.NodeLabels[c.affKey] || !known && !enforce)
+		affKept := marked && (!known || shows && c.cluster.keys.NodeLabels[c.affKey]) && !keepEnforced
 		switch {
 		case marked && known && shows:
 			deferredSeen++
-		case marked && known && enforce && len(c.selector) > 0:
+		case marked && known && c.mode == "enforce" && len(c.selector) > 0:
 			escapedNot++
 		case marked && !known:
 			unknownSeen++
@@ -407,7 +408,9 @@ func TestKueuePlacementRemoval(t *testing.T) {
 
 // TestKueueDeference: reference §8's rule, shape by shape (issue 33). The platform enforces
 // pool: cpu and a dedicated=cpu toleration, and merges zone: a; Kueue's flavor "spot" writes
-// pool: spot and a spot toleration.
+// pool: spot and a spot toleration. Deferred: on a Pod carrying a flavor's whole placement, the
+// flavors' keys; on a Pod carrying only the admission gate, those but the enforced; with the
+// flavors unknown, all placement but the enforced; on a Pod with labels only, nothing.
 func TestKueueDeference(t *testing.T) {
 	set := platformSet(t,
 		"mode: enforce\ntemplate: {spec: {nodeSelector: {pool: cpu}, tolerations: [{key: dedicated, operator: Equal, value: cpu, effect: NoSchedule}]}}",
@@ -442,8 +445,14 @@ func TestKueueDeference(t *testing.T) {
 			sel: map[string]any{"pool": "spot"}, want: map[string]any{"pool": "cpu", "zone": "a"}, wantTol: true},
 		{name: "flavors known, a label, a flavor's whole placement: Kueue admitted it", cluster: flavorCluster(spot), labels: []string{kueue.PodSetLabel},
 			sel: map[string]any{"pool": "spot"}, tols: []any{spotTol}, want: map[string]any{"pool": "spot", "zone": "a"}, wantTol: true, found: []string{"spec.nodeSelector.pool"}},
-		{name: "flavors known, the admission gate: Kueue will place it", cluster: flavorCluster(spot), gate: true,
-			want: map[string]any{"zone": "a"}, wantTol: true, found: []string{"spec.nodeSelector.pool"}},
+		{name: "flavors known, the admission gate: the enforced stays (the owner may lift the gate)", cluster: flavorCluster(spot), gate: true,
+			sel: map[string]any{"pool": "spot"}, want: map[string]any{"pool": "cpu", "zone": "a"}, wantTol: true},
+		{name: "flavors known, the admission gate: the merged flavor key is Kueue's", cluster: flavorCluster(spot, kueue.Flavor{NodeLabels: map[string]string{"zone": "b"}}), gate: true,
+			want: map[string]any{"pool": "cpu"}, wantTol: true, found: []string{"spec.nodeSelector.zone"}},
+		{name: "flavors known, the admission gate, the enforced toleration key is a flavor's: enforced", cluster: flavorCluster(kueue.Flavor{Tolerations: []kueue.Toleration{{Key: "dedicated", Value: "gpu", Effect: "NoSchedule"}}}), gate: true,
+			tols: []any{map[string]any{"key": "dedicated", "operator": "Equal", "value": "mine", "effect": "NoSchedule"}}, want: map[string]any{"pool": "cpu", "zone": "a"}, wantTol: true},
+		{name: "flavors known, a flavor's whole placement: the enforced toleration key of a flavor is Kueue's", cluster: flavorCluster(kueue.Flavor{Tolerations: []kueue.Toleration{{Key: "dedicated", Value: "gpu", Effect: "NoSchedule"}}}), labels: []string{kueue.PodSetLabel},
+			tols: []any{map[string]any{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}}, want: map[string]any{"pool": "cpu", "zone": "a"}, wantTol: false, found: []string{"spec.tolerations[key=dedicated]"}},
 		{name: "a flavor that writes nothing proves nothing", cluster: flavorCluster(kueue.Flavor{}, spot), labels: []string{kueue.QueueLabel},
 			want: map[string]any{"pool": "cpu", "zone": "a"}, wantTol: true},
 		{name: "no mark: all applies", cluster: flavorCluster(spot), sel: map[string]any{"pool": "spot"}, tols: []any{spotTol},

@@ -188,11 +188,14 @@ func full(v any) any {
 // applied (reference §8, kueue-placement-conflict), and only where Kueue itself shows that it
 // decides it (issue 33: a label is the Pod creator's to write, and proves nothing):
 //
-//   - flavors known, and the Pod as given carries Kueue's admission gate (Kueue writes the
-//     flavor's placement when it lifts it) or the whole placement of one of the flavors (Kueue's
-//     admission wrote it into the Pod's template): every key of a flavor's node labels in
-//     spec.nodeSelector, every toleration of a flavor's keys, and the required node affinity
+//   - flavors known, and the Pod as given carries the whole placement of one of the flavors
+//     (Kueue's admission wrote it into the Pod's template): every key of a flavor's node labels
+//     in spec.nodeSelector, every toleration of a flavor's keys, and the required node affinity
 //     when it names a flavor key stay as the Pod came;
+//   - flavors known, and the Pod carries Kueue's admission gate (Kueue writes the flavor's
+//     placement when it lifts it) but no flavor's placement: the same, except what an enforce
+//     policy sets — the Pod's owner may lift the gate too, and the Pod must then run within the
+//     enforced placement (Kueue then admits it only on a flavor that matches it);
 //   - flavors known, and the Pod shows neither (a label alone; or no ResourceFlavor API served,
 //     hence no Kueue): nothing is put back, every policy's placement applies;
 //   - flavors unknown (discovery failing, cache not synced, no cluster; or no ResourceFlavor API
@@ -218,11 +221,14 @@ func Keep[P checks.Policy](t *jsontree.Tree, obj map[string]any, before *Placeme
 		r.known = false // Kueue's webhook gated it: Kueue may have come since the last discovery
 	}
 	before.decode()
-	if r.known && !before.gated && !before.admitted(r.keys.Flavors) {
+	admitted := r.known && before.admitted(r.keys.Flavors)
+	if r.known && !admitted && !before.gated {
 		return nil // Kueue shows no hand in this Pod: its marks are its creator's
 	}
-	if !r.known {
-		r.enforced = enforcedPlacement(applied)
+	if !admitted {
+		// Unknown flavors, or only the gate, which the Pod's owner can lift as well as Kueue:
+		// the enforce policies' placement stays.
+		r.keepEnforced, r.enforced = true, enforcedPlacement(applied)
 	}
 	var out []checks.Finding
 	why := "the keys Kueue's ResourceFlavors decide are unknown (no cluster to ask, cache not synced or discovery failing), so all placement but the enforced is Kueue's"

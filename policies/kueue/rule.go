@@ -6,38 +6,39 @@ import (
 )
 
 // rule says which placement Keep leaves as the Pod came: with the flavors known, the keys they
-// decide (Keep has checked that Kueue shows its hand in the Pod); unknown, everything but what
-// an enforce policy sets.
+// decide (Keep has checked that Kueue shows its hand in the Pod); unknown, everything; in both,
+// with keepEnforced, minus what an enforce policy sets.
 type rule struct {
-	known    bool
-	keys     Keys
-	enforced enforcedKeys // when unknown
+	known        bool
+	keys         Keys
+	keepEnforced bool
+	enforced     enforcedKeys
 }
 
 // node reports whether the nodeSelector key k is left as the Pod came.
 func (r *rule) node(k string) bool {
-	if r.known {
-		return r.keys.NodeLabels[k]
+	if r.known && !r.keys.NodeLabels[k] {
+		return false
 	}
-	return !r.enforced.whole[0] && !r.enforced.selector[k]
+	return !r.keepEnforced || !r.enforced.whole[0] && !r.enforced.selector[k]
 }
 
 // tol reports whether the tolerations of key k are left as the Pod came (an empty key tolerates
 // every taint, Kueue's included).
 func (r *rule) tol(k string) bool {
-	if r.known {
-		return k == "" || r.keys.Tolerations[k]
+	if r.known && k != "" && !r.keys.Tolerations[k] {
+		return false
 	}
-	return !r.enforced.whole[1] && !r.enforced.tols[k]
+	return !r.keepEnforced || !r.enforced.whole[1] && !r.enforced.tols[k]
 }
 
 // affinity reports whether the required node affinity is left as the Pod came, given its value
 // after the policies (req) and as given.
 func (r *rule) affinity(req, given any) bool {
-	if r.known {
-		return namesKey(req, r.keys.NodeLabels) || namesKey(given, r.keys.NodeLabels)
+	if r.known && !namesKey(req, r.keys.NodeLabels) && !namesKey(given, r.keys.NodeLabels) {
+		return false
 	}
-	return !r.enforced.whole[2]
+	return !r.keepEnforced || !r.enforced.whole[2]
 }
 
 // enforcedKeys is the placement the enforce policies set: whole, per member (nodeSelector,
