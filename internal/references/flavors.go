@@ -148,6 +148,22 @@ func (f *Flavors) discover() flavorAPI {
 	}
 }
 
+// Settled reports whether the flavors are known: discovery answered that no Kueue API is
+// served, or the informer has synced. The one-shot commands (audit, diff, explain) may wait for
+// it, bounded, before reading live Pods, so that a Pod Kueue admitted is read as admission read
+// it (reference §8); until then KueuePlacementKeys answers unknown.
+func (f *Flavors) Settled() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch f.api {
+	case apiAbsent:
+		return true
+	case apiServed:
+		return f.informer != nil && f.informer.HasSynced()
+	}
+	return false
+}
+
 // stopInformer stops the informer, if one runs, and forgets it.
 func (f *Flavors) stopInformer() {
 	f.mu.Lock()

@@ -111,16 +111,19 @@ func TestFlavorsDiscovery(t *testing.T) {
 	defer f.stopInformer()
 	_, ok := f.KueuePlacementKeys()
 	require.False(t, ok, "not asked yet: unknown")
+	require.False(t, f.Settled())
 
 	f.refresh(ctx)
 	keys, ok := f.KueuePlacementKeys()
 	require.True(t, ok, "no Kueue API: known")
 	require.Equal(t, kueue.Keys{Absent: true}, keys)
+	require.True(t, f.Settled())
 
 	disc.set(errors.New("connection refused"), nil)
 	f.refresh(ctx)
 	_, ok = f.KueuePlacementKeys()
 	require.False(t, ok, "a failing discovery is no answer")
+	require.False(t, f.Settled())
 
 	disc.set(apierrors.NewForbidden(schema.GroupResource{}, "", errors.New("RBAC")), nil)
 	f.refresh(ctx)
@@ -131,12 +134,14 @@ func TestFlavorsDiscovery(t *testing.T) {
 	f.refresh(ctx)
 	_, ok = f.KueuePlacementKeys()
 	require.False(t, ok, "an older Kueue: unknown")
+	require.False(t, f.Settled())
 
 	disc.set(nil, kueueServed)
 	f.refresh(ctx)
 	require.Eventually(t, func() bool { _, ok := f.KueuePlacementKeys(); return ok }, 10*time.Second, 10*time.Millisecond)
 	keys, _ = f.KueuePlacementKeys()
 	requireFlavors(t, keys)
+	require.True(t, f.Settled())
 
 	disc.set(errors.New("connection refused"), nil)
 	f.refresh(ctx)
