@@ -1,8 +1,11 @@
 // Package kueue keeps Kueue's placement on the Pods Kueue manages (reference §8,
 // kueue-placement-conflict): the engine reads a Pod's placement as given (Read) and, after its
 // policies applied, puts back what Kueue's ResourceFlavors decide (Keep), each field a finding.
-// Kueue's marks on a Pod (its labels and scheduling gates) and the keys its flavors decide
-// (Keys, answered by the cluster's caches through Flavors) are here too. It sits under the
+// Kueue's marks on a Pod (its labels and scheduling gates), the keys its flavors decide and what
+// each flavor writes (Keys, answered by the cluster's caches through Flavors) are here too.
+// Labels are the Pod's creator's to write: they never defer anything on their own; only what
+// Kueue itself shows does (its admission gate, or a flavor's whole placement written into the
+// Pod), issue 33. It sits under the
 // engine (package policies), which calls it during every Pod's apply.
 package kueue
 
@@ -47,30 +50,62 @@ var markLabels = []string{QueueLabel, ManagedLabel, PodSetLabel, PodGroupLabel,
 
 // Keys are the placement keys Kueue decides through its ResourceFlavors: the node label
 // keys of every flavor's spec.nodeLabels, and the keys of its spec.tolerations and
-// spec.nodeTaints.
+// spec.nodeTaints; and what each flavor writes into the Pods Kueue admits on it (Flavors), by
+// which a Pod shows that Kueue admitted it.
 type Keys struct {
 	NodeLabels  map[string]bool
 	Tolerations map[string]bool
+	// Flavors are the flavors that write placement (node labels or tolerations); one that
+	// writes none marks no Pod and may be left out.
+	Flavors []Flavor
+	// Absent: the API server answers that it serves no ResourceFlavor API: no Kueue runs, no
+	// key is Kueue's. A Pod carrying Kueue's admission gate makes the answer unknown all the same
+	// (Kueue's webhook may have been installed since the last discovery).
+	Absent bool
+}
+
+// Flavor is what one ResourceFlavor writes into the Pods Kueue admits on it: its
+// spec.nodeLabels into spec.nodeSelector, its spec.tolerations into spec.tolerations.
+type Flavor struct {
+	NodeLabels  map[string]string
+	Tolerations []Toleration
+}
+
+// Toleration is a flavor's toleration as Kueue copies it into a Pod (tolerationSeconds aside);
+// an empty Operator reads as Equal, as the API server reads it.
+type Toleration struct {
+	Key, Operator, Value, Effect string
 }
 
 // Flavors is the part of the cluster lookups (validity.Lookups) that knows Kueue's ResourceFlavors
-// (internal/references implements it). A Cluster without it, or one that answers false (no ResourceFlavor API, cache
-// not synced), leaves every placement contribution out of a Kueue-managed Pod.
+// (internal/references implements it). A Cluster without it, or one that answers false (cache not
+// synced, discovery failing), leaves the flavors unknown: then every placement contribution but
+// an enforce policy's is left out of a Pod marked as Kueue's (Keep).
 type Flavors interface {
-	// KueuePlacementKeys returns the keys the cluster's ResourceFlavors decide; ok is false
-	// when unknown.
+	// KueuePlacementKeys returns the keys the cluster's ResourceFlavors decide and what each
+	// writes; ok is false when unknown.
 	KueuePlacementKeys() (keys Keys, ok bool)
 }
 
-// managed reports whether a Pod shows that Kueue manages it: one of Kueue's labels, or
-// Kueue's admission scheduling gate.
-func managed(t *jsontree.Tree, obj map[string]any) bool {
+// Enforcer is a policy that can say whether it is an enforce policy (reference §2): its
+// placement is never left out for want of knowing Kueue's flavors. A policy that cannot say is
+// taken as one.
+type Enforcer interface {
+	Enforced() bool
+}
+
+// marks reports whether a Pod carries one of Kueue's marks (marked: a label of Kueue's, or its
+// admission or topology scheduling gate) and whether it carries Kueue's admission gate (gated).
+// A mark alone is the Pod creator's claim; the admission gate is Kueue's webhook's hand (or, on
+// a cluster without Kueue, a gate nothing lifts: the Pod never runs).
+func marks(t *jsontree.Tree, obj map[string]any) (marked, gated bool) {
 	meta, _ := t.GetMap(obj, "metadata")
 	lv, _ := t.Get(meta, "labels")
 	if ls, ok := lv.(map[string]any); ok {
 		for _, k := range markLabels {
 			if v, set := t.Get(ls, k); set && v != nil {
-				return true
+				marked = true
+				break
 			}
 		}
 	}
@@ -79,17 +114,21 @@ func managed(t *jsontree.Tree, obj map[string]any) bool {
 	gates, _ := gv.([]any)
 	for i := range gates {
 		g, _ := t.At(gates, i).(map[string]any)
-		if n, _ := t.Get(g, "name"); n == AdmissionGate || n == TopologyGate {
-			return true
+		switch n, _ := t.Get(g, "name"); n {
+		case AdmissionGate:
+			return true, true
+		case TopologyGate:
+			marked = true
 		}
 	}
-	return false
+	return marked, false
 }
 
 // Placement is a Pod's placement fields as they were before the policies: each member as it
 // was (raw or a copy) and, once decoded, its complete decoded form.
 type Placement struct {
-	managed  bool
+	managed  bool    // one of Kueue's marks, as given
+	gated    bool    // Kueue's admission gate, as given
 	had      [3]bool // nodeSelector, tolerations, affinity present
 	raw      [3]any
 	selector map[string]any
@@ -102,7 +141,8 @@ var placementFields = [3]string{"nodeSelector", "tolerations", "affinity"}
 // Read records a Pod's placement before the policies apply: a reference to each
 // member still raw (the common case: nothing is decoded), a copy of one already decoded.
 func Read(t *jsontree.Tree, obj map[string]any) Placement {
-	p := Placement{managed: managed(t, obj)}
+	var p Placement
+	p.managed, p.gated = marks(t, obj)
 	spec, _ := t.GetMap(obj, "spec")
 	for i, f := range placementFields {
 		v, ok := spec[f]
@@ -144,30 +184,58 @@ func full(v any) any {
 	return jsontree.ExpandAll(copyOf(v))
 }
 
-// Keep puts back the placement Kueue decides on a Kueue-managed Pod after the
-// policies applied (reference §8, kueue-placement-conflict): every key of a flavor's node
-// labels in spec.nodeSelector, every toleration of a flavor's keys, and the required node
-// affinity when it names a flavor key, as the Pod came; with keys unknown, all of
-// spec.nodeSelector, spec.tolerations and the required node affinity. What policies set
-// elsewhere stays. It returns one finding per field put back, naming the policy when one
-// alone sets that field. flavors answers which keys are Kueue's; nil: unknown.
+// Keep puts back the placement Kueue decides on a Pod marked as Kueue's after the policies
+// applied (reference §8, kueue-placement-conflict), and only where Kueue itself shows that it
+// decides it (issue 33: a label is the Pod creator's to write, and proves nothing):
+//
+//   - flavors known, and the Pod as given carries the whole placement of one of the flavors
+//     (Kueue's admission wrote it into the Pod's template): every key of a flavor's node labels
+//     in spec.nodeSelector, every toleration of a flavor's keys, and the required node affinity
+//     when it names a flavor key stay as the Pod came;
+//   - flavors known, and the Pod carries Kueue's admission gate (Kueue writes the flavor's
+//     placement when it lifts it) but no flavor's placement: the same, except what an enforce
+//     policy sets — the Pod's owner may lift the gate too, and the Pod must then run within the
+//     enforced placement (Kueue then admits it only on a flavor that matches it);
+//   - flavors known, and the Pod shows neither (a label alone; or no ResourceFlavor API served,
+//     hence no Kueue): nothing is put back, every policy's placement applies;
+//   - flavors unknown (discovery failing, cache not synced, no cluster; or no ResourceFlavor API
+//     while the Pod carries Kueue's admission gate): all of spec.nodeSelector, spec.tolerations
+//     and the required node affinity stay as the Pod came, except what an enforce policy sets:
+//     the enforced placement is never escaped by making podpatch's lookups unknown.
+//
+// What policies set elsewhere stays. It returns one finding per field put back, naming the
+// policy when one alone sets that field. flavors answers which keys are Kueue's; nil: unknown.
 func Keep[P checks.Policy](t *jsontree.Tree, obj map[string]any, before *Placement, applied []P, flavors Flavors) []checks.Finding {
-	if !before.managed && !managed(t, obj) { // as given, or as patched
+	if m, _ := marks(t, obj); !before.managed && !m { // as given, or as patched
 		return nil
-	}
-	before.decode()
-	var keys Keys
-	known := false
-	if flavors != nil {
-		keys, known = flavors.KueuePlacementKeys()
 	}
 	spec, _ := t.GetMap(obj, "spec")
 	if spec == nil {
 		return nil
 	}
+	var r rule
+	if flavors != nil {
+		r.keys, r.known = flavors.KueuePlacementKeys()
+	}
+	if r.known && r.keys.Absent && before.gated {
+		r.known = false // Kueue's webhook gated it: Kueue may have come since the last discovery
+	}
+	before.decode()
+	admitted := r.known && before.admitted(r.keys.Flavors)
+	if r.known && !admitted && !before.gated {
+		return nil // Kueue shows no hand in this Pod: its marks are its creator's
+	}
+	if !admitted {
+		// Unknown flavors, or only the gate, which the Pod's owner can lift as well as Kueue:
+		// the enforce policies' placement stays.
+		r.keepEnforced, r.enforced = true, enforcedPlacement(applied)
+	}
 	var out []checks.Finding
-	why := "the keys Kueue's ResourceFlavors decide are unknown (no ResourceFlavor API or its cache has not synced), so all placement is Kueue's"
-	if known {
+	why := "the keys Kueue's ResourceFlavors decide are unknown (no cluster to ask, cache not synced or discovery failing), so all placement but the enforced is Kueue's"
+	if r.keys.Absent {
+		why = "the Pod carries Kueue's admission gate but no ResourceFlavor API is served yet, so all placement but the enforced is Kueue's"
+	}
+	if r.known {
 		why = "Kueue's ResourceFlavor decides this key"
 	}
 	add := func(field, member, key string) {
@@ -183,7 +251,7 @@ func Keep[P checks.Policy](t *jsontree.Tree, obj map[string]any, before *Placeme
 		sel, _ := t.GetMap(spec, "nodeSelector")
 		var changed []string
 		for k, pv := range sel {
-			if known && !keys.NodeLabels[k] {
+			if !r.node(k) {
 				continue
 			}
 			pv = full(pv)
@@ -192,7 +260,7 @@ func Keep[P checks.Policy](t *jsontree.Tree, obj map[string]any, before *Placeme
 			}
 		}
 		for k := range before.selector {
-			if _, kept := sel[k]; !kept && (!known || keys.NodeLabels[k]) {
+			if _, kept := sel[k]; !kept && r.node(k) {
 				changed = append(changed, k)
 			}
 		}
@@ -219,7 +287,7 @@ func Keep[P checks.Policy](t *jsontree.Tree, obj map[string]any, before *Placeme
 		decided := func(item any) (string, bool) {
 			m, _ := item.(map[string]any)
 			k, _ := m["key"].(string)
-			return k, !known || k == "" || keys.Tolerations[k]
+			return k, r.tol(k)
 		}
 		given := map[string]int{}
 		for _, item := range before.tols {
@@ -274,8 +342,7 @@ func Keep[P checks.Policy](t *jsontree.Tree, obj map[string]any, before *Placeme
 		if na != nil {
 			req = full(na["requiredDuringSchedulingIgnoredDuringExecution"])
 		}
-		if jsontree.Canonical(req) != jsontree.Canonical(before.required) &&
-			(!known || namesKey(req, keys.NodeLabels) || namesKey(before.required, keys.NodeLabels)) {
+		if jsontree.Canonical(req) != jsontree.Canonical(before.required) && r.affinity(req, before.required) {
 			restoreRequired(spec, before)
 			add("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution", "affinity", "")
 		}
