@@ -182,6 +182,9 @@ var referenceLists = []struct {
 	}},
 }
 
+// flavorsSettle bounds the wait for Kueue's flavors in the one-shot commands.
+const flavorsSettle = 5 * time.Second
+
 // startReferences starts the reference caches (internal/references, the ones podpatch serve
 // runs) against the cluster and waits, at most timeout, until they have synced; they run until ctx is done. It starts none when the user
 // may not list what they cache.
@@ -201,5 +204,11 @@ func startReferences(ctx context.Context, kit *kube.Kit, timeout time.Duration) 
 	if err := waitFor(wctx, refs.Synced); err != nil {
 		return nil, fmt.Errorf("reference caches (PriorityClasses, RuntimeClasses, ServiceAccounts, LimitRanges) did not sync within %s: %w", timeout, err)
 	}
+	// Kueue's flavors a little longer, as one read of live Pods is all the command makes:
+	// unknown flavors would show a Pod Kueue admitted as drift. Past it they stay unknown,
+	// which keeps the enforced placement (reference §8).
+	fctx, fcancel := context.WithTimeout(ctx, flavorsSettle)
+	defer fcancel()
+	_ = waitFor(fctx, refs.FlavorsSettled) // unknown is a valid answer
 	return refs, nil
 }

@@ -248,6 +248,10 @@ func (r *Caches) ServiceIPFamilies() ([]corev1.IPFamily, bool) {
 	return families, len(families) > 0
 }
 
+// FlavorsSettled reports whether Kueue's ResourceFlavors are known: the API is not served, or
+// its informer synced. For the one-shot commands, which read live Pods once (Flavors.Settled).
+func (r *Caches) FlavorsSettled() bool { return r.flavors.Settled() }
+
 // KueuePlacementKeys implements kueue.Flavors (reference §8, kueue-placement-conflict).
 // Not part of Synced: a cluster without Kueue never has it.
 func (r *Caches) KueuePlacementKeys() (kueue.Keys, bool) {
