@@ -14,6 +14,7 @@ import (
 	"github.com/podpatch/podpatch/policies/kueue"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
+	"github.com/podpatch/podpatch/policies/versions"
 )
 
 // The merge stage (doc.go), the entry of every admission: recognise the object, select its
@@ -345,6 +346,7 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 		res.Adjusted = validity.CoupleService(t, obj, givenType, func(member string) bool { return anySets(res.Applied, profiles.KindService, member) })
 	}
 	res.violations, _ = env.Check(obj)
+	res.versionEffects(in.Kind, env.Lookups)
 	if in.Kind == profiles.KindPod && slices.ContainsFunc(res.violations, func(v validity.Violation) bool { return v.Rule == validity.RuleExtendedResourceLimit }) {
 		if adj := validity.EqualizeNonOvercommittable(t, obj); len(adj) > 0 {
 			res.Adjusted = append(res.Adjusted, adj...)
@@ -366,6 +368,29 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 		return res, nil, fmt.Errorf("encode %s: %w", strings.ToLower(string(in.Kind)), err)
 	}
 	return res, patchedLabels, nil
+}
+
+// versionEffects adds what the cluster's Kubernetes version does not keep of the applied
+// policies' fields (policies/versions): a refused field is a violation (the policy is left out,
+// or the object denied for an enforce one), a dropped one has no effect (NoEffect).
+func (res *Result) versionEffects(kind profiles.Kind, lookups validity.Lookups) {
+	server, ok := lookups.(versions.Server)
+	if !ok {
+		return
+	}
+	v, known := server.KubeVersion()
+	if !known || !v.Supported() {
+		return
+	}
+	for _, p := range res.Applied {
+		for _, e := range versions.Affected(string(kind), p.Patch(kind), v) {
+			if e.Outcome == versions.Refused {
+				res.violations = append(res.violations, validity.Violation{Rule: validity.RuleKubeVersion, Field: e.At, Message: e.String(v)})
+				continue
+			}
+			res.NoEffect = append(res.NoEffect, NoEffect{Policy: p, Field: e.At, Gate: e.Field.Gate, Message: e.String(v)})
+		}
+	}
 }
 
 func reversed(ps []*Policy) []*Policy {

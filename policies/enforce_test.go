@@ -14,6 +14,7 @@ import (
 
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
+	"github.com/podpatch/podpatch/policies/versions"
 )
 
 // Reference §5, "Enforce: applied or denied": an object that a platform enforce policy matches
@@ -431,4 +432,45 @@ func stripApplied(t *testing.T, js []byte) string {
 	out, err := json.Marshal(obj)
 	require.NoError(t, err)
 	return string(out)
+}
+
+// kubeAt is lookups that know the cluster's Kubernetes version (versions.Server).
+type kubeAt struct {
+	fakeCluster
+	v versions.Version
+}
+
+func (k *kubeAt) KubeVersion() (versions.Version, bool) { return k.v, k.v.Minor != 0 }
+
+// TestKubeVersionAtAdmission: on a cluster whose version refuses a field a policy sets, the
+// policy is left out (a merge policy) or the object denied (an enforce one), naming the version;
+// a field the version drops is applied by no one: the policy's NoEffect says so; a version that
+// keeps both, or an unknown one, changes nothing.
+func TestKubeVersionAtAdmission(t *testing.T) {
+	pod := fixtureJSON(t, "dask-operator/worker-pod.yaml", nil)
+	refused := "template: {spec: {volumes: [{name: ev, emptyDir: {}}], containers: [{name: '@main', env: [{name: A, valueFrom: {fileKeyRef: {volumeName: ev, path: p.env, key: k}}}]}]}}"
+	dropped := "template: {spec: {hostnameOverride: worker-host}}"
+	for _, c := range []struct {
+		minor                     int
+		leftOut, denied, noEffect bool
+	}{{34, true, true, true}, {35, false, false, false}, {0, false, false, false}} {
+		cl := &kubeAt{v: versions.Version{Minor: c.minor}}
+		merge := NewSet([]*Policy{enforcePolicy(t, "env-file", ModeMerge, refused), enforcePolicy(t, "host", ModeMerge, dropped)})
+		res, err := merge.Apply(Input{Kind: profiles.KindPod, Object: pod, Namespace: "default", Lookups: cl})
+		require.NoError(t, err)
+		require.False(t, res.Denied)
+		require.Equal(t, c.leftOut, len(res.Skipped) == 1, "1.%d: %v", c.minor, res.Skipped)
+		if c.leftOut {
+			require.Equal(t, validity.RuleKubeVersion, res.Skipped[0].Violation.Rule)
+			require.Contains(t, res.Skipped[0].String(), "makes Kubernetes 1.34 refuse the object: feature gate EnvFiles")
+		}
+		require.Equal(t, c.noEffect, len(res.NoEffect) == 1, "1.%d: %v", c.minor, res.NoEffect)
+		if c.noEffect {
+			require.Equal(t, "policy podpatch-system/host/host: spec.hostnameOverride has no effect on Kubernetes 1.34: feature gate HostnameOverride is off there, and the API server drops the field", res.NoEffect[0].String())
+		}
+		enforce := NewSet([]*Policy{enforcePolicy(t, "env-file", ModeEnforce, refused)})
+		res, err = enforce.Apply(Input{Kind: profiles.KindPod, Object: pod, Namespace: "default", Lookups: cl})
+		require.NoError(t, err)
+		require.Equal(t, c.denied, res.Denied, "1.%d", c.minor)
+	}
 }

@@ -228,6 +228,10 @@ type Result struct {
 	// webhook denies the object; Object and Patch are what the other policies made of it, for
 	// the tools that show it.
 	Denied bool
+	// NoEffect are the fields applied policies set that the cluster's Kubernetes version drops
+	// (policies/versions; known through Input.Lookups): the policy is not applied for them
+	// (reference §8), the webhook warns and counts each.
+	NoEffect []NoEffect
 	// Adjusted says which fields were changed with others so that the object stays valid
 	// (spec.priority removed when policies change spec.priorityClassName, …).
 	Adjusted []string
@@ -247,6 +251,20 @@ type Change struct {
 	Policy *Policy
 	// Fields are the paths it set or removed; empty when the object already had its values.
 	Fields []string
+}
+
+// NoEffect is a field a policy sets that the cluster drops.
+type NoEffect struct {
+	Policy *Policy
+	// Field is where the policy sets it; Gate the feature gate that is off.
+	Field, Gate string
+	// Message says so, naming the version: "has no effect on Kubernetes 1.34: …".
+	Message string
+}
+
+// String says which policy's field has no effect, in one line.
+func (n NoEffect) String() string {
+	return fmt.Sprintf("policy %s: %s %s", n.Policy.Ref, n.Field, n.Message)
 }
 
 // Skipped is a policy left out of one object because its contribution would make the object

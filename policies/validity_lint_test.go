@@ -138,6 +138,7 @@ func TestEveryRuleLintAndAdmission(t *testing.T) {
 		validity.RuleBudget:              {}, // the request's budget, not an object's rule
 		validity.RuleWork:                {}, // the engine's bound, not an object's rule
 		validity.RuleSelection:           {}, // the policies' selectors, not an object's rule
+		validity.RuleKubeVersion:         {}, // the cluster's version: TestKubeVersionAtAdmission
 	}
 	var objects [][]byte
 	files, err := filepath.Glob(filepath.Join("testdata", "fixtures", "*", "*.yaml"))

@@ -8,6 +8,7 @@ import (
 	"github.com/podpatch/podpatch/internal/promreg"
 	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/validity"
+	"github.com/podpatch/podpatch/policies/versions"
 	"github.com/podpatch/podpatch/webhook/slots"
 )
 
@@ -24,6 +25,7 @@ type Metrics struct {
 	panics      *prometheus.CounterVec
 	skipped     *prometheus.CounterVec
 	denials     *prometheus.CounterVec
+	dropped     *prometheus.CounterVec
 	findings    *prometheus.CounterVec
 	obs         observations // observe.go
 }
@@ -38,7 +40,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"kind", "manager", "role", "result"}),
 		warnings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_admission_warnings_total",
-			Help: "Admission warnings returned, by reason (invalid_policy: a policy ConfigMap failed to compile and its last good version, if any, was used; apply_error: the object could not be patched and was allowed unchanged; budget_exceeded: the request budget ran out and the object was allowed unchanged or the policy unvalidated; overloaded: every request slot stayed busy for the whole budget; namespace_policies_left_out: namespace policies made the object unpatchable and the platform's were applied alone; selection_diverges: the platform's selectors contradict each other and only its enforce policies applied; namespace_limit: policy ConfigMaps past the namespace's limit were left out; namespace_mismatch: the object's metadata.namespace is not the request's namespace and it was allowed unchanged; policy_skipped: policies were left out because they would have made the object invalid).",
+			Help: "Admission warnings returned, by reason (invalid_policy: a policy ConfigMap failed to compile and its last good version, if any, was used; apply_error: the object could not be patched and was allowed unchanged; budget_exceeded: the request budget ran out and the object was allowed unchanged or the policy unvalidated; overloaded: every request slot stayed busy for the whole budget; namespace_policies_left_out: namespace policies made the object unpatchable and the platform's were applied alone; selection_diverges: the platform's selectors contradict each other and only its enforce policies applied; namespace_limit: policy ConfigMaps past the namespace's limit were left out; namespace_mismatch: the object's metadata.namespace is not the request's namespace and it was allowed unchanged; policy_skipped: policies were left out because they would have made the object invalid; field_without_effect: a policy sets a field the cluster's Kubernetes version drops; check_finding: a manager-aware check found a problem).",
 		}, []string{"reason"}),
 		validations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_policy_validations_total",
@@ -56,6 +58,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "podpatch_enforce_denials_total",
 			Help: "Objects denied because a platform enforce policy that matches them cannot be applied (reference §5), one per enforce policy and object, by why: the rule its result would break (as podpatch_policy_skipped_total), budget (the request budget ran out, or podpatch was overloaded), work (the object is beyond what podpatch patches), selection-diverges.",
 		}, []string{"reason"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "podpatch_fields_without_effect_total",
+			Help: "Fields applied policies set that the cluster's Kubernetes version drops (its feature gate is off; reference §8, policies/versions), one per field and object, by gate.",
+		}, []string{"gate"}),
 		findings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_check_findings_total",
 			Help: "Manager-aware check findings on admitted objects (reference §8), by check id (ray-resources-mismatch, spark-memory-not-jvm, dask-worker-mismatch, flink-memory-mismatch, dask-loadbalancer-pending; see docs/checks.md).",
@@ -83,6 +89,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.panics = r.Register(m.panics).(*prometheus.CounterVec)
 	m.skipped = r.Register(m.skipped).(*prometheus.CounterVec)
 	m.denials = r.Register(m.denials).(*prometheus.CounterVec)
+	m.dropped = r.Register(m.dropped).(*prometheus.CounterVec)
 	m.findings = r.Register(m.findings).(*prometheus.CounterVec)
 	m.obs.register(r.Register)
 	return m, r.Err()
@@ -138,6 +145,18 @@ func (m *Metrics) enforceDenied(rule string) {
 		rule = "other"
 	}
 	m.denials.WithLabelValues(rule).Inc()
+}
+
+// fieldDropped counts a field the cluster drops, by its gate; m may be nil. The gate is one of
+// versions.Fields', a fixed set.
+func (m *Metrics) fieldDropped(gate string) {
+	if m == nil {
+		return
+	}
+	if !slices.ContainsFunc(versions.Fields, func(f versions.Field) bool { return f.Gate == gate }) {
+		gate = "other"
+	}
+	m.dropped.WithLabelValues(gate).Inc()
 }
 
 // checkFinding counts a manager-aware check's finding; m may be nil. The check is one of

@@ -115,8 +115,8 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		log().Info("policies left out so that the rest applies", "fallback", res.Fallback, "reason", w)
 		warnings = append(warnings, "podpatch: "+w)
 	}
-	if len(res.Skipped)+len(res.Findings) > 0 {
-		warnings = append(warnings, m.actionWarnings(res.Skipped, res.Findings)...)
+	if len(res.Skipped)+len(res.NoEffect)+len(res.Findings) > 0 {
+		warnings = append(warnings, m.actionWarnings(res.Skipped, res.NoEffect, res.Findings)...)
 	}
 	if len(res.Skipped) > 0 {
 		log().Info("policies left out: they would make the object invalid", "count", len(res.Skipped), "first", res.Skipped[0].Policy.Ref,
@@ -247,18 +247,22 @@ const (
 // actionWarnings says which policies were left out and why and what the manager-aware checks
 // found (reference §8, §9: what the user should act on), counts them all, and returns at most
 // maxSkippedWarnings of them, of at most maxWarningLength bytes each, most urgent first: error
-// findings (the workload breaks), then policies left out, then warning findings; "and N more"
-// says what was cut.
-func (m *Mutator) actionWarnings(skipped []policies.Skipped, findings []checks.Finding) []string {
+// findings (the workload breaks), then policies left out and fields the cluster drops, then
+// warning findings; "and N more" says what was cut.
+func (m *Mutator) actionWarnings(skipped []policies.Skipped, noEffect []policies.NoEffect, findings []checks.Finding) []string {
 	type item struct {
-		tier    int
-		text    string
-		finding bool
+		tier   int
+		text   string
+		reason Reason
 	}
-	items := make([]item, 0, len(skipped)+len(findings))
+	items := make([]item, 0, len(skipped)+len(noEffect)+len(findings))
 	for _, sk := range skipped { // never an enforce policy: that denies the object (deny)
 		m.Metrics.policySkipped(sk.Violation.Rule)
-		items = append(items, item{tier: 1, text: sk.String()})
+		items = append(items, item{tier: 1, text: sk.String(), reason: ReasonPolicySkipped})
+	}
+	for _, n := range noEffect { // a field the cluster drops is not claimed (reference §8)
+		m.Metrics.fieldDropped(n.Gate)
+		items = append(items, item{tier: 1, text: n.String(), reason: ReasonFieldWithoutEffect})
 	}
 	for _, f := range findings {
 		m.Metrics.checkFinding(f.Check)
@@ -266,7 +270,7 @@ func (m *Mutator) actionWarnings(skipped []policies.Skipped, findings []checks.F
 		if f.Severity == checks.SeverityError {
 			tier = 0
 		}
-		items = append(items, item{tier: tier, text: "check " + f.String(), finding: true})
+		items = append(items, item{tier: tier, text: "check " + f.String(), reason: ReasonCheckFinding})
 	}
 	slices.SortStableFunc(items, func(a, b item) int { return a.tier - b.tier })
 	var out []string
@@ -275,11 +279,7 @@ func (m *Mutator) actionWarnings(skipped []policies.Skipped, findings []checks.F
 			out = append(out, fmt.Sprintf("podpatch: and %d more policies left out or check findings (podpatch render --explain lists them)", len(items)-maxSkippedWarnings))
 			break
 		}
-		if it.finding {
-			m.Metrics.warned(ReasonCheckFinding)
-		} else {
-			m.Metrics.warned(ReasonPolicySkipped)
-		}
+		m.Metrics.warned(it.reason)
 		w := "podpatch: " + it.text
 		if len(w) > maxWarningLength {
 			w = strings.ToValidUTF8(w[:maxWarningLength-3], "") + "..."

@@ -31,6 +31,9 @@ const (
 	// ReasonPolicySkipped: a policy was left out because it would have made the object invalid
 	// (reference §8); podpatch_policy_skipped_total counts each by rule.
 	ReasonPolicySkipped Reason = "policy_skipped"
+	// ReasonFieldWithoutEffect: a policy sets a field the cluster's Kubernetes version drops
+	// (reference §8, policies/versions); podpatch_fields_without_effect_total counts each by gate.
+	ReasonFieldWithoutEffect Reason = "field_without_effect"
 	// ReasonCheckFinding: a manager-aware check found that a policy contradicts the manager
 	// (reference §8); podpatch_check_findings_total counts each by check.
 	ReasonCheckFinding Reason = "check_finding"

@@ -35,6 +35,7 @@ import (
 	"github.com/podpatch/podpatch/internal/references"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/validity"
+	"github.com/podpatch/podpatch/policies/versions"
 	"github.com/podpatch/podpatch/webhook"
 	"github.com/podpatch/podpatch/webhook/ownerevents"
 	"github.com/podpatch/podpatch/webhook/policystore"
@@ -318,6 +319,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 			return fmt.Errorf("reference caches: %w", err)
 		}
 		feed, store, cluster, source = cf, cstore, refs, cf.PolicySource()
+		logKubeVersion(log, kit)
 	}
 	var events *ownerevents.Events // what admission did, as Events on the owners; every replica writes its own
 	if kit != nil && o.OwnerEvents {
@@ -471,6 +473,27 @@ func (o *serveOptions) selfSigned(kit *kube.Kit) (*certs.SelfSigned, error) {
 		MutatingWebhookConfiguration: o.MutatingWebhookConfiguration, ValidatingWebhookConfiguration: o.ValidatingWebhookConfiguration,
 		CertDir: o.CertDir, CAValidity: o.CAValidity, CertValidity: o.CertValidity, Overlap: o.RotationOverlap,
 	})
+}
+
+// logKubeVersion says at start which Kubernetes version the cluster serves and whether podpatch
+// supports it (README, "Supported Kubernetes versions"): outside 1.33 to 1.37, podpatch checks
+// no version's fields (policies/versions), and says so rather than guess.
+func logKubeVersion(log logr.Logger, kit *kube.Kit) {
+	info, err := kit.Clientset.Discovery().ServerVersion()
+	if err != nil {
+		log.Error(err, "could not read the API server's version; podpatch checks no version's fields until it can")
+		return
+	}
+	v, err := references.ServerVersionOf(info)
+	switch {
+	case err != nil:
+		log.Error(err, "the API server's version is not a Kubernetes 1.x version; podpatch checks no version's fields", "gitVersion", info.GitVersion)
+	case !v.Supported():
+		log.Error(nil, "podpatch does not support this Kubernetes version: it checks no version's fields, so a policy may set a field this cluster drops or refuses",
+			"kubernetesVersion", v.String(), "gitVersion", info.GitVersion, "supported", fmt.Sprintf("1.%d to 1.%d", versions.OldestMinor, versions.NewestMinor))
+	default:
+		log.Info("serving a supported Kubernetes version", "kubernetesVersion", v.String(), "gitVersion", info.GitVersion)
+	}
 }
 
 // waitFor polls cond until it holds or ctx is done.

@@ -26,6 +26,7 @@ import (
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies/kueue"
 	"github.com/podpatch/podpatch/policies/validity"
+	"github.com/podpatch/podpatch/policies/versions"
 )
 
 // Caches answers validity.Lookups from informer caches: the PriorityClasses, RuntimeClasses,
@@ -44,11 +45,14 @@ type Caches struct {
 	cidrs    toolscache.SharedIndexInformer
 	// flavors are Kueue's ResourceFlavors (flavors.go); nil: unknown.
 	flavors *Flavors
+	// version is the API server's (version.go); nil: unknown.
+	version *serverVersion
 }
 
 var (
 	_ validity.Lookups = (*Caches)(nil)
 	_ kueue.Flavors    = (*Caches)(nil)
+	_ versions.Server  = (*Caches)(nil)
 )
 
 // New builds the informers on the kit's clients. Run starts them.
@@ -63,6 +67,7 @@ func New(kit *kube.Kit) (*Caches, error) {
 		return nil, err
 	}
 	r.flavors = NewFlavors(kit.Clientset.Discovery(), dyn)
+	r.version = &serverVersion{discovery: kit.Clientset.Discovery()}
 	return r, nil
 }
 
@@ -99,6 +104,11 @@ func trimReference(obj any) (any, error) {
 // Run runs the informers until ctx is done. It does not wait for them to sync: until one has,
 // its answers are Unknown.
 func (r *Caches) Run(ctx context.Context) {
+	if r.version != nil {
+		done := make(chan struct{})
+		go func() { defer close(done); r.version.run(ctx) }()
+		defer func() { <-done }()
+	}
 	if r.flavors != nil {
 		done := make(chan struct{})
 		go func() { defer close(done); r.flavors.Run(ctx) }()
@@ -246,6 +256,14 @@ func (r *Caches) ServiceIPFamilies() ([]corev1.IPFamily, bool) {
 		}
 	}
 	return families, len(families) > 0
+}
+
+// KubeVersion implements versions.Server: the API server's version, once discovery answered.
+func (r *Caches) KubeVersion() (versions.Version, bool) {
+	if r.version == nil {
+		return versions.Version{}, false
+	}
+	return r.version.KubeVersion()
 }
 
 // FlavorsSettled reports whether Kueue's ResourceFlavors are known: the API is not served, or

@@ -143,4 +143,7 @@ const (
 	RuleWork = "work"
 	// RuleSelection: the labels the policies set keep changing which of them match.
 	RuleSelection = "selection-diverges"
+	// RuleKubeVersion: the cluster's Kubernetes version refuses a field the policy sets (its
+	// feature gate is off there; policies/versions).
+	RuleKubeVersion = "kube-version"
 )

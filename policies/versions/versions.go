@@ -49,6 +49,13 @@ func Parse(s string) (Version, error) {
 	return Version{m}, nil
 }
 
+// Server is the part of the cluster lookups (validity.Lookups) that knows the API server's
+// version (internal/references implements it); lookups without it, or not knowing yet, check
+// no version's fields.
+type Server interface {
+	KubeVersion() (Version, bool)
+}
+
 // Outcome is what a version's API server does with a field set on an object.
 type Outcome int
 

@@ -1,14 +1,23 @@
 package e2e
 
 import (
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/podpatch/podpatch/internal/references"
+	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/validity"
 	"github.com/podpatch/podpatch/policies/versions"
 )
 
@@ -42,11 +51,7 @@ func TestVersionTable(t *testing.T) {
 	require.NoError(t, err)
 	info, err := dc.ServerVersion()
 	require.NoError(t, err)
-	minor := info.Minor
-	if info.EmulationMinor != "" { // --emulated-version: the binary's version stays in Minor
-		minor = info.EmulationMinor
-	}
-	v, err := versions.Parse(info.Major + "." + minor)
+	v, err := references.ServerVersionOf(info) // under --emulated-version, the emulated one
 	require.NoError(t, err)
 	require.True(t, v.Supported(), "the test control plane runs a supported version: %+v", info)
 	t.Logf("Kubernetes %s (binary %s)", v, info.GitVersion)
@@ -71,6 +76,86 @@ func TestVersionTable(t *testing.T) {
 				}
 			}
 			require.Equal(t, f.At(v).String(), got.String(), "%s on Kubernetes %s (err: %v)", f.Path, v, err)
+		})
+	}
+}
+
+// versionPolicies set each field of versions.Fields through a merge policy (the template's
+// spec, YAML); a new entry without one fails TestFieldsNeverClaimed.
+var versionPolicies = map[string]string{
+	"spec.hostnameOverride":                        "{hostnameOverride: probe-host}",
+	"spec.volumes[].image":                         "{volumes: [{name: iv, image: {reference: 'busybox:1', pullPolicy: IfNotPresent}}]}",
+	"spec.containers[].restartPolicyRules":         "{containers: [{name: '@main', restartPolicy: Never, restartPolicyRules: [{action: Restart, exitCodes: {operator: In, values: [42]}}]}]}",
+	"spec.containers[].lifecycle.stopSignal":       "{os: {name: linux}, containers: [{name: '@main', lifecycle: {stopSignal: SIGUSR1}}]}",
+	"spec.containers[].env[].valueFrom.fileKeyRef": "{volumes: [{name: ev, emptyDir: {}}], containers: [{name: '@main', env: [{name: A, valueFrom: {fileKeyRef: {volumeName: ev, path: p.env, key: k}}}]}]}",
+}
+
+// TestFieldsNeverClaimed is issue 34's field-drop test through podpatch and the API server the
+// tests run: each field of versions.Fields, set by a platform policy on a Dask worker, is
+// stored (the version keeps it), or the admission warning says it has no effect on this
+// version (dropped), or the policy is left out naming the version (refused) — never claimed
+// applied and silently dropped.
+func TestFieldsNeverClaimed(t *testing.T) {
+	ctx := contextBackground()
+	dc, err := discovery.NewDiscoveryClientForConfig(restConfig)
+	require.NoError(t, err)
+	info, err := dc.ServerVersion()
+	require.NoError(t, err)
+	v, err := references.ServerVersionOf(info)
+	require.NoError(t, err)
+
+	certDir, ca := servingCerts(t)
+	p := startPodpatch(t, certDir)
+	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
+	installWebhooks(t, mwc, vwc)
+	cfg := rest.CopyConfig(restConfig)
+	w := &warningLog{}
+	cfg.WarningHandler = w
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	require.NoError(t, err)
+
+	for i, f := range versions.Fields {
+		t.Run(f.Path, func(t *testing.T) {
+			spec, ok := versionPolicies[f.Path]
+			require.True(t, ok, "no policy for %s", f.Path)
+			name := fmt.Sprintf("e2e-version-%d", i)
+			cm := &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Namespace: policies.DefaultPlatformNamespace, Name: name, Labels: map[string]string{policies.PolicyLabel: "true"}},
+				Data: map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: field}\nspec:\n" +
+					"  match: {managers: [dask], clusters: [" + name + "]}\n  template: {spec: " + spec + "}\n"},
+			}
+			require.NoError(t, k8s.Create(ctx, cm))
+			t.Cleanup(func() { _ = k8s.Delete(contextBackground(), cm) })
+			ref := policies.DefaultPlatformNamespace + "/" + name + "/field"
+			var stored *unstructured.Unstructured
+			var warnings []string
+			require.Eventually(t, func() bool {
+				u := readObject(t, "policies/testdata/fixtures/dask-operator/worker-pod.yaml")
+				meta := u.Object["metadata"].(map[string]any)
+				delete(meta, "ownerReferences")
+				meta["labels"].(map[string]any)["dask.org/cluster-name"] = name
+				w.take()
+				require.NoError(t, c.Create(ctx, u, client.DryRunAll))
+				stored, warnings = u, w.take()
+				// Served once the policy is named: in the provenance, or in a warning.
+				return strings.Contains(u.GetAnnotations()[policies.AppliedAnnotation], ref) || strings.Contains(strings.Join(warnings, "\n"), ref)
+			}, 30*time.Second, 200*time.Millisecond, "podpatch serves %s", ref)
+			_, set := versions.Find(stored.Object, f.Path)
+			all := strings.Join(warnings, "\n")
+			switch f.At(v) {
+			case versions.Kept:
+				require.True(t, set, "Kubernetes %s keeps %s", v, f.Path)
+				require.NotContains(t, all, ref)
+			case versions.Dropped:
+				require.False(t, set)
+				require.Contains(t, all, "policy "+ref+"@", "the warning names the policy")
+				require.Contains(t, all, "has no effect on Kubernetes "+v.String()+": feature gate "+f.Gate)
+			case versions.Refused:
+				require.False(t, set)
+				require.NotContains(t, withoutVersions(t, stored.GetAnnotations()[policies.AppliedAnnotation]), ref, "left out, not claimed")
+				require.Contains(t, all, "policy "+ref+"@")
+				require.Contains(t, all, "("+validity.RuleKubeVersion+")")
+			}
 		})
 	}
 }

@@ -1,0 +1,63 @@
+package references
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/discovery"
+
+	"github.com/podpatch/podpatch/policies/versions"
+)
+
+// serverVersion follows the API server's version (issue 34), asked through discovery at start
+// and every versionInterval, for the engine's versions.Server: an upgrade of the control plane
+// is seen within the interval.
+type serverVersion struct {
+	discovery discovery.ServerVersionInterface
+	known     atomic.Pointer[versions.Version]
+}
+
+// versionInterval is how often the API server's version is asked for.
+const versionInterval = time.Minute
+
+// ServerVersionOf is the version an API server's /version says it serves: its emulated
+// version under --emulated-version (the binary's stays in Major and Minor).
+func ServerVersionOf(info *version.Info) (versions.Version, error) {
+	minor := info.Minor
+	if info.EmulationMinor != "" {
+		minor = info.EmulationMinor
+	}
+	major := info.Major
+	if info.EmulationMajor != "" {
+		major = info.EmulationMajor
+	}
+	return versions.Parse(major + "." + minor)
+}
+
+// run asks for the version until ctx is done.
+func (s *serverVersion) run(ctx context.Context) {
+	t := time.NewTicker(versionInterval)
+	defer t.Stop()
+	for {
+		if info, err := s.discovery.ServerVersion(); err == nil {
+			if v, err := ServerVersionOf(info); err == nil {
+				s.known.Store(&v)
+			}
+		} // a failed ask keeps what was known
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// KubeVersion implements versions.Server.
+func (s *serverVersion) KubeVersion() (versions.Version, bool) {
+	if v := s.known.Load(); v != nil {
+		return *v, true
+	}
+	return versions.Version{}, false
+}
