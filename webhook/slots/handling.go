@@ -200,3 +200,17 @@ func (h *handling) unlink(w *waiter) {
 		}
 	}
 }
+
+// Waiting returns the number of requests waiting for a handling slot.
+func (s *Slots) Waiting() int {
+	if s == nil {
+		return 0
+	}
+	s.handle.mu.Lock()
+	defer s.handle.mu.Unlock()
+	n := 0
+	for _, q := range s.handle.queues {
+		n += q.n
+	}
+	return n
+}

@@ -41,6 +41,18 @@ func acquireAsync(ctx context.Context, s *Slots, ns string) <-chan error {
 	return done
 }
 
+// granted waits for an Acquire's result; a request never granted fails the test.
+func granted(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("never given a slot")
+		return nil
+	}
+}
+
 // waitQueued waits until n requests of ns wait (a condition, not a sleep).
 func waitQueued(t *testing.T, s *Slots, ns string, n int) {
 	t.Helper()
@@ -69,7 +81,7 @@ func TestSlotsFairBetweenNamespaces(t *testing.T) {
 			waitQueued(t, s, "other", 1)
 
 			s.Release("flood")
-			require.NoError(t, <-other, "the other namespace gets the first slot freed")
+			require.NoError(t, granted(t, other), "the other namespace gets the first slot freed")
 			require.Equal(t, 1, s.held("other"))
 			require.Equal(t, slots-1, s.held("flood"))
 			require.Equal(t, queued, s.waiting("flood"), "no flood request got a slot")
@@ -77,7 +89,7 @@ func TestSlotsFairBetweenNamespaces(t *testing.T) {
 			// The flood's requests then get the slots, oldest first.
 			s.Release("other")
 			for i := range queued {
-				require.NoError(t, <-flood[i], "flood request %d", i)
+				require.NoError(t, granted(t, flood[i]), "flood request %d", i)
 				require.Equal(t, queued-1-i, s.waiting("flood"))
 				for j := i + 1; j < queued; j++ {
 					select {
@@ -113,13 +125,13 @@ func TestSlotsFewestHeldThenLongestWaiting(t *testing.T) {
 
 	// In flight (held + waiting): a 2+1, b 1+1, c 0+1, d 0+1.
 	s.Release("a") // a 1+1, b 1+1, c 0+1, d 0+1: c waited longer than d
-	require.NoError(t, <-c)
+	require.NoError(t, granted(t, c))
 	s.Release("b") // a 1+1, b 0+1, c 1, d 0+1: b waited longer than d
-	require.NoError(t, <-b)
+	require.NoError(t, granted(t, b))
 	s.Release("a") // a 0+1, b 1, c 1, d 0+1: a waited longest
-	require.NoError(t, <-a)
+	require.NoError(t, granted(t, a))
 	s.Release("c")
-	require.NoError(t, <-d)
+	require.NoError(t, granted(t, d))
 }
 
 // TestSlotsCancelledWaiters: a waiter whose context ends leaves its queue and holds nothing; a
@@ -137,10 +149,10 @@ func TestSlotsCancelledWaiters(t *testing.T) {
 	c := acquireAsync(t.Context(), s, "c")
 	waitQueued(t, s, "c", 1)
 	cancelB()
-	require.ErrorIs(t, <-b, context.Canceled)
+	require.ErrorIs(t, granted(t, b), context.Canceled)
 	require.Equal(t, 0, s.waiting("b"))
 	s.Release("a")
-	require.NoError(t, <-c, "the slot goes past the cancelled waiter")
+	require.NoError(t, granted(t, c), "the slot goes past the cancelled waiter")
 	s.Release("c")
 	require.NoError(t, s.Acquire(done, "d"), "the slot is free again")
 }
