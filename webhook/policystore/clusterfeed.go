@@ -14,7 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/podpatch/podpatch/internal/kube"
@@ -43,10 +45,11 @@ const PublishDelay = 100 * time.Millisecond
 // that reach its limit of policies (policies.MaxNamespacePolicies) are not read at all: they
 // are reported left out (Snapshot.Dropped) and cost their name (reference §3 "Limits").
 type ClusterFeed struct {
-	store    *Store
-	cms      toolscache.SharedIndexInformer // the policy ConfigMaps' metadata
-	meta     metadatainformer.SharedInformerFactory
-	read     func(ctx context.Context, key types.NamespacedName) (*corev1.ConfigMap, error)
+	store *Store
+	cms   toolscache.SharedIndexInformer // the policy ConfigMaps' metadata
+	meta  metadatainformer.SharedInformerFactory
+	// list lists policy ConfigMaps of a namespace (all: "") as the API server does, by page.
+	list     func(ctx context.Context, ns string, o metav1.ListOptions) (*corev1.ConfigMapList, error)
 	recorder *kube.Recorder // the kit's
 	changed  chan struct{}  // a change waits to be published
 	source   *PolicySource  // whether the policy informer is connected
@@ -66,13 +69,18 @@ func NewClusterFeed(kit *kube.Kit, opts policies.Options, m *Metrics, log logr.L
 	// The policy ConfigMaps' informer is the Source's, so that it knows when the API server
 	// stops answering and when it answers again.
 	f.cms = f.source.policyInformer(kit, sel)
-	f.read = func(ctx context.Context, key types.NamespacedName) (*corev1.ConfigMap, error) {
-		l, err := kit.Clientset.CoreV1().ConfigMaps(key.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel,
-			FieldSelector: fields.OneTermEqualSelector("metadata.name", key.Name).String()})
-		if err != nil || len(l.Items) == 0 {
-			return nil, err // gone, or no longer labelled: the informer tells the store
-		}
-		return &l.Items[0], nil
+	// The reads are the data the informer's watch would carry: on a rate limit of their own,
+	// so that they never queue behind the kit's Events (at the client's default 5 requests a
+	// second, a policy changed ten times a second was served minutes late).
+	rc := rest.CopyConfig(kit.Config)
+	rc.QPS, rc.Burst = readQPS, 2*readQPS
+	readCS, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	f.list = func(ctx context.Context, ns string, o metav1.ListOptions) (*corev1.ConfigMapList, error) {
+		o.LabelSelector = sel
+		return readCS.CoreV1().ConfigMaps(ns).List(ctx, o)
 	}
 	f.store = NewStore(opts, m, func(cm *corev1.ConfigMap, probs policies.Problems) {
 		log.Info("policy ConfigMap fails to compile; keeping its last good version, if any",
@@ -146,6 +154,9 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 		case <-f.changed:
 		case <-retry:
 		}
+		// Read at once, and again at the end of the publish window for what came meanwhile:
+		// the read's round trip is then within the window, not after it.
+		f.readPending(ctx)
 		if wait := time.Until(last.Add(PublishDelay)); wait > 0 {
 			t := time.NewTimer(wait)
 			select {
@@ -167,32 +178,96 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 // retryDelay is the wait before ConfigMaps the API server did not give are read again.
 const retryDelay = time.Second
 
+// readQPS is the feed's reads' rate limit, requests per second (twice that in a burst): a
+// round of reads asks at most fewReads, or a list's pages, and there are two rounds per
+// PublishDelay at most.
+const readQPS = 100
+
+// fewReads is the most ConfigMaps read one by one; more are read by lists of their namespaces,
+// and with more than fewReads namespaces pending, by a list of every policy ConfigMap (at start,
+// the whole population).
+const fewReads = 8
+
+// readPage is the ConfigMaps of one page of a list: a few MiB of data for ConfigMaps near the
+// API server's size limit, whatever the sizes of those before them.
+const readPage = 8
+
 // readPending reads and compiles, namespace by namespace and in name order, the ConfigMaps
-// whose latest version the store has not compiled, up to each namespace's limit (Store.next).
-// It reports whether every read succeeded.
+// whose latest version the store has not compiled, up to each namespace's limit (Store.next):
+// one by one when they are few, else by pages of a list (readList). It reports whether every
+// read succeeded.
 func (f *ClusterFeed) readPending(ctx context.Context) bool {
-	ok := true
-	for _, ns := range f.store.pendingNamespaces() {
+	namespaces, unread := f.store.pendingNamespaces()
+	var err error
+	switch {
+	case unread <= fewReads:
+	case len(namespaces) > fewReads:
+		err = f.readList(ctx, metav1.NamespaceAll)
+	default:
+		for _, ns := range namespaces {
+			if err = f.readList(ctx, ns); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		f.log.Info("cannot list policy ConfigMaps; reading them again later", "err", err.Error())
+		return false
+	}
+	// What a list did not give (a ConfigMap newer than it, one named after one that was not
+	// read yet), one by one.
+	namespaces, _ = f.store.pendingNamespaces()
+	for _, ns := range namespaces {
 		for ctx.Err() == nil {
 			key, seen, more := f.store.next(ns)
 			if !more {
 				break
 			}
-			cm, err := f.read(ctx, key)
+			l, err := f.list(ctx, ns, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", key.Name).String()})
 			if err != nil {
 				f.log.Info("cannot read a policy ConfigMap; reading it again later", "namespace", key.Namespace, "name", key.Name, "err", err.Error())
 				f.store.unread(ns)
-				ok = false
-				break
+				return false
 			}
-			if cm != nil {
-				trimPolicyConfigMap(cm)
-				f.store.Upsert(cm)
+			if len(l.Items) > 0 { // else gone, or no longer labelled: the informer tells the store
+				f.offer(&l.Items[0], key, seen)
+			} else {
+				f.store.read(key, seen)
 			}
-			f.store.read(key, seen)
 		}
 	}
-	return ok && ctx.Err() == nil
+	return ctx.Err() == nil
+}
+
+// readList lists the policy ConfigMaps of ns (all: "") by pages of readPage, in the API
+// server's order (namespace, then name: the order Store.next reads in), and compiles each
+// one the store wants next; the others are dropped with their page.
+func (f *ClusterFeed) readList(ctx context.Context, ns string) error {
+	o := metav1.ListOptions{Limit: readPage}
+	for {
+		l, err := f.list(ctx, ns, o)
+		if err != nil {
+			return err
+		}
+		for i := range l.Items {
+			cm := &l.Items[i]
+			key := types.NamespacedName{Namespace: cm.Namespace, Name: cm.Name}
+			if next, seen, more := f.store.next(cm.Namespace); more && next == key {
+				f.offer(cm, key, seen)
+			}
+		}
+		if l.Continue == "" {
+			return nil
+		}
+		o.Continue = l.Continue
+	}
+}
+
+// offer compiles a ConfigMap read for the version seen of it.
+func (f *ClusterFeed) offer(cm *corev1.ConfigMap, key types.NamespacedName, seen string) {
+	trimPolicyConfigMap(cm)
+	f.store.Upsert(cm)
+	f.store.read(key, seen)
 }
 
 // PolicySource says whether the policy informer is connected to the API server.

@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -18,20 +22,39 @@ import (
 // fakeCluster is the policy ConfigMaps the feed reads, and what it read.
 type fakeCluster struct {
 	cms   map[types.NamespacedName]*corev1.ConfigMap
-	reads []string
+	reads []string // names read one by one
+	lists int      // pages listed
 	fail  bool
 }
 
-func (c *fakeCluster) read(_ context.Context, key types.NamespacedName) (*corev1.ConfigMap, error) {
+// list lists as the API server does: by namespace and name, by pages of o.Limit, or the one
+// ConfigMap of a metadata.name field selector.
+func (c *fakeCluster) list(_ context.Context, ns string, o metav1.ListOptions) (*corev1.ConfigMapList, error) {
 	if c.fail {
 		return nil, errors.New("connection refused")
 	}
-	c.reads = append(c.reads, key.Name)
-	cm := c.cms[key]
-	if cm == nil {
-		return nil, nil
+	out := &corev1.ConfigMapList{}
+	if name, ok := strings.CutPrefix(o.FieldSelector, "metadata.name="); ok {
+		c.reads = append(c.reads, name)
+		if cm := c.cms[types.NamespacedName{Namespace: ns, Name: name}]; cm != nil {
+			out.Items = append(out.Items, *cm.DeepCopy()) // a read is a new object, as from the API server
+		}
+		return out, nil
 	}
-	return cm.DeepCopy(), nil // a read is a new object, as from the API server
+	c.lists++
+	keys := slices.SortedFunc(maps.Keys(c.cms), func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+	start, _ := strconv.Atoi(o.Continue)
+	for i := start; i < len(keys); i++ {
+		if ns != "" && keys[i].Namespace != ns {
+			continue
+		}
+		if int64(len(out.Items)) == o.Limit {
+			out.Continue = strconv.Itoa(i)
+			break
+		}
+		out.Items = append(out.Items, *c.cms[keys[i]].DeepCopy())
+	}
+	return out, nil
 }
 
 // put writes a ConfigMap of one policy at version rv and tells the feed, as its informer does.
@@ -59,7 +82,7 @@ func (c *fakeCluster) put(f *ClusterFeed, ns, name, rv string) {
 func TestPolicyFeedReadsOnlyWhatServes(t *testing.T) {
 	c := &fakeCluster{cms: map[types.NamespacedName]*corev1.ConfigMap{}}
 	f := &ClusterFeed{store: NewStore(policies.DefaultOptions(), newTestMetrics(t), nil), changed: make(chan struct{}, 1),
-		read: c.read, log: logr.Discard()}
+		list: c.list, log: logr.Discard()}
 	ctx := t.Context()
 	const n = policies.MaxNamespacePolicies + 8
 	for i := range n {
@@ -72,7 +95,13 @@ func TestPolicyFeedReadsOnlyWhatServes(t *testing.T) {
 	for i := range policies.MaxNamespacePolicies {
 		want = append(want, fmt.Sprintf("cm-%02d", i))
 	}
-	require.Equal(t, append([]string{"platform"}, want...), c.reads, "the platform's, then the team's in name order up to its limit")
+	require.Empty(t, c.reads, "so many: listed, not read one by one")
+	require.Equal(t, 6, c.lists, "by pages of each namespace: the team's five, the platform's one")
+	f.store.mu.Lock()
+	for name, e := range f.store.byNS["team"] {
+		require.Equal(t, slices.Contains(want, name), e.resourceVersion != "", "%s compiled only if it can serve", name)
+	}
+	f.store.mu.Unlock()
 	snap := f.store.Snapshot()
 	require.Equal(t, policies.MaxNamespacePolicies, snap.Set.Count(policies.ScopeNamespace))
 	require.Equal(t, 1, snap.Set.Count(policies.ScopePlatform))
@@ -159,4 +188,19 @@ func TestPolicyFeedReadsOnlyWhatServes(t *testing.T) {
 	trimPolicyConfigMap(cm)
 	require.Nil(t, cm.ManagedFields)
 	require.Equal(t, map[string]string{"note": "kept"}, cm.Annotations)
+
+	// Many namespaces at once (podpatch's start): one list of them all, by pages.
+	c = &fakeCluster{cms: map[types.NamespacedName]*corev1.ConfigMap{}}
+	f = &ClusterFeed{store: NewStore(policies.DefaultOptions(), newTestMetrics(t), nil), changed: make(chan struct{}, 1),
+		list: c.list, log: logr.Discard()}
+	for ns := range fewReads + 1 {
+		for i := range 2 {
+			c.put(f, fmt.Sprintf("ns-%d", ns), fmt.Sprintf("cm-%d", i), "1")
+		}
+	}
+	require.True(t, f.readPending(ctx))
+	f.store.MarkSynced()
+	require.Equal(t, 3, c.lists, "by pages of readPage")
+	require.Empty(t, c.reads)
+	require.Equal(t, 2*(fewReads+1), f.store.Snapshot().Set.Count(policies.ScopeNamespace))
 }

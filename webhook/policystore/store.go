@@ -181,11 +181,20 @@ func (s *Store) Observe(key types.NamespacedName, resourceVersion string) {
 	s.pending[key.Namespace] = true
 }
 
-// pendingNamespaces lists, sorted, the namespaces with ConfigMap versions seen and not read.
-func (s *Store) pendingNamespaces() []string {
+// pendingNamespaces lists, sorted, the namespaces with ConfigMap versions seen and not read,
+// and counts those versions, but for the ConfigMaps left unread beyond their namespace's limit
+// (Store.next).
+func (s *Store) pendingNamespaces() (namespaces []string, unread int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Sorted(maps.Keys(s.pending))
+	for ns := range s.pending {
+		for _, e := range s.byNS[ns] {
+			if e.seen != e.read && !e.beyond {
+				unread++
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(s.pending)), unread
 }
 
 // next returns the next ConfigMap of namespace ns to read, and the version seen of it: the
