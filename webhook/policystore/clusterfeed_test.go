@@ -178,17 +178,6 @@ func TestPolicyFeedReadsOnlyWhatServes(t *testing.T) {
 	require.Equal(t, policies.MaxNamespacePolicies, snap.Set.Count(policies.ScopeNamespace))
 	require.Len(t, snap.Dropped["team"], n-1-17)
 
-	// The informer's cache: names and versions only.
-	meta, err := trimPolicyMetadata(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "x",
-		ResourceVersion: "7", Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"big": "…"},
-		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}})
-	require.NoError(t, err)
-	require.Equal(t, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "x", ResourceVersion: "7"}}, meta)
-	cm := c.cms[types.NamespacedName{Namespace: "team", Name: "cm-02"}].DeepCopy()
-	trimPolicyConfigMap(cm)
-	require.Nil(t, cm.ManagedFields)
-	require.Equal(t, map[string]string{"note": "kept"}, cm.Annotations)
-
 	// Many namespaces at once (podpatch's start): one list of them all, by pages.
 	c = &fakeCluster{cms: map[types.NamespacedName]*corev1.ConfigMap{}}
 	f = &ClusterFeed{store: NewStore(policies.DefaultOptions(), newTestMetrics(t), nil), changed: make(chan struct{}, 1),
@@ -203,4 +192,23 @@ func TestPolicyFeedReadsOnlyWhatServes(t *testing.T) {
 	require.Equal(t, 3, c.lists, "by pages of readPage")
 	require.Empty(t, c.reads)
 	require.Equal(t, 2*(fewReads+1), f.store.Snapshot().Set.Count(policies.ScopeNamespace))
+}
+
+// TestPolicyFeedKeepsNoText: the policy informer's cache keeps of a ConfigMap its namespace,
+// name and resourceVersion only (its metadata, trimmed: no labels, annotations or managed
+// fields, and never its data, which the feed reads when it compiles a version and drops); a
+// ConfigMap read for compiling loses kubectl's last-applied copy of its text and its managed
+// fields first.
+func TestPolicyFeedKeepsNoText(t *testing.T) {
+	meta, err := trimPolicyMetadata(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "x",
+		ResourceVersion: "7", Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"big": "…"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}})
+	require.NoError(t, err)
+	require.Equal(t, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "x", ResourceVersion: "7"}}, meta)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{lastApplied: "{}", "note": "kept"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}}
+	trimPolicyConfigMap(cm)
+	require.Nil(t, cm.ManagedFields)
+	require.Equal(t, map[string]string{"note": "kept"}, cm.Annotations)
+
 }
