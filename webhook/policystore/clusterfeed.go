@@ -183,9 +183,10 @@ const retryDelay = time.Second
 // PublishDelay at most.
 const readQPS = 100
 
-// fewReads is the most ConfigMaps read one by one; more are read by lists of their namespaces,
-// and with more than fewReads namespaces pending, by a list of every policy ConfigMap (at start,
-// the whole population).
+// fewReads is the most ConfigMaps read one by one whatever their number; more are read by lists
+// of their namespaces, and with more than fewReads namespaces pending, by a list of every policy
+// ConfigMap (at start, the whole population), when those are a quarter or more of what the
+// list reads (worthListing).
 const fewReads = 8
 
 // readPage is the ConfigMaps of one page of a list: a few MiB of data for ConfigMaps near the
@@ -197,16 +198,22 @@ const readPage = 8
 // one by one when they are few, else by pages of a list (readList). It reports whether every
 // read succeeded.
 func (f *ClusterFeed) readPending(ctx context.Context) bool {
-	namespaces, unread := f.store.pendingNamespaces()
+	pending, stored := f.store.pendingNamespaces()
+	unread := 0
+	for _, p := range pending {
+		unread += p.unread
+	}
 	var err error
 	switch {
 	case unread <= fewReads:
-	case len(namespaces) > fewReads:
+	case len(pending) > fewReads && worthListing(unread, stored):
 		err = f.readList(ctx, metav1.NamespaceAll)
 	default:
-		for _, ns := range namespaces {
-			if err = f.readList(ctx, ns); err != nil {
-				break
+		for _, p := range pending {
+			if p.unread > fewReads && worthListing(p.unread, p.stored) {
+				if err = f.readList(ctx, p.name); err != nil {
+					break
+				}
 			}
 		}
 	}
@@ -216,8 +223,9 @@ func (f *ClusterFeed) readPending(ctx context.Context) bool {
 	}
 	// What a list did not give (a ConfigMap newer than it, one named after one that was not
 	// read yet), one by one.
-	namespaces, _ = f.store.pendingNamespaces()
-	for _, ns := range namespaces {
+	pending, _ = f.store.pendingNamespaces()
+	for _, p := range pending {
+		ns := p.name
 		for ctx.Err() == nil {
 			key, seen, more := f.store.next(ns)
 			if !more {
@@ -238,6 +246,12 @@ func (f *ClusterFeed) readPending(ctx context.Context) bool {
 	}
 	return ctx.Err() == nil
 }
+
+// worthListing says whether unread ConfigMaps of stored are read by a list rather than one by
+// one: a list reads every ConfigMap of its scope, those that did not change and those beyond a
+// namespace's limit too, so a tenant who changes a few ConfigMaps at a time among hundreds of
+// large ones does not make podpatch read them all again.
+func worthListing(unread, stored int) bool { return 4*unread >= stored }
 
 // readList lists the policy ConfigMaps of ns (all: "") by pages of readPage, in the API
 // server's order (namespace, then name: the order Store.next reads in), and compiles each

@@ -95,8 +95,8 @@ func TestPolicyFeedReadsOnlyWhatServes(t *testing.T) {
 	for i := range policies.MaxNamespacePolicies {
 		want = append(want, fmt.Sprintf("cm-%02d", i))
 	}
-	require.Empty(t, c.reads, "so many: listed, not read one by one")
-	require.Equal(t, 6, c.lists, "by pages of each namespace: the team's five, the platform's one")
+	require.Equal(t, []string{"platform"}, c.reads, "the team's are so many they are listed, the platform's one is read")
+	require.Equal(t, 5, c.lists, "by pages of readPage")
 	f.store.mu.Lock()
 	for name, e := range f.store.byNS["team"] {
 		require.Equal(t, slices.Contains(want, name), e.resourceVersion != "", "%s compiled only if it can serve", name)
@@ -129,6 +129,18 @@ func TestPolicyFeedReadsOnlyWhatServes(t *testing.T) {
 	snap = f.store.Snapshot()
 	require.Equal(t, policies.MaxNamespacePolicies, snap.Set.Count(policies.ScopeNamespace))
 	require.Equal(t, dropped[1:], snap.Dropped["team"])
+
+	// A few more than fewReads changed among many: read one by one, not by listing them all
+	// again (a tenant changing a few ConfigMaps does not make podpatch read hundreds).
+	c.reads, c.lists = nil, 0
+	var changed []string
+	for i := 10; i < 10+fewReads+1; i++ {
+		changed = append(changed, fmt.Sprintf("cm-%02d", i))
+		c.put(f, "team", changed[len(changed)-1], "1b")
+	}
+	require.True(t, f.readPending(ctx))
+	require.Equal(t, changed, c.reads)
+	require.Zero(t, c.lists)
 
 	// A new version is read once; an invalid one keeps the last good version.
 	c.reads = nil

@@ -181,20 +181,28 @@ func (s *Store) Observe(key types.NamespacedName, resourceVersion string) {
 	s.pending[key.Namespace] = true
 }
 
-// pendingNamespaces lists, sorted, the namespaces with ConfigMap versions seen and not read,
-// and counts those versions, but for the ConfigMaps left unread beyond their namespace's limit
-// (Store.next).
-func (s *Store) pendingNamespaces() (namespaces []string, unread int) {
+// pendingNS is a namespace with ConfigMap versions seen and not read: how many (but for the
+// ConfigMaps left unread beyond its limit, Store.next), of how many ConfigMaps.
+type pendingNS struct {
+	name           string
+	unread, stored int
+}
+
+// pendingNamespaces lists, by name, the namespaces with versions seen and not read, and counts
+// the ConfigMaps of every namespace.
+func (s *Store) pendingNamespaces() (pending []pendingNS, stored int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for ns := range s.pending {
+	for _, ns := range slices.Sorted(maps.Keys(s.pending)) {
+		p := pendingNS{name: ns, stored: len(s.byNS[ns])}
 		for _, e := range s.byNS[ns] {
 			if e.seen != e.read && !e.beyond {
-				unread++
+				p.unread++
 			}
 		}
+		pending = append(pending, p)
 	}
-	return slices.Sorted(maps.Keys(s.pending)), unread
+	return pending, len(s.entries)
 }
 
 // next returns the next ConfigMap of namespace ns to read, and the version seen of it: the
