@@ -193,7 +193,7 @@ func TestFairness(t *testing.T) {
 			fallbacks++
 		}
 	}
-	t.Logf("tenant: %d Pods of %d containers sent (%s each), %d patched, %d fallback warnings; other: %d Pods; podpatch peak RSS %d MiB (limit %d MiB); fallbacks by reason %v, budget exceeded %v",
+	t.Logf("tenant: %d Pods of %d containers sent (%s each), %d patched, %d fallback warnings; other: %d Pods; podpatch peak RSS %d MiB (limit %d MiB); admission warnings %v (the namespace-limit one included), budget exceeded %v",
 		tenantSent.Load(), fairContainers, (time.Duration(tenantNanos.Load()) / time.Duration(max(tenantSent.Load(), 1))).Round(time.Millisecond), tenantPatched.Load(), fallbacks, len(results), peak>>20, fairnessMemoryLimit>>20,
 		p.metricSum(t, "podpatch_admission_warnings_total"), p.metricSum(t, "podpatch_budget_exceeded_total"))
 
