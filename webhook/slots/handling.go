@@ -8,13 +8,15 @@ import (
 // handling is the handling slots, shared fairly between namespaces (reference §5). A free slot
 // is taken at once. When none is free, requests wait in one queue per namespace, and a slot
 // given back goes straight to the head of the waiting namespace with the fewest requests in
-// flight, holding a slot or waiting for one (ties: the one whose head has waited longest). A namespace that sends more than podpatch
-// handles then waits behind its own requests: another namespace's request gets the next free
-// slot, whatever the flood's length.
+// flight, holding a slot or waiting for one (ties: the one whose head has waited longest). A
+// namespace that sends more than podpatch handles then waits behind its own requests: another
+// namespace's request gets the next free slot, whatever the flood's length.
 //
 // The slots held are a small array (one holder per slot, --max-in-flight of them), so the free
-// path allocates nothing and counting a namespace's slots is a scan of that array. While
-// requests wait there is no free slot: a slot given back is handed over, never freed.
+// path allocates nothing and counting a namespace's slots is a scan of that array; handing a
+// slot over scans the waiting namespaces (at most the requests waiting, which the room for
+// bodies bounds) times that array. While requests wait there is no free slot: a slot given
+// back is handed over, never freed.
 type handling struct {
 	mu      sync.Mutex
 	holders []holder // one per slot
@@ -50,8 +52,9 @@ type waiter struct {
 // Acquire takes a handling slot for a request of namespace ns ("" for cluster-scoped objects),
 // waiting until ctx is done. A free slot is taken even when ctx is done already. While every
 // slot is busy, a slot given back goes to the waiting namespace with the fewest requests in
-// flight (holding or waiting), then to the one that has waited longest, so one namespace's load cannot push another's
-// requests past their budget (reference §5). Release(ns) gives it back.
+// flight (holding or waiting), then to the one that has waited longest, so one namespace's
+// load cannot push another's requests past their budget (reference §5). Release(ns) gives it
+// back.
 func (s *Slots) Acquire(ctx context.Context, ns string) error {
 	if s == nil {
 		return nil

@@ -32,8 +32,8 @@ const MaxReviewSize = 4 << 20
 //   - Count. Once its body is read a request takes one of MaxInFlight handling slots. A
 //     client that sends its body slowly holds no slot, and its reservation only until its read
 //     deadline, which is short. When every slot is busy, a freed one goes to the waiting
-//     namespace with the fewest requests in flight (Acquire): a namespace that floods podpatch waits
-//     behind itself, not in front of the others.
+//     namespace with the fewest requests in flight (Acquire): a namespace that floods
+//     podpatch waits behind itself, not in front of the others.
 //
 // A nil *Slots bounds nothing.
 type Slots struct {
