@@ -111,11 +111,11 @@ func (rv *Review) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	req := review.Request.admission()
-	if err := rv.Slots.Acquire(ctx); err != nil {
+	if err := rv.Slots.Acquire(ctx, req.Namespace); err != nil {
 		rv.overloaded(w, review.TypeMeta, req)
 		return
 	}
-	defer rv.Slots.Release()
+	defer rv.Slots.Release(req.Namespace)
 	if rv.Metrics != nil {
 		rv.Metrics.inFlight.Inc()
 		defer rv.Metrics.inFlight.Dec()

@@ -10,12 +10,13 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/podpatch/podpatch/internal/kube"
@@ -31,34 +32,56 @@ import (
 // initial list is one publish: the store publishes nothing before it is synced.)
 const PublishDelay = 100 * time.Millisecond
 
-// ClusterFeed keeps a Store current from the API server: an informer on ConfigMaps labelled
-// podpatch.io/policy=true only (the webhook never holds every ConfigMap of the cluster) and a
-// metadata-only informer on Namespaces for their labels, both client-go shared informers on
-// the cluster kit's clients (docs/ARCHITECTURE.md, one client idiom).
+// ClusterFeed keeps a Store current from the API server: an informer on the metadata of the
+// ConfigMaps labelled podpatch.io/policy=true only (the webhook never holds every ConfigMap of
+// the cluster, nor the data of the policy ConfigMaps), and a metadata-only informer on
+// Namespaces for their labels, both client-go shared informers on the cluster kit's clients
+// (docs/ARCHITECTURE.md, one client idiom).
+//
+// A policy ConfigMap's data is read when a new resourceVersion of it is seen, by a list of that
+// one ConfigMap (the role lists and watches, never gets), off the request path, compiled, and
+// dropped: what podpatch keeps of a ConfigMap is its name, its versions and its compiled
+// policies. A namespace's ConfigMaps are read in name order, and those named after the ones
+// that reach its limit of policies (policies.MaxNamespacePolicies) are not read at all: they
+// are reported left out (Snapshot.Dropped) and cost their name (reference §3 "Limits").
 type ClusterFeed struct {
-	store    *Store
-	policies informers.SharedInformerFactory
-	meta     metadatainformer.SharedInformerFactory
+	store *Store
+	cms   toolscache.SharedIndexInformer // the policy ConfigMaps' metadata
+	meta  metadatainformer.SharedInformerFactory
+	// list lists policy ConfigMaps of a namespace (all: "") as the API server does, by page.
+	list     func(ctx context.Context, ns string, o metav1.ListOptions) (*corev1.ConfigMapList, error)
 	recorder *kube.Recorder // the kit's
 	changed  chan struct{}  // a change waits to be published
 	source   *PolicySource  // whether the policy informer is connected
+	log      logr.Logger
 }
 
 // NewClusterFeed builds the informers on the cluster kit's configuration; InvalidPolicy Events
 // go through the kit's recorder. It does not start them.
 func NewClusterFeed(kit *kube.Kit, opts policies.Options, m *Metrics, log logr.Logger) (*ClusterFeed, *Store, error) {
 	sel := labels.SelectorFromSet(labels.Set{policies.PolicyLabel: "true"}).String()
-	pf := informers.NewSharedInformerFactoryWithOptions(kit.Clientset, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
-	f := &ClusterFeed{policies: pf, meta: metadatainformer.NewSharedInformerFactory(kit.Metadata, 0), changed: make(chan struct{}, 1), recorder: kit.Recorder("podpatch")}
+	f := &ClusterFeed{meta: metadatainformer.NewSharedInformerFactory(kit.Metadata, 0), changed: make(chan struct{}, 1),
+		recorder: kit.Recorder("podpatch"), log: log}
 	var err error
 	if f.source, err = NewPolicySource(m.reg); err != nil {
 		return nil, nil, err
 	}
 	// The policy ConfigMaps' informer is the Source's, so that it knows when the API server
 	// stops answering and when it answers again.
-	cmInf := f.source.policyInformer(kit, sel)
-	pf.InformerFor(&corev1.ConfigMap{}, func(kubernetes.Interface, time.Duration) toolscache.SharedIndexInformer { return cmInf })
+	f.cms = f.source.policyInformer(kit, sel)
+	// The reads are the data the informer's watch would carry: on a rate limit of their own,
+	// so that they never queue behind the kit's Events (at the client's default 5 requests a
+	// second, a policy changed ten times a second was served minutes late).
+	rc := rest.CopyConfig(kit.Config)
+	rc.QPS, rc.Burst = readQPS, 2*readQPS
+	readCS, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	f.list = func(ctx context.Context, ns string, o metav1.ListOptions) (*corev1.ConfigMapList, error) {
+		o.LabelSelector = sel
+		return readCS.CoreV1().ConfigMaps(ns).List(ctx, o)
+	}
 	f.store = NewStore(opts, m, func(cm *corev1.ConfigMap, probs policies.Problems) {
 		log.Info("policy ConfigMap fails to compile; keeping its last good version, if any",
 			"namespace", cm.Namespace, "name", cm.Name, "problems", len(probs))
@@ -68,25 +91,24 @@ func NewClusterFeed(kit *kube.Kit, opts policies.Options, m *Metrics, log logr.L
 }
 
 // Start runs the informers until ctx is done; the store is marked synced once they have
-// listed everything and the handlers have seen every listed object (an informer's cache syncs
+// listed everything, the handlers have seen every listed object (an informer's cache syncs
 // before its handlers have been told about each object: with a thousand ConfigMaps, podpatch
-// was ready with a third of them).
+// was ready with a third of them) and every ConfigMap that can serve has been read and
+// compiled.
 func (f *ClusterFeed) Start(ctx context.Context) error {
-	defer f.policies.Shutdown()
 	defer f.meta.Shutdown()
-	cmInf := f.policies.Core().V1().ConfigMaps().Informer()
-	if err := cmInf.SetTransform(trimPolicyConfigMap); err != nil {
+	if err := f.cms.SetTransform(trimPolicyMetadata); err != nil {
 		return err
 	}
-	cmHandler, err := cmInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { f.upsert(obj) },
-		UpdateFunc: func(_, obj any) { f.upsert(obj) },
+	cmHandler, err := f.cms.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { f.seen(obj) },
+		UpdateFunc: func(_, obj any) { f.seen(obj) },
 		DeleteFunc: func(obj any) {
 			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
-			if cm, ok := obj.(*corev1.ConfigMap); ok {
-				f.store.Delete(types.NamespacedName{Namespace: cm.Namespace, Name: cm.Name})
+			if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+				f.store.Delete(types.NamespacedName{Namespace: m.Namespace, Name: m.Name})
 				f.kick()
 			}
 		},
@@ -103,25 +125,38 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	f.policies.Start(ctx.Done())
+	go f.cms.RunWithContext(ctx)
 	f.meta.Start(ctx.Done())
 	handled := func(context.Context) (bool, error) { return cmHandler.HasSynced() && nsHandler.HasSynced(), nil }
-	if !toolscache.WaitForCacheSync(ctx.Done(), cmInf.HasSynced, nsInf.HasSynced) ||
+	if !toolscache.WaitForCacheSync(ctx.Done(), f.cms.HasSynced, nsInf.HasSynced) ||
 		wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, handled) != nil {
 		return errors.New("policy cache did not sync")
 	}
+	for !f.readPending(ctx) {
+		// The API server did not answer every read: once more, until it does.
+		select {
+		case <-ctx.Done():
+			return errors.New("policy cache did not sync")
+		case <-time.After(retryDelay):
+		}
+	}
 	f.store.MarkSynced()
-	// The initial list and the compile of every ConfigMap leave a heap peak several times what
-	// the store keeps (the list's objects, each policy's parse); the runtime would return it to
-	// the OS over minutes. Return it now, once: one collection, at start (issue 27).
+	// Compiling every ConfigMap leaves a heap peak several times what the store keeps (each
+	// policy's parse); the runtime would return it to the OS over minutes. Return it now,
+	// once: one collection, at start (issue 27).
 	debug.FreeOSMemory()
 	last := time.Now() // the last publish
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-f.changed:
+		case <-retry:
 		}
+		// Read at once, and again at the end of the publish window for what came meanwhile:
+		// the read's round trip is then within the window, not after it.
+		f.readPending(ctx)
 		if wait := time.Until(last.Add(PublishDelay)); wait > 0 {
 			t := time.NewTimer(wait)
 			select {
@@ -131,9 +166,122 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 			case <-t.C:
 			}
 		}
+		retry = nil
+		if !f.readPending(ctx) {
+			retry = time.After(retryDelay)
+		}
 		f.store.Publish()
 		last = time.Now()
 	}
+}
+
+// retryDelay is the wait before ConfigMaps the API server did not give are read again.
+const retryDelay = time.Second
+
+// readQPS is the feed's reads' rate limit, requests per second (twice that in a burst): a
+// round of reads asks at most fewReads, or a list's pages, and there are two rounds per
+// PublishDelay at most.
+const readQPS = 100
+
+// fewReads is the most ConfigMaps read one by one whatever their number; more are read by lists
+// of their namespaces, and with more than fewReads namespaces pending, by a list of every policy
+// ConfigMap (at start, the whole population), when those are a quarter or more of what the
+// list reads (worthListing).
+const fewReads = 8
+
+// readPage is the ConfigMaps of one page of a list: a few MiB of data for ConfigMaps near the
+// API server's size limit, whatever the sizes of those before them.
+const readPage = 8
+
+// readPending reads and compiles, namespace by namespace and in name order, the ConfigMaps
+// whose latest version the store has not compiled, up to each namespace's limit (Store.next):
+// one by one when they are few, else by pages of a list (readList). It reports whether every
+// read succeeded.
+func (f *ClusterFeed) readPending(ctx context.Context) bool {
+	pending, stored := f.store.pendingNamespaces()
+	unread := 0
+	for _, p := range pending {
+		unread += p.unread
+	}
+	var err error
+	switch {
+	case unread <= fewReads:
+	case len(pending) > fewReads && worthListing(unread, stored):
+		err = f.readList(ctx, metav1.NamespaceAll)
+	default:
+		for _, p := range pending {
+			if p.unread > fewReads && worthListing(p.unread, p.stored) {
+				if err = f.readList(ctx, p.name); err != nil {
+					break
+				}
+			}
+		}
+	}
+	if err != nil {
+		f.log.Info("cannot list policy ConfigMaps; reading them again later", "err", err.Error())
+		return false
+	}
+	// What a list did not give (a ConfigMap newer than it, one named after one that was not
+	// read yet), one by one.
+	pending, _ = f.store.pendingNamespaces()
+	for _, p := range pending {
+		ns := p.name
+		for ctx.Err() == nil {
+			key, seen, more := f.store.next(ns)
+			if !more {
+				break
+			}
+			l, err := f.list(ctx, ns, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", key.Name).String()})
+			if err != nil {
+				f.log.Info("cannot read a policy ConfigMap; reading it again later", "namespace", key.Namespace, "name", key.Name, "err", err.Error())
+				f.store.unread(ns)
+				return false
+			}
+			if len(l.Items) > 0 { // else gone, or no longer labelled: the informer tells the store
+				f.offer(&l.Items[0], key, seen)
+			} else {
+				f.store.read(key, seen)
+			}
+		}
+	}
+	return ctx.Err() == nil
+}
+
+// worthListing says whether unread ConfigMaps of stored are read by a list rather than one by
+// one: a list reads every ConfigMap of its scope, those that did not change and those beyond a
+// namespace's limit too, so a tenant who changes a few ConfigMaps at a time among hundreds of
+// large ones does not make podpatch read them all again.
+func worthListing(unread, stored int) bool { return 4*unread >= stored }
+
+// readList lists the policy ConfigMaps of ns (all: "") by pages of readPage, in the API
+// server's order (namespace, then name: the order Store.next reads in), and compiles each
+// one the store wants next; the others are dropped with their page.
+func (f *ClusterFeed) readList(ctx context.Context, ns string) error {
+	o := metav1.ListOptions{Limit: readPage}
+	for {
+		l, err := f.list(ctx, ns, o)
+		if err != nil {
+			return err
+		}
+		for i := range l.Items {
+			cm := &l.Items[i]
+			key := types.NamespacedName{Namespace: cm.Namespace, Name: cm.Name}
+			if next, seen, more := f.store.next(cm.Namespace); more && next == key {
+				f.offer(cm, key, seen)
+			}
+		}
+		if l.Continue == "" {
+			return nil
+		}
+		o.Continue = l.Continue
+	}
+}
+
+// offer compiles a ConfigMap read for the version seen of it.
+func (f *ClusterFeed) offer(cm *corev1.ConfigMap, key types.NamespacedName, seen string) {
+	trimPolicyConfigMap(cm)
+	f.store.Upsert(cm)
+	f.store.read(key, seen)
 }
 
 // PolicySource says whether the policy informer is connected to the API server.
@@ -145,17 +293,11 @@ func invalidPolicyMessage(probs policies.Problems) string {
 	return report.Clip(strings.Join(ProblemLines("", probs), "\n"), kube.MaxEventMessage)
 }
 
-func (f *ClusterFeed) upsert(obj any) {
-	if cm, ok := obj.(*corev1.ConfigMap); ok {
-		f.store.Upsert(cm)
-		if f.store.compiled(cm) {
-			// The informer's cache keeps the object; its text is compiled and nothing reads it
-			// again: a change comes as a new object, and a relist's objects are new ones too
-			// (the informer has no resync). The cache is this feed's alone, so dropping the text
-			// from it is safe, and the store then holds the policies once, compiled, instead of
-			// also their YAML in the cache (docs/benchmarks/benchmarks.md, issue 27).
-			cm.Data = nil
-		}
+// seen tells the store of a policy ConfigMap's latest version; the feed reads it if it can
+// serve.
+func (f *ClusterFeed) seen(obj any) {
+	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		f.store.Observe(types.NamespacedName{Namespace: m.Namespace, Name: m.Name}, m.ResourceVersion)
 		f.kick()
 	}
 }
@@ -163,15 +305,21 @@ func (f *ClusterFeed) upsert(obj any) {
 // lastApplied is kubectl's copy of an applied object, a second copy of a policy's text.
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
-// trimPolicyConfigMap is the policy informer's transform: it drops from each ConfigMap what
-// neither the store nor the InvalidPolicy Event reads, before the cache keeps it: managed
-// fields and kubectl's last-applied copy of the data.
-func trimPolicyConfigMap(obj any) (any, error) {
-	if cm, ok := obj.(*corev1.ConfigMap); ok {
-		cm.ManagedFields = nil
-		delete(cm.Annotations, lastApplied)
+// trimPolicyMetadata is the policy informer's transform: its cache keeps of each ConfigMap the
+// namespace, name, UID and resourceVersion, not the labels and annotations a tenant may fill.
+func trimPolicyMetadata(obj any) (any, error) {
+	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		return &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+			Namespace: m.Namespace, Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion}}, nil
 	}
 	return obj, nil
+}
+
+// trimPolicyConfigMap drops from a ConfigMap read for compiling what neither the store nor the
+// InvalidPolicy Event reads: managed fields and kubectl's last-applied copy of the data.
+func trimPolicyConfigMap(cm *corev1.ConfigMap) {
+	cm.ManagedFields = nil
+	delete(cm.Annotations, lastApplied)
 }
 
 // kick says that a change waits to be published.

@@ -19,7 +19,7 @@ var compiles = slots.NewSlots(slots.SlotOptions{MaxInFlight: MaxCompiles})
 // AcquireCompile takes one of the process's compile slots, waiting until ctx is done (a free
 // slot is taken even then); whoever compiles a policy ConfigMap holds one, the Store and
 // /validate alike (reference §3 "Limits"). ReleaseCompile gives it back.
-func AcquireCompile(ctx context.Context) error { return compiles.Acquire(ctx) }
+func AcquireCompile(ctx context.Context) error { return compiles.Acquire(ctx, "") }
 
 // ReleaseCompile returns a compile slot taken by AcquireCompile.
-func ReleaseCompile() { compiles.Release() }
+func ReleaseCompile() { compiles.Release("") }

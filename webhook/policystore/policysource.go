@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/podpatch/podpatch/internal/kube"
@@ -92,19 +91,15 @@ func (s *PolicySource) failed(err error) {
 	s.set(false, err)
 }
 
-// listWatch is the policy ConfigMaps' ListWatch (labelled podpatch.io/policy=true only). A list
-// or a watch that starts marks the source connected; one that fails, disconnected — the
-// reflector retries a watch refused by the API server on its own, without telling its error
-// handler, so the ListWatch is where every failure shows. A watch that ends with 410 Gone (its
-// resourceVersion compacted away; the reflector then lists again) is counted as expired.
-func (s *PolicySource) listWatch(c kubernetes.Interface, selector string) *toolscache.ListWatch {
-	tweak := func(o metav1.ListOptions) metav1.ListOptions {
-		o.LabelSelector = selector
-		return o
-	}
+// track makes a ListWatch tell the source how its lists and watches go. A list or a watch that
+// starts marks the source connected; one that fails, disconnected — the reflector retries a
+// watch refused by the API server on its own, without telling its error handler, so the
+// ListWatch is where every failure shows. A watch that ends with 410 Gone (its resourceVersion
+// compacted away; the reflector then lists again) is counted as expired.
+func (s *PolicySource) track(lw *toolscache.ListWatch) *toolscache.ListWatch {
 	return &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			l, err := c.CoreV1().ConfigMaps(metav1.NamespaceAll).List(ctx, tweak(o))
+			l, err := lw.ListWithContext(ctx, o)
 			if err != nil {
 				s.failed(err)
 				return nil, err
@@ -113,7 +108,7 @@ func (s *PolicySource) listWatch(c kubernetes.Interface, selector string) *tools
 			return l, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			w, err := c.CoreV1().ConfigMaps(metav1.NamespaceAll).Watch(ctx, tweak(o))
+			w, err := lw.WatchWithContext(ctx, o)
 			if err != nil {
 				s.failed(err)
 				return nil, err
@@ -131,11 +126,27 @@ func (s *PolicySource) listWatch(c kubernetes.Interface, selector string) *tools
 	}
 }
 
-// policyInformer builds the policy ConfigMap informer on the kit's clientset with the
-// PolicySource's ListWatch.
+// configMapsGVR is the resource of policy ConfigMaps.
+var configMapsGVR = corev1.SchemeGroupVersion.WithResource("configmaps")
+
+// policyInformer builds the policy ConfigMaps' informer: their metadata only (labelled
+// podpatch.io/policy=true), through the PolicySource's tracking ListWatch, on the kit's
+// metadata client. The feed reads a ConfigMap's data when it compiles it, and keeps none.
 func (s *PolicySource) policyInformer(kit *kube.Kit, selector string) toolscache.SharedIndexInformer {
-	return toolscache.NewSharedIndexInformerWithOptions(s.listWatch(kit.Clientset, selector), &corev1.ConfigMap{},
-		toolscache.SharedIndexInformerOptions{Indexers: toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}})
+	ri := kit.Metadata.Resource(configMapsGVR).Namespace(metav1.NamespaceAll)
+	tweak := func(o metav1.ListOptions) metav1.ListOptions {
+		o.LabelSelector = selector
+		return o
+	}
+	lw := s.track(&toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return ri.List(ctx, tweak(o))
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return ri.Watch(ctx, tweak(o))
+		},
+	})
+	return toolscache.NewSharedIndexInformerWithOptions(lw, &metav1.PartialObjectMetadata{}, toolscache.SharedIndexInformerOptions{})
 }
 
 // WithSource says, on every readiness answer of h (PolicySourceHeader), whether the policy

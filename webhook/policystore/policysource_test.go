@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	toolscache "k8s.io/client-go/tools/cache"
 )
 
 // TestPolicySource follows the policy source through lists and watches that succeed, fail
@@ -70,7 +71,16 @@ func TestPolicySource(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	lw := s.listWatch(c, "podpatch.io/policy=true")
+	sel := metav1.ListOptions{LabelSelector: "podpatch.io/policy=true"}
+	lw := s.track(&toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, _ metav1.ListOptions) (runtime.Object, error) {
+			return c.CoreV1().ConfigMaps("").List(ctx, sel)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			sel.ResourceVersion = o.ResourceVersion
+			return c.CoreV1().ConfigMaps("").Watch(ctx, sel)
+		},
+	})
 	ctx := context.Background()
 
 	require.Zero(t, connected(), "disconnected until the first list")

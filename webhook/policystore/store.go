@@ -59,6 +59,7 @@ type Store struct {
 	entries map[types.NamespacedName]*entry
 	byNS    map[string]map[string]*entry // namespace -> ConfigMap name -> entry
 	dirty   map[string]bool              // namespaces changed since the last publish
+	pending map[string]bool              // namespaces with versions seen and not read (Observe)
 	set     *policies.Set
 	synced  atomic.Bool
 	snap    atomic.Pointer[Snapshot]
@@ -71,13 +72,18 @@ type entry struct {
 	good            []*policies.Policy // the last version that compiled
 	invalid         bool               // the current version does not compile
 	everGood        bool               // a version compiled: good is its policies
+	// The cluster feed's: the latest version the informer saw, the seen version last read,
+	// and whether the ConfigMap is left unread because the ConfigMaps named before it reach
+	// its namespace's limit (next).
+	seen, read string
+	beyond     bool
 }
 
 // NewStore returns an empty store. onInvalid, if set, is told about every ConfigMap version
 // that fails to compile (the cluster feed turns it into an Event).
 func NewStore(opts policies.Options, m *Metrics, onInvalid func(*corev1.ConfigMap, policies.Problems)) *Store {
 	s := &Store{opts: opts, compileBudget: DefaultCompileBudget, metrics: m, onInvalid: onInvalid, entries: map[types.NamespacedName]*entry{},
-		byNS: map[string]map[string]*entry{}, dirty: map[string]bool{}, set: policies.NewSet(nil)}
+		byNS: map[string]map[string]*entry{}, dirty: map[string]bool{}, pending: map[string]bool{}, set: policies.NewSet(nil)}
 	s.snap.Store(&Snapshot{Set: s.set, Invalid: map[string][]string{}})
 	return s
 }
@@ -127,15 +133,7 @@ func (s *Store) Upsert(cm *corev1.ConfigMap) policies.Problems {
 	s.mu.Unlock()
 	ps, probs, overBudget := s.compile(cm) // outside the lock: compiling is the slow part
 	s.mu.Lock()
-	e := s.entries[key]
-	if e == nil {
-		e = &entry{}
-		s.entries[key] = e
-		if s.byNS[key.Namespace] == nil {
-			s.byNS[key.Namespace] = map[string]*entry{}
-		}
-		s.byNS[key.Namespace][key.Name] = e
-	}
+	e := s.entry(key)
 	e.resourceVersion = cm.ResourceVersion
 	if overBudget {
 		e.resourceVersion = "" // not this version's fault alone: the next resync compiles it again
@@ -154,13 +152,108 @@ func (s *Store) Upsert(cm *corev1.ConfigMap) policies.Problems {
 	return probs
 }
 
-// compiled reports whether the store holds this resourceVersion of a ConfigMap, compiled or
-// found invalid: a delivery of it again would compile nothing.
-func (s *Store) compiled(cm *corev1.ConfigMap) bool {
+// entry returns the entry of key, a new one if there is none; s.mu must be held.
+func (s *Store) entry(key types.NamespacedName) *entry {
+	e := s.entries[key]
+	if e == nil {
+		e = &entry{}
+		s.entries[key] = e
+		if s.byNS[key.Namespace] == nil {
+			s.byNS[key.Namespace] = map[string]*entry{}
+		}
+		s.byNS[key.Namespace][key.Name] = e
+	}
+	return e
+}
+
+// Observe records that a ConfigMap's latest version is resourceVersion, seen without its data
+// (the cluster feed's metadata informer). Unless the store has compiled that version, the feed
+// reads it (next), if it can serve.
+func (s *Store) Observe(key types.NamespacedName, resourceVersion string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.entries[types.NamespacedName{Namespace: cm.Namespace, Name: cm.Name}]
-	return e != nil && cm.ResourceVersion != "" && e.resourceVersion == cm.ResourceVersion
+	e := s.entry(key)
+	e.seen = resourceVersion
+	if resourceVersion != "" && resourceVersion == e.resourceVersion {
+		e.read = resourceVersion // compiled already: nothing to read
+		return
+	}
+	s.pending[key.Namespace] = true
+}
+
+// pendingNS is a namespace with ConfigMap versions seen and not read: how many (but for the
+// ConfigMaps left unread beyond its limit, Store.next), of how many ConfigMaps.
+type pendingNS struct {
+	name           string
+	unread, stored int
+}
+
+// pendingNamespaces lists, by name, the namespaces with versions seen and not read, and counts
+// the ConfigMaps of every namespace.
+func (s *Store) pendingNamespaces() (pending []pendingNS, stored int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ns := range slices.Sorted(maps.Keys(s.pending)) {
+		p := pendingNS{name: ns, stored: len(s.byNS[ns])}
+		for _, e := range s.byNS[ns] {
+			if e.seen != e.read && !e.beyond {
+				p.unread++
+			}
+		}
+		pending = append(pending, p)
+	}
+	return pending, len(s.entries)
+}
+
+// next returns the next ConfigMap of namespace ns to read, and the version seen of it: the
+// first, in name order, whose version seen was not read. In a namespace whose policies are
+// capped (policies.MaxNamespacePolicies), once the ConfigMaps before it hold the limit a
+// ConfigMap is left unread, and whatever the store held of it is dropped — it could serve
+// none of its policies (policies.Set takes a namespace's ConfigMaps in name order) — and
+// reported Dropped; when the ConfigMaps before it hold fewer again, it is read. With nothing
+// left to read, ns is no longer pending and more is false.
+func (s *Store) next(ns string) (key types.NamespacedName, seen string, more bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	capped := s.opts.ScopeOf(ns) == policies.ScopeNamespace
+	held := 0 // policies of the ConfigMaps before
+	for _, name := range slices.Sorted(maps.Keys(s.byNS[ns])) {
+		e := s.byNS[ns][name]
+		if capped && held >= policies.MaxNamespacePolicies {
+			if !e.beyond {
+				*e = entry{seen: e.seen, beyond: true}
+				s.dirty[ns] = true
+			}
+			continue
+		}
+		if e.beyond {
+			e.beyond = false
+			s.dirty[ns] = true
+		}
+		if e.seen != e.read {
+			return types.NamespacedName{Namespace: ns, Name: name}, e.seen, true
+		}
+		held += len(e.good)
+	}
+	delete(s.pending, ns)
+	return types.NamespacedName{}, "", false
+}
+
+// read records that the version seen of a ConfigMap was read (and given to Upsert, unless the
+// ConfigMap was gone).
+func (s *Store) read(key types.NamespacedName, seen string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.entries[key]; e != nil {
+		e.read = seen
+	}
+}
+
+// unread keeps ns pending: a read failed and is tried again.
+func (s *Store) unread(ns string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending[ns] = true
 }
 
 // DefaultCompileBudget bounds the time one ConfigMap's compile in the store may take. The
@@ -233,12 +326,24 @@ func (s *Store) publish() {
 			}
 		}
 	}
-	// ConfigMaps beyond their namespace's limit are served by none of their policies.
+	// ConfigMaps beyond their namespace's limit are served by none of their policies: those
+	// the Set left out, and those the cluster feed left unread.
 	snap.Dropped = map[string][]string{}
 	for _, d := range s.set.Dropped() {
 		ns, name, _ := strings.Cut(d, "/")
 		snap.Dropped[ns] = append(snap.Dropped[ns], name)
 		invalid++
+	}
+	for ns, cms := range s.byNS {
+		for name, e := range cms {
+			if e.beyond {
+				snap.Dropped[ns] = append(snap.Dropped[ns], name)
+				invalid++
+			}
+		}
+	}
+	for _, names := range snap.Dropped {
+		sort.Strings(names)
 	}
 	for _, names := range snap.Invalid {
 		sort.Strings(names)

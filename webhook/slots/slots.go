@@ -31,11 +31,13 @@ const MaxReviewSize = 4 << 20
 //     ordinary reviews need; larger ones from a pool of LargeBytes.
 //   - Count. Once its body is read a request takes one of MaxInFlight handling slots. A
 //     client that sends its body slowly holds no slot, and its reservation only until its read
-//     deadline, which is short.
+//     deadline, which is short. When every slot is busy, a freed one goes to the waiting
+//     namespace with the fewest requests in flight (Acquire): a namespace that floods
+//     podpatch waits behind itself, not in front of the others.
 //
 // A nil *Slots bounds nothing.
 type Slots struct {
-	handle   chan struct{}
+	handle   handling
 	ordinary *semaphore.Weighted
 	large    *semaphore.Weighted
 }
@@ -77,7 +79,7 @@ func NewSlots(o SlotOptions) *Slots {
 		o.OrdinaryBytes = DefaultOrdinaryBytes
 	}
 	return &Slots{
-		handle:   make(chan struct{}, max(o.MaxInFlight, 1)),
+		handle:   handling{holders: make([]holder, max(o.MaxInFlight, 1))},
 		ordinary: semaphore.NewWeighted(max(o.OrdinaryBytes, OrdinaryBody+ReservationOverhead)),
 		large:    semaphore.NewWeighted(max(o.LargeBytes, MaxReviewSize+ReservationOverhead)),
 	}
@@ -114,30 +116,4 @@ func (s *Slots) Reserve(ctx context.Context, n int64) (release func(), r Reserva
 		}
 	}
 	return func() { pool.Release(r.Bytes) }, r, nil
-}
-
-// Acquire takes a handling slot, waiting until ctx is done. A free slot is taken even when ctx
-// is done already.
-func (s *Slots) Acquire(ctx context.Context) error {
-	if s == nil {
-		return nil
-	}
-	select {
-	case s.handle <- struct{}{}:
-		return nil
-	default:
-	}
-	select {
-	case s.handle <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// Release returns a slot taken by Acquire.
-func (s *Slots) Release() {
-	if s != nil {
-		<-s.handle
-	}
 }
