@@ -71,6 +71,7 @@ var layers = map[string]int{
 	"policies/manifest":   20,
 	"policies/render":     21,
 	"policies/lint":       22,
+	"policies/vap":        22, // the second line: enforce policies as ValidatingAdmissionPolicies
 	"internal/kube":       20,
 	"internal/leader":     20,
 	"placement":           20,
