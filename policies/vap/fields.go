@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,6 +31,9 @@ type walker struct {
 	// mainManager is the only manager the policy can select, for "@main"; "" when several.
 	mainManager profiles.Manager
 	mainOK      bool
+	// typ is the Go type of the object the paths start from (dropsZero); paths into a
+	// container start from the container.
+	typ reflect.Type
 }
 
 func (w *walker) skip(path, why string) { w.notChecked = append(w.notChecked, path+" ("+why+")") }
@@ -114,7 +118,7 @@ func (w *walker) value(root string, path []string, shown string, v any) {
 			return
 		}
 		expr := present(root, path) + " && " + access(root, path) + " == " + l
-		if zero {
+		if zero && dropsZero(w.typ, path) {
 			// The API server drops a zero value of an omitempty field: absent is that value.
 			expr = absent(root, path) + " || " + access(root, path) + " == " + l
 		}
@@ -275,7 +279,7 @@ func (w *walker) containers(list string, v any) {
 				w.checks = append(w.checks, check{"has(" + l + ") && " + l + ".exists(c, c.name == " + lit(name) + ")", shown + " present"})
 			}
 		}
-		sub := &walker{}
+		sub := &walker{typ: containerType}
 		for _, k := range slices.Sorted(maps.Keys(c)) {
 			switch k {
 			case "name":

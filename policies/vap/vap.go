@@ -136,7 +136,10 @@ func generate(p *policies.Policy, k profiles.Kind, patch map[string]any, o Optio
 			return Generated{}, fmt.Errorf("its selection's condition %s is longer than %d bytes", c.name, o.MaxExpression)
 		}
 	}
-	w := &walker{}
+	w := &walker{typ: podType}
+	if k == profiles.KindService {
+		w.typ = serviceType
+	}
 	if ms := p.Managers(); len(ms) == 1 {
 		w.mainManager, w.mainOK = ms[0], true
 	}

@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"bytes"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/vap"
+)
+
+// secondLineNamespace is where the second line's bindings are scoped in these tests, so that
+// the generated policies deny nothing the other tests create.
+const secondLineNamespace = "second-line"
+
+// installSecondLine creates the generated policies and their bindings, each binding narrowed to
+// ns, and deletes them when the test ends.
+func installSecondLine(t *testing.T, out vap.Output, ns string) {
+	t.Helper()
+	for _, g := range out.Generated {
+		b := g.Binding.DeepCopy()
+		b.Spec.MatchResources.NamespaceSelector.MatchExpressions = append(b.Spec.MatchResources.NamespaceSelector.MatchExpressions,
+			metav1.LabelSelectorRequirement{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{ns}})
+		installWebhooks(t, g.Policy.DeepCopy(), b)
+	}
+}
+
+// secondLineFromCommand runs `podpatch vap` on policy paths and decodes its objects.
+func secondLineFromCommand(t *testing.T, paths ...string) vap.Output {
+	t.Helper()
+	args := []string{"vap"}
+	for _, p := range paths {
+		args = append(args, "--policies", filepath.Join(repoRoot, p))
+	}
+	raw, err := execOutput(podpatchBin, args...)
+	require.NoError(t, err)
+	var out vap.Output
+	var cur *vap.Generated
+	for _, doc := range bytes.Split(raw, []byte("\n---\n")) {
+		doc = bytes.TrimPrefix(doc, []byte("---\n"))
+		var meta metav1.TypeMeta
+		require.NoError(t, yaml.Unmarshal(doc, &meta))
+		switch meta.Kind {
+		case "ValidatingAdmissionPolicy":
+			out.Generated = append(out.Generated, vap.Generated{Policy: &admissionregistrationv1.ValidatingAdmissionPolicy{}})
+			cur = &out.Generated[len(out.Generated)-1]
+			require.NoError(t, yaml.UnmarshalStrict(doc, cur.Policy))
+		case "ValidatingAdmissionPolicyBinding":
+			require.NotNil(t, cur, "a binding before its policy")
+			cur.Binding = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+			require.NoError(t, yaml.UnmarshalStrict(doc, cur.Binding))
+			require.Equal(t, cur.Policy.Name, cur.Binding.Spec.PolicyName)
+		}
+	}
+	return out
+}
+
+// compliantWorker is daskWorker holding every field of the examples' enforce policies.
+func compliantWorker(ns, name string) *corev1.Pod {
+	p := daskWorker(ns, name)
+	p.Labels["cost-center"] = "data-platform"
+	p.Spec.SecurityContext = &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{AllowPrivilegeEscalation: new(false)}
+	return p
+}
+
+// TestSecondLine is the second line (reference §5) against the real API server: the examples'
+// enforce policies as ValidatingAdmissionPolicies deny a recognised Pod that does not hold
+// them when podpatch's mutating webhook is absent, admit the same Pod once podpatch patches it,
+// and admit a Pod already compliant without podpatch.
+func TestSecondLine(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: secondLineNamespace}}
+	require.NoError(t, client.IgnoreAlreadyExists(k8s.Create(contextBackground(), ns)))
+	out := secondLineFromCommand(t, "manifests/examples")
+	require.NotEmpty(t, out.Generated)
+	installSecondLine(t, out, secondLineNamespace)
+
+	// The API server loads policies asynchronously: wait until the violating Pod is refused.
+	var denial error
+	require.Eventually(t, func() bool {
+		denial = k8s.Create(contextBackground(), daskWorker(secondLineNamespace, "violating"), client.DryRunAll)
+		return denial != nil
+	}, 30*time.Second, 200*time.Millisecond, "the second line never denied a violating Pod")
+	require.Contains(t, denial.Error(), "podpatch enforce policy podpatch-system/")
+
+	t.Run("without podpatch a violating Pod is refused, naming the policy", func(t *testing.T) {
+		err := k8s.Create(contextBackground(), daskWorker(secondLineNamespace, "violating"))
+		require.Error(t, err)
+		require.ErrorContains(t, err, "podpatch enforce policy podpatch-system/")
+		p := daskWorker(secondLineNamespace, "labelled")
+		p.Labels["cost-center"] = "data-platform"
+		err = k8s.Create(contextBackground(), p, client.DryRunAll)
+		require.ErrorContains(t, err, "podpatch enforce policy podpatch-system/security-baseline/security-baseline requires")
+		// Each missing field refuses alone.
+		p = compliantWorker(secondLineNamespace, "no-label")
+		delete(p.Labels, "cost-center")
+		err = k8s.Create(contextBackground(), p, client.DryRunAll)
+		require.ErrorContains(t, err, `podpatch enforce policy podpatch-system/cost-center/cost-center requires metadata.labels["cost-center"] == "data-platform"`)
+		p = compliantWorker(secondLineNamespace, "escalates")
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "sidecar", Image: "busybox"})
+		err = k8s.Create(contextBackground(), p, client.DryRunAll)
+		require.ErrorContains(t, err, "spec.containers[*].securityContext.allowPrivilegeEscalation == false")
+	})
+
+	t.Run("without podpatch a compliant Pod is admitted", func(t *testing.T) {
+		p := compliantWorker(secondLineNamespace, "compliant")
+		require.NoError(t, k8s.Create(contextBackground(), p))
+		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), p) })
+		// An unrecognised Pod is not the second line's concern.
+		other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: secondLineNamespace, Name: "plain"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		require.NoError(t, k8s.Create(contextBackground(), other, client.DryRunAll))
+	})
+
+	t.Run("with podpatch serving the same Pod is admitted holding the enforce values", func(t *testing.T) {
+		certDir, ca := servingCerts(t)
+		p := startPodpatch(t, certDir)
+		mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
+		installWebhooks(t, mwc, vwc)
+		applyManifests(t, kustomizeBuild(t, "manifests/examples"))
+		p.waitForExamples(t)
+		require.Eventually(t, func() bool {
+			return k8s.Create(contextBackground(), daskWorker(secondLineNamespace, "probe"), client.DryRunAll) == nil
+		}, 30*time.Second, 200*time.Millisecond, "the API server never called podpatch")
+		pod := daskWorker(secondLineNamespace, "patched")
+		require.NoError(t, k8s.Create(contextBackground(), pod))
+		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), pod) })
+		stored := &corev1.Pod{}
+		require.NoError(t, k8s.Get(contextBackground(), client.ObjectKeyFromObject(pod), stored))
+		require.NotEmpty(t, stored.Annotations[policies.AppliedAnnotation])
+		require.Equal(t, "data-platform", stored.Labels["cost-center"])
+		require.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, stored.Spec.SecurityContext.SeccompProfile.Type)
+		require.False(t, *stored.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation)
+	})
+}
