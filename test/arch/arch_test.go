@@ -82,6 +82,7 @@ var layers = map[string]int{
 	"webhook/policystore": 27,
 	"audit":               30,
 	"externalurl":         30,
+	"secondline":          30, // keeps the generated ValidatingAdmissionPolicies in the cluster
 	"webhook":             30,
 	"explain":             40,
 	"preview":             40,

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -9,7 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	admissionregistrationv1client "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -140,4 +144,62 @@ func TestSecondLine(t *testing.T) {
 		require.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, stored.Spec.SecurityContext.SeccompProfile.Type)
 		require.False(t, *stored.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation)
 	})
+}
+
+// TestSecondLineSync runs `podpatch serve --second-line`: the elected replica applies the
+// generated objects under its field manager, and deletes them when the policy goes away.
+func TestSecondLineSync(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "p.yaml")
+	write := func(policy string) {
+		require.NoError(t, os.WriteFile(file, []byte(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: sync, namespace: podpatch-system, labels: {podpatch.io/policy: "true"}}
+data:
+  p.yaml: |
+    apiVersion: podpatch.io/v1alpha1
+    kind: PodTemplatePatch
+    metadata: {name: `+policy+`}
+    spec:
+      mode: enforce
+      match: {namespaces: [`+secondLineNamespace+`]}
+      template: {spec: {priorityClassName: high}}
+`), 0o600))
+	}
+	write("first")
+	certDir, _ := servingCerts(t)
+	startPodpatch(t, certDir, "--policy-dir", dir, "--policy-dir-interval", "100ms", "--second-line")
+	api := secondLineClient(t)
+	get := func(name string) (*admissionregistrationv1.ValidatingAdmissionPolicy, error) {
+		return api.ValidatingAdmissionPolicies().Get(contextBackground(), name, metav1.GetOptions{})
+	}
+	var got *admissionregistrationv1.ValidatingAdmissionPolicy
+	require.Eventually(t, func() bool {
+		var err error
+		got, err = get("podpatch.sync.first.pod")
+		return err == nil
+	}, 60*time.Second, 200*time.Millisecond, "the elected replica never applied the generated policy")
+	require.Equal(t, "podpatch-second-line", got.ManagedFields[0].Manager)
+	require.Contains(t, got.Spec.Validations[0].Message, `podpatch enforce policy podpatch-system/sync/first requires spec.priorityClassName == "high"`)
+	_, err := api.ValidatingAdmissionPolicyBindings().Get(contextBackground(), "podpatch.sync.first.pod", metav1.GetOptions{})
+	require.NoError(t, err)
+
+	write("second")
+	require.Eventually(t, func() bool {
+		_, errOld := get("podpatch.sync.first.pod")
+		_, errNew := get("podpatch.sync.second.pod")
+		return apierrors.IsNotFound(errOld) && errNew == nil
+	}, 60*time.Second, 200*time.Millisecond, "the policy's old objects were never replaced")
+	t.Cleanup(func() {
+		_ = api.ValidatingAdmissionPolicyBindings().Delete(contextBackground(), "podpatch.sync.second.pod", metav1.DeleteOptions{})
+		_ = api.ValidatingAdmissionPolicies().Delete(contextBackground(), "podpatch.sync.second.pod", metav1.DeleteOptions{})
+	})
+}
+
+// secondLineClient is the typed admissionregistration client of the test control plane.
+func secondLineClient(t *testing.T) admissionregistrationv1client.AdmissionregistrationV1Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(restConfig)
+	require.NoError(t, err)
+	return cs.AdmissionregistrationV1()
 }
