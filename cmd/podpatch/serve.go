@@ -86,6 +86,9 @@ type serveOptions struct {
 	// SecondLine keeps the enforce policies' ValidatingAdmissionPolicies in the cluster
 	// (reference §5, "The second line"; package secondline), on the elected replica.
 	SecondLine bool
+	// SecondLineExcludedNamespaces are those the mutating webhook leaves out besides the
+	// platform namespace: the second line's bindings leave them out too.
+	SecondLineExcludedNamespaces []string
 	// Profiling serves net/http/pprof under /debug/pprof/ on the metrics listener only.
 	Profiling bool
 
@@ -120,6 +123,7 @@ func newServeOptions() *serveOptions {
 		MaxInFlight:                    webhook.DefaultMaxInFlight,
 		MemoryLimit:                    os.Getenv("MEMORY_LIMIT"),
 		OwnerEvents:                    true,
+		SecondLineExcludedNamespaces:   shippedExcludedNamespaces,
 		OwnerEventsWindow:              ownerevents.DefaultEventWindow,
 		Namespace:                      ns,
 		ServiceName:                    "podpatch",
@@ -166,6 +170,7 @@ func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.CertValidity, "self-signed-cert-validity", o.CertValidity, "lifetime of the serving certificate; renewed when a third remains")
 	fs.DurationVar(&o.RotationOverlap, "self-signed-rotation-overlap", o.RotationOverlap, "how long a new CA is published next to the old one before the serving certificate switches to it")
 	fs.BoolVar(&o.SecondLine, "second-line", o.SecondLine, "the elected replica keeps a ValidatingAdmissionPolicy per platform enforce policy in the cluster, so that the API server denies a recognised object that does not hold it even when podpatch is down (needs RBAC, see manifests/components/second-line)")
+	fs.StringSliceVar(&o.SecondLineExcludedNamespaces, "second-line-excluded-namespaces", o.SecondLineExcludedNamespaces, "namespaces the mutating webhook leaves out besides the platform namespace (its namespaceSelector): the second line leaves them out too")
 	o.ExternalURL.AddFlags(fs)
 	o.Leader.AddFlags(fs)
 }
@@ -471,7 +476,7 @@ func (o *serveOptions) leaderOnly(kit *kube.Kit, store *policystore.Store, clust
 	if o.SecondLine {
 		sl, err := secondline.New(secondline.Options{Client: kit.Clientset, Policies: func() *policies.Set { return store.Snapshot().Set },
 			Ready: store.Synced, PlatformNamespace: o.PlatformNamespace, Log: log.WithName("second-line"),
-			Generate: vap.Options{ExcludedNamespaces: append(slices.Clone(shippedExcludedNamespaces), o.PlatformNamespace)}})
+			Generate: vap.Options{ExcludedNamespaces: append(slices.Clone(o.SecondLineExcludedNamespaces), o.PlatformNamespace)}})
 		if err != nil {
 			return nil, err
 		}

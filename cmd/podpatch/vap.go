@@ -19,12 +19,14 @@ type vapOptions struct {
 	Policies       []string
 	Namespace      string
 	MaxValidations int
+	Excluded       []string
 }
 
 func (o *vapOptions) AddFlags(fs *pflag.FlagSet) {
 	o.policyOptions.AddFlags(fs)
 	fs.StringArrayVarP(&o.Policies, "policies", "f", nil, "policy ConfigMap file or directory, or - for stdin (repeatable)")
 	fs.StringVar(&o.Namespace, "namespace", "default", "namespace of policy ConfigMaps that have none")
+	fs.StringSliceVar(&o.Excluded, "excluded-namespaces", shippedExcludedNamespaces, "namespaces the mutating webhook leaves out besides the platform namespace: the bindings leave them out too")
 	fs.IntVar(&o.MaxValidations, "max-validations", vap.DefaultMaxValidations, "validations per generated policy; the fields beyond are listed as not checked")
 }
 
@@ -56,7 +58,7 @@ func runVAP(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%d invalid policy ConfigMap(s); run podpatch lint for details", len(probs))
 	}
 	out := vap.Generate(set, o.PlatformNamespace, vap.Options{
-		ExcludedNamespaces: append(slices.Clone(shippedExcludedNamespaces), o.PlatformNamespace),
+		ExcludedNamespaces: append(slices.Clone(o.Excluded), o.PlatformNamespace),
 		MaxValidations:     o.MaxValidations,
 	})
 	y, err := out.YAML()
