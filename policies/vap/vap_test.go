@@ -51,7 +51,7 @@ func TestFieldClasses(t *testing.T) {
 		notChecked                     []string
 	}{
 		{name: "labels and annotations", template: `{metadata: {labels: {team: a, old: null}, annotations: {"x.io/y": "1"}}}`,
-			want: []string{`object.metadata.annotations["x.io/y"] == "1"`, `!("old" in object.metadata.labels)`, `object.metadata.labels["team"] == "a"`},
+			want:     []string{`object.metadata.annotations["x.io/y"] == "1"`, `!("old" in object.metadata.labels)`, `object.metadata.labels["team"] == "a"`},
 			messages: []string{`requires metadata.annotations["x.io/y"] == "1"`, `requires metadata.labels["old"] absent`, `requires metadata.labels["team"] == "a"`}},
 		{name: "nodeSelector", template: `{spec: {nodeSelector: {pool: gpu}}}`,
 			want: []string{`has(object.spec.nodeSelector) && "pool" in object.spec.nodeSelector && object.spec.nodeSelector["pool"] == "gpu"`}},
