@@ -2,8 +2,12 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +22,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/vap"
+	"github.com/podpatch/podpatch/policies/vap/vaptest"
 )
 
 // secondLineNamespace is where the second line's bindings are scoped in these tests, so that
@@ -202,4 +208,111 @@ func secondLineClient(t *testing.T) admissionregistrationv1client.Admissionregis
 	cs, err := kubernetes.NewForConfig(restConfig)
 	require.NoError(t, err)
 	return cs.AdmissionregistrationV1()
+}
+
+// compileOne compiles policy documents as one platform ConfigMap "cm".
+func compileOne(t *testing.T, docs string) *policies.Set {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: policies.DefaultPlatformNamespace, Name: "cm",
+		Labels: map[string]string{policies.PolicyLabel: "true"}}, Data: map[string]string{"p.yaml": docs}}
+	set, probs := policies.Compile([]policies.SourcedConfigMap{{File: "p.yaml", ConfigMap: cm}}, policies.DefaultOptions())
+	require.Empty(t, probs, "%s", policies.ProblemLines(probs))
+	return set
+}
+
+// applyPolicies is the engine's result for a Pod of the second line's namespace.
+func applyPolicies(t *testing.T, set *policies.Set, pod []byte) policies.Result {
+	t.Helper()
+	res, err := set.Apply(policies.Input{Kind: profiles.KindPod, Object: pod, Namespace: secondLineNamespace, Explain: true})
+	require.NoError(t, err)
+	return res
+}
+
+// messages are a generated policy's validation messages.
+func messages(out vap.Output) map[string]bool {
+	m := map[string]bool{}
+	for _, g := range out.Generated {
+		for _, v := range g.Policy.Spec.Validations {
+			m[v.Message] = true
+		}
+	}
+	return m
+}
+
+// TestSecondLineDifferential: random enforce policies (policies/vap/vaptest) → generated
+// policies the real API server accepts and evaluates without error, agreeing with the engine:
+// the engine's result passes; the result of the policy without one field fails, naming that
+// field, exactly when the whole policy would change it (PODPATCH_SECOND_LINE_SEED repeats a run).
+func TestSecondLineDifferential(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: secondLineNamespace}}
+	require.NoError(t, client.IgnoreAlreadyExists(k8s.Create(contextBackground(), ns)))
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("PODPATCH_SECOND_LINE_SEED"); s != "" {
+		var err error
+		seed, err = strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err)
+	}
+	t.Logf("PODPATCH_SECOND_LINE_SEED=%d", seed)
+	rng := rand.New(rand.NewPCG(seed, 33))
+	const n = 20
+	type testCase struct {
+		p   vaptest.Policy
+		set *policies.Set
+		out vap.Output
+	}
+	var cases []testCase
+	for i := range n {
+		p := vaptest.RandomPolicy(rng, fmt.Sprintf("d%d", i), false)
+		set := compileOne(t, p.Doc(-1))
+		out := vap.Generate(set, policies.DefaultPlatformNamespace, vap.Options{})
+		require.Len(t, out.Generated, 1, "%s", p.Doc(-1))
+		require.Empty(t, out.Generated[0].NotChecked, "%s", p.Doc(-1))
+		installSecondLine(t, out, secondLineNamespace) // the API server accepts it
+		cases = append(cases, testCase{p, set, out})
+	}
+	create := func(obj []byte) error {
+		u := fromYAML(t, obj)
+		return k8s.Create(contextBackground(), u, client.DryRunAll)
+	}
+	denied, admitted := 0, 0
+	for _, c := range cases {
+		doc := c.p.Doc(-1)
+		base := vaptest.BasePod(secondLineNamespace, c.p.Name, c.p.Name)
+		require.Eventually(t, func() bool { return create(base) != nil }, 30*time.Second, 200*time.Millisecond,
+			"%s: the base Pod, which holds none of the fields, was never denied", doc)
+		full := applyPolicies(t, c.set, base)
+		if len(full.Skipped) > 0 {
+			t.Logf("%s: the engine left the policy out (%s); not compared", c.p.Name, full.Skipped[0])
+			continue
+		}
+		require.NoError(t, create(full.Object), "%s: the engine's result must pass", doc)
+		admitted++
+		all := messages(c.out)
+		for j, f := range c.p.Fields {
+			without := compileOne(t, c.p.Doc(j))
+			partial := applyPolicies(t, without, base)
+			if len(partial.Skipped) > 0 {
+				continue
+			}
+			again := applyPolicies(t, c.set, partial.Object)
+			changes := len(again.Skipped) == 0 && len(again.Changes) > 0 && len(again.Changes[0].Fields) > 0
+			err := create(partial.Object)
+			if !changes {
+				require.NoError(t, err, "%s without %s: the engine changes nothing, the second line must admit", doc, f.Name)
+				admitted++
+				continue
+			}
+			require.Error(t, err, "%s without %s: the engine changes %v, the second line must deny", doc, f.Name, again.Changes[0].Fields)
+			named := false
+			for m := range all {
+				if !messages(vap.Generate(without, policies.DefaultPlatformNamespace, vap.Options{}))[m] && strings.Contains(err.Error(), m) {
+					named = true
+				}
+			}
+			require.True(t, named, "%s without %s: %v names no validation of the missing field", doc, f.Name, err)
+			denied++
+		}
+	}
+	t.Logf("%d policies: %d objects admitted, %d denied naming the field", n, admitted, denied)
+	require.Positive(t, denied)
 }
