@@ -208,8 +208,8 @@ func TestGeneratedInput(t *testing.T) {
 		// One validation per field, two for resources (limits and requests).
 		want := len(p.Fields) - p.Listed
 		for _, f := range p.Fields {
-			if f.Name == "container cpu" || f.Name == "container memory" {
-				want++
+			if f.Name == "container cpu" || f.Name == "container memory" || f.Name == "sidecar" {
+				want++ // limits and requests; the sidecar's presence and its image
 			}
 		}
 		require.Equal(t, want, g.Checked, "%s", d)

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/podpatch/podpatch/internal/objdiff"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/vap"
@@ -242,7 +243,7 @@ func messages(out vap.Output) map[string]bool {
 // TestSecondLineDifferential: random enforce policies (policies/vap/vaptest) → generated
 // policies the real API server accepts and evaluates without error, agreeing with the engine:
 // the engine's result passes; the result of the policy without one field fails, naming that
-// field, exactly when the whole policy would change it (PODPATCH_SECOND_LINE_SEED repeats a run).
+// field, exactly when the whole policy would change it (objdiff.Compare, as the audit) (PODPATCH_SECOND_LINE_SEED repeats a run).
 func TestSecondLineDifferential(t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: secondLineNamespace}}
 	require.NoError(t, client.IgnoreAlreadyExists(k8s.Create(contextBackground(), ns)))
@@ -278,13 +279,16 @@ func TestSecondLineDifferential(t *testing.T) {
 	for _, c := range cases {
 		doc := c.p.Doc(-1)
 		base := vaptest.BasePod(secondLineNamespace, c.p.Name, c.p.Name)
-		require.Eventually(t, func() bool { return create(base) != nil }, 30*time.Second, 200*time.Millisecond,
-			"%s: the base Pod, which holds none of the fields, was never denied", doc)
 		full := applyPolicies(t, c.set, base)
 		if len(full.Skipped) > 0 {
 			t.Logf("%s: the engine left the policy out (%s); not compared", c.p.Name, full.Skipped[0])
 			continue
 		}
+		changes, err := objdiff.Compare("Pod", base, full.Object, policies.AppliedAnnotation)
+		require.NoError(t, err)
+		require.NotEmpty(t, changes, "%s: every drawn field differs from the base Pod", doc)
+		require.Eventually(t, func() bool { return create(base) != nil }, 30*time.Second, 200*time.Millisecond,
+			"%s: the base Pod, which the engine changes, was never denied", doc)
 		require.NoError(t, create(full.Object), "%s: the engine's result must pass", doc)
 		admitted++
 		all := messages(c.out)
@@ -294,15 +298,19 @@ func TestSecondLineDifferential(t *testing.T) {
 			if len(partial.Skipped) > 0 {
 				continue
 			}
+			// Would the whole policy change it? As the audit compares (objdiff.Compare): the
+			// engine's explained fields miss an appended sidecar.
 			again := applyPolicies(t, c.set, partial.Object)
-			changes := len(again.Skipped) == 0 && len(again.Changes) > 0 && len(again.Changes[0].Fields) > 0
-			err := create(partial.Object)
-			if !changes {
+			require.Empty(t, again.Skipped)
+			changes, err := objdiff.Compare("Pod", partial.Object, again.Object, policies.AppliedAnnotation)
+			require.NoError(t, err)
+			err = create(partial.Object)
+			if len(changes) == 0 {
 				require.NoError(t, err, "%s without %s: the engine changes nothing, the second line must admit", doc, f.Name)
 				admitted++
 				continue
 			}
-			require.Error(t, err, "%s without %s: the engine changes %v, the second line must deny", doc, f.Name, again.Changes[0].Fields)
+			require.Error(t, err, "%s without %s: the engine changes %v, the second line must deny", doc, f.Name, changes)
 			named := false
 			for m := range all {
 				if !messages(vap.Generate(without, policies.DefaultPlatformNamespace, vap.Options{}))[m] && strings.Contains(err.Error(), m) {

@@ -60,16 +60,23 @@ func at(m map[string]any, path ...string) map[string]any {
 	return m
 }
 
-// everyContainer is the "*" entry of the template's containers, created on first use.
-func everyContainer(tmpl map[string]any) map[string]any {
+// entry is the entry of a containers list of the template with the given name, created on
+// first use.
+func entry(tmpl map[string]any, list, name string) map[string]any {
 	spec := at(tmpl, "spec")
-	list, _ := spec["containers"].([]any)
-	if len(list) == 0 {
-		list = []any{map[string]any{"name": "*"}}
-		spec["containers"] = list
+	items, _ := spec[list].([]any)
+	for _, it := range items {
+		if m := it.(map[string]any); m["name"] == name {
+			return m
+		}
 	}
-	return list[0].(map[string]any)
+	m := map[string]any{"name": name}
+	spec[list] = append(items, m)
+	return m
 }
+
+// everyContainer is the "*" entry of the template's containers, created on first use.
+func everyContainer(tmpl map[string]any) map[string]any { return entry(tmpl, "containers", "*") }
 
 func field(name string, set func(map[string]any)) Field { return Field{Name: name, set: set} }
 
@@ -124,6 +131,14 @@ func candidates(rng *rand.Rand) []Field {
 		field("container env", func(t map[string]any) {
 			everyContainer(t)["env"] = []any{map[string]any{"name": "MODE", "value": pick("a", "b")}}
 		}),
+		field("main container workingDir", func(t map[string]any) { entry(t, "containers", "@main")["workingDir"] = pick("/a", "/b") }),
+		field("named container", func(t map[string]any) { entry(t, "containers", "worker")["stdin"] = true }),
+		field("sidecar", func(t map[string]any) {
+			entry(t, "containers", "sidecar")["image"] = pick("busybox:1.36", "busybox:1.37")
+		}),
+		field("init container", func(t map[string]any) {
+			entry(t, "initContainers", "*")["terminationMessagePath"] = pick("/dev/a", "/dev/b")
+		}),
 		field("toleration", func(t map[string]any) {
 			at(t, "spec")["tolerations"] = []any{pick(
 				map[string]any{"key": "spot", "operator": "Exists", "effect": "NoSchedule"},
@@ -147,9 +162,9 @@ func RandomPolicy(rng *rand.Rand, name string, listed bool) Policy {
 	return p
 }
 
-// BasePod is a Dask worker Pod of the policy's case as JSON, holding what the null fields
-// remove.
+// BasePod is a Dask worker Pod of the policy's case as JSON, with an init container, holding
+// what the null fields remove.
 func BasePod(namespace, name, policy string) []byte {
-	return fmt.Appendf(nil, `{"apiVersion":"v1","kind":"Pod","metadata":{"namespace":%q,"name":%q,"labels":{"dask.org/component":"worker","dask.org/cluster-name":"c",%q:%q,%q:"x"},"annotations":{%q:"y"}},"spec":{"nodeSelector":{%q:"z"},"containers":[{"name":"worker","image":"ghcr.io/dask/dask:2024.1.0"}]}}`,
+	return fmt.Appendf(nil, `{"apiVersion":"v1","kind":"Pod","metadata":{"namespace":%q,"name":%q,"labels":{"dask.org/component":"worker","dask.org/cluster-name":"c",%q:%q,%q:"x"},"annotations":{%q:"y"}},"spec":{"nodeSelector":{%q:"z"},"initContainers":[{"name":"init","image":"busybox:1.36"}],"containers":[{"name":"worker","image":"ghcr.io/dask/dask:2024.1.0"}]}}`,
 		namespace, name, CaseLabel, policy, OldLabel, OldAnnotation, OldSelector)
 }
