@@ -83,6 +83,22 @@ func compliantWorker(ns, name string) *corev1.Pod {
 	return p
 }
 
+// daskSchedulerService is the scheduler Service of a Dask cluster, as the operator makes it.
+func daskSchedulerService(ns, name string) *corev1.Service {
+	l := map[string]string{"dask.org/component": "scheduler", "dask.org/cluster-name": "e2e"}
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: l},
+		Spec: corev1.ServiceSpec{Selector: l, Ports: []corev1.ServicePort{{Name: "tcp-comm", Port: 8786}}}}
+}
+
+// compliantService holds the examples' enforce policies for a Dask scheduler Service.
+func compliantService(ns, name string) *corev1.Service {
+	s := daskSchedulerService(ns, name)
+	s.Labels["cost-center"] = "data-platform"
+	s.Annotations = map[string]string{"networking.gke.io/load-balancer-type": "Internal"}
+	s.Spec.Type = corev1.ServiceTypeLoadBalancer
+	return s
+}
+
 // TestSecondLine is the second line (reference §5) against the real API server: the examples'
 // enforce policies as ValidatingAdmissionPolicies deny a recognised Pod that does not hold
 // them when podpatch's mutating webhook is absent, admit the same Pod once podpatch patches it,
@@ -121,6 +137,21 @@ func TestSecondLine(t *testing.T) {
 		require.ErrorContains(t, err, "spec.containers[*].securityContext.allowPrivilegeEscalation == false")
 	})
 
+	t.Run("without podpatch a Service follows the same rule", func(t *testing.T) {
+		err := k8s.Create(contextBackground(), daskSchedulerService(secondLineNamespace, "violating"), client.DryRunAll)
+		require.ErrorContains(t, err, "podpatch enforce policy podpatch-system/")
+		s := compliantService(secondLineNamespace, "internal")
+		s.Spec.Type = corev1.ServiceTypeClusterIP
+		err = k8s.Create(contextBackground(), s, client.DryRunAll)
+		require.ErrorContains(t, err, `podpatch enforce policy podpatch-system/platform-defaults/scheduler-internal-lb requires spec.type == "LoadBalancer"`)
+		require.NoError(t, k8s.Create(contextBackground(), compliantService(secondLineNamespace, "compliant"), client.DryRunAll))
+		// Recognised by its selector, but its own labels are none the webhook's objectSelectors
+		// send to podpatch: podpatch never patches it, so the second line does not hold it.
+		unseen := daskSchedulerService(secondLineNamespace, "unseen")
+		unseen.Labels = map[string]string{"app": "dashboard"}
+		require.NoError(t, k8s.Create(contextBackground(), unseen, client.DryRunAll))
+	})
+
 	t.Run("without podpatch a compliant Pod is admitted", func(t *testing.T) {
 		p := compliantWorker(secondLineNamespace, "compliant")
 		require.NoError(t, k8s.Create(contextBackground(), p))
@@ -150,6 +181,11 @@ func TestSecondLine(t *testing.T) {
 		require.Equal(t, "data-platform", stored.Labels["cost-center"])
 		require.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, stored.Spec.SecurityContext.SeccompProfile.Type)
 		require.False(t, *stored.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation)
+
+		svc := daskSchedulerService(secondLineNamespace, "patched")
+		require.NoError(t, k8s.Create(contextBackground(), svc, client.DryRunAll))
+		require.Equal(t, corev1.ServiceTypeLoadBalancer, svc.Spec.Type)
+		require.Equal(t, "data-platform", svc.Labels["cost-center"])
 	})
 }
 
