@@ -8,6 +8,7 @@ package secondline
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,15 +72,22 @@ func (s *Sync) Start(ctx context.Context) error {
 	tick := time.NewTicker(s.o.Interval)
 	defer tick.Stop()
 	var last *policies.Set
+	var lastOut [sha256.Size]byte // what was last applied: a change of namespace policies alone applies nothing
 	var lastAt time.Time
 	for {
-		if s.o.Ready() {
-			set := s.o.Policies()
-			if set != nil && (set != last || time.Since(lastAt) >= s.o.Resync) {
-				if err := s.Once(ctx, set); err != nil {
+		if set := s.o.Policies(); s.o.Ready() && set != nil && (set != last || time.Since(lastAt) >= s.o.Resync) {
+			out := vap.Generate(set, s.o.PlatformNamespace, s.o.Generate)
+			key, err := digest(out)
+			switch {
+			case err != nil:
+				s.o.Log.Error(err, "second line not generated")
+			case key == lastOut && time.Since(lastAt) < s.o.Resync:
+				last = set
+			default:
+				if err := s.apply(ctx, out); err != nil {
 					s.o.Log.Error(err, "second line not in sync; trying again")
 				} else {
-					last, lastAt = set, time.Now()
+					last, lastOut, lastAt = set, key, time.Now()
 				}
 			}
 		}
@@ -94,7 +102,19 @@ func (s *Sync) Start(ctx context.Context) error {
 // Once makes the cluster's generated objects those of set: applies every generated policy and
 // binding, then deletes the owned ones no enforce policy gives any more.
 func (s *Sync) Once(ctx context.Context, set *policies.Set) error {
-	out := vap.Generate(set, s.o.PlatformNamespace, s.o.Generate)
+	return s.apply(ctx, vap.Generate(set, s.o.PlatformNamespace, s.o.Generate))
+}
+
+// digest identifies generated objects by their YAML.
+func digest(out vap.Output) ([sha256.Size]byte, error) {
+	y, err := out.YAML()
+	if err != nil {
+		return [sha256.Size]byte{}, err
+	}
+	return sha256.Sum256(y), nil
+}
+
+func (s *Sync) apply(ctx context.Context, out vap.Output) error {
 	want := map[string]bool{}
 	api := s.o.Client.AdmissionregistrationV1()
 	force := true

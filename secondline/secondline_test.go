@@ -3,7 +3,9 @@ package secondline
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
@@ -80,4 +82,57 @@ func TestOnce(t *testing.T) {
 	ps, bs = names()
 	require.ElementsMatch(t, []string{"someone-elses", "podpatch.p.label.pod"}, ps)
 	require.ElementsMatch(t, []string{"podpatch.p.label.pod"}, bs)
+}
+
+// TestStart: nothing before the store is ready; the snapshot's objects once it is; a new
+// snapshot with the same enforce policies (a namespace policy changed) applies nothing; a
+// changed one applies and deletes.
+func TestStart(t *testing.T) {
+	c := fake.NewClientset()
+	a, same, b := set(t, two), set(t, two), set(t, strings.Split(two, "---\n")[0])
+	var mu sync.Mutex
+	current, ready, reads := a, false, 0
+	s, err := New(Options{Client: c, PlatformNamespace: policies.DefaultPlatformNamespace, Log: logr.Discard(), Interval: time.Millisecond,
+		Policies: func() *policies.Set { mu.Lock(); defer mu.Unlock(); reads++; return current },
+		Ready:    func() bool { mu.Lock(); defer mu.Unlock(); return ready }})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- s.Start(ctx) }()
+	patches := func() int {
+		n := 0
+		for _, a := range c.Actions() {
+			if a.GetVerb() == "patch" && a.GetResource().Resource == "validatingadmissionpolicies" {
+				n++
+			}
+		}
+		return n
+	}
+	waitReads := func() {
+		mu.Lock()
+		r := reads
+		mu.Unlock()
+		require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return reads > r+2 }, 10*time.Second, time.Millisecond)
+	}
+	waitReads()
+	require.Zero(t, patches(), "nothing is applied before the store is ready")
+	mu.Lock()
+	ready = true
+	mu.Unlock()
+	require.Eventually(t, func() bool { return patches() == 2 }, 10*time.Second, time.Millisecond)
+	mu.Lock()
+	current = same
+	mu.Unlock()
+	waitReads()
+	require.Equal(t, 2, patches(), "the same enforce policies in a new snapshot apply nothing")
+	mu.Lock()
+	current = b
+	mu.Unlock()
+	require.Eventually(t, func() bool {
+		l, err := c.AdmissionregistrationV1().ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
+		return err == nil && len(l.Items) == 1
+	}, 10*time.Second, time.Millisecond)
+	require.Equal(t, 3, patches())
+	cancel()
+	require.NoError(t, <-done)
 }

@@ -31,6 +31,8 @@ type walker struct {
 	// mainManager is the only manager the policy can select, for "@main"; "" when several.
 	mainManager profiles.Manager
 	mainOK      bool
+	// usesMain: a check reads variables.mainName (mainName), computed once per admission.
+	usesMain bool
 	// typ is the Go type of the object the paths start from (dropsZero); paths into a
 	// container start from the container.
 	typ reflect.Type
@@ -272,7 +274,7 @@ func (w *walker) containers(list string, v any) {
 				w.skip(shown, "the main container of a policy selecting several managers")
 				continue
 			}
-			guard = "c.name != " + mainName(w.mainManager)
+			guard, w.usesMain = "c.name != variables.mainName", true
 		default:
 			guard = "c.name != " + lit(name)
 			if _, whole := c["image"]; whole {
@@ -330,7 +332,8 @@ func (w *walker) env(shown string, v any) {
 }
 
 // mainName is the name of the manager's main container in the object (policies' mainContainer):
-// the first container with one of the manager's conventional names, else the first.
+// the first container with one of the manager's conventional names, else the first. It is the
+// policy's variable mainName, evaluated once, so that a check over every container stays linear.
 func mainName(m profiles.Manager) string {
 	pr, _ := profiles.Of(m)
 	first := "object.spec.containers[0].name"

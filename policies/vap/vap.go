@@ -175,6 +175,10 @@ func generate(p *policies.Policy, k profiles.Kind, patch map[string]any, o Optio
 	if k == profiles.KindService {
 		resource = "services"
 	}
+	var variables []admissionregistrationv1.Variable
+	if w.usesMain {
+		variables = append(variables, admissionregistrationv1.Variable{Name: "mainName", Expression: mainName(w.mainManager)})
+	}
 	var conditions []admissionregistrationv1.MatchCondition
 	for _, c := range sel.conditions {
 		conditions = append(conditions, admissionregistrationv1.MatchCondition{Name: c.name, Expression: c.expression})
@@ -196,6 +200,7 @@ func generate(p *policies.Policy, k profiles.Kind, patch map[string]any, o Optio
 				}}},
 			},
 			MatchConditions: conditions,
+			Variables:       variables,
 			Validations:     validations,
 		},
 	}

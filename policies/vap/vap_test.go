@@ -73,7 +73,7 @@ func TestFieldClasses(t *testing.T) {
 		{name: "named container", template: `{spec: {containers: [{name: sidecar, image: "busybox:1"}]}}`,
 			want: []string{`object.spec.containers.exists(c, c.name == "sidecar")`, `c.name != "sidecar" || (has(c.image) && c.image == "busybox:1")`}},
 		{name: "main container of one manager", match: `{managers: [spark]}`, template: `{spec: {containers: [{name: "@main", workingDir: /w}]}}`,
-			want: []string{`x.name in ["spark-kubernetes-driver", "spark-kubernetes-executor"]`}},
+			want: []string{`object.spec.containers.all(c, c.name != variables.mainName || (has(c.workingDir) && c.workingDir == "/w"))`}},
 		{name: "main container of several managers", match: `{managers: [spark, ray]}`,
 			template: `{metadata: {labels: {a: b}}, spec: {containers: [{name: "@main", workingDir: /w}]}}`,
 			want:     []string{`object.metadata.labels["a"] == "b"`}, notChecked: []string{"spec.containers[@main]"}},
@@ -219,4 +219,21 @@ func TestGeneratedInput(t *testing.T) {
 			require.True(t, strings.HasPrefix(v.Message, "podpatch enforce policy podpatch-system/cm/"+p.Name+" requires "), v.Message)
 		}
 	}
+}
+
+// TestMainVariable: "@main" reads the main container's name from a variable computed once, so
+// that a check over every container stays linear in the containers.
+func TestMainVariable(t *testing.T) {
+	out := Generate(compile(t, doc("p", `{managers: [dask]}`, `{spec: {containers: [{name: "@main", workingDir: /w}]}}`, "")),
+		policies.DefaultPlatformNamespace, Options{})
+	require.Len(t, out.Generated, 1)
+	vs := out.Generated[0].Policy.Spec.Variables
+	require.Len(t, vs, 1)
+	require.Equal(t, "mainName", vs[0].Name)
+	require.Equal(t, `(object.spec.containers.exists(x, x.name in ["worker", "scheduler", "job", "dask-container"]) ? object.spec.containers.filter(x, x.name in ["worker", "scheduler", "job", "dask-container"])[0].name : object.spec.containers[0].name)`, vs[0].Expression)
+	out = Generate(compile(t, doc("p", `{managers: [ray]}`, `{spec: {containers: [{name: "@main", workingDir: /w}]}}`, "")),
+		policies.DefaultPlatformNamespace, Options{})
+	require.Equal(t, "object.spec.containers[0].name", out.Generated[0].Policy.Spec.Variables[0].Expression)
+	out = Generate(compile(t, doc("p", "", `{metadata: {labels: {a: b}}}`, "")), policies.DefaultPlatformNamespace, Options{})
+	require.Empty(t, out.Generated[0].Policy.Spec.Variables)
 }
