@@ -28,9 +28,13 @@ import (
 	"github.com/podpatch/podpatch/policies/vap/vaptest"
 )
 
-// secondLineNamespace is where the second line's bindings are scoped in these tests, so that
-// the generated policies deny nothing the other tests create.
-const secondLineNamespace = "second-line"
+// secondLineNamespace and randomNamespace are where the second line's bindings are scoped in
+// these tests, one each, so that the generated policies deny nothing the other tests create:
+// a deleted ValidatingAdmissionPolicy may still deny for a moment.
+const (
+	secondLineNamespace = "second-line"
+	randomNamespace     = "second-line-random"
+)
 
 // installSecondLine creates the generated policies and their bindings, each binding narrowed to
 // ns, and deletes them when the test ends.
@@ -110,13 +114,22 @@ func TestSecondLine(t *testing.T) {
 	require.NotEmpty(t, out.Generated)
 	installSecondLine(t, out, secondLineNamespace)
 
-	// The API server loads policies asynchronously: wait until the violating Pod is refused.
-	var denial error
-	require.Eventually(t, func() bool {
-		denial = k8s.Create(contextBackground(), daskWorker(secondLineNamespace, "violating"), client.DryRunAll)
-		return denial != nil
-	}, 30*time.Second, 200*time.Millisecond, "the second line never denied a violating Pod")
-	require.Contains(t, denial.Error(), "podpatch enforce policy podpatch-system/")
+	// The API server loads each policy asynchronously: wait until each denies what only it
+	// denies.
+	onlyBaseline := compliantWorker(secondLineNamespace, "only-baseline")
+	onlyBaseline.Spec.SecurityContext = nil
+	onlyCostCenter := compliantWorker(secondLineNamespace, "only-cost-center")
+	delete(onlyCostCenter.Labels, "cost-center")
+	onlyLB := compliantService(secondLineNamespace, "only-lb")
+	onlyLB.Spec.Type = corev1.ServiceTypeClusterIP
+	onlyServiceLabel := compliantService(secondLineNamespace, "only-service-label")
+	delete(onlyServiceLabel.Labels, "cost-center")
+	for _, o := range []client.Object{onlyBaseline, onlyCostCenter, onlyLB, onlyServiceLabel} {
+		require.Eventually(t, func() bool {
+			return k8s.Create(contextBackground(), o.DeepCopyObject().(client.Object), client.DryRunAll) != nil
+		},
+			30*time.Second, 200*time.Millisecond, "the second line never denied %s", o.GetName())
+	}
 
 	t.Run("without podpatch a violating Pod is refused, naming the policy", func(t *testing.T) {
 		err := k8s.Create(contextBackground(), daskWorker(secondLineNamespace, "violating"))
@@ -205,7 +218,7 @@ data:
     metadata: {name: `+policy+`}
     spec:
       mode: enforce
-      match: {namespaces: [`+secondLineNamespace+`]}
+      match: {namespaces: [second-line-sync]}
       template: {spec: {priorityClassName: high}}
 `), 0o600))
 	}
@@ -257,10 +270,10 @@ func compileOne(t *testing.T, docs string) *policies.Set {
 	return set
 }
 
-// applyPolicies is the engine's result for a Pod of the second line's namespace.
+// applyPolicies is the engine's result for a Pod of the differential's namespace.
 func applyPolicies(t *testing.T, set *policies.Set, pod []byte) policies.Result {
 	t.Helper()
-	res, err := set.Apply(policies.Input{Kind: profiles.KindPod, Object: pod, Namespace: secondLineNamespace, Explain: true})
+	res, err := set.Apply(policies.Input{Kind: profiles.KindPod, Object: pod, Namespace: randomNamespace, Explain: true})
 	require.NoError(t, err)
 	return res
 }
@@ -281,7 +294,7 @@ func messages(out vap.Output) map[string]bool {
 // the engine's result passes; the result of the policy without one field fails, naming that
 // field, exactly when the whole policy would change it (objdiff.Compare, as the audit) (PODPATCH_SECOND_LINE_SEED repeats a run).
 func TestSecondLineDifferential(t *testing.T) {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: secondLineNamespace}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: randomNamespace}}
 	require.NoError(t, client.IgnoreAlreadyExists(k8s.Create(contextBackground(), ns)))
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("PODPATCH_SECOND_LINE_SEED"); s != "" {
@@ -304,7 +317,7 @@ func TestSecondLineDifferential(t *testing.T) {
 		out := vap.Generate(set, policies.DefaultPlatformNamespace, vap.Options{})
 		require.Len(t, out.Generated, 1, "%s", p.Doc(-1))
 		require.Empty(t, out.Generated[0].NotChecked, "%s", p.Doc(-1))
-		installSecondLine(t, out, secondLineNamespace) // the API server accepts it
+		installSecondLine(t, out, randomNamespace) // the API server accepts it
 		cases = append(cases, testCase{p, set, out})
 	}
 	create := func(obj []byte) error {
@@ -314,7 +327,7 @@ func TestSecondLineDifferential(t *testing.T) {
 	denied, admitted := 0, 0
 	for _, c := range cases {
 		doc := c.p.Doc(-1)
-		base := vaptest.BasePod(secondLineNamespace, c.p.Name, c.p.Name)
+		base := vaptest.BasePod(randomNamespace, c.p.Name, c.p.Name)
 		full := applyPolicies(t, c.set, base)
 		if len(full.Skipped) > 0 {
 			t.Logf("%s: the engine left the policy out (%s); not compared", c.p.Name, full.Skipped[0])
