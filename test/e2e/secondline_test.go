@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	admissionregistrationv1client "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,6 +27,7 @@ import (
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/vap"
 	"github.com/podpatch/podpatch/policies/vap/vaptest"
+	"github.com/podpatch/podpatch/test/cluster"
 )
 
 // secondLineNamespace and randomNamespace are where the second line's bindings are scoped in
@@ -202,8 +204,9 @@ func TestSecondLine(t *testing.T) {
 	})
 }
 
-// TestSecondLineSync runs `podpatch serve --second-line`: the elected replica applies the
-// generated objects under its field manager, and deletes them when the policy goes away.
+// TestSecondLineSync runs `podpatch serve --second-line` as the manifests' ServiceAccount with
+// the base's and components/second-line's RBAC: the elected replica applies the generated
+// objects under its field manager, and deletes them when the policy goes away.
 func TestSecondLineSync(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "p.yaml")
@@ -223,8 +226,33 @@ data:
 `), 0o600))
 	}
 	write("first")
+	// As the manifests' ServiceAccount, with the RBAC of the base and the component only.
+	overlay := t.TempDir()
+	base, err := filepath.Rel(overlay, filepath.Join(repoRoot, "manifests", "base"))
+	require.NoError(t, err)
+	component, err := filepath.Rel(overlay, filepath.Join(repoRoot, "manifests", "components", "second-line"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: ["+base+"]\ncomponents: ["+component+"]\n"), 0o600))
+	built, err := cluster.Kustomize(overlay)
+	require.NoError(t, err)
+	var rbac []*unstructured.Unstructured
+	for _, o := range built {
+		if o.GetAPIVersion() == "rbac.authorization.k8s.io/v1" {
+			rbac = append(rbac, o)
+		}
+		if o.GetKind() == "Deployment" {
+			args, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			require.Contains(t, args[0].(map[string]any)["args"], "--second-line", "the component turns the flag on")
+		}
+	}
+	applyManifests(t, rbac)
+	sa, err := controlPlane.UserKubeconfig(podpatchServiceAccount, "system:serviceaccounts", "system:serviceaccounts:podpatch-system")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { // RBAC reaches the authorizer's cache shortly after it is written
+		return clientFor(t, sa).List(contextBackground(), &admissionregistrationv1.ValidatingAdmissionPolicyList{}) == nil
+	}, 10*time.Second, 100*time.Millisecond, "the ServiceAccount may list ValidatingAdmissionPolicies")
 	certDir, _ := servingCerts(t)
-	startPodpatch(t, certDir, "--policy-dir", dir, "--policy-dir-interval", "100ms", "--second-line")
+	startPodpatchAs(t, sa, 0, certDir, "--policy-dir", dir, "--policy-dir-interval", "100ms", "--second-line", "--owner-events=false")
 	api := secondLineClient(t)
 	get := func(name string) (*admissionregistrationv1.ValidatingAdmissionPolicy, error) {
 		return api.ValidatingAdmissionPolicies().Get(contextBackground(), name, metav1.GetOptions{})
@@ -237,7 +265,7 @@ data:
 	}, 60*time.Second, 200*time.Millisecond, "the elected replica never applied the generated policy")
 	require.Equal(t, "podpatch-second-line", got.ManagedFields[0].Manager)
 	require.Contains(t, got.Spec.Validations[0].Message, `podpatch enforce policy podpatch-system/sync/first requires spec.priorityClassName == "high"`)
-	_, err := api.ValidatingAdmissionPolicyBindings().Get(contextBackground(), "podpatch.sync.first.pod", metav1.GetOptions{})
+	_, err = api.ValidatingAdmissionPolicyBindings().Get(contextBackground(), "podpatch.sync.first.pod", metav1.GetOptions{})
 	require.NoError(t, err)
 
 	write("second")
