@@ -68,26 +68,26 @@ var layers = map[string]int{
 	// clips Event messages with it.
 	"internal/report": 15,
 	// Cluster-side components and tools, over the engine.
-	"policies/manifest":    20,
-	"policies/render":      21,
-	"policies/lint":        22,
-	"policies/vap":         22, // the second line: enforce policies as ValidatingAdmissionPolicies
-	"policies/vap/vaptest": 22, // random enforce policies for the second line's tests
-	"internal/kube":        20,
-	"internal/leader":      20,
-	"placement":            20,
-	"lifecycle":            20,
-	"internal/references":  25,
-	"webhook/slots":        26, // the components the admission adapter (webhook) wires, under it
-	"webhook/ownerevents":  27,
-	"webhook/policystore":  27,
-	"audit":                30,
-	"externalurl":          30,
-	"secondline":           30, // keeps the generated ValidatingAdmissionPolicies in the cluster
-	"webhook":              30,
-	"explain":              40,
-	"preview":              40,
-	"policytest":           40,
+	"policies/manifest":   20,
+	"policies/render":     21,
+	"policies/lint":       22,
+	"internal/kube":       20,
+	"internal/leader":     20,
+	"placement":           20,
+	"lifecycle":           20,
+	"internal/references": 25,
+	"webhook/slots":       26, // the components the admission adapter (webhook) wires, under it
+	"webhook/ownerevents": 27,
+	"webhook/policystore": 27,
+	"audit":               30,
+	"externalurl":         30,
+	"webhook":             30,
+	"explain":             40,
+	"preview":             40,
+	"policytest":          40,
+	// The second line (issue 33): the enforce policies as ValidatingAdmissionPolicies (a tool
+	// over a Set, with its tests' random policies) and the component keeping them in the cluster.
+	"policies/vap": 22, "policies/vap/vaptest": 22, "secondline": 30,
 	// The composition root.
 	"cmd/podpatch": 50,
 	// Test harnesses and tiers.
