@@ -8,6 +8,7 @@
 //   - test (test.go): runs policy test suites (package policytest);
 //   - audit (audit.go), explain (explain.go), diff (diff.go): the cluster tools of
 //     reference §7, §9 and §10 (packages audit, explain, preview);
+//   - vap (vap.go): the second line, the enforce policies as ValidatingAdmissionPolicies;
 //   - certs (certs.go): serving certificates;
 //   - uninstall-webhooks (uninstall.go) and check (check.go): the Helm chart's hooks (lifecycle);
 //   - version.
@@ -41,6 +42,7 @@ Usage:
   podpatch audit [--namespace NS | -A] [-o table|json|yaml]
   podpatch explain [--namespace NS] KIND/NAME [-o table|json|yaml]
   podpatch diff --policies PATH… [--base PATH…] [-n NS | -A | -f FILE…] [-o table|json|yaml|markdown]
+  podpatch vap --policies PATH [--policies PATH…] [--max-validations N]
   podpatch version
 
 Run "podpatch COMMAND --help" for a command's flags.
@@ -84,6 +86,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 		err = runExplain(args[1:], stdout, stderr)
 	case "diff":
 		err = runDiff(args[1:], stdin, stdout, stderr)
+	case "vap":
+		err = runVAP(args[1:], stdin, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "podpatch", version)
 	case "help", "-h", "--help":

@@ -10,6 +10,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -35,7 +36,9 @@ import (
 	"github.com/podpatch/podpatch/internal/references"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/validity"
+	"github.com/podpatch/podpatch/policies/vap"
 	"github.com/podpatch/podpatch/policies/versions"
+	"github.com/podpatch/podpatch/secondline"
 	"github.com/podpatch/podpatch/webhook"
 	"github.com/podpatch/podpatch/webhook/ownerevents"
 	"github.com/podpatch/podpatch/webhook/policystore"
@@ -81,6 +84,12 @@ type serveOptions struct {
 	// §9); OwnerEventsWindow is how long they are aggregated before a write.
 	OwnerEvents       bool
 	OwnerEventsWindow time.Duration
+	// SecondLine keeps the enforce policies' ValidatingAdmissionPolicies in the cluster
+	// (reference §5, "The second line"; package secondline), on the elected replica.
+	SecondLine bool
+	// SecondLineExcludedNamespaces are those the mutating webhook leaves out besides the
+	// platform namespace: the second line's bindings leave them out too.
+	SecondLineExcludedNamespaces []string
 	// Profiling serves net/http/pprof under /debug/pprof/ on the metrics listener only.
 	Profiling bool
 
@@ -115,6 +124,7 @@ func newServeOptions() *serveOptions {
 		MaxInFlight:                    webhook.DefaultMaxInFlight,
 		MemoryLimit:                    os.Getenv("MEMORY_LIMIT"),
 		OwnerEvents:                    true,
+		SecondLineExcludedNamespaces:   shippedExcludedNamespaces,
 		OwnerEventsWindow:              ownerevents.DefaultEventWindow,
 		Namespace:                      ns,
 		ServiceName:                    "podpatch",
@@ -160,6 +170,8 @@ func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.CAValidity, "self-signed-ca-validity", o.CAValidity, "lifetime of the self-signed CA; it is rotated when a third remains")
 	fs.DurationVar(&o.CertValidity, "self-signed-cert-validity", o.CertValidity, "lifetime of the serving certificate; renewed when a third remains")
 	fs.DurationVar(&o.RotationOverlap, "self-signed-rotation-overlap", o.RotationOverlap, "how long a new CA is published next to the old one before the serving certificate switches to it")
+	fs.BoolVar(&o.SecondLine, "second-line", o.SecondLine, "the elected replica keeps a ValidatingAdmissionPolicy per platform enforce policy in the cluster, so that the API server denies a recognised object that does not hold it even when podpatch is down (needs RBAC, see manifests/components/second-line)")
+	fs.StringSliceVar(&o.SecondLineExcludedNamespaces, "second-line-excluded-namespaces", o.SecondLineExcludedNamespaces, "namespaces the mutating webhook leaves out besides the platform namespace (its namespaceSelector): the second line leaves them out too")
 	o.ExternalURL.AddFlags(fs)
 	o.Leader.AddFlags(fs)
 }
@@ -218,12 +230,12 @@ func (o *serveOptions) Validate() error {
 
 // needsCluster says whether serving needs the API server: --policy-dir alone does not.
 func (o *serveOptions) needsCluster() bool {
-	return o.PolicyDir == "" || o.SelfSigned || o.AuditInterval > 0
+	return o.PolicyDir == "" || o.SelfSigned || o.AuditInterval > 0 || o.SecondLine
 }
 
 // elects says whether a leader-only component runs, and so whether replicas campaign.
 func (o *serveOptions) elects() bool {
-	return o.needsCluster() && (o.ExternalURL.Enabled || o.AuditInterval > 0)
+	return o.needsCluster() && (o.ExternalURL.Enabled || o.AuditInterval > 0 || o.SecondLine)
 }
 
 // memoryLimit parses --memory-limit; 0 when unset.
@@ -462,6 +474,15 @@ func (o *serveOptions) leaderOnly(kit *kube.Kit, store *policystore.Store, clust
 			return nil, err
 		}
 		rs = append(rs, leader.Runnable{Name: "audit", Start: a.Start})
+	}
+	if o.SecondLine {
+		sl, err := secondline.New(secondline.Options{Client: kit.Clientset, Policies: func() *policies.Set { return store.Snapshot().Set },
+			Ready: store.Synced, PlatformNamespace: o.PlatformNamespace, Log: log.WithName("second-line"),
+			Generate: vap.Options{ExcludedNamespaces: append(slices.Clone(o.SecondLineExcludedNamespaces), o.PlatformNamespace)}})
+		if err != nil {
+			return nil, err
+		}
+		rs = append(rs, leader.Runnable{Name: "second line", Start: sl.Start})
 	}
 	return rs, nil
 }

@@ -87,6 +87,9 @@ var layers = map[string]int{
 	"explain":             40,
 	"preview":             40,
 	"policytest":          40,
+	// The second line (issue 33): the enforce policies as ValidatingAdmissionPolicies (a tool
+	// over a Set, with its tests' random policies) and the component keeping them in the cluster.
+	"policies/vap": 22, "policies/vap/vaptest": 22, "secondline": 30,
 	// The composition root.
 	"cmd/podpatch": 50,
 	// Test harnesses and tiers.

@@ -82,15 +82,18 @@ func TestChartMatchesComponents(t *testing.T) {
 			map[string]any{"networkPolicy": map[string]any{"enabled": false}}},
 		{"openreports", "selfSigned", "self-signed", []string{"openreports"},
 			map[string]any{"audit": map[string]any{"interval": "10m"}}},
+		{"second-line", "selfSigned", "self-signed", []string{"second-line"},
+			map[string]any{"secondLine": map[string]any{"enabled": true}}},
 		{"without-policy-label-warning", "selfSigned", "self-signed", []string{"without-policy-label-warning"},
 			map[string]any{"policyLabelWarning": map[string]any{"enabled": false}}},
 		{"external-urls-without-node-ports", "selfSigned", "self-signed", []string{"external-urls-without-node-ports"},
 			map[string]any{"externalURLs": map[string]any{"nodePorts": false}}},
 		// All of them, in the order the chart adds their flags.
-		{"all/certManager", "certManager", "cert-manager", []string{"external-urls-without-node-ports", "openreports", "network-policy"},
+		{"all/certManager", "certManager", "cert-manager", []string{"external-urls-without-node-ports", "openreports", "second-line", "network-policy"},
 			map[string]any{
 				"externalURLs":  map[string]any{"nodePorts": false},
 				"audit":         map[string]any{"interval": "10m"},
+				"secondLine":    map[string]any{"enabled": true},
 				"networkPolicy": map[string]any{"enabled": true},
 			}},
 	} {

@@ -1,0 +1,116 @@
+package vap
+
+import (
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The CEL text every stage writes: literals, field access guarded by has(), map entries and
+// shell globs as regular expressions. Every string a policy holds reaches CEL as a quoted
+// literal (strconv.Quote: CEL's string escapes are Go's), never as syntax.
+
+// lit quotes a string as a CEL string literal.
+func lit(s string) string { return strconv.Quote(s) }
+
+// lits quotes a list of strings as a CEL list literal.
+func lits(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = lit(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// identifier is a field name CEL can select with a dot: the Kubernetes schemas' field names.
+var identifier = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+
+// celReserved are CEL's reserved words, which the API server's CEL escapes as __word__; a
+// field of that name is left to the not-checked list rather than escaped here.
+var celReserved = []string{"true", "false", "null", "in", "as", "break", "const", "continue", "else",
+	"for", "function", "if", "import", "let", "loop", "package", "namespace", "return", "var", "void", "while"}
+
+// fieldName reports whether a schema field can be selected as .name.
+func fieldName(name string) bool {
+	return identifier.MatchString(name) && !slices.Contains(celReserved, name) && !strings.HasPrefix(name, "__")
+}
+
+// present is the guard that every field of path is set under root: has(root.a) && has(root.a.b) …
+func present(root string, path []string) string {
+	var parts []string
+	cur := root
+	for _, f := range path {
+		cur += "." + f
+		parts = append(parts, "has("+cur+")")
+	}
+	return strings.Join(parts, " && ")
+}
+
+// absent is the negation of present: some field of path is not set.
+func absent(root string, path []string) string {
+	var parts []string
+	cur := root
+	for _, f := range path {
+		cur += "." + f
+		parts = append(parts, "!has("+cur+")")
+	}
+	return strings.Join(parts, " || ")
+}
+
+// access is root.a.b.c.
+func access(root string, path []string) string {
+	if len(path) == 0 {
+		return root
+	}
+	return root + "." + strings.Join(path, ".")
+}
+
+// entryIn is `the map at root.path has key k with a value in vals`.
+func entryIn(root string, path []string, k string, vals []string) string {
+	m := access(root, path)
+	test := m + "[" + lit(k) + "] == " + lit(vals[0])
+	if len(vals) > 1 {
+		test = m + "[" + lit(k) + "] in " + lits(vals)
+	}
+	return "(" + present(root, path) + " && " + lit(k) + " in " + m + " && " + test + ")"
+}
+
+// entryPresent is `the map at root.path has key k`.
+func entryPresent(root string, path []string, k string) string {
+	return "(" + present(root, path) + " && " + lit(k) + " in " + access(root, path) + ")"
+}
+
+// entryAbsent is `the map at root.path lacks key k` (or is not set).
+func entryAbsent(root string, path []string, k string) string {
+	return "(" + absent(root, path) + " || !(" + lit(k) + " in " + access(root, path) + "))"
+}
+
+// entryValue is the map's value at k, or "" when root.path or the key is not set.
+func entryValue(root string, path []string, k string) string {
+	return "(" + entryPresent(root, path, k) + " ? " + access(root, path) + "[" + lit(k) + "] : \"\")"
+}
+
+// globRegexp turns path.Match globs into one anchored RE2 expression; false when a glob uses
+// what the translation does not cover (character classes, escapes).
+func globRegexp(globs []string) (string, bool) {
+	alts := make([]string, 0, len(globs))
+	for _, g := range globs {
+		if strings.ContainsAny(g, `[]\`) {
+			return "", false
+		}
+		var b strings.Builder
+		for _, r := range g {
+			switch r {
+			case '*':
+				b.WriteString(`[^/]*`)
+			case '?':
+				b.WriteString(`[^/]`)
+			default:
+				b.WriteString(regexp.QuoteMeta(string(r)))
+			}
+		}
+		alts = append(alts, b.String())
+	}
+	return "^(?:" + strings.Join(alts, "|") + ")$", true
+}

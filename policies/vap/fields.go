@@ -1,0 +1,358 @@
+package vap
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/podpatch/podpatch/policies/profiles"
+)
+
+// The fields stage: what an enforce policy's part sets (Policy.Patch: {"metadata": …, "spec":
+// …}, nulls kept), as one CEL validation per field the final object must hold, and the paths
+// CEL does not check (reference §5, "The second line").
+
+// check is one validation: its expression and the field it states, for the message.
+type check struct {
+	expression string
+	requires   string // `spec.runtimeClassName == "gvisor"`
+}
+
+// walker collects the checks and the not-checked paths of one part.
+type walker struct {
+	checks     []check
+	notChecked []string
+	// mainManager is the only manager the policy can select, for "@main"; "" when several.
+	mainManager profiles.Manager
+	mainOK      bool
+	// usesMain: a check reads variables.mainName (mainName), computed once per admission.
+	usesMain bool
+	// typ is the Go type of the object the paths start from (dropsZero); paths into a
+	// container start from the container.
+	typ reflect.Type
+}
+
+func (w *walker) skip(path, why string) { w.notChecked = append(w.notChecked, path+" ("+why+")") }
+
+// stringMaps are the maps of free keys with string values: each entry its own check.
+var stringMaps = map[string]bool{"labels": true, "annotations": true, "nodeSelector": true}
+
+// part walks a Pod's or a Service's part.
+func (w *walker) part(patch map[string]any) {
+	for _, k := range slices.Sorted(maps.Keys(patch)) {
+		v := patch[k]
+		switch k {
+		case "metadata":
+			meta, ok := v.(map[string]any)
+			if !ok {
+				w.skip("metadata", "not an object")
+				continue
+			}
+			for _, mk := range slices.Sorted(maps.Keys(meta)) {
+				if mk == "labels" || mk == "annotations" {
+					w.stringMap("object.metadata", []string{mk}, "metadata."+mk, meta[mk])
+				} else {
+					w.skip("metadata."+mk, "not a label or annotation")
+				}
+			}
+		case "spec":
+			spec, ok := v.(map[string]any)
+			if !ok {
+				w.skip("spec", "not an object")
+				continue
+			}
+			w.spec(spec)
+		default:
+			w.skip(k, "unknown part")
+		}
+	}
+}
+
+// spec walks a pod spec or a Service spec.
+func (w *walker) spec(spec map[string]any) {
+	for _, k := range slices.Sorted(maps.Keys(spec)) {
+		v := spec[k]
+		path := "spec." + k
+		switch k {
+		case "tolerations":
+			w.tolerations(v)
+		case "containers", "initContainers":
+			w.containers(k, v)
+		default:
+			w.value("object", []string{"spec", k}, path, v)
+		}
+	}
+}
+
+// value checks one member at root.path (display: shown) by its value's shape.
+func (w *walker) value(root string, path []string, shown string, v any) {
+	name := path[len(path)-1]
+	if !fieldName(name) {
+		w.skip(shown, "not a field CEL can select")
+		return
+	}
+	switch x := v.(type) {
+	case nil:
+		w.skip(shown, "removal of a field the API server may default")
+	case map[string]any:
+		switch {
+		case stringMaps[name]:
+			w.stringMap(root, path, shown, v)
+		case (name == "limits" || name == "requests") && len(path) >= 2 && path[len(path)-2] == "resources":
+			w.quantities(root, path, shown, x)
+		default:
+			for _, k := range slices.Sorted(maps.Keys(x)) {
+				w.value(root, append(slices.Clip(path), k), shown+"."+k, x[k])
+			}
+		}
+	case []any:
+		w.skip(shown, "a list")
+	default:
+		l, zero, ok := scalar(x)
+		if !ok {
+			w.skip(shown, "a number CEL compares inexactly")
+			return
+		}
+		expr := present(root, path) + " && " + access(root, path) + " == " + l
+		if zero && dropsZero(w.typ, path) {
+			// The API server drops a zero value of an omitempty field: absent is that value.
+			expr = absent(root, path) + " || " + access(root, path) + " == " + l
+		}
+		w.checks = append(w.checks, check{expr, shown + " == " + l})
+	}
+}
+
+// scalar is a JSON scalar as a CEL literal, and whether it is its type's zero value.
+func scalar(v any) (lit string, zero, ok bool) {
+	switch x := v.(type) {
+	case string:
+		return strconv.Quote(x), x == "", true
+	case bool:
+		return strconv.FormatBool(x), !x, true
+	case json.Number:
+		n, err := strconv.ParseInt(string(x), 10, 64)
+		if err != nil {
+			return "", false, false
+		}
+		return strconv.FormatInt(n, 10), n == 0, true
+	}
+	return "", false, false
+}
+
+// stringMap checks a labels, annotations or nodeSelector map: each key equal, or absent for null.
+func (w *walker) stringMap(root string, path []string, shown string, v any) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		w.skip(shown, "removal of the whole map")
+		return
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		at := fmt.Sprintf("%s[%s]", shown, strconv.Quote(k))
+		switch val := m[k].(type) {
+		case nil:
+			w.checks = append(w.checks, check{entryAbsent(root, path, k), at + " absent"})
+		case string:
+			w.checks = append(w.checks, check{entryIn(root, path, k, []string{val}), at + " == " + strconv.Quote(val)})
+		default:
+			w.skip(at, "not a string")
+		}
+	}
+}
+
+// quantities checks resource limits or requests by quantity: equal value, or absent for null.
+func (w *walker) quantities(root string, path []string, shown string, m map[string]any) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		at := fmt.Sprintf("%s[%s]", shown, strconv.Quote(k))
+		var q string
+		switch val := m[k].(type) {
+		case nil:
+			w.checks = append(w.checks, check{entryAbsent(root, path, k), at + " absent"})
+			continue
+		case string:
+			q = val
+		case json.Number:
+			q = string(val)
+		default:
+			w.skip(at, "not a quantity")
+			continue
+		}
+		parsed, err := resource.ParseQuantity(q)
+		if err != nil {
+			w.skip(at, "not a quantity")
+			continue
+		}
+		expr := entryPresent(root, path, k) + " && quantity(" + access(root, path) + "[" + lit(k) + "]).compareTo(quantity(" + lit(parsed.String()) + ")) == 0"
+		w.checks = append(w.checks, check{expr, at + " == " + parsed.String()})
+	}
+}
+
+// tolerations checks that every toleration the policy brings is in the object (reference §3:
+// the same key, operator (Equal when unset), value and effect; its tolerationSeconds, the
+// policy's being the highest layer).
+func (w *walker) tolerations(v any) {
+	list, ok := v.([]any)
+	if !ok {
+		w.skip("spec.tolerations", "not a list")
+		return
+	}
+	for i, it := range list {
+		shown := fmt.Sprintf("spec.tolerations[%d]", i)
+		t, ok := it.(map[string]any)
+		if !ok {
+			w.skip(shown, "not an object")
+			continue
+		}
+		get := func(k, def string) (string, bool) {
+			switch x := t[k].(type) {
+			case nil:
+				return def, true
+			case string:
+				return x, true
+			}
+			return "", false
+		}
+		key, ok1 := get("key", "")
+		op, ok2 := get("operator", "Equal")
+		val, ok3 := get("value", "")
+		eff, ok4 := get("effect", "")
+		if !ok1 || !ok2 || !ok3 || !ok4 {
+			w.skip(shown, "not strings")
+			continue
+		}
+		field := func(f, def string) string { return "(has(t." + f + ") ? t." + f + " : " + lit(def) + ")" }
+		cond := field("key", "") + " == " + lit(key) + " && " + field("operator", "Equal") + " == " + lit(op) +
+			" && " + field("value", "") + " == " + lit(val) + " && " + field("effect", "") + " == " + lit(eff)
+		shownVal := fmt.Sprintf("{key: %q, operator: %q, value: %q, effect: %q", key, op, val, eff)
+		switch s := t["tolerationSeconds"].(type) {
+		case nil:
+		case json.Number:
+			n, err := strconv.ParseInt(string(s), 10, 64)
+			if err != nil {
+				w.skip(shown+".tolerationSeconds", "not an integer")
+				break
+			}
+			cond += " && has(t.tolerationSeconds) && t.tolerationSeconds == " + strconv.FormatInt(n, 10)
+			shownVal += fmt.Sprintf(", tolerationSeconds: %d", n)
+		default:
+			w.skip(shown+".tolerationSeconds", "not an integer")
+		}
+		expr := "has(object.spec.tolerations) && object.spec.tolerations.exists(t, " + cond + ")"
+		w.checks = append(w.checks, check{expr, "spec.tolerations holds " + shownVal + "}"})
+	}
+}
+
+// containers checks the entries of a containers or initContainers list: "*" in every container
+// of the list, a name in the container of that name (and its presence, for a whole container,
+// which the merge appends), "@main" in the manager's main container (reference §3).
+func (w *walker) containers(list string, v any) {
+	entries, ok := v.([]any)
+	if !ok {
+		w.skip("spec."+list, "not a list")
+		return
+	}
+	l := "object.spec." + list
+	for i, it := range entries {
+		c, ok := it.(map[string]any)
+		name, _ := c["name"].(string)
+		if !ok || name == "" {
+			w.skip(fmt.Sprintf("spec.%s[%d]", list, i), "an entry without a name")
+			continue
+		}
+		shown := fmt.Sprintf("spec.%s[%s]", list, name)
+		var guard string // the containers a field is checked in, for all(c, guard || check)
+		switch {
+		case name == "*":
+			guard = ""
+		case name == "@main":
+			if list != "containers" || !w.mainOK {
+				w.skip(shown, "the main container of a policy selecting several managers")
+				continue
+			}
+			guard, w.usesMain = "c.name != variables.mainName", true
+		default:
+			guard = "c.name != " + lit(name)
+			if _, whole := c["image"]; whole {
+				w.checks = append(w.checks, check{"has(" + l + ") && " + l + ".exists(c, c.name == " + lit(name) + ")", shown + " present"})
+			}
+		}
+		sub := &walker{typ: containerType}
+		for _, k := range slices.Sorted(maps.Keys(c)) {
+			switch k {
+			case "name":
+			case "env":
+				sub.env(shown, c[k])
+			default:
+				sub.value("c", []string{k}, shown+"."+k, c[k])
+			}
+		}
+		w.notChecked = append(w.notChecked, sub.notChecked...)
+		for _, ch := range sub.checks {
+			body := ch.expression
+			if guard != "" {
+				body = guard + " || (" + body + ")"
+			}
+			w.checks = append(w.checks, check{"!has(" + l + ") || " + l + ".all(c, " + body + ")", ch.requires})
+		}
+	}
+}
+
+// env checks a container's env entries with a literal value: one of that name and value.
+func (w *walker) env(shown string, v any) {
+	list, ok := v.([]any)
+	if !ok {
+		w.skip(shown+".env", "not a list")
+		return
+	}
+	for i, it := range list {
+		e, ok := it.(map[string]any)
+		name, _ := e["name"].(string)
+		if !ok || name == "" {
+			w.skip(fmt.Sprintf("%s.env[%d]", shown, i), "an entry without a name")
+			continue
+		}
+		at := fmt.Sprintf("%s.env[%s]", shown, name)
+		val, isString := e["value"].(string)
+		if len(e) != 2 || !isString {
+			w.skip(at, "not a name and a value")
+			continue
+		}
+		valueIs := "has(e.value) && e.value == " + lit(val)
+		if val == "" {
+			valueIs = "!has(e.value) || e.value == \"\""
+		}
+		w.checks = append(w.checks, check{"has(c.env) && c.env.exists(e, e.name == " + lit(name) + " && (" + valueIs + "))",
+			at + ".value == " + strconv.Quote(val)})
+	}
+}
+
+// mainName is the name of the manager's main container in the object (policies' mainContainer):
+// the first container with one of the manager's conventional names, else the first. It is the
+// policy's variable mainName, evaluated once, so that a check over every container stays linear.
+func mainName(m profiles.Manager) string {
+	pr, _ := profiles.Of(m)
+	first := "object.spec.containers[0].name"
+	if len(pr.MainContainers) == 0 {
+		return first
+	}
+	names := lits(pr.MainContainers)
+	return "(object.spec.containers.exists(x, x.name in " + names + ") ? object.spec.containers.filter(x, x.name in " + names + ")[0].name : " + first + ")"
+}
+
+// requires renders a check's message.
+func requires(ref string, ch check) string {
+	return "podpatch enforce policy " + ref + " requires " + ch.requires
+}
+
+// clip bounds a message: an annotation value or a long literal is cut with a marker.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}

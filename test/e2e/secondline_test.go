@@ -1,0 +1,403 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	admissionregistrationv1client "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/podpatch/podpatch/internal/objdiff"
+	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/profiles"
+	"github.com/podpatch/podpatch/policies/vap"
+	"github.com/podpatch/podpatch/policies/vap/vaptest"
+	"github.com/podpatch/podpatch/test/cluster"
+)
+
+// secondLineNamespace and randomNamespace are where the second line's bindings are scoped in
+// these tests, one each, so that the generated policies deny nothing the other tests create:
+// a deleted ValidatingAdmissionPolicy may still deny for a moment.
+const (
+	secondLineNamespace = "second-line"
+	randomNamespace     = "second-line-random"
+)
+
+// installSecondLine creates the generated policies and their bindings, each binding narrowed to
+// ns, and deletes them when the test ends.
+func installSecondLine(t *testing.T, out vap.Output, ns string) {
+	t.Helper()
+	for _, g := range out.Generated {
+		b := g.Binding.DeepCopy()
+		b.Spec.MatchResources.NamespaceSelector.MatchExpressions = append(b.Spec.MatchResources.NamespaceSelector.MatchExpressions,
+			metav1.LabelSelectorRequirement{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{ns}})
+		installWebhooks(t, g.Policy.DeepCopy(), b)
+	}
+}
+
+// secondLineFromCommand runs `podpatch vap` on policy paths and decodes its objects.
+func secondLineFromCommand(t *testing.T, paths ...string) vap.Output {
+	t.Helper()
+	args := []string{"vap"}
+	for _, p := range paths {
+		args = append(args, "--policies", filepath.Join(repoRoot, p))
+	}
+	raw, err := execOutput(podpatchBin, args...)
+	require.NoError(t, err)
+	var out vap.Output
+	var cur *vap.Generated
+	for _, doc := range bytes.Split(raw, []byte("\n---\n")) {
+		doc = bytes.TrimPrefix(doc, []byte("---\n"))
+		var meta metav1.TypeMeta
+		require.NoError(t, yaml.Unmarshal(doc, &meta))
+		switch meta.Kind {
+		case "ValidatingAdmissionPolicy":
+			out.Generated = append(out.Generated, vap.Generated{Policy: &admissionregistrationv1.ValidatingAdmissionPolicy{}})
+			cur = &out.Generated[len(out.Generated)-1]
+			require.NoError(t, yaml.UnmarshalStrict(doc, cur.Policy))
+		case "ValidatingAdmissionPolicyBinding":
+			require.NotNil(t, cur, "a binding before its policy")
+			cur.Binding = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+			require.NoError(t, yaml.UnmarshalStrict(doc, cur.Binding))
+			require.Equal(t, cur.Policy.Name, cur.Binding.Spec.PolicyName)
+		}
+	}
+	return out
+}
+
+// compliantWorker is daskWorker holding every field of the examples' enforce policies.
+func compliantWorker(ns, name string) *corev1.Pod {
+	p := daskWorker(ns, name)
+	p.Labels["cost-center"] = "data-platform"
+	p.Spec.SecurityContext = &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{AllowPrivilegeEscalation: new(false)}
+	return p
+}
+
+// daskSchedulerService is the scheduler Service of a Dask cluster, as the operator makes it.
+func daskSchedulerService(ns, name string) *corev1.Service {
+	l := map[string]string{"dask.org/component": "scheduler", "dask.org/cluster-name": "e2e"}
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: l},
+		Spec: corev1.ServiceSpec{Selector: l, Ports: []corev1.ServicePort{{Name: "tcp-comm", Port: 8786}}}}
+}
+
+// compliantService holds the examples' enforce policies for a Dask scheduler Service.
+func compliantService(ns, name string) *corev1.Service {
+	s := daskSchedulerService(ns, name)
+	s.Labels["cost-center"] = "data-platform"
+	s.Annotations = map[string]string{"networking.gke.io/load-balancer-type": "Internal"}
+	s.Spec.Type = corev1.ServiceTypeLoadBalancer
+	return s
+}
+
+// TestSecondLine is the second line (reference §5) against the real API server: the examples'
+// enforce policies as ValidatingAdmissionPolicies deny a recognised Pod that does not hold
+// them when podpatch's mutating webhook is absent, admit the same Pod once podpatch patches it,
+// and admit a Pod already compliant without podpatch.
+func TestSecondLine(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: secondLineNamespace}}
+	require.NoError(t, client.IgnoreAlreadyExists(k8s.Create(contextBackground(), ns)))
+	out := secondLineFromCommand(t, "manifests/examples")
+	require.NotEmpty(t, out.Generated)
+	installSecondLine(t, out, secondLineNamespace)
+
+	// The API server loads each policy asynchronously: wait until each denies what only it
+	// denies.
+	onlyBaseline := compliantWorker(secondLineNamespace, "only-baseline")
+	onlyBaseline.Spec.SecurityContext = nil
+	onlyCostCenter := compliantWorker(secondLineNamespace, "only-cost-center")
+	delete(onlyCostCenter.Labels, "cost-center")
+	onlyLB := compliantService(secondLineNamespace, "only-lb")
+	onlyLB.Spec.Type = corev1.ServiceTypeClusterIP
+	onlyServiceLabel := compliantService(secondLineNamespace, "only-service-label")
+	delete(onlyServiceLabel.Labels, "cost-center")
+	for _, o := range []client.Object{onlyBaseline, onlyCostCenter, onlyLB, onlyServiceLabel} {
+		require.Eventually(t, func() bool {
+			return k8s.Create(contextBackground(), o.DeepCopyObject().(client.Object), client.DryRunAll) != nil
+		},
+			30*time.Second, 200*time.Millisecond, "the second line never denied %s", o.GetName())
+	}
+
+	t.Run("without podpatch a violating Pod is refused, naming the policy", func(t *testing.T) {
+		err := k8s.Create(contextBackground(), daskWorker(secondLineNamespace, "violating"))
+		require.Error(t, err)
+		require.ErrorContains(t, err, "podpatch enforce policy podpatch-system/")
+		p := daskWorker(secondLineNamespace, "labelled")
+		p.Labels["cost-center"] = "data-platform"
+		err = k8s.Create(contextBackground(), p, client.DryRunAll)
+		require.ErrorContains(t, err, "podpatch enforce policy podpatch-system/security-baseline/security-baseline requires")
+		// Each missing field refuses alone.
+		p = compliantWorker(secondLineNamespace, "no-label")
+		delete(p.Labels, "cost-center")
+		err = k8s.Create(contextBackground(), p, client.DryRunAll)
+		require.ErrorContains(t, err, `podpatch enforce policy podpatch-system/cost-center/cost-center requires metadata.labels["cost-center"] == "data-platform"`)
+		p = compliantWorker(secondLineNamespace, "escalates")
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "sidecar", Image: "busybox"})
+		err = k8s.Create(contextBackground(), p, client.DryRunAll)
+		require.ErrorContains(t, err, "spec.containers[*].securityContext.allowPrivilegeEscalation == false")
+	})
+
+	t.Run("without podpatch a Service follows the same rule", func(t *testing.T) {
+		err := k8s.Create(contextBackground(), daskSchedulerService(secondLineNamespace, "violating"), client.DryRunAll)
+		require.ErrorContains(t, err, "podpatch enforce policy podpatch-system/")
+		s := compliantService(secondLineNamespace, "internal")
+		s.Spec.Type = corev1.ServiceTypeClusterIP
+		err = k8s.Create(contextBackground(), s, client.DryRunAll)
+		require.ErrorContains(t, err, `podpatch enforce policy podpatch-system/platform-defaults/scheduler-internal-lb requires spec.type == "LoadBalancer"`)
+		require.NoError(t, k8s.Create(contextBackground(), compliantService(secondLineNamespace, "compliant"), client.DryRunAll))
+		// Recognised by its selector, but its own labels are none the webhook's objectSelectors
+		// send to podpatch: podpatch never patches it, so the second line does not hold it.
+		unseen := daskSchedulerService(secondLineNamespace, "unseen")
+		unseen.Labels = map[string]string{"app": "dashboard"}
+		require.NoError(t, k8s.Create(contextBackground(), unseen, client.DryRunAll))
+	})
+
+	t.Run("without podpatch a compliant Pod is admitted", func(t *testing.T) {
+		p := compliantWorker(secondLineNamespace, "compliant")
+		require.NoError(t, k8s.Create(contextBackground(), p))
+		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), p) })
+		// An unrecognised Pod is not the second line's concern.
+		other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: secondLineNamespace, Name: "plain"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		require.NoError(t, k8s.Create(contextBackground(), other, client.DryRunAll))
+	})
+
+	t.Run("with podpatch serving the same Pod is admitted holding the enforce values", func(t *testing.T) {
+		certDir, ca := servingCerts(t)
+		p := startPodpatch(t, certDir)
+		mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
+		installWebhooks(t, mwc, vwc)
+		applyManifests(t, kustomizeBuild(t, "manifests/examples"))
+		p.waitForExamples(t)
+		require.Eventually(t, func() bool {
+			return k8s.Create(contextBackground(), daskWorker(secondLineNamespace, "probe"), client.DryRunAll) == nil
+		}, 30*time.Second, 200*time.Millisecond, "the API server never called podpatch")
+		pod := daskWorker(secondLineNamespace, "patched")
+		require.NoError(t, k8s.Create(contextBackground(), pod))
+		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), pod) })
+		stored := &corev1.Pod{}
+		require.NoError(t, k8s.Get(contextBackground(), client.ObjectKeyFromObject(pod), stored))
+		require.NotEmpty(t, stored.Annotations[policies.AppliedAnnotation])
+		require.Equal(t, "data-platform", stored.Labels["cost-center"])
+		require.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, stored.Spec.SecurityContext.SeccompProfile.Type)
+		require.False(t, *stored.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation)
+
+		svc := daskSchedulerService(secondLineNamespace, "patched")
+		require.NoError(t, k8s.Create(contextBackground(), svc, client.DryRunAll))
+		require.Equal(t, corev1.ServiceTypeLoadBalancer, svc.Spec.Type)
+		require.Equal(t, "data-platform", svc.Labels["cost-center"])
+	})
+}
+
+// TestSecondLineSync runs `podpatch serve --second-line` as the manifests' ServiceAccount with
+// the base's and components/second-line's RBAC: the elected replica applies the generated
+// objects under its field manager, and deletes them when the policy goes away.
+func TestSecondLineSync(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "p.yaml")
+	write := func(policy string) {
+		require.NoError(t, os.WriteFile(file, []byte(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: sync, namespace: podpatch-system, labels: {podpatch.io/policy: "true"}}
+data:
+  p.yaml: |
+    apiVersion: podpatch.io/v1alpha1
+    kind: PodTemplatePatch
+    metadata: {name: `+policy+`}
+    spec:
+      mode: enforce
+      match: {namespaces: [second-line-sync]}
+      template: {spec: {priorityClassName: high}}
+`), 0o600))
+	}
+	write("first")
+	// As the manifests' ServiceAccount, with the RBAC of the base and the component only.
+	overlay := t.TempDir()
+	base, err := filepath.Rel(overlay, filepath.Join(repoRoot, "manifests", "base"))
+	require.NoError(t, err)
+	component, err := filepath.Rel(overlay, filepath.Join(repoRoot, "manifests", "components", "second-line"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: ["+base+"]\ncomponents: ["+component+"]\n"), 0o600))
+	built, err := cluster.Kustomize(overlay)
+	require.NoError(t, err)
+	var rbac []*unstructured.Unstructured
+	for _, o := range built {
+		if o.GetAPIVersion() == "rbac.authorization.k8s.io/v1" {
+			rbac = append(rbac, o)
+		}
+		if o.GetKind() == "Deployment" {
+			args, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			require.Contains(t, args[0].(map[string]any)["args"], "--second-line", "the component turns the flag on")
+		}
+	}
+	applyManifests(t, rbac)
+	sa, err := controlPlane.UserKubeconfig(podpatchServiceAccount, "system:serviceaccounts", "system:serviceaccounts:podpatch-system")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { // RBAC reaches the authorizer's cache shortly after it is written
+		return clientFor(t, sa).List(contextBackground(), &admissionregistrationv1.ValidatingAdmissionPolicyList{}) == nil
+	}, 10*time.Second, 100*time.Millisecond, "the ServiceAccount may list ValidatingAdmissionPolicies")
+	certDir, _ := servingCerts(t)
+	startPodpatchAs(t, sa, 0, certDir, "--policy-dir", dir, "--policy-dir-interval", "100ms", "--second-line", "--owner-events=false")
+	api := secondLineClient(t)
+	get := func(name string) (*admissionregistrationv1.ValidatingAdmissionPolicy, error) {
+		return api.ValidatingAdmissionPolicies().Get(contextBackground(), name, metav1.GetOptions{})
+	}
+	var got *admissionregistrationv1.ValidatingAdmissionPolicy
+	require.Eventually(t, func() bool {
+		var err error
+		got, err = get("podpatch.sync.first.pod")
+		return err == nil
+	}, 60*time.Second, 200*time.Millisecond, "the elected replica never applied the generated policy")
+	require.Equal(t, "podpatch-second-line", got.ManagedFields[0].Manager)
+	require.Contains(t, got.Spec.Validations[0].Message, `podpatch enforce policy podpatch-system/sync/first requires spec.priorityClassName == "high"`)
+	_, err = api.ValidatingAdmissionPolicyBindings().Get(contextBackground(), "podpatch.sync.first.pod", metav1.GetOptions{})
+	require.NoError(t, err)
+
+	write("second")
+	require.Eventually(t, func() bool {
+		_, errOld := get("podpatch.sync.first.pod")
+		_, errNew := get("podpatch.sync.second.pod")
+		return apierrors.IsNotFound(errOld) && errNew == nil
+	}, 60*time.Second, 200*time.Millisecond, "the policy's old objects were never replaced")
+	t.Cleanup(func() {
+		_ = api.ValidatingAdmissionPolicyBindings().Delete(contextBackground(), "podpatch.sync.second.pod", metav1.DeleteOptions{})
+		_ = api.ValidatingAdmissionPolicies().Delete(contextBackground(), "podpatch.sync.second.pod", metav1.DeleteOptions{})
+	})
+}
+
+// secondLineClient is the typed admissionregistration client of the test control plane.
+func secondLineClient(t *testing.T) admissionregistrationv1client.AdmissionregistrationV1Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(restConfig)
+	require.NoError(t, err)
+	return cs.AdmissionregistrationV1()
+}
+
+// compileOne compiles policy documents as one platform ConfigMap "cm".
+func compileOne(t *testing.T, docs string) *policies.Set {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: policies.DefaultPlatformNamespace, Name: "cm",
+		Labels: map[string]string{policies.PolicyLabel: "true"}}, Data: map[string]string{"p.yaml": docs}}
+	set, probs := policies.Compile([]policies.SourcedConfigMap{{File: "p.yaml", ConfigMap: cm}}, policies.DefaultOptions())
+	require.Empty(t, probs, "%s", policies.ProblemLines(probs))
+	return set
+}
+
+// applyPolicies is the engine's result for a Pod of the differential's namespace.
+func applyPolicies(t *testing.T, set *policies.Set, pod []byte) policies.Result {
+	t.Helper()
+	res, err := set.Apply(policies.Input{Kind: profiles.KindPod, Object: pod, Namespace: randomNamespace, Explain: true})
+	require.NoError(t, err)
+	return res
+}
+
+// messages are a generated policy's validation messages.
+func messages(out vap.Output) map[string]bool {
+	m := map[string]bool{}
+	for _, g := range out.Generated {
+		for _, v := range g.Policy.Spec.Validations {
+			m[v.Message] = true
+		}
+	}
+	return m
+}
+
+// TestSecondLineDifferential: random enforce policies (policies/vap/vaptest) → generated
+// policies the real API server accepts and evaluates without error, agreeing with the engine:
+// the engine's result passes; the result of the policy without one field fails, naming that
+// field, exactly when the whole policy would change it (objdiff.Compare, as the audit) (PODPATCH_SECOND_LINE_SEED repeats a run).
+func TestSecondLineDifferential(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: randomNamespace}}
+	require.NoError(t, client.IgnoreAlreadyExists(k8s.Create(contextBackground(), ns)))
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("PODPATCH_SECOND_LINE_SEED"); s != "" {
+		var err error
+		seed, err = strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err)
+	}
+	t.Logf("PODPATCH_SECOND_LINE_SEED=%d", seed)
+	rng := rand.New(rand.NewPCG(seed, 33))
+	const n = 20
+	type testCase struct {
+		p   vaptest.Policy
+		set *policies.Set
+		out vap.Output
+	}
+	var cases []testCase
+	for i := range n {
+		p := vaptest.RandomPolicy(rng, fmt.Sprintf("d%d", i), false)
+		set := compileOne(t, p.Doc(-1))
+		out := vap.Generate(set, policies.DefaultPlatformNamespace, vap.Options{})
+		require.Len(t, out.Generated, 1, "%s", p.Doc(-1))
+		require.Empty(t, out.Generated[0].NotChecked, "%s", p.Doc(-1))
+		installSecondLine(t, out, randomNamespace) // the API server accepts it
+		cases = append(cases, testCase{p, set, out})
+	}
+	create := func(obj []byte) error {
+		u := fromYAML(t, obj)
+		return k8s.Create(contextBackground(), u, client.DryRunAll)
+	}
+	denied, admitted := 0, 0
+	for _, c := range cases {
+		doc := c.p.Doc(-1)
+		base := vaptest.BasePod(randomNamespace, c.p.Name, c.p.Name)
+		full := applyPolicies(t, c.set, base)
+		if len(full.Skipped) > 0 {
+			t.Logf("%s: the engine left the policy out (%s); not compared", c.p.Name, full.Skipped[0])
+			continue
+		}
+		changes, err := objdiff.Compare("Pod", base, full.Object, policies.AppliedAnnotation)
+		require.NoError(t, err)
+		require.NotEmpty(t, changes, "%s: every drawn field differs from the base Pod", doc)
+		require.Eventually(t, func() bool { return create(base) != nil }, 30*time.Second, 200*time.Millisecond,
+			"%s: the base Pod, which the engine changes, was never denied", doc)
+		require.NoError(t, create(full.Object), "%s: the engine's result must pass", doc)
+		admitted++
+		all := messages(c.out)
+		for j, f := range c.p.Fields {
+			without := compileOne(t, c.p.Doc(j))
+			partial := applyPolicies(t, without, base)
+			if len(partial.Skipped) > 0 {
+				continue
+			}
+			// Would the whole policy change it? As the audit compares (objdiff.Compare): the
+			// engine's explained fields miss an appended sidecar.
+			again := applyPolicies(t, c.set, partial.Object)
+			require.Empty(t, again.Skipped)
+			changes, err := objdiff.Compare("Pod", partial.Object, again.Object, policies.AppliedAnnotation)
+			require.NoError(t, err)
+			err = create(partial.Object)
+			if len(changes) == 0 {
+				require.NoError(t, err, "%s without %s: the engine changes nothing, the second line must admit", doc, f.Name)
+				admitted++
+				continue
+			}
+			require.Error(t, err, "%s without %s: the engine changes %v, the second line must deny", doc, f.Name, changes)
+			named := false
+			for m := range all {
+				if !messages(vap.Generate(without, policies.DefaultPlatformNamespace, vap.Options{}))[m] && strings.Contains(err.Error(), m) {
+					named = true
+				}
+			}
+			require.True(t, named, "%s without %s: %v names no validation of the missing field", doc, f.Name, err)
+			denied++
+		}
+	}
+	t.Logf("%d policies: %d objects admitted, %d denied naming the field", n, admitted, denied)
+	require.Positive(t, denied)
+}
