@@ -115,6 +115,12 @@ func TestFairness(t *testing.T) {
 	}
 	cms = append(cms, policyCM(other, "labels", map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\n" +
 		"metadata: {name: other}\nspec:\n  match: {managers: [dask]}\n  template:\n    metadata:\n      labels: {team: other}\n"}))
+	// The platform's enforce policy on the tenant's Pods (reference §5: applied or denied,
+	// whatever the load): nothing of the tenant's is admitted without it.
+	enforce := policyCM(policies.DefaultPlatformNamespace, "fair-enforce", map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\n" +
+		"metadata: {name: cost}\nspec:\n  mode: enforce\n  match: {managers: [dask], namespaces: [" + tenant + "]}\n  template:\n    metadata:\n      labels: {cost-center: platform}\n"})
+	cms = append(cms, enforce)
+	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), enforce) })
 	began := time.Now()
 	work := make(chan *corev1.ConfigMap)
 	var wg sync.WaitGroup
@@ -163,7 +169,7 @@ func TestFairness(t *testing.T) {
 	load, cancel := context.WithTimeout(ctx, fairLoad)
 	defer cancel()
 	tenantCS, tenantWarnings := warningClient(t)
-	var tenantSent, tenantPatched, tenantNanos atomic.Int64
+	var tenantSent, tenantPatched, tenantNanos, tenantUnenforced atomic.Int64
 	var streams sync.WaitGroup
 	for s := range fairStreams {
 		streams.Go(func() {
@@ -175,6 +181,9 @@ func TestFairness(t *testing.T) {
 				if err == nil && pod.Annotations[policies.AppliedAnnotation] != "" {
 					tenantPatched.Add(1)
 				}
+				if err == nil && pod.Labels["cost-center"] != "platform" {
+					tenantUnenforced.Add(1) // stored without the enforce policy
+				}
 			}
 		})
 	}
@@ -185,7 +194,7 @@ func TestFairness(t *testing.T) {
 	direct := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	raw, err := json.Marshal(tenantPod(tenant, "direct"))
 	require.NoError(t, err)
-	var directSent, directPatched, directFallbacks atomic.Int64
+	var directSent, directPatched, directFallbacks, directDenied, directUnenforced atomic.Int64
 	for s := range fairDirect {
 		streams.Go(func() {
 			for i := 0; load.Err() == nil; i++ {
@@ -207,6 +216,10 @@ func TestFairness(t *testing.T) {
 				directSent.Add(1)
 				switch {
 				case err != nil || out.Response == nil:
+				case !out.Response.Allowed:
+					directDenied.Add(1)
+				case !bytes.Contains(out.Response.Patch, []byte(`"cost-center":"platform"`)) && !bytes.Contains(out.Response.Patch, []byte(`/cost-center","value":"platform"`)):
+					directUnenforced.Add(1) // admitted without the enforce policy
 				case len(out.Response.Patch) > 0:
 					directPatched.Add(1)
 				case strings.Contains(strings.Join(out.Response.Warnings, "\n"), "podpatch did not"):
@@ -241,7 +254,7 @@ func TestFairness(t *testing.T) {
 			fallbacks++
 		}
 	}
-	t.Logf("tenant: %d reviews sent to podpatch straight, %d patched, %d fallbacks", directSent.Load(), directPatched.Load(), directFallbacks.Load())
+	t.Logf("tenant: %d reviews sent to podpatch straight, %d patched, %d denied, %d fallbacks", directSent.Load(), directPatched.Load(), directDenied.Load(), directFallbacks.Load())
 	t.Logf("tenant: %d Pods of %d containers sent (%s each), %d patched, %d fallback warnings; other: %d Pods; podpatch peak RSS %d MiB (limit %d MiB); admission warnings %v (the namespace-limit one included), budget exceeded %v",
 		tenantSent.Load(), fairContainers, (time.Duration(tenantNanos.Load()) / time.Duration(max(tenantSent.Load(), 1))).Round(time.Millisecond), tenantPatched.Load(), fallbacks, len(results), peak>>20, fairnessMemoryLimit>>20,
 		p.metricSum(t, "podpatch_admission_warnings_total"), p.metricSum(t, "podpatch_budget_exceeded_total"))
@@ -255,5 +268,7 @@ func TestFairness(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, len(results), 8, "the other namespace's Pods are created at their pace")
 	require.Positive(t, tenantPatched.Load()+directPatched.Load(), "the tenant is served too")
+	require.Zero(t, tenantUnenforced.Load(), "no tenant Pod stored without the platform's enforce policy")
+	require.Zero(t, directUnenforced.Load(), "no tenant review admitted without the platform's enforce policy")
 	require.Less(t, peak, int64(fairnessMemoryLimit), "podpatch's peak memory under the manifests' limit")
 }
