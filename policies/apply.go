@@ -60,15 +60,7 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 		}
 		return res, fmt.Errorf("%w: %q, not %q", ErrNamespaceMismatch, s, in.Namespace)
 	}
-	labelsV, _ := t.Get(meta, "labels")
-	objLabels := stringMap(labelsV)
-	var selector map[string]string
-	if in.Kind == profiles.KindService {
-		spec, _ := t.GetMap(obj, "spec")
-		selectorV, _ := t.Get(spec, "selector")
-		selector = stringMap(selectorV)
-	}
-	id, recognised := profiles.Recognise(in.Kind, objLabels, selector)
+	objLabels, id, recognised := recognise(t, obj, meta, in.Kind)
 	if !recognised {
 		return res, nil
 	}
@@ -153,6 +145,20 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	out.violations, out.selection, out.patched = nil, layers{}, nil
 	out.Recognised, out.Identity = true, id
 	return out, nil
+}
+
+// recognise reads an object's labels (and a Service's selector) and recognises it by them.
+func recognise(t *jsontree.Tree, obj, meta map[string]any, kind profiles.Kind) (labels.Set, profiles.Identity, bool) {
+	labelsV, _ := t.Get(meta, "labels")
+	objLabels := stringMap(labelsV)
+	var selector map[string]string
+	if kind == profiles.KindService {
+		spec, _ := t.GetMap(obj, "spec")
+		selectorV, _ := t.Get(spec, "selector")
+		selector = stringMap(selectorV)
+	}
+	id, ok := profiles.Recognise(kind, objLabels, selector)
+	return objLabels, id, ok
 }
 
 // enforceOnly applies the enforce layer alone, for an object the other layers cannot patch: to

@@ -197,15 +197,7 @@ func (s *Set) Enforcing(in Input) []*Policy {
 	if v, set := meta["namespace"]; set && v != nil && v != "" && v != in.Namespace {
 		return nil // the API server refuses it (reference §5)
 	}
-	labelsV, _ := t.Get(meta, "labels")
-	objLabels := stringMap(labelsV)
-	var selector map[string]string
-	if in.Kind == profiles.KindService {
-		spec, _ := t.GetMap(obj, "spec")
-		selectorV, _ := t.Get(spec, "selector")
-		selector = stringMap(selectorV)
-	}
-	id, recognised := profiles.Recognise(in.Kind, objLabels, selector)
+	objLabels, id, recognised := recognise(t, obj, meta, in.Kind)
 	if !recognised {
 		return nil
 	}

@@ -114,20 +114,30 @@ func parsePolicyCommand(name string, args []string, stderr io.Writer, o policyCo
 	return o.Options()
 }
 
+// compilePolicies reads the policy ConfigMaps of paths and compiles them; a ConfigMap that does
+// not compile is an error, its problems on stderr: the policies of render and vap.
+func compilePolicies(paths []string, namespace string, opts policies.Options, stdin io.Reader, stderr io.Writer) (*policies.Set, error) {
+	cms, err := manifest.ReadConfigMaps(paths, namespace, stdin)
+	if err != nil {
+		return nil, err
+	}
+	set, probs := policies.Compile(cms, opts)
+	if len(probs) > 0 {
+		fmt.Fprintln(stderr, policies.ProblemLines(probs))
+		return nil, fmt.Errorf("%d invalid policy ConfigMap(s); run podpatch lint for details", len(probs))
+	}
+	return set, nil
+}
+
 func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	o := &renderOptions{}
 	opts, err := parsePolicyCommand("render", args, stderr, o)
 	if err != nil {
 		return err
 	}
-	cms, err := manifest.ReadConfigMaps(o.Policies, o.Namespace, stdin)
+	set, err := compilePolicies(o.Policies, o.Namespace, opts, stdin, stderr)
 	if err != nil {
 		return err
-	}
-	set, probs := policies.Compile(cms, opts)
-	if len(probs) > 0 {
-		fmt.Fprintln(stderr, policies.ProblemLines(probs))
-		return fmt.Errorf("%d invalid policy ConfigMap(s); run podpatch lint for details", len(probs))
 	}
 	for _, f := range o.Files {
 		data, err := manifest.Read(f, stdin)

@@ -8,8 +8,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/policies/vap"
 )
 
@@ -48,14 +46,9 @@ func runVAP(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cms, err := manifest.ReadConfigMaps(o.Policies, o.Namespace, stdin)
+	set, err := compilePolicies(o.Policies, o.Namespace, opts, stdin, stderr)
 	if err != nil {
 		return err
-	}
-	set, probs := policies.Compile(cms, opts)
-	if len(probs) > 0 {
-		fmt.Fprintln(stderr, policies.ProblemLines(probs))
-		return fmt.Errorf("%d invalid policy ConfigMap(s); run podpatch lint for details", len(probs))
 	}
 	out := vap.Generate(set, o.PlatformNamespace, vap.Options{
 		ExcludedNamespaces: append(slices.Clone(o.Excluded), o.PlatformNamespace),

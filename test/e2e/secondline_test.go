@@ -260,13 +260,15 @@ data:
 	var got *admissionregistrationv1.ValidatingAdmissionPolicy
 	require.Eventually(t, func() bool {
 		var err error
-		got, err = get("podpatch.sync.first.pod")
+		if got, err = get("podpatch.sync.first.pod"); err != nil {
+			return false
+		}
+		// The binding is applied after its policy: both, or not yet.
+		_, err = api.ValidatingAdmissionPolicyBindings().Get(contextBackground(), "podpatch.sync.first.pod", metav1.GetOptions{})
 		return err == nil
-	}, 60*time.Second, 200*time.Millisecond, "the elected replica never applied the generated policy")
+	}, 60*time.Second, 200*time.Millisecond, "the elected replica never applied the generated policy and its binding")
 	require.Equal(t, "podpatch-second-line", got.ManagedFields[0].Manager)
 	require.Contains(t, got.Spec.Validations[0].Message, `podpatch enforce policy podpatch-system/sync/first requires spec.priorityClassName == "high"`)
-	_, err = api.ValidatingAdmissionPolicyBindings().Get(contextBackground(), "podpatch.sync.first.pod", metav1.GetOptions{})
-	require.NoError(t, err)
 
 	write("second")
 	require.Eventually(t, func() bool {
