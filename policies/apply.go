@@ -268,8 +268,9 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 	res.Applied, res.selection = l.all(), l
 	st := &applyState{t: t, done: in.Done}
 	var owned map[string]bool
-	var before validity.CoupledValues // the coupled fields as given
-	var given kueue.Placement         // the placement Kueue decides, as given (kueue.go)
+	var sidecarFields map[*Policy][]string // with Explain: the containers each policy inserted
+	var before validity.CoupledValues      // the coupled fields as given
+	var given kueue.Placement              // the placement Kueue decides, as given (kueue.go)
 	// A Service's type can change only where a policy writes spec.type: only then is the type
 	// as given read (it decodes the spec) and the coupled fields looked at.
 	typeWritten := in.Kind == profiles.KindService && anyWrites(res.Applied, profiles.KindService, "type")
@@ -286,12 +287,25 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 		m := newMerger(st, in.Kind, false)
 		m.manager = manager
 		placed := map[string]bool{}
-		for _, p := range l.platform() {
+		if in.Explain {
+			sidecarFields = map[*Policy][]string{}
+		}
+		insert := func(p *Policy, placed map[string]bool) {
+			var before any
+			if in.Explain {
+				before = deepCopy(obj)
+			}
 			m.insertSidecars(obj, p.Patch(profiles.KindPod), placed)
+			if in.Explain { // the containers it adds are its change too
+				sidecarFields[p] = diffPaths(before, obj)
+			}
+		}
+		for _, p := range l.platform() {
+			insert(p, placed)
 			owned = sidecarNames(p.Patch(profiles.KindPod), owned, manager)
 		}
 		for _, p := range l.namespace() {
-			m.insertSidecars(obj, p.Patch(profiles.KindPod), nil)
+			insert(p, nil)
 		}
 	}
 	pass := func(ps []*Policy, fill bool, namespace bool) {
@@ -310,7 +324,7 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 			}
 			m.mergeMap(obj, p.Patch(in.Kind))
 			if in.Explain {
-				res.Changes = append(res.Changes, Change{Policy: p, Fields: diffPaths(before, obj)})
+				res.Changes = append(res.Changes, Change{Policy: p, Fields: append(sidecarFields[p], diffPaths(before, obj)...)})
 			}
 		}
 	}

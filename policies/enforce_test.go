@@ -474,3 +474,13 @@ func TestKubeVersionAtAdmission(t *testing.T) {
 		require.Equal(t, c.denied, res.Denied, "1.%d", c.minor)
 	}
 }
+
+// TestExplainNamesInsertedSidecar: a policy that adds a whole sidecar container says so in its
+// change (render --explain, the audit's fields), as it does for every other field it sets.
+func TestExplainNamesInsertedSidecar(t *testing.T) {
+	p := enforcePolicy(t, "audit-sidecar", ModeEnforce, enforceCatalogue[1].spec)
+	res, err := NewSet([]*Policy{p}).Apply(Input{Kind: profiles.KindPod, Object: fixtureJSON(t, "dask-operator/worker-pod.yaml", nil), Namespace: "default", Explain: true})
+	require.NoError(t, err)
+	require.Len(t, res.Changes, 1)
+	require.Contains(t, res.Changes[0].Fields, "spec.containers[audit-agent]", "%v", res.Changes[0].Fields)
+}

@@ -377,8 +377,7 @@ func TestSecondLineDifferential(t *testing.T) {
 			if len(partial.Skipped) > 0 {
 				continue
 			}
-			// Would the whole policy change it? As the audit compares (objdiff.Compare): the
-			// engine's explained fields miss an appended sidecar.
+			// Would the whole policy change it? As the audit compares (objdiff.Compare).
 			again := applyPolicies(t, c.set, partial.Object)
 			require.Empty(t, again.Skipped)
 			changes, err := objdiff.Compare("Pod", partial.Object, again.Object, policies.AppliedAnnotation)
