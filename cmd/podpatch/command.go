@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/podpatch/podpatch/policies/versions"
 )
 
 // What every command shares: its flag parsing and the errors that set the exit status. Nothing
@@ -40,4 +42,17 @@ func parseCommand(name string, args []string, stderr io.Writer, positional bool,
 		return nil, usageError{fmt.Errorf("unexpected arguments %s", strings.Join(fs.Args(), " "))}
 	}
 	return fs.Args(), nil
+}
+
+// parseKubeVersion reads a --kube-version flag: a supported Kubernetes version (issue 34), or a
+// usage error naming the supported ones.
+func parseKubeVersion(flag string) (versions.Version, error) {
+	v, err := versions.Parse(flag)
+	if err != nil {
+		return v, usageError{err}
+	}
+	if !v.Supported() {
+		return v, usageError{fmt.Errorf("--kube-version %s: podpatch supports Kubernetes 1.%d to 1.%d", v, versions.OldestMinor, versions.NewestMinor)}
+	}
+	return v, nil
 }

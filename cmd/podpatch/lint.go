@@ -50,12 +50,9 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	kube, err := versions.Parse(o.KubeVersion)
+	kube, err := parseKubeVersion(o.KubeVersion)
 	if err != nil {
-		return usageError{err}
-	}
-	if !kube.Supported() {
-		return usageError{fmt.Errorf("--kube-version %s: podpatch supports Kubernetes 1.%d to 1.%d", kube, versions.OldestMinor, versions.NewestMinor)}
+		return err
 	}
 	// Read without a default namespace, to tell which ConfigMaps had none, then give them
 	// --namespace as manifest.ReadConfigMaps would.

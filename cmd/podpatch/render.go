@@ -13,6 +13,7 @@ import (
 	"github.com/podpatch/podpatch/policies/allowlist"
 	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/policies/render"
+	"github.com/podpatch/podpatch/policies/versions"
 )
 
 // policyOptions are the flags that decide how policy ConfigMaps are read.
@@ -60,6 +61,8 @@ type renderOptions struct {
 	Namespace       string
 	NamespaceLabels map[string]string
 	Explain         bool
+	// KubeVersion, when set, is the Kubernetes version objects are rendered for (issue 34).
+	KubeVersion string
 }
 
 func (o *renderOptions) AddFlags(fs *pflag.FlagSet) {
@@ -69,6 +72,7 @@ func (o *renderOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Namespace, "namespace", "default", "namespace of objects (and policy ConfigMaps) that have none")
 	fs.StringToStringVar(&o.NamespaceLabels, "namespace-labels", nil, "labels of the objects' namespace, k=v,…")
 	fs.BoolVar(&o.Explain, "explain", false, "print which policies matched each object and which fields they set")
+	fs.StringVar(&o.KubeVersion, "kube-version", "", fmt.Sprintf("Kubernetes version to render for (1.%d to 1.%d): a policy field it refuses leaves the policy out, one it drops is said (--explain); unset: none checked", versions.OldestMinor, versions.NewestMinor))
 }
 
 func (o *renderOptions) Validate() error {
@@ -135,6 +139,14 @@ func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var kube *versions.Version
+	if o.KubeVersion != "" {
+		v, err := parseKubeVersion(o.KubeVersion)
+		if err != nil {
+			return err
+		}
+		kube = &v
+	}
 	set, err := compilePolicies(o.Policies, o.Namespace, opts, stdin, stderr)
 	if err != nil {
 		return err
@@ -148,7 +160,7 @@ func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
-		out, err := render.Documents(set, docs, render.Options{Namespace: o.Namespace, NamespaceLabels: o.NamespaceLabels, Explain: o.Explain,
+		out, err := render.Documents(set, docs, render.Options{Namespace: o.Namespace, NamespaceLabels: o.NamespaceLabels, Explain: o.Explain, KubeVersion: kube,
 			ExcludedNamespaces: append(slices.Clone(shippedExcludedNamespaces), o.PlatformNamespace)})
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)

@@ -13,11 +13,14 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
 	"github.com/podpatch/podpatch/policies/profiles"
+	"github.com/podpatch/podpatch/policies/validity"
+	"github.com/podpatch/podpatch/policies/versions"
 )
 
 // Options are the offline stand-ins for what the webhook learns from the request.
@@ -32,7 +35,26 @@ type Options struct {
 	// ExcludedNamespaces are the namespaces the webhook configurations' namespaceSelector
 	// leaves out: render patches their objects all the same, and Explain says admission would not.
 	ExcludedNamespaces []string
+	// KubeVersion, when set, is the Kubernetes version objects are rendered for (issue 34): a
+	// field it refuses leaves its policy out (or denies for enforce), one it drops is said.
+	KubeVersion *versions.Version
 }
+
+// versionOnly is the cluster lookups of a render for a Kubernetes version: the version is
+// known, every cluster object unknown (nothing is checked against them).
+type versionOnly struct{ versions.At }
+
+func (versionOnly) PriorityClass(string) (validity.PriorityClassInfo, validity.Presence) {
+	return validity.PriorityClassInfo{}, validity.Unknown
+}
+func (versionOnly) RuntimeClass(string) (validity.RuntimeClassInfo, validity.Presence) {
+	return validity.RuntimeClassInfo{}, validity.Unknown
+}
+func (versionOnly) ServiceAccount(string, string) validity.Presence { return validity.Unknown }
+func (versionOnly) LimitRanges(string) ([]corev1.LimitRangeItem, bool) {
+	return nil, false
+}
+func (versionOnly) ServiceIPFamilies() ([]corev1.IPFamily, bool) { return nil, false }
 
 // workloadKinds have a pod template at spec.template (CronJob: spec.jobTemplate.spec.template).
 var workloadKinds = map[string][]string{
@@ -146,6 +168,9 @@ func Object(s *policies.Set, obj map[string]any, opts Options) (policies.Result,
 		return policies.Result{}, nil, fmt.Errorf("object has no kind")
 	}
 	in := policies.Input{Namespace: objectNamespace(obj, opts), NamespaceLabels: opts.NamespaceLabels, Explain: opts.Explain}
+	if opts.KubeVersion != nil {
+		in.Lookups = versionOnly{versions.At(*opts.KubeVersion)}
+	}
 	var res policies.Result
 	var patched map[string]any
 	var err error
@@ -245,6 +270,9 @@ func writeExplain(out *bytes.Buffer, kind string, meta map[string]any, ns string
 			what = "cannot apply"
 		}
 		fmt.Fprintf(out, "# podpatch:   %s: %s (%s %s): %s\n", what, sk.Policy.Ref, sk.Policy.Scope, sk.Policy.Mode, explainLine(sk.Violation.String()))
+	}
+	for _, n := range res.NoEffect { // reference §8: what this Kubernetes version drops
+		fmt.Fprintf(out, "# podpatch:   no effect: %s\n", explainLine(n.String()))
 	}
 	for _, f := range res.Findings { // reference §8: what the manager does not know of
 		fmt.Fprintf(out, "# podpatch:   check: %s\n", explainLine(f.String()))

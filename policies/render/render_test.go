@@ -14,6 +14,7 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/profiles"
+	"github.com/podpatch/podpatch/policies/versions"
 )
 
 // TestRenderExplainChecks: render --explain prints one "check:" line per finding, and the
@@ -56,4 +57,40 @@ func TestRenderExplainChecks(t *testing.T) {
 	require.Len(t, res.Findings, 2)
 	require.Equal(t, []string{res.Findings[0].String(), res.Findings[1].String()}, checks)
 	require.Equal(t, string(plain), strings.Join(rest, "\n"))
+}
+
+// TestRenderForKubeVersion: render --kube-version renders as a cluster of that version admits:
+// the policy of a field it refuses is left out, one it drops is said (no effect); without a
+// version nothing is checked.
+func TestRenderForKubeVersion(t *testing.T) {
+	policy := "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: host}\nspec:\n  template: {spec: {hostnameOverride: h}}\n---\n" +
+		"apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: env}\nspec:\n  template: {spec: {volumes: [{name: ev, emptyDir: {}}], " +
+		"containers: [{name: '@main', env: [{name: A, valueFrom: {fileKeyRef: {volumeName: ev, path: p, key: k}}}]}]}}\n"
+	ps, probs := policies.ParseConfigMap(&corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "v", Namespace: policies.DefaultPlatformNamespace, Labels: map[string]string{policies.PolicyLabel: "true"}},
+		Data:       map[string]string{"p.yaml": policy},
+	}, policies.DefaultOptions())
+	require.Empty(t, probs)
+	set := policies.NewSet(ps)
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "fixtures", "dask-operator", "worker-pod.yaml"))
+	require.NoError(t, err)
+	js, err := yaml.YAMLToJSON(b)
+	require.NoError(t, err)
+	docs, err := policies.SplitDocuments(bytes.NewReader(js))
+	require.NoError(t, err)
+	render := func(v *versions.Version) string {
+		out, err := Documents(set, docs, Options{Namespace: "default", Explain: true, KubeVersion: v})
+		require.NoError(t, err)
+		return string(out)
+	}
+	old := render(&versions.Version{Minor: 34})
+	require.Contains(t, old, "# podpatch:   no effect: policy podpatch-system/v/host: spec.hostnameOverride has no effect on Kubernetes 1.34")
+	require.Contains(t, old, "# podpatch:   left out: podpatch-system/v/env (platform merge): spec.containers[@main].env[A].valueFrom.fileKeyRef: makes Kubernetes 1.34 refuse the object")
+	require.NotContains(t, old, "fileKeyRef:\n", "the refused field is not rendered")
+	for _, v := range []*versions.Version{{Minor: 35}, nil} {
+		out := render(v)
+		require.NotContains(t, out, "no effect:")
+		require.NotContains(t, out, "left out:")
+		require.Contains(t, out, "fileKeyRef")
+	}
 }
