@@ -146,21 +146,32 @@ func (b *blocker) Handle(context.Context, admission.Request) admission.Response 
 	return admission.Allowed("")
 }
 
+// occupy takes the only handling slot of bounds, and its room for large bodies, with a large
+// review held in its handler, and returns how to let it go (waiting until it is answered).
+func occupy(t *testing.T, bounds *slots.Slots, m *Metrics) (b *blocker, big []byte, release func()) {
+	t.Helper()
+	b = newBlocker()
+	busy := &Review{Name: "validate", Handler: b, Slots: bounds, Metrics: m}
+	done := make(chan struct{})
+	big = review(t, "Pod", "team-a", admissionv1.Create, maxSizePod(t, slots.MaxReviewSize-4096), false)
+	go func() {
+		defer close(done)
+		post(t, busy, big, "application/json")
+	}()
+	<-b.entered
+	return b, big, func() {
+		close(b.release)
+		<-done
+	}
+}
+
 // TestOverloaded: when there is no room for a request's body for its whole budget, the
 // request is allowed unchanged with a warning and counted, and only the head of its body is
 // read; when its body is read but every handling slot stays busy, likewise.
 func TestOverloaded(t *testing.T) {
 	m := newTestMetrics(t)
 	bounds := slots.NewSlots(slots.SlotOptions{MaxInFlight: 1, LargeBytes: 1}) // room for one large body
-	b := newBlocker()
-	busy := &Review{Name: "validate", Handler: b, Slots: bounds, Metrics: m}
-	done := make(chan struct{})
-	big := review(t, "Pod", "team-a", admissionv1.Create, maxSizePod(t, slots.MaxReviewSize-4096), false)
-	go func() {
-		defer close(done)
-		post(t, busy, big, "application/json")
-	}()
-	<-b.entered // the only slot, and the room for large bodies, are taken
+	_, big, release := occupy(t, bounds, m)                                    // the only slot, and the room for large bodies, are taken
 	require.Equal(t, 1.0, testutil.ToFloat64(m.inFlight))
 	require.Equal(t, float64(len(big)+slots.ReservationOverhead), testutil.ToFloat64(m.bodyBytes.WithLabelValues("large")))
 
@@ -195,8 +206,7 @@ func TestOverloaded(t *testing.T) {
 	require.Equal(t, 3.0, testutil.ToFloat64(m.exceeded.WithLabelValues("mutate", stageWait)))
 	require.Equal(t, 2.0, testutil.ToFloat64(m.warnings.WithLabelValues(string(ReasonOverloaded))))
 
-	close(b.release)
-	<-done
+	release()
 	require.Equal(t, 0.0, testutil.ToFloat64(m.inFlight))
 	require.Equal(t, 0.0, testutil.ToFloat64(m.bodyBytes.WithLabelValues("large")), "the room is given back")
 	require.Equal(t, 0.0, testutil.ToFloat64(m.bodyBytes.WithLabelValues("ordinary")))

@@ -99,19 +99,8 @@ func TestEnforceAppliedOrDenied(t *testing.T) {
 func TestEnforceUnderOverload(t *testing.T) {
 	m := newTestMetrics(t)
 	bounds := slots.NewSlots(slots.SlotOptions{MaxInFlight: 1, LargeBytes: 1})
-	b := newBlocker()
-	busy := &Review{Name: "validate", Handler: b, Slots: bounds, Metrics: m}
-	done := make(chan struct{})
-	big := review(t, "Pod", "team-a", admissionv1.Create, maxSizePod(t, slots.MaxReviewSize-4096), false)
-	go func() {
-		defer close(done)
-		post(t, busy, big, "application/json")
-	}()
-	<-b.entered // the only slot, and the room for large bodies, are taken
-	defer func() {
-		close(b.release)
-		<-done
-	}()
+	_, _, release := occupy(t, bounds, m) // the only slot, and the room for large bodies, are taken
+	defer release()
 
 	h := &Review{Name: "mutate", Slots: bounds, Metrics: m, Budget: 10 * time.Millisecond,
 		Handler: &Mutator{Source: staticSource{snap: enforceSnapshot(t)}, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}

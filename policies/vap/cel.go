@@ -48,15 +48,7 @@ func present(root string, path []string) string {
 }
 
 // absent is the negation of present: some field of path is not set.
-func absent(root string, path []string) string {
-	var parts []string
-	cur := root
-	for _, f := range path {
-		cur += "." + f
-		parts = append(parts, "!has("+cur+")")
-	}
-	return strings.Join(parts, " || ")
-}
+func absent(root string, path []string) string { return "!(" + present(root, path) + ")" }
 
 // access is root.a.b.c.
 func access(root string, path []string) string {

@@ -59,7 +59,7 @@ func TestFieldClasses(t *testing.T) {
 			want:     []string{`has(object.spec.runtimeClassName) && object.spec.runtimeClassName == "gvisor"`},
 			messages: []string{`podpatch enforce policy podpatch-system/cm/p requires spec.runtimeClassName == "gvisor"`}},
 		{name: "omitempty zero is absent", template: `{spec: {hostNetwork: false}}`,
-			want: []string{`!has(object.spec.hostNetwork) || object.spec.hostNetwork == false`}},
+			want: []string{`!(has(object.spec) && has(object.spec.hostNetwork)) || object.spec.hostNetwork == false`}},
 		{name: "pointer zero must be present", template: `{spec: {automountServiceAccountToken: false}}`,
 			want: []string{`has(object.spec.automountServiceAccountToken) && object.spec.automountServiceAccountToken == false`}},
 		{name: "pod securityContext", template: `{spec: {securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}}}`,

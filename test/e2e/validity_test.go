@@ -31,6 +31,18 @@ func (w *warningLog) HandleWarningHeader(_ int, _ string, text string) {
 	w.all = append(w.all, text)
 }
 
+// warnedClient is a client of the test control plane that keeps the admission warnings of what
+// it sends.
+func warnedClient(t *testing.T) (client.Client, *warningLog) {
+	t.Helper()
+	w := &warningLog{}
+	cfg := rest.CopyConfig(restConfig)
+	cfg.WarningHandler = w
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	require.NoError(t, err)
+	return c, w
+}
+
 func (w *warningLog) take() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -56,11 +68,7 @@ func TestValidInValidOut(t *testing.T) {
 	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
 	installWebhooks(t, mwc, vwc)
 
-	cfg := rest.CopyConfig(restConfig)
-	w := &warningLog{}
-	cfg.WarningHandler = w
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	require.NoError(t, err)
+	c, w := warnedClient(t)
 
 	policy := func(class string) *corev1.ConfigMap {
 		docs := []string{

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podpatch/podpatch/internal/references"
@@ -108,11 +107,7 @@ func TestFieldsNeverClaimed(t *testing.T) {
 	p := startPodpatch(t, certDir)
 	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
 	installWebhooks(t, mwc, vwc)
-	cfg := rest.CopyConfig(restConfig)
-	w := &warningLog{}
-	cfg.WarningHandler = w
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	require.NoError(t, err)
+	c, w := warnedClient(t)
 
 	for i, f := range versions.Fields {
 		t.Run(f.Path, func(t *testing.T) {
