@@ -18,10 +18,16 @@ func VersionEffects(s *policies.Set, v versions.Version) (lines []string, refuse
 	}
 	for _, ps := range scopes {
 		for _, p := range ps {
-			for _, e := range versions.Affected(string(profiles.KindPod), p.Patch(profiles.KindPod), v) {
-				lines = append(lines, fmt.Sprintf("%s: %s: %s", p.Ref, e.At, e.String(v)))
-				if e.Outcome == versions.Refused {
-					refused++
+			for _, kind := range []profiles.Kind{profiles.KindPod, profiles.KindService} {
+				prefix := ""
+				if kind == profiles.KindService {
+					prefix = "service."
+				}
+				for _, e := range versions.Affected(string(kind), p.Patch(kind), v) {
+					lines = append(lines, fmt.Sprintf("%s: %s%s: %s", p.Ref, prefix, e.At, e.String(v)))
+					if e.Outcome == versions.Refused {
+						refused++
+					}
 				}
 			}
 		}

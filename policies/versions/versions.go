@@ -9,6 +9,7 @@ package versions
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -92,6 +93,9 @@ type Field struct {
 	KeptFrom int
 	// Before is what older API servers do with it: Dropped or Refused.
 	Before Outcome
+	// Values, when set, are the only values the gate decides (a field older versions know,
+	// with new values): other values are kept everywhere.
+	Values []string
 }
 
 // At is what the API server of v does with the field, by default.
@@ -102,17 +106,42 @@ func (f Field) At(v Version) Outcome {
 	return f.Before
 }
 
-// Fields are the fields a policy can set whose fate differs by supported version, as measured
-// against kube-apiserver 1.37.2 and its --emulated-version=1.34 to 1.36 (TestVersionTable).
-// Below 1.34, which the 1.37 binary does not emulate, what 1.34 does is assumed (gates only
-// turn on with newer versions). Container fields are those of spec.containers, which policies'
-// "*" and "@main" entries reach.
+// Fields are the fields a policy can set whose fate differs by supported version or feature
+// gate: every field of the Pod and Service API (k8s.io/api v0.37.2) that the API server drops or
+// refuses while its gate is off (pkg/api/pod/util.go dropDisabledFields and the gated
+// validation), with the first minor whose default gates keep it. TestVersionTable measures each
+// against the API server of every lane of the matrix (real 1.33 and 1.37 binaries, 1.34 to 1.36
+// by --emulated-version; README "Supported Kubernetes versions"). Fields kept by every supported
+// version's defaults are not listed (hostUsers, supplementalGroupsPolicy, procMount,
+// seLinuxChangePolicy, resizePolicy, recursiveReadOnly: their gates are on from 1.33).
+// Container fields are those of spec.containers, which policies' "*" and "@main" entries reach.
 var Fields = []Field{
+	{Kind: "Pod", Path: "spec.resources", Gate: "PodLevelResources", KeptFrom: 34, Before: Dropped},
+	{Kind: "Pod", Path: "spec.resourceClaims", Gate: "DynamicResourceAllocation", KeptFrom: 34, Before: Dropped},
+	{Kind: "Pod", Path: "spec.containers[].resources.claims", Gate: "DynamicResourceAllocation", KeptFrom: 34, Before: Dropped},
 	{Kind: "Pod", Path: "spec.hostnameOverride", Gate: "HostnameOverride", KeptFrom: 35, Before: Dropped},
 	{Kind: "Pod", Path: "spec.volumes[].image", Gate: "ImageVolume", KeptFrom: 35, Before: Dropped},
 	{Kind: "Pod", Path: "spec.containers[].restartPolicyRules", Gate: "ContainerRestartRules", KeptFrom: 35, Before: Dropped},
-	{Kind: "Pod", Path: "spec.containers[].lifecycle.stopSignal", Gate: "ContainerStopSignals", Before: Dropped},
 	{Kind: "Pod", Path: "spec.containers[].env[].valueFrom.fileKeyRef", Gate: "EnvFiles", KeptFrom: 35, Before: Refused},
+	{Kind: "Pod", Path: "spec.volumes[].projected.sources[].clusterTrustBundle", Gate: "ClusterTrustBundleProjection", KeptFrom: 37, Before: Dropped},
+	{Kind: "Pod", Path: "spec.volumes[].projected.sources[].podCertificate", Gate: "PodCertificateRequest", KeptFrom: 37, Before: Dropped},
+	{Kind: "Pod", Path: "spec.containers[].lifecycle.stopSignal", Gate: "ContainerStopSignals", Before: Dropped},
+	{Kind: "Pod", Path: "spec.volumes[].emptyDir.mode", Gate: "EmptyDirVolumeMode", Before: Dropped},
+	{Kind: "Pod", Path: "spec.containers[].volumeMounts[].bindMountOptions", Gate: "VolumeBindMountOptions", Before: Dropped},
+	{Kind: "Pod", Path: "spec.volumes[].secret.defaultUser", Gate: "AtomicWriteVolumeUserFields", Before: Dropped},
+	{Kind: "Pod", Path: "spec.volumes[].configMap.defaultUser", Gate: "AtomicWriteVolumeUserFields", Before: Dropped},
+	{Kind: "Pod", Path: "spec.volumes[].downwardAPI.defaultUser", Gate: "AtomicWriteVolumeUserFields", Before: Dropped},
+	{Kind: "Pod", Path: "spec.volumes[].projected.defaultUser", Gate: "AtomicWriteVolumeUserFields", Before: Dropped},
+	{Kind: "Pod", Path: "spec.volumes[].projected.sources[].serviceAccountToken.user", Gate: "AtomicWriteVolumeUserFields", Before: Dropped},
+	{Kind: "Pod", Path: "spec.containers[].livenessProbe.httpGet.protocol", Gate: "H2CContainerProbe", Before: Dropped},
+	{Kind: "Pod", Path: "spec.containers[].readinessProbe.httpGet.protocol", Gate: "H2CContainerProbe", Before: Dropped},
+	{Kind: "Pod", Path: "spec.containers[].startupProbe.httpGet.protocol", Gate: "H2CContainerProbe", Before: Dropped},
+	{Kind: "Pod", Path: "spec.containers[].livenessProbe.grpc.mode", Gate: "GRPCContainerProbeTLS", Before: Dropped},
+	{Kind: "Pod", Path: "spec.containers[].readinessProbe.grpc.mode", Gate: "GRPCContainerProbeTLS", Before: Dropped},
+	{Kind: "Pod", Path: "spec.containers[].startupProbe.grpc.mode", Gate: "GRPCContainerProbeTLS", Before: Dropped},
+	{Kind: "Pod", Path: "spec.schedulingGroup", Gate: "GenericWorkload", Before: Dropped},
+	{Kind: "Pod", Path: "spec.evictionResponders", Gate: "EvictionRequestAPI", Before: Dropped},
+	{Kind: "Service", Path: "spec.trafficDistribution", Values: []string{"PreferSameZone", "PreferSameNode"}, Gate: "PreferSameTrafficDistribution", KeptFrom: 34, Before: Refused},
 }
 
 // Effect is a field of a patch that a version does not keep.
@@ -145,7 +174,7 @@ func Affected(kind string, patch map[string]any, v Version) []Effect {
 		if o == Kept {
 			continue
 		}
-		if at, ok := Find(patch, f.Path); ok {
+		if at, ok := f.find(patch); ok {
 			out = append(out, Effect{Field: f, Outcome: o, At: at})
 		}
 	}
@@ -154,12 +183,27 @@ func Affected(kind string, patch map[string]any, v Version) []Effect {
 
 // Find reports whether a JSON tree sets a Field's path (non-null), and where first.
 func Find(tree map[string]any, path string) (at string, ok bool) {
-	return find(tree, strings.Split(path, "."), "")
+	return find(tree, strings.Split(path, "."), "", nil)
 }
 
-func find(v any, path []string, at string) (string, bool) {
+// find is Find for f: with Values, only where the field holds one of them.
+func (f Field) find(tree map[string]any) (at string, ok bool) {
+	return find(tree, strings.Split(f.Path, "."), "", f.Values)
+}
+
+// Set reports whether a JSON tree (an object as stored) sets the field, with one of its
+// Values when it has some.
+func (f Field) Set(tree map[string]any) bool {
+	_, ok := f.find(tree)
+	return ok
+}
+
+func find(v any, path []string, at string, values []string) (string, bool) {
 	if len(path) == 0 {
-		return at, v != nil
+		if s, ok := v.(string); ok && values != nil {
+			return at, slices.Contains(values, s)
+		}
+		return at, v != nil && values == nil
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
@@ -177,7 +221,7 @@ func find(v any, path []string, at string) (string, bool) {
 	}
 	at += name
 	if !list {
-		return find(child, path[1:], at)
+		return find(child, path[1:], at, values)
 	}
 	items, _ := child.([]any)
 	for i, it := range items {
@@ -186,7 +230,7 @@ func find(v any, path []string, at string) (string, bool) {
 		if n, ok := item["name"].(string); ok {
 			key = n
 		}
-		if where, ok := find(it, path[1:], at+"["+key+"]"); ok {
+		if where, ok := find(it, path[1:], at+"["+key+"]", values); ok {
 			return where, true
 		}
 	}

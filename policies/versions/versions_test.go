@@ -47,3 +47,28 @@ func TestAffected(t *testing.T) {
 	require.Empty(t, Affected("Pod", patch("spec: {hostnameOverride: null}"), Version{34}), "a removal sets nothing")
 	require.Empty(t, Affected("Pod", patch("spec: {containers: [x, 3]}"), Version{34}), "odd shapes are no match")
 }
+
+func TestAffectedByValue(t *testing.T) {
+	svc := func(td string) map[string]any {
+		return map[string]any{"spec": map[string]any{"trafficDistribution": td}}
+	}
+	require.Empty(t, Affected("Service", svc("PreferClose"), Version{33}), "a value every version knows")
+	got := Affected("Service", svc("PreferSameNode"), Version{33})
+	require.Len(t, got, 1)
+	require.Equal(t, Refused, got[0].Outcome)
+	require.Equal(t, "spec.trafficDistribution", got[0].At)
+	require.Empty(t, Affected("Service", svc("PreferSameZone"), Version{34}))
+	require.Empty(t, Affected("Pod", svc("PreferSameZone"), Version{33}), "a Service field")
+}
+
+func TestTableShape(t *testing.T) {
+	seen := map[string]bool{}
+	for _, f := range Fields {
+		require.False(t, seen[f.Kind+" "+f.Path], "one entry per field: %s", f.Path)
+		seen[f.Kind+" "+f.Path] = true
+		require.Contains(t, []string{"Pod", "Service"}, f.Kind)
+		require.NotEmpty(t, f.Gate, f.Path)
+		require.Contains(t, []Outcome{Dropped, Refused}, f.Before, f.Path)
+		require.True(t, f.KeptFrom == 0 || f.KeptFrom > OldestMinor, "%s: kept by every supported version needs no entry", f.Path)
+	}
+}

@@ -20,9 +20,20 @@ import (
 	"github.com/podpatch/podpatch/policies/versions"
 )
 
-// versionSamples set each field of versions.Fields on a Pod, as a policy would; a new entry
-// without a sample fails TestVersionTable.
+// versionSamples set each field of versions.Fields on a Pod (or, for a Service field, on a
+// Service's spec, container nil), as a policy would; a new entry without a sample fails
+// TestVersionTable.
 var versionSamples = map[string]func(spec, container map[string]any){
+	"spec.resources": func(spec, _ map[string]any) {
+		spec["resources"] = map[string]any{"limits": map[string]any{"cpu": "1", "memory": "1Gi"}}
+	},
+	"spec.resourceClaims": func(spec, _ map[string]any) {
+		spec["resourceClaims"] = []any{map[string]any{"name": "gpu", "resourceClaimName": "claim"}}
+	},
+	"spec.containers[].resources.claims": func(spec, c map[string]any) {
+		spec["resourceClaims"] = []any{map[string]any{"name": "gpu", "resourceClaimName": "claim"}}
+		c["resources"] = map[string]any{"claims": []any{map[string]any{"name": "gpu"}}}
+	},
 	"spec.hostnameOverride": func(spec, _ map[string]any) { spec["hostnameOverride"] = "probe-host" },
 	"spec.volumes[].image": func(spec, _ map[string]any) {
 		spec["volumes"] = []any{map[string]any{"name": "iv", "image": map[string]any{"reference": "busybox:1", "pullPolicy": "IfNotPresent"}}}
@@ -31,14 +42,74 @@ var versionSamples = map[string]func(spec, container map[string]any){
 		c["restartPolicy"] = "Never"
 		c["restartPolicyRules"] = []any{map[string]any{"action": "Restart", "exitCodes": map[string]any{"operator": "In", "values": []any{42}}}}
 	},
-	"spec.containers[].lifecycle.stopSignal": func(spec, c map[string]any) {
-		spec["os"] = map[string]any{"name": "linux"} // a stop signal needs the pod's OS
-		c["lifecycle"] = map[string]any{"stopSignal": "SIGUSR1"}
-	},
 	"spec.containers[].env[].valueFrom.fileKeyRef": func(spec, c map[string]any) {
 		spec["volumes"] = []any{map[string]any{"name": "ev", "emptyDir": map[string]any{}}}
 		c["env"] = []any{map[string]any{"name": "A", "valueFrom": map[string]any{"fileKeyRef": map[string]any{"volumeName": "ev", "path": "p.env", "key": "k"}}}}
 	},
+	"spec.volumes[].projected.sources[].clusterTrustBundle": func(spec, _ map[string]any) {
+		spec["volumes"] = []any{projected(nil, map[string]any{"clusterTrustBundle": map[string]any{"name": "bundle", "path": "ca.pem"}})}
+	},
+	"spec.volumes[].projected.sources[].podCertificate": func(spec, _ map[string]any) {
+		spec["volumes"] = []any{projected(nil, map[string]any{"podCertificate": map[string]any{"signerName": "example.com/signer", "keyType": "ED25519", "credentialBundlePath": "creds.pem"}})}
+	},
+	"spec.containers[].lifecycle.stopSignal": func(spec, c map[string]any) {
+		spec["os"] = map[string]any{"name": "linux"} // a stop signal needs the pod's OS
+		c["lifecycle"] = map[string]any{"stopSignal": "SIGUSR1"}
+	},
+	"spec.volumes[].emptyDir.mode": func(spec, _ map[string]any) {
+		spec["volumes"] = []any{map[string]any{"name": "ed", "emptyDir": map[string]any{"mode": 0o750}}}
+	},
+	"spec.containers[].volumeMounts[].bindMountOptions": func(spec, c map[string]any) {
+		spec["volumes"] = []any{map[string]any{"name": "ed", "emptyDir": map[string]any{}}}
+		c["volumeMounts"] = []any{map[string]any{"name": "ed", "mountPath": "/scratch", "bindMountOptions": []any{"noexec"}}}
+	},
+	"spec.volumes[].secret.defaultUser": func(spec, _ map[string]any) {
+		spec["volumes"] = []any{map[string]any{"name": "s", "secret": map[string]any{"secretName": "s", "defaultUser": 1000}}}
+	},
+	"spec.volumes[].configMap.defaultUser": func(spec, _ map[string]any) {
+		spec["volumes"] = []any{map[string]any{"name": "cm", "configMap": map[string]any{"name": "cm", "defaultUser": 1000}}}
+	},
+	"spec.volumes[].downwardAPI.defaultUser": func(spec, _ map[string]any) {
+		spec["volumes"] = []any{map[string]any{"name": "d", "downwardAPI": map[string]any{"defaultUser": 1000,
+			"items": []any{map[string]any{"path": "labels", "fieldRef": map[string]any{"fieldPath": "metadata.labels"}}}}}}
+	},
+	"spec.volumes[].projected.defaultUser": func(spec, _ map[string]any) {
+		spec["volumes"] = []any{projected(map[string]any{"defaultUser": 1000}, map[string]any{"configMap": map[string]any{"name": "cm"}})}
+	},
+	"spec.volumes[].projected.sources[].serviceAccountToken.user": func(spec, _ map[string]any) {
+		spec["serviceAccountName"] = "default" // a token needs the pod's ServiceAccount
+		spec["volumes"] = []any{projected(nil, map[string]any{"serviceAccountToken": map[string]any{"path": "token", "user": 1000}})}
+	},
+	"spec.containers[].livenessProbe.httpGet.protocol":  probe("livenessProbe", "httpGet", "protocol", "HTTP2"),
+	"spec.containers[].readinessProbe.httpGet.protocol": probe("readinessProbe", "httpGet", "protocol", "HTTP2"),
+	"spec.containers[].startupProbe.httpGet.protocol":   probe("startupProbe", "httpGet", "protocol", "HTTP2"),
+	"spec.containers[].livenessProbe.grpc.mode":         probe("livenessProbe", "grpc", "mode", "TLS"),
+	"spec.containers[].readinessProbe.grpc.mode":        probe("readinessProbe", "grpc", "mode", "TLS"),
+	"spec.containers[].startupProbe.grpc.mode":          probe("startupProbe", "grpc", "mode", "TLS"),
+	"spec.schedulingGroup": func(spec, _ map[string]any) {
+		spec["schedulingGroup"] = map[string]any{"podGroupName": "group"}
+	},
+	"spec.evictionResponders": func(spec, _ map[string]any) {
+		spec["evictionResponders"] = []any{map[string]any{"name": "example.com/responder"}}
+	},
+	"spec.trafficDistribution": func(spec, _ map[string]any) { spec["trafficDistribution"] = "PreferSameZone" },
+}
+
+// projected is a projected volume with one source and the volume's own fields.
+func projected(fields, source map[string]any) map[string]any {
+	p := map[string]any{"sources": []any{source}}
+	for k, v := range fields {
+		p[k] = v
+	}
+	return map[string]any{"name": "pv", "projected": p}
+}
+
+// probe sets a container's probe of the given handler, with one gated field.
+func probe(which, handler, key, value string) func(_, c map[string]any) {
+	return func(_, c map[string]any) {
+		h := map[string]any{"port": 8080, key: value}
+		c[which] = map[string]any{handler: h}
+	}
 }
 
 // TestVersionTable checks every entry of versions.Fields against the API server the tests run
@@ -60,8 +131,11 @@ func TestVersionTable(t *testing.T) {
 			require.True(t, ok, "no sample for %s", f.Path)
 			container := map[string]any{"name": "c", "image": "x"}
 			spec := map[string]any{"containers": []any{container}}
+			if f.Kind == "Service" {
+				container, spec = nil, map[string]any{"ports": []any{map[string]any{"port": 80}}}
+			}
 			sample(spec, container)
-			u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
+			u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": f.Kind,
 				"metadata": map[string]any{"name": "version-probe", "namespace": "default"}, "spec": spec}}
 			err := k8s.Create(contextBackground(), u, client.DryRunAll)
 			got := versions.Kept
@@ -70,7 +144,7 @@ func TestVersionTable(t *testing.T) {
 				require.True(t, apierrors.IsInvalid(err), "refused as invalid, not for another reason: %v", err)
 				got = versions.Refused
 			default:
-				if _, set := versions.Find(u.Object, f.Path); !set {
+				if !f.Set(u.Object) {
 					got = versions.Dropped
 				}
 			}
@@ -80,17 +154,39 @@ func TestVersionTable(t *testing.T) {
 }
 
 // versionPolicies set each field of versions.Fields through a merge policy (the template's
-// spec, YAML); a new entry without one fails TestFieldsNeverClaimed.
+// spec, or for a Service field the service's spec, YAML) on the Dask operator's worker Pod or
+// KubeRay's head Service; a new entry without one fails TestFieldsNeverClaimed.
 var versionPolicies = map[string]string{
-	"spec.hostnameOverride":                        "{hostnameOverride: probe-host}",
-	"spec.volumes[].image":                         "{volumes: [{name: iv, image: {reference: 'busybox:1', pullPolicy: IfNotPresent}}]}",
-	"spec.containers[].restartPolicyRules":         "{containers: [{name: '@main', restartPolicy: Never, restartPolicyRules: [{action: Restart, exitCodes: {operator: In, values: [42]}}]}]}",
-	"spec.containers[].lifecycle.stopSignal":       "{os: {name: linux}, containers: [{name: '@main', lifecycle: {stopSignal: SIGUSR1}}]}",
-	"spec.containers[].env[].valueFrom.fileKeyRef": "{volumes: [{name: ev, emptyDir: {}}], containers: [{name: '@main', env: [{name: A, valueFrom: {fileKeyRef: {volumeName: ev, path: p.env, key: k}}}]}]}",
+	"spec.resources":                                              "{resources: {limits: {cpu: '2', memory: 4Gi}}}",
+	"spec.resourceClaims":                                         "{resourceClaims: [{name: gpu, resourceClaimName: claim}]}",
+	"spec.containers[].resources.claims":                          "{resourceClaims: [{name: gpu, resourceClaimName: claim}], containers: [{name: '@main', resources: {claims: [{name: gpu}]}}]}",
+	"spec.hostnameOverride":                                       "{hostnameOverride: probe-host}",
+	"spec.volumes[].image":                                        "{volumes: [{name: iv, image: {reference: 'busybox:1', pullPolicy: IfNotPresent}}]}",
+	"spec.containers[].restartPolicyRules":                        "{containers: [{name: '@main', restartPolicy: Never, restartPolicyRules: [{action: Restart, exitCodes: {operator: In, values: [42]}}]}]}",
+	"spec.containers[].env[].valueFrom.fileKeyRef":                "{volumes: [{name: ev, emptyDir: {}}], containers: [{name: '@main', env: [{name: A, valueFrom: {fileKeyRef: {volumeName: ev, path: p.env, key: k}}}]}]}",
+	"spec.volumes[].projected.sources[].clusterTrustBundle":       "{volumes: [{name: pv, projected: {sources: [{clusterTrustBundle: {name: bundle, path: ca.pem}}]}}]}",
+	"spec.volumes[].projected.sources[].podCertificate":           "{volumes: [{name: pv, projected: {sources: [{podCertificate: {signerName: example.com/signer, keyType: ED25519, credentialBundlePath: creds.pem}}]}}]}",
+	"spec.containers[].lifecycle.stopSignal":                      "{os: {name: linux}, containers: [{name: '@main', lifecycle: {stopSignal: SIGUSR1}}]}",
+	"spec.volumes[].emptyDir.mode":                                "{volumes: [{name: ed, emptyDir: {mode: 488}}]}",
+	"spec.containers[].volumeMounts[].bindMountOptions":           "{volumes: [{name: ed, emptyDir: {}}], containers: [{name: '@main', volumeMounts: [{name: ed, mountPath: /scratch, bindMountOptions: [noexec]}]}]}",
+	"spec.volumes[].secret.defaultUser":                           "{volumes: [{name: s, secret: {secretName: s, defaultUser: 1000}}]}",
+	"spec.volumes[].configMap.defaultUser":                        "{volumes: [{name: cm, configMap: {name: cm, defaultUser: 1000}}]}",
+	"spec.volumes[].downwardAPI.defaultUser":                      "{volumes: [{name: d, downwardAPI: {defaultUser: 1000, items: [{path: labels, fieldRef: {fieldPath: metadata.labels}}]}}]}",
+	"spec.volumes[].projected.defaultUser":                        "{volumes: [{name: pv, projected: {defaultUser: 1000, sources: [{configMap: {name: cm}}]}}]}",
+	"spec.volumes[].projected.sources[].serviceAccountToken.user": "{serviceAccountName: default, volumes: [{name: pv, projected: {sources: [{serviceAccountToken: {path: token, user: 1000}}]}}]}",
+	"spec.containers[].livenessProbe.httpGet.protocol":            "{containers: [{name: '@main', livenessProbe: {httpGet: {port: 8788, protocol: HTTP2}}}]}",
+	"spec.containers[].readinessProbe.httpGet.protocol":           "{containers: [{name: '@main', readinessProbe: {httpGet: {port: 8788, protocol: HTTP2}}}]}",
+	"spec.containers[].startupProbe.httpGet.protocol":             "{containers: [{name: '@main', startupProbe: {httpGet: {port: 8788, protocol: HTTP2}}}]}",
+	"spec.containers[].livenessProbe.grpc.mode":                   "{containers: [{name: '@main', livenessProbe: {grpc: {port: 8788, mode: TLS}}}]}",
+	"spec.containers[].readinessProbe.grpc.mode":                  "{containers: [{name: '@main', readinessProbe: {grpc: {port: 8788, mode: TLS}}}]}",
+	"spec.containers[].startupProbe.grpc.mode":                    "{containers: [{name: '@main', startupProbe: {grpc: {port: 8788, mode: TLS}}}]}",
+	"spec.schedulingGroup":                                        "{schedulingGroup: {podGroupName: group}}",
+	"spec.evictionResponders":                                     "{evictionResponders: [{name: example.com/responder}]}",
+	"spec.trafficDistribution":                                    "{trafficDistribution: PreferSameZone}",
 }
 
 // TestFieldsNeverClaimed is issue 34's field-drop test through podpatch and the API server the
-// tests run: each field of versions.Fields, set by a platform policy on a Dask worker, is
+// tests run: each field of versions.Fields, set by a platform policy on a Dask worker (a Service field: on a Ray head Service), is
 // stored (the version keeps it), or the admission warning says it has no effect on this
 // version (dropped), or the policy is left out naming the version (refused) — never claimed
 // applied and silently dropped.
@@ -113,11 +209,21 @@ func TestFieldsNeverClaimed(t *testing.T) {
 		t.Run(f.Path, func(t *testing.T) {
 			spec, ok := versionPolicies[f.Path]
 			require.True(t, ok, "no policy for %s", f.Path)
+			part, manager, clusterLabel, fixture := "template", "dask", "dask.org/cluster-name", "policies/testdata/fixtures/dask-operator/worker-pod.yaml"
+			if f.Path == "spec.volumes[].projected.sources[].serviceAccountToken.user" {
+				sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "default"}}
+				if err := k8s.Create(ctx, sa); !apierrors.IsAlreadyExists(err) {
+					require.NoError(t, err, "the token's ServiceAccount (no controller manager makes it here)")
+				}
+			}
+			if f.Kind == "Service" {
+				part, manager, clusterLabel, fixture = "service", "ray", "ray.io/cluster", "policies/testdata/fixtures/kuberay/head-service.yaml"
+			}
 			name := fmt.Sprintf("e2e-version-%d", i)
 			cm := &corev1.ConfigMap{
 				ObjectMeta: metav1.ObjectMeta{Namespace: policies.DefaultPlatformNamespace, Name: name, Labels: map[string]string{policies.PolicyLabel: "true"}},
 				Data: map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: field}\nspec:\n" +
-					"  match: {managers: [dask], clusters: [" + name + "]}\n  template: {spec: " + spec + "}\n"},
+					"  match: {managers: [" + manager + "], clusters: [" + name + "]}\n  " + part + ": {spec: " + spec + "}\n"},
 			}
 			require.NoError(t, k8s.Create(ctx, cm))
 			t.Cleanup(func() { _ = k8s.Delete(contextBackground(), cm) })
@@ -125,17 +231,20 @@ func TestFieldsNeverClaimed(t *testing.T) {
 			var stored *unstructured.Unstructured
 			var warnings []string
 			require.Eventually(t, func() bool {
-				u := readObject(t, "policies/testdata/fixtures/dask-operator/worker-pod.yaml")
+				u := readObject(t, fixture)
 				meta := u.Object["metadata"].(map[string]any)
 				delete(meta, "ownerReferences")
-				meta["labels"].(map[string]any)["dask.org/cluster-name"] = name
+				meta["labels"].(map[string]any)[clusterLabel] = name
+				if sel, ok := u.Object["spec"].(map[string]any)["selector"].(map[string]any); ok {
+					sel[clusterLabel] = name // a Service's cluster is its selector's first
+				}
 				w.take()
 				require.NoError(t, c.Create(ctx, u, client.DryRunAll))
 				stored, warnings = u, w.take()
 				// Served once the policy is named: in the provenance, or in a warning.
 				return strings.Contains(u.GetAnnotations()[policies.AppliedAnnotation], ref) || strings.Contains(strings.Join(warnings, "\n"), ref)
 			}, 30*time.Second, 200*time.Millisecond, "podpatch serves %s", ref)
-			_, set := versions.Find(stored.Object, f.Path)
+			set := f.Set(stored.Object)
 			all := strings.Join(warnings, "\n")
 			switch f.At(v) {
 			case versions.Kept:
