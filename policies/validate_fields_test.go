@@ -271,8 +271,10 @@ func TestValidateTemplatePatch(t *testing.T) {
 			wantField: "spec.template.spec.initContainers[0].name", wantType: field.ErrorTypeInvalid},
 		{name: "initContainer name", patch: spec(corev1.PodSpec{InitContainers: []corev1.Container{{Name: "init", Image: "busybox"}, {Name: "Init"}}}),
 			wantField: "spec.template.spec.initContainers[1].name", wantType: field.ErrorTypeInvalid},
-		{name: "env name", patch: container(corev1.Container{Name: "*", Env: []corev1.EnvVar{{Name: "1FOO", Value: "x"}}}),
+		{name: "env name", patch: container(corev1.Container{Name: "*", Env: []corev1.EnvVar{{Name: "A=B", Value: "x"}}}),
 			wantField: "spec.template.spec.containers[0].env[0].name", wantType: field.ErrorTypeInvalid},
+		// Every supported version accepts any printable name but '=' (versions.RelaxedEnvNames).
+		{name: "env name relaxed", patch: container(corev1.Container{Name: "*", Env: []corev1.EnvVar{{Name: "1.relaxed-name", Value: "x"}}})},
 		{name: "env name required", patch: container(corev1.Container{Name: "*", Env: []corev1.EnvVar{{Value: "x"}}}),
 			wantField: "spec.template.spec.containers[0].env[0].name", wantType: field.ErrorTypeRequired},
 		{name: "env value and valueFrom", patch: container(corev1.Container{Name: "*", Env: []corev1.EnvVar{{
@@ -287,7 +289,7 @@ func TestValidateTemplatePatch(t *testing.T) {
 		{name: "env name duplicate", patch: container(corev1.Container{Name: "*", Env: []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B"}, {Name: "A", Value: "2"}}}),
 			wantField: "spec.template.spec.containers[0].env[2].name", wantType: field.ErrorTypeDuplicate},
 		{name: "envFrom prefix", patch: container(corev1.Container{Name: "*", EnvFrom: []corev1.EnvFromSource{{
-			Prefix: "1_", SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}},
+			Prefix: "P=", SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}},
 		}}}), wantField: "spec.template.spec.containers[0].envFrom[0].prefix", wantType: field.ErrorTypeInvalid},
 		{name: "envFrom without source", patch: container(corev1.Container{Name: "*", EnvFrom: []corev1.EnvFromSource{{Prefix: "CFG_"}}}),
 			wantField: "spec.template.spec.containers[0].envFrom[0]", wantType: field.ErrorTypeRequired},

@@ -40,9 +40,12 @@ const module = "github.com/podpatch/podpatch"
 // strictly lower layers. A package missing from the table fails TestImportDirection, so a new
 // package states where it sits.
 var layers = map[string]int{
-	// The engine's floor: the JSON kernel, the Kubernetes field rules, the URL templates.
+	// The engine's floor: the JSON kernel, the URL templates, and what each supported
+	// Kubernetes version keeps of the fields a policy can set and which of its validation
+	// rules differ (issue 34), which the Kubernetes field rules read.
 	"policies/internal/jsontree":  0,
-	"policies/internal/k8sfields": 0,
+	"policies/versions":           0,
+	"policies/internal/k8sfields": 1,
 	"externalurl/urltemplate":     0,
 	"internal/promreg":            0,
 	"certs":                       0,
@@ -55,8 +58,6 @@ var layers = map[string]int{
 	// The engine's bottom: the managers' profiles and the words for an object (Kind, Manager,
 	// Role, Identity) every stage and tool shares.
 	"policies/profiles": 2,
-	// What each supported Kubernetes version keeps of the fields a policy can set (issue 34).
-	"policies/versions": 2,
 	// The checks of a patched object and what they find (Finding), under the engine that runs them.
 	"policies/checks": 3,
 	// Kueue's placement kept on the Pods it manages, during every Pod's apply.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,12 +14,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/podpatch/podpatch/internal/references"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
+	"github.com/podpatch/podpatch/policies/versions"
 	"github.com/podpatch/podpatch/test/cluster"
 )
 
@@ -50,6 +54,10 @@ type oracleRow struct {
 	// differs, when set, documents a deliberate disagreement; the row then checks that lint and
 	// the API server still disagree, so that the reason is revisited when either side changes.
 	differs string
+	// rule, when set, is the version-dependent validation rule the row tests
+	// (versions.Rules): on a version that does not apply it, lint (which holds every supported
+	// version to a stricter rule) must reject what the API server accepts.
+	rule *versions.Rule
 	// leftOut, when set, is the rule by which podpatch leaves this lint-valid policy out of the
 	// fixture (reference §8, valid in, valid out): the object it produces is the fixture unpatched.
 	leftOut string
@@ -171,8 +179,9 @@ var oracleRows = []oracleRow{
 	{name: "env configMapKeyRef without key", part: "template", yaml: `{spec: {containers: [{name: worker, env: [{name: X, valueFrom: {configMapKeyRef: {name: cfg}}}]}]}}`},
 	{name: "env configMapKeyRef", part: "template", yaml: `{spec: {containers: [{name: worker, env: [{name: X, valueFrom: {configMapKeyRef: {name: cfg, key: x}}}]}]}}`},
 	{name: "envFrom configMapRef without name", part: "template", yaml: `{spec: {containers: [{name: worker, envFrom: [{configMapRef: {}}]}]}}`},
-	{name: "env name starting with a digit", part: "template", yaml: `{spec: {containers: [{name: worker, env: [{name: 1X, value: "1"}]}]}}`,
-		differs: "lint rejects: Kubernetes accepts any printable name from 1.34 on (RelaxedEnvironmentVariableValidation; measured with --emulated-version=1.34); 1.33, which podpatch supports, is not yet measured, and a policy must work on every supported cluster"},
+	// Every supported version accepts any printable name but '=' (versions.RelaxedEnvNames).
+	{name: "env name starting with a digit", part: "template", yaml: `{spec: {containers: [{name: worker, env: [{name: 1.relaxed-name, value: "1"}]}]}}`},
+	{name: "envFrom prefix with =", part: "template", yaml: `{spec: {containers: [{name: worker, envFrom: [{prefix: "P=", configMapRef: {name: cfg}}]}]}}`},
 
 	// Pod spec fields.
 	{name: "dnsPolicy None without dnsConfig", part: "template", yaml: `{spec: {dnsPolicy: None}}`},
@@ -245,10 +254,10 @@ var oracleRows = []oracleRow{
 	{name: "sessionAffinity timeout 0", part: "service", yaml: `{spec: {sessionAffinity: ClientIP, sessionAffinityConfig: {clientIP: {timeoutSeconds: 0}}}}`},
 	{name: "loadBalancerSourceRanges on a ClusterIP Service", part: "service", yaml: `{spec: {loadBalancerSourceRanges: [10.0.0.0/8]}}`},
 	{name: "loadBalancerSourceRanges on a LoadBalancer", part: "service", yaml: `{spec: {type: LoadBalancer, loadBalancerSourceRanges: [10.0.0.0/8]}}`},
-	{name: "loadBalancerSourceRanges with bits beyond the prefix", part: "service", yaml: `{spec: {type: LoadBalancer, loadBalancerSourceRanges: [10.0.0.1/8]}}`},
-	{name: "loadBalancerSourceRanges with leading zeros", part: "service", yaml: `{spec: {type: LoadBalancer, loadBalancerSourceRanges: [010.0.0.0/8]}}`},
+	{name: "loadBalancerSourceRanges with bits beyond the prefix", part: "service", yaml: `{spec: {type: LoadBalancer, loadBalancerSourceRanges: [10.0.0.1/8]}}`, rule: &versions.StrictIPs},
+	{name: "loadBalancerSourceRanges with leading zeros", part: "service", yaml: `{spec: {type: LoadBalancer, loadBalancerSourceRanges: [010.0.0.0/8]}}`, rule: &versions.StrictIPs},
 	{name: "loadBalancerSourceRanges space-padded", part: "service", yaml: `{spec: {type: LoadBalancer, loadBalancerSourceRanges: [' 10.0.0.0/8']}}`},
-	{name: "externalIPs with leading zeros", part: "service", yaml: `{spec: {externalIPs: [010.1.2.3]}}`},
+	{name: "externalIPs with leading zeros", part: "service", yaml: `{spec: {externalIPs: [010.1.2.3]}}`, rule: &versions.StrictIPs},
 	{name: "loadBalancerClass on a ClusterIP Service", part: "service", yaml: `{spec: {loadBalancerClass: example.com/internal}}`},
 	{name: "allocateLoadBalancerNodePorts on a ClusterIP Service", part: "service", yaml: `{spec: {allocateLoadBalancerNodePorts: false}}`},
 	{name: "LoadBalancer class and node ports", part: "service", yaml: `{spec: {type: LoadBalancer, loadBalancerClass: example.com/internal, allocateLoadBalancerNodePorts: false}}`},
@@ -285,6 +294,12 @@ func TestValidationOracle(t *testing.T) {
 		require.NoError(t, err)
 		fixtures[part] = js
 	}
+	dc, err := discovery.NewDiscoveryClientForConfig(restConfig)
+	require.NoError(t, err)
+	info, err := dc.ServerVersion()
+	require.NoError(t, err)
+	kube, err := references.ServerVersionOf(info)
+	require.NoError(t, err)
 	names := map[string]bool{}
 	for _, row := range oracleRows {
 		require.False(t, names[row.part+"/"+row.name], "duplicate row %q", row.name)
@@ -310,6 +325,12 @@ func TestValidationOracle(t *testing.T) {
 			report := func(msg string) {
 				t.Errorf("%s: lint %s, the API server %s (object %s)\npolicy part %s: %s\nlint: %v\nAPI server: %v",
 					msg, verdict(lintOK), verdict(apiOK), how, row.part, row.yaml, lintErr, apiErr)
+			}
+			if row.rule != nil && !row.rule.HoldsAt(kube) {
+				if lintOK || !apiOK {
+					report(fmt.Sprintf("Kubernetes %s does not apply %s (from 1.%d): lint, stricter, must reject what it accepts", kube, row.rule.Gate, row.rule.From))
+				}
+				return
 			}
 			switch {
 			case row.differs == "" && lintOK != apiOK:

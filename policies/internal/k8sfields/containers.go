@@ -13,6 +13,8 @@ import (
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/podpatch/podpatch/policies/versions"
 )
 
 // WildcardContainer is the container name that applies an entry to every container of a list.
@@ -89,7 +91,7 @@ func validateEnvPatch(env []corev1.EnvVar, fld *field.Path) field.ErrorList {
 		if e.Name == "" {
 			errs = append(errs, field.Required(p.Child("name"), "the name of the environment variable"))
 		} else {
-			errs = append(errs, invalidIf(p.Child("name"), e.Name, validation.IsEnvVarName(e.Name))...)
+			errs = append(errs, invalidIf(p.Child("name"), e.Name, envVarName(e.Name))...)
 			if names[e.Name] {
 				errs = append(errs, field.Duplicate(p.Child("name"), e.Name))
 			}
@@ -115,13 +117,23 @@ func validateEnvPatch(env []corev1.EnvVar, fld *field.Path) field.ErrorList {
 	return errs
 }
 
+// envVarName checks an environment variable name or envFrom prefix: any printable name where
+// every supported Kubernetes version accepts one (versions.RelaxedEnvNames), else the strict
+// form.
+func envVarName(name string) []string {
+	if versions.RelaxedEnvNames.HoldsOnEvery() {
+		return validation.IsRelaxedEnvVarName(name)
+	}
+	return validation.IsEnvVarName(name)
+}
+
 // validateEnvFromPatch checks envFrom entries.
 func validateEnvFromPatch(envFrom []corev1.EnvFromSource, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	for i, e := range envFrom {
 		p := fld.Index(i)
 		if e.Prefix != "" {
-			errs = append(errs, invalidIf(p.Child("prefix"), e.Prefix, validation.IsEnvVarName(e.Prefix))...)
+			errs = append(errs, invalidIf(p.Child("prefix"), e.Prefix, envVarName(e.Prefix))...)
 		}
 		switch countSet(e.ConfigMapRef != nil, e.SecretRef != nil) {
 		case 0:

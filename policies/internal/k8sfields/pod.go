@@ -12,6 +12,8 @@ import (
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/podpatch/podpatch/policies/versions"
 )
 
 // The rules of a pod spec's own fields: node selection, tolerations, affinity, topology spread,
@@ -354,7 +356,7 @@ func validatePodSpecFieldsPatch(s *corev1.PodSpec, fld *field.Path) field.ErrorL
 	errs = append(errs, validateDNSConfigPatch(s.DNSPolicy, s.DNSConfig, fld.Child("dnsConfig"))...)
 	for i, a := range s.HostAliases {
 		p := fld.Child("hostAliases").Index(i)
-		errs = append(errs, validation.IsValidIPForLegacyField(p.Child("ip"), a.IP, true, nil)...)
+		errs = append(errs, validation.IsValidIPForLegacyField(p.Child("ip"), a.IP, versions.StrictIPs.HoldsOnAny(), nil)...)
 		for j, h := range a.Hostnames {
 			errs = append(errs, invalidIf(p.Child("hostnames").Index(j), h, validation.IsDNS1123Subdomain(h))...)
 		}
@@ -456,7 +458,7 @@ func validateDNSConfigPatch(policy corev1.DNSPolicy, c *corev1.PodDNSConfig, fld
 		errs = append(errs, field.TooMany(fld.Child("nameservers"), len(c.Nameservers), maxDNSNameservers))
 	}
 	for i, ns := range c.Nameservers {
-		errs = append(errs, validation.IsValidIPForLegacyField(fld.Child("nameservers").Index(i), ns, true, nil)...)
+		errs = append(errs, validation.IsValidIPForLegacyField(fld.Child("nameservers").Index(i), ns, versions.StrictIPs.HoldsOnAny(), nil)...)
 	}
 	if len(c.Searches) > maxDNSSearchPaths {
 		errs = append(errs, field.TooMany(fld.Child("searches"), len(c.Searches), maxDNSSearchPaths))

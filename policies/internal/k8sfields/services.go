@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/podpatch/podpatch/policies/versions"
 )
 
 // The rules of a Service spec's fields: type, ports, IPs, session affinity and traffic policy.
@@ -49,10 +51,10 @@ func validateServiceSpecPatch(s *corev1.ServiceSpec, fld *field.Path) field.Erro
 			[]corev1.ServiceAffinity{corev1.ServiceAffinityNone, corev1.ServiceAffinityClientIP}))
 	}
 	for i, r := range s.LoadBalancerSourceRanges {
-		// Kubernetes accepts space-padded ranges here, for historical reasons; since 1.36 it
-		// refuses bits beyond the prefix and leading zeros (StrictIPCIDRValidation), which
-		// every older server accepts too: strict holds on every version.
-		errs = append(errs, validation.IsValidCIDRForLegacyField(fld.Child("loadBalancerSourceRanges").Index(i), strings.TrimSpace(r), true, nil)...)
+		// Kubernetes accepts space-padded ranges here, for historical reasons; from 1.36 it
+		// refuses bits beyond the prefix and leading zeros (versions.StrictIPs), which every
+		// older server accepts too: strict holds on every version.
+		errs = append(errs, validation.IsValidCIDRForLegacyField(fld.Child("loadBalancerSourceRanges").Index(i), strings.TrimSpace(r), versions.StrictIPs.HoldsOnAny(), nil)...)
 	}
 	const assigned = "immutable and assigned by the API server; only \"None\" (a headless Service) may be set"
 	if s.ClusterIP != "" && s.ClusterIP != corev1.ClusterIPNone {
@@ -115,7 +117,7 @@ func validateServicePortsPatch(ports []corev1.ServicePort, fld *field.Path) fiel
 // validateEndpointIP checks an address traffic is sent to: a valid IP, not unspecified,
 // loopback or link-local.
 func validateEndpointIP(ip string, fld *field.Path) field.ErrorList {
-	if errs := validation.IsValidIPForLegacyField(fld, ip, true, nil); len(errs) > 0 {
+	if errs := validation.IsValidIPForLegacyField(fld, ip, versions.StrictIPs.HoldsOnAny(), nil); len(errs) > 0 {
 		return errs
 	}
 	addr := net.ParseIP(ip)
