@@ -135,6 +135,9 @@ type Object struct {
 	// Denied: admission would deny the object now, an enforce policy in Skipped cannot be
 	// applied to it (reference §5).
 	Denied bool `json:"denied,omitempty"`
+	// NoEffect are the fields applied policies set that the cluster's Kubernetes version drops
+	// (reference §8, policies/versions): not applied, whatever the provenance says.
+	NoEffect []NoEffect `json:"noEffect,omitempty"`
 	// Fallback says which layers were left out as a whole (namespace, enforce-only, enforce-first).
 	Fallback policies.Fallback `json:"fallback,omitempty"`
 	// Warnings are the admission warnings the object gets now.
@@ -155,6 +158,14 @@ type Skipped struct {
 	Rule    string         `json:"rule"`
 	Field   string         `json:"field"`
 	Message string         `json:"message"`
+}
+
+// NoEffect is a field a policy sets that the cluster's Kubernetes version drops.
+type NoEffect struct {
+	Policy  string `json:"policy"`
+	Field   string `json:"field"`
+	Gate    string `json:"gate"`
+	Message string `json:"message"`
 }
 
 // Finding is a manager-aware check's finding (checks.Finding).
@@ -390,6 +401,9 @@ func object(f audit.Finding, res policies.Result, chain []metav1.OwnerReference,
 	for _, s := range res.Skipped[:min(len(res.Skipped), audit.MaxFindingList)] {
 		o.Skipped = append(o.Skipped, Skipped{Policy: clip(s.Policy.Ref), Scope: s.Policy.Scope, Mode: s.Policy.Mode,
 			Rule: clip(s.Violation.Rule), Field: clip(s.Violation.Field), Message: clip(s.Violation.Message)})
+	}
+	for _, n := range res.NoEffect[:min(len(res.NoEffect), audit.MaxFindingList)] {
+		o.NoEffect = append(o.NoEffect, NoEffect{Policy: clip(n.Policy.Ref), Field: clip(n.Field), Gate: clip(n.Gate), Message: clip(n.Message)})
 	}
 	for _, c := range res.Findings[:min(len(res.Findings), audit.MaxFindingList)] {
 		o.Findings = append(o.Findings, finding(c))

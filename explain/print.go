@@ -121,6 +121,9 @@ func writeObject(b *strings.Builder, o Object) {
 		}
 		put(b, label, fmt.Sprintf("%s (%s %s): %s: %s (%s)", s.Policy, s.Scope, s.Mode, s.Field, s.Message, s.Rule))
 	}
+	for _, n := range o.NoEffect {
+		put(b, "  no effect: ", fmt.Sprintf("%s: %s %s", n.Policy, n.Field, n.Message))
+	}
 	if o.Fallback != policies.FallbackNone {
 		put(b, "  fallback: ", string(o.Fallback))
 	}

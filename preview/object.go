@@ -55,6 +55,10 @@ type Object struct {
 	// and the new one does not.
 	LeftOut         []string `json:"leftOut,omitempty"`
 	LeftOutResolved []string `json:"leftOutResolved,omitempty"`
+	// NoEffect are the fields the new set's policies set that the cluster's Kubernetes version
+	// drops (reference §8, policies/versions), and the old set's did not: "REF: FIELD has no
+	// effect on Kubernetes 1.34: …".
+	NoEffect []string `json:"noEffect,omitempty"`
 	// Unschedulable says why the new Pod would have no place to run (its old one has).
 	Unschedulable string `json:"unschedulable,omitempty"`
 	// Move is where the Pod can run before and after the change, when the pools it fits
@@ -230,6 +234,7 @@ func (p *Previewer) Object(in Input) (Object, bool, error) {
 	slices.SortStableFunc(o.Fields, func(a, b Field) int { return strings.Compare(a.Path, b.Path) })
 	o.Started, o.Stopped = added(refs(old.Applied), refs(neu.Applied))
 	o.LeftOutResolved, o.LeftOut = added(leftOut(neu.Skipped), leftOut(old.Skipped))
+	_, o.NoEffect = added(noEffect(neu.NoEffect), noEffect(old.NoEffect))
 	oldF, newF := findings(old.Findings), findings(neu.Findings)
 	if in.Kind == profiles.KindPod && p.Placement != nil {
 		if err := p.placement(&o, pin, old.Object, neu, &oldF, &newF); err != nil {
@@ -246,7 +251,7 @@ func (p *Previewer) Object(in Input) (Object, bool, error) {
 
 // Changed says whether the change does anything to the object.
 func (o *Object) Changed() bool {
-	return len(o.Fields)+len(o.Started)+len(o.Stopped)+len(o.NewFindings)+len(o.ResolvedFindings)+len(o.LeftOut)+len(o.LeftOutResolved) > 0 || o.Move != nil
+	return len(o.Fields)+len(o.Started)+len(o.Stopped)+len(o.NewFindings)+len(o.ResolvedFindings)+len(o.LeftOut)+len(o.LeftOutResolved)+len(o.NoEffect) > 0 || o.Move != nil
 }
 
 // placement runs the unschedulable check on the old and the new Pod, adds its findings, and
@@ -316,6 +321,14 @@ func leftOut(sk []policies.Skipped) []string {
 		if s.Policy.Mode == policies.ModeEnforce { // reference §5: applied or denied
 			out[i] = refOf(s.Policy) + " (enforce: admission denies the object): " + s.Violation.String()
 		}
+	}
+	return out
+}
+
+func noEffect(ns []policies.NoEffect) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = refOf(n.Policy) + ": " + n.Field + " " + n.Message
 	}
 	return out
 }

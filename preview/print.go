@@ -78,6 +78,9 @@ func lines(o *Object) []string {
 	for _, l := range o.LeftOutResolved {
 		out = append(out, "- no longer left out: "+report.Text(l))
 	}
+	for _, l := range o.NoEffect {
+		out = append(out, "! no effect: "+report.Text(l))
+	}
 	if o.Move != nil {
 		out = append(out, "@ pools: "+moveText(o.Move.From, o.Move.To, o.Move.MoreFrom, o.Move.MoreTo, o.Move.NotModelled, "", report.Text, report.Text))
 	}

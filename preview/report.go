@@ -251,7 +251,7 @@ func bound(o Object) Object {
 		fields[i] = Field{Path: clip(f.Path), Old: clipValue(f.Old), New: clipValue(f.New), Uncertain: f.Uncertain}
 	}
 	o.Fields = fields
-	for _, l := range []*[]string{&o.Started, &o.Stopped, &o.LeftOut, &o.LeftOutResolved} {
+	for _, l := range []*[]string{&o.Started, &o.Stopped, &o.LeftOut, &o.LeftOutResolved, &o.NoEffect} {
 		*l = clipAll(*l)
 	}
 	for _, l := range []*[]Finding{&o.NewFindings, &o.ResolvedFindings} {

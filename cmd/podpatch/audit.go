@@ -30,9 +30,10 @@ const auditExitDrift = 3
 // readerOptions are the flags of a command that reads a cluster as its user: `audit`, `explain`.
 type readerOptions struct {
 	policyOptions
-	Kubeconfig string
-	Namespace  string
-	Output     string
+	Kubeconfig  string
+	Namespace   string
+	Output      string
+	KubeVersion string
 }
 
 func (o *readerOptions) AddFlags(fs *pflag.FlagSet) {
@@ -40,6 +41,7 @@ func (o *readerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	fs.StringVarP(&o.Namespace, "namespace", "n", "", "namespace to read (default: the kubeconfig context's)")
 	fs.StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(audit.Formats, ", "))
+	fs.StringVar(&o.KubeVersion, "kube-version", "", kubeVersionFlag)
 }
 
 func (o *readerOptions) Validate() error {
@@ -100,8 +102,13 @@ func runAudit(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	// The objects patched Pods reference, from the caches podpatch serve admits with (internal/references), so that the audit
 	// leaves out what admission leaves out (reference §8). Without them the audit still runs.
+	kube, err := optionalKubeVersion(o.KubeVersion)
+	if err != nil {
+		return err
+	}
 	var refErr error
 	c.Lookups, refErr = startReferences(ctx, kit, referencesTimeout)
+	c.Lookups = lookupsAt(c.Lookups, kube)
 	progress.Begin()
 	rep, err := c.Run(ctx)
 	progress.Done()
@@ -209,6 +216,7 @@ func startReferences(ctx context.Context, kit *kube.Kit, timeout time.Duration) 
 	// which keeps the enforced placement (reference §8).
 	fctx, fcancel := context.WithTimeout(ctx, flavorsSettle)
 	defer fcancel()
-	_ = waitFor(fctx, refs.FlavorsSettled) // unknown is a valid answer
+	// and the cluster's version (discovery), which the flavors' wait usually covers.
+	_ = waitFor(fctx, func() bool { _, known := refs.KubeVersion(); return known && refs.FlavorsSettled() }) // unknown is a valid answer
 	return refs, nil
 }

@@ -8,6 +8,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/podpatch/podpatch/internal/references"
+	"github.com/podpatch/podpatch/policies/render"
+	"github.com/podpatch/podpatch/policies/validity"
 	"github.com/podpatch/podpatch/policies/versions"
 )
 
@@ -55,4 +58,54 @@ func parseKubeVersion(flag string) (versions.Version, error) {
 		return v, usageError{fmt.Errorf("--kube-version %s: podpatch supports Kubernetes 1.%d to 1.%d", v, versions.OldestMinor, versions.NewestMinor)}
 	}
 	return v, nil
+}
+
+// kubeVersionFlag is the help of --kube-version for the commands that read a cluster.
+var kubeVersionFlag = fmt.Sprintf("Kubernetes version to check policy fields for (1.%d to 1.%d): the fields it drops are reported, those it refuses leave the policy out (default: the cluster's, read by discovery)", versions.OldestMinor, versions.NewestMinor)
+
+// optionalKubeVersion reads a --kube-version flag that may be empty (nil: the cluster's).
+func optionalKubeVersion(flag string) (*versions.Version, error) {
+	if flag == "" {
+		return nil, nil
+	}
+	v, err := parseKubeVersion(flag)
+	return &v, err
+}
+
+// pinnedVersion is the cluster's lookups answering --kube-version in place of the version
+// discovery gives; every other lookup is the cluster's.
+type pinnedVersion struct {
+	*references.Caches
+	v versions.Version
+}
+
+// KubeVersion implements versions.Server.
+func (p pinnedVersion) KubeVersion() (versions.Version, bool) { return p.v, true }
+
+// lookupsAt is the cluster's lookups (nil: none) with Kubernetes v in place of the cluster's
+// version, or as they are when v is nil.
+func lookupsAt(l validity.Lookups, v *versions.Version) validity.Lookups {
+	if v == nil {
+		return l
+	}
+	if c, ok := l.(*references.Caches); ok {
+		return pinnedVersion{c, *v}
+	}
+	return render.VersionOnly(*v)
+}
+
+// warnKubeVersion says which Kubernetes version policy fields are checked for, when the
+// lookups know none or one podpatch does not support.
+func warnKubeVersion(l validity.Lookups, warn func(string)) {
+	s, ok := l.(versions.Server)
+	if !ok {
+		warn("the cluster's Kubernetes version is unknown: no version's fields are checked (--kube-version sets one)")
+		return
+	}
+	switch v, known := s.KubeVersion(); {
+	case !known:
+		warn("the cluster's Kubernetes version is unknown: no version's fields are checked (--kube-version sets one)")
+	case !v.Supported():
+		warn(fmt.Sprintf("the cluster runs Kubernetes %s; podpatch supports 1.%d to 1.%d: no version's fields are checked (--kube-version sets one)", v, versions.OldestMinor, versions.NewestMinor))
+	}
 }

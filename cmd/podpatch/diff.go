@@ -9,6 +9,7 @@ import (
 	"io"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
+	"github.com/podpatch/podpatch/policies/versions"
 	"github.com/podpatch/podpatch/preview"
 )
 
@@ -46,6 +48,7 @@ type diffOptions struct {
 	NamespaceLabels map[string]string
 	Output          string
 	PageSize        int64
+	KubeVersion     string
 }
 
 func (o *diffOptions) AddFlags(fs *pflag.FlagSet) {
@@ -57,6 +60,7 @@ func (o *diffOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVarP(&o.Namespace, "namespace", "n", "", "live objects: the namespace to read (default: the kubeconfig context's); files: the namespace of objects and ConfigMaps without one (default: default)")
 	fs.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "preview the live objects of every namespace")
 	fs.StringArrayVarP(&o.Files, "filename", "f", nil, "objects to preview instead of live ones: a YAML or JSON file, or - for stdin (repeatable)")
+	fs.StringVar(&o.KubeVersion, "kube-version", "", kubeVersionFlag+"; without a cluster: 1."+strconv.Itoa(versions.NewestMinor))
 	fs.StringArrayVar(&o.Nodes, "nodes", nil, "Nodes, Karpenter NodePools and GKE ComputeClasses to place Pods on instead of the cluster's: a YAML or JSON file, or - for stdin (repeatable; e.g. kubectl get nodes,nodepools.karpenter.sh -o yaml)")
 	fs.StringToStringVar(&o.NamespaceLabels, "namespace-labels", nil, "files: labels of the objects' namespace, k=v,…")
 	fs.StringVarP(&o.Output, "output", "o", "table", "output format: "+strings.Join(preview.Formats, ", "))
@@ -175,6 +179,18 @@ func runDiff(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			warn(refErr.Error() + "; policies that name a missing PriorityClass, RuntimeClass or ServiceAccount are previewed as if applied")
 		}
 	}
+	// The fields the cluster's version (or --kube-version; without a cluster the newest
+	// supported) drops or refuses (reference §8).
+	kube, err := optionalKubeVersion(o.KubeVersion)
+	if err != nil {
+		return err
+	}
+	if kube == nil && kit == nil {
+		v := versions.Newest
+		kube = &v
+	}
+	cluster = lookupsAt(cluster, kube)
+	warnKubeVersion(cluster, warn)
 	r := preview.NewRunner(sets, snap, 0)
 	r.OnError = func(err error) { warn(err.Error()) }
 	each := func(in preview.Input) {

@@ -45,11 +45,18 @@ func runExplain(args []string, stdout, stderr io.Writer) error {
 	e := &explain.Explainer{Kit: kit, Reader: reader, Mapper: explain.NewMapper(kit.Clientset.Discovery()), Options: popts, Warn: warn}
 	// The reference caches, as the audit syncs them, so that what admission leaves out is left
 	// out here too (reference §8).
+	kube, err := optionalKubeVersion(o.KubeVersion)
+	if err != nil {
+		return err
+	}
 	var refErr error
 	e.Lookups, refErr = startReferences(ctx, kit, referencesTimeout)
 	if refErr != nil {
 		warn(fmt.Sprintf("%v; policies that name a missing PriorityClass, RuntimeClass or ServiceAccount are explained as if applied", refErr))
 	}
+	// The fields the cluster's version (or --kube-version) drops or refuses (reference §8).
+	e.Lookups = lookupsAt(e.Lookups, kube)
+	warnKubeVersion(e.Lookups, warn)
 	// The unschedulable check (reference §8), when the user may read the Nodes.
 	if snap := snapshot(ctx, kit, warn); snap != nil {
 		e.Placement = &placement.Cache{Snapshot: snap}

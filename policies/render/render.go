@@ -40,8 +40,10 @@ type Options struct {
 	KubeVersion *versions.Version
 }
 
-// versionOnly is the cluster lookups of a render for a Kubernetes version: the version is
-// known, every cluster object unknown (nothing is checked against them).
+// VersionOnly is the cluster lookups of Kubernetes v alone (--kube-version without a
+// cluster): the version is known, every cluster object unknown (nothing is checked against them).
+func VersionOnly(v versions.Version) validity.Lookups { return versionOnly{versions.At(v)} }
+
 type versionOnly struct{ versions.At }
 
 func (versionOnly) PriorityClass(string) (validity.PriorityClassInfo, validity.Presence) {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/podpatch/podpatch/explain"
 	"github.com/podpatch/podpatch/internal/references"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/validity"
@@ -262,4 +264,58 @@ func TestFieldsNeverClaimed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExplainKubeVersion: `podpatch explain` on a live worker Pod reports what the cluster's
+// version (read by discovery) drops of a platform policy's fields, and with --kube-version 1.34
+// that the policy is left out because that version refuses one of them.
+func TestExplainKubeVersion(t *testing.T) {
+	ctx := contextBackground()
+	dc, err := discovery.NewDiscoveryClientForConfig(restConfig)
+	require.NoError(t, err)
+	info, err := dc.ServerVersion()
+	require.NoError(t, err)
+	v, err := references.ServerVersionOf(info)
+	require.NoError(t, err)
+	if v.Minor < 35 {
+		t.Skipf("the policy's fileKeyRef is refused by Kubernetes %s itself", v)
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: policies.DefaultPlatformNamespace, Name: "e2e-explain-version", Labels: map[string]string{policies.PolicyLabel: "true"}},
+		Data: map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: fields}\nspec:\n" +
+			"  match: {managers: [dask], clusters: [explain-version]}\n  template: {spec: " +
+			"{os: {name: linux}, volumes: [{name: ev, emptyDir: {}}], containers: [{name: '@main', lifecycle: {stopSignal: SIGUSR1}, " +
+			"env: [{name: A, valueFrom: {fileKeyRef: {volumeName: ev, path: p.env, key: k}}}]}]}}\n"},
+	}
+	require.NoError(t, k8s.Create(ctx, cm))
+	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), cm) })
+	u := readObject(t, "policies/testdata/fixtures/dask-operator/worker-pod.yaml")
+	meta := u.Object["metadata"].(map[string]any)
+	delete(meta, "ownerReferences")
+	delete(meta, "generateName")
+	meta["name"] = "explain-version-worker"
+	meta["labels"].(map[string]any)["dask.org/cluster-name"] = "explain-version"
+	require.NoError(t, k8s.Create(ctx, u))
+	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), u) })
+
+	explainPod := func(args ...string) explain.Object {
+		run := runCommand(t, append([]string{"explain", "--kubeconfig", kubeconfig, "-n", "default", "pod/explain-version-worker", "-o", "json"}, args...)...)
+		require.Equal(t, 0, run.code, run.stderr)
+		rep := &explain.Report{}
+		require.NoError(t, json.Unmarshal([]byte(run.stdout), rep), run.stdout)
+		require.Len(t, rep.Objects, 1)
+		return rep.Objects[0]
+	}
+	ref := policies.DefaultPlatformNamespace + "/e2e-explain-version/fields"
+	live := explainPod()
+	require.Empty(t, live.Skipped)
+	require.Len(t, live.NoEffect, 1, "stopSignal: its gate is alpha on Kubernetes %s", v)
+	require.True(t, strings.HasPrefix(live.NoEffect[0].Policy, ref+"@"), live.NoEffect[0].Policy)
+	require.Equal(t, "ContainerStopSignals", live.NoEffect[0].Gate)
+	require.Contains(t, live.NoEffect[0].Message, "has no effect on Kubernetes "+v.String())
+
+	old := explainPod("--kube-version", "1.34")
+	require.Len(t, old.Skipped, 1)
+	require.Equal(t, validity.RuleKubeVersion, old.Skipped[0].Rule)
+	require.Contains(t, old.Skipped[0].Message, "makes Kubernetes 1.34 refuse the object: feature gate EnvFiles")
 }
