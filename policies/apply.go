@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/podpatch/podpatch/internal/objdiff"
 	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
 	"github.com/podpatch/podpatch/policies/kueue"
@@ -351,9 +352,16 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 	meta, _ := t.GetMap(obj, "metadata")
 	labelsV, _ := t.Get(meta, "labels")
 	patchedLabels := stringMap(labelsV)
-	refs := make([]string, len(res.Applied))
-	for i, p := range res.Applied {
-		refs[i] = p.Ref
+	// What the cluster's Kubernetes version does not keep (policies/versions): the fields it
+	// drops are taken out of the object, as the API server would, and a policy that set
+	// nothing else is not named in the provenance (reference §8: never claimed).
+	kube := versionEffectsOf(res.Applied, in.Kind, env.Lookups)
+	onlyDropped := kube.drop(t, obj, in.Kind, &res)
+	refs := make([]string, 0, len(res.Applied))
+	for _, p := range res.Applied {
+		if !onlyDropped[p] {
+			refs = append(refs, p.Ref)
+		}
 	}
 	setAnnotation(t, obj, AppliedAnnotation, strings.Join(refs, ","))
 	switch in.Kind {
@@ -366,7 +374,7 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 		res.Adjusted = validity.CoupleService(t, obj, givenType, func(member string) bool { return anySets(res.Applied, profiles.KindService, member) })
 	}
 	res.violations, _ = env.Check(obj)
-	res.versionEffects(in.Kind, env.Lookups)
+	res.violations = append(res.violations, kube.refused()...)
 	if in.Kind == profiles.KindPod && slices.ContainsFunc(res.violations, func(v validity.Violation) bool { return v.Rule == validity.RuleExtendedResourceLimit }) {
 		if adj := validity.EqualizeNonOvercommittable(t, obj); len(adj) > 0 {
 			res.Adjusted = append(res.Adjusted, adj...)
@@ -390,27 +398,130 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 	return res, patchedLabels, nil
 }
 
-// versionEffects adds what the cluster's Kubernetes version does not keep of the applied
-// policies' fields (policies/versions): a refused field is a violation (the policy is left out,
-// or the object denied for an enforce one), a dropped one has no effect (NoEffect).
-func (res *Result) versionEffects(kind profiles.Kind, lookups validity.Lookups) {
+// kubeEffects are what the cluster's Kubernetes version does not keep of the applied
+// policies' fields (policies/versions), by policy.
+type kubeEffects struct {
+	version versions.Version
+	by      []policyEffects
+}
+
+type policyEffects struct {
+	policy  *Policy
+	effects []versions.Effect
+}
+
+// versionEffectsOf finds the fields of the applied policies that the lookups' Kubernetes version
+// drops or refuses; none when the version is unknown or not supported.
+func versionEffectsOf(applied []*Policy, kind profiles.Kind, lookups validity.Lookups) kubeEffects {
 	server, ok := lookups.(versions.Server)
 	if !ok {
-		return
+		return kubeEffects{}
 	}
 	v, known := server.KubeVersion()
 	if !known || !v.Supported() {
-		return
+		return kubeEffects{}
 	}
-	for _, p := range res.Applied {
-		for _, e := range versions.Affected(string(kind), p.Patch(kind), v) {
-			if e.Outcome == versions.Refused {
-				res.violations = append(res.violations, validity.Violation{Rule: validity.RuleKubeVersion, Field: e.At, Message: e.String(v)})
-				continue
-			}
-			res.NoEffect = append(res.NoEffect, NoEffect{Policy: p, Field: e.At, Gate: e.Field.Gate, Message: e.String(v)})
+	k := kubeEffects{version: v}
+	for _, p := range applied {
+		if es := versions.Affected(string(kind), p.Patch(kind), v); len(es) > 0 {
+			k.by = append(k.by, policyEffects{p, es})
 		}
 	}
+	return k
+}
+
+// drop takes the fields the version drops out of the object, as its API server would, says
+// each in res.NoEffect, and returns the policies that set nothing else.
+func (k kubeEffects) drop(t *jsontree.Tree, obj map[string]any, kind profiles.Kind, res *Result) map[*Policy]bool {
+	var only map[*Policy]bool
+	for _, pe := range k.by {
+		var dropped []versions.Field
+		for _, e := range pe.effects {
+			if e.Outcome != versions.Dropped {
+				continue
+			}
+			res.NoEffect = append(res.NoEffect, NoEffect{Policy: pe.policy, Field: e.At, Gate: e.Field.Gate, Message: e.String(k.version)})
+			stripField(t, obj, strings.Split(e.Field.Path, "."))
+			dropped = append(dropped, e.Field)
+		}
+		if len(dropped) > 0 && !setsBeyond(pe.policy, kind, dropped) {
+			if only == nil {
+				only = map[*Policy]bool{}
+			}
+			only[pe.policy] = true
+		}
+	}
+	return only
+}
+
+// refused are the violations of the fields the version refuses: the policy is left out, or
+// the object denied for an enforce one.
+func (k kubeEffects) refused() []validity.Violation {
+	var out []validity.Violation
+	for _, pe := range k.by {
+		for _, e := range pe.effects {
+			if e.Outcome == versions.Refused {
+				out = append(out, validity.Violation{Rule: validity.RuleKubeVersion, Field: e.At, Message: e.String(k.version)})
+			}
+		}
+	}
+	return out
+}
+
+// stripField removes every occurrence of a field (a versions.Field path: members joined by
+// dots, "[]" on a list whose every item is looked into) from a tree.
+func stripField(t *jsontree.Tree, v any, path []string) {
+	m, ok := v.(map[string]any)
+	if !ok || len(path) == 0 {
+		return
+	}
+	name, list := strings.CutSuffix(path[0], "[]")
+	if len(path) == 1 {
+		delete(m, name)
+		return
+	}
+	child, ok := t.Get(m, name)
+	if !ok {
+		return
+	}
+	if !list {
+		stripField(t, child, path[1:])
+		return
+	}
+	items, _ := child.([]any)
+	for i := range items {
+		stripField(t, t.At(items, i), path[1:])
+	}
+}
+
+// setsBeyond reports whether a policy's part for kind sets a field besides the dropped ones.
+func setsBeyond(p *Policy, kind profiles.Kind, dropped []versions.Field) bool {
+	c, _ := jsontree.Copy(p.Patch(kind), false)
+	patch, _ := c.(map[string]any)
+	t := jsontree.New()
+	for _, f := range dropped {
+		stripField(t, patch, strings.Split(f.Path, "."))
+	}
+	pruneEmpty(patch)
+	return len(objdiff.Paths(skeleton(patch), patch, objdiff.Options{DescendMissing: true})) > 0
+}
+
+// pruneEmpty removes the objects a removal left empty ({spec: {}}), which set nothing.
+func pruneEmpty(v any) (empty bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, c := range x {
+			if pruneEmpty(c) {
+				delete(x, k)
+			}
+		}
+		return len(x) == 0
+	case []any:
+		for _, c := range x {
+			pruneEmpty(c)
+		}
+	}
+	return false
 }
 
 func reversed(ps []*Policy) []*Policy {

@@ -475,6 +475,38 @@ func TestKubeVersionAtAdmission(t *testing.T) {
 	}
 }
 
+// TestDroppedFieldsNeverClaimed: a field the version drops is taken out of the patched object
+// (what the API server stores), said in NoEffect, and a policy that sets nothing else is not
+// named in the provenance; one that sets other fields is, for them. The audit then sees no
+// drift on a stored Pod that lacks the field.
+func TestDroppedFieldsNeverClaimed(t *testing.T) {
+	pod := fixtureJSON(t, "dask-operator/worker-pod.yaml", nil)
+	only := enforcePolicy(t, "group", ModeMerge, "template: {spec: {schedulingGroup: {podGroupName: workers}}}")
+	more := enforcePolicy(t, "host", ModeMerge, "template: {metadata: {labels: {pool: x}}, spec: {hostnameOverride: worker-host}}")
+	set := NewSet([]*Policy{only, more})
+	for _, minor := range []int{34, 37} {
+		res, err := set.Apply(Input{Kind: profiles.KindPod, Object: pod, Namespace: "default", Lookups: &kubeAt{v: versions.Version{Minor: minor}}})
+		require.NoError(t, err)
+		var obj map[string]any
+		require.NoError(t, json.Unmarshal(res.Object, &obj))
+		_, group := versions.Find(obj, "spec.schedulingGroup")
+		require.False(t, group, "1.%d drops schedulingGroup: not in the object", minor)
+		_, host := versions.Find(obj, "spec.hostnameOverride")
+		require.Equal(t, minor >= 35, host, "1.%d: hostnameOverride", minor)
+		applied := obj["metadata"].(map[string]any)["annotations"].(map[string]any)[AppliedAnnotation].(string)
+		require.NotContains(t, applied, only.Ref, "1.%d: a policy whose only field has no effect is not claimed", minor)
+		require.Contains(t, applied, more.Ref, "1.%d: its label applies", minor)
+		require.Equal(t, "x", obj["metadata"].(map[string]any)["labels"].(map[string]any)["pool"])
+		require.Len(t, res.NoEffect, map[int]int{34: 2, 37: 1}[minor], "%v", res.NoEffect)
+		require.NotContains(t, string(res.Patch), "schedulingGroup", "nothing the server drops is sent")
+
+		// Re-applied to what was stored: nothing more to do (the audit's drift check).
+		again, err := set.Apply(Input{Kind: profiles.KindPod, Object: res.Object, Namespace: "default", Lookups: &kubeAt{v: versions.Version{Minor: minor}}})
+		require.NoError(t, err)
+		require.JSONEq(t, "[]", string(again.Patch), "1.%d", minor)
+	}
+}
+
 // TestExplainNamesInsertedSidecar: a policy that adds a whole sidecar container says so in its
 // change (render --explain, the audit's fields), as it does for every other field it sets.
 func TestExplainNamesInsertedSidecar(t *testing.T) {
