@@ -392,7 +392,9 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 
 // versionEffects adds what the cluster's Kubernetes version does not keep of the applied
 // policies' fields (policies/versions): a refused field is a violation (the policy is left out,
-// or the object denied for an enforce one), a dropped one has no effect (NoEffect).
+// or the object denied for an enforce one), a dropped one has no effect (NoEffect). What the
+// API server was seen to do (versions.Learner, the probe of internal/references) comes before
+// what the table says of its version.
 func (res *Result) versionEffects(kind profiles.Kind, lookups validity.Lookups) {
 	server, ok := lookups.(versions.Server)
 	if !ok {
@@ -403,7 +405,7 @@ func (res *Result) versionEffects(kind profiles.Kind, lookups validity.Lookups) 
 		return
 	}
 	for _, p := range res.Applied {
-		for _, e := range versions.Affected(string(kind), p.Patch(kind), v) {
+		for _, e := range versions.AffectedOn(string(kind), p.Patch(kind), server, v) {
 			if e.Outcome == versions.Refused {
 				res.violations = append(res.violations, validity.Violation{Rule: validity.RuleKubeVersion, Field: e.At, Message: e.String(v)})
 				continue

@@ -17,6 +17,10 @@ import (
 type serverVersion struct {
 	discovery discovery.ServerVersionInterface
 	known     atomic.Pointer[versions.Version]
+	// changed, if set, is called on run's goroutine with the version each time discovery
+	// reports a new one (the first, an upgrade, a patch release, another emulated version) and
+	// podpatch supports it: the field probe learns what that server keeps (probe.go).
+	changed func(context.Context, versions.Version)
 }
 
 // versionInterval is how often the API server's version is asked for.
@@ -40,18 +44,34 @@ func ServerVersionOf(info *version.Info) (versions.Version, error) {
 func (s *serverVersion) run(ctx context.Context) {
 	t := time.NewTicker(versionInterval)
 	defer t.Stop()
+	seen := ""
 	for {
-		if info, err := s.discovery.ServerVersion(); err == nil {
-			if v, err := ServerVersionOf(info); err == nil {
-				s.known.Store(&v)
-			}
-		} // a failed ask keeps what was known
+		seen = s.ask(ctx, seen)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// ask asks for the version once and returns what it saw (the binary's and the emulated
+// version), calling changed when that differs from seen. A failed ask keeps what was known.
+func (s *serverVersion) ask(ctx context.Context, seen string) string {
+	info, err := s.discovery.ServerVersion()
+	if err != nil {
+		return seen
+	}
+	v, err := ServerVersionOf(info)
+	if err != nil {
+		return seen
+	}
+	s.known.Store(&v)
+	now := info.GitVersion + " " + v.String()
+	if now != seen && s.changed != nil && v.Supported() {
+		s.changed(ctx, v)
+	}
+	return now
 }
 
 // KubeVersion implements versions.Server.

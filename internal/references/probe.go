@@ -1,0 +1,276 @@
+package references
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/podpatch/podpatch/internal/promreg"
+	"github.com/podpatch/podpatch/policies/versions"
+)
+
+// ProbeOptions configure Caches.ProbeFields.
+type ProbeOptions struct {
+	// Namespace is podpatch's own: the sample Pods are dry-run created there.
+	Namespace string
+	// Timeout bounds each dry-run request; 0: DefaultProbeTimeout.
+	Timeout time.Duration
+	// Log says what each run learned and, once per run, why a field could not be learned.
+	Log logr.Logger
+	// Registry, if set, takes the podpatch_kube_field_outcome gauge.
+	Registry prometheus.Registerer
+}
+
+// DefaultProbeTimeout bounds each dry-run request of the probe: a run makes at most
+// len(versions.Fields) of them, one after the other, on the version's goroutine.
+const DefaultProbeTimeout = 5 * time.Second
+
+// Sources of a field's outcome, the gauge's source label.
+const (
+	sourceProbe = "probe"
+	sourceTable = "table"
+)
+
+// fieldProbe learns from the API server itself which of versions.Fields it keeps (issue 34,
+// reference §8 "What this cluster's version keeps"): for each field, a server-side dry-run
+// (dryRun=All: admitted and validated, never stored) of the field's versions.Sample in
+// podpatch's namespace; stored with the field is Kept, without it Dropped, refused as Invalid
+// naming the field Refused. Any other answer (RBAC, Pod Security, a quota, a timeout, another
+// webhook) says nothing of the field: the table answers for it. It runs off the request path,
+// when discovery sees a new version (serverVersion.changed).
+type fieldProbe struct {
+	pods      dynamic.ResourceInterface
+	namespace string
+	timeout   time.Duration
+	log       logr.Logger
+	// gauge is podpatch_kube_field_outcome; nil: none.
+	gauge   *prometheus.GaugeVec
+	learned atomic.Pointer[learnedFields]
+}
+
+// learnedFields are the outcomes one run learned, at one version.
+type learnedFields struct {
+	version  versions.Version
+	outcomes map[string]versions.Outcome // by fieldKey; a field not learned is absent
+	unknown  map[string]string           // by fieldKey: why not
+}
+
+func fieldKey(f versions.Field) string { return f.Kind + " " + f.Path }
+
+func newFieldProbe(dyn dynamic.Interface, o ProbeOptions) (*fieldProbe, error) {
+	if o.Namespace == "" {
+		return nil, errors.New("field probe: no namespace to dry-run the sample Pods in")
+	}
+	p := &fieldProbe{pods: dyn.Resource(corev1.SchemeGroupVersion.WithResource("pods")).Namespace(o.Namespace),
+		namespace: o.Namespace, timeout: o.Timeout, log: o.Log}
+	if p.timeout <= 0 {
+		p.timeout = DefaultProbeTimeout
+	}
+	if o.Registry != nil {
+		reg := promreg.New(o.Registry)
+		p.gauge = reg.Register(prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "podpatch_kube_field_outcome",
+			Help: "What the cluster's API server does with each field of policies/versions (1 per field): its outcome (kept, dropped, refused) and whether the probe learned it from the API server or the version's table answers.",
+		}, []string{"field", "gate", "outcome", "source"})).(*prometheus.GaugeVec)
+		if err := reg.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// outcome is what the last run learned of f, if it ran at version v.
+func (p *fieldProbe) outcome(f versions.Field, v versions.Version) (versions.Outcome, bool) {
+	l := p.learned.Load()
+	if l == nil || l.version != v {
+		return versions.Kept, false
+	}
+	o, ok := l.outcomes[fieldKey(f)]
+	return o, ok
+}
+
+// run asks the API server, at version v, about every field: at most len(versions.Fields)
+// requests, each within the timeout. Cancelled, it keeps what it had.
+func (p *fieldProbe) run(ctx context.Context, v versions.Version) {
+	start := time.Now()
+	l := &learnedFields{version: v, outcomes: make(map[string]versions.Outcome, len(versions.Fields)), unknown: map[string]string{}}
+	var firstErr error
+	for _, f := range versions.Fields {
+		o, err := p.ask(ctx, f)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			l.unknown[fieldKey(f)] = clip(err.Error())
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		l.outcomes[fieldKey(f)] = o
+	}
+	p.learned.Store(l)
+	p.report(l, firstErr, time.Since(start))
+}
+
+// ask dry-run creates f's sample and reads what the API server did with the field; an error
+// says why the answer says nothing of it.
+func (p *fieldProbe) ask(ctx context.Context, f versions.Field) (versions.Outcome, error) {
+	sample, ok := versions.Sample(f)
+	if !ok {
+		return versions.Kept, fmt.Errorf("no sample Pod sets %s %s", f.Kind, f.Path)
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	stored, err := p.pods.Create(ctx, &unstructured.Unstructured{Object: sample}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	return outcomeOf(f, stored, err)
+}
+
+// outcomeOf reads the answer to a dry-run create of f's sample.
+func outcomeOf(f versions.Field, stored *unstructured.Unstructured, err error) (versions.Outcome, error) {
+	switch {
+	case err == nil && stored != nil:
+		if _, set := versions.Find(stored.Object, f.Path); set {
+			return versions.Kept, nil
+		}
+		return versions.Dropped, nil
+	case err == nil:
+		return versions.Kept, errors.New("the API server returned no object")
+	case apierrors.IsInvalid(err) && namesField(err, f.Path):
+		return versions.Refused, nil
+	case apierrors.IsInvalid(err):
+		return versions.Kept, fmt.Errorf("refused for another field than %s: %w", f.Path, err)
+	}
+	return versions.Kept, err
+}
+
+// Bounds on reading the API server's answer: the causes of a refusal looked at, the length of a
+// cause's field path, and of a reason kept for the log.
+const (
+	maxCauses     = 16
+	maxCausePath  = 256
+	maxReasonText = 512
+)
+
+// namesField reports whether an Invalid error names the field at path (members joined by dots,
+// lists as "[]"): a cause at the field, under it, or at its parent (a one-of group such as
+// env's valueFrom, refused as "must specify one of" when the field is not known there) — not
+// at the object's top ("spec").
+func namesField(err error, path string) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	details := status.Status().Details
+	if details == nil {
+		return false
+	}
+	parent := ""
+	if i := strings.LastIndexByte(path, '.'); i >= 0 && strings.Contains(path[:i], ".") {
+		parent = path[:i]
+	}
+	for i, c := range details.Causes {
+		if i == maxCauses {
+			break
+		}
+		if len(c.Field) > maxCausePath {
+			continue
+		}
+		at := withoutIndexes(c.Field)
+		if at == path || strings.HasPrefix(at, path+".") || strings.HasPrefix(at, path+"[") || (parent != "" && at == parent) {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutIndexes writes a field path's list items ("containers[0]", "env[A]") as "[]".
+func withoutIndexes(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	in := false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '[':
+			in = true
+			b.WriteString("[]")
+		case c == ']':
+			in = false
+		case !in:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+func clip(s string) string {
+	if len(s) <= maxReasonText {
+		return s
+	}
+	return s[:maxReasonText] + "…"
+}
+
+// report logs what a run learned, where the cluster differs from its version's table, and once
+// why fields could not be learned; and sets the gauge.
+func (p *fieldProbe) report(l *learnedFields, firstErr error, took time.Duration) {
+	var kept, dropped, refused, unknown []string
+	if p.gauge != nil {
+		p.gauge.Reset()
+	}
+	for _, f := range versions.Fields {
+		table := f.At(l.version)
+		o, known := l.outcomes[fieldKey(f)]
+		source := sourceProbe
+		if !known {
+			o, source = table, sourceTable
+			unknown = append(unknown, f.Path)
+		}
+		if p.gauge != nil {
+			p.gauge.WithLabelValues(f.Path, f.Gate, o.String(), source).Set(1)
+		}
+		if !known {
+			continue
+		}
+		switch o {
+		case versions.Kept:
+			kept = append(kept, f.Path)
+		case versions.Dropped:
+			dropped = append(dropped, f.Path)
+		case versions.Refused:
+			refused = append(refused, f.Path)
+		}
+		if o != table {
+			p.log.Info("the cluster differs from its version's table: what it does is served", "kubernetesVersion", l.version.String(),
+				"field", f.Path, "gate", f.Gate, "table", table.String(), "learned", o.String(), "says", difference(f, table, o))
+		}
+	}
+	p.log.Info("learned from the API server which fields it keeps", "kubernetesVersion", l.version.String(), "namespace", p.namespace,
+		"kept", kept, "dropped", dropped, "refused", refused, "fromTable", unknown, "ms", took.Milliseconds())
+	if firstErr != nil {
+		p.log.Error(firstErr, "could not learn what the API server does with some fields: its version's table answers for them (the probe needs create on pods in podpatch's namespace, and a namespace whose admission lets a restricted Pod in)",
+			"fields", unknown, "namespace", p.namespace)
+	}
+}
+
+// difference says, for a person, how the cluster differs from its version's table on f:
+// "feature gate ContainerStopSignals is on here: spec.containers[].lifecycle.stopSignal kept".
+func difference(f versions.Field, table, learned versions.Outcome) string {
+	switch {
+	case learned == versions.Kept:
+		return fmt.Sprintf("feature gate %s is on here: %s kept", f.Gate, f.Path)
+	case table == versions.Kept:
+		return fmt.Sprintf("feature gate %s is off here: %s %s", f.Gate, f.Path, learned)
+	}
+	return fmt.Sprintf("feature gate %s is off here: %s %s (the table says %s)", f.Gate, f.Path, learned, table)
+}
