@@ -35,24 +35,32 @@ func TestVersionTable(t *testing.T) {
 	t.Logf("Kubernetes %s (binary %s)", v, info.GitVersion)
 	for _, f := range versions.Fields {
 		t.Run(f.Path, func(t *testing.T) {
-			sample, ok := versions.Sample(f) // the Pod podpatch's probe asks about (internal/references)
-			require.True(t, ok, "no sample for %s", f.Path)
-			u := &unstructured.Unstructured{Object: sample}
-			u.SetNamespace("default")
-			err := k8s.Create(contextBackground(), u, client.DryRunAll)
-			got := versions.Kept
-			switch {
-			case err != nil:
-				require.True(t, apierrors.IsInvalid(err), "refused as invalid, not for another reason: %v", err)
-				got = versions.Refused
-			default:
-				if _, set := versions.Find(u.Object, f.Path); !set {
-					got = versions.Dropped
-				}
-			}
+			got, err := measureField(t, f)
 			require.Equal(t, f.At(v).String(), got.String(), "%s on Kubernetes %s (err: %v)", f.Path, v, err)
 		})
 	}
+}
+
+// measureField asks the test API server what it does with f: a dry-run create of the Pod
+// podpatch's probe asks about (versions.Sample, internal/references), stored with the field
+// (kept), without it (dropped), or refused as invalid (and the error).
+func measureField(t *testing.T, f versions.Field) (versions.Outcome, error) {
+	t.Helper()
+	sample, ok := versions.Sample(f)
+	require.True(t, ok, "no sample for %s", f.Path)
+	u := &unstructured.Unstructured{Object: sample}
+	u.SetNamespace("default")
+	err := k8s.Create(contextBackground(), u, client.DryRunAll)
+	switch {
+	case err != nil:
+		require.True(t, apierrors.IsInvalid(err), "refused as invalid, not for another reason: %v", err)
+		return versions.Refused, err
+	default:
+		if _, set := versions.Find(u.Object, f.Path); !set {
+			return versions.Dropped, nil
+		}
+	}
+	return versions.Kept, nil
 }
 
 // versionPolicies set each field of versions.Fields through a merge policy (the template's
