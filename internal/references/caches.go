@@ -3,7 +3,9 @@
 // ServiceCIDRs (Caches), and Kueue's ResourceFlavors (Flavors). They answer the engine's
 // lookups (validity.Lookups, kueue.Flavors) from informer caches, never from the API
 // server. `podpatch serve` (admission, the periodic audit) and `podpatch audit` both build
-// them here, on the cluster kit.
+// them here, on the cluster kit. They also know the API server's version (version.go) and,
+// for `serve`, what it does with the fields whose fate differs by version or feature gate,
+// learned by a dry-run probe (probe.go, Caches.ProbeFields): versions.Learner.
 package references
 
 import (

@@ -62,11 +62,13 @@ type fieldProbe struct {
 // learnedFields are the outcomes one run learned, at one version.
 type learnedFields struct {
 	version  versions.Version
-	outcomes map[string]versions.Outcome // by fieldKey; a field not learned is absent
-	unknown  map[string]string           // by fieldKey: why not
+	outcomes map[fieldKey]versions.Outcome // a field not learned is absent
 }
 
-func fieldKey(f versions.Field) string { return f.Kind + " " + f.Path }
+// fieldKey names a field of versions.Fields without allocating (FieldOutcome runs per admission).
+type fieldKey struct{ kind, path string }
+
+func keyOf(f versions.Field) fieldKey { return fieldKey{f.Kind, f.Path} }
 
 func newFieldProbe(dyn dynamic.Interface, o ProbeOptions) (*fieldProbe, error) {
 	if o.Namespace == "" {
@@ -96,7 +98,7 @@ func (p *fieldProbe) outcome(f versions.Field, v versions.Version) (versions.Out
 	if l == nil || l.version != v {
 		return versions.Kept, false
 	}
-	o, ok := l.outcomes[fieldKey(f)]
+	o, ok := l.outcomes[keyOf(f)]
 	return o, ok
 }
 
@@ -104,7 +106,7 @@ func (p *fieldProbe) outcome(f versions.Field, v versions.Version) (versions.Out
 // requests, each within the timeout. Cancelled, it keeps what it had.
 func (p *fieldProbe) run(ctx context.Context, v versions.Version) {
 	start := time.Now()
-	l := &learnedFields{version: v, outcomes: make(map[string]versions.Outcome, len(versions.Fields)), unknown: map[string]string{}}
+	l := &learnedFields{version: v, outcomes: make(map[fieldKey]versions.Outcome, len(versions.Fields))}
 	var firstErr error
 	for _, f := range versions.Fields {
 		o, err := p.ask(ctx, f)
@@ -112,13 +114,12 @@ func (p *fieldProbe) run(ctx context.Context, v versions.Version) {
 			return
 		}
 		if err != nil {
-			l.unknown[fieldKey(f)] = clip(err.Error())
 			if firstErr == nil {
 				firstErr = err
 			}
 			continue
 		}
-		l.outcomes[fieldKey(f)] = o
+		l.outcomes[keyOf(f)] = o
 	}
 	p.learned.Store(l)
 	p.report(l, firstErr, time.Since(start))
@@ -230,7 +231,7 @@ func (p *fieldProbe) report(l *learnedFields, firstErr error, took time.Duration
 	}
 	for _, f := range versions.Fields {
 		table := f.At(l.version)
-		o, known := l.outcomes[fieldKey(f)]
+		o, known := l.outcomes[keyOf(f)]
 		source := sourceProbe
 		if !known {
 			o, source = table, sourceTable
@@ -258,7 +259,7 @@ func (p *fieldProbe) report(l *learnedFields, firstErr error, took time.Duration
 	p.log.Info("learned from the API server which fields it keeps", "kubernetesVersion", l.version.String(), "namespace", p.namespace,
 		"kept", kept, "dropped", dropped, "refused", refused, "fromTable", unknown, "ms", took.Milliseconds())
 	if firstErr != nil {
-		p.log.Error(firstErr, "could not learn what the API server does with some fields: its version's table answers for them (the probe needs create on pods in podpatch's namespace, and a namespace whose admission lets a restricted Pod in)",
+		p.log.Error(errors.New(clip(firstErr.Error())), "could not learn what the API server does with some fields: its version's table answers for them (the probe needs create on pods in podpatch's namespace, and a namespace whose admission lets a restricted Pod in)",
 			"fields", unknown, "namespace", p.namespace)
 	}
 }

@@ -3,6 +3,7 @@ package references
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -53,7 +54,7 @@ func failWith(err error) answer {
 var (
 	valueFrom  = field.NewPath("spec", "containers").Index(0).Child("env").Index(0).Child("valueFrom")
 	rbacDenied = apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "",
-		errors.New(`User "system:serviceaccount:podpatch-system:podpatch" cannot create resource "pods" in API group "" in the namespace "podpatch-system"`))
+		fmt.Errorf("%s cannot create resource %q in API group %q in the namespace %q", `User "system:serviceaccount:podpatch-system:podpatch"`, "pods", "", "podpatch-system"))
 	podSecurity = apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "podpatch-probe-x",
 		errors.New(`violates PodSecurity "restricted:latest": seccompProfile`))
 	quota   = apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "podpatch-probe-x", errors.New("exceeded quota: pods"))
@@ -356,4 +357,35 @@ func TestNamesField(t *testing.T) {
 		require.Equal(t, tc.want, namesField(tc.err, tc.path), "%v at %s", tc.err, tc.path)
 	}
 	require.Equal(t, "spec.containers[].env[].valueFrom", withoutIndexes("spec.containers[0].env[A].valueFrom"))
+}
+
+// BenchmarkAffectedOnLearned is the engine's version check per applied policy (policies/apply.go,
+// versionEffects) through the caches: with the table alone, and with every field learned by the
+// probe (what `serve` answers once it ran).
+//
+//	go test ./internal/references -run '^$' -bench AffectedOnLearned
+func BenchmarkAffectedOnLearned(b *testing.B) {
+	patch := map[string]any{"spec": map[string]any{"nodeSelector": map[string]any{"pool": "gpu"}, "containers": []any{
+		map[string]any{"name": "@main", "resources": map[string]any{"limits": map[string]any{"nvidia.com/gpu": "1"}},
+			"lifecycle": map[string]any{"stopSignal": "SIGUSR1"}}}}}
+	v := versions.Version{Minor: 37}
+	b.Run("table", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = versions.AffectedOn("Pod", patch, versions.At(v), v)
+		}
+	})
+	b.Run("learned", func(b *testing.B) {
+		r := &Caches{version: &serverVersion{}, probe: &fieldProbe{}}
+		r.version.known.Store(&v)
+		l := &learnedFields{version: v, outcomes: map[fieldKey]versions.Outcome{}}
+		for _, f := range versions.Fields {
+			l.outcomes[keyOf(f)] = versions.Kept
+		}
+		r.probe.learned.Store(l)
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = versions.AffectedOn("Pod", patch, r, v)
+		}
+	})
 }
