@@ -175,7 +175,8 @@ const gatedFlags = "feature-gates=ContainerStopSignals=true,ContainerRestartRule
 // policy left out (the API server would refuse it). On the shared control plane, with the
 // default gates, the same stopSignal policy is stored or warned about as that server does.
 func TestProbeServesTheClusterGates(t *testing.T) {
-	cp, err := cluster.StartWithFlags(filepath.Join(repoRoot, "bin"), t.TempDir(), []string{gatedFlags})
+	// The newest supported version whatever the lane emulates: the gates above are its.
+	cp, err := cluster.StartWithFlags(filepath.Join(repoRoot, "bin"), t.TempDir(), []string{gatedFlags, "emulated-version=" + versions.Newest.String()})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, cp.Stop()) })
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: policies.DefaultPlatformNamespace}}
