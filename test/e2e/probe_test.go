@@ -179,7 +179,10 @@ func TestProbeServesTheClusterGates(t *testing.T) {
 	cp, err := cluster.StartWithFlags(filepath.Join(repoRoot, "bin"), t.TempDir(), []string{gatedFlags, "emulated-version=" + versions.Newest.String()})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, cp.Stop()) })
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: policies.DefaultPlatformNamespace}}
+	// podpatch's namespace enforces Pod Security restricted, as docs/operations.md advises: the
+	// samples meet it, so the probe still learns every field.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: policies.DefaultPlatformNamespace,
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}}
 	require.NoError(t, cp.Client.Create(contextBackground(), ns))
 	dc, err := discovery.NewDiscoveryClientForConfig(cp.Config)
 	require.NoError(t, err)
