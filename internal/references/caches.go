@@ -93,7 +93,7 @@ func (r *Caches) ProbeFields(o ProbeOptions) error {
 	if err != nil {
 		return err
 	}
-	r.probe, r.version.changed = p, p.run
+	r.probe, r.version.follow = p, p.follow
 	return nil
 }
 

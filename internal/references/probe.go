@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -59,11 +61,19 @@ type fieldProbe struct {
 	learned atomic.Pointer[learnedFields]
 }
 
-// learnedFields are the outcomes one run learned, at one version.
+// learnedFields are the outcomes the runs at one version learned.
 type learnedFields struct {
 	version  versions.Version
 	outcomes map[fieldKey]versions.Outcome // a field not learned is absent
+	// retry are the fields whose answer failed for a passing reason (a timeout, a throttle, the
+	// API server unavailable); retried counts the runs that asked them again.
+	retry   []versions.Field
+	retried int
 }
+
+// maxRetries bounds how many times the fields that failed for a passing reason are asked
+// again, one version tick (a minute) apart.
+const maxRetries = 3
 
 // fieldKey names a field of versions.Fields without allocating (FieldOutcome runs per admission).
 type fieldKey struct{ kind, path string }
@@ -102,27 +112,66 @@ func (p *fieldProbe) outcome(f versions.Field, v versions.Version) (versions.Out
 	return o, ok
 }
 
-// run asks the API server, at version v, about every field: at most len(versions.Fields)
-// requests, each within the timeout. Cancelled, it keeps what it had.
-func (p *fieldProbe) run(ctx context.Context, v versions.Version) {
+// follow is serverVersion's call at each version discovery reports: a new version is asked
+// about every field; at the same one, only the fields whose answer failed for a passing reason,
+// at most maxRetries times.
+func (p *fieldProbe) follow(ctx context.Context, v versions.Version, changed bool) {
+	if changed {
+		p.run(ctx, v, versions.Fields, nil)
+		return
+	}
+	if l := p.learned.Load(); l != nil && l.version == v && len(l.retry) > 0 && l.retried < maxRetries {
+		p.run(ctx, v, l.retry, l)
+	}
+}
+
+// run asks the API server, at version v, about fields (to add to what prev learned at v, if
+// not nil): at most len(versions.Fields) requests, each within the timeout. Cancelled, it
+// keeps what it had.
+func (p *fieldProbe) run(ctx context.Context, v versions.Version, fields []versions.Field, prev *learnedFields) {
 	start := time.Now()
 	l := &learnedFields{version: v, outcomes: make(map[fieldKey]versions.Outcome, len(versions.Fields))}
+	if prev != nil {
+		for k, o := range prev.outcomes {
+			l.outcomes[k] = o
+		}
+		l.retried = prev.retried + 1
+	}
 	var firstErr error
-	for _, f := range versions.Fields {
+	var asked []versions.Field
+	for _, f := range fields {
 		o, err := p.ask(ctx, f)
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
+			if passing(err) {
+				l.retry = append(l.retry, f)
+			}
 			if firstErr == nil {
 				firstErr = err
 			}
 			continue
 		}
 		l.outcomes[keyOf(f)] = o
+		asked = append(asked, f)
 	}
 	p.learned.Store(l)
-	p.report(l, firstErr, time.Since(start))
+	switch {
+	case prev == nil:
+		p.report(l, asked, firstErr, time.Since(start))
+	case len(asked) > 0: // a retry says what it learned; why the rest failed was said once
+		p.report(l, asked, nil, time.Since(start))
+	}
+}
+
+// passing reports whether an answer failed for a reason that may pass: the request timed out
+// or never reached the API server, or the server was throttling, overloaded or failing.
+func passing(err error) bool {
+	var transport *url.Error
+	return errors.As(err, &transport) || errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) ||
+		apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) || apierrors.IsInternalError(err) ||
+		apierrors.IsServiceUnavailable(err)
 }
 
 // ask dry-run creates f's sample and reads what the API server did with the field; an error
@@ -222,9 +271,10 @@ func clip(s string) string {
 	return s[:maxReasonText] + "…"
 }
 
-// report logs what a run learned, where the cluster differs from its version's table, and once
-// why fields could not be learned; and sets the gauge.
-func (p *fieldProbe) report(l *learnedFields, firstErr error, took time.Duration) {
+// report logs what the runs at a version learned, where the fields a run learned (asked) differ
+// from the version's table, and why fields could not be learned (firstErr, if not nil); and
+// sets the gauge.
+func (p *fieldProbe) report(l *learnedFields, asked []versions.Field, firstErr error, took time.Duration) {
 	var kept, dropped, refused, unknown []string
 	if p.gauge != nil {
 		p.gauge.Reset()
@@ -251,7 +301,7 @@ func (p *fieldProbe) report(l *learnedFields, firstErr error, took time.Duration
 		case versions.Refused:
 			refused = append(refused, f.Path)
 		}
-		if o != table {
+		if o != table && slices.Contains(asked, f) {
 			p.log.Info("the cluster differs from its version's table: what it does is served", "kubernetesVersion", l.version.String(),
 				"field", f.Path, "gate", f.Gate, "table", table.String(), "learned", o.String(), "says", difference(f, table, o))
 		}

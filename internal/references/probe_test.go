@@ -325,6 +325,61 @@ func TestProbeFollowsTheVersion(t *testing.T) {
 	require.False(t, known)
 }
 
+// TestProbeRetriesPassingFailures: a field whose answer failed for a passing reason (the API
+// server throttling, a request that timed out) is asked again at the next version tick, and
+// only it, at most maxRetries times; one refused for a lasting reason (RBAC) is not. Why it
+// failed is logged once; what a retry learns is logged.
+func TestProbeRetriesPassingFailures(t *testing.T) {
+	throttled := 2 // the first two answers about stopSignal
+	s := &fakeServer{answers: map[string]answer{
+		stopSignal: func(pod *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+			if throttled > 0 {
+				throttled--
+				return nil, apierrors.NewTooManyRequests("slow down", 1)
+			}
+			return pod, nil
+		},
+		hostname: failWith(rbacDenied),
+	}}
+	r, _, logs := probedCaches(t, "v1.37.2", s, nil, 0)
+	ctx := context.Background()
+	n := len(versions.Fields)
+	seen := r.version.ask(ctx, "")
+	require.Equal(t, n, s.count())
+	_, known := r.FieldOutcome(field0(t, stopSignal))
+	require.False(t, known)
+	seen = r.version.ask(ctx, seen)
+	require.Equal(t, n+1, s.count(), "only the throttled field again, not the one RBAC refused")
+	_, known = r.FieldOutcome(field0(t, stopSignal))
+	require.False(t, known, "throttled again")
+	seen = r.version.ask(ctx, seen)
+	require.Equal(t, n+2, s.count())
+	o, known := r.FieldOutcome(field0(t, stopSignal))
+	require.True(t, known, "learned on the second retry")
+	require.Equal(t, versions.Kept, o)
+	_, known = r.FieldOutcome(field0(t, imageVolume))
+	require.True(t, known, "what the first run learned is kept")
+	_, known = r.FieldOutcome(field0(t, hostname))
+	require.False(t, known)
+	r.version.ask(ctx, seen)
+	require.Equal(t, n+2, s.count(), "nothing left to retry")
+	require.Equal(t, 1, logs.matching(`"error"`), "why, once: %v", logs.lines)
+	require.Equal(t, 1, logs.matching("feature gate ContainerStopSignals is on here"), "the retry says what it learned")
+	require.Equal(t, 2, logs.matching("learned from the API server which fields it keeps"))
+
+	// Never answering: asked again at most maxRetries times.
+	s = &fakeServer{answers: map[string]answer{}}
+	r, _, _ = probedCaches(t, "v1.37.2", s, nil, 10*time.Millisecond)
+	r.probe.pods = hanging{r.probe.pods}
+	seen = ""
+	for range maxRetries + 3 {
+		seen = r.version.ask(ctx, seen)
+	}
+	l := r.probe.learned.Load()
+	require.Equal(t, maxRetries, l.retried)
+	require.Len(t, l.retry, n)
+}
+
 // TestNamesField: a refusal counts as the field's only where a cause is at the field, under
 // it, or at its parent; odd or long causes are no match.
 func TestNamesField(t *testing.T) {

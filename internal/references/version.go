@@ -17,10 +17,10 @@ import (
 type serverVersion struct {
 	discovery discovery.ServerVersionInterface
 	known     atomic.Pointer[versions.Version]
-	// changed, if set, is called on run's goroutine with the version each time discovery
-	// reports a new one (the first, an upgrade, a patch release, another emulated version) and
-	// podpatch supports it: the field probe learns what that server keeps (probe.go).
-	changed func(context.Context, versions.Version)
+	// follow, if set, is called on run's goroutine with each version discovery reports that
+	// podpatch supports, changed when it is a new one (the first, an upgrade, a patch release,
+	// another emulated version): the field probe learns what that server keeps (probe.go).
+	follow func(ctx context.Context, v versions.Version, changed bool)
 }
 
 // versionInterval is how often the API server's version is asked for.
@@ -56,7 +56,8 @@ func (s *serverVersion) run(ctx context.Context) {
 }
 
 // ask asks for the version once and returns what it saw (the binary's and the emulated
-// version), calling changed when that differs from seen. A failed ask keeps what was known.
+// version), calling follow, changed when that differs from seen. A failed ask keeps what was
+// known.
 func (s *serverVersion) ask(ctx context.Context, seen string) string {
 	info, err := s.discovery.ServerVersion()
 	if err != nil {
@@ -68,8 +69,8 @@ func (s *serverVersion) ask(ctx context.Context, seen string) string {
 	}
 	s.known.Store(&v)
 	now := info.GitVersion + " " + v.String()
-	if now != seen && s.changed != nil && v.Supported() {
-		s.changed(ctx, v)
+	if s.follow != nil && v.Supported() {
+		s.follow(ctx, v, now != seen)
 	}
 	return now
 }
