@@ -50,7 +50,8 @@ const (
 // podpatch's namespace; stored with the field is Kept, without it Dropped, refused as Invalid
 // naming the field Refused. Any other answer (RBAC, Pod Security, a quota, a timeout, another
 // webhook) says nothing of the field: the table answers for it. It runs off the request path,
-// when discovery sees a new version (serverVersion.changed).
+// when discovery sees a new version, and asks again at the next versions what failed for a
+// passing reason (serverVersion.follow, fieldProbe.follow).
 type fieldProbe struct {
 	pods      dynamic.ResourceInterface
 	namespace string
@@ -91,13 +92,14 @@ func newFieldProbe(dyn dynamic.Interface, o ProbeOptions) (*fieldProbe, error) {
 	}
 	if o.Registry != nil {
 		reg := promreg.New(o.Registry)
-		p.gauge = reg.Register(prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		gauge, ok := reg.Register(prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "podpatch_kube_field_outcome",
 			Help: "What the cluster's API server does with each field of policies/versions (1 per field): its outcome (kept, dropped, refused) and whether the probe learned it from the API server or the version's table answers.",
 		}, []string{"field", "gate", "outcome", "source"})).(*prometheus.GaugeVec)
-		if err := reg.Err(); err != nil {
-			return nil, err
+		if err := reg.Err(); err != nil || !ok {
+			return nil, errors.Join(errors.New("field probe: podpatch_kube_field_outcome"), err)
 		}
+		p.gauge = gauge
 	}
 	return p, nil
 }
