@@ -411,7 +411,9 @@ type policyEffects struct {
 }
 
 // versionEffectsOf finds the fields of the applied policies that the lookups' Kubernetes version
-// drops or refuses; none when the version is unknown or not supported.
+// drops or refuses; none when the version is unknown or not supported. What the API server was
+// seen to do (versions.Learner, the probe of internal/references) comes before what the table
+// says of its version.
 func versionEffectsOf(applied []*Policy, kind profiles.Kind, lookups validity.Lookups) kubeEffects {
 	server, ok := lookups.(versions.Server)
 	if !ok {
@@ -423,7 +425,7 @@ func versionEffectsOf(applied []*Policy, kind profiles.Kind, lookups validity.Lo
 	}
 	k := kubeEffects{version: v}
 	for _, p := range applied {
-		if es := versions.Affected(string(kind), p.Patch(kind), v); len(es) > 0 {
+		if es := versions.AffectedOn(string(kind), p.Patch(kind), server, v); len(es) > 0 {
 			k.by = append(k.by, policyEffects{p, es})
 		}
 	}

@@ -331,7 +331,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 			return fmt.Errorf("reference caches: %w", err)
 		}
 		feed, store, cluster, source = cf, cstore, refs, cf.PolicySource()
-		logKubeVersion(log, kit)
+		logKubeVersion(log, kit, refs, o.Namespace)
 	}
 	var events *ownerevents.Events // what admission did, as Events on the owners; every replica writes its own
 	if kit != nil && o.OwnerEvents {
@@ -498,8 +498,17 @@ func (o *serveOptions) selfSigned(kit *kube.Kit) (*certs.SelfSigned, error) {
 
 // logKubeVersion says at start which Kubernetes version the cluster serves and whether podpatch
 // supports it (README, "Supported Kubernetes versions"): outside 1.33 to 1.37, podpatch checks
-// no version's fields (policies/versions), and says so rather than guess.
-func logKubeVersion(log logr.Logger, kit *kube.Kit) {
+// no version's fields (policies/versions), and says so rather than guess. Within, the reference
+// caches learn from the API server itself which of those fields it keeps (a server-side dry-run
+// of sample Pods in podpatch's namespace, at start and when the version changes, off the
+// request path; references.ProbeFields): its log "fields" says what was learned and where the
+// cluster differs from its version's table (a feature gate on or off), and the gauge
+// podpatch_kube_field_outcome shows each field's outcome and whether the probe or the table
+// gave it.
+func logKubeVersion(log logr.Logger, kit *kube.Kit, refs *references.Caches, namespace string) {
+	if err := refs.ProbeFields(references.ProbeOptions{Namespace: namespace, Log: log.WithName("fields"), Registry: crmetrics.Registry}); err != nil {
+		log.Error(err, "podpatch cannot learn which fields the API server keeps: the table of its version answers")
+	}
 	info, err := kit.Clientset.Discovery().ServerVersion()
 	if err != nil {
 		log.Error(err, "could not read the API server's version; podpatch checks no version's fields until it can")
@@ -513,7 +522,8 @@ func logKubeVersion(log logr.Logger, kit *kube.Kit) {
 		log.Error(nil, "podpatch does not support this Kubernetes version: it checks no version's fields, so a policy may set a field this cluster drops or refuses",
 			"kubernetesVersion", v.String(), "gitVersion", info.GitVersion, "supported", fmt.Sprintf("1.%d to 1.%d", versions.OldestMinor, versions.NewestMinor))
 	default:
-		log.Info("serving a supported Kubernetes version", "kubernetesVersion", v.String(), "gitVersion", info.GitVersion)
+		log.Info("serving a supported Kubernetes version; learning which fields it keeps by a dry-run of sample Pods", "kubernetesVersion", v.String(), "gitVersion", info.GitVersion,
+			"namespace", namespace, "fields", len(versions.Fields))
 	}
 }
 

@@ -3,11 +3,14 @@
 // ServiceCIDRs (Caches), and Kueue's ResourceFlavors (Flavors). They answer the engine's
 // lookups (validity.Lookups, kueue.Flavors) from informer caches, never from the API
 // server. `podpatch serve` (admission, the periodic audit) and `podpatch audit` both build
-// them here, on the cluster kit.
+// them here, on the cluster kit. They also know the API server's version (version.go) and,
+// for `serve`, what it does with the fields whose fate differs by version or feature gate,
+// learned by a dry-run probe (probe.go, Caches.ProbeFields): versions.Learner.
 package references
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"slices"
 
@@ -47,12 +50,17 @@ type Caches struct {
 	flavors *Flavors
 	// version is the API server's (version.go); nil: unknown.
 	version *serverVersion
+	// dynamic is the kit's dynamic client (Kueue's flavors, the field probe); nil without a kit.
+	dynamic dynamic.Interface
+	// probe learns what the API server does with versions.Fields (probe.go); nil: not asked,
+	// the table answers.
+	probe *fieldProbe
 }
 
 var (
 	_ validity.Lookups = (*Caches)(nil)
 	_ kueue.Flavors    = (*Caches)(nil)
-	_ versions.Server  = (*Caches)(nil)
+	_ versions.Learner = (*Caches)(nil)
 )
 
 // New builds the informers on the kit's clients. Run starts them.
@@ -68,7 +76,25 @@ func New(kit *kube.Kit) (*Caches, error) {
 	}
 	r.flavors = NewFlavors(kit.Clientset.Discovery(), dyn)
 	r.version = &serverVersion{discovery: kit.Clientset.Discovery()}
+	r.dynamic = dyn
 	return r, nil
+}
+
+// ProbeFields has the caches learn from the API server itself, by server-side dry-run of
+// sample Pods in podpatch's namespace, which fields of policies/versions it keeps, at start and
+// whenever discovery sees another version (probe.go): FieldOutcome then answers with what was
+// learned, the table for the rest. `serve` calls it before Run; the one-shot commands, which
+// run as their user, do not.
+func (r *Caches) ProbeFields(o ProbeOptions) error {
+	if r.version == nil || r.dynamic == nil {
+		return errors.New("field probe: caches without a cluster")
+	}
+	p, err := newFieldProbe(r.dynamic, o)
+	if err != nil {
+		return err
+	}
+	r.probe, r.version.follow = p, p.follow
+	return nil
 }
 
 func newCaches(cs kubernetes.Interface, md metadata.Interface) (*Caches, error) {
@@ -264,6 +290,20 @@ func (r *Caches) KubeVersion() (versions.Version, bool) {
 		return versions.Version{}, false
 	}
 	return r.version.KubeVersion()
+}
+
+// FieldOutcome implements versions.Learner: what the API server did with f when the probe
+// asked it, at the version discovery reports now; false until it has, for a field it could not
+// learn, and without ProbeFields.
+func (r *Caches) FieldOutcome(f versions.Field) (versions.Outcome, bool) {
+	if r.probe == nil || r.version == nil {
+		return versions.Kept, false
+	}
+	v, ok := r.version.KubeVersion()
+	if !ok {
+		return versions.Kept, false
+	}
+	return r.probe.outcome(f, v)
 }
 
 // FlavorsSettled reports whether Kueue's ResourceFlavors are known: the API is not served, or

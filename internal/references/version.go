@@ -17,6 +17,10 @@ import (
 type serverVersion struct {
 	discovery discovery.ServerVersionInterface
 	known     atomic.Pointer[versions.Version]
+	// follow, if set, is called on run's goroutine with each version discovery reports that
+	// podpatch supports, changed when it is a new one (the first, an upgrade, a patch release,
+	// another emulated version): the field probe learns what that server keeps (probe.go).
+	follow func(ctx context.Context, v versions.Version, changed bool)
 }
 
 // versionInterval is how often the API server's version is asked for.
@@ -40,18 +44,35 @@ func ServerVersionOf(info *version.Info) (versions.Version, error) {
 func (s *serverVersion) run(ctx context.Context) {
 	t := time.NewTicker(versionInterval)
 	defer t.Stop()
+	seen := ""
 	for {
-		if info, err := s.discovery.ServerVersion(); err == nil {
-			if v, err := ServerVersionOf(info); err == nil {
-				s.known.Store(&v)
-			}
-		} // a failed ask keeps what was known
+		seen = s.ask(ctx, seen)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// ask asks for the version once and returns what it saw (the binary's and the emulated
+// version), calling follow, changed when that differs from seen. A failed ask keeps what was
+// known.
+func (s *serverVersion) ask(ctx context.Context, seen string) string {
+	info, err := s.discovery.ServerVersion()
+	if err != nil {
+		return seen
+	}
+	v, err := ServerVersionOf(info)
+	if err != nil {
+		return seen
+	}
+	s.known.Store(&v)
+	now := info.GitVersion + " " + v.String()
+	if s.follow != nil && v.Supported() {
+		s.follow(ctx, v, now != seen)
+	}
+	return now
 }
 
 // KubeVersion implements versions.Server.

@@ -49,12 +49,20 @@ type ControlPlane struct {
 	WebhookClientCAFile string
 	env                 *envtest.Environment
 	dir                 string
+	flags               []string // StartWithFlags'
 }
 
 // Start runs kube-apiserver and etcd from binDir, installing the CRDs in crdDirs. dir holds
 // the kubeconfig file and the API server's webhook client credentials.
 func Start(binDir, dir string, crdDirs ...string) (*ControlPlane, error) {
 	return start(binDir, dir, nil, crdDirs...)
+}
+
+// StartWithFlags is Start with further kube-apiserver flags, each "name=value" (such as
+// "feature-gates=ContainerStopSignals=true"), set after PODPATCH_APISERVER_FLAGS': a test's
+// own control plane whose feature gates differ from the defaults (issue 34).
+func StartWithFlags(binDir, dir string, flags []string, crdDirs ...string) (*ControlPlane, error) {
+	return start(binDir, dir, func(c *ControlPlane) { c.flags = flags }, crdDirs...)
 }
 
 // start is Start, with configure (if not nil) called on the control plane before it starts.
@@ -81,7 +89,7 @@ func start(binDir, dir string, configure func(*ControlPlane), crdDirs ...string)
 	args.Set("admission-control-config-file", admission)
 	// A lane of the version matrix (issue 34): kube-apiserver flags such as
 	// `emulated-version=1.34;feature-gates=AllAlpha=true`, separated by ';'.
-	for _, f := range strings.Split(os.Getenv("PODPATCH_APISERVER_FLAGS"), ";") {
+	for _, f := range append(strings.Split(os.Getenv("PODPATCH_APISERVER_FLAGS"), ";"), c.flags...) {
 		if k, v, ok := strings.Cut(strings.TrimSpace(f), "="); ok {
 			args.Set(k, v)
 		}

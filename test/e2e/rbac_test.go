@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/versions"
 	"github.com/podpatch/podpatch/test/cluster"
 )
 
@@ -69,6 +70,8 @@ func TestRBACRules(t *testing.T) {
 			{APIGroups: []string{"ray.io"}, Resources: []string{"rayclusters", "rayjobs", "rayservices"}, Verbs: []string{"get"}},
 			{APIGroups: []string{"flink.apache.org"}, Resources: []string{"flinkdeployments"}, Verbs: []string{"get"}},
 		},
+		// The field probe (issue 34): a dry-run create of sample Pods in podpatch's namespace.
+		"Role/podpatch-field-probe": {core([]string{"pods"}, "create")},
 		"Role/podpatch-leader-election": {
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"podpatch-leader"}, Verbs: []string{"get", "update"}},
@@ -136,7 +139,7 @@ func TestLeastPrivilege(t *testing.T) {
 			rbac = append(rbac, o)
 		}
 	}
-	require.Len(t, rbac, 14) // Roles, ClusterRoles and their bindings: base, external URLs, owner Events, self-signed
+	require.Len(t, rbac, 16) // Roles, ClusterRoles and their bindings: base, external URLs, owner Events, field probe, self-signed
 	applyManifests(t, rbac)
 	applyManifests(t, kustomizeBuild(t, "manifests/examples"))
 	sa, err := controlPlane.UserKubeconfig(podpatchServiceAccount, "system:serviceaccounts", "system:serviceaccounts:podpatch-system")
@@ -166,6 +169,18 @@ func TestLeastPrivilege(t *testing.T) {
 	require.True(t, apierrors.IsNotFound(err), "get on ReplicaSets: %v", err)
 	err = asSA.List(ctx, &appsv1.ReplicaSetList{}, client.InNamespace("team-a"))
 	require.True(t, apierrors.IsForbidden(err), "no list on ReplicaSets: %v", err)
+	// The field probe (issue 34): create Pods, by dry-run, in podpatch's namespace only.
+	for ns, allowed := range map[string]bool{"podpatch-system": true, "team-a": false} {
+		pod, _ := versions.Sample(versions.Fields[0])
+		u := &unstructured.Unstructured{Object: pod}
+		u.SetNamespace(ns)
+		err = asSA.Create(ctx, u, client.DryRunAll)
+		if allowed {
+			require.NoError(t, err, "dry-run create of a Pod in %s", ns)
+		} else {
+			require.True(t, apierrors.IsForbidden(err), "no create of Pods in %s: %v", ns, err)
+		}
+	}
 
 	port := freePort(t)
 	mwc, vwc := webhookConfigurations(t, built, fmt.Sprintf("https://localhost:%d", port), nil)
