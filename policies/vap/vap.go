@@ -22,6 +22,7 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/profiles"
+	"github.com/podpatch/podpatch/policies/versions"
 )
 
 // Names the generated objects carry.
@@ -126,6 +127,51 @@ func Name(configMap, policy string, k profiles.Kind) string {
 	return n[:200] + "." + hex.EncodeToString(h[:8])
 }
 
+// withoutGated is a copy of a policy's part without the fields whose fate depends on the
+// cluster's version and feature gates (versions.Fields): a cluster that drops one would
+// store objects without it, and a check of it would refuse them all. They are not checked.
+func withoutGated(patch map[string]any, k profiles.Kind, w *walker) map[string]any {
+	var out map[string]any
+	for _, f := range versions.Fields {
+		if f.Kind != string(k) {
+			continue
+		}
+		if !f.Set(patch) {
+			continue
+		}
+		at, _ := versions.Find(patch, f.Path)
+		if out == nil {
+			c, _ := jsonCopy(patch).(map[string]any)
+			out = c
+		}
+		w.skip(at, "kept or dropped depending on the cluster's Kubernetes version and feature gates")
+		f.Strip(out)
+	}
+	if out == nil {
+		return patch
+	}
+	return out
+}
+
+// jsonCopy copies a decoded JSON tree.
+func jsonCopy(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, c := range x {
+			out[k] = jsonCopy(c)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, c := range x {
+			out[i] = jsonCopy(c)
+		}
+		return out
+	}
+	return v
+}
+
 func generate(p *policies.Policy, k profiles.Kind, patch map[string]any, o Options) (Generated, error) {
 	sel, err := selectionOf(p, k)
 	if err != nil {
@@ -143,7 +189,7 @@ func generate(p *policies.Policy, k profiles.Kind, patch map[string]any, o Optio
 	if ms := p.Managers(); len(ms) == 1 {
 		w.mainManager, w.mainOK = ms[0], true
 	}
-	w.part(patch)
+	w.part(withoutGated(patch, k, w))
 	r := ref(p)
 	g := Generated{Ref: r, Kind: k, NotChecked: w.notChecked}
 	var validations []admissionregistrationv1.Validation

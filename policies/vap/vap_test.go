@@ -88,6 +88,11 @@ func TestFieldClasses(t *testing.T) {
 		{name: "lists and defaulted removals are not checked", template: `{metadata: {labels: {a: b}}, spec: {volumes: [{name: v, emptyDir: {}}], schedulerName: null, affinity: {nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 1, preference: {matchExpressions: [{key: a, operator: Exists}]}}]}}}}`,
 			want:       []string{`object.metadata.labels["a"] == "b"`},
 			notChecked: []string{"spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution (a list)", "spec.schedulerName (removal of a field the API server may default)", "spec.volumes (a list)"}},
+		// A cluster whose version or gates drop one would store every object without it.
+		{name: "fields a version may drop are not checked", template: `{metadata: {labels: {a: b}}, spec: {hostnameOverride: h, os: {name: linux}, containers: [{name: "*", lifecycle: {stopSignal: SIGUSR1}}]}}`,
+			want: []string{`object.metadata.labels["a"] == "b"`, `object.spec.os.name == "linux"`},
+			notChecked: []string{"spec.hostnameOverride (kept or dropped depending on the cluster's Kubernetes version and feature gates)",
+				"spec.containers[*].lifecycle.stopSignal (kept or dropped"}},
 		{name: "service type and annotations", service: `{metadata: {annotations: {networking.gke.io/load-balancer-type: Internal}}, spec: {type: LoadBalancer}}`,
 			want: []string{`object.metadata.annotations["networking.gke.io/load-balancer-type"] == "Internal"`, `object.spec.type == "LoadBalancer"`}},
 	} {

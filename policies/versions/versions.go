@@ -181,6 +181,30 @@ func Affected(kind string, patch map[string]any, v Version) []Effect {
 	return out
 }
 
+// Strip removes every occurrence of the field from a decoded JSON tree, in place (list items
+// of every name).
+func (f Field) Strip(tree map[string]any) { strip(tree, strings.Split(f.Path, ".")) }
+
+func strip(v any, path []string) {
+	m, ok := v.(map[string]any)
+	if !ok || len(path) == 0 {
+		return
+	}
+	name, list := strings.CutSuffix(path[0], "[]")
+	if len(path) == 1 {
+		delete(m, name)
+		return
+	}
+	if !list {
+		strip(m[name], path[1:])
+		return
+	}
+	items, _ := m[name].([]any)
+	for _, it := range items {
+		strip(it, path[1:])
+	}
+}
+
 // Find reports whether a JSON tree sets a Field's path (non-null), and where first.
 func Find(tree map[string]any, path string) (at string, ok bool) {
 	return find(tree, strings.Split(path, "."), "", nil)
