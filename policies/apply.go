@@ -356,7 +356,7 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 	// drops are taken out of the object, as the API server would, and a policy that set
 	// nothing else is not named in the provenance (reference §8: never claimed).
 	kube := versionEffectsOf(res.Applied, in.Kind, env.Lookups)
-	onlyDropped := kube.drop(t, obj, in.Kind, &res)
+	onlyDropped := kube.drop(obj, in.Kind, &res)
 	refs := make([]string, 0, len(res.Applied))
 	for _, p := range res.Applied {
 		if !onlyDropped[p] {
@@ -434,7 +434,7 @@ func versionEffectsOf(applied []*Policy, kind profiles.Kind, lookups validity.Lo
 
 // drop takes the fields the version drops out of the object, as its API server would, says
 // each in res.NoEffect, and returns the policies that set nothing else.
-func (k kubeEffects) drop(t *jsontree.Tree, obj map[string]any, kind profiles.Kind, res *Result) map[*Policy]bool {
+func (k kubeEffects) drop(obj map[string]any, kind profiles.Kind, res *Result) map[*Policy]bool {
 	var only map[*Policy]bool
 	for _, pe := range k.by {
 		var dropped []versions.Field
@@ -443,7 +443,7 @@ func (k kubeEffects) drop(t *jsontree.Tree, obj map[string]any, kind profiles.Ki
 				continue
 			}
 			res.NoEffect = append(res.NoEffect, NoEffect{Policy: pe.policy, Field: e.At, Gate: e.Field.Gate, Message: e.String(k.version)})
-			stripField(t, obj, strings.Split(e.Field.Path, "."))
+			e.Field.Strip(obj) // the members the merge wrote are decoded; raw ones it never touched keep theirs, as the server drops them too
 			dropped = append(dropped, e.Field)
 		}
 		if len(dropped) > 0 && !setsBeyond(pe.policy, kind, dropped) {
@@ -470,39 +470,12 @@ func (k kubeEffects) refused() []validity.Violation {
 	return out
 }
 
-// stripField removes every occurrence of a field (a versions.Field path: members joined by
-// dots, "[]" on a list whose every item is looked into) from a tree.
-func stripField(t *jsontree.Tree, v any, path []string) {
-	m, ok := v.(map[string]any)
-	if !ok || len(path) == 0 {
-		return
-	}
-	name, list := strings.CutSuffix(path[0], "[]")
-	if len(path) == 1 {
-		delete(m, name)
-		return
-	}
-	child, ok := t.Get(m, name)
-	if !ok {
-		return
-	}
-	if !list {
-		stripField(t, child, path[1:])
-		return
-	}
-	items, _ := child.([]any)
-	for i := range items {
-		stripField(t, t.At(items, i), path[1:])
-	}
-}
-
 // setsBeyond reports whether a policy's part for kind sets a field besides the dropped ones.
 func setsBeyond(p *Policy, kind profiles.Kind, dropped []versions.Field) bool {
 	c, _ := jsontree.Copy(p.Patch(kind), false)
 	patch, _ := c.(map[string]any)
-	t := jsontree.New()
 	for _, f := range dropped {
-		stripField(t, patch, strings.Split(f.Path, "."))
+		f.Strip(patch)
 	}
 	pruneEmpty(patch)
 	return len(objdiff.Paths(skeleton(patch), patch, objdiff.Options{DescendMissing: true})) > 0

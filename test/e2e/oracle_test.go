@@ -14,11 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
-	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/podpatch/podpatch/internal/references"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
@@ -294,12 +292,7 @@ func TestValidationOracle(t *testing.T) {
 		require.NoError(t, err)
 		fixtures[part] = js
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(restConfig)
-	require.NoError(t, err)
-	info, err := dc.ServerVersion()
-	require.NoError(t, err)
-	kube, err := references.ServerVersionOf(info)
-	require.NoError(t, err)
+	kube, _ := testKubeVersion(t)
 	names := map[string]bool{}
 	for _, row := range oracleRows {
 		require.False(t, names[row.part+"/"+row.name], "duplicate row %q", row.name)

@@ -291,12 +291,7 @@ func TestProbeServesTheClusterGates(t *testing.T) {
 
 func mustServerVersion(t *testing.T) versions.Version {
 	t.Helper()
-	dc, err := discovery.NewDiscoveryClientForConfig(restConfig)
-	require.NoError(t, err)
-	info, err := dc.ServerVersion()
-	require.NoError(t, err)
-	v, err := references.ServerVersionOf(info)
-	require.NoError(t, err)
+	v, info := testKubeVersion(t)
 	require.True(t, v.Supported(), fmt.Sprintf("%+v", info))
 	return v
 }

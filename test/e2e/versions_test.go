@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,17 +23,25 @@ import (
 	"github.com/podpatch/podpatch/policies/versions"
 )
 
+// testKubeVersion is the Kubernetes version the test API server serves (under
+// --emulated-version, the emulated one), and its /version answer.
+func testKubeVersion(t *testing.T) (versions.Version, *version.Info) {
+	t.Helper()
+	dc, err := discovery.NewDiscoveryClientForConfig(restConfig)
+	require.NoError(t, err)
+	info, err := dc.ServerVersion()
+	require.NoError(t, err)
+	v, err := references.ServerVersionOf(info)
+	require.NoError(t, err)
+	return v, info
+}
+
 // TestVersionTable checks every entry of versions.Fields against the API server the tests run
 // (its emulated version under PODPATCH_APISERVER_FLAGS="emulated-version=1.3x", the matrix's
 // lanes): a Pod with the field set is stored with it (kept), without it (dropped) or refused,
 // exactly as the table says for that version.
 func TestVersionTable(t *testing.T) {
-	dc, err := discovery.NewDiscoveryClientForConfig(restConfig)
-	require.NoError(t, err)
-	info, err := dc.ServerVersion()
-	require.NoError(t, err)
-	v, err := references.ServerVersionOf(info) // under --emulated-version, the emulated one
-	require.NoError(t, err)
+	v, info := testKubeVersion(t)
 	require.True(t, v.Supported(), "the test control plane runs a supported version: %+v", info)
 	t.Logf("Kubernetes %s (binary %s)", v, info.GitVersion)
 	for _, f := range versions.Fields {
@@ -104,12 +113,7 @@ var versionPolicies = map[string]string{
 // applied and silently dropped.
 func TestFieldsNeverClaimed(t *testing.T) {
 	ctx := contextBackground()
-	dc, err := discovery.NewDiscoveryClientForConfig(restConfig)
-	require.NoError(t, err)
-	info, err := dc.ServerVersion()
-	require.NoError(t, err)
-	v, err := references.ServerVersionOf(info)
-	require.NoError(t, err)
+	v, _ := testKubeVersion(t)
 
 	certDir, ca := servingCerts(t)
 	p := startPodpatch(t, certDir)
@@ -184,12 +188,7 @@ func TestFieldsNeverClaimed(t *testing.T) {
 // that the policy is left out because that version refuses one of them.
 func TestExplainKubeVersion(t *testing.T) {
 	ctx := contextBackground()
-	dc, err := discovery.NewDiscoveryClientForConfig(restConfig)
-	require.NoError(t, err)
-	info, err := dc.ServerVersion()
-	require.NoError(t, err)
-	v, err := references.ServerVersionOf(info)
-	require.NoError(t, err)
+	v, _ := testKubeVersion(t)
 	if v.Minor < 35 {
 		t.Skipf("the policy's fileKeyRef is refused by Kubernetes %s itself", v)
 	}
