@@ -516,3 +516,59 @@ func TestExplainNamesInsertedSidecar(t *testing.T) {
 	require.Len(t, res.Changes, 1)
 	require.Contains(t, res.Changes[0].Fields, "spec.containers[audit-agent]", "%v", res.Changes[0].Fields)
 }
+
+// TestEveryVersionedFieldAtEveryVersion: each field of the version table, set by a platform
+// merge policy built from its sample (versions.Sample), on a Dask worker Pod or a Ray head
+// Service, at every supported version: kept, it is in the object and the policy is claimed;
+// dropped, it is not in the object, NoEffect names the policy, and the policy is claimed only
+// if it set something else; refused, the policy is left out with rule kube-version.
+func TestEveryVersionedFieldAtEveryVersion(t *testing.T) {
+	pod := fixtureJSON(t, "dask-operator/worker-pod.yaml", nil)
+	svc := fixtureJSON(t, "kuberay/head-service.yaml", nil)
+	for _, f := range versions.Fields {
+		sample, ok := versions.Sample(f)
+		require.True(t, ok, f.Path)
+		spec := sample["spec"].(map[string]any)
+		part, kind, obj := "service", profiles.KindService, svc
+		if f.Kind == "Pod" {
+			part, kind, obj = "template", profiles.KindPod, pod
+			// The sample's one container is the manager's main one; its Pod-level security
+			// context is the sample's, not the policy's.
+			delete(spec, "securityContext")
+			delete(spec, "automountServiceAccountToken")
+			delete(spec, "serviceAccountName") // the Pod's own
+			c := spec["containers"].([]any)[0].(map[string]any)
+			delete(c, "image")
+			delete(c, "securityContext")
+			c["name"] = "@main"
+		} else {
+			delete(spec, "ports")
+		}
+		js, err := json.Marshal(map[string]any{"spec": spec})
+		require.NoError(t, err)
+		p := enforcePolicy(t, "field", ModeMerge, part+": "+string(js))
+		for minor := versions.OldestMinor; minor <= versions.NewestMinor; minor++ {
+			v := versions.Version{Minor: minor}
+			res, err := NewSet([]*Policy{p}).Apply(Input{Kind: kind, Object: obj, Namespace: "default", Lookups: &kubeAt{v: v}})
+			require.NoError(t, err)
+			var out map[string]any
+			require.NoError(t, json.Unmarshal(res.Object, &out))
+			claimed := strings.Contains(fmt.Sprint(out["metadata"]), p.Ref)
+			switch f.At(v) {
+			case versions.Kept:
+				require.True(t, f.Set(out), "%s on %s: kept (left out: %v)", f.Path, v, res.Skipped)
+				require.True(t, claimed, "%s on %s", f.Path, v)
+				require.Empty(t, res.NoEffect)
+			case versions.Dropped:
+				require.False(t, f.Set(out), "%s on %s: dropped, not in the object", f.Path, v)
+				require.NotEmpty(t, res.NoEffect, "%s on %s (left out: %v)", f.Path, v, res.Skipped)
+				require.Equal(t, p, res.NoEffect[0].Policy)
+				require.Equal(t, setsBeyond(p, kind, []versions.Field{f}), claimed, "%s on %s: claimed only for what else it set", f.Path, v)
+			case versions.Refused:
+				require.Len(t, res.Skipped, 1, "%s on %s", f.Path, v)
+				require.Equal(t, validity.RuleKubeVersion, res.Skipped[0].Violation.Rule)
+				require.False(t, claimed)
+			}
+		}
+	}
+}

@@ -11,7 +11,7 @@ const ProbePrefix = "podpatch-probe-"
 // sample fails TestSampleForEveryField. The values are those TestVersionTable measured.
 var samples = map[string]func(spec, container map[string]any){
 	"spec.resources": func(spec, _ map[string]any) {
-		spec["resources"] = map[string]any{"limits": map[string]any{"cpu": "1", "memory": "1Gi"}}
+		spec["resources"] = map[string]any{"limits": map[string]any{"cpu": "8", "memory": "32Gi"}} // above what a manager's main container asks
 	},
 	"spec.resourceClaims": func(spec, _ map[string]any) {
 		spec["resourceClaims"] = []any{map[string]any{"name": "gpu", "resourceClaimName": "claim"}}
