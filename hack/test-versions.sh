@@ -131,7 +131,13 @@ main() {
 			echo "--- lane $lane: $suite failed (exit $rc); the failures:"
 			# testify's Error, Test and Messages lines; the property test's refusal classes; the
 			# control plane's own start failure.
-			grep -E '^\s*--- FAIL|^\s+(Error|Test|Messages):|^\s+### \[|^\s+server: |^\s+count [0-9]+; reproduce|^(e2e|property|managers): ' "$log" | head -60
+			awk '
+				/^[ \t]*--- FAIL/ { print; next }
+				/^[ \t]+(Error|Test|Messages):/ { print; more = /Error:/ ? 2 : 0; next }
+				more > 0 && /^ +\t +\t/ { print; more--; next }
+				{ more = 0 }
+				/^[ \t]+### \[|^[ \t]+server: |^[ \t]+count [0-9]+; reproduce|^(e2e|property|managers): / { print }
+			' "$log" | head -60
 		fi
 		echo "=== lane $lane: $suite: $result in ${secs}s"
 		rows+=("$(printf '%-9s %-9s %-28s %6s' "$lane" "$suite" "$result" "$secs")")
