@@ -30,7 +30,7 @@ dev: control-plane bin/podpatch
 ## test: vet, formatting, unit and golden tests, CLI tests against the built binary, end-to-end
 ## tests against a real kube-apiserver (built from source on first use), the Helm chart and the
 ## image (modules of their own), brief fuzzing, and the real cluster managers behind podpatch.
-test: vet fmt-check lint unit test-bench bench-check test-chart test-image fuzz test-managers test-faults-short
+test: vet fmt-check lint unit test-versions-quick test-bench bench-check test-chart test-image fuzz test-managers test-faults-short
 
 vet:
 	$(GO) vet ./...
@@ -88,6 +88,23 @@ PROPERTY_SEED ?= $(shell printf '%d' 0x$$(git rev-parse --short=15 HEAD 2>/dev/n
 
 unit: control-plane
 	PODPATCH_E2E=required PODPATCH_PROPERTY_SEED=$(PROPERTY_SEED) $(GO) test -count=1 ./...
+
+.PHONY: test-versions test-versions-quick
+
+## test-versions: the version matrix (issue 34, docs/development.md "The version matrix"): the
+## version tests and the property test on 1.33 (real v1.33.13, also all of test/e2e and the real
+## Dask operator and KubeRay), 1.34 (real v1.34.4 and emulated), 1.35 and 1.36 (emulated), 1.37
+## (as 1.33), the alpha feature gates and the 1.38 preview (its failures not counted); builds
+## the other minors' binaries into bin/kube-v1.3x once (hack/build-kube-version.sh). Ends with a
+## table. VERSIONS_LANES picks lanes (hack/test-versions.sh lists them), e.g. "1.33 alpha".
+VERSIONS_LANES ?=
+test-versions: control-plane
+	@PODPATCH_PROPERTY_SEED=$(PROPERTY_SEED) hack/test-versions.sh $(VERSIONS_LANES)
+
+## test-versions-quick: the matrix's cheap lane, part of `make test`: emulated 1.34 on bin/'s
+## kube-apiserver (version tests and property test).
+test-versions-quick: control-plane
+	@PODPATCH_PROPERTY_SEED=$(PROPERTY_SEED) hack/test-versions.sh 1.34-emu
 
 ## test-bench: the benchmark harness's own tests (module test/bench: report, plots, policy sets).
 test-bench:

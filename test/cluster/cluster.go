@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -52,7 +53,23 @@ type ControlPlane struct {
 	flags               []string // StartWithFlags'
 }
 
-// Start runs kube-apiserver and etcd from binDir, installing the CRDs in crdDirs. dir holds
+// KubeBinDirEnv names the environment variable of a lane of the version matrix (issue 34,
+// hack/test-versions.sh): a directory such as bin/kube-v1.33 whose kube-apiserver,
+// kube-controller-manager and kube-scheduler every control plane started here runs instead of
+// binDir's. etcd, kwok and kubectl still come from binDir.
+const KubeBinDirEnv = "PODPATCH_KUBE_BIN_DIR"
+
+// KubeBin is the path of a Kubernetes binary (kube-apiserver, kube-controller-manager or
+// kube-scheduler): in the directory KubeBinDirEnv names, if set, else in binDir.
+func KubeBin(binDir, name string) string {
+	if d := os.Getenv(KubeBinDirEnv); d != "" {
+		return filepath.Join(d, name)
+	}
+	return filepath.Join(binDir, name)
+}
+
+// Start runs kube-apiserver and etcd from binDir (kube-apiserver from KubeBinDirEnv's directory
+// if set), installing the CRDs in crdDirs. dir holds
 // the kubeconfig file and the API server's webhook client credentials.
 func Start(binDir, dir string, crdDirs ...string) (*ControlPlane, error) {
 	return start(binDir, dir, nil, crdDirs...)
@@ -67,9 +84,9 @@ func StartWithFlags(binDir, dir string, flags []string, crdDirs ...string) (*Con
 
 // start is Start, with configure (if not nil) called on the control plane before it starts.
 func start(binDir, dir string, configure func(*ControlPlane), crdDirs ...string) (*ControlPlane, error) {
-	for _, b := range []string{"kube-apiserver", "etcd"} {
-		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
-			return nil, fmt.Errorf("%s missing: run `make control-plane`: %w", b, err)
+	for _, b := range []string{KubeBin(binDir, "kube-apiserver"), filepath.Join(binDir, "etcd")} {
+		if _, err := os.Stat(b); err != nil {
+			return nil, fmt.Errorf("%s missing: run `make control-plane` (or hack/build-kube-version.sh for %s): %w", b, KubeBinDirEnv, err)
 		}
 	}
 	c := &ControlPlane{Scheme: runtime.NewScheme(), dir: dir}
@@ -85,22 +102,50 @@ func start(binDir, dir string, configure func(*ControlPlane), crdDirs ...string)
 	if configure != nil {
 		configure(c)
 	}
-	args := c.env.ControlPlane.GetAPIServer().Configure()
-	args.Set("admission-control-config-file", admission)
-	// A lane of the version matrix (issue 34): kube-apiserver flags such as
-	// `emulated-version=1.34;feature-gates=AllAlpha=true`, separated by ';'.
-	for _, f := range append(strings.Split(os.Getenv("PODPATCH_APISERVER_FLAGS"), ";"), c.flags...) {
+	api := c.env.ControlPlane.GetAPIServer()
+	api.Configure().Set("admission-control-config-file", admission)
+	ConfigureAPIServer(api, binDir)
+	for _, f := range c.flags { // StartWithFlags', after the lane's
 		if k, v, ok := strings.Cut(strings.TrimSpace(f), "="); ok {
-			args.Set(k, v)
+			api.Configure().Set(k, v)
 		}
 	}
+	// What kube-apiserver said last, for the error when it does not start (a lane's flag or
+	// feature gate it refuses): envtest itself only says it timed out.
+	apiLog := &tailWriter{max: 16 << 10}
+	if api.Err == nil {
+		api.Err = apiLog
+	}
 	if c.Config, err = c.env.Start(); err != nil {
-		return nil, fmt.Errorf("start control plane: %w", err)
+		return nil, fmt.Errorf("start control plane: %w\nkube-apiserver %s said last:\n%s", err, api.Path, apiLog)
 	}
 	if err := c.setup(dir); err != nil {
 		return nil, errors.Join(err, c.Stop())
 	}
 	return c, nil
+}
+
+// tailWriter keeps the last max bytes written to it (a process's standard error).
+type tailWriter struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (w *tailWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b = append(w.b, p...)
+	if len(w.b) > w.max {
+		w.b = append(w.b[:0], w.b[len(w.b)-w.max:]...)
+	}
+	return len(p), nil
+}
+
+func (w *tailWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return string(w.b)
 }
 
 func (c *ControlPlane) setup(dir string) error {
@@ -138,6 +183,27 @@ func (c *ControlPlane) UserKubeconfig(name string, groups ...string) (string, er
 	}
 	_, err = f.Write(kc)
 	return f.Name(), errors.Join(err, f.Close())
+}
+
+// APIServerFlagsEnv names the environment variable of a lane of the version matrix (issue 34):
+// kube-apiserver flags such as `emulated-version=1.34;feature-gates=ContainerStopSignals=true`,
+// `flag=value` separated by ';'.
+const APIServerFlagsEnv = "PODPATCH_APISERVER_FLAGS"
+
+// ConfigureAPIServer makes an envtest API server the lane's: its binary from KubeBinDirEnv's
+// directory if set (binDir's otherwise, as envtest finds it), and APIServerFlagsEnv's flags set
+// over the others. Start does it; a package that runs envtest itself (test/property) calls it so
+// that the lanes reach it too.
+func ConfigureAPIServer(api *envtest.APIServer, binDir string) {
+	if os.Getenv(KubeBinDirEnv) != "" {
+		api.Path = KubeBin(binDir, "kube-apiserver")
+	}
+	args := api.Configure()
+	for _, f := range strings.Split(os.Getenv(APIServerFlagsEnv), ";") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(f), "="); ok {
+			args.Set(k, v)
+		}
+	}
 }
 
 // Stop stops the control plane.

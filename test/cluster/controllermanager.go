@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"time"
 )
@@ -27,14 +26,14 @@ type ControllerManager struct {
 // Deployments (Dask operator, Flink) and Jobs.
 var DefaultControllers = []string{"deployment", "replicaset", "job"}
 
-// StartControllerManager runs bin/kube-controller-manager with the given controllers (nil:
+// StartControllerManager runs binDir's kube-controller-manager (KubeBin: KubeBinDirEnv's if set) with the given controllers (nil:
 // DefaultControllers) against the control plane, on a free loopback port, without leader
 // election and with its own credentials for every controller, and waits until /healthz
 // answers.
 func (c *ControlPlane) StartControllerManager(binDir string, controllers []string) (*ControllerManager, error) {
-	bin := filepath.Join(binDir, "kube-controller-manager")
+	bin := KubeBin(binDir, "kube-controller-manager")
 	if _, err := os.Stat(bin); err != nil {
-		return nil, fmt.Errorf("kube-controller-manager missing: run `make control-plane`: %w", err)
+		return nil, fmt.Errorf("%s missing: run `make control-plane`: %w", bin, err)
 	}
 	if controllers == nil {
 		controllers = DefaultControllers

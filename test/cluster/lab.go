@@ -66,7 +66,7 @@ func startProcess(name, bin string, args ...string) (*Process, error) {
 	return p, nil
 }
 
-// StartScheduler runs bin/kube-scheduler against the control plane, without leader election,
+// StartScheduler runs binDir's kube-scheduler (KubeBin: KubeBinDirEnv's if set) against the control plane, without leader election,
 // its secure port on a free loopback port, and waits until /healthz answers.
 func (c *ControlPlane) StartScheduler(binDir string) (*Process, error) {
 	port, err := FreePort()
@@ -77,7 +77,7 @@ func (c *ControlPlane) StartScheduler(binDir string) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := startProcess("kube-scheduler", filepath.Join(binDir, "kube-scheduler"),
+	p, err := startProcess("kube-scheduler", KubeBin(binDir, "kube-scheduler"),
 		"--kubeconfig", c.Kubeconfig,
 		"--authentication-kubeconfig", c.Kubeconfig,
 		"--authorization-kubeconfig", c.Kubeconfig,

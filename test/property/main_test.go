@@ -37,6 +37,7 @@ import (
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/internal/references"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/test/cluster"
 )
 
 // k8s is the admin client of the shared control plane; repoRoot the repository; refCaches the
@@ -106,6 +107,8 @@ func runMain(m *testing.M) int {
 	env := &envtest.Environment{BinaryAssetsDirectory: binDir}
 	// Every default admission plugin, ServiceAccount included (envtest disables it).
 	env.ControlPlane.GetAPIServer().Configure().Disable("disable-admission-plugins")
+	// A lane of the version matrix (hack/test-versions.sh): its kube-apiserver and flags.
+	cluster.ConfigureAPIServer(env.ControlPlane.GetAPIServer(), binDir)
 	cfg, err := env.Start()
 	if err != nil {
 		return fail("start control plane: %v", err)
