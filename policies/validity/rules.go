@@ -86,7 +86,7 @@ func (c *checker) pod(obj map[string]any) {
 			names[name] = true
 			containers = append(containers, ct)
 			c.ports(ct, hostPorts)
-			c.envVars(ct)
+			c.envVars(ct, volumes)
 			c.mounts(ct, volumes)
 			c.resources(ct)
 			c.restartRules(ct)
@@ -324,9 +324,10 @@ func (c *checker) mounts(ct container, volumes map[string]any) {
 var volumeMembers = []string{"name"}
 
 // envVars: an environment variable has a value or one source, never two (a policy's valueFrom
-// merged into the object's of another kind), and a fileKeyRef names its volume, path and key.
-// Only entries a policy touched are read, unless full: raw ones are as given.
-func (c *checker) envVars(ct container) {
+// merged into the object's of another kind), and a fileKeyRef names its volume, path and key,
+// the volume one of the Pod's, an emptyDir (validateFileKeyRefVolumes). Only entries a policy
+// touched are read, unless full: raw ones are as given.
+func (c *checker) envVars(ct container, volumes map[string]any) {
 	if _, raw := ct.m["env"].(json.RawMessage); raw && !c.full {
 		return
 	}
@@ -354,6 +355,16 @@ func (c *checker) envVars(ct container) {
 						func() string { return ct.pos(".env[" + strconv.Itoa(i) + "].valueFrom.fileKeyRef") })
 				}
 			}
+			if name := strOf(fm["volumeName"]); name != "" {
+				// The object's volumes may hold it: at admission only.
+				at := ct.at(".env[" + strOf(e["name"]) + "].valueFrom.fileKeyRef.volumeName")
+				switch v, ok := volumes[name]; {
+				case !ok:
+					c.add(RuleEnvSource, at, "no volume "+strconv.Quote(name)+" in the Pod")
+				case !emptyDirVolume(v):
+					c.add(RuleEnvSource, at, "the volume "+strconv.Quote(name)+" must be an emptyDir")
+				}
+			}
 		}
 		switch {
 		case n > 1:
@@ -362,6 +373,25 @@ func (c *checker) envVars(ct container) {
 			c.add(RuleEnvSource, ct.at(".env["+strOf(e["name"])+"].valueFrom"), "may not be set with a value")
 		}
 	}
+}
+
+// emptyDirVolume reports whether a volume (maybe still raw) is an emptyDir: its source, or
+// none, which defaulting makes one.
+func emptyDirVolume(v any) bool {
+	ok := true
+	each := func(name string, null bool) {
+		if name != "name" && name != "emptyDir" && !null {
+			ok = false
+		}
+	}
+	if raw, isRaw := v.(json.RawMessage); isRaw {
+		jsontree.AllMembers(raw, func(name string, value jsontree.Scalar) { each(name, value.Kind == jsontree.Null) })
+		return ok
+	}
+	for k, x := range mapOf(v) {
+		each(k, x == nil)
+	}
+	return ok
 }
 
 // fileKeyRefMembers are the members a fileKeyRef needs (validateFileKeySelector).

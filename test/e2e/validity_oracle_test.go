@@ -323,6 +323,22 @@ var validityRows = []validityRow{
 		c["env"] = append(c["env"].([]any), map[string]any{"name": "FROM_FILE", "valueFrom": map[string]any{"fileKeyRef": map[string]any{
 			"volumeName": podSpec(obj)["volumes"].([]any)[0].(map[string]any)["name"], "path": "env"}}})
 	}, rule: validity.RuleEnvSource},
+	{name: "a fileKeyRef to a volume the Pod lacks", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
+		c := firstContainer(obj)
+		c["env"] = append(c["env"].([]any), map[string]any{"name": "FROM_FILE", "valueFrom": map[string]any{"fileKeyRef": map[string]any{
+			"volumeName": "absent", "path": "env", "key": "k"}}})
+	}, rule: validity.RuleEnvSource},
+	{name: "a fileKeyRef to a volume not an emptyDir", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
+		spec := podSpec(obj)
+		spec["volumes"] = append(spec["volumes"].([]any), map[string]any{"name": "cfg", "configMap": map[string]any{"name": "cfg"}})
+		c := firstContainer(obj)
+		c["env"] = append(c["env"].([]any), map[string]any{"name": "FROM_FILE", "valueFrom": map[string]any{"fileKeyRef": map[string]any{
+			"volumeName": "cfg", "path": "env", "key": "k"}}})
+	}, rule: validity.RuleEnvSource},
+	{name: "an init container's fileKeyRef to a volume the Pod lacks", fixture: "spark/executor-pod.yaml", edit: func(obj map[string]any) {
+		podSpec(obj)["initContainers"] = []any{map[string]any{"name": "init", "image": "busybox", "env": []any{map[string]any{"name": "FROM_FILE",
+			"valueFrom": map[string]any{"fileKeyRef": map[string]any{"volumeName": "absent", "path": "env", "key": "k"}}}}}}
+	}, rule: validity.RuleEnvSource},
 	{name: "a topology spread matchLabelKey without labelSelector", fixture: "flink/jobmanager-pod.yaml", edit: set("topologySpreadConstraints", []any{map[string]any{
 		"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "matchLabelKeys": []any{"absent"}}}),
 		rule: validity.RulePodFieldConflict},
