@@ -519,30 +519,19 @@ func TestExplainNamesInsertedSidecar(t *testing.T) {
 
 // TestEveryVersionedFieldAtEveryVersion: each field of the version table, set by a platform
 // merge policy built from its sample (versions.Sample), on a Dask worker Pod or a Ray head
-// Service, at every supported version: kept, it is in the object and the policy is claimed;
+// Service (versions.PolicySpec), at every supported version: kept, it is in the object and the policy is claimed;
 // dropped, it is not in the object, NoEffect names the policy, and the policy is claimed only
 // if it set something else; refused, the policy is left out with rule kube-version.
 func TestEveryVersionedFieldAtEveryVersion(t *testing.T) {
 	pod := fixtureJSON(t, "dask-operator/worker-pod.yaml", nil)
 	svc := fixtureJSON(t, "kuberay/head-service.yaml", nil)
 	for _, f := range versions.Fields {
-		sample, ok := versions.Sample(f)
+		spec, ok := versions.PolicySpec(f)
 		require.True(t, ok, f.Path)
-		spec := sample["spec"].(map[string]any)
+		delete(spec, "serviceAccountName") // the Pod's own (fakeCluster knows no ServiceAccount)
 		part, kind, obj := "service", profiles.KindService, svc
 		if f.Kind == "Pod" {
 			part, kind, obj = "template", profiles.KindPod, pod
-			// The sample's one container is the manager's main one; its Pod-level security
-			// context is the sample's, not the policy's.
-			delete(spec, "securityContext")
-			delete(spec, "automountServiceAccountToken")
-			delete(spec, "serviceAccountName") // the Pod's own
-			c := spec["containers"].([]any)[0].(map[string]any)
-			delete(c, "image")
-			delete(c, "securityContext")
-			c["name"] = "@main"
-		} else {
-			delete(spec, "ports")
 		}
 		js, err := json.Marshal(map[string]any{"spec": spec})
 		require.NoError(t, err)

@@ -28,6 +28,24 @@ var samples = map[string]func(spec, container map[string]any){
 		c["restartPolicy"] = "Never"
 		c["restartPolicyRules"] = []any{map[string]any{"action": "Restart", "exitCodes": map[string]any{"operator": "In", "values": []any{int64(42)}}}}
 	},
+	"spec.containers[].restartPolicy": func(_, c map[string]any) { c["restartPolicy"] = "Never" },
+	"spec.initContainers[].env[].valueFrom.fileKeyRef": func(spec, c map[string]any) {
+		spec["volumes"] = []any{map[string]any{"name": "ev", "emptyDir": map[string]any{}}}
+		init := map[string]any{"name": "init", "image": probeImage}
+		if sc, ok := c["securityContext"]; ok {
+			init["securityContext"] = sc // what Pod Security asks of every container
+		}
+		init["env"] = []any{map[string]any{"name": "A", "valueFrom": map[string]any{"fileKeyRef": map[string]any{"volumeName": "ev", "path": "p.env", "key": "k"}}}}
+		spec["initContainers"] = []any{init}
+	},
+	"spec.securityContext.seLinuxChangePolicy": func(spec, _ map[string]any) {
+		sc, _ := spec["securityContext"].(map[string]any)
+		if sc == nil {
+			sc = map[string]any{}
+			spec["securityContext"] = sc
+		}
+		sc["seLinuxChangePolicy"] = "MountOption"
+	},
 	"spec.containers[].env[].valueFrom.fileKeyRef": func(spec, c map[string]any) {
 		spec["volumes"] = []any{map[string]any{"name": "ev", "emptyDir": map[string]any{}}}
 		c["env"] = []any{map[string]any{"name": "A", "valueFrom": map[string]any{"fileKeyRef": map[string]any{"volumeName": "ev", "path": "p.env", "key": "k"}}}}
@@ -97,6 +115,31 @@ func probeWith(which, handler, key, value string) func(_, c map[string]any) {
 	}
 }
 
+// probeImage is the samples' containers' image.
+const probeImage = "registry.k8s.io/pause:3.10"
+
+// PolicySpec is f's sample as a platform policy sets it: the spec of its template (a Pod
+// field; the sample's one container is the manager's main one, "@main") or of its service
+// part, without what the sample carries only to be a whole Pod (an image, Pod Security's
+// settings, no token). False: f is not a field of Fields.
+func PolicySpec(f Field) (map[string]any, bool) {
+	set, ok := samples[f.Path]
+	if !ok || !slices.ContainsFunc(Fields, func(g Field) bool { return g.Kind == f.Kind && g.Path == f.Path }) {
+		return nil, false
+	}
+	spec := map[string]any{}
+	if f.Kind == "Service" {
+		set(spec, nil)
+		return spec, true
+	}
+	main := map[string]any{"name": "@main"}
+	set(spec, main)
+	if len(main) > 1 {
+		spec["containers"] = []any{main}
+	}
+	return spec, true
+}
+
 // Sample is a Pod (a JSON tree: apiVersion, kind, metadata, spec) that sets f and nothing a
 // version treats differently, for asking an API server what it does with f by a server-side
 // dry-run (internal/references' probe, test/e2e's TestVersionTable). It carries no labels (no
@@ -115,7 +158,7 @@ func Sample(f Field) (map[string]any, bool) {
 		return map[string]any{"apiVersion": "v1", "kind": "Service", "metadata": map[string]any{"generateName": ProbePrefix}, "spec": spec}, true
 	}
 	container := map[string]any{
-		"name": "probe", "image": "registry.k8s.io/pause:3.10",
+		"name": "probe", "image": probeImage,
 		"securityContext": map[string]any{
 			"allowPrivilegeEscalation": false,
 			"capabilities":             map[string]any{"drop": []any{"ALL"}},

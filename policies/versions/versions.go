@@ -93,6 +93,9 @@ type Field struct {
 	KeptFrom int
 	// Before is what older API servers do with it: Dropped or Refused.
 	Before Outcome
+	// RefusedBefore, when set, is the first minor that does not refuse it: older ones (that
+	// know neither the field nor its gate) refuse what Before's versions drop.
+	RefusedBefore int
 	// Values, when set, are the only values the gate decides (a field older versions know,
 	// with new values): other values are kept everywhere.
 	Values []string
@@ -100,8 +103,11 @@ type Field struct {
 
 // At is what the API server of v does with the field, by default.
 func (f Field) At(v Version) Outcome {
-	if f.KeptFrom != 0 && v.Minor >= f.KeptFrom {
+	switch {
+	case f.KeptFrom != 0 && v.Minor >= f.KeptFrom:
 		return Kept
+	case v.Minor < f.RefusedBefore:
+		return Refused
 	}
 	return f.Before
 }
@@ -121,8 +127,13 @@ var Fields = []Field{
 	{Kind: "Pod", Path: "spec.containers[].resources.claims", Gate: "DynamicResourceAllocation", KeptFrom: 34, Before: Dropped},
 	{Kind: "Pod", Path: "spec.hostnameOverride", Gate: "HostnameOverride", KeptFrom: 35, Before: Dropped},
 	{Kind: "Pod", Path: "spec.volumes[].image", Gate: "ImageVolume", KeptFrom: 35, Before: Dropped},
-	{Kind: "Pod", Path: "spec.containers[].restartPolicyRules", Gate: "ContainerRestartRules", KeptFrom: 35, Before: Dropped},
+	// A regular container's restartPolicy (and its rules, which need it): 1.33 refuses it
+	// ("may not be set for non-init containers"), 1.34 drops it with the gate off.
+	{Kind: "Pod", Path: "spec.containers[].restartPolicy", Gate: "ContainerRestartRules", KeptFrom: 35, Before: Dropped, RefusedBefore: 34},
+	{Kind: "Pod", Path: "spec.containers[].restartPolicyRules", Gate: "ContainerRestartRules", KeptFrom: 35, Before: Dropped, RefusedBefore: 34},
 	{Kind: "Pod", Path: "spec.containers[].env[].valueFrom.fileKeyRef", Gate: "EnvFiles", KeptFrom: 35, Before: Refused},
+	{Kind: "Pod", Path: "spec.initContainers[].env[].valueFrom.fileKeyRef", Gate: "EnvFiles", KeptFrom: 35, Before: Refused},
+	{Kind: "Pod", Path: "spec.securityContext.seLinuxChangePolicy", Values: []string{"MountOption"}, Gate: "SELinuxMount", KeptFrom: 37, Before: Refused},
 	{Kind: "Pod", Path: "spec.volumes[].projected.sources[].clusterTrustBundle", Gate: "ClusterTrustBundleProjection", KeptFrom: 37, Before: Dropped},
 	{Kind: "Pod", Path: "spec.volumes[].projected.sources[].podCertificate", Gate: "PodCertificateRequest", KeptFrom: 37, Before: Dropped},
 	{Kind: "Pod", Path: "spec.containers[].lifecycle.stopSignal", Gate: "ContainerStopSignals", Before: Dropped},

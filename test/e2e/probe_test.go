@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -101,6 +103,7 @@ func TestProbeMatchesVersionTable(t *testing.T) {
 	sa, err := controlPlane.UserKubeconfig("system:serviceaccount:" + policies.DefaultPlatformNamespace + ":podpatch")
 	require.NoError(t, err)
 
+	kube, _ := testKubeVersion(t)
 	run := runProbe(t, sa)
 	reported := matching(run.logs, "learned from the API server which fields it keeps")
 	require.Len(t, reported, 1)
@@ -112,10 +115,17 @@ func TestProbeMatchesVersionTable(t *testing.T) {
 		}
 		measured, err := measureField(t, f)
 		got, ok := run.learned[f.Path]
+		if !ok && strings.Contains(strings.Join(run.logs, "\n"), "refused for another field than "+f.Path) {
+			// Refused for a field its sample needs (1.33: the restartPolicy its rules need):
+			// not learned, and the table answers as the server does.
+			got, ok = f.At(kube), true
+		}
 		require.True(t, ok, "learned %s: %v", f.Path, run.logs)
 		require.Equal(t, measured.String(), got.String(), "%s (measured err: %v)", f.Path, err)
 	}
-	require.Empty(t, matching(run.logs, `"error"`), "nothing failed")
+	for _, l := range matching(run.logs, `"error"`) {
+		require.Contains(t, l, "refused for another field than", "nothing failed but a sample's other field")
+	}
 
 	other, err := controlPlane.UserKubeconfig("system:serviceaccount:" + policies.DefaultPlatformNamespace + ":not-podpatch")
 	require.NoError(t, err)
@@ -146,15 +156,18 @@ func matching(lines []string, s string) []string {
 	return out
 }
 
-// servedField has a platform policy set f (versionPolicies) on a Dask worker Pod through the
+// servedField has a platform policy set f (versions.PolicySpec) on a Dask worker Pod through the
 // podpatch a control plane calls: admin writes the policy, c (whose warnings w keeps) creates
 // the Pod by dry-run until podpatch names the policy. It returns what the API server would
 // store, the admission warnings and the policy's ref.
 func servedField(t *testing.T, admin, c client.Client, w *warningLog, f versions.Field, name string) (*unstructured.Unstructured, string, string) {
 	t.Helper()
 	ctx := contextBackground()
-	spec, ok := versionPolicies[f.Path]
+	policySpec, ok := versions.PolicySpec(f)
 	require.True(t, ok, "no policy for %s", f.Path)
+	js, err := json.Marshal(policySpec)
+	require.NoError(t, err)
+	spec := string(js) // JSON is YAML
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: policies.DefaultPlatformNamespace, Name: name, Labels: map[string]string{policies.PolicyLabel: "true"}},
 		Data: map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: field}\nspec:\n" +
@@ -192,6 +205,9 @@ const gatedFlags = "feature-gates=ContainerStopSignals=true,ContainerRestartRule
 // policy left out (the API server would refuse it). On the shared control plane, with the
 // default gates, the same stopSignal policy is stored or warned about as that server does.
 func TestProbeServesTheClusterGates(t *testing.T) {
+	if os.Getenv(cluster.KubeBinDirEnv) != "" {
+		t.Skipf("the gates are the 1.37 binary's; this lane runs %s's", os.Getenv(cluster.KubeBinDirEnv))
+	}
 	// The newest supported version whatever the lane emulates: the gates above are its.
 	cp, err := cluster.StartWithFlags(filepath.Join(repoRoot, "bin"), t.TempDir(), []string{gatedFlags, "emulated-version=" + versions.Newest.String()})
 	require.NoError(t, err)

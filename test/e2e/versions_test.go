@@ -107,38 +107,6 @@ func gatesOn(flags string) func(gate string) bool {
 	}
 }
 
-// versionPolicies set each field of versions.Fields through a merge policy (the template's
-// spec, or for a Service field the service's spec, YAML) on the Dask operator's worker Pod or
-// KubeRay's head Service; a new entry without one fails TestFieldsNeverClaimed.
-var versionPolicies = map[string]string{
-	"spec.resources":                                              "{resources: {limits: {cpu: '2', memory: 4Gi}}}",
-	"spec.resourceClaims":                                         "{resourceClaims: [{name: gpu, resourceClaimName: claim}]}",
-	"spec.containers[].resources.claims":                          "{resourceClaims: [{name: gpu, resourceClaimName: claim}], containers: [{name: '@main', resources: {claims: [{name: gpu}]}}]}",
-	"spec.hostnameOverride":                                       "{hostnameOverride: probe-host}",
-	"spec.volumes[].image":                                        "{volumes: [{name: iv, image: {reference: 'busybox:1', pullPolicy: IfNotPresent}}]}",
-	"spec.containers[].restartPolicyRules":                        "{containers: [{name: '@main', restartPolicy: Never, restartPolicyRules: [{action: Restart, exitCodes: {operator: In, values: [42]}}]}]}",
-	"spec.containers[].env[].valueFrom.fileKeyRef":                "{volumes: [{name: ev, emptyDir: {}}], containers: [{name: '@main', env: [{name: A, valueFrom: {fileKeyRef: {volumeName: ev, path: p.env, key: k}}}]}]}",
-	"spec.volumes[].projected.sources[].clusterTrustBundle":       "{volumes: [{name: pv, projected: {sources: [{clusterTrustBundle: {name: bundle, path: ca.pem}}]}}]}",
-	"spec.volumes[].projected.sources[].podCertificate":           "{volumes: [{name: pv, projected: {sources: [{podCertificate: {signerName: example.com/signer, keyType: ED25519, credentialBundlePath: creds.pem}}]}}]}",
-	"spec.containers[].lifecycle.stopSignal":                      "{os: {name: linux}, containers: [{name: '@main', lifecycle: {stopSignal: SIGUSR1}}]}",
-	"spec.volumes[].emptyDir.mode":                                "{volumes: [{name: ed, emptyDir: {mode: 488}}]}",
-	"spec.containers[].volumeMounts[].bindMountOptions":           "{volumes: [{name: ed, emptyDir: {}}], containers: [{name: '@main', volumeMounts: [{name: ed, mountPath: /scratch, bindMountOptions: [noexec]}]}]}",
-	"spec.volumes[].secret.defaultUser":                           "{volumes: [{name: s, secret: {secretName: s, defaultUser: 1000}}]}",
-	"spec.volumes[].configMap.defaultUser":                        "{volumes: [{name: cm, configMap: {name: cm, defaultUser: 1000}}]}",
-	"spec.volumes[].downwardAPI.defaultUser":                      "{volumes: [{name: d, downwardAPI: {defaultUser: 1000, items: [{path: labels, fieldRef: {fieldPath: metadata.labels}}]}}]}",
-	"spec.volumes[].projected.defaultUser":                        "{volumes: [{name: pv, projected: {defaultUser: 1000, sources: [{configMap: {name: cm}}]}}]}",
-	"spec.volumes[].projected.sources[].serviceAccountToken.user": "{serviceAccountName: default, volumes: [{name: pv, projected: {sources: [{serviceAccountToken: {path: token, user: 1000}}]}}]}",
-	"spec.containers[].livenessProbe.httpGet.protocol":            "{containers: [{name: '@main', livenessProbe: {httpGet: {port: 8788, protocol: HTTP2}}}]}",
-	"spec.containers[].readinessProbe.httpGet.protocol":           "{containers: [{name: '@main', readinessProbe: {httpGet: {port: 8788, protocol: HTTP2}}}]}",
-	"spec.containers[].startupProbe.httpGet.protocol":             "{containers: [{name: '@main', startupProbe: {httpGet: {port: 8788, protocol: HTTP2}}}]}",
-	"spec.containers[].livenessProbe.grpc.mode":                   "{containers: [{name: '@main', livenessProbe: {grpc: {port: 8788, mode: TLS}}}]}",
-	"spec.containers[].readinessProbe.grpc.mode":                  "{containers: [{name: '@main', readinessProbe: {grpc: {port: 8788, mode: TLS}}}]}",
-	"spec.containers[].startupProbe.grpc.mode":                    "{containers: [{name: '@main', startupProbe: {grpc: {port: 8788, mode: TLS}}}]}",
-	"spec.schedulingGroup":                                        "{schedulingGroup: {podGroupName: group}}",
-	"spec.evictionResponders":                                     "{evictionResponders: [{name: example.com/responder}]}",
-	"spec.trafficDistribution":                                    "{trafficDistribution: PreferSameZone}",
-}
-
 // TestFieldsNeverClaimed is issue 34's field-drop test through podpatch and the API server the
 // tests run: each field of versions.Fields, set by a platform policy on a Dask worker (a Service field: on a Ray head Service), is
 // stored (the version keeps it), or the admission warning says it has no effect on this
@@ -156,8 +124,11 @@ func TestFieldsNeverClaimed(t *testing.T) {
 
 	for i, f := range versions.Fields {
 		t.Run(f.Path, func(t *testing.T) {
-			spec, ok := versionPolicies[f.Path]
+			policySpec, ok := versions.PolicySpec(f)
 			require.True(t, ok, "no policy for %s", f.Path)
+			js, err := json.Marshal(policySpec)
+			require.NoError(t, err)
+			spec := string(js) // JSON is YAML
 			part, manager, clusterLabel, fixture := "template", "dask", "dask.org/cluster-name", "policies/testdata/fixtures/dask-operator/worker-pod.yaml"
 			if f.Path == "spec.volumes[].projected.sources[].serviceAccountToken.user" {
 				sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "default"}}
