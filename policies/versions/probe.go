@@ -94,7 +94,7 @@ var samples = map[string]func(spec, container map[string]any){
 		spec["schedulingGroup"] = map[string]any{"podGroupName": "group"}
 	},
 	"spec.evictionResponders": func(spec, _ map[string]any) {
-		spec["evictionResponders"] = []any{map[string]any{"name": "example.com/responder"}}
+		spec["evictionResponders"] = []any{map[string]any{"name": "example.com/responder", "priority": int64(1000)}}
 	},
 	"spec.trafficDistribution": func(spec, _ map[string]any) { spec["trafficDistribution"] = "PreferSameZone" },
 }

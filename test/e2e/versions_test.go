@@ -121,6 +121,12 @@ func TestFieldsNeverClaimed(t *testing.T) {
 	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
 	installWebhooks(t, mwc, vwc)
 	c, w := warnedClient(t)
+	// Until its probe has asked the API server, podpatch serves the version's table: wait for
+	// what it learned, which a lane with other gates (alpha) needs.
+	require.Eventually(t, func() bool {
+		sources, err := p.MetricLabels("podpatch_kube_field_outcome", "source")
+		return err == nil && strings.Count(strings.Join(sources, ","), "probe") == podFields()
+	}, time.Minute, 100*time.Millisecond, "podpatch's probe learned every Pod field")
 
 	for i, f := range versions.Fields {
 		t.Run(f.Path, func(t *testing.T) {
