@@ -36,7 +36,12 @@ var (
 	// accepts them only while every supported version does.
 	RelaxedEnvNames = Rule{Gate: "RelaxedEnvironmentVariableValidation", From: 32,
 		What: "environment variable names of any printable ASCII characters but '='"}
+	// MergedMatchLabelKeys: a topology spread constraint's matchLabelKeys are merged into its
+	// labelSelector, so a key twice, or one the selector already has, is refused; 1.33 accepts
+	// them. Stricter: validity applies it on every version.
+	MergedMatchLabelKeys = Rule{Gate: "MatchLabelKeysInPodTopologySpreadSelectorMerge", From: 34,
+		What: "topology spread matchLabelKeys merged into the labelSelector: no key twice"}
 )
 
 // Rules are the rules that differ by version, for the tests and the docs.
-var Rules = []Rule{StrictIPs, RelaxedEnvNames}
+var Rules = []Rule{StrictIPs, RelaxedEnvNames, MergedMatchLabelKeys}

@@ -23,6 +23,7 @@ import (
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
+	"github.com/podpatch/podpatch/policies/versions"
 	"github.com/podpatch/podpatch/test/cluster"
 )
 
@@ -48,6 +49,9 @@ type validityRow struct {
 	namespace string
 	edit      func(obj map[string]any)
 	rule      string
+	// kube, when set, is the version-dependent rule the row tests (versions.Rules): a version
+	// that does not apply it accepts what podpatch, holding every version to it, refuses.
+	kube *versions.Rule
 }
 
 // Namespaces and cluster objects the rows refer to.
@@ -297,7 +301,7 @@ var validityRows = []validityRow{
 		map[string]any{"limits": map[string]any{"hugepages-2Mi": "2Gi"}}), rule: validity.RuleExtendedResourceLimit},
 	{name: "a matchLabelKey twice", fixture: "flink/jobmanager-pod.yaml", edit: set("topologySpreadConstraints", []any{map[string]any{
 		"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": map[string]any{}, "matchLabelKeys": []any{"app", "app"}}}),
-		rule: validity.RulePodFieldConflict},
+		rule: validity.RulePodFieldConflict, kube: &versions.MergedMatchLabelKeys},
 	{name: "a matchLabelKey once", fixture: "flink/jobmanager-pod.yaml", edit: set("topologySpreadConstraints", []any{map[string]any{
 		"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": map[string]any{}, "matchLabelKeys": []any{"app"}}})},
 	{name: "an anti-affinity matchLabelKey its selector has, the pod labelled", fixture: "flink/jobmanager-pod.yaml", edit: set("affinity", antiAffinity("app")),
@@ -438,6 +442,7 @@ func TestValidityOracle(t *testing.T) {
 	create(&corev1.LimitRange{ObjectMeta: metav1.ObjectMeta{Name: "oracle", Namespace: oracleDefaults},
 		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{oracleDefaultRange}}})
 
+	kube, _ := testKubeVersion(t)
 	for _, row := range validityRows {
 		t.Run(row.name, func(t *testing.T) {
 			b, err := os.ReadFile(filepath.Join(repoRoot, cluster.FixtureDir, row.fixture))
@@ -449,6 +454,7 @@ func TestValidityOracle(t *testing.T) {
 			if row.edit != nil {
 				row.edit(obj)
 			}
+			skipDroppedHere(t, kube, obj["kind"].(string), obj)
 			meta := obj["metadata"].(map[string]any)
 			ns := row.namespace
 			if ns == "" {
@@ -474,6 +480,11 @@ func TestValidityOracle(t *testing.T) {
 			var rules []string
 			for _, v := range vs {
 				rules = append(rules, v.Rule)
+			}
+			if row.kube != nil && !row.kube.HoldsAt(kube) {
+				require.NoError(t, apiErr, "Kubernetes %s does not apply %s", kube, row.kube.Gate)
+				require.NotEmpty(t, vs, "podpatch holds every version to %s", row.kube.Gate)
+				return
 			}
 			require.Equal(t, apiErr == nil, len(vs) == 0, "the API server: %v\nthe check: %v", apiErr, vs)
 			if row.rule != "" {
@@ -507,6 +518,7 @@ func TestVolumeSourceOracle(t *testing.T) {
 		sources = append(sources, map[string]any{"projected": map[string]any{"sources": []any{map[string]any{name: map[string]any{}}}}})
 	}
 	require.Greater(t, len(sources), 30)
+	kube, _ := testKubeVersion(t)
 	for _, src := range sources {
 		js, err := json.Marshal(src)
 		require.NoError(t, err)
@@ -518,6 +530,7 @@ func TestVolumeSourceOracle(t *testing.T) {
 			var obj map[string]any
 			require.NoError(t, json.Unmarshal(js, &obj))
 			volume(src)(obj)
+			skipDroppedHere(t, kube, "Pod", obj)
 			podSpec(obj)["serviceAccountName"] = "default" // as the ServiceAccount plugin would (token projections need it)
 			meta := obj["metadata"].(map[string]any)
 			meta["namespace"] = "default"
