@@ -48,26 +48,38 @@ func warningClient(t *testing.T) (*kubernetes.Clientset, *warnings) {
 }
 
 // TestRequestBudget runs podpatch with a budget that is always spent: the API server still
-// creates Pods (unpatched) and policy ConfigMaps (unvalidated), and relays podpatch's warning;
-// an invalid policy let in that way is still caught when it is compiled.
+// creates Pods no enforce policy binds (unpatched) and policy ConfigMaps (unvalidated), and
+// relays podpatch's warning; a Pod the platform's enforce policies bind is refused, to be
+// retried (reference §5, "Enforce: applied or denied"); an invalid policy let in is still
+// caught when it is compiled.
 func TestRequestBudget(t *testing.T) {
 	certDir, ca := servingCerts(t)
 	p := startPodpatch(t, certDir, "--request-budget=1ns")
 	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
 	installWebhooks(t, mwc, vwc)
-	applyManifests(t, kustomizeBuild(t, "manifests/examples"))
 	cs, w := warningClient(t)
 
+	// No enforce policy yet: admitted unchanged, with the warning.
 	var pod *corev1.Pod
 	require.Eventually(t, func() bool {
 		var err error
 		pod, err = cs.CoreV1().Pods("default").Create(contextBackground(), daskWorker("default", "over-budget"),
 			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		require.NoError(t, err, "failurePolicy or not, a Pod is never refused for podpatch's budget")
+		require.NoError(t, err, "a Pod no enforce policy binds is never refused for podpatch's budget")
 		return strings.Contains(strings.Join(w.take(), "\n"), "podpatch did not apply policies because its request budget ran out")
 	}, 30*time.Second, 200*time.Millisecond, "the API server never relayed podpatch's warning")
 	require.Empty(t, pod.Annotations[policies.AppliedAnnotation], "admitted unchanged")
 	require.Positive(t, p.metricSum(t, "podpatch_budget_exceeded_total"))
+
+	// The examples' enforce policies (cost-center, security-baseline) bind every Dask worker:
+	// once podpatch serves them, the same Pod is refused, to be retried, naming the budget.
+	applyManifests(t, kustomizeBuild(t, "manifests/examples"))
+	require.Eventually(t, func() bool {
+		_, err := cs.CoreV1().Pods("default").Create(contextBackground(), daskWorker("default", "over-budget"),
+			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil && strings.Contains(err.Error(), "request budget ran out; retry (budget)") &&
+			strings.Contains(err.Error(), "podpatch-system/security-baseline/security-baseline")
+	}, 30*time.Second, 200*time.Millisecond, "a Pod the enforce policies bind is refused for the budget")
 
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "unvalidated",
