@@ -60,12 +60,7 @@ build() {
 kdir=$tools/kube-apiserver
 kver=$(cd "$kdir" && "$GO" list -m -f '{{.Version}}' k8s.io/kubernetes) ||
 	die "cannot read the k8s.io/kubernetes version from $kdir/go.mod"
-[[ $kver =~ ^v([0-9]+)\.([0-9]+)\. ]] || die "unexpected k8s.io/kubernetes version '$kver'"
-kldflags=()
-for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-	kldflags+=("-X $p.gitVersion=$kver" "-X $p.gitMajor=${BASH_REMATCH[1]}"
-		"-X $p.gitMinor=${BASH_REMATCH[2]}" "-X $p.gitTreeState=clean")
-done
+kube_ldflags "$kver" || die "unexpected k8s.io/kubernetes version '$kver'"
 
 build kube-apiserver "$kdir" k8s.io/kubernetes/cmd/kube-apiserver "${kldflags[@]}"
 build kube-controller-manager "$kdir" k8s.io/kubernetes/cmd/kube-controller-manager "${kldflags[@]}"

@@ -56,12 +56,7 @@ fi
 
 kver=$(cd "$kdir" && "$GO" list -m -f '{{.Version}}' k8s.io/kubernetes) ||
 	die "cannot read the k8s.io/kubernetes version from $kdir/go.mod (a Go older than the module's go line?)"
-[[ $kver =~ ^v([0-9]+)\.([0-9]+)\. ]] || die "unexpected k8s.io/kubernetes version '$kver'"
-kldflags=()
-for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-	kldflags+=("-X $p.gitVersion=$kver" "-X $p.gitMajor=${BASH_REMATCH[1]}"
-		"-X $p.gitMinor=${BASH_REMATCH[2]}" "-X $p.gitTreeState=clean")
-done
+kube_ldflags "$kver" || die "unexpected k8s.io/kubernetes version '$kver'"
 
 # The cache entry is named after the version too (kube-v1.33-kube-apiserver-KEY): gobuild_cached
 # keeps one entry per name, and bin/'s own kube-apiserver must not be evicted by another minor's.

@@ -411,7 +411,8 @@ type policyEffects struct {
 }
 
 // versionEffectsOf finds the fields of the applied policies that the lookups' Kubernetes version
-// drops or refuses; none when the version is unknown or not supported. What the API server was
+// drops or refuses; none when the version is unknown (and on a version podpatch does not
+// support, only what the probe learned). What the API server was
 // seen to do (versions.Learner, the probe of internal/references) comes before what the table
 // says of its version.
 func versionEffectsOf(applied []*Policy, kind profiles.Kind, lookups validity.Lookups) kubeEffects {
@@ -420,10 +421,10 @@ func versionEffectsOf(applied []*Policy, kind profiles.Kind, lookups validity.Lo
 		return kubeEffects{}
 	}
 	v, known := server.KubeVersion()
-	if !known || !v.Supported() {
+	if !known {
 		return kubeEffects{}
 	}
-	k := kubeEffects{version: v}
+	k := kubeEffects{version: v} // a version podpatch does not support: what the probe learned only
 	for _, p := range applied {
 		if es := versions.AffectedOn(string(kind), p.Patch(kind), server, v); len(es) > 0 {
 			k.by = append(k.by, policyEffects{p, es})

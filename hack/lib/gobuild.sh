@@ -69,3 +69,15 @@ gobuild_cached() {
 		cp -f "$out" "$entry.tmp.$$" && mv -f "$entry.tmp.$$" "$entry" || rm -f "$entry.tmp.$$"
 	fi
 }
+
+# kube_ldflags VERSION: sets the array kldflags to the -X flags that stamp a Kubernetes binary
+# with its version (release builds do; an unstamped `go build` calls itself v0.0.0-master).
+kube_ldflags() {
+	local v=$1 p
+	[[ $v =~ ^v([0-9]+)\.([0-9]+)\. ]] || return 1
+	kldflags=()
+	for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		kldflags+=("-X $p.gitVersion=$v" "-X $p.gitMajor=${BASH_REMATCH[1]}"
+			"-X $p.gitMinor=${BASH_REMATCH[2]}" "-X $p.gitTreeState=clean")
+	done
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -327,9 +328,14 @@ func TestProbeFollowsTheVersion(t *testing.T) {
 
 	setVersion(disc, "v1.39.0", "")
 	r.version.ask(ctx, seen)
-	require.Equal(t, 3*n, s.count(), "no run for a version podpatch does not support")
-	_, known = r.FieldOutcome(field0(t, stopSignal))
-	require.False(t, known)
+	require.Equal(t, 4*n, s.count(), "a version podpatch does not support is asked too: the probe is all it knows of it")
+	o, known = r.FieldOutcome(field0(t, stopSignal))
+	require.True(t, known)
+	require.Equal(t, versions.Kept, o)
+	v39 := versions.Version{Minor: 39}
+	td := versions.Fields[slices.IndexFunc(versions.Fields, func(f versions.Field) bool { return f.Kind == "Service" })]
+	require.Equal(t, versions.Refused, versions.OutcomeOf(r, td, versions.Version{Minor: 33}), "not learned (a Service field): the table")
+	require.Equal(t, versions.Kept, versions.OutcomeOf(r, td, v39), "no table for 1.39: what was not learned is not checked")
 }
 
 // TestProbeRetriesPassingFailures: a field whose answer failed for a passing reason (the API

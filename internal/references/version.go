@@ -69,7 +69,7 @@ func (s *serverVersion) ask(ctx context.Context, seen string) string {
 	}
 	s.known.Store(&v)
 	now := info.GitVersion + " " + v.String()
-	if s.follow != nil && v.Supported() {
+	if s.follow != nil { // a version podpatch does not support too: the probe is all it knows of it
 		s.follow(ctx, v, now != seen)
 	}
 	return now

@@ -12,12 +12,16 @@ type Learner interface {
 }
 
 // OutcomeOf is what the API server of s, at version v, does with f: what s learned from it if
-// s is a Learner that knows, else the table's answer, f.At(v).
+// s is a Learner that knows, else the table's answer, f.At(v) (Kept on a version podpatch does
+// not support: it has no table for it).
 func OutcomeOf(s Server, f Field, v Version) Outcome {
 	if l, ok := s.(Learner); ok {
 		if o, known := l.FieldOutcome(f); known {
 			return o
 		}
+	}
+	if !v.Supported() {
+		return Kept // no table for a version podpatch does not support: only what was learned
 	}
 	return f.At(v)
 }
@@ -34,7 +38,7 @@ func AffectedOn(kind string, patch map[string]any, s Server, v Version) []Effect
 		if o == Kept {
 			continue
 		}
-		if at, ok := Find(patch, f.Path); ok {
+		if at, ok := f.find(patch); ok {
 			out = append(out, Effect{Field: f, Outcome: o, At: at})
 		}
 	}

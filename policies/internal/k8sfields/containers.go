@@ -580,6 +580,17 @@ func validateMountOptions(m corev1.VolumeMount, privileged bool, fld *field.Path
 			errs = append(errs, field.Forbidden(fld.Child("mountPropagation"), "Bidirectional needs securityContext.privileged: true, in the same container entry"))
 		}
 	}
+	// An alpha field (VolumeBindMountOptions): a cluster with its gate on validates it
+	// (policies/versions: dropped where the gate is off).
+	seen := make(map[string]bool, len(m.BindMountOptions))
+	for i, opt := range m.BindMountOptions {
+		p := fld.Child("bindMountOptions").Index(i)
+		errs = append(errs, notSupported(p, corev1.BindMountOption(opt), corev1.BindMountOptionNoDev, corev1.BindMountOptionNoExec, corev1.BindMountOptionNoSUID)...)
+		if seen[opt] {
+			errs = append(errs, field.Duplicate(p, opt))
+		}
+		seen[opt] = true
+	}
 	if rro := m.RecursiveReadOnly; rro != nil {
 		p := fld.Child("recursiveReadOnly")
 		switch *rro {

@@ -39,6 +39,7 @@ func validatePodSpecPatch(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
 		}
 	}
 	errs = append(errs, validateAffinityPatch(s.Affinity, fld.Child("affinity"))...)
+	errs = append(errs, validateEvictionRespondersPatch(s.EvictionResponders, s.SchedulingGroup != nil, fld.Child("evictionResponders"))...)
 	errs = append(errs, validateTopologySpreadPatch(s.TopologySpreadConstraints, fld.Child("topologySpreadConstraints"))...)
 
 	for _, named := range []struct {
@@ -585,4 +586,53 @@ func validateAppArmorProfile(ap *corev1.AppArmorProfile, fld *field.Path) field.
 			corev1.AppArmorProfileTypeRuntimeDefault, corev1.AppArmorProfileTypeUnconfined, corev1.AppArmorProfileTypeLocalhost})}
 	}
 	return nil
+}
+
+// maxEvictionResponders is how many evictionResponders a Pod may have (MaxPodEvictionResponders).
+const maxEvictionResponders = 10
+
+// validateEvictionRespondersPatch checks evictionResponders, an alpha field (EvictionRequestAPI):
+// a cluster with its gate on validates it (policies/versions: dropped where the gate is off).
+// Each name is a domain-prefixed key outside *.k8s.io and *.kubernetes.io, once; each priority
+// is set, from 1000 (below is reserved) to 100000; not with schedulingGroup.
+func validateEvictionRespondersPatch(rs []corev1.EvictionResponder, schedulingGroup bool, fld *field.Path) field.ErrorList {
+	if len(rs) == 0 {
+		return nil
+	}
+	var errs field.ErrorList
+	if len(rs) > maxEvictionResponders {
+		errs = append(errs, field.TooMany(fld, len(rs), maxEvictionResponders))
+	}
+	if schedulingGroup {
+		errs = append(errs, field.Forbidden(fld, "may not be set with schedulingGroup"))
+	}
+	names := make(map[string]bool, len(rs))
+	for i, r := range rs {
+		p := fld.Index(i)
+		switch prefix, _, ok := strings.Cut(r.Name, "/"); {
+		case r.Name == "":
+			errs = append(errs, field.Required(p.Child("name"), "a domain-prefixed key such as example.com/responder"))
+		case !ok:
+			errs = append(errs, field.Invalid(p.Child("name"), r.Name, "must be a domain-prefixed key such as example.com/responder"))
+		default:
+			errs = append(errs, invalidIf(p.Child("name"), r.Name, validation.IsQualifiedName(r.Name))...)
+			d := strings.TrimRight(strings.ToLower(strings.TrimSpace(prefix)), ".")
+			if d == "k8s.io" || d == "kubernetes.io" || strings.HasSuffix(d, ".k8s.io") || strings.HasSuffix(d, ".kubernetes.io") {
+				errs = append(errs, field.Invalid(p.Child("name"), r.Name, "domain names *.k8s.io, *.kubernetes.io are reserved"))
+			}
+		}
+		if names[r.Name] {
+			errs = append(errs, field.Duplicate(p.Child("name"), r.Name))
+		}
+		names[r.Name] = true
+		switch {
+		case r.Priority == nil:
+			errs = append(errs, field.Required(p.Child("priority"), "from 1000 to 100000"))
+		case *r.Priority < 1000:
+			errs = append(errs, field.Invalid(p.Child("priority"), *r.Priority, "priorities 0-999 are reserved for responders with *.k8s.io suffix"))
+		case *r.Priority > 100000:
+			errs = append(errs, field.Invalid(p.Child("priority"), *r.Priority, "must be at most 100000"))
+		}
+	}
+	return errs
 }
