@@ -136,10 +136,12 @@ func TestFieldsNeverClaimed(t *testing.T) {
 	c, w := warnedClient(t)
 	// Until its probe has asked the API server, podpatch serves the version's table: wait for
 	// what it learned, which a lane with other gates (alpha) needs.
+	// The gauge is set when a run has ended (a field it could not learn, such as 1.33's
+	// restartPolicyRules refused for the restartPolicy they need, is the table's).
 	require.Eventually(t, func() bool {
 		sources, err := p.MetricLabels("podpatch_kube_field_outcome", "source")
-		return err == nil && strings.Count(strings.Join(sources, ","), "probe") == podFields()
-	}, time.Minute, 100*time.Millisecond, "podpatch's probe learned every Pod field")
+		return err == nil && len(sources) == len(versions.Fields)
+	}, time.Minute, 100*time.Millisecond, "podpatch's probe ran")
 
 	for i, f := range versions.Fields {
 		t.Run(f.Path, func(t *testing.T) {
