@@ -1,10 +1,12 @@
 // Package placement is the `unschedulable` check of reference §8: whether a Pod's
-// nodeSelector, required node affinity and tolerations leave it a place to run — a Node of the
-// cluster, or a Karpenter NodePool or a GKE ComputeClass that could create one — so that
+// nodeSelector, required node affinity, tolerations and resource requests leave it a place to
+// run — a Node of the cluster, or a Karpenter NodePool or a GKE ComputeClass that could create
+// one — so that
 // `podpatch diff` (reference §10), `explain` and `lint --objects` can say when a policy change
 // strands Pods before it is pushed.
 //
-// Nodes are matched with the scheduler's own predicates (k8s.io/component-helpers); NodePools
+// Nodes are matched with the scheduler's own predicates (k8s.io/component-helpers), in its
+// filter order (nodeRefuses); NodePools
 // with Karpenter's compatibility rules (requirements.go), read from their documented schema
 // through the dynamic client, so that no cloud provider's module is a dependency.
 package placement
@@ -12,6 +14,7 @@ package placement
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -20,6 +23,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
+	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
 	"github.com/podpatch/podpatch/policies"
@@ -131,6 +135,7 @@ func Check(spec *corev1.PodSpec, snap *Snapshot) Result {
 		return Result{Schedulable: true}
 	}
 	pod := &corev1.Pod{Spec: *spec}
+	req := requests(pod)
 	var why []string
 	pools := map[string]bool{}
 	if name, ok := spec.NodeSelector[ComputeClassLabel]; ok && snap.HasComputeClasses {
@@ -148,7 +153,7 @@ func Check(spec *corev1.PodSpec, snap *Snapshot) Result {
 		if pools[pool] {
 			continue
 		}
-		reason := nodeRefuses(pod, affinity, n)
+		reason := nodeRefuses(pod, affinity, req, n)
 		if reason == "" {
 			pools[pool] = true
 			continue
@@ -182,7 +187,7 @@ func Check(spec *corev1.PodSpec, snap *Snapshot) Result {
 		r.MorePools, r.Pools = len(r.Pools)-MaxPools, r.Pools[:MaxPools]
 	}
 	if !r.Schedulable {
-		r.Reason = summary(snap, unmatched(spec, snap.Nodes), why)
+		r.Reason = summary(snap, unmatched(spec, snap.Nodes), unheld(req, snap.Nodes), why)
 	}
 	return r
 }
@@ -198,8 +203,9 @@ func Fits(spec *corev1.PodSpec, snap *Snapshot) (nodes, nodePools []string) {
 	}
 	pod := &corev1.Pod{Spec: *spec}
 	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
+	req := requests(pod)
 	for _, n := range snap.Nodes {
-		if nodeRefuses(pod, affinity, n) == "" {
+		if nodeRefuses(pod, affinity, req, n) == "" {
 			nodes = append(nodes, n.Name)
 		}
 	}
@@ -256,11 +262,30 @@ func unmatched(spec *corev1.PodSpec, nodes []*corev1.Node) string {
 	return strings.Join(out, " or ")
 }
 
-// summary says what was looked at, the requirements no Node meets, and the first refusals.
-func summary(snap *Snapshot, unmet string, why []string) string {
+// unheld names the Pod's requests that no Node's allocatable holds, each alone, whatever the
+// Node's labels and taints (at most 3, "" when each fits some Node): "nvidia.com/gpu 8". As
+// unmatched, it says which request strands the Pod.
+func unheld(req corev1.ResourceList, nodes []*corev1.Node) string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(req)) {
+		alone := corev1.ResourceList{name: req[name]}
+		if !slices.ContainsFunc(nodes, func(n *corev1.Node) bool { return len(insufficient(alone, n)) == 0 }) && len(out) < 3 {
+			q := req[name]
+			out = append(out, string(name)+" "+q.String())
+		}
+	}
+	return strings.Join(out, " or ")
+}
+
+// summary says what was looked at, the label requirements no Node meets (unmet), the requests
+// no Node's allocatable holds (unheld), and the first refusals.
+func summary(snap *Snapshot, unmet, unheld string, why []string) string {
 	what := fmt.Sprintf("no Node of %d fits", len(snap.Nodes))
 	if unmet != "" && len(snap.Nodes) > 0 {
 		what += ": none matches " + unmet
+	}
+	if unheld != "" && len(snap.Nodes) > 0 {
+		what += ": none has the allocatable for " + unheld
 	}
 	if snap.HasKarpenter {
 		what += fmt.Sprintf(", no Karpenter NodePool of %d can create one", len(snap.NodePools))
@@ -271,17 +296,16 @@ func summary(snap *Snapshot, unmet string, why []string) string {
 	return what
 }
 
-// nodeRefuses says why a Node does not take the Pod ("" when it does): the scheduler's
-// NodeAffinity (nodeSelector and required affinity) and TaintToleration filters, and
-// spec.unschedulable (cordoned).
-func nodeRefuses(pod *corev1.Pod, affinity nodeaffinity.RequiredNodeAffinity, n *corev1.Node) string {
-	if n.Spec.Unschedulable {
+// nodeRefuses says why a Node does not take the Pod ("" when it does), by the scheduler's
+// filters in its order, so that a Node refused for several reasons is refused for the one the
+// scheduler names: NodeUnschedulable (cordoned, unless the Pod tolerates the unschedulable
+// taint), TaintToleration, NodeAffinity (nodeSelector and required affinity), NodeResourcesFit
+// (requests against the Node's allocatable, as if the Node were empty: insufficient).
+func nodeRefuses(pod *corev1.Pod, affinity nodeaffinity.RequiredNodeAffinity, req corev1.ResourceList, n *corev1.Node) string {
+	if n.Spec.Unschedulable && !slices.ContainsFunc(pod.Spec.Tolerations, func(t corev1.Toleration) bool {
+		return t.ToleratesTaint(klog.Background(), &unschedulableTaint, true)
+	}) {
 		return "cordoned"
-	}
-	if ok, err := affinity.Match(n); err != nil {
-		return "invalid node affinity: " + err.Error()
-	} else if !ok {
-		return "its labels do not match the nodeSelector or required node affinity"
 	}
 	noScheduleOrExecute := func(t *corev1.Taint) bool {
 		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
@@ -289,7 +313,73 @@ func nodeRefuses(pod *corev1.Pod, affinity nodeaffinity.RequiredNodeAffinity, n 
 	if t, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), n.Spec.Taints, pod.Spec.Tolerations, noScheduleOrExecute, true); untolerated {
 		return "taint " + t.ToString() + " is not tolerated"
 	}
+	if ok, err := affinity.Match(n); err != nil {
+		return "invalid node affinity: " + err.Error()
+	} else if !ok {
+		return "its labels do not match the nodeSelector or required node affinity"
+	}
+	if short := insufficient(req, n); len(short) > 0 {
+		return strings.Join(short, ", ")
+	}
 	return ""
+}
+
+// unschedulableTaint is the taint a cordoned Node stands for: a Pod that tolerates it may still
+// be placed there (the scheduler's NodeUnschedulable filter).
+var unschedulableTaint = corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}
+
+// requests is what the scheduler's NodeResourcesFit filter asks of a Node for the Pod: its
+// containers' requests, the largest of its init containers' (sidecars added), or its pod-level
+// requests where set, plus its overhead (k8s.io/component-helpers/resource, the scheduler's
+// own function). Requests of zero are dropped.
+func requests(pod *corev1.Pod) corev1.ResourceList {
+	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	for name, q := range req {
+		if q.IsZero() || !fitted(name) {
+			delete(req, name)
+		}
+	}
+	return req
+}
+
+// fitted says whether NodeResourcesFit compares a resource with allocatable: cpu, memory,
+// ephemeral-storage, huge pages, and names with a domain (extended resources such as
+// nvidia.com/gpu, and kubernetes.io/-prefixed ones).
+func fitted(name corev1.ResourceName) bool {
+	switch {
+	case name == corev1.ResourceCPU, name == corev1.ResourceMemory, name == corev1.ResourceEphemeralStorage:
+		return true
+	case strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix), strings.Contains(string(name), "/"):
+		return true
+	}
+	return false
+}
+
+// insufficient lists what a Node, empty, cannot hold of the Pod's requests, in the scheduler's
+// words ("Insufficient cpu (requests 64 > allocatable 32)", "Too many pods"). A Node that reports
+// no allocatable (one written by hand for `podpatch test` or `diff --nodes`) holds anything: its
+// size is unknown, not zero. Other Pods' requests are not counted: a snapshot does not hold
+// them, and an autoscaler adds room; a request larger than an empty Node is never met there.
+func insufficient(req corev1.ResourceList, n *corev1.Node) []string {
+	alloc := n.Status.Allocatable
+	if len(alloc) == 0 {
+		return nil
+	}
+	var out []string
+	if pods := alloc[corev1.ResourcePods]; pods.Value() < 1 {
+		out = append(out, "Too many pods (allocatable pods "+pods.String()+")")
+	}
+	for _, name := range slices.Sorted(maps.Keys(req)) {
+		want, have := req[name], alloc[name]
+		over := want.Value() > have.Value()
+		if name == corev1.ResourceCPU {
+			over = want.MilliValue() > have.MilliValue()
+		}
+		if over {
+			out = append(out, fmt.Sprintf("Insufficient %s (requests %s > allocatable %s)", name, want.String(), have.String()))
+		}
+	}
+	return out
 }
 
 // Finding is the `unschedulable` finding (reference §8) for a Pod Check refuses, naming what
@@ -301,8 +391,15 @@ func Finding(r Result, policy string) checks.Finding {
 }
 
 // Spec decodes what Check and Unmodelled read of a Pod's JSON: its nodeSelector, affinity,
-// tolerations, topology spread constraints, volumes and priority class.
+// tolerations, topology spread constraints, volumes, priority class, and what its requests
+// are made of (its containers' and init containers' resources and restart policies, its
+// pod-level resources and overhead).
 func Spec(pod []byte) (*corev1.PodSpec, error) {
+	type container struct {
+		Name          string                         `json:"name"`
+		Resources     corev1.ResourceRequirements    `json:"resources"`
+		RestartPolicy *corev1.ContainerRestartPolicy `json:"restartPolicy"`
+	}
 	var v struct {
 		Spec struct {
 			NodeSelector              map[string]string                 `json:"nodeSelector"`
@@ -311,14 +408,26 @@ func Spec(pod []byte) (*corev1.PodSpec, error) {
 			TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints"`
 			Volumes                   []corev1.Volume                   `json:"volumes"`
 			PriorityClassName         string                            `json:"priorityClassName"`
+			Containers                []container                       `json:"containers"`
+			InitContainers            []container                       `json:"initContainers"`
+			Resources                 *corev1.ResourceRequirements      `json:"resources"`
+			Overhead                  corev1.ResourceList               `json:"overhead"`
 		} `json:"spec"`
 	}
 	if err := json.Unmarshal(pod, &v); err != nil {
 		return nil, err
 	}
 	s := v.Spec
-	return &corev1.PodSpec{NodeSelector: s.NodeSelector, Affinity: s.Affinity, Tolerations: s.Tolerations,
-		TopologySpreadConstraints: s.TopologySpreadConstraints, Volumes: s.Volumes, PriorityClassName: s.PriorityClassName}, nil
+	out := &corev1.PodSpec{NodeSelector: s.NodeSelector, Affinity: s.Affinity, Tolerations: s.Tolerations,
+		TopologySpreadConstraints: s.TopologySpreadConstraints, Volumes: s.Volumes, PriorityClassName: s.PriorityClassName,
+		Resources: s.Resources, Overhead: s.Overhead}
+	for _, c := range s.Containers {
+		out.Containers = append(out.Containers, corev1.Container{Name: c.Name, Resources: c.Resources})
+	}
+	for _, c := range s.InitContainers {
+		out.InitContainers = append(out.InitContainers, corev1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy})
+	}
+	return out, nil
 }
 
 // The constraints of a Pod that Check does not evaluate (Unmodelled), named by their field.
@@ -331,14 +440,17 @@ const (
 )
 
 // Unmodelled are the constraints of a pod spec that can change where the scheduler puts it
-// but that Check does not evaluate, since they depend on the other Pods, the volumes or the
-// free capacity of the cluster, which a snapshot does not hold: topology spread constraints
+// but that Check does not evaluate, since they depend on the other Pods or the volumes of the
+// cluster, which a snapshot does not hold: topology spread constraints
 // that refuse (whenUnsatisfiable DoNotSchedule), required inter-pod affinity and
 // anti-affinity, volumes bound to a topology (persistentVolumeClaim, ephemeral), and a
 // priorityClassName (the scheduler may preempt Pods to place it; spec.priority alone is not
 // listed: the API server sets it on every Pod). A pool Check names for such a Pod is
 // one its modelled predicates allow, not one it is sure to get; a Pod Check refuses is refused
-// whatever these say. Preferred (soft) terms only rank Nodes and are not listed.
+// whatever these say. Preferred (soft) terms only rank Nodes and are not listed. Nor is free
+// capacity, which every Pod with requests depends on: Check holds requests against an empty
+// Node's allocatable, so a Pod it places may still wait for room (or for an autoscaler's Node),
+// and one it refuses for its requests never fits that pool.
 func Unmodelled(spec *corev1.PodSpec) []string {
 	if spec == nil {
 		return nil
@@ -371,22 +483,37 @@ func Unmodelled(spec *corev1.PodSpec) []string {
 }
 
 // Responsible is the policy (its ref without @resourceVersion) of the last of changes to set a
-// placement field (nodeSelector, affinity, tolerations), "" when none did.
+// field Check reads (nodeSelector, affinity, tolerations, requests: a container's, an init
+// container's or the Pod's resources, its overhead), "" when none did.
 func Responsible(changes []policies.Change) string {
 	for i := len(changes) - 1; i >= 0; i-- {
 		for _, f := range changes[i].Fields {
-			for _, p := range []string{"spec.nodeSelector", "spec.affinity", "spec.tolerations"} {
-				if strings.HasPrefix(f, p) {
-					ref, _, _ := strings.Cut(changes[i].Policy.Ref, "@")
-					return ref
-				}
+			if placementField(f) {
+				ref, _, _ := strings.Cut(changes[i].Policy.Ref, "@")
+				return ref
 			}
 		}
 	}
 	return ""
 }
 
-// placementKey is the part of a pod spec Check reads, as a string: Pods of one group share it,
+// placementField says whether a changed field's path (policies.Change.Fields) is one Check reads.
+func placementField(f string) bool {
+	for _, p := range []string{"spec.nodeSelector", "spec.affinity", "spec.tolerations", "spec.resources", "spec.overhead"} {
+		if strings.HasPrefix(f, p) {
+			return true
+		}
+	}
+	for _, p := range []string{"spec.containers[", "spec.initContainers["} {
+		if strings.HasPrefix(f, p) && strings.Contains(f, "].resources") {
+			return true
+		}
+	}
+	return false
+}
+
+// placementKey is the part of a pod spec Check reads (its requests as NodeResourcesFit sums
+// them), as a string: Pods of one group share it,
 // so a Cache answers them with one check.
 func placementKey(spec *corev1.PodSpec) string {
 	var b strings.Builder
@@ -405,6 +532,12 @@ func placementKey(spec *corev1.PodSpec) string {
 	b.WriteString("\x01")
 	for _, t := range spec.Tolerations {
 		b.WriteString(t.String() + "\x00")
+	}
+	b.WriteString("\x01")
+	req := requests(&corev1.Pod{Spec: *spec})
+	for _, name := range slices.Sorted(maps.Keys(req)) {
+		q := req[name]
+		b.WriteString(string(name) + "=" + q.String() + "\x00")
 	}
 	return b.String()
 }

@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podpatch/podpatch/policies/checks"
@@ -440,3 +442,134 @@ func TestSnapshotAddList(t *testing.T) {
 
 // second is the error of a two-valued call.
 func second[T any](_ T, err error) error { return err }
+
+func sized(name string, alloc corev1.ResourceList, labels map[string]string, taints ...corev1.Taint) *corev1.Node {
+	n := node(name, labels, taints...)
+	n.Status.Allocatable = alloc
+	return n
+}
+
+func rl(kv ...string) corev1.ResourceList {
+	l := corev1.ResourceList{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+	}
+	return l
+}
+
+func requesting(req corev1.ResourceList) corev1.Container {
+	return corev1.Container{Name: "c", Resources: corev1.ResourceRequirements{Requests: req}}
+}
+
+// TestCheckRequests: requests are held against each Node's allocatable as the scheduler's
+// NodeResourcesFit sums them (containers added, init containers the largest, sidecars added to
+// both, pod-level requests where set, overhead), an unreported allocatable holds anything, and
+// the reason names the request no Node holds.
+func TestCheckRequests(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	snap := &Snapshot{Nodes: []*corev1.Node{
+		sized("gpu", rl("cpu", "8", "memory", "64Gi", "nvidia.com/gpu", "4", "pods", "110"), map[string]string{"pool": "gpu"}),
+		sized("small", rl("cpu", "4", "memory", "16Gi", "pods", "110"), map[string]string{"pool": "small"}),
+	}}
+	for _, c := range []struct {
+		name  string
+		spec  corev1.PodSpec
+		pools string
+	}{
+		{"no requests", corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}, "gpu small"},
+		{"fits the small one", corev1.PodSpec{Containers: []corev1.Container{requesting(rl("cpu", "4"))}}, "gpu small"},
+		{"a milli-cpu over", corev1.PodSpec{Containers: []corev1.Container{requesting(rl("cpu", "4001m"))}}, "gpu"},
+		{"containers add up", corev1.PodSpec{Containers: []corev1.Container{requesting(rl("cpu", "3")), requesting(rl("cpu", "2"))}}, "gpu"},
+		{"init containers: the largest", corev1.PodSpec{Containers: []corev1.Container{requesting(rl("memory", "1Gi"))},
+			InitContainers: []corev1.Container{requesting(rl("memory", "20Gi")), requesting(rl("memory", "2Gi"))}}, "gpu"},
+		{"a sidecar adds to the containers", corev1.PodSpec{Containers: []corev1.Container{requesting(rl("cpu", "3"))},
+			InitContainers: []corev1.Container{{Name: "s", RestartPolicy: &always, Resources: corev1.ResourceRequirements{Requests: rl("cpu", "2")}}}}, "gpu"},
+		{"pod-level requests", corev1.PodSpec{Containers: []corev1.Container{requesting(rl("cpu", "1"))}, Resources: &corev1.ResourceRequirements{Requests: rl("cpu", "6")}}, "gpu"},
+		{"overhead", corev1.PodSpec{Containers: []corev1.Container{requesting(rl("cpu", "4"))}, Overhead: rl("cpu", "250m")}, "gpu"},
+		{"an extended resource", corev1.PodSpec{Containers: []corev1.Container{requesting(rl("nvidia.com/gpu", "2"))}}, "gpu"},
+		{"more than any Node", corev1.PodSpec{Containers: []corev1.Container{requesting(rl("nvidia.com/gpu", "8", "cpu", "1"))}}, ""},
+		{"a resource no Node has", corev1.PodSpec{Containers: []corev1.Container{requesting(rl("example.com/fpga", "1"))}}, ""},
+		{"zero requests ask nothing", corev1.PodSpec{Containers: []corev1.Container{requesting(rl("example.com/fpga", "0", "cpu", "0"))}}, "gpu small"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := Check(&c.spec, snap)
+			require.Equal(t, c.pools, strings.Join(r.Pools, " "), r.Reason)
+			require.Equal(t, c.pools != "", r.Schedulable)
+			nodes, _ := Fits(&c.spec, snap)
+			require.Equal(t, c.pools, strings.Join(nodes, " "))
+		})
+	}
+	r := Check(&corev1.PodSpec{Containers: []corev1.Container{requesting(rl("nvidia.com/gpu", "8", "cpu", "1"))}}, snap)
+	require.Equal(t, "no Node of 2 fits: none has the allocatable for nvidia.com/gpu 8 (Node gpu: Insufficient nvidia.com/gpu (requests 8 > allocatable 4); Node small: Insufficient nvidia.com/gpu (requests 8 > allocatable 0))", r.Reason)
+
+	// A Node that reports no allocatable holds anything; one that reports some but no pods
+	// holds no Pod, as the scheduler counts it.
+	hand := &Snapshot{Nodes: []*corev1.Node{node("hand", nil)}}
+	require.True(t, Check(&corev1.PodSpec{Containers: []corev1.Container{requesting(rl("cpu", "500"))}}, hand).Schedulable)
+	noPods := &Snapshot{Nodes: []*corev1.Node{sized("no-pods", rl("cpu", "8"), nil)}}
+	r = Check(&corev1.PodSpec{}, noPods)
+	require.False(t, r.Schedulable)
+	require.Contains(t, r.Reason, "Too many pods")
+}
+
+// TestRefusalOrder: a Node is refused for the first of the scheduler's filters that refuses it
+// (cordon, taints, node affinity, resources), and a cordoned Node takes a Pod that tolerates
+// the unschedulable taint, as the scheduler's NodeUnschedulable filter does.
+func TestRefusalOrder(t *testing.T) {
+	n := sized("n", rl("cpu", "1", "pods", "110"), map[string]string{"pool": "gpu"}, gpuTaint())
+	n.Spec.Unschedulable = true
+	snap := &Snapshot{Nodes: []*corev1.Node{n}}
+	spec := corev1.PodSpec{NodeSelector: map[string]string{"pool": "cpu"}, Containers: []corev1.Container{requesting(rl("cpu", "2"))}}
+	reason := func() string { return Check(&spec, snap).Reason }
+	require.Contains(t, reason(), "(Node n: cordoned)")
+	spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	require.Contains(t, reason(), "(Node n: taint nvidia.com/gpu=present:NoSchedule is not tolerated)")
+	spec.Tolerations = append(spec.Tolerations, corev1.Toleration{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists})
+	require.Contains(t, reason(), "(Node n: its labels do not match the nodeSelector or required node affinity)")
+	spec.NodeSelector["pool"] = "gpu"
+	require.Contains(t, reason(), "(Node n: Insufficient cpu (requests 2 > allocatable 1))")
+	spec.Containers[0].Resources.Requests = rl("cpu", "1")
+	require.True(t, Check(&spec, snap).Schedulable)
+}
+
+// TestSpecKeepsRequests: Spec decodes all that requests are made of, so that a Pod read from its
+// JSON asks the same of a Node as the Pod itself.
+func TestSpecKeepsRequests(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	rng := rand.New(rand.NewPCG(3, 5))
+	q := []string{"0", "100m", "1", "3", "1Gi", "7"}
+	res := func() corev1.ResourceList {
+		l := corev1.ResourceList{}
+		for _, name := range []corev1.ResourceName{"cpu", "memory", "nvidia.com/gpu", "ephemeral-storage"} {
+			if rng.IntN(2) == 0 {
+				l[name] = resource.MustParse(q[rng.IntN(len(q))])
+			}
+		}
+		return l
+	}
+	for i := range 500 {
+		pod := &corev1.Pod{}
+		for j := range rng.IntN(3) {
+			pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: fmt.Sprint("c", j), Image: "x", Resources: corev1.ResourceRequirements{Requests: res()}})
+		}
+		for j := range rng.IntN(3) {
+			c := corev1.Container{Name: fmt.Sprint("i", j), Image: "x", Resources: corev1.ResourceRequirements{Requests: res()}}
+			if rng.IntN(2) == 0 {
+				c.RestartPolicy = &always
+			}
+			pod.Spec.InitContainers = append(pod.Spec.InitContainers, c)
+		}
+		if rng.IntN(3) == 0 {
+			pod.Spec.Resources = &corev1.ResourceRequirements{Requests: res()}
+		}
+		if rng.IntN(3) == 0 {
+			pod.Spec.Overhead = res()
+		}
+		b, err := json.Marshal(pod)
+		require.NoError(t, err)
+		spec, err := Spec(b)
+		require.NoError(t, err)
+		require.Equal(t, requests(pod), requests(&corev1.Pod{Spec: *spec}), "pod %d: %s", i, b)
+		require.Equal(t, placementKey(&pod.Spec), placementKey(spec))
+	}
+}

@@ -159,10 +159,11 @@ func NodePoolOf(u *unstructured.Unstructured) (NodePool, error) {
 	return p, nil
 }
 
-// nodeOf is what the check keeps of a Node: its name, labels, taints and cordon.
+// nodeOf is what the check keeps of a Node: its name, labels, taints, cordon and allocatable.
 func nodeOf(n *corev1.Node) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels},
-		Spec: corev1.NodeSpec{Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable}}
+		Spec:   corev1.NodeSpec{Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable},
+		Status: corev1.NodeStatus{Allocatable: n.Status.Allocatable}}
 }
 
 // computeClassOf reads a `cloud.google.com/v1` ComputeClass.

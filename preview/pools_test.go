@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podpatch/podpatch/internal/report"
@@ -166,4 +167,54 @@ func TestMovesBounded(t *testing.T) {
 			require.Contains(t, b.String(), "more move(s): see `podpatch diff -o json`")
 		}
 	}
+}
+
+// TestPreviewRequestsMove: a change that raises the Dask workers' requests beyond what gpu-l4's
+// Nodes have moves them to the larger gpu-a100 pool, and beyond every Node strands them, naming
+// the request no Node holds; a Karpenter NodePool's size is unknown, so it is not held against it.
+func TestPreviewRequestsMove(t *testing.T) {
+	snap := labNodes()
+	alloc := map[string]corev1.ResourceList{
+		"gpu-a100-a": {corev1.ResourceCPU: resource.MustParse("96"), corev1.ResourceMemory: resource.MustParse("680Gi"), corev1.ResourcePods: resource.MustParse("110")},
+		"gpu-l4-a":   {corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"), corev1.ResourcePods: resource.MustParse("110")},
+	}
+	for _, n := range snap.Nodes {
+		n.Status.Allocatable = alloc[n.Name]
+		if n.Status.Allocatable == nil {
+			n.Status.Allocatable = alloc["gpu-l4-a"]
+		}
+	}
+	withCPU := func(cpu string) policies.SourcedConfigMap {
+		return policyCM(platform, "placement", map[string]string{
+			"gpu-workers": "  mode: merge\n  match:\n    managers: [dask]\n    roles: [worker]\n  template:\n    spec:\n      affinity:\n        nodeAffinity:\n          requiredDuringSchedulingIgnoredDuringExecution:\n            nodeSelectorTerms:\n              - matchExpressions: [{key: cloud.google.com/gke-accelerator, operator: Exists}]\n      tolerations:\n        - {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}\n      containers:\n        - name: \"*\"\n          resources:\n            requests: {cpu: \"" + cpu + "\"}\n            limits: {cpu: \"" + cpu + "\"}\n",
+		})
+	}
+	opts := policies.Options{PlatformNamespace: platform, NamespaceAllowed: mustAllowed(t), NamespaceDenied: mustDenied(t)}
+	moves := func(before, after string) *Object {
+		t.Helper()
+		s, probs, baseProbs, err := NewSets([]policies.SourcedConfigMap{withCPU(before)}, []policies.SourcedConfigMap{withCPU(after)}, nil, opts)
+		require.NoError(t, err)
+		require.Empty(t, probs)
+		require.Empty(t, baseProbs)
+		r := NewRunner(s, snap, 1)
+		for _, in := range fixtures(t) {
+			r.Add(in)
+		}
+		var got *Object
+		for _, g := range r.Report().Groups {
+			for i, o := range g.Objects {
+				if g.Manager == profiles.ManagerDask && g.Role == profiles.RoleWorker && o.Kind == profiles.KindPod {
+					require.NotNil(t, o.Move, o.Name)
+					got = &g.Objects[i]
+				}
+			}
+		}
+		require.NotNil(t, got, "no Dask worker Pod among the fixtures")
+		return got
+	}
+	require.Equal(t, Move{From: []string{"gpu-a100", "gpu-l4"}, To: []string{"gpu-a100"}}, *moves("1", "16").Move)
+	stranded := moves("1", "128")
+	require.Empty(t, stranded.Move.To)
+	require.True(t, stranded.Breaks)
+	require.Contains(t, stranded.Unschedulable, "none has the allocatable for cpu 128")
 }
