@@ -34,11 +34,11 @@ func AffectedOn(kind string, patch map[string]any, s Server, v Version) []Effect
 		if f.Kind != kind {
 			continue
 		}
-		o := OutcomeOf(s, f, v)
-		if o == Kept {
+		at, ok := f.find(patch) // first: most patches set none of the fields
+		if !ok {
 			continue
 		}
-		if at, ok := f.find(patch); ok {
+		if o := OutcomeOf(s, f, v); o != Kept {
 			out = append(out, Effect{Field: f, Outcome: o, At: at})
 		}
 	}

@@ -155,6 +155,23 @@ var Fields = []Field{
 	{Kind: "Service", Path: "spec.trafficDistribution", Values: []string{"PreferSameZone", "PreferSameNode"}, Gate: "PreferSameTrafficDistribution", KeptFrom: 34, Before: Refused},
 }
 
+// pathSegments are each table path split at its dots, once: Find runs on the admission path.
+var pathSegments = func() map[string][]string {
+	m := make(map[string][]string, len(Fields))
+	for _, f := range Fields {
+		m[f.Path] = strings.Split(f.Path, ".")
+	}
+	return m
+}()
+
+// segments is f's path split at its dots.
+func (f Field) segments() []string {
+	if s, ok := pathSegments[f.Path]; ok {
+		return s
+	}
+	return strings.Split(f.Path, ".")
+}
+
 // Effect is a field of a patch that a version does not keep.
 type Effect struct {
 	Field   Field
@@ -176,25 +193,12 @@ func (e Effect) String(v Version) string {
 // JSON tree: {"metadata": …, "spec": …}) that v drops or refuses, in the order of Fields. A
 // null (a removal) sets nothing.
 func Affected(kind string, patch map[string]any, v Version) []Effect {
-	var out []Effect
-	for _, f := range Fields {
-		if f.Kind != kind {
-			continue
-		}
-		o := f.At(v)
-		if o == Kept {
-			continue
-		}
-		if at, ok := f.find(patch); ok {
-			out = append(out, Effect{Field: f, Outcome: o, At: at})
-		}
-	}
-	return out
+	return AffectedOn(kind, patch, At(v), v) // At learns nothing: the table answers
 }
 
 // Strip removes every occurrence of the field from a decoded JSON tree, in place (list items
 // of every name).
-func (f Field) Strip(tree map[string]any) { strip(tree, strings.Split(f.Path, ".")) }
+func (f Field) Strip(tree map[string]any) { strip(tree, f.segments()) }
 
 func strip(v any, path []string) {
 	m, ok := v.(map[string]any)
@@ -223,7 +227,7 @@ func Find(tree map[string]any, path string) (at string, ok bool) {
 
 // find is Find for f: with Values, only where the field holds one of them.
 func (f Field) find(tree map[string]any) (at string, ok bool) {
-	return find(tree, strings.Split(f.Path, "."), "", f.Values)
+	return find(tree, f.segments(), "", f.Values)
 }
 
 // Set reports whether a JSON tree (an object as stored) sets the field, with one of its
