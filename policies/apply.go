@@ -72,12 +72,16 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	sub := &subject{id: id, kind: in.Kind, namespace: ns, labels: objLabels, namespaceLabels: in.NamespaceLabels}
 	skip := objLabels[SkipLabel] == "true"
 	l := s.selectLayers(sub, skip)
+	keep := allLayers
+	if in.enforceOnly {
+		l, keep = l.enforceOnly(), (*layers).enforceOnly
+	}
 	if l.empty() {
 		return res, nil
 	}
 	env := envOf(in, ns)
 	// The first round patches the tree decoded here; any later one decodes the input afresh.
-	out, err := s.fixedPoint(in, patchOnly, &decoded{t, obj}, sub, skip, l, allLayers, env)
+	out, err := s.fixedPoint(in, patchOnly, &decoded{t, obj}, sub, skip, l, keep, env)
 	if err != nil && !errors.Is(err, ErrStopped) && l.hasNamespace() {
 		// A namespace policy must never switch the platform's policies off: without them.
 		platform := l.platformOnly()
@@ -279,7 +283,7 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 	if typeWritten {
 		givenType = validity.ServiceType(t, obj)
 	}
-	if in.Kind == profiles.KindPod {
+	if in.Kind == profiles.KindPod && in.ephemeral == nil {
 		before.Read(t, obj)
 		given = kueue.Read(t, obj)
 		// Platform sidecars first, so that a namespace policy cannot claim their names; they
@@ -323,7 +327,11 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 			if in.Explain {
 				before = deepCopy(obj)
 			}
-			m.mergeMap(obj, p.Patch(in.Kind))
+			patch := p.Patch(in.Kind)
+			if in.ephemeral != nil {
+				patch = ephemeralPatch(patch, in.ephemeral)
+			}
+			m.mergeMap(obj, patch)
 			if in.Explain {
 				res.Changes = append(res.Changes, Change{Policy: p, Fields: append(sidecarFields[p], diffPaths(before, obj)...)})
 			}
@@ -339,7 +347,7 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 	if st.stopped() {
 		return Result{Object: in.Object}, nil, fmt.Errorf("%s not patched: %w", strings.ToLower(string(in.Kind)), st.err)
 	}
-	if in.Kind == profiles.KindPod {
+	if in.Kind == profiles.KindPod && in.ephemeral == nil {
 		// Kueue's placement wins on the Pods it manages (reference §8, kueue-placement-conflict).
 		flavors, _ := env.Lookups.(kueue.Flavors) // nil: the keys are unknown
 		if fs := kueue.Keep(t, obj, &given, res.Applied, flavors); len(fs) > 0 {
@@ -363,11 +371,14 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 			refs = append(refs, p.Ref)
 		}
 	}
-	setAnnotation(t, obj, AppliedAnnotation, strings.Join(refs, ","))
-	switch in.Kind {
-	case profiles.KindPod:
+	if !in.enforceOnly {
+		setAnnotation(t, obj, AppliedAnnotation, strings.Join(refs, ","))
+	}
+	switch {
+	case in.ephemeral != nil:
+	case in.Kind == profiles.KindPod:
 		res.Adjusted = validity.Couple(t, obj, &before, func(member string) bool { return anySets(res.Applied, profiles.KindPod, member) }, env.Lookups)
-	case profiles.KindService:
+	case in.Kind == profiles.KindService:
 		if !typeWritten {
 			break
 		}

@@ -180,6 +180,13 @@ type Input struct {
 	// Cluster answers whether the cluster objects the patched object references exist (reference §8);
 	// nil (render, lint) skips the checks that need it.
 	Lookups validity.Lookups
+
+	// enforceOnly applies the platform's enforce policies alone and leaves the provenance as
+	// it is: an update (PatchUpdate).
+	enforceOnly bool
+	// ephemeral names the ephemeral containers a pods/ephemeralcontainers update adds: the
+	// enforce policies' container entries reach those alone (ephemeralPatch).
+	ephemeral []string
 }
 
 // Fallback names the way Apply left whole layers out so that the rest still applies.
@@ -208,6 +215,9 @@ type Result struct {
 	Patch []byte
 	// Changed is false when no policy matched.
 	Changed bool
+	// NotHeld, for an update (PatchUpdate), names the enforce policies matching the object as
+	// stored before it, which did not hold there: the update was left as it is.
+	NotHeld []string
 	// Recognised is false for objects no profile recognises; Identity is then empty.
 	Recognised bool
 	Identity   profiles.Identity

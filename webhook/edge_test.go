@@ -88,7 +88,12 @@ func TestMutateEdges(t *testing.T) {
 			require.True(t, resp.Allowed)
 			require.Empty(t, resp.Patch)
 		}},
-		{"update not handled", review(t, "Pod", "team-a", admissionv1.Update, []byte(workerPod), false), "application/json", func(t *testing.T, _ int, resp *admissionv1.AdmissionResponse) {
+		{"update without the old object", review(t, "Pod", "team-a", admissionv1.Update, []byte(workerPod), false), "application/json", func(t *testing.T, _ int, resp *admissionv1.AdmissionResponse) {
+			require.NotNil(t, resp)
+			require.False(t, resp.Allowed)
+			require.Equal(t, int32(http.StatusBadRequest), resp.Result.Code)
+		}},
+		{"delete not handled", review(t, "Pod", "team-a", admissionv1.Delete, []byte(workerPod), false), "application/json", func(t *testing.T, _ int, resp *admissionv1.AdmissionResponse) {
 			require.NotNil(t, resp)
 			require.True(t, resp.Allowed)
 			require.Empty(t, resp.Patch)

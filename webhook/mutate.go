@@ -46,12 +46,12 @@ var (
 // handler has no side effects (they offer nothing to Events). The policies stop when ctx is done (the request budget).
 func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	kind := profiles.Kind(req.Kind.Kind)
-	if req.Kind.Group != "" || (kind != profiles.KindPod && kind != profiles.KindService) ||
-		req.Operation != admissionv1.Create {
+	w := writeOf(req)
+	if w == writeIgnored || kind == "" {
 		m.count(kind, profiles.Identity{}, "ignored")
-		return admission.Allowed("podpatch handles only Pod and Service creation")
+		return admission.Allowed("podpatch handles only the creation and updates of Pods and Services and a Pod's ephemeral containers")
 	}
-	if len(req.Object.Raw) == 0 {
+	if len(req.Object.Raw) == 0 || (w != writeCreate && len(req.OldObject.Raw) == 0) {
 		m.count(kind, profiles.Identity{}, "error")
 		return admission.Errored(http.StatusBadRequest, errNoObject)
 	}
@@ -63,7 +63,7 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 	start := time.Now()
 	layersDone, cancel := reserveForEnforce(ctx)
 	defer cancel()
-	res, err := snap.Set.Patch(policies.Input{
+	in := policies.Input{
 		Kind:      kind,
 		Object:    req.Object.Raw,
 		Namespace: req.Namespace,
@@ -73,7 +73,20 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		Done:                 layersDone,
 		EnforceDone:          ctx.Done(),
 		Lookups:              m.Lookups,
-	})
+	}
+	var res policies.Result
+	var err error
+	if w == writeCreate {
+		res, err = snap.Set.Patch(in)
+	} else {
+		// Reference §5, "Enforce on updates": the platform's enforce policies alone.
+		res, err = snap.Set.PatchUpdate(in, req.OldObject.Raw, w == writeEphemeral)
+	}
+	// Events tell of the objects admission created (reference §9), not of their updates.
+	events := m.Events
+	if w != writeCreate {
+		events = nil
+	}
 	m.Metrics.observeApply(kind, res.Identity.Manager, start)
 	// The request's logger is made only for a line to log: most admissions log none.
 	log := func() logr.Logger {
@@ -81,7 +94,7 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	if err == nil && res.Denied {
 		log().Info("denied: enforce policies cannot be applied", "first", firstEnforce(res.Skipped))
-		m.Events.Offer(req, res, snap.Set)
+		events.Offer(req, res, snap.Set)
 		return m.deny(kind, res.Identity, res.Skipped, res.Denial())
 	}
 	if errors.Is(err, policies.ErrStopped) || (err != nil && ctx.Err() != nil) {
@@ -127,7 +140,17 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		warnings = append(warnings, fmt.Sprintf("podpatch: policy ConfigMap(s) %s/%s are left out: the namespace holds more than %d policies",
 			req.Namespace, strings.Join(names, ", "+req.Namespace+"/"), policies.MaxNamespacePolicies))
 	}
-	m.Events.Offer(req, res, snap.Set) // never blocks; nothing on a dry run
+	if len(res.NotHeld) > 0 {
+		m.Metrics.warned(ReasonEnforceNotHeld)
+		warnings = append(warnings, fmt.Sprintf("podpatch: this %s did not hold the platform's enforce policies %s before this update (admitted before them, or while podpatch was down); the update was not checked against them, and podpatch audit reports the object",
+			strings.ToLower(string(kind)), strings.Join(res.NotHeld, ", ")))
+	}
+	events.Offer(req, res, snap.Set) // never blocks; nothing on a dry run
+	if w != writeCreate && res.Changed && len(res.Patch) > 0 && string(res.Patch) != "[]" {
+		m.Metrics.warned(ReasonEnforceRestored)
+		warnings = append(warnings, fmt.Sprintf("podpatch: the platform's enforce policies %s hold on every update; what this %s undid of them was put back",
+			strings.Join(refsOf(res.Applied), ", "), w))
+	}
 	if !res.Changed {
 		result := "unchanged"
 		if !res.Recognised {
@@ -169,10 +192,10 @@ func (m *Mutator) Fallback(req admission.Request, reason Reason) admission.Respo
 }
 
 // enforcing returns the platform's enforce policies that could bind the object of a request
-// the Mutator does not patch: none for what it ignores (other kinds, operations but CREATE).
+// the Mutator does not patch: none for what it ignores (writeOf).
 func (m *Mutator) enforcing(req admission.Request) []*policies.Policy {
 	kind := profiles.Kind(req.Kind.Kind)
-	if req.Kind.Group != "" || (req.Operation != "" && req.Operation != admissionv1.Create) ||
+	if req.Kind.Group != "" || (req.Operation != "" && writeOf(req) == writeIgnored) ||
 		(kind != "" && kind != profiles.KindPod && kind != profiles.KindService) {
 		return nil
 	}
@@ -328,4 +351,46 @@ func (m *Mutator) count(kind profiles.Kind, id profiles.Identity, result string)
 		k = "other"
 	}
 	m.Metrics.admissions.WithLabelValues(k, string(id.Manager), string(id.Role), result).Inc()
+}
+
+// write is what a request does that the Mutator handles (reference §5): a creation, where every
+// layer applies; an update of a Pod or Service, or a Pod's ephemeral containers added, where
+// the platform's enforce policies alone hold.
+type write string
+
+const (
+	writeIgnored   write = ""
+	writeCreate    write = "creation"
+	writeUpdate    write = "update"
+	writeEphemeral write = "ephemeral container"
+)
+
+// writeOf tells a request's write: only core Pods and Services, and of the subresources only
+// pods/ephemeralcontainers and pods/resize (the others change no field a policy sets: status,
+// binding, eviction, log, exec).
+// A request whose kind is not yet known (the head of a review) is judged by its operation.
+func writeOf(req admission.Request) write {
+	kind := profiles.Kind(req.Kind.Kind)
+	if req.Kind.Group != "" || (kind != profiles.KindPod && kind != profiles.KindService && kind != "") {
+		return writeIgnored
+	}
+	switch {
+	case req.Operation == admissionv1.Create && req.SubResource == "":
+		return writeCreate
+	case req.Operation == admissionv1.Update && (req.SubResource == "" || (req.SubResource == "resize" && kind != profiles.KindService)):
+		// pods/resize changes a container's resources, which a policy may enforce.
+		return writeUpdate
+	case req.Operation == admissionv1.Update && req.SubResource == "ephemeralcontainers" && kind != profiles.KindService:
+		return writeEphemeral
+	}
+	return writeIgnored
+}
+
+// refsOf lists policies by their provenance entries.
+func refsOf(ps []*policies.Policy) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Ref
+	}
+	return out
 }

@@ -37,4 +37,11 @@ const (
 	// ReasonCheckFinding: a manager-aware check found that a policy contradicts the manager
 	// (reference §8); podpatch_check_findings_total counts each by check.
 	ReasonCheckFinding Reason = "check_finding"
+	// ReasonEnforceRestored: an update (or an added ephemeral container) undid what platform
+	// enforce policies set; podpatch put it back (reference §5, "Enforce on updates").
+	ReasonEnforceRestored Reason = "enforce_restored"
+	// ReasonEnforceNotHeld: an updated object did not hold the platform's enforce policies
+	// before the update (admitted before them, or while podpatch was down); the update was left
+	// as it is, and the audit reports the object.
+	ReasonEnforceNotHeld Reason = "enforce_not_held"
 )

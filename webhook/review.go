@@ -229,7 +229,8 @@ func (rv *Review) giveUp(w http.ResponseWriter, r *http.Request, head []byte, st
 }
 
 // reviewIn is the part of an AdmissionReview the handlers read: decoding only these fields
-// skips the user info, the old object and the options of every request.
+// skips the user info and the options of every request (the old object, aliased, is kept for
+// an update).
 type reviewIn struct {
 	metav1.TypeMeta `json:",inline"`
 	Request         *requestIn `json:"request"`
@@ -244,7 +245,10 @@ type requestIn struct {
 	Namespace   string                      `json:"namespace"`
 	Operation   admissionv1.Operation       `json:"operation"`
 	Object      aliasJSON                   `json:"object"`
-	DryRun      *bool                       `json:"dryRun"`
+	// OldObject is read for an UPDATE, whose enforce policies hold only where the object held
+	// them before (policies.Set.PatchUpdate).
+	OldObject aliasJSON `json:"oldObject"`
+	DryRun    *bool     `json:"dryRun"`
 }
 
 // aliasJSON is a JSON value that aliases the input it was decoded from, where a
@@ -262,9 +266,13 @@ func (r *requestIn) admission() admission.Request {
 	if string(r.Object) == "null" { // as runtime.RawExtension decodes it
 		r.Object = nil
 	}
+	if string(r.OldObject) == "null" {
+		r.OldObject = nil
+	}
 	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 		UID: r.UID, Kind: r.Kind, Resource: r.Resource, SubResource: r.SubResource, Name: r.Name,
-		Namespace: r.Namespace, Operation: r.Operation, Object: runtime.RawExtension{Raw: r.Object}, DryRun: r.DryRun,
+		Namespace: r.Namespace, Operation: r.Operation, Object: runtime.RawExtension{Raw: r.Object},
+		OldObject: runtime.RawExtension{Raw: r.OldObject}, DryRun: r.DryRun,
 	}}
 }
 

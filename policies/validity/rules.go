@@ -2,6 +2,7 @@ package validity
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -70,7 +71,10 @@ func (c *checker) pod(obj map[string]any) {
 	}
 	names := map[string]bool{}
 	var containers []container
-	for _, list := range []string{"initContainers", "containers"} {
+	// Ephemeral containers too: an update adds them (pods/ephemeralcontainers), and the API
+	// server validates them as containers (names unique across the three lists, env, mounts,
+	// security context; Pod Security reads them).
+	for _, list := range []string{"initContainers", "containers", "ephemeralContainers"} {
 		hostPorts := map[string]bool{} // the regular containers' together
 		for k, it := range listOf(spec[list]) {
 			if list == "initContainers" {
@@ -80,7 +84,7 @@ func (c *checker) pod(obj map[string]any) {
 			name := strOf(cm["name"])
 			ct := container{list: list, name: name, index: k, m: cm, resources: resourcesOf(cm)}
 			if names[name] {
-				c.own(RuleDuplicateContainer, ct.at(""), "container names must be unique across containers and initContainers",
+				c.own(RuleDuplicateContainer, ct.at(""), "container names must be unique across containers, initContainers and ephemeralContainers",
 					func() string { return ct.pos(".name") })
 			}
 			names[name] = true
@@ -95,7 +99,8 @@ func (c *checker) pod(obj map[string]any) {
 	if c.env.Lookups != nil {
 		c.priority(spec)
 		c.serviceAccount(spec)
-		c.limitRanges(spec, containers)
+		// LimitRanger does not look at ephemeral containers (they have no resources).
+		c.limitRanges(spec, slices.DeleteFunc(slices.Clone(containers), func(ct container) bool { return ct.list == "ephemeralContainers" }))
 	}
 	c.runtimeClass(spec)
 	c.podSecurity(obj, spec, volumes, containers)

@@ -84,6 +84,7 @@ func WebhookSelectorProblems(entries []admissionregistrationv1.MutatingWebhook) 
 			continue
 		}
 		selectors[i] = sel
+		problems = append(problems, writePathProblems(e)...)
 		reqs, _ := sel.Requirements()
 		for _, r := range reqs {
 			if !read[r.Key()] {
@@ -118,11 +119,43 @@ func WebhookSelectorProblems(entries []admissionregistrationv1.MutatingWebhook) 
 	return problems
 }
 
-// resources are the resources an entry's rules name.
+// resources are the resources an entry's rules name, each once, without their subresources
+// (the objectSelector of pods/ephemeralcontainers is matched against the Pod).
 func resources(e admissionregistrationv1.MutatingWebhook) []string {
 	var out []string
 	for _, r := range e.Rules {
-		out = append(out, r.Resources...)
+		for _, res := range r.Resources {
+			res, _, _ = strings.Cut(res, "/")
+			if !slices.Contains(out, res) {
+				out = append(out, res)
+			}
+		}
 	}
 	return out
+}
+
+// writePathProblems says what of an entry's rules lets a write undo an enforce policy
+// (reference §5, "Enforce on updates"): CREATE and UPDATE both, and for Pods the
+// ephemeralcontainers and resize subresources.
+func writePathProblems(e admissionregistrationv1.MutatingWebhook) []string {
+	var ops []admissionregistrationv1.OperationType
+	var named []string
+	for _, r := range e.Rules {
+		ops = append(ops, r.Operations...)
+		named = append(named, r.Resources...)
+	}
+	var problems []string
+	for _, op := range []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update} {
+		if !slices.Contains(ops, op) && !slices.Contains(ops, admissionregistrationv1.OperationAll) {
+			problems = append(problems, fmt.Sprintf("%s: no %s: an enforce policy would not hold on it", e.Name, op))
+		}
+	}
+	if slices.Contains(named, "pods") {
+		for _, sub := range []string{"pods/ephemeralcontainers", "pods/resize"} {
+			if !slices.Contains(named, sub) {
+				problems = append(problems, fmt.Sprintf("%s: pods without %s: an enforce policy would not hold on it", e.Name, sub))
+			}
+		}
+	}
+	return problems
 }

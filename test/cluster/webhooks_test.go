@@ -46,6 +46,14 @@ func TestWebhookSelectorProblemsFindsDrift(t *testing.T) {
 			es[0].Rules[0].Resources = []string{"pods"}
 			return es
 		},
+		"updates left out (an enforce policy undone after admission)": func(es []admissionregistrationv1.MutatingWebhook) []admissionregistrationv1.MutatingWebhook {
+			es[2].Rules[0].Operations = []admissionregistrationv1.OperationType{admissionregistrationv1.Create}
+			return es
+		},
+		"kubectl debug's subresource left out": func(es []admissionregistrationv1.MutatingWebhook) []admissionregistrationv1.MutatingWebhook {
+			es[0].Rules[0].Resources = []string{"pods", "services", "pods/resize"}
+			return es
+		},
 		"selecting by a label no profile reads": func(es []admissionregistrationv1.MutatingWebhook) []admissionregistrationv1.MutatingWebhook {
 			es[0].ObjectSelector.MatchLabels = map[string]string{"team": "a"}
 			return es

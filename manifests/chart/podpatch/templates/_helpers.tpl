@@ -93,8 +93,12 @@ matchExpressions:
   rules:
     - apiGroups: [""]
       apiVersions: [v1]
-      operations: [CREATE]
-      resources: {{ toJson .resources }}
+      operations: [CREATE, UPDATE]
+      {{- $resources := .resources }}
+      {{- if has "pods" $resources }}
+      {{- $resources = concat $resources (list "pods/ephemeralcontainers" "pods/resize") }}
+      {{- end }}
+      resources: {{ toJson $resources }}
       scope: Namespaced
   namespaceSelector:
     {{- $m.namespaceSelector | default $wh.namespaceSelector | default (include "podpatch.namespaceSelector" $root | fromYaml) | toYaml | nindent 4 }}

@@ -1,0 +1,199 @@
+package policies
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/podpatch/podpatch/policies/profiles"
+)
+
+// Reference §5, "Enforce on updates": an update cannot undo what a platform enforce policy
+// set; default and merge policies shape an object at its creation only.
+
+// applyPatch applies a JSONPatch (none: the object as it is).
+func applyPatch(t *testing.T, obj, patch []byte) []byte {
+	t.Helper()
+	if !hasOps(patch) {
+		return obj
+	}
+	ops, err := jsonpatch.DecodePatch(patch)
+	require.NoError(t, err)
+	out, err := ops.Apply(obj)
+	require.NoError(t, err)
+	return out
+}
+
+// edit decodes an object, changes it and encodes it again.
+func edit(t *testing.T, obj []byte, change func(o map[string]any)) []byte {
+	t.Helper()
+	var o map[string]any
+	require.NoError(t, json.Unmarshal(obj, &o))
+	change(o)
+	out, err := json.Marshal(o)
+	require.NoError(t, err)
+	return out
+}
+
+func at(o map[string]any, path ...string) map[string]any {
+	for _, p := range path {
+		next, ok := o[p].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			o[p] = next
+		}
+		o = next
+	}
+	return o
+}
+
+// updateCase is an update that undoes what an enforce policy set, as a user or a controller
+// may write it (each is valid for the API server on an update).
+type updateCase struct {
+	name    string
+	kind    profiles.Kind
+	fixture string
+	change  func(o map[string]any)
+}
+
+var updateCases = []updateCase{
+	{"a Service patched to LoadBalancer", profiles.KindService, "dask-operator/scheduler-service.yaml", func(o map[string]any) {
+		at(o, "spec")["type"] = "LoadBalancer"
+	}},
+	{"a Service's enforced annotation removed", profiles.KindService, "dask-operator/scheduler-service.yaml", func(o map[string]any) {
+		delete(at(o, "metadata", "annotations"), "networking.gke.io/load-balancer-type")
+	}},
+	{"a Service's enforced label changed", profiles.KindService, "kuberay/head-service.yaml", func(o map[string]any) {
+		at(o, "metadata", "labels")["cost-center"] = "someone-else"
+	}},
+	{"a Pod's enforced label removed", profiles.KindPod, "dask-operator/worker-pod.yaml", func(o map[string]any) {
+		delete(at(o, "metadata", "labels"), "cost-center")
+	}},
+	{"a Pod's enforced annotation changed", profiles.KindPod, "spark/executor-pod.yaml", func(o map[string]any) {
+		at(o, "metadata", "annotations")["platform.example.com/owner"] = "me"
+	}},
+	{"a Pod's image changed", profiles.KindPod, "kuberay/worker-pod.yaml", func(o map[string]any) {
+		for _, c := range containersOf(o, "containers") {
+			c["image"] = "attacker.example.com/miner:1"
+		}
+	}},
+}
+
+// updatePolicies are the platform's policies the update cases meet: enforce ones each case
+// undoes, and a merge policy whose value an update may change freely.
+func updatePolicies(t *testing.T) *Set {
+	return NewSet([]*Policy{
+		enforcePolicy(t, "cost-label", ModeEnforce, "template: {metadata: {labels: {cost-center: data-platform}, annotations: {platform.example.com/owner: data}}}\nservice: {metadata: {labels: {cost-center: data-platform}}}"),
+		enforcePolicy(t, "internal-lb", ModeEnforce, "match: {roles: [scheduler]}\nservice: {metadata: {annotations: {networking.gke.io/load-balancer-type: Internal}}, spec: {type: ClusterIP}}"),
+		enforcePolicy(t, "mirror", ModeEnforce, "match: {managers: [ray]}\ntemplate: {spec: {containers: [{name: '@main', image: mirror.example.com/ray:2.9}]}}"),
+		enforcePolicy(t, "team-merge", ModeMerge, "template: {metadata: {labels: {team: data}}}\nservice: {metadata: {labels: {team: data}}}"),
+	})
+}
+
+// TestUpdateKeepsEnforce: for every update that undoes an enforce policy's field, the patch
+// puts it back — and nothing else: applied again, the enforce policies change nothing, the
+// merge policy's label the update changed stays changed, and the provenance is as admission
+// wrote it.
+func TestUpdateKeepsEnforce(t *testing.T) {
+	s := updatePolicies(t)
+	for _, c := range updateCases {
+		t.Run(c.name, func(t *testing.T) {
+			created, err := s.Apply(Input{Kind: c.kind, Object: fixtureJSON(t, c.fixture, nil), Namespace: "team-a"})
+			require.NoError(t, err)
+			require.True(t, created.Changed)
+			old := created.Object
+			updated := edit(t, old, func(o map[string]any) {
+				c.change(o)
+				at(o, "metadata", "labels")["team"] = "changed-by-update"
+			})
+			res, err := s.PatchUpdate(Input{Kind: c.kind, Object: updated, Namespace: "team-a"}, old, false)
+			require.NoError(t, err)
+			require.Empty(t, res.NotHeld)
+			require.False(t, res.Denied)
+			require.True(t, hasOps(res.Patch), "the update undid an enforce policy: it must be put back")
+			stored := applyPatch(t, updated, res.Patch)
+
+			again, err := s.PatchUpdate(Input{Kind: c.kind, Object: stored, Namespace: "team-a"}, stored, false)
+			require.NoError(t, err)
+			require.False(t, hasOps(again.Patch), "enforce holds on what is stored: %s", again.Patch)
+			var got, want map[string]any
+			require.NoError(t, json.Unmarshal(stored, &got))
+			require.NoError(t, json.Unmarshal(old, &want))
+			require.Equal(t, "changed-by-update", at(got, "metadata", "labels")["team"], "a merge policy's value is the update's to change")
+			at(want, "metadata", "labels")["team"] = "changed-by-update"
+			require.Equal(t, want, got, "the update, with what it undid of the enforce policies put back, is the object as admitted")
+			require.Equal(t, at(want, "metadata", "annotations")[AppliedAnnotation], at(got, "metadata", "annotations")[AppliedAnnotation])
+		})
+	}
+}
+
+// TestUpdateOfObjectNotHeld: an object that did not hold the enforce policies before the update
+// (admitted before them, or while podpatch was down) is left as the update makes it, and the
+// result names the policies; re-applying might change what a Pod's update may not.
+func TestUpdateOfObjectNotHeld(t *testing.T) {
+	s := updatePolicies(t)
+	for _, c := range updateCases {
+		t.Run(c.name, func(t *testing.T) {
+			old := fixtureJSON(t, c.fixture, nil)
+			updated := edit(t, old, c.change)
+			res, err := s.PatchUpdate(Input{Kind: c.kind, Object: updated, Namespace: "team-a"}, old, false)
+			require.NoError(t, err)
+			require.NotEmpty(t, res.NotHeld)
+			require.False(t, hasOps(res.Patch))
+		})
+	}
+	// An update of an unrecognised object, or one no enforce policy matches, is nothing to podpatch.
+	plain := []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"app":"x"}},"spec":{"containers":[{"name":"c","image":"x"}]}}`)
+	res, err := s.PatchUpdate(Input{Kind: profiles.KindPod, Object: plain, Namespace: "team-a"}, plain, false)
+	require.NoError(t, err)
+	require.False(t, res.Recognised)
+	require.Empty(t, res.NotHeld)
+}
+
+// TestEphemeralContainersGetEnforce: a container `kubectl debug` adds gets what the enforce
+// policies set for every container ("*"), with the fields an ephemeral container may have; the
+// ephemeral containers already there, which cannot change, and everything else are not touched.
+func TestEphemeralContainersGetEnforce(t *testing.T) {
+	s := NewSet([]*Policy{
+		enforcePolicy(t, "baseline", ModeEnforce, "template: {spec: {containers: [{name: '*', securityContext: {allowPrivilegeEscalation: false, privileged: false}, resources: {limits: {memory: 4Gi}}, env: [{name: PLATFORM, value: 'yes'}]}]}}"),
+		enforcePolicy(t, "merge-sc", ModeMerge, "template: {spec: {containers: [{name: '*', securityContext: {readOnlyRootFilesystem: true}}]}}"),
+	})
+	created, err := s.Apply(Input{Kind: profiles.KindPod, Object: fixtureJSON(t, "dask-operator/worker-pod.yaml", nil), Namespace: "team-a"})
+	require.NoError(t, err)
+	withOld := edit(t, created.Object, func(o map[string]any) {
+		at(o, "spec")["ephemeralContainers"] = []any{map[string]any{"name": "old-debug", "image": "busybox"}}
+	})
+	added := edit(t, withOld, func(o map[string]any) {
+		spec := at(o, "spec")
+		spec["ephemeralContainers"] = append(spec["ephemeralContainers"].([]any),
+			map[string]any{"name": "shell", "image": "busybox", "securityContext": map[string]any{"privileged": true}})
+	})
+	res, err := s.PatchUpdate(Input{Kind: profiles.KindPod, Object: added, Namespace: "team-a"}, withOld, true)
+	require.NoError(t, err)
+	require.False(t, res.Denied)
+	var ops []struct{ Path string }
+	require.NoError(t, json.Unmarshal(res.Patch, &ops))
+	require.NotEmpty(t, ops)
+	for _, op := range ops {
+		require.True(t, strings.HasPrefix(op.Path, "/spec/ephemeralContainers/1"), "only the added container changes: %s", op.Path)
+	}
+	var pod struct {
+		Spec struct {
+			EphemeralContainers []map[string]any `json:"ephemeralContainers"`
+		} `json:"spec"`
+	}
+	require.NoError(t, json.Unmarshal(applyPatch(t, added, res.Patch), &pod))
+	shell := pod.Spec.EphemeralContainers[1]
+	require.Equal(t, map[string]any{"allowPrivilegeEscalation": false, "privileged": false}, shell["securityContext"], "enforce wins; the merge policy does not apply on updates")
+	require.Equal(t, []any{map[string]any{"name": "PLATFORM", "value": "yes"}}, shell["env"])
+	require.NotContains(t, shell, "resources", "an ephemeral container may have no resources")
+	require.Equal(t, map[string]any{"name": "old-debug", "image": "busybox"}, pod.Spec.EphemeralContainers[0])
+
+	// Nothing added: nothing to do.
+	res, err = s.PatchUpdate(Input{Kind: profiles.KindPod, Object: withOld, Namespace: "team-a"}, withOld, true)
+	require.NoError(t, err)
+	require.False(t, hasOps(res.Patch))
+}

@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/test/cluster"
+)
+
+const updatesNamespace = "e2e-updates"
+
+// updatesPolicy is the platform's enforce policy of TestEnforceOnUpdates: Dask scheduler
+// Services internal and ClusterIP, a cost label and no privilege escalation on Dask Pods.
+const updatesPolicy = "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: baseline}\nspec:\n  mode: enforce\n" +
+	"  match: {managers: [dask], namespaces: [" + updatesNamespace + "]}\n" +
+	"  template:\n    metadata: {labels: {cost-center: data-platform}}\n" +
+	"    spec:\n      containers: [{name: '*', resources: {limits: {memory: 4Gi}}, securityContext: {allowPrivilegeEscalation: false}}]\n" +
+	"  service:\n    metadata: {annotations: {networking.gke.io/load-balancer-type: Internal}}\n    spec: {type: ClusterIP}\n"
+
+// TestEnforceOnUpdates is reference §5's "Enforce on updates" through the real API server: the
+// write paths that used to undo an enforce policy after admission — a Service patched to
+// LoadBalancer or stripped of its internal-LB annotation, a Pod's enforced label removed, a
+// container resized (pods/resize), an ephemeral container added by `kubectl debug` — store the
+// enforced values (a warning says so), or are refused when they cannot hold them (a privileged
+// debug container).
+func TestEnforceOnUpdates(t *testing.T) {
+	ctx := contextBackground()
+	ensureNamespace(t, updatesNamespace)
+	certDir, ca := servingCerts(t)
+	p := startPodpatch(t, certDir)
+	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
+	installWebhooks(t, mwc, vwc)
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: policies.DefaultPlatformNamespace, Name: "e2e-updates",
+			Labels: map[string]string{policies.PolicyLabel: "true"}},
+		Data: map[string]string{"p.yaml": updatesPolicy},
+	}
+	require.NoError(t, k8s.Create(ctx, cm))
+	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), cm) })
+	const ref = "podpatch-system/e2e-updates/baseline"
+	worker := func(name string) *corev1.Pod {
+		pod := labPod(t, "dask-operator/worker-pod.yaml", name, nil)
+		pod.Namespace = updatesNamespace
+		return pod
+	}
+	require.Eventually(t, func() bool {
+		return dryRunCreate(t, worker("probe")).Labels["cost-center"] == "data-platform"
+	}, 30*time.Second, 200*time.Millisecond, "podpatch never served the policy")
+	c, warnings := warnedClient(t)
+
+	t.Run("a Service patched to LoadBalancer, its annotation removed", func(t *testing.T) {
+		svc := &corev1.Service{}
+		u := readObject(t, cluster.FixtureDir+"dask-operator/scheduler-service.yaml")
+		u.SetNamespace(updatesNamespace)
+		u.SetResourceVersion("")
+		u.SetOwnerReferences(nil)
+		require.NoError(t, k8s.Create(ctx, u))
+		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), u) })
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(u), svc))
+		require.Equal(t, corev1.ServiceTypeClusterIP, svc.Spec.Type)
+		require.Equal(t, "Internal", svc.Annotations["networking.gke.io/load-balancer-type"])
+
+		warnings.take()
+		patch := `{"metadata":{"annotations":{"networking.gke.io/load-balancer-type":null}},"spec":{"type":"LoadBalancer"}}`
+		require.NoError(t, c.Patch(ctx, svc, client.RawPatch(types.MergePatchType, []byte(patch))))
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(u), svc))
+		require.Equal(t, corev1.ServiceTypeClusterIP, svc.Spec.Type, "stored as the enforce policy sets it")
+		require.Equal(t, "Internal", svc.Annotations["networking.gke.io/load-balancer-type"])
+		require.Regexp(t, regexp.QuoteMeta(ref)+`@\d+ hold on every update; what this update undid of them was put back`, strings.Join(warnings.take(), "\n"))
+	})
+
+	t.Run("a Pod's enforced label removed", func(t *testing.T) {
+		pod := worker("updates-label")
+		require.NoError(t, k8s.Create(ctx, pod))
+		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), pod, client.GracePeriodSeconds(0)) })
+		require.Equal(t, "data-platform", pod.Labels["cost-center"])
+		require.NoError(t, c.Patch(ctx, pod, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"cost-center":null,"team":"mine"}}}`))))
+		stored := &corev1.Pod{}
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(pod), stored))
+		require.Equal(t, "data-platform", stored.Labels["cost-center"])
+		require.Equal(t, "mine", stored.Labels["team"], "what the update may change stays changed")
+	})
+
+	t.Run("a container resized beyond the enforced limit", func(t *testing.T) {
+		pod := worker("updates-resize")
+		require.NoError(t, k8s.Create(ctx, pod))
+		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), pod, client.GracePeriodSeconds(0)) })
+		require.Equal(t, "4Gi", pod.Spec.Containers[0].Resources.Limits.Memory().String())
+		resized := pod.DeepCopy()
+		resized.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory] = resource.MustParse("16Gi")
+		require.NoError(t, c.SubResource("resize").Update(ctx, resized))
+		stored := &corev1.Pod{}
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(pod), stored))
+		require.Equal(t, "4Gi", stored.Spec.Containers[0].Resources.Limits.Memory().String(), "pods/resize cannot raise the enforced limit")
+	})
+
+	t.Run("kubectl debug", func(t *testing.T) {
+		pod := worker("updates-debug")
+		require.NoError(t, k8s.Create(ctx, pod))
+		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), pod, client.GracePeriodSeconds(0)) })
+		kubectl := func(args ...string) (string, error) {
+			cmd := exec.Command(filepath.Join(repoRoot, "bin", "kubectl"), append([]string{"--kubeconfig", kubeconfig, "-n", updatesNamespace}, args...)...)
+			out, err := cmd.CombinedOutput()
+			return string(out), err
+		}
+		out, err := kubectl("debug", pod.Name, "--image=busybox", "--container=debugger", "--profile=general", "--attach=false")
+		require.NoError(t, err, out)
+		require.Contains(t, out, "what this ephemeral container undid of them was put back")
+		stored := &corev1.Pod{}
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(pod), stored))
+		require.Len(t, stored.Spec.EphemeralContainers, 1)
+		sc := stored.Spec.EphemeralContainers[0].SecurityContext
+		require.NotNil(t, sc)
+		require.NotNil(t, sc.AllowPrivilegeEscalation)
+		require.False(t, *sc.AllowPrivilegeEscalation, "the enforced baseline holds on the debug container")
+
+		out, err = kubectl("debug", pod.Name, "--image=busybox", "--container=root-shell", "--profile=sysadmin", "--attach=false")
+		require.Error(t, err, out)
+		require.Regexp(t, regexp.QuoteMeta(ref)+`@\d+: `+regexp.QuoteMeta("spec.ephemeralContainers[root-shell].securityContext: cannot set `allowPrivilegeEscalation` to false and `privileged` to true"), out)
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(pod), stored))
+		require.Len(t, stored.Spec.EphemeralContainers, 1, "the privileged container was not added")
+	})
+}
