@@ -125,6 +125,7 @@ func TestPlacementPolicyDifferential(t *testing.T) {
 		}
 	}
 	var cms []*corev1.ConfigMap
+	refs := map[string]string{} // policy name → its provenance entry (reference §3, Provenance)
 	for _, platform := range []bool{true, false} {
 		var scope []drawnPolicy
 		for _, p := range kept {
@@ -133,7 +134,11 @@ func TestPlacementPolicyDifferential(t *testing.T) {
 			}
 		}
 		for k := 0; k < len(scope); k += 16 { // reference §3: at most 16 policies a ConfigMap
-			cms = append(cms, policyDiffConfigMap(platform, fmt.Sprintf("policy-differential-%02d", k/16), scope[k:min(k+16, len(scope))]))
+			cm := policyDiffConfigMap(platform, fmt.Sprintf("policy-differential-%02d", k/16), scope[k:min(k+16, len(scope))])
+			for _, p := range scope[k:min(k+16, len(scope))] {
+				refs[p.name] = cm.Namespace + "/" + cm.Name + "/" + p.name
+			}
+			cms = append(cms, cm)
 		}
 	}
 	require.Empty(t, lintText(t, cms), "lint of the whole set")
@@ -153,12 +158,18 @@ func TestPlacementPolicyDifferential(t *testing.T) {
 
 	// The managers' Pods as podpatch receives them, and render's prediction for each.
 	pods := make([]*corev1.Pod, cases)
+	leftOut := 0 // policies render (and so the webhook) does not apply: left out to keep the Pod valid (reference §8)
 	want := make([]*corev1.Pod, cases)
 	for i, c := range all {
 		pods[i] = labPod(t, c.fixture, fmt.Sprintf("policy-diff-%d", i), map[string]string{policyDiffCaseLabel: strconv.Itoa(i)})
 		pods[i].Namespace = policyDiffNamespace
 		withDefaultTolerations(pods[i])
 		want[i] = renderPod(t, set, pods[i])
+		for _, p := range c.policies {
+			if !slices.Contains(strings.Split(want[i].Annotations[policies.AppliedAnnotation], ","), refs[p.name]) {
+				leftOut++
+			}
+		}
 	}
 	// Loaded: a dry-run create of every case's Pod names the policies render names.
 	pending := map[int]bool{}
@@ -173,7 +184,7 @@ func TestPlacementPolicyDifferential(t *testing.T) {
 			}
 		}
 		return len(pending) == 0
-	}, 60*time.Second, 200*time.Millisecond, "podpatch never served the drawn policies")
+	}, 60*time.Second, 200*time.Millisecond, "podpatch never served the drawn policies as render applies them (%d cases)", len(pending))
 
 	var unschedulable, refusedTwice, notModelled, disagreements int
 	for i, c := range all {
@@ -258,8 +269,8 @@ func TestPlacementPolicyDifferential(t *testing.T) {
 			disagree(spec, "bound to %s (running %v), placement says %v fit", pl.Node, pl.Running, fits)
 		}
 	}
-	t.Logf("%d cases over %d Nodes (%d of random pools), %d policies, lint refused %d draws, %d unschedulable (%d with a Node refusing both taint and affinity), %d not modelled, %d disagreements, %s",
-		cases, len(nodes.Items), len(created), len(kept), refused, unschedulable, refusedTwice, notModelled, disagreements, time.Since(began).Round(time.Second))
+	t.Logf("%d cases over %d Nodes (%d of random pools), %d policies (%d not applied), lint refused %d draws, %d unschedulable (%d with a Node refusing both taint and affinity), %d not modelled, %d disagreements, %s",
+		cases, len(nodes.Items), len(created), len(kept), leftOut, refused, unschedulable, refusedTwice, notModelled, disagreements, time.Since(began).Round(time.Second))
 }
 
 // drawnPolicy is one random placement policy: its name, scope, mode and document, and, when it
@@ -515,8 +526,12 @@ func renderPod(t *testing.T, set *policies.Set, pod *corev1.Pod) *corev1.Pod {
 // and reports.
 func placementFields(t *testing.T, spec *corev1.PodSpec) string {
 	t.Helper()
-	b, err := json.Marshal(corev1.PodSpec{NodeSelector: spec.NodeSelector, Affinity: spec.Affinity, Tolerations: spec.Tolerations,
-		TopologySpreadConstraints: spec.TopologySpreadConstraints})
+	b, err := json.Marshal(struct {
+		NodeSelector              map[string]string                 `json:"nodeSelector,omitempty"`
+		Affinity                  *corev1.Affinity                  `json:"affinity,omitempty"`
+		Tolerations               []corev1.Toleration               `json:"tolerations,omitempty"`
+		TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+	}{spec.NodeSelector, spec.Affinity, spec.Tolerations, spec.TopologySpreadConstraints})
 	require.NoError(t, err)
 	return string(b)
 }
