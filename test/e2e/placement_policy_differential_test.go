@@ -48,8 +48,9 @@ var policyDiffFixtures = []string{
 
 // TestPlacementPolicyDifferential is TestPlacementDifferential through the policy path (issue
 // 35): random placement policies (nodeSelector, required node affinity with In, NotIn, Exists and
-// DoesNotExist, tolerations Equal and Exists of the pools' taints, now and then a topology spread
-// constraint; every mode and both scopes), kept when `podpatch lint` accepts them, served by the
+// DoesNotExist, tolerations Equal and Exists of the pools' taints, some with another value or no
+// effect, now and then a topology spread constraint; every mode and both scopes; one or two a
+// case), kept when `podpatch lint` accepts them, served by the
 // real webhook to the managers' Pods over the lab's pools and three random ones. For every case,
 // the Pod the API server stores holds the placement fields `render` predicts; and package
 // placement's verdict on it is kube-scheduler's: bound to a Node placement says fits, or
@@ -366,8 +367,15 @@ func (d *policyDraw) policy(i, j int, namespaceAllowed bool) drawnPolicy {
 	var tolerations []corev1.Toleration
 	for _, tn := range d.taints {
 		switch d.rng.IntN(4) {
-		case 0:
-			tolerations = append(tolerations, corev1.Toleration{Key: tn.Key, Operator: corev1.TolerationOpEqual, Value: tn.Value, Effect: tn.Effect})
+		case 0: // now and then another value (no match) or no effect (every effect)
+			tol := corev1.Toleration{Key: tn.Key, Operator: corev1.TolerationOpEqual, Value: tn.Value, Effect: tn.Effect}
+			if d.rng.IntN(5) == 0 {
+				tol.Value = "other"
+			}
+			if d.rng.IntN(4) == 0 {
+				tol.Effect = ""
+			}
+			tolerations = append(tolerations, tol)
 		case 1:
 			tol := corev1.Toleration{Key: tn.Key, Operator: corev1.TolerationOpExists}
 			if d.rng.IntN(2) == 0 {
