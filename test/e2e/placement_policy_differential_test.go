@@ -185,7 +185,7 @@ func TestPlacementPolicyDifferential(t *testing.T) {
 			}
 		}
 		return len(pending) == 0
-	}, 60*time.Second, 200*time.Millisecond, "podpatch never served the drawn policies as render applies them (%d cases)", len(pending))
+	}, 60*time.Second, 200*time.Millisecond, "podpatch never served the drawn policies as render applies them")
 
 	var unschedulable, refusedTwice, notModelled, disagreements int
 	for i, c := range all {
@@ -201,6 +201,7 @@ func TestPlacementPolicyDifferential(t *testing.T) {
 		}
 		pod := pods[i].DeepCopy()
 		require.NoError(t, k8s.Create(ctx, pod))
+		t.Cleanup(func() { _ = k8s.Delete(ctx, pod, client.GracePeriodSeconds(0)) }) // when a case fails half-way
 		stored := &corev1.Pod{}
 		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(pod), stored))
 
@@ -253,9 +254,9 @@ func TestPlacementPolicyDifferential(t *testing.T) {
 			}
 			// The reasons, Node by Node, in the scheduler's order: TaintToleration before
 			// NodeAffinity, so a Node failing both counts as a taint.
-			want, both := refusals(spec, snap.Nodes)
-			if got := schedulerRefusals(pl.Unschedulable); !maps.Equal(want, got) {
-				disagree(spec, "placement's refusals %v, the scheduler's %v (%q)", want, got, pl.Unschedulable)
+			ours, both := refusals(spec, snap.Nodes)
+			if theirs := schedulerRefusals(pl.Unschedulable); !maps.Equal(ours, theirs) {
+				disagree(spec, "placement's refusals %v, the scheduler's %v (%q)", ours, theirs, pl.Unschedulable)
 			}
 			if both > 0 {
 				refusedTwice++
