@@ -57,6 +57,65 @@ func BenchmarkHandler(b *testing.B) {
 	}
 }
 
+// BenchmarkHandlerUpdate measures one UPDATE admission (reference §5, "Enforce on updates") of
+// the Dask operator worker as the example policies admitted it: "kept", a label of its own
+// changed (the common update: both objects checked against the enforce policies, nothing put
+// back); "restored", the enforced cost-center label removed (put back).
+func BenchmarkHandlerUpdate(b *testing.B) {
+	cms, err := manifest.ReadConfigMaps([]string{"../manifests/examples"}, "default", nil)
+	require.NoError(b, err)
+	set, probs := policies.Compile(cms, policies.DefaultOptions())
+	require.Empty(b, probs)
+	raw, err := os.ReadFile("../policies/testdata/fixtures/dask-operator/worker-pod.yaml")
+	require.NoError(b, err)
+	docs, err := policies.SplitDocuments(bytes.NewReader(raw))
+	require.NoError(b, err)
+	admitted, err := set.Apply(policies.Input{Kind: "Pod", Object: docs[0].JSON, Namespace: "default"})
+	require.NoError(b, err)
+	var pod map[string]any
+	require.NoError(b, json.Unmarshal(admitted.Object, &pod))
+	labels := pod["metadata"].(map[string]any)["labels"].(map[string]any)
+	require.NotEmpty(b, labels["cost-center"], "the examples enforce a cost-center label")
+	h := &Review{Handler: &Mutator{Source: staticSource{snap: &policystore.Snapshot{Set: set}}, Metrics: newTestMetrics(b),
+		PlatformNamespace: policies.DefaultPlatformNamespace}}
+	for _, bc := range []struct {
+		name    string
+		edit    func(labels map[string]any)
+		patched bool
+	}{
+		{"kept", func(l map[string]any) { l["release"] = "2" }, false},
+		{"restored", func(l map[string]any) { delete(l, "cost-center") }, true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			edited := map[string]any{}
+			for k, v := range labels {
+				edited[k] = v
+			}
+			bc.edit(edited)
+			pod["metadata"].(map[string]any)["labels"] = edited
+			updated, err := json.Marshal(pod)
+			require.NoError(b, err)
+			pod["metadata"].(map[string]any)["labels"] = labels
+			var ar admissionv1.AdmissionReview
+			require.NoError(b, json.Unmarshal(review(b, "Pod", "default", admissionv1.Update, updated, false), &ar))
+			ar.Request.OldObject.Raw = admitted.Object
+			body, err := json.Marshal(ar)
+			require.NoError(b, err)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				req := httptest.NewRequest(http.MethodPost, "/mutate", bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), `"patch"`) != bc.patched {
+					b.Fatal(rec.Code, rec.Body.String())
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkConcurrentMaxReviews sends 8 maximum-size reviews at once, and 16 ordinary ones
 // meanwhile, to the handler as `podpatch serve` wires it — default slots, room and budget —
 // over HTTPS, and reports the process's peak RSS and heap during the run (the figures to hold

@@ -146,7 +146,10 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 			strings.ToLower(string(kind)), strings.Join(res.NotHeld, ", ")))
 	}
 	events.Offer(req, res, snap.Set) // never blocks; nothing on a dry run
-	if w != writeCreate && res.Changed && len(res.Patch) > 0 && string(res.Patch) != "[]" {
+	if !hasOps(res.Patch) {
+		res.Changed = false // an update that kept every enforced value
+	}
+	if w != writeCreate && res.Changed {
 		m.Metrics.warned(ReasonEnforceRestored)
 		warnings = append(warnings, fmt.Sprintf("podpatch: the platform's enforce policies %s hold on every update; what this %s undid of them was put back",
 			strings.Join(refsOf(res.Applied), ", "), w))
@@ -385,6 +388,9 @@ func writeOf(req admission.Request) write {
 	}
 	return writeIgnored
 }
+
+// hasOps says whether a JSONPatch changes anything.
+func hasOps(patch []byte) bool { return len(patch) > 0 && string(patch) != "[]" }
 
 // refsOf lists policies by their provenance entries.
 func refsOf(ps []*policies.Policy) []string {
