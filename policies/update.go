@@ -1,6 +1,9 @@
 package policies
 
-import "github.com/podpatch/podpatch/policies/profiles"
+import (
+	"github.com/podpatch/podpatch/policies/profiles"
+	"github.com/podpatch/podpatch/policies/validity"
+)
 
 // Updates (reference §5, "Enforce on updates"): the platform's enforce policies hold on every
 // write that can undo what they set, not only at creation. Default and merge policies shape an
@@ -20,7 +23,9 @@ import "github.com/podpatch/podpatch/policies/profiles"
 //     ephemeral containers the request adds, with the fields an ephemeral container may have
 //     (ephemeralFields); those already there cannot change and are not touched.
 //
-// An enforce policy that cannot be applied denies the update (Result.Denied), as at creation.
+// An enforce policy that cannot be applied denies the update (Result.Denied), as at creation; so
+// does an update that changes the labels recognising an object that held its enforce policies
+// (RuleRecognitionChanged): it would leave them behind.
 func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) {
 	in.Explain, in.enforceOnly = false, true
 	if ephemeral {
@@ -47,8 +52,26 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 		}
 		return Result{Object: in.Object, Recognised: true, Identity: prev.Identity, NotHeld: refs}, nil
 	}
-	return s.apply(in, true)
+	res, err := s.apply(in, true)
+	if err == nil && prev.Recognised && len(prev.Applied) > 0 && (!res.Recognised || res.Identity != prev.Identity) {
+		// The labels that recognise the object changed (a manager's label removed, a worker
+		// made a scheduler): the enforce policies that held would no longer be looked at, and
+		// the update could then undo them in the same write. Denied, naming them.
+		v := validity.Violation{Rule: RuleRecognitionChanged, Field: "metadata.labels",
+			Message: "this update changes the labels that recognise the object (manager, role), which the platform's enforce policies bind; create a new object instead"}
+		out := Result{Object: in.Object, Recognised: true, Identity: prev.Identity, Denied: true}
+		for _, p := range prev.Applied {
+			out.Skipped = append(out.Skipped, Skipped{Policy: p, Violation: v})
+		}
+		return out, nil
+	}
+	return res, err
 }
+
+// RuleRecognitionChanged is the rule of an update denied for changing the labels that
+// recognise an object the platform's enforce policies bind (PatchUpdate): a reason of
+// podpatch_enforce_denials_total.
+const RuleRecognitionChanged = "recognition-changed"
 
 // hasOps says whether a JSONPatch changes anything.
 func hasOps(patch []byte) bool { return len(patch) > 0 && string(patch) != "[]" }

@@ -197,3 +197,53 @@ func TestEphemeralContainersGetEnforce(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, hasOps(res.Patch))
 }
+
+// TestUpdateCannotChangeRecognition: an update that removes a manager's label, or turns a
+// worker into a scheduler, from an object that held its enforce policies is denied, naming them
+// — else the same write could undo them unseen (`kubectl patch svc` dropping dask.org/component
+// and setting type: LoadBalancer). One that keeps the recognition is not.
+func TestUpdateCannotChangeRecognition(t *testing.T) {
+	s := updatePolicies(t)
+	for _, c := range []struct {
+		name, fixture string
+		kind          profiles.Kind
+		change        func(o map[string]any)
+	}{
+		{"a Service's manager label and selector removed, and made a LoadBalancer", "dask-operator/scheduler-service.yaml", profiles.KindService, func(o map[string]any) {
+			delete(at(o, "metadata", "labels"), "dask.org/component")
+			delete(at(o, "spec", "selector"), "dask.org/component")
+			at(o, "spec")["type"] = "LoadBalancer"
+		}},
+		{"a worker made a scheduler", "dask-operator/worker-pod.yaml", profiles.KindPod, func(o map[string]any) {
+			at(o, "metadata", "labels")["dask.org/component"] = "scheduler"
+		}},
+		{"every label removed", "kuberay/worker-pod.yaml", profiles.KindPod, func(o map[string]any) {
+			delete(o["metadata"].(map[string]any), "labels")
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			created, err := s.Apply(Input{Kind: c.kind, Object: fixtureJSON(t, c.fixture, nil), Namespace: "team-a"})
+			require.NoError(t, err)
+			res, err := s.PatchUpdate(Input{Kind: c.kind, Object: edit(t, created.Object, c.change), Namespace: "team-a"}, created.Object, false)
+			require.NoError(t, err)
+			require.True(t, res.Denied)
+			require.NotEmpty(t, res.Skipped)
+			for _, sk := range res.Skipped {
+				require.Equal(t, RuleRecognitionChanged, sk.Violation.Rule)
+			}
+			require.Contains(t, res.Denial(), "podpatch-system/cost-label/cost-label")
+		})
+	}
+	// A Service is recognised by its selector too: its label alone removed, it is still the
+	// scheduler's, and the enforced type is put back.
+	created, err := s.Apply(Input{Kind: profiles.KindService, Object: fixtureJSON(t, "dask-operator/scheduler-service.yaml", nil), Namespace: "team-a"})
+	require.NoError(t, err)
+	updated := edit(t, created.Object, func(o map[string]any) {
+		delete(at(o, "metadata", "labels"), "dask.org/component")
+		at(o, "spec")["type"] = "LoadBalancer"
+	})
+	res, err := s.PatchUpdate(Input{Kind: profiles.KindService, Object: updated, Namespace: "team-a"}, created.Object, false)
+	require.NoError(t, err)
+	require.False(t, res.Denied)
+	require.Contains(t, string(applyPatch(t, updated, res.Patch)), `"type":"ClusterIP"`)
+}

@@ -81,6 +81,23 @@ func TestEnforceOnUpdates(t *testing.T) {
 		require.Regexp(t, regexp.QuoteMeta(ref)+`@\d+ hold on every update; what this update undid of them was put back`, strings.Join(warnings.take(), "\n"))
 	})
 
+	t.Run("a Service relabelled out of recognition", func(t *testing.T) {
+		u := readObject(t, cluster.FixtureDir+"dask-operator/scheduler-service.yaml")
+		u.SetNamespace(updatesNamespace)
+		u.SetName("relabelled-scheduler")
+		u.SetResourceVersion("")
+		u.SetOwnerReferences(nil)
+		require.NoError(t, k8s.Create(ctx, u))
+		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), u) })
+		patch := `{"metadata":{"labels":{"dask.org/component":null}},"spec":{"type":"LoadBalancer","selector":{"dask.org/component":null}}}`
+		err := c.Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(patch)))
+		require.Error(t, err)
+		require.Regexp(t, regexp.QuoteMeta(ref)+`@\d+: metadata.labels: this update changes the labels that recognise the object`, err.Error())
+		svc := &corev1.Service{}
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(u), svc))
+		require.Equal(t, corev1.ServiceTypeClusterIP, svc.Spec.Type)
+	})
+
 	t.Run("a Pod's enforced label removed", func(t *testing.T) {
 		pod := worker("updates-label")
 		require.NoError(t, k8s.Create(ctx, pod))
