@@ -24,7 +24,7 @@ import (
 func contextBackground() context.Context { return context.Background() }
 
 // freePort returns a loopback port that is free now.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	port, err := cluster.FreePort()
 	require.NoError(t, err)
@@ -40,7 +40,7 @@ type podpatchProcess struct {
 
 // servingCerts writes a CA and a serving certificate valid for "localhost" and returns the
 // directory and the CA.
-func servingCerts(t *testing.T) (string, []byte) {
+func servingCerts(t testing.TB) (string, []byte) {
 	t.Helper()
 	dir := t.TempDir()
 	ca, err := cluster.ServingCerts(dir)
@@ -50,20 +50,20 @@ func servingCerts(t *testing.T) (string, []byte) {
 
 // startPodpatch runs the podpatch binary (`serve`) on free loopback ports and waits until it
 // is ready. It is stopped (SIGTERM, exit status 0 expected) when the test ends.
-func startPodpatch(t *testing.T, certDir string, extra ...string) *podpatchProcess {
+func startPodpatch(t testing.TB, certDir string, extra ...string) *podpatchProcess {
 	t.Helper()
 	return startPodpatchOnPort(t, 0, certDir, extra...)
 }
 
 // startPodpatchOnPort is startPodpatch with the webhook port chosen by the caller (0: any),
 // for configurations that must name the URL before podpatch starts.
-func startPodpatchOnPort(t *testing.T, port int, certDir string, extra ...string) *podpatchProcess {
+func startPodpatchOnPort(t testing.TB, port int, certDir string, extra ...string) *podpatchProcess {
 	t.Helper()
 	return startPodpatchAs(t, kubeconfig, port, certDir, extra...)
 }
 
 // startPodpatchAs is startPodpatchOnPort with the API server identity of a kubeconfig.
-func startPodpatchAs(t *testing.T, kubeconfig string, port int, certDir string, extra ...string) *podpatchProcess {
+func startPodpatchAs(t testing.TB, kubeconfig string, port int, certDir string, extra ...string) *podpatchProcess {
 	t.Helper()
 	pp, err := cluster.StartPodpatch(podpatchBin, kubeconfig, certDir, port, extra...)
 	require.NoError(t, err)
@@ -80,7 +80,7 @@ func startPodpatchAs(t *testing.T, kubeconfig string, port int, certDir string, 
 }
 
 // stop sends SIGTERM and expects a clean exit.
-func (p *podpatchProcess) stop(t *testing.T) {
+func (p *podpatchProcess) stop(t testing.TB) {
 	t.Helper()
 	p.stopped = true
 	require.NoError(t, p.Stop(), "podpatch must exit 0 on SIGTERM:\n%s", p.Output)
@@ -90,12 +90,12 @@ func (p *podpatchProcess) stop(t *testing.T) {
 func (p *podpatchProcess) url() string { return p.URL() }
 
 // requests sums podpatch_admission_requests_total over every label set.
-func (p *podpatchProcess) requests(t *testing.T) float64 {
+func (p *podpatchProcess) requests(t testing.TB) float64 {
 	t.Helper()
 	return p.metricSum(t, "podpatch_admission_requests_total")
 }
 
-func (p *podpatchProcess) metricSum(t *testing.T, name string) float64 {
+func (p *podpatchProcess) metricSum(t testing.TB, name string) float64 {
 	t.Helper()
 	v, err := p.MetricSum(name)
 	require.NoError(t, err)
@@ -103,7 +103,7 @@ func (p *podpatchProcess) metricSum(t *testing.T, name string) float64 {
 }
 
 // kustomizeBuild builds a kustomization of the repository with the kustomize Go API.
-func kustomizeBuild(t *testing.T, dir string) []*unstructured.Unstructured {
+func kustomizeBuild(t testing.TB, dir string) []*unstructured.Unstructured {
 	t.Helper()
 	objs, err := cluster.Kustomize(filepath.Join(repoRoot, dir))
 	require.NoError(t, err)
@@ -112,7 +112,7 @@ func kustomizeBuild(t *testing.T, dir string) []*unstructured.Unstructured {
 
 // webhookConfigurations picks the webhook configurations out of built manifests and rewrites
 // only their client config (caBundle nil keeps the manifests' own).
-func webhookConfigurations(t *testing.T, objs []*unstructured.Unstructured, url string, caBundle []byte) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
+func webhookConfigurations(t testing.TB, objs []*unstructured.Unstructured, url string, caBundle []byte) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
 	t.Helper()
 	mwc, vwc, err := cluster.WebhookConfigurations(objs, url, caBundle)
 	require.NoError(t, err)
@@ -120,7 +120,7 @@ func webhookConfigurations(t *testing.T, objs []*unstructured.Unstructured, url 
 }
 
 // installWebhooks creates the configurations and removes them when the test ends.
-func installWebhooks(t *testing.T, objs ...client.Object) {
+func installWebhooks(t testing.TB, objs ...client.Object) {
 	t.Helper()
 	for _, o := range objs {
 		require.NoError(t, k8s.Create(contextBackground(), o))
@@ -134,7 +134,7 @@ func installWebhooks(t *testing.T, objs ...client.Object) {
 
 // applyManifests creates (or updates) objects from built manifests and deletes them when the
 // test ends.
-func applyManifests(t *testing.T, objs []*unstructured.Unstructured) {
+func applyManifests(t testing.TB, objs []*unstructured.Unstructured) {
 	t.Helper()
 	require.NoError(t, cluster.Apply(contextBackground(), k8s, objs))
 	for _, o := range objs {
@@ -147,14 +147,14 @@ func applyManifests(t *testing.T, objs []*unstructured.Unstructured) {
 }
 
 // readObject reads a YAML file of the repository as an unstructured object.
-func readObject(t *testing.T, path string) *unstructured.Unstructured {
+func readObject(t testing.TB, path string) *unstructured.Unstructured {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(repoRoot, path))
 	require.NoError(t, err)
 	return fromYAML(t, b)
 }
 
-func fromYAML(t *testing.T, b []byte) *unstructured.Unstructured {
+func fromYAML(t testing.TB, b []byte) *unstructured.Unstructured {
 	t.Helper()
 	js, err := yaml.YAMLToJSON(b)
 	require.NoError(t, err)
@@ -222,7 +222,7 @@ func requireSubset(t *testing.T, want, got any, path string) {
 }
 
 // waitForExamples waits until podpatch serves every policy of manifests/examples.
-func (p *podpatchProcess) waitForExamples(t *testing.T) {
+func (p *podpatchProcess) waitForExamples(t testing.TB) {
 	t.Helper()
 	want := examplePolicyCount(t)
 	require.Eventually(t, func() bool { return p.metricSum(t, "podpatch_policies") == want },
@@ -230,7 +230,7 @@ func (p *podpatchProcess) waitForExamples(t *testing.T) {
 }
 
 // examplePolicyCount is how many policies manifests/examples holds, as podpatch_policies counts them.
-func examplePolicyCount(t *testing.T) float64 {
+func examplePolicyCount(t testing.TB) float64 {
 	t.Helper()
 	cms, err := manifest.ReadConfigMaps([]string{filepath.Join(repoRoot, "manifests", "examples")}, "default", nil)
 	require.NoError(t, err)

@@ -4,6 +4,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +149,48 @@ func TestEnforceOnUpdates(t *testing.T) {
 		require.Regexp(t, regexp.QuoteMeta(ref)+`@\d+: `+regexp.QuoteMeta("spec.ephemeralContainers[root-shell].securityContext: cannot set `allowPrivilegeEscalation` to false and `privileged` to true"), out)
 		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(pod), stored))
 		require.Len(t, stored.Spec.EphemeralContainers, 1, "the privileged container was not added")
+	})
+}
+
+// BenchmarkServiceUpdate is what watching updates costs a write (reference §5, "Enforce on
+// updates"): one merge patch of a recognised Dask scheduler Service's label through the real
+// API server, with no webhook, and with podpatch's configurations and the example policies
+// (the Service held its enforce policies: both objects checked, nothing put back). The
+// difference of the two is podpatch's on the update path.
+//
+//	PODPATCH_E2E=required go test ./test/e2e -run '^$' -bench ServiceUpdate -benchtime 300x
+func BenchmarkServiceUpdate(b *testing.B) {
+	ctx := contextBackground()
+	const ns = "bench-updates"
+	require.NoError(b, client.IgnoreAlreadyExists(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})))
+	u := readObject(b, cluster.FixtureDir+"dask-operator/scheduler-service.yaml")
+	u.SetNamespace(ns)
+	u.SetResourceVersion("")
+	u.SetOwnerReferences(nil)
+	run := func(b *testing.B) {
+		obj := u.DeepCopy()
+		require.NoError(b, k8s.Create(ctx, obj))
+		defer func() { _ = k8s.Delete(contextBackground(), obj) }()
+		i := 0
+		b.ResetTimer()
+		for b.Loop() {
+			i++
+			patch := `{"metadata":{"labels":{"release":"r` + strconv.Itoa(i) + `"}}}`
+			if err := k8s.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("webhook=none", run)
+	b.Run("webhook=podpatch", func(b *testing.B) {
+		certDir, ca := servingCerts(b)
+		p := startPodpatch(b, certDir)
+		applyManifests(b, kustomizeBuild(b, "manifests/examples"))
+		p.waitForExamples(b)
+		mwc, vwc := webhookConfigurations(b, kustomizeBuild(b, "manifests/base"), p.url(), ca)
+		installWebhooks(b, mwc, vwc)
+		before := p.requests(b)
+		run(b)
+		require.GreaterOrEqual(b, p.requests(b)-before, float64(b.N), "every update went through podpatch")
 	})
 }
