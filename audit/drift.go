@@ -272,13 +272,20 @@ func decode(b []byte) (any, error) {
 	return v, d.Decode(&v)
 }
 
-// ChangedBy lists, for an object whose enforce policies no longer hold (EnforceBroken), each
-// broken field and who changed it, as FieldChange.String says it.
-func (f *Finding) ChangedBy() []string {
-	var out []string
+// fieldsChangedBy are the differing fields of an object, each broken enforced one with who
+// changed it (FieldChange.String), the others as they are.
+func (f *Finding) fieldsChangedBy() []string {
+	said := map[string]string{}
 	for _, p := range f.Policies {
 		for _, c := range p.ChangedBy {
-			out = append(out, c.String())
+			said[c.Field] = c.String()
+		}
+	}
+	out := make([]string, len(f.Fields))
+	for i, field := range f.Fields {
+		out[i] = field
+		if s, ok := said[field]; ok {
+			out[i] = s
 		}
 	}
 	return out

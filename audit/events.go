@@ -66,7 +66,7 @@ func (e *ownerEvents) update(findings []Finding) {
 		k := ownerKey{namespace: f.Namespace, owner: *o}
 		fields := f.Fields
 		if f.Reason == EnforceBroken {
-			fields = f.ChangedBy() // which field, and who changed it
+			fields = f.fieldsChangedBy() // which field, and who changed it
 		}
 		drifting[k] = append(drifting[k], report.Clip(fmt.Sprintf("%s %s (%s: %s)", f.Kind, f.Name, f.Reason.Text(), strings.Join(fields, ", ")), maxEventObject))
 		if f.Reason == NeverPatched {
