@@ -75,7 +75,7 @@ type FieldChange struct {
 
 // String is the change in a line: "FIELD by MANAGER (OPERATION, TIME)".
 func (c FieldChange) String() string {
-	if c.Manager == UnknownManager {
+	if c.Unknown != "" { // not Manager: a field manager may be named "unknown"
 		return fmt.Sprintf("%s by %s (%s)", c.Field, UnknownManager, c.Unknown)
 	}
 	var how []string
