@@ -9,7 +9,9 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -173,4 +175,50 @@ func TestAuditEnforceBroken(t *testing.T) {
 	require.Equal(t, audit.EnforceBroken, f.Reason)
 	require.Equal(t, audit.FieldChange{Field: "metadata.labels.cost-center", Manager: audit.UnknownManager, Unknown: audit.UnknownNotOwned},
 		enforcedChanges(f)["metadata.labels.cost-center"])
+
+	// The periodic audit says the same where users look: the PolicyDrift Event on the
+	// DaskCluster that owns the Service, and its OpenReports result.
+	dask := createCustom(t, ns, installOwnerCRDs(t)["DaskCluster"], "simple")
+	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(svc), svc))
+	svc.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: dask.GetAPIVersion(), Kind: dask.GetKind(), Name: dask.GetName(),
+		UID: dask.GetUID(), Controller: new(true)}})
+	require.NoError(t, k8s.Update(ctx, svc))
+	var reportCRDs []*unstructured.Unstructured
+	for _, o := range openReportsOverlay(t) {
+		if o.GetKind() == "CustomResourceDefinition" {
+			reportCRDs = append(reportCRDs, o)
+		}
+	}
+	applyManifests(t, reportCRDs)
+	certDir, _ := servingCerts(t)
+	startPodpatch(t, certDir, "--audit-interval", "1s", "--namespace", "podpatch-system")
+	const said = "Service simple-scheduler (enforce broken after admission: metadata.annotations.networking.gke.io/load-balancer-type by tenant-lb-patch (Update, "
+	require.Eventually(t, func() bool {
+		events := &corev1.EventList{}
+		require.NoError(t, k8s.List(ctx, events, client.InNamespace(ns)))
+		for _, e := range events.Items {
+			if e.InvolvedObject.Kind == "DaskCluster" && e.InvolvedObject.Name == "simple" && e.Reason == audit.EventDrift &&
+				strings.Contains(e.Message, said) && strings.Contains(e.Message, "spec.type by tenant-apply (Apply, ") {
+				return true
+			}
+		}
+		return false
+	}, 60*time.Second, 200*time.Millisecond, "a PolicyDrift Event on the DaskCluster naming who broke the enforced fields")
+	require.Eventually(t, func() bool {
+		report := &unstructured.Unstructured{}
+		report.SetGroupVersionKind(schema.GroupVersionKind{Group: "openreports.io", Version: "v1alpha1", Kind: "Report"})
+		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: audit.ReportName}, report) != nil {
+			return false
+		}
+		results, _, _ := unstructured.NestedSlice(report.Object, "results")
+		for _, r := range results {
+			r := r.(map[string]any)
+			props, _, _ := unstructured.NestedStringMap(r, "properties")
+			if strings.HasPrefix(props["fields"], "metadata.annotations.networking.gke.io/load-balancer-type") &&
+				props["reason"] == string(audit.EnforceBroken) && strings.Contains(props["changedBy"], "spec.type by tenant-apply (Apply, ") {
+				return true
+			}
+		}
+		return false
+	}, 60*time.Second, 200*time.Millisecond, "the Report's result for the scheduler Service says who broke its enforced fields")
 }
