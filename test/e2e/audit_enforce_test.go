@@ -74,7 +74,8 @@ func requireWrittenBy(t *testing.T, c audit.FieldChange, manager, operation stri
 // enforce-broken-after-admission, not changed-since-admission, and names for each broken field
 // the field manager and operation that changed it (an Update through a merge patch, an Apply
 // through server-side apply), or "unknown" for a label an update removed, which managedFields
-// cannot own.
+// cannot own, and once managedFields are stripped; the periodic audit of `podpatch serve` says
+// the same in the PolicyDrift Event on the owning DaskCluster and in the OpenReports result.
 func TestAuditEnforceBroken(t *testing.T) {
 	ctx := contextBackground()
 	const ns = "audit-enforce"
