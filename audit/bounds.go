@@ -62,7 +62,20 @@ func (f *Finding) bound() {
 	for i := range f.Policies {
 		f.Policies[i].Ref = report.Clip(f.Policies[i].Ref, report.MaxString)
 		f.Policies[i].Fields = ClipList(f.Policies[i].Fields)
+		f.Policies[i].ChangedBy = boundChanges(f.Policies[i].ChangedBy)
 	}
+}
+
+// boundChanges keeps at most MaxFindingList changes, each string clipped (the manager,
+// operation, subresource and time were clipped where managedFields were read).
+func boundChanges(cs []FieldChange) []FieldChange {
+	if len(cs) > MaxFindingList {
+		cs = cs[:MaxFindingList]
+	}
+	for i := range cs {
+		cs[i].Field = report.Clip(cs[i].Field, report.MaxString)
+	}
+	return cs
 }
 
 // BoundOwner clips an owner's strings.

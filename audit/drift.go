@@ -11,6 +11,7 @@
 package audit
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -42,6 +43,12 @@ const (
 	// object runs without the platform's enforced shape, and someone must fix the policy or
 	// the object.
 	EnforceLeftOut Reason = "enforce-left-out"
+	// EnforceBroken: its provenance is current and names an enforce policy, yet fields that
+	// policy sets no longer hold its values — someone changed them after admission, on a path
+	// podpatch was not on (down, failing open, or an update it was not asked about). Said
+	// instead of ChangedSinceAdmission, with each such field's writer as managedFields record
+	// it (PolicyResult.ChangedBy): the platform's enforced shape is what most needs saying.
+	EnforceBroken Reason = "enforce-broken-after-admission"
 )
 
 // Text is the reason in words, for tables and Event messages.
@@ -129,6 +136,10 @@ type PolicyResult struct {
 	// LeftOut, for an enforce policy that podpatch leaves out of this object to keep it valid
 	// (reference §8), is why: the rule and the field (Drift is then true).
 	LeftOut string `json:"leftOut,omitempty"`
+	// ChangedBy, for an enforce policy whose fields no longer hold (EnforceBroken), says for
+	// each of its differing fields who wrote it last and when, as the object's managedFields
+	// record it, or that they do not say.
+	ChangedBy []FieldChange `json:"changedBy,omitempty"`
 
 	policy *policies.Policy
 }
@@ -167,7 +178,8 @@ func check(set *policies.Set, obj Object) (Finding, bool, error) {
 		return Finding{}, false, fmt.Errorf("decode %s: %w", strings.ToLower(string(obj.Kind)), err)
 	}
 	m := meta.Metadata
-	in := policies.Input{Kind: obj.Kind, Object: obj.JSON, Namespace: m.Namespace, NamespaceLabels: obj.NamespaceLabels, Lookups: obj.Lookups}
+	js := forEngine(obj.JSON)
+	in := policies.Input{Kind: obj.Kind, Object: js, Namespace: m.Namespace, NamespaceLabels: obj.NamespaceLabels, Lookups: obj.Lookups}
 	res, err := set.Patch(in) // obj.JSON was decoded above: valid JSON
 	if err != nil {
 		return Finding{}, false, fmt.Errorf("%s %s/%s: %w", strings.ToLower(string(obj.Kind)), m.Namespace, m.Name, err)
@@ -202,7 +214,7 @@ func check(set *policies.Set, obj Object) (Finding, bool, error) {
 	}
 	// Compared as the API server stores objects, the provenance left out (compared on its own,
 	// for the reason).
-	changes, err := objdiff.Compare(string(obj.Kind), obj.JSON, res.Object, policies.AppliedAnnotation)
+	changes, err := objdiff.Compare(string(obj.Kind), js, res.Object, policies.AppliedAnnotation)
 	if err != nil {
 		return f, true, err
 	}
@@ -217,7 +229,66 @@ func check(set *policies.Set, obj Object) (Finding, bool, error) {
 		f.Reason = reasonFor(f.Applied, res.Applied)
 	}
 	attribute(&f, res.Changes)
+	if f.Reason == ChangedSinceAdmission {
+		enforceBroken(&f, obj.JSON)
+	}
 	return f, true, nil
+}
+
+// enforceBroken turns changed-since-admission into EnforceBroken when an enforce policy decides
+// some of the differing fields: the object was admitted with that policy at this version, so
+// its values were there, and someone has changed them since. Each such field gets its writer
+// from managedFields (ChangedBy), at most MaxFindingList per policy.
+func enforceBroken(f *Finding, object []byte) {
+	var broken []int
+	for i, p := range f.Policies {
+		if p.Mode == policies.ModeEnforce && p.Drift && p.LeftOut == "" {
+			broken = append(broken, i)
+		}
+	}
+	if len(broken) == 0 {
+		return
+	}
+	f.Reason = EnforceBroken
+	live, err := decode(object)
+	if err != nil {
+		live = nil // Check decoded it already; every field is then unknown
+	}
+	entries, complete := readManaged(object)
+	for _, i := range broken {
+		fields := f.Policies[i].Fields
+		if len(fields) > MaxFindingList {
+			fields = fields[:MaxFindingList]
+		}
+		f.Policies[i].ChangedBy = changedBy(live, entries, complete, fields)
+	}
+}
+
+// decode reads JSON as the comparison does (objdiff), numbers as json.Number.
+func decode(b []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	return v, d.Decode(&v)
+}
+
+// fieldsChangedBy are the differing fields of an object, each broken enforced one with who
+// changed it (FieldChange.String), the others as they are.
+func (f *Finding) fieldsChangedBy() []string {
+	said := map[string]string{}
+	for _, p := range f.Policies {
+		for _, c := range p.ChangedBy {
+			said[c.Field] = c.String()
+		}
+	}
+	out := make([]string, len(f.Fields))
+	for i, field := range f.Fields {
+		out[i] = field
+		if s, ok := said[field]; ok {
+			out[i] = s
+		}
+	}
+	return out
 }
 
 // header is the part of a Finding that says which object it is and what it carries.
@@ -246,7 +317,7 @@ func Explain(set *policies.Set, obj Object) (f Finding, res policies.Result, ok 
 		return f, res, false, fmt.Errorf("decode %s: %w", strings.ToLower(string(obj.Kind)), err)
 	}
 	m := meta.Metadata
-	res, err = set.Apply(policies.Input{Kind: obj.Kind, Object: obj.JSON, Namespace: m.Namespace, NamespaceLabels: obj.NamespaceLabels,
+	res, err = set.Apply(policies.Input{Kind: obj.Kind, Object: forEngine(obj.JSON), Namespace: m.Namespace, NamespaceLabels: obj.NamespaceLabels,
 		Lookups: obj.Lookups, Explain: true})
 	if err != nil {
 		return f, res, false, fmt.Errorf("%s %s/%s: %w", strings.ToLower(string(obj.Kind)), m.Namespace, m.Name, err)

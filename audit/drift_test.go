@@ -173,23 +173,43 @@ func TestCheckGolden(t *testing.T) {
 					f, _, err := Check(c.set, Object{Kind: obj.Kind, JSON: withApplied(t, obj.JSON, c.applied), NamespaceLabels: obj.NamespaceLabels})
 					require.NoError(t, err)
 					require.True(t, f.Drift, "%s", c.want)
-					require.Equal(t, c.want, f.Reason)
 					require.NotEmpty(t, f.Fields)
-					claimed := 0
+					claimed, enforced := 0, false
 					for _, p := range f.Policies {
 						if p.Drift {
 							claimed++
 							require.Subset(t, f.Fields, p.Fields)
 						}
+						if p.Drift && p.Mode == policies.ModeEnforce && p.LeftOut == "" {
+							enforced = true
+						}
+						// Who changed a field is said exactly for the enforce policies that broke.
+						if f.Reason == EnforceBroken && p.Drift && p.Mode == policies.ModeEnforce {
+							require.Len(t, p.ChangedBy, len(p.Fields), p.Ref)
+							for i, ch := range p.ChangedBy {
+								require.Equal(t, p.Fields[i], ch.Field)
+								require.Equal(t, UnknownManager, ch.Manager, "no managedFields: nothing is guessed")
+								require.NotEmpty(t, ch.Unknown)
+							}
+						} else {
+							require.Empty(t, p.ChangedBy, p.Ref)
+						}
 					}
+					want := c.want
+					if want == ChangedSinceAdmission && enforced {
+						want = EnforceBroken // current provenance names the enforce policy whose fields differ
+					}
+					require.Equal(t, want, f.Reason)
 					require.Positive(t, claimed, "some policy decides the fields %v", f.Fields)
-					audited[c.want]++
+					audited[f.Reason]++
 				}
 			}
 		})
 	}
 	t.Logf("audited: %v", audited)
 	require.Positive(t, audited[NeverPatched])
+	require.Positive(t, audited[EnforceBroken], "some golden case has an enforce policy whose fields the object lacks")
+	require.Positive(t, audited[ChangedSinceAdmission])
 }
 
 // sameButProvenance reports whether two objects are equal but for the provenance annotation.
@@ -200,12 +220,4 @@ func sameButProvenance(t *testing.T, a, b []byte) bool {
 	y, err := decode(withApplied(t, b, ""))
 	require.NoError(t, err)
 	return reflect.DeepEqual(x, y)
-}
-
-// decode reads JSON as the comparison does (objdiff), numbers as json.Number.
-func decode(b []byte) (any, error) {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var v any
-	return v, d.Decode(&v)
 }

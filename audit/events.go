@@ -64,7 +64,11 @@ func (e *ownerEvents) update(findings []Finding) {
 			continue
 		}
 		k := ownerKey{namespace: f.Namespace, owner: *o}
-		drifting[k] = append(drifting[k], report.Clip(fmt.Sprintf("%s %s (%s: %s)", f.Kind, f.Name, f.Reason.Text(), strings.Join(f.Fields, ", ")), maxEventObject))
+		fields := f.Fields
+		if f.Reason == EnforceBroken {
+			fields = f.fieldsChangedBy() // which field, and who changed it
+		}
+		drifting[k] = append(drifting[k], report.Clip(fmt.Sprintf("%s %s (%s: %s)", f.Kind, f.Name, f.Reason.Text(), strings.Join(fields, ", ")), maxEventObject))
 		if f.Reason == NeverPatched {
 			unpatched[k] = append(unpatched[k], report.Clip(fmt.Sprintf("%s %s (%s)", f.Kind, f.Name, strings.Join(f.Fields, ", ")), maxEventObject))
 		}

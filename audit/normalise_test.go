@@ -92,8 +92,9 @@ spec:
 	f, _, err = Check(set, Object{Kind: profiles.KindPod, JSON: fmt.Appendf(nil, pod, "")})
 	require.NoError(t, err)
 	require.True(t, f.Drift)
-	require.Equal(t, ChangedSinceAdmission, f.Reason)
+	require.Equal(t, EnforceBroken, f.Reason, "the enforced field is gone since admission")
 	require.Equal(t, []string{"spec.containers[worker].securityContext.allowPrivilegeEscalation"}, f.Fields)
+	require.Equal(t, []FieldChange{{Field: f.Fields[0], Manager: UnknownManager, Unknown: UnknownRemoved}}, f.Policies[0].ChangedBy)
 }
 
 // TestCheckAttributesFieldsToTheDecidingPolicy: a field two policies set belongs to the later

@@ -46,6 +46,8 @@ func writeTable(w io.Writer, rep *Report) error {
 				switch {
 				case p.LeftOut != "":
 					fields = "left out: " + p.LeftOut
+				case len(p.ChangedBy) > 0:
+					fields = "broken after admission: " + joinChanges(p.ChangedBy)
 				case p.Drift:
 					fields = strings.Join(p.Fields, ", ")
 				}
@@ -67,6 +69,15 @@ func writeTable(w io.Writer, rep *Report) error {
 		rep.Stats.Drifted, rep.Stats.Checked, scope, rep.Stats.Pods, rep.Stats.Services, rep.Generation)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// joinChanges says a policy's broken fields and who changed each, in a line.
+func joinChanges(cs []FieldChange) string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.String()
+	}
+	return strings.Join(out, "; ")
 }
 
 func clusterName(c ComputeCluster) string {

@@ -308,6 +308,11 @@ func result(f Finding, p PolicyResult) openreportsv1alpha1.ReportResult {
 		res.Properties["policyVersion"] = rv
 		res.Properties["appliedVersion"] = p.AppliedVersion
 	}
+	if len(p.ChangedBy) > 0 {
+		changed := joinChanges(p.ChangedBy)
+		res.Description = report.Clip(f.Reason.Text()+": "+changed, maxProperty)
+		res.Properties["changedBy"] = report.Clip(changed, maxProperty)
+	}
 	if p.LeftOut != "" {
 		res.Description = report.Clip(string(EnforceLeftOut)+": "+p.LeftOut, maxProperty)
 		res.Properties["reason"] = string(EnforceLeftOut)

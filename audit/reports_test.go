@@ -114,3 +114,36 @@ func TestOwnerEvents(t *testing.T) {
 	require.LessOrEqual(t, len(msg), kube.MaxEventMessage+len("Warning AdmittedUnpatched "))
 	<-rec.Events
 }
+
+// TestEnforceBrokenIsSaidEverywhere: an object whose enforced fields were changed after
+// admission carries the reason and who changed each field into the table, the OpenReports
+// result and the PolicyDrift Event.
+func TestEnforceBrokenIsSaidEverywhere(t *testing.T) {
+	owner := &Owner{APIVersion: "kubernetes.dask.org/v1", Kind: "DaskCluster", Name: "simple", UID: "o1"}
+	f := Finding{Kind: profiles.KindService, Namespace: "ns", Name: "simple-scheduler", Drift: true, Reason: EnforceBroken,
+		Cluster: ComputeCluster{Manager: profiles.ManagerDask, Role: profiles.RoleScheduler, Name: "simple", Owner: owner, ownerExists: true},
+		Fields:  []string{"metadata.annotations.networking.gke.io/load-balancer-type", "spec.type"},
+		Applied: []string{"podpatch-system/p/internal-lb@7"},
+		Policies: []PolicyResult{{Ref: "podpatch-system/p/internal-lb@7", Scope: "platform", Mode: "enforce", Drift: true, AppliedVersion: "7",
+			Fields: []string{"metadata.annotations.networking.gke.io/load-balancer-type", "spec.type"},
+			ChangedBy: []FieldChange{
+				{Field: "metadata.annotations.networking.gke.io/load-balancer-type", Manager: UnknownManager, Unknown: UnknownRemoved},
+				{Field: "spec.type", Manager: "kubectl-patch", Operation: "Update", Time: "2026-12-03T22:41:07Z"}}}}}
+	const said = "metadata.annotations.networking.gke.io/load-balancer-type by unknown (field removed: managedFields own only fields that are set); " +
+		"spec.type by kubectl-patch (Update, 2026-12-03T22:41:07Z)"
+
+	var b strings.Builder
+	require.NoError(t, Write(&b, &Report{Objects: []Finding{f}, Stats: Stats{Checked: 1, Drifted: 1}}, "table"))
+	require.Contains(t, b.String(), "enforce broken after admission\n")
+	require.Contains(t, b.String(), "  podpatch-system/p/internal-lb@7 (platform enforce): broken after admission: "+said+"\n")
+
+	r := result(f, f.Policies[0])
+	require.Equal(t, "enforce-broken-after-admission", r.Properties["reason"])
+	require.Equal(t, said, r.Properties["changedBy"])
+	require.Equal(t, "enforce broken after admission: "+said, r.Description)
+
+	rec := record.NewFakeRecorder(10)
+	newOwnerEvents(kube.NewRecorder(rec)).update([]Finding{f})
+	require.Len(t, rec.Events, 1)
+	require.Contains(t, <-rec.Events, "Warning PolicyDrift 1 object(s) drift from their podpatch policies: Service simple-scheduler (enforce broken after admission: metadata.annotations.")
+}
