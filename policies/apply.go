@@ -226,9 +226,7 @@ func (s *Set) fixedPoint(in Input, patchOnly bool, first *decoded, sub *subject,
 		if !s.selectionReads(sub, selected, labels) {
 			return res, nil // nor when no selector reads the labels they changed
 		}
-		// Enforce policies selected on the object as given stay (subject.given): the labels
-		// policies set may add enforce policies, never take one away.
-		next := s.selectLayers(&subject{id: sub.id, kind: sub.kind, namespace: sub.namespace, labels: labels, namespaceLabels: sub.namespaceLabels, given: sub.labels}, skip)
+		next := s.selectLayers(&subject{id: sub.id, kind: sub.kind, namespace: sub.namespace, labels: labels, namespaceLabels: sub.namespaceLabels}, skip)
 		next = keep(&next)
 		if next.equal(l) {
 			return res, nil

@@ -22,25 +22,6 @@ type subject struct {
 	namespace       string
 	labels          labels.Set
 	namespaceLabels labels.Set
-	// given are the object's labels as it came in, on a selection after the first (fixedPoint):
-	// an enforce policy selected on them stays selected whatever labels other policies set, so
-	// that no policy — above all no namespace policy — switches an enforce policy off by the
-	// labels its match reads (reference §5, issue 38). Nil on the first selection.
-	given labels.Set
-}
-
-// selects reports whether a platform policy is selected for the subject: by its labels, or,
-// for an enforce policy, by the labels the object came in with.
-func (m *matcher) selects(s *subject, mode Mode) bool {
-	if m.matches(s) {
-		return true
-	}
-	if mode != ModeEnforce || s.given == nil {
-		return false
-	}
-	asGiven := *s
-	asGiven.labels, asGiven.given = s.given, nil
-	return m.matches(&asGiven)
 }
 
 // matches checks the parts of the match that the index does not already decide.
@@ -127,7 +108,7 @@ func (s *Set) selectLayers(sub *subject, skip bool) layers {
 	var l layers
 	b := bucket{sub.id.Manager, sub.id.Role, sub.kind}
 	s.platform.candidates(b, sub.namespace, func(p *Policy) {
-		if (skip && p.Mode != ModeEnforce) || !p.match.selects(sub, p.Mode) {
+		if (skip && p.Mode != ModeEnforce) || !p.match.matches(sub) {
 			return
 		}
 		l.pins = append(l.pins, p.part(sub.kind).pin())
