@@ -100,7 +100,7 @@ var nsrouteClasses = []struct {
 		return "template: {spec: {schedulingGates: [{name: " + kueue.AdmissionGate + "}], nodeSelector: {pool: cpu}}}"
 	}},
 	{"selection labels", func(r *rand.Rand) string {
-		l := pick(r, "{tier: free}", "{team: other}", "{team: null}", "{tier: free, team: null}")
+		l := pick(r, "{tier: free}", "{team: other}", "{team: null}", "{tier: free, team: null}", "{team: ml}")
 		return fmt.Sprintf("template: {metadata: {labels: %s}}\nservice: {metadata: {labels: %s}}", l, l)
 	}},
 	{"nulls", func(r *rand.Rand) string {
@@ -207,7 +207,9 @@ func TestNamespaceRouteNeverLeavesEnforceOut(t *testing.T) {
 		priority: map[string]validity.PriorityClassInfo{"batch-high": {Value: 1000}}}
 	clusters := []validity.Lookups{&base,
 		&kueueCluster{fakeCluster: base, flavorsKnown: true, keys: kueue.Keys{NodeLabels: map[string]bool{"pool": true}, Flavors: []kueue.Flavor{{NodeLabels: map[string]string{"pool": "cpu"}}}}},
-		&kueueCluster{fakeCluster: base, flavorsKnown: true, keys: kueue.Keys{Absent: true}}}
+		&kueueCluster{fakeCluster: base, flavorsKnown: true, keys: kueue.Keys{Absent: true}},
+		// The tenant deleted the PriorityClass team-ml enforces: denied where team-ml selects.
+		&fakeCluster{accounts: base.accounts, runtime: base.runtime}}
 
 	draws, refused, leftOut, denied, rescued := map[string]int{}, map[string]int{}, map[string]int{}, 0, 0
 	const n = 3000
@@ -235,6 +237,13 @@ func TestNamespaceRouteNeverLeavesEnforceOut(t *testing.T) {
 			continue
 		}
 		fx := fixtures[r.IntN(len(fixtures))]
+		if r.IntN(2) == 0 {
+			// Without the label team-ml selects: a namespace policy's team: ml selects it.
+			obj := objectOf(t, fx.obj)
+			delete(obj["metadata"].(map[string]any)["labels"].(map[string]any), "team")
+			fx.obj, err = json.Marshal(obj)
+			require.NoError(t, err)
+		}
 		in := Input{Kind: fx.kind, Object: fx.obj, Namespace: "default", Lookups: clusters[r.IntN(len(clusters))]}
 		alone, err := NewSet(platform).Apply(in)
 		require.NoError(t, err)
@@ -275,6 +284,10 @@ func TestNamespaceRouteNeverLeavesEnforceOut(t *testing.T) {
 			left := slices.ContainsFunc(with.Skipped, func(sk Skipped) bool { return sk.Policy == p })
 			require.True(t, left != slices.Contains(with.Applied, p), "%s: %s is applied or left out (applied %v, left out %v, fallback %q, warnings %q)", what, p.Ref, refs(with.Applied), with.Skipped, with.Fallback, with.Warnings)
 		}
+		// Admission may be re-invoked: the set applied again to the result changes nothing.
+		twice, err := NewSet(slices.Concat(platform, tenant)).Apply(Input{Kind: fx.kind, Object: with.Object, Namespace: "default", Lookups: in.Lookups})
+		require.NoError(t, err)
+		require.Equal(t, string(with.Object), string(twice.Object), "%s: apply twice = apply once", what)
 		// The enforced fields hold: the enforce policies that applied alone, applied again to
 		// the result, change nothing.
 		var enforce []*Policy
@@ -322,38 +335,50 @@ func specs(ps []*Policy, kind profiles.Kind) string {
 	return b.String()
 }
 
-// TestEnforceSelectedAsGivenStays: an enforce policy selected on the object as given stays
-// selected when a namespace policy sets (or removes) the labels its match reads: the
-// re-selection of the fixed point may add enforce policies, never take one away (subject.given).
-func TestEnforceSelectedAsGivenStays(t *testing.T) {
+// TestNamespaceLabelsCannotSwitchEnforceOff: a namespace policy that sets (or removes) a label
+// an enforce policy's match reads, so that the enforce policy the object as given selects would
+// not be selected any more, is left out, with a violation naming the label; the enforce policy
+// applies, and applying the result again changes nothing (Set.keepEnforceSelected).
+func TestNamespaceLabelsCannotSwitchEnforceOff(t *testing.T) {
 	opts := DefaultOptions()
 	pod := fixtureJSON(t, "dask-operator/worker-pod.yaml", func(obj map[string]any) {
 		meta := obj["metadata"].(map[string]any)
 		meta["namespace"] = "default"
 		meta["labels"].(map[string]any)["team"] = "ml"
 	})
-	for _, c := range []struct{ enforce, tenant string }{
-		{"match: {selector: {matchExpressions: [{key: tier, operator: NotIn, values: [free]}]}}", "{tier: free}"},
-		{"match: {selector: {matchExpressions: [{key: tier, operator: DoesNotExist}]}}", "{tier: free}"},
-		{"match: {selector: {matchLabels: {team: ml}}}", "{team: other}"},
-		{"match: {selector: {matchLabels: {team: ml}}}", "{team: null}"},
+	for _, c := range []struct{ enforce, tenant, key string }{
+		{"match: {selector: {matchExpressions: [{key: tier, operator: NotIn, values: [free]}]}}", "{tier: free}", "tier"},
+		{"match: {selector: {matchExpressions: [{key: tier, operator: DoesNotExist}]}}", "{tier: free}", "tier"},
+		{"match: {selector: {matchLabels: {team: ml}}}", "{team: other}", "team"},
+		{"match: {selector: {matchLabels: {team: ml}}}", "{team: null}", "team"},
 	} {
 		e := enforcePolicy(t, "audited", ModeEnforce, c.enforce+"\ntemplate: {metadata: {annotations: {platform.example.com/audited: 'yes'}}}")
 		n := nsroutePolicy(t, opts, 0, "template: {metadata: {labels: "+c.tenant+"}}")
 		require.NotNil(t, n)
-		res, err := NewSet([]*Policy{e, n}).Apply(Input{Kind: profiles.KindPod, Object: pod, Namespace: "default"})
+		other := nsroutePolicy(t, opts, 1, "template: {metadata: {annotations: {tenant.example.com/x: 'y'}}}")
+		set := NewSet([]*Policy{e, n, other})
+		res, err := set.Apply(Input{Kind: profiles.KindPod, Object: pod, Namespace: "default"})
 		require.NoError(t, err)
-		require.Contains(t, res.Applied, e, "%s against %s", c.tenant, c.enforce)
-		require.Contains(t, res.Applied, n, "the namespace's label applies too")
+		require.False(t, res.Denied)
+		require.Equal(t, []*Policy{other, e}, res.Applied, "%s against %s", c.tenant, c.enforce)
+		require.Len(t, res.Skipped, 1)
+		require.Equal(t, n, res.Skipped[0].Policy)
+		require.Equal(t, "metadata.labels["+c.key+"]", res.Skipped[0].Violation.Field)
+		require.Contains(t, res.Skipped[0].Violation.Message, e.Ref)
 		meta := objectOf(t, res.Object)["metadata"].(map[string]any)
 		require.Equal(t, "yes", meta["annotations"].(map[string]any)["platform.example.com/audited"])
+		again, err := set.Apply(Input{Kind: profiles.KindPod, Object: res.Object, Namespace: "default"})
+		require.NoError(t, err)
+		require.JSONEq(t, string(res.Object), string(again.Object), "idempotent")
 	}
-	// A label a platform policy sets still selects an enforce policy (the fixed point).
+	// A label a platform policy sets still selects an enforce policy, or switches one off (the
+	// platform's own selection: lint reports what contradicts).
 	on := enforcePolicy(t, "label", ModeMerge, "template: {metadata: {labels: {tier: gold}}}")
 	gold := enforcePolicy(t, "gold", ModeEnforce, "match: {selector: {matchLabels: {tier: gold}}}\ntemplate: {metadata: {annotations: {platform.example.com/gold: 'yes'}}}")
-	res, err := NewSet([]*Policy{on, gold}).Apply(Input{Kind: profiles.KindPod, Object: pod, Namespace: "default"})
+	notGold := enforcePolicy(t, "not-gold", ModeEnforce, "match: {selector: {matchExpressions: [{key: tier, operator: NotIn, values: [gold]}]}}\ntemplate: {metadata: {annotations: {platform.example.com/plain: 'yes'}}}")
+	res, err := NewSet([]*Policy{on, gold, notGold}).Apply(Input{Kind: profiles.KindPod, Object: pod, Namespace: "default"})
 	require.NoError(t, err)
-	require.Contains(t, res.Applied, gold)
+	require.Equal(t, []*Policy{on, gold}, res.Applied)
 }
 
 // TestNamespacePoliciesTriedAfterThePlatform: an enforce policy that a platform merge policy
@@ -389,4 +414,35 @@ func TestNamespacePoliciesTriedAfterThePlatform(t *testing.T) {
 		require.Equal(t, n, res.Skipped[0].Policy, spec)
 		require.Equal(t, validity.RuleMountWithoutVolume, res.Skipped[0].Violation.Rule)
 	}
+}
+
+// TestNamespaceLabelSelectingEnforceDeniesNothing: a namespace policy's label that selects an
+// enforce policy the object cannot keep (its PriorityClass is gone) does not deny the object:
+// the platform's policies alone admit it, so they apply alone and the namespace policy is left
+// out, with the enforce policy's violation (Set.withoutNamespace).
+func TestNamespaceLabelSelectingEnforceDeniesNothing(t *testing.T) {
+	pod := fixtureJSON(t, "dask-operator/worker-pod.yaml", func(obj map[string]any) { obj["metadata"].(map[string]any)["namespace"] = "default" })
+	e := enforcePolicy(t, "team-ml", ModeEnforce, "match: {selector: {matchLabels: {team: ml}}}\ntemplate: {spec: {priorityClassName: batch-high}}")
+	cost := enforcePolicy(t, "cost-label", ModeEnforce, "template: {metadata: {labels: {cost-center: data-platform}}}")
+	n := nsroutePolicy(t, DefaultOptions(), 0, "template: {metadata: {labels: {team: ml}}}")
+	require.NotNil(t, n)
+	in := Input{Kind: profiles.KindPod, Object: pod, Namespace: "default", Lookups: &fakeCluster{}}
+	res, err := NewSet([]*Policy{e, cost, n}).Apply(in)
+	require.NoError(t, err)
+	require.False(t, res.Denied, res.Denial())
+	require.Equal(t, []*Policy{cost}, res.Applied)
+	require.Len(t, res.Skipped, 1)
+	require.Equal(t, n, res.Skipped[0].Policy)
+	require.Equal(t, validity.RulePriorityClassNotFound, res.Skipped[0].Violation.Rule)
+	require.Equal(t, "spec.priorityClassName", res.Skipped[0].Violation.Field)
+	require.Equal(t, FallbackNamespace, res.Fallback)
+	// Where the platform's own policies deny, the denial stands.
+	labelled := fixtureJSON(t, "dask-operator/worker-pod.yaml", func(obj map[string]any) {
+		meta := obj["metadata"].(map[string]any)
+		meta["namespace"] = "default"
+		meta["labels"].(map[string]any)["team"] = "ml"
+	})
+	res, err = NewSet([]*Policy{e, cost, n}).Apply(Input{Kind: profiles.KindPod, Object: labelled, Namespace: "default", Lookups: &fakeCluster{}})
+	require.NoError(t, err)
+	require.True(t, res.Denied)
 }
