@@ -175,7 +175,7 @@ type fixtureObject struct {
 
 // nsroutePolicy compiles a namespace policy of the tenant's namespace with the widened
 // allow-list; nil when lint refuses it.
-func nsroutePolicy(t *testing.T, opts Options, i int, spec string) *Policy {
+func nsroutePolicy(t testing.TB, opts Options, i int, spec string) *Policy {
 	text := fmt.Sprintf("apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: tenant-%d}\nspec:\n%s", i, indent(spec))
 	cm := policyConfigMap("default", map[string]string{"p.yaml": text})
 	cm.Name = fmt.Sprintf("tenant-%d", i)
