@@ -389,13 +389,15 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 	// A Service's type can change only where a policy writes spec.type: only then is the type
 	// as given read (it decodes the spec) and the coupled fields looked at.
 	typeWritten := in.Kind == profiles.KindService && anyWrites(res.Applied, profiles.KindService, "type")
-	var givenType string // a Service's type as given
+	var givenType string              // a Service's type as given
+	var kueueMark *validity.Violation // a namespace policy's Kueue mark on an enforced placement
 	if typeWritten {
 		givenType = validity.ServiceType(t, obj)
 	}
 	if in.Kind == profiles.KindPod {
 		before.Read(t, obj)
 		given = kueue.Read(t, obj)
+		kueueMark = namespaceKueueMark(&given, l)
 		// Platform sidecars first, so that a namespace policy cannot claim their names; they
 		// are out of the namespace policies' reach, and replace a container of the same name
 		// the object brought (reference §3).
@@ -495,6 +497,9 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 			res.violations, _ = env.Check(obj)
 		}
 	}
+	if kueueMark != nil {
+		res.violations = append(res.violations, *kueueMark)
+	}
 	if in.Explain {
 		res.Changes = orderChanges(res.Changes, res.Applied)
 	}
@@ -510,6 +515,35 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 		return res, nil, fmt.Errorf("encode %s: %w", strings.ToLower(string(in.Kind)), err)
 	}
 	return res, patchedLabels, nil
+}
+
+// namespaceKueueMark is the violation of a selection in which a namespace policy sets a mark of
+// Kueue's on a Pod that came without one, that no platform policy marks, and whose placement an
+// enforce policy sets (reference §5, issue 38): Kueue's marks make kueue.Keep hand placement to
+// Kueue's flavors, so the mark would let a namespace policy take the enforced placement out.
+// keepValid then leaves that namespace policy out, as one that broke a rule. Decided on the
+// policies and the Pod as given, not on what Keep finds, so that the result's next admission,
+// as unmarked, decides the same. nil otherwise.
+func namespaceKueueMark(given *kueue.Placement, l layers) *validity.Violation {
+	if given.Marked() || !slices.ContainsFunc(l.enforce, func(p *Policy) bool {
+		return anyWrites([]*Policy{p}, profiles.KindPod, "nodeSelector") || anyWrites([]*Policy{p}, profiles.KindPod, "tolerations") ||
+			anyWrites([]*Policy{p}, profiles.KindPod, "affinity")
+	}) {
+		return nil
+	}
+	field := ""
+	for _, p := range l.platform() {
+		if kueue.MarkWritten(p.Patch(profiles.KindPod)) != "" {
+			return nil // the platform hands the Pod to Kueue
+		}
+	}
+	for _, p := range l.namespace() {
+		if field = kueue.MarkWritten(p.Patch(profiles.KindPod)); field != "" {
+			return &validity.Violation{Rule: validity.RuleKueueMark, Field: field,
+				Message: "a mark of Kueue's on a Pod that came without one would hand the placement the platform's enforce policies set to Kueue"}
+		}
+	}
+	return nil
 }
 
 // kubeEffects are what the cluster's Kubernetes version does not keep of the applied

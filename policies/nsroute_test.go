@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies/allowlist"
+	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/kueue"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
@@ -244,6 +245,13 @@ func TestNamespaceRouteNeverLeavesEnforceOut(t *testing.T) {
 			fx.obj, err = json.Marshal(obj)
 			require.NoError(t, err)
 		}
+		if fx.kind == profiles.KindPod && r.IntN(3) == 0 {
+			// Placed as a Kueue flavor places it (kueueCluster's flavor writes pool: cpu).
+			obj := objectOf(t, fx.obj)
+			obj["spec"].(map[string]any)["nodeSelector"] = map[string]any{"pool": "cpu"}
+			fx.obj, err = json.Marshal(obj)
+			require.NoError(t, err)
+		}
 		in := Input{Kind: fx.kind, Object: fx.obj, Namespace: "default", Lookups: clusters[r.IntN(len(clusters))]}
 		alone, err := NewSet(platform).Apply(in)
 		require.NoError(t, err)
@@ -283,6 +291,13 @@ func TestNamespaceRouteNeverLeavesEnforceOut(t *testing.T) {
 			}
 			left := slices.ContainsFunc(with.Skipped, func(sk Skipped) bool { return sk.Policy == p })
 			require.True(t, left != slices.Contains(with.Applied, p), "%s: %s is applied or left out (applied %v, left out %v, fallback %q, warnings %q)", what, p.Ref, refs(with.Applied), with.Skipped, with.Fallback, with.Warnings)
+		}
+		// Kueue's placement put back over an enforce policy's (kueue.Keep) only where it is
+		// without the namespace's policies.
+		for _, f := range with.Findings {
+			if f.Check == checks.KueuePlacement && enforcesPlacement(alone.Applied, f.Field) && !slices.ContainsFunc(alone.Findings, func(g checks.Finding) bool { return g.Check == f.Check && g.Field == f.Field }) {
+				require.Fail(t, "a namespace policy hands the enforced placement to Kueue", "%s: %s", what, f)
+			}
 		}
 		// Admission may be re-invoked: the set applied again to the result changes nothing.
 		twice, err := NewSet(slices.Concat(platform, tenant)).Apply(Input{Kind: fx.kind, Object: with.Object, Namespace: "default", Lookups: in.Lookups})
@@ -445,4 +460,66 @@ func TestNamespaceLabelSelectingEnforceDeniesNothing(t *testing.T) {
 	res, err = NewSet([]*Policy{e, cost, n}).Apply(Input{Kind: profiles.KindPod, Object: labelled, Namespace: "default", Lookups: &fakeCluster{}})
 	require.NoError(t, err)
 	require.True(t, res.Denied)
+}
+
+// enforcesPlacement reports whether an enforce policy of ps sets the placement member (spec.
+// nodeSelector, tolerations, affinity) a field lies in.
+func enforcesPlacement(ps []*Policy, field string) bool {
+	for _, member := range []string{"nodeSelector", "tolerations", "affinity"} {
+		if strings.HasPrefix(field, "spec."+member) {
+			return slices.ContainsFunc(ps, func(p *Policy) bool {
+				return p.Mode == ModeEnforce && anyWrites([]*Policy{p}, profiles.KindPod, member)
+			})
+		}
+	}
+	return false
+}
+
+// TestNamespaceKueueMarkKeepsEnforcedPlacement: on a Pod that came without Kueue's marks, placed
+// as a flavor places it, a namespace policy that adds Kueue's admission gate or queue label
+// would make kueue.Keep put the flavor's placement back over an enforced node selector; it is
+// left out instead (kueue-mark, naming the mark), the enforced placement holds, and the result
+// admitted again changes nothing. A Pod that came marked is Kueue's as before.
+func TestNamespaceKueueMarkKeepsEnforcedPlacement(t *testing.T) {
+	opts := DefaultOptions()
+	var err error
+	opts.NamespaceAllowed, err = allowlist.ParseFields(nsrouteAllowed)
+	require.NoError(t, err)
+	cl := &kueueCluster{flavorsKnown: true, keys: kueue.Keys{NodeLabels: map[string]bool{"pool": true}, Flavors: []kueue.Flavor{{NodeLabels: map[string]string{"pool": "cpu"}}}}}
+	e := enforcePolicy(t, "gpu-pool", ModeEnforce, "template: {spec: {nodeSelector: {pool: gpu}}}")
+	for spec, field := range map[string]string{
+		"template: {spec: {schedulingGates: [{name: " + kueue.AdmissionGate + "}]}}": "spec.schedulingGates[" + kueue.AdmissionGate + "]",
+		"template: {metadata: {labels: {" + kueue.QueueLabel + ": q}}}":              "metadata.labels[" + kueue.QueueLabel + "]",
+	} {
+		n := nsroutePolicy(t, opts, 0, spec)
+		require.NotNil(t, n)
+		set := NewSet([]*Policy{e, n})
+		pod := fixtureJSON(t, "dask-operator/worker-pod.yaml", func(obj map[string]any) {
+			obj["metadata"].(map[string]any)["namespace"] = "default"
+			obj["spec"].(map[string]any)["nodeSelector"] = map[string]any{"pool": "cpu"}
+		})
+		res, err := set.Apply(Input{Kind: profiles.KindPod, Object: pod, Namespace: "default", Lookups: cl})
+		require.NoError(t, err)
+		require.False(t, res.Denied)
+		require.Equal(t, []*Policy{e}, res.Applied, spec)
+		require.Len(t, res.Skipped, 1)
+		require.Equal(t, validity.RuleKueueMark, res.Skipped[0].Violation.Rule)
+		require.Equal(t, field, res.Skipped[0].Violation.Field)
+		require.Equal(t, "gpu", objectOf(t, res.Object)["spec"].(map[string]any)["nodeSelector"].(map[string]any)["pool"])
+		again, err := set.Apply(Input{Kind: profiles.KindPod, Object: res.Object, Namespace: "default", Lookups: cl})
+		require.NoError(t, err)
+		require.JSONEq(t, string(res.Object), string(again.Object))
+
+		// Marked as given: Kueue's, the namespace policy kept (reference §8, kueue-placement-conflict).
+		marked := fixtureJSON(t, "dask-operator/worker-pod.yaml", func(obj map[string]any) {
+			meta := obj["metadata"].(map[string]any)
+			meta["namespace"] = "default"
+			meta["labels"].(map[string]any)[kueue.QueueLabel] = "q"
+			obj["spec"].(map[string]any)["nodeSelector"] = map[string]any{"pool": "cpu"}
+		})
+		res, err = set.Apply(Input{Kind: profiles.KindPod, Object: marked, Namespace: "default", Lookups: cl})
+		require.NoError(t, err)
+		require.Empty(t, res.Skipped, spec)
+		require.Equal(t, "cpu", objectOf(t, res.Object)["spec"].(map[string]any)["nodeSelector"].(map[string]any)["pool"])
+	}
 }
