@@ -226,6 +226,9 @@ func TestNamespaceRouteNeverLeavesEnforceOut(t *testing.T) {
 		for j := range 1 + r.IntN(3) {
 			c := nsrouteClasses[r.IntN(len(nsrouteClasses))]
 			spec := c.draw(r)
+			if r.IntN(4) == 0 {
+				spec = "mode: default\n" + spec // the namespace's lower layer
+			}
 			p := nsroutePolicy(t, opts, i*4+j, spec)
 			if p == nil {
 				refused[c.name]++
