@@ -82,6 +82,10 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	env := envOf(in, ns)
 	// The first round patches the tree decoded here; any later one decodes the input afresh.
 	out, err := s.fixedPoint(in, patchOnly, &decoded{t, obj}, sub, skip, l, keep, env)
+	var switchedOff []Skipped // namespace policies left out for the labels they set
+	if err == nil {
+		out, switchedOff = s.keepEnforceSelected(in, patchOnly, sub, skip, l, out, env)
+	}
 	if err != nil && !errors.Is(err, ErrStopped) && l.hasNamespace() {
 		// A namespace policy must never switch the platform's policies off: without them.
 		platform := l.platformOnly()
@@ -131,11 +135,18 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	case err != nil && len(l.enforce) > 0:
 		out, err = enforceAlone(err)
 	case err == nil:
+		selected := out.selection
 		out, err = valid(in, out)
 		if err == nil && out.Denied && in.EnforceDone != nil && enforceOutOfTime(out.Skipped) {
 			// The budget of every layer ran out before the enforce policies were checked:
 			// they have the reserved one.
 			out, err = enforceAlone(fmt.Errorf("%s not patched: %w", strings.ToLower(string(in.Kind)), ErrStopped))
+		}
+		if err == nil && out.Denied && selected.hasNamespace() && !enforceOutOfTime(out.Skipped) {
+			out = s.withoutNamespace(in, patchOnly, sub, skip, l, selected, out, env, valid)
+		}
+		if out.Fallback != FallbackNamespace { // else every namespace policy is left out already
+			out.Skipped = append(out.Skipped, switchedOff...)
 		}
 	}
 	if err != nil {
@@ -164,6 +175,109 @@ func recognise(t *jsontree.Tree, obj, meta map[string]any, kind profiles.Kind) (
 	}
 	id, ok := profiles.Recognise(kind, objLabels, selector)
 	return objLabels, id, ok
+}
+
+// keepEnforceSelected makes sure that no namespace policy switches off, by the labels it sets
+// or removes, an enforce policy that the object as given selects (reference §5, issue 38). out
+// is the fixed point of the selection l (the object's as given); when its selection lacks an
+// enforce policy of l and namespace policies set labels, the fixed point is sought again
+// without those namespace policies, and if it then keeps every enforce policy of l, that is
+// the result and they are left out, each with the label and the enforce policy it would have
+// switched off. (Keeping the enforce policy selected while the namespace's label stays would
+// not be idempotent: the next admission of the result reads that label as given.) When the
+// platform's own policies switch the enforce policy off, out stands. It costs another fixed
+// point only when an enforce policy was switched off.
+func (s *Set) keepEnforceSelected(in Input, patchOnly bool, sub *subject, skip bool, l layers, out Result, env *validity.Env) (Result, []Skipped) {
+	lost := func(sel layers) []*Policy {
+		return slices.DeleteFunc(slices.Clone(l.enforce), func(p *Policy) bool { return slices.Contains(sel.enforce, p) })
+	}
+	off := lost(out.selection)
+	if len(off) == 0 {
+		return out, nil
+	}
+	drop := map[*Policy]bool{}
+	for _, ps := range [][]*Policy{l.namespace(), out.selection.namespace()} {
+		for _, p := range ps {
+			if setsLabels(p, in.Kind) {
+				drop[p] = true
+			}
+		}
+	}
+	if len(drop) == 0 {
+		return out, nil
+	}
+	without := func(x *layers) layers {
+		y := *x
+		f := func(ps []*Policy) []*Policy {
+			return slices.DeleteFunc(slices.Clone(ps), func(p *Policy) bool { return drop[p] })
+		}
+		y.namespaceDefault, y.namespaceMerge = f(y.namespaceDefault), f(y.namespaceMerge)
+		return y
+	}
+	again, err := s.fixedPoint(in, patchOnly, nil, sub, skip, without(&l), without, env)
+	if err != nil || len(lost(again.selection)) > 0 {
+		return out, nil // not the namespace's doing
+	}
+	var left []Skipped
+	for _, ps := range [][]*Policy{l.namespace(), out.selection.namespace()} {
+		for _, p := range ps {
+			if drop[p] && !slices.ContainsFunc(left, func(sk Skipped) bool { return sk.Policy == p }) {
+				left = append(left, Skipped{Policy: p, Violation: switchesOff(p, in.Kind, off)})
+			}
+		}
+	}
+	return again, left
+}
+
+// switchesOff is the violation of a namespace policy whose labels switch off one of the enforce
+// policies: the first label it writes that one of their selectors reads.
+func switchesOff(p *Policy, kind profiles.Kind, off []*Policy) validity.Violation {
+	meta, _ := p.Patch(kind)["metadata"].(map[string]any)
+	written, _ := meta["labels"].(map[string]any)
+	for _, e := range off {
+		if e.match.selector == nil {
+			continue
+		}
+		reqs, _ := e.match.selector.Requirements()
+		for _, r := range reqs {
+			if _, ok := written[r.Key()]; ok {
+				return validity.Violation{Rule: validity.RuleSelection, Field: "metadata.labels[" + r.Key() + "]",
+					Message: "sets or removes a label the match of the platform's enforce policy " + e.Ref + " reads, which would switch it off"}
+			}
+		}
+	}
+	return validity.Violation{Rule: validity.RuleSelection, Field: "metadata.labels",
+		Message: "sets labels that would switch off the platform's enforce policy " + off[0].Ref}
+}
+
+// withoutNamespace is the answer to an object denied with namespace policies selected
+// (reference §5, issue 38: a namespace policy never decides a denial): the platform's policies
+// are applied alone, and when they admit the object, that is the result, each namespace policy
+// left out with the violation of the enforce policy it made impossible. Whatever route a
+// namespace policy takes to it (the labels it sets selecting an enforce policy the object
+// cannot keep, a value keepValid's order cannot tell apart), the object is denied only when
+// the platform's policies alone deny it. It costs a platform-only apply, and only on a denial.
+func (s *Set) withoutNamespace(in Input, patchOnly bool, sub *subject, skip bool, l, selected layers, out Result, env *validity.Env, valid func(Input, Result) (Result, error)) Result {
+	pout, err := s.fixedPoint(in, patchOnly, nil, sub, skip, l.platformOnly(), (*layers).platformOnly, env)
+	if err != nil {
+		return out
+	}
+	if pout, err = valid(in, pout); err != nil || pout.Denied {
+		return out // the platform's own denial
+	}
+	i := slices.IndexFunc(out.Skipped, func(sk Skipped) bool { return sk.Policy.Mode == ModeEnforce })
+	if i < 0 {
+		return out
+	}
+	cause := out.Skipped[i]
+	for _, p := range selected.namespace() {
+		v := cause.Violation
+		v.Message = "with the namespace's policies the platform's enforce policy " + cause.Policy.Ref + " cannot be kept: " + v.Message
+		pout.Skipped = append(pout.Skipped, Skipped{Policy: p, Violation: v})
+	}
+	pout.Warnings = append(pout.Warnings, "namespace policies left out: with them the platform's enforce policy "+cause.Policy.Ref+" cannot be kept")
+	pout.Fallback = FallbackNamespace
+	return pout
 }
 
 // enforceOnly applies the enforce layer alone, for an object the other layers cannot patch: to
@@ -279,13 +393,15 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 	// A Service's type can change only where a policy writes spec.type: only then is the type
 	// as given read (it decodes the spec) and the coupled fields looked at.
 	typeWritten := in.Kind == profiles.KindService && anyWrites(res.Applied, profiles.KindService, "type")
-	var givenType string // a Service's type as given
+	var givenType string              // a Service's type as given
+	var kueueMark *validity.Violation // a namespace policy's Kueue mark on an enforced placement
 	if typeWritten {
 		givenType = validity.ServiceType(t, obj)
 	}
 	if in.Kind == profiles.KindPod && in.ephemeral == nil {
 		before.Read(t, obj)
 		given = kueue.Read(t, obj)
+		kueueMark = namespaceKueueMark(&given, l)
 		// Platform sidecars first, so that a namespace policy cannot claim their names; they
 		// are out of the namespace policies' reach, and replace a container of the same name
 		// the object brought (reference §3).
@@ -392,6 +508,9 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 			res.violations, _ = env.Check(obj)
 		}
 	}
+	if kueueMark != nil {
+		res.violations = append(res.violations, *kueueMark)
+	}
 	if in.Explain {
 		res.Changes = orderChanges(res.Changes, res.Applied)
 	}
@@ -407,6 +526,35 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 		return res, nil, fmt.Errorf("encode %s: %w", strings.ToLower(string(in.Kind)), err)
 	}
 	return res, patchedLabels, nil
+}
+
+// namespaceKueueMark is the violation of a selection in which a namespace policy sets a mark of
+// Kueue's on a Pod that came without one, that no platform policy marks, and whose placement an
+// enforce policy sets (reference §5, issue 38): Kueue's marks make kueue.Keep hand placement to
+// Kueue's flavors, so the mark would let a namespace policy take the enforced placement out.
+// keepValid then leaves that namespace policy out, as one that broke a rule. Decided on the
+// policies and the Pod as given, not on what Keep finds, so that the result's next admission,
+// as unmarked, decides the same. nil otherwise.
+func namespaceKueueMark(given *kueue.Placement, l layers) *validity.Violation {
+	if given.Marked() || !slices.ContainsFunc(l.enforce, func(p *Policy) bool {
+		return anyWrites([]*Policy{p}, profiles.KindPod, "nodeSelector") || anyWrites([]*Policy{p}, profiles.KindPod, "tolerations") ||
+			anyWrites([]*Policy{p}, profiles.KindPod, "affinity")
+	}) {
+		return nil
+	}
+	field := ""
+	for _, p := range l.platform() {
+		if kueue.MarkWritten(p.Patch(profiles.KindPod)) != "" {
+			return nil // the platform hands the Pod to Kueue
+		}
+	}
+	for _, p := range l.namespace() {
+		if field = kueue.MarkWritten(p.Patch(profiles.KindPod)); field != "" {
+			return &validity.Violation{Rule: validity.RuleKueueMark, Field: field,
+				Message: "a mark of Kueue's on a Pod that came without one would hand the placement the platform's enforce policies set to Kueue"}
+		}
+	}
+	return nil
 }
 
 // kubeEffects are what the cluster's Kubernetes version does not keep of the applied

@@ -51,9 +51,11 @@ func envOf(in Input, namespace string) *validity.Env {
 
 // MaxValidityPasses bounds how often keepValid goes over the policies it left out: a policy
 // may need another to be valid (a volumeMount and the volume it mounts), so those left out are
-// tried again with what was kept, until a pass keeps none or this many passes ran. An object
-// thus costs at most MaxValidityPasses applies per matching policy, and only when the policies
-// would make it invalid.
+// tried again with what was kept, until a pass keeps none or this many passes ran. With
+// namespace policies the platform's are searched first and the namespace's after (keepValid),
+// a platform policy left out in the first search being tried again in the second. An object
+// thus costs at most MaxValidityPasses applies per matching policy (twice that for a platform
+// policy left out), and only when the policies would make it invalid.
 const MaxValidityPasses = 3
 
 // keepValid leaves out the policies whose contribution makes the object invalid. out is the
@@ -76,45 +78,69 @@ func keepValid(in Input, env *validity.Env, l layers, out Result, apply func(lay
 	// whose value a higher policy replaces stays, harmless. (Lowest first would leave out a
 	// default that breaks the object only without the policy that overrides it; the next
 	// admission of the result would keep it: not idempotent.)
-	pending := slices.Clone(l.all())
-	slices.Reverse(pending)
-	keep := make(map[*Policy]bool, len(pending))
+	//
+	// The platform's policies first, the namespace's after (issue 38, reference §5): an enforce
+	// policy may be kept only on a later pass, once a platform policy it needs (the volume it
+	// mounts) was kept; a namespace policy kept before that could conflict with it and make it
+	// be left out, and the object denied for the namespace's policy. So the platform's own are
+	// searched first, among themselves, and the namespace's are then tried
+	// on top, with the platform's left out tried again after them in precedence order (a
+	// namespace policy may supply what one lacked). A namespace policy thus never makes a
+	// platform policy be left out, and never makes an object denied that the platform's alone
+	// admit.
+	order := slices.Clone(l.all())
+	slices.Reverse(order)
+	keep := make(map[*Policy]bool, len(order))
 	best := Result{Object: in.Object}
 	why := map[*Policy]validity.Violation{}
-	for pass := 0; pass < MaxValidityPasses && len(pending) > 0; pass++ {
-		var next []*Policy
-		for _, p := range pending {
-			keep[p] = true
-			res, err := apply(l.only(keep))
-			if errors.Is(err, ErrStopped) {
-				// The budget ran out mid-search: what was kept is known valid and holds the
-				// highest precedence (enforce first), so it applies; the rest is left out, said
-				// so. Anything else would let whoever makes the search long (a tenant's
-				// policies on their own Pods) switch the platform's enforce policies off.
-				delete(keep, p)
-				for _, q := range l.all() {
-					if _, left := why[q]; !left && !keep[q] {
-						why[q] = validity.Violation{Rule: validity.RuleBudget, Message: "the request budget ran out before podpatch could check this policy"}
+	var searchErr error
+	// search adds pending back, pass by pass; false when the budget ran out.
+	search := func(pending []*Policy) bool {
+		for pass := 0; pass < MaxValidityPasses && len(pending) > 0; pass++ {
+			var next []*Policy
+			for _, p := range pending {
+				keep[p] = true
+				res, err := apply(l.only(keep))
+				if errors.Is(err, ErrStopped) {
+					// The budget ran out mid-search: what was kept is known valid and holds the
+					// highest precedence (enforce first), so it applies; the rest is left out, said
+					// so. Anything else would let whoever makes the search long (a tenant's
+					// policies on their own Pods) switch the platform's enforce policies off.
+					delete(keep, p)
+					for _, q := range l.all() {
+						if _, left := why[q]; !left && !keep[q] {
+							why[q] = validity.Violation{Rule: validity.RuleBudget, Message: "the request budget ran out before podpatch could check this policy"}
+						}
 					}
+					return false
 				}
-				break
+				if err != nil {
+					searchErr = err
+					return false
+				}
+				if v := validity.Fresh(res.violations, given); len(v) > 0 {
+					delete(keep, p)
+					why[p] = slices.MinFunc(v, validity.Compare) // the same one every time
+					next = append(next, p)
+					continue
+				}
+				delete(why, p)
+				best = res
 			}
-			if err != nil {
-				return Result{Object: in.Object}, err
+			if len(next) == len(pending) || stopped(in.Done) {
+				break // nothing more can be kept
 			}
-			if v := validity.Fresh(res.violations, given); len(v) > 0 {
-				delete(keep, p)
-				why[p] = slices.MinFunc(v, validity.Compare) // the same one every time
-				next = append(next, p)
-				continue
-			}
-			delete(why, p)
-			best = res
+			pending = next
 		}
-		if len(next) == len(pending) || stopped(in.Done) {
-			break // nothing more can be kept
-		}
-		pending = next
+		return true
+	}
+	if !l.hasNamespace() {
+		search(order)
+	} else if search(slices.DeleteFunc(slices.Clone(order), func(p *Policy) bool { return p.Scope == ScopeNamespace })) && searchErr == nil {
+		search(slices.DeleteFunc(order, func(p *Policy) bool { return keep[p] }))
+	}
+	if searchErr != nil {
+		return Result{Object: in.Object}, searchErr
 	}
 	for _, p := range l.all() { // in application order
 		if v, left := why[p]; left {

@@ -139,6 +139,7 @@ func TestEveryRuleLintAndAdmission(t *testing.T) {
 		validity.RuleWork:                {}, // the engine's bound, not an object's rule
 		validity.RuleSelection:           {}, // the policies' selectors, not an object's rule
 		validity.RuleKubeVersion:         {}, // the cluster's version: TestKubeVersionAtAdmission
+		validity.RuleKueueMark:           {}, // a namespace policy's Kueue mark: TestNamespaceKueueMarkKeepsEnforcedPlacement
 	}
 	var objects [][]byte
 	files, err := filepath.Glob(filepath.Join("testdata", "fixtures", "*", "*.yaml"))

@@ -72,6 +72,7 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	set, probs := policies.Compile(cms, opts)
 	probs = append(probs, lint.SelectionProblems(set, cms)...) // selectors that contradict each other (reference §3 fixed point)
+	probs = append(probs, lint.EnforceProblems(set, cms)...)   // namespace policies the platform's enforce policies leave out (reference §5)
 	printConfigMapScopes(stdout, cms, unnamespaced, probs, opts, o.Namespace)
 	if len(probs) > 0 {
 		fmt.Fprintln(stdout, policies.ProblemLines(probs))

@@ -124,6 +124,28 @@ func marks(t *jsontree.Tree, obj map[string]any) (marked, gated bool) {
 	return marked, false
 }
 
+// MarkWritten returns where a policy's pod part sets one of Kueue's marks — one of its labels
+// (metadata.labels[<key>]), or its admission or topology scheduling gate
+// (spec.schedulingGates[<name>]), what marks reads on a Pod — or "" when it sets none.
+func MarkWritten(patch map[string]any) string {
+	meta, _ := patch["metadata"].(map[string]any)
+	labels, _ := meta["labels"].(map[string]any)
+	for _, k := range markLabels {
+		if labels[k] != nil {
+			return "metadata.labels[" + k + "]"
+		}
+	}
+	spec, _ := patch["spec"].(map[string]any)
+	gates, _ := spec["schedulingGates"].([]any)
+	for _, g := range gates {
+		gm, _ := g.(map[string]any)
+		if n, _ := gm["name"].(string); n == AdmissionGate || n == TopologyGate {
+			return "spec.schedulingGates[" + n + "]"
+		}
+	}
+	return ""
+}
+
 // Placement is a Pod's placement fields as they were before the policies: each member as it
 // was (raw or a copy) and, once decoded, its complete decoded form.
 type Placement struct {
@@ -137,6 +159,9 @@ type Placement struct {
 }
 
 var placementFields = [3]string{"nodeSelector", "tolerations", "affinity"}
+
+// Marked reports whether the Pod carried one of Kueue's marks as given.
+func (p *Placement) Marked() bool { return p.managed }
 
 // Read records a Pod's placement before the policies apply: a reference to each
 // member still raw (the common case: nothing is decoded), a copy of one already decoded.

@@ -28,7 +28,7 @@ var Rules = []string{
 	RuleServicePortName, RuleServiceDuplicatePort, RuleServicePortsRequired, RuleServiceExternalName,
 	RulePodResources, RuleResourceClaimNotFound, RuleVolumeSource, RuleServiceClusterIPs, RulePodOS,
 	RulePodFieldConflict, RuleEnvSource, RuleResourceClaimSource, RuleRestartPolicyRules,
-	RuleServiceIPFamilies, RuleBudget, RuleWork, RuleSelection, RuleKubeVersion,
+	RuleServiceIPFamilies, RuleBudget, RuleWork, RuleSelection, RuleKubeVersion, RuleKueueMark,
 }
 
 // maxAnnotationsBytes is the API server's limit on the total size of an object's annotations.

@@ -146,4 +146,8 @@ const (
 	// RuleKubeVersion: the cluster's Kubernetes version refuses a field the policy sets (its
 	// feature gate is off there; policies/versions).
 	RuleKubeVersion = "kube-version"
+	// RuleKueueMark: a namespace policy sets one of Kueue's marks on a Pod that came without
+	// one, which would hand the placement the platform's enforce policies set to Kueue
+	// (reference §5, issue 38: a namespace policy never leaves an enforce policy out).
+	RuleKueueMark = "kueue-mark"
 )
