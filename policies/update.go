@@ -1,6 +1,8 @@
 package policies
 
 import (
+	"slices"
+
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
@@ -24,8 +26,8 @@ import (
 //     (ephemeralFields); those already there cannot change and are not touched.
 //
 // An enforce policy that cannot be applied denies the update (Result.Denied), as at creation; so
-// does an update that changes the labels recognising an object that held its enforce policies
-// (RuleRecognitionChanged): it would leave them behind.
+// does an update after which the object no longer selects an enforce policy it held
+// (RuleSelectionChanged): it would leave that policy behind.
 func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) {
 	in.Explain, in.enforceOnly = false, true
 	if ephemeral {
@@ -53,25 +55,28 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 		return Result{Object: in.Object, Recognised: true, Identity: prev.Identity, NotHeld: refs}, nil
 	}
 	res, err := s.apply(in, true)
-	if err == nil && prev.Recognised && len(prev.Applied) > 0 && (!res.Recognised || res.Identity != prev.Identity) {
-		// The labels that recognise the object changed (a manager's label removed, a worker
-		// made a scheduler): the enforce policies that held would no longer be looked at, and
-		// the update could then undo them in the same write. Denied, naming them.
-		v := validity.Violation{Rule: RuleRecognitionChanged, Field: "metadata.labels",
-			Message: "this update changes the labels that recognise the object (manager, role), which the platform's enforce policies bind; create a new object instead"}
-		out := Result{Object: in.Object, Recognised: true, Identity: prev.Identity, Denied: true}
-		for _, p := range prev.Applied {
-			out.Skipped = append(out.Skipped, Skipped{Policy: p, Violation: v})
-		}
-		return out, nil
+	if err != nil || !prev.Recognised {
+		return res, err
 	}
-	return res, err
+	// An enforce policy that held and that the object as updated no longer selects (a
+	// manager's label removed, a worker made a scheduler, a label a policy's selector reads
+	// changed): the same write could undo it unseen. Denied, naming it.
+	var lost []Skipped
+	for _, p := range prev.Applied {
+		if !res.Recognised || !slices.Contains(res.Applied, p) {
+			lost = append(lost, Skipped{Policy: p, Violation: validity.Violation{Rule: RuleSelectionChanged, Field: "metadata.labels",
+				Message: "this update changes the labels that select the object for this enforce policy (its manager, role or the policy's selector); create a new object instead"}})
+		}
+	}
+	if len(lost) > 0 {
+		return Result{Object: in.Object, Recognised: true, Identity: prev.Identity, Denied: true, Skipped: lost}, nil
+	}
+	return res, nil
 }
 
-// RuleRecognitionChanged is the rule of an update denied for changing the labels that
-// recognise an object the platform's enforce policies bind (PatchUpdate): a reason of
-// podpatch_enforce_denials_total.
-const RuleRecognitionChanged = "recognition-changed"
+// RuleSelectionChanged is the rule of an update denied for changing the labels that select an
+// object for an enforce policy it held (PatchUpdate): a reason of podpatch_enforce_denials_total.
+const RuleSelectionChanged = "selection-changed"
 
 // hasOps says whether a JSONPatch changes anything.
 func hasOps(patch []byte) bool { return len(patch) > 0 && string(patch) != "[]" }

@@ -198,11 +198,12 @@ func TestEphemeralContainersGetEnforce(t *testing.T) {
 	require.False(t, hasOps(res.Patch))
 }
 
-// TestUpdateCannotChangeRecognition: an update that removes a manager's label, or turns a
-// worker into a scheduler, from an object that held its enforce policies is denied, naming them
-// — else the same write could undo them unseen (`kubectl patch svc` dropping dask.org/component
-// and setting type: LoadBalancer). One that keeps the recognition is not.
-func TestUpdateCannotChangeRecognition(t *testing.T) {
+// TestUpdateCannotChangeSelection: an update after which an object no longer selects an enforce
+// policy it held — a manager's label removed, a label the policy's selector reads removed — is
+// denied, naming the policy; else the same write could undo it unseen (`kubectl patch svc`
+// dropping dask.org/component and setting type: LoadBalancer). One that keeps the selection is
+// not, whatever labels it changes.
+func TestUpdateCannotChangeSelection(t *testing.T) {
 	s := updatePolicies(t)
 	for _, c := range []struct {
 		name, fixture string
@@ -213,9 +214,6 @@ func TestUpdateCannotChangeRecognition(t *testing.T) {
 			delete(at(o, "metadata", "labels"), "dask.org/component")
 			delete(at(o, "spec", "selector"), "dask.org/component")
 			at(o, "spec")["type"] = "LoadBalancer"
-		}},
-		{"a worker made a scheduler", "dask-operator/worker-pod.yaml", profiles.KindPod, func(o map[string]any) {
-			at(o, "metadata", "labels")["dask.org/component"] = "scheduler"
 		}},
 		{"every label removed", "kuberay/worker-pod.yaml", profiles.KindPod, func(o map[string]any) {
 			delete(o["metadata"].(map[string]any), "labels")
@@ -229,11 +227,35 @@ func TestUpdateCannotChangeRecognition(t *testing.T) {
 			require.True(t, res.Denied)
 			require.NotEmpty(t, res.Skipped)
 			for _, sk := range res.Skipped {
-				require.Equal(t, RuleRecognitionChanged, sk.Violation.Rule)
+				require.Equal(t, RuleSelectionChanged, sk.Violation.Rule)
 			}
-			require.Contains(t, res.Denial(), "podpatch-system/cost-label/cost-label")
+			require.NotEmpty(t, res.Denial())
 		})
 	}
+	// The label an enforce policy's selector reads, removed with what the policy set.
+	internal := NewSet([]*Policy{enforcePolicy(t, "internal", ModeEnforce,
+		"match: {selector: {matchLabels: {exposure: internal}}}\nservice: {metadata: {annotations: {networking.gke.io/load-balancer-type: Internal}}}")})
+	labelled := fixtureJSON(t, "kuberay/head-service.yaml", func(o map[string]any) { at(o, "metadata", "labels")["exposure"] = "internal" })
+	admitted, err := internal.Apply(Input{Kind: profiles.KindService, Object: labelled, Namespace: "team-a"})
+	require.NoError(t, err)
+	unselected := edit(t, admitted.Object, func(o map[string]any) {
+		delete(at(o, "metadata", "labels"), "exposure")
+		delete(at(o, "metadata", "annotations"), "networking.gke.io/load-balancer-type")
+	})
+	res, err := internal.PatchUpdate(Input{Kind: profiles.KindService, Object: unselected, Namespace: "team-a"}, admitted.Object, false)
+	require.NoError(t, err)
+	require.True(t, res.Denied)
+	require.Contains(t, res.Denial(), "podpatch-system/internal/internal")
+
+	// A worker made a scheduler keeps the only Pod enforce policy there is: nothing is lost.
+	worker, err := s.Apply(Input{Kind: profiles.KindPod, Object: fixtureJSON(t, "dask-operator/worker-pod.yaml", nil), Namespace: "team-a"})
+	require.NoError(t, err)
+	res, err = s.PatchUpdate(Input{Kind: profiles.KindPod, Namespace: "team-a", Object: edit(t, worker.Object, func(o map[string]any) {
+		at(o, "metadata", "labels")["dask.org/component"] = "scheduler"
+	})}, worker.Object, false)
+	require.NoError(t, err)
+	require.False(t, res.Denied)
+
 	// A Service is recognised by its selector too: its label alone removed, it is still the
 	// scheduler's, and the enforced type is put back.
 	created, err := s.Apply(Input{Kind: profiles.KindService, Object: fixtureJSON(t, "dask-operator/scheduler-service.yaml", nil), Namespace: "team-a"})
@@ -242,7 +264,7 @@ func TestUpdateCannotChangeRecognition(t *testing.T) {
 		delete(at(o, "metadata", "labels"), "dask.org/component")
 		at(o, "spec")["type"] = "LoadBalancer"
 	})
-	res, err := s.PatchUpdate(Input{Kind: profiles.KindService, Object: updated, Namespace: "team-a"}, created.Object, false)
+	res, err = s.PatchUpdate(Input{Kind: profiles.KindService, Object: updated, Namespace: "team-a"}, created.Object, false)
 	require.NoError(t, err)
 	require.False(t, res.Denied)
 	require.Contains(t, string(applyPatch(t, updated, res.Patch)), `"type":"ClusterIP"`)
