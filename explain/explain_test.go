@@ -227,3 +227,18 @@ func TestReplacedIsMarked(t *testing.T) {
 	require.Contains(t, b.String(), ns.Ref+" (namespace merge): sets nothing; the object has them; replaced by a later policy: metadata.labels.cost-center by "+enf.Ref)
 	require.NotContains(t, b.String(), enf.Ref+" (platform enforce): sets nothing; the object has them; replaced")
 }
+
+// TestChangedByIsPrinted: an enforce policy whose fields were changed after admission is said
+// so in the table, with who changed each field and how, as the audit read managedFields.
+func TestChangedByIsPrinted(t *testing.T) {
+	enf := &policies.Policy{Ref: "podpatch-system/lb/internal@3", Scope: policies.ScopePlatform, Mode: policies.ModeEnforce}
+	f := audit.Finding{Kind: profiles.KindService, Name: "s", Drift: true, Reason: audit.EnforceBroken, Policies: []audit.PolicyResult{
+		{Ref: enf.Ref, Scope: enf.Scope, Mode: enf.Mode, Drift: true, Fields: []string{"spec.type"}, ChangedBy: []audit.FieldChange{
+			{Field: "spec.type", Manager: "tenant-patch", Operation: "Update", Time: "2026-12-03T23:00:00Z"},
+			{Field: "metadata.annotations.networking.gke.io/load-balancer-type", Manager: audit.UnknownManager, Unknown: "field removed"},
+		}}}}
+	o := object(f, policies.Result{Applied: []*policies.Policy{enf}}, nil, json.RawMessage(`{}`))
+	var b strings.Builder
+	writeObject(&b, o)
+	require.Contains(t, b.String(), "the object lacks spec.type; changed after admission: spec.type by tenant-patch (Update, 2026-12-03T23:00:00Z), metadata.annotations.networking.gke.io/load-balancer-type by "+audit.UnknownManager+" (field removed)")
+}

@@ -109,6 +109,13 @@ func writeObject(b *strings.Builder, o Object) {
 				}
 			}
 		}
+		if len(p.ChangedBy) > 0 {
+			changed := make([]string, len(p.ChangedBy))
+			for i, c := range p.ChangedBy {
+				changed[i] = c.String()
+			}
+			what += "; changed after admission: " + strings.Join(changed, ", ")
+		}
 		put(b, "    ", fmt.Sprintf("%s (%s %s): sets %s; %s", p.Ref, p.Scope, p.Mode, dash(strings.Join(o.Sets[p.Ref], ", ")), what))
 	}
 	if o.Denied {
