@@ -29,9 +29,9 @@ import (
 	"github.com/podpatch/podpatch/webhook/slots"
 )
 
-// BenchmarkHandler measures one whole admission — AdmissionReview in, JSONPatch response out —
-// for the Dask operator worker with the example policies (3 of them match it).
-func BenchmarkHandler(b *testing.B) {
+// exampleHandler is the handler with the example policies, and the Dask operator worker as its
+// manager creates it.
+func exampleHandler(b *testing.B) (*policies.Set, []byte, *Review) {
 	cms, err := manifest.ReadConfigMaps([]string{"../manifests/examples"}, "default", nil)
 	require.NoError(b, err)
 	set, probs := policies.Compile(cms, policies.DefaultOptions())
@@ -40,10 +40,16 @@ func BenchmarkHandler(b *testing.B) {
 	require.NoError(b, err)
 	docs, err := policies.SplitDocuments(bytes.NewReader(raw))
 	require.NoError(b, err)
-	m := newTestMetrics(b)
-	h := &Review{Handler: &Mutator{Source: staticSource{snap: &policystore.Snapshot{Set: set}}, Metrics: m,
+	h := &Review{Handler: &Mutator{Source: staticSource{snap: &policystore.Snapshot{Set: set}}, Metrics: newTestMetrics(b),
 		PlatformNamespace: policies.DefaultPlatformNamespace}}
-	body := review(b, "Pod", "default", admissionv1.Create, docs[0].JSON, false)
+	return set, docs[0].JSON, h
+}
+
+// BenchmarkHandler measures one whole admission — AdmissionReview in, JSONPatch response out —
+// for the Dask operator worker with the example policies (3 of them match it).
+func BenchmarkHandler(b *testing.B) {
+	_, worker, h := exampleHandler(b)
+	body := review(b, "Pod", "default", admissionv1.Create, worker, false)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -62,22 +68,13 @@ func BenchmarkHandler(b *testing.B) {
 // changed (the common update: both objects checked against the enforce policies, nothing put
 // back); "restored", the enforced cost-center label removed (put back).
 func BenchmarkHandlerUpdate(b *testing.B) {
-	cms, err := manifest.ReadConfigMaps([]string{"../manifests/examples"}, "default", nil)
-	require.NoError(b, err)
-	set, probs := policies.Compile(cms, policies.DefaultOptions())
-	require.Empty(b, probs)
-	raw, err := os.ReadFile("../policies/testdata/fixtures/dask-operator/worker-pod.yaml")
-	require.NoError(b, err)
-	docs, err := policies.SplitDocuments(bytes.NewReader(raw))
-	require.NoError(b, err)
-	admitted, err := set.Apply(policies.Input{Kind: "Pod", Object: docs[0].JSON, Namespace: "default"})
+	set, worker, h := exampleHandler(b)
+	admitted, err := set.Apply(policies.Input{Kind: "Pod", Object: worker, Namespace: "default"})
 	require.NoError(b, err)
 	var pod map[string]any
 	require.NoError(b, json.Unmarshal(admitted.Object, &pod))
 	labels := pod["metadata"].(map[string]any)["labels"].(map[string]any)
 	require.NotEmpty(b, labels["cost-center"], "the examples enforce a cost-center label")
-	h := &Review{Handler: &Mutator{Source: staticSource{snap: &policystore.Snapshot{Set: set}}, Metrics: newTestMetrics(b),
-		PlatformNamespace: policies.DefaultPlatformNamespace}}
 	for _, bc := range []struct {
 		name    string
 		edit    func(labels map[string]any)
