@@ -20,7 +20,8 @@ import (
 //     update undid of them is put back (Result.Patch); when it did not (it was admitted before
 //     the policy, or while podpatch was down), the update is left as it is and Result.NotHeld
 //     says so — re-applying could change fields a Pod's update may not (its nodeSelector) and
-//     block its owner, and the audit reports such objects (reference §7);
+//     block its owner, and the audit reports such objects (reference §7); an object no
+//     profile recognised before the update is left as it is too;
 //   - ephemeral containers: the enforce policies' entries for every container ("*") reach the
 //     ephemeral containers the request adds, with the fields an ephemeral container may have
 //     (ephemeralFields); those already there cannot change and are not touched.
@@ -44,10 +45,12 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 	before := in
 	before.Object = old
 	prev, err := s.apply(before, true)
-	if err != nil {
+	if err != nil || !prev.Recognised {
+		// Not one of a manager's objects before: labelled as one by this update, it did not
+		// hold the enforce policies either, and is left as it is (the audit reports it).
 		return Result{Object: in.Object}, err
 	}
-	if prev.Recognised && (prev.Denied || hasOps(prev.Patch)) {
+	if prev.Denied || hasOps(prev.Patch) {
 		refs := make([]string, 0, len(prev.Applied))
 		for _, p := range prev.Applied {
 			refs = append(refs, p.Ref)
@@ -55,12 +58,12 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 		return Result{Object: in.Object, Recognised: true, Identity: prev.Identity, NotHeld: refs}, nil
 	}
 	res, err := s.apply(in, true)
-	if err != nil || !prev.Recognised {
+	if err != nil {
 		return res, err
 	}
 	// An enforce policy that held and that the object as updated no longer selects (a
-	// manager's label removed, a worker made a scheduler, a label a policy's selector reads
-	// changed): the same write could undo it unseen. Denied, naming it.
+	// manager's label removed, a label the policy's selector reads changed): the same write
+	// could undo it unseen. Denied, naming it.
 	var lost []Skipped
 	for _, p := range prev.Applied {
 		if !res.Recognised || !slices.Contains(res.Applied, p) {

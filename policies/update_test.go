@@ -269,3 +269,22 @@ func TestUpdateCannotChangeSelection(t *testing.T) {
 	require.False(t, res.Denied)
 	require.Contains(t, string(applyPatch(t, updated, res.Patch)), `"type":"ClusterIP"`)
 }
+
+// TestUpdateIntoRecognition: an object labelled as a manager's by an update (a bare Pod given
+// dask.org/component) did not hold the enforce policies before and is left as it is: applying
+// them could change what a Pod's update may not, and refuse the update.
+func TestUpdateIntoRecognition(t *testing.T) {
+	s := updatePolicies(t)
+	bare := []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"app":"x"}},"spec":{"containers":[{"name":"c","image":"x"}]}}`)
+	labelled := edit(t, bare, func(o map[string]any) {
+		at(o, "metadata", "labels")["dask.org/component"] = "worker"
+		at(o, "metadata", "labels")["dask.org/cluster-name"] = "c"
+	})
+	res, err := s.PatchUpdate(Input{Kind: profiles.KindPod, Object: labelled, Namespace: "team-a"}, bare, false)
+	require.NoError(t, err)
+	require.False(t, hasOps(res.Patch))
+	require.False(t, res.Denied)
+	created, err := s.Apply(Input{Kind: profiles.KindPod, Object: labelled, Namespace: "team-a"})
+	require.NoError(t, err)
+	require.True(t, hasOps(created.Patch), "created so, the enforce policies would apply")
+}
