@@ -38,9 +38,13 @@ func addedEphemeral(obj, old []byte) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	had := make(map[string]bool, len(before)) // linear in the containers, however many
+	for _, n := range before {
+		had[n] = true
+	}
 	var added []string
 	for _, n := range now {
-		if n != "" && !slices.Contains(before, n) && !slices.Contains(added, n) {
+		if n != "" && !had[n] && !slices.Contains(added, n) {
 			if len(added) == MaxEphemeralAdded {
 				return nil, fmt.Errorf("pod adds more than %d ephemeral containers in one update", MaxEphemeralAdded)
 			}

@@ -2,6 +2,7 @@ package policies
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -287,4 +288,53 @@ func TestUpdateIntoRecognition(t *testing.T) {
 	created, err := s.Apply(Input{Kind: profiles.KindPod, Object: labelled, Namespace: "team-a"})
 	require.NoError(t, err)
 	require.True(t, hasOps(created.Patch), "created so, the enforce policies would apply")
+}
+
+// TestAddedEphemeralIsBounded: among a Pod's thousands of ephemeral containers (they
+// accumulate, one per `kubectl debug`; BenchmarkAddedEphemeral shows the read linear) the one
+// an update adds is found, and an update adding more than MaxEphemeralAdded is refused by the
+// engine (an error: admitted unchanged only where no enforce policy binds it).
+func TestAddedEphemeralIsBounded(t *testing.T) {
+	pod := ephemeralPod
+	old := pod(20000, "d")
+	grown := edit(t, old, func(o map[string]any) {
+		spec := at(o, "spec")
+		spec["ephemeralContainers"] = append(spec["ephemeralContainers"].([]any), map[string]any{"name": "new", "image": "busybox"})
+	})
+	added, err := addedEphemeral(grown, old)
+	require.NoError(t, err)
+	require.Equal(t, []string{"new"}, added)
+	_, err = addedEphemeral(pod(MaxEphemeralAdded+1, "x"), pod(0, ""))
+	require.ErrorContains(t, err, "more than 16 ephemeral containers")
+}
+
+// ephemeralPod is a Pod of n ephemeral containers named PREFIX0…
+func ephemeralPod(n int, prefix string) []byte {
+	var b strings.Builder
+	b.WriteString(`{"spec":{"ephemeralContainers":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"name":"%s%d","image":"busybox"}`, prefix, i)
+	}
+	b.WriteString(`]}}`)
+	return []byte(b.String())
+}
+
+// BenchmarkAddedEphemeral: finding the added container among 2,000 and 20,000 costs ten times
+// as much, not a hundred.
+//
+//	go test ./policies -run '^$' -bench AddedEphemeral
+func BenchmarkAddedEphemeral(b *testing.B) {
+	for _, n := range []int{2000, 20000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			old, grown := ephemeralPod(n, "d"), ephemeralPod(n+1, "d")
+			for b.Loop() {
+				if added, err := addedEphemeral(grown, old); err != nil || len(added) != 1 {
+					b.Fatal(added, err)
+				}
+			}
+		})
+	}
 }
