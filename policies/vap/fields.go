@@ -31,8 +31,12 @@ type walker struct {
 	// mainManager is the only manager the policy can select, for "@main"; "" when several.
 	mainManager profiles.Manager
 	mainOK      bool
-	// usesMain: a check reads variables.mainName (mainName), computed once per admission.
+	// usesMain: a check reads the main container's name from a variable (mainName), computed
+	// once per admission.
 	usesMain bool
+	// root is the object the checks read: "object", or "oldObject" for what the object held
+	// before an update (generate's notHeldBefore).
+	root string
 	// typ is the Go type of the object the paths start from (dropsZero); paths into a
 	// container start from the container.
 	typ reflect.Type
@@ -56,7 +60,7 @@ func (w *walker) part(patch map[string]any) {
 			}
 			for _, mk := range slices.Sorted(maps.Keys(meta)) {
 				if mk == "labels" || mk == "annotations" {
-					w.stringMap("object.metadata", []string{mk}, "metadata."+mk, meta[mk])
+					w.stringMap(w.root+".metadata", []string{mk}, "metadata."+mk, meta[mk])
 				} else {
 					w.skip("metadata."+mk, "not a label or annotation")
 				}
@@ -85,7 +89,7 @@ func (w *walker) spec(spec map[string]any) {
 		case "containers", "initContainers":
 			w.containers(k, v)
 		default:
-			w.value("object", []string{"spec", k}, path, v)
+			w.value(w.root, []string{"spec", k}, path, v)
 		}
 	}
 }
@@ -242,7 +246,7 @@ func (w *walker) tolerations(v any) {
 		default:
 			w.skip(shown+".tolerationSeconds", "not an integer")
 		}
-		expr := "has(object.spec.tolerations) && object.spec.tolerations.exists(t, " + cond + ")"
+		expr := "has(" + w.root + ".spec.tolerations) && " + w.root + ".spec.tolerations.exists(t, " + cond + ")"
 		w.checks = append(w.checks, check{expr, "spec.tolerations holds " + shownVal + "}"})
 	}
 }
@@ -256,7 +260,7 @@ func (w *walker) containers(list string, v any) {
 		w.skip("spec."+list, "not a list")
 		return
 	}
-	l := "object.spec." + list
+	l := w.root + ".spec." + list
 	for i, it := range entries {
 		c, ok := it.(map[string]any)
 		name, _ := c["name"].(string)
@@ -274,7 +278,7 @@ func (w *walker) containers(list string, v any) {
 				w.skip(shown, "the main container of a policy selecting several managers")
 				continue
 			}
-			guard, w.usesMain = "c.name != variables.mainName", true
+			guard, w.usesMain = "c.name != variables."+mainVariable(w.root), true
 		default:
 			guard = "c.name != " + lit(name)
 			if _, whole := c["image"]; whole {
@@ -331,17 +335,25 @@ func (w *walker) env(shown string, v any) {
 	}
 }
 
-// mainName is the name of the manager's main container in the object (policies' mainContainer):
+// mainName is the name of the manager's main container in root's object (policies' mainContainer):
 // the first container with one of the manager's conventional names, else the first. It is the
 // policy's variable mainName, evaluated once, so that a check over every container stays linear.
-func mainName(m profiles.Manager) string {
+func mainName(m profiles.Manager, root string) string {
 	pr, _ := profiles.Of(m)
-	first := "object.spec.containers[0].name"
+	first := root + ".spec.containers[0].name"
 	if len(pr.MainContainers) == 0 {
 		return first
 	}
 	names := lits(pr.MainContainers)
-	return "(object.spec.containers.exists(x, x.name in " + names + ") ? object.spec.containers.filter(x, x.name in " + names + ")[0].name : " + first + ")"
+	return "(" + root + ".spec.containers.exists(x, x.name in " + names + ") ? " + root + ".spec.containers.filter(x, x.name in " + names + ")[0].name : " + first + ")"
+}
+
+// mainVariable names the variable holding the main container's name in root's object.
+func mainVariable(root string) string {
+	if root == "object" {
+		return "mainName"
+	}
+	return "oldMainName"
 }
 
 // requires renders a check's message.

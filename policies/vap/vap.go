@@ -50,6 +50,14 @@ const (
 	maxMessage    = 1 << 10
 )
 
+// notHeldBefore is the generated policies' variable that says a request is an update of an
+// object that did not hold the policy's checked fields before it; its expression is bounded by
+// maxHeldBefore times Options.MaxExpression (CEL parses at most 100,000 code points).
+const (
+	notHeldBefore = "notHeldBefore"
+	maxHeldBefore = 4
+)
+
 // Options say what the generated bindings leave out and how large a policy may grow.
 type Options struct {
 	// ExcludedNamespaces are the namespaces the mutating webhook leaves out (its
@@ -182,18 +190,24 @@ func generate(p *policies.Policy, k profiles.Kind, patch map[string]any, o Optio
 			return Generated{}, fmt.Errorf("its selection's condition %s is longer than %d bytes", c.name, o.MaxExpression)
 		}
 	}
-	w := &walker{typ: podType}
-	if k == profiles.KindService {
-		w.typ = serviceType
+	// The same checks twice: on the object, and on the object as it was before an update.
+	walk := func(root string) *walker {
+		w := &walker{typ: podType, root: root}
+		if k == profiles.KindService {
+			w.typ = serviceType
+		}
+		if ms := p.Managers(); len(ms) == 1 {
+			w.mainManager, w.mainOK = ms[0], true
+		}
+		w.part(withoutGated(patch, k, w))
+		return w
 	}
-	if ms := p.Managers(); len(ms) == 1 {
-		w.mainManager, w.mainOK = ms[0], true
-	}
-	w.part(withoutGated(patch, k, w))
+	w, before := walk("object"), walk("oldObject")
 	r := ref(p)
 	g := Generated{Ref: r, Kind: k, NotChecked: w.notChecked}
 	var validations []admissionregistrationv1.Validation
-	for _, ch := range w.checks {
+	var held []string // the checks kept, on the object before the update
+	for i, ch := range w.checks {
 		switch {
 		case len(ch.expression) > o.MaxExpression:
 			g.NotChecked = append(g.NotChecked, ch.requires+" (its expression is longer than the bound)")
@@ -201,12 +215,23 @@ func generate(p *policies.Policy, k profiles.Kind, patch map[string]any, o Optio
 			g.NotChecked = append(g.NotChecked, ch.requires+" (beyond the bound of validations per policy)")
 		default:
 			validations = append(validations, admissionregistrationv1.Validation{
-				Expression: ch.expression, Message: clip(requires(r, ch), maxMessage), Reason: ptr(metav1.StatusReasonInvalid)})
+				Expression: "(" + ch.expression + ") || variables." + notHeldBefore,
+				Message:    clip(requires(r, ch), maxMessage), Reason: ptr(metav1.StatusReasonInvalid)})
+			held = append(held, "("+before.checks[i].expression+")")
 		}
 	}
 	g.Checked = len(validations)
 	if len(validations) == 0 {
 		return g, fmt.Errorf("no field CEL can check: %s", strings.Join(g.NotChecked, "; "))
+	}
+	// An update is held to the policy only when the object held every checked field before it,
+	// as podpatch puts back only what an object held (reference §5, "Enforce on updates"): an
+	// object admitted before the policy, or while podpatch was down, can still be updated. When
+	// the checks on the old object are too long for one expression, no update is refused.
+	heldBefore := `request.operation == "UPDATE" && !(` + strings.Join(held, " && ") + ")"
+	if len(heldBefore) > maxHeldBefore*o.MaxExpression {
+		heldBefore = `request.operation == "UPDATE"`
+		g.NotChecked = append(g.NotChecked, "updates (the checks on the object before an update are longer than the bound: no update is refused)")
 	}
 	name := Name(p.ConfigMap, p.Name, k)
 	meta := metav1.ObjectMeta{
@@ -217,14 +242,17 @@ func generate(p *policies.Policy, k profiles.Kind, patch map[string]any, o Optio
 	if len(g.NotChecked) > 0 {
 		meta.Annotations[NotCheckedAnnotation] = clip(strings.Join(g.NotChecked, "\n"), maxAnnotation)
 	}
-	resource := "pods"
+	resources := []string{"pods", "pods/resize"}
 	if k == profiles.KindService {
-		resource = "services"
+		resources = []string{"services"}
 	}
 	var variables []admissionregistrationv1.Variable
 	if w.usesMain {
-		variables = append(variables, admissionregistrationv1.Variable{Name: "mainName", Expression: mainName(w.mainManager)})
+		for _, root := range []string{"object", "oldObject"} {
+			variables = append(variables, admissionregistrationv1.Variable{Name: mainVariable(root), Expression: mainName(w.mainManager, root)})
+		}
 	}
+	variables = append(variables, admissionregistrationv1.Variable{Name: notHeldBefore, Expression: heldBefore})
 	var conditions []admissionregistrationv1.MatchCondition
 	for _, c := range sel.conditions {
 		conditions = append(conditions, admissionregistrationv1.MatchCondition{Name: c.name, Expression: c.expression})
@@ -237,12 +265,12 @@ func generate(p *policies.Policy, k profiles.Kind, patch map[string]any, o Optio
 			FailurePolicy: ptr(admissionregistrationv1.Fail),
 			MatchConstraints: &admissionregistrationv1.MatchResources{
 				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					// CREATE only, as the mutating webhook: an UPDATE cannot change most of a
-					// Pod's spec, and denying one (a finalizer removed, a label added) of a Pod
-					// admitted before the policy would block its owner (reference §5).
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					// CREATE, and the updates that can undo an enforced field (a Pod's
+					// resize included); an update is refused only when it undoes what the object
+					// held (notHeldBefore).
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
 					Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"},
-						Resources: []string{resource}, Scope: ptr(admissionregistrationv1.NamespacedScope)},
+						Resources: resources, Scope: ptr(admissionregistrationv1.NamespacedScope)},
 				}}},
 			},
 			MatchConditions: conditions,

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -194,6 +195,22 @@ func TestBounds(t *testing.T) {
 	require.Len(t, g.NotChecked, 7)
 	require.Contains(t, g.NotChecked[0], "its expression is longer than the bound")
 	require.Contains(t, g.NotChecked[1], "beyond the bound of validations per policy")
+
+	// Five checks of about 1,900 bytes each fit the bound of one; on the old object together
+	// they do not fit four: updates are not refused, and that is said.
+	var annotations []string
+	for i := range 5 {
+		annotations = append(annotations, fmt.Sprintf("a%d: %s", i, strings.Repeat("y", 1800)))
+	}
+	out = Generate(compile(t, doc("p", "", `{metadata: {annotations: {`+strings.Join(annotations, ", ")+`}}}`, "")),
+		policies.DefaultPlatformNamespace, Options{MaxExpression: 2000})
+	require.Len(t, out.Generated, 1, "%v", out.Skipped)
+	g = out.Generated[0]
+	require.Equal(t, 5, g.Checked)
+	require.Equal(t, []string{"updates (the checks on the object before an update are longer than the bound: no update is refused)"}, g.NotChecked)
+	vs := g.Policy.Spec.Variables
+	require.Equal(t, `request.operation == "UPDATE"`, vs[len(vs)-1].Expression)
+	require.Contains(t, g.Policy.Annotations[NotCheckedAnnotation], "updates (")
 }
 
 // TestGeneratedInput draws random enforce policies from the field classes above and checks
@@ -223,7 +240,29 @@ func TestGeneratedInput(t *testing.T) {
 			require.LessOrEqual(t, len(v.Expression), DefaultMaxExpression)
 			require.True(t, strings.HasPrefix(v.Message, "podpatch enforce policy podpatch-system/cm/"+p.Name+" requires "), v.Message)
 		}
+		requireUpdateForm(t, g)
 	}
+}
+
+// requireUpdateForm: every validation of g is its check on the object or notHeldBefore, and
+// notHeldBefore is an UPDATE whose old object fails one of the same checks (TestUpdates says
+// what the API server does with them).
+func requireUpdateForm(t *testing.T, g Generated) {
+	t.Helper()
+	spec := g.Policy.Spec
+	require.Equal(t, []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+		spec.MatchConstraints.ResourceRules[0].Operations)
+	last := spec.Variables[len(spec.Variables)-1]
+	require.Equal(t, notHeldBefore, last.Name)
+	old := strings.NewReplacer("object.", "oldObject.", "variables.mainName", "variables.oldMainName")
+	var held []string
+	for _, v := range spec.Validations {
+		check, ok := strings.CutSuffix(v.Expression, " || variables."+notHeldBefore)
+		require.True(t, ok, v.Expression)
+		held = append(held, old.Replace(check))
+		require.NotContains(t, check, "oldObject")
+	}
+	require.Equal(t, `request.operation == "UPDATE" && !(`+strings.Join(held, " && ")+")", last.Expression)
 }
 
 // TestMainVariable: "@main" reads the main container's name from a variable computed once, so
@@ -233,12 +272,16 @@ func TestMainVariable(t *testing.T) {
 		policies.DefaultPlatformNamespace, Options{})
 	require.Len(t, out.Generated, 1)
 	vs := out.Generated[0].Policy.Spec.Variables
-	require.Len(t, vs, 1)
+	require.Len(t, vs, 3)
 	require.Equal(t, "mainName", vs[0].Name)
 	require.Equal(t, `(object.spec.containers.exists(x, x.name in ["worker", "scheduler", "job", "dask-container"]) ? object.spec.containers.filter(x, x.name in ["worker", "scheduler", "job", "dask-container"])[0].name : object.spec.containers[0].name)`, vs[0].Expression)
+	require.Equal(t, "oldMainName", vs[1].Name)
+	require.Equal(t, strings.ReplaceAll(vs[0].Expression, "object.", "oldObject."), vs[1].Expression)
+	requireUpdateForm(t, out.Generated[0])
 	out = Generate(compile(t, doc("p", `{managers: [ray]}`, `{spec: {containers: [{name: "@main", workingDir: /w}]}}`, "")),
 		policies.DefaultPlatformNamespace, Options{})
 	require.Equal(t, "object.spec.containers[0].name", out.Generated[0].Policy.Spec.Variables[0].Expression)
 	out = Generate(compile(t, doc("p", "", `{metadata: {labels: {a: b}}}`, "")), policies.DefaultPlatformNamespace, Options{})
-	require.Empty(t, out.Generated[0].Policy.Spec.Variables)
+	require.Len(t, out.Generated[0].Policy.Spec.Variables, 1, "notHeldBefore alone")
+	requireUpdateForm(t, out.Generated[0])
 }

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	admissionregistrationv1client "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,7 +41,7 @@ const (
 
 // installSecondLine creates the generated policies and their bindings, each binding narrowed to
 // ns, and deletes them when the test ends.
-func installSecondLine(t *testing.T, out vap.Output, ns string) {
+func installSecondLine(t testing.TB, out vap.Output, ns string) {
 	t.Helper()
 	for _, g := range out.Generated {
 		b := g.Binding.DeepCopy()
@@ -51,7 +52,7 @@ func installSecondLine(t *testing.T, out vap.Output, ns string) {
 }
 
 // secondLineFromCommand runs `podpatch vap` on policy paths and decodes its objects.
-func secondLineFromCommand(t *testing.T, paths ...string) vap.Output {
+func secondLineFromCommand(t testing.TB, paths ...string) vap.Output {
 	t.Helper()
 	args := []string{"vap"}
 	for _, p := range paths {
@@ -112,6 +113,11 @@ func compliantService(ns, name string) *corev1.Service {
 func TestSecondLine(t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: secondLineNamespace}}
 	require.NoError(t, client.IgnoreAlreadyExists(k8s.Create(contextBackground(), ns)))
+	// Stored before the second line, as one admitted before the policy or while podpatch was
+	// down: it never held the enforce policies.
+	legacy := daskSchedulerService(secondLineNamespace, "legacy")
+	require.NoError(t, k8s.Create(contextBackground(), legacy))
+	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), legacy) })
 	out := secondLineFromCommand(t, "manifests/examples")
 	require.NotEmpty(t, out.Generated)
 	installSecondLine(t, out, secondLineNamespace)
@@ -175,6 +181,31 @@ func TestSecondLine(t *testing.T) {
 		other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: secondLineNamespace, Name: "plain"},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
 		require.NoError(t, k8s.Create(contextBackground(), other, client.DryRunAll))
+	})
+
+	t.Run("without podpatch an update may not undo what the object held", func(t *testing.T) {
+		patch := func(o client.Object, merge string) error {
+			return k8s.Patch(contextBackground(), o.DeepCopyObject().(client.Object), client.RawPatch(types.MergePatchType, []byte(merge)), client.DryRunAll)
+		}
+		s := compliantService(secondLineNamespace, "held")
+		require.NoError(t, k8s.Create(contextBackground(), s))
+		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), s) })
+		err := patch(s, `{"spec": {"type": "ClusterIP"}}`)
+		require.ErrorContains(t, err, `podpatch enforce policy podpatch-system/platform-defaults/scheduler-internal-lb requires spec.type == "LoadBalancer"`)
+		err = patch(s, `{"metadata": {"annotations": {"networking.gke.io/load-balancer-type": null}}}`)
+		require.ErrorContains(t, err, `requires metadata.annotations["networking.gke.io/load-balancer-type"] == "Internal"`)
+		require.NoError(t, patch(s, `{"metadata": {"labels": {"team": "a"}}}`), "an update that keeps the enforced fields")
+
+		p := compliantWorker(secondLineNamespace, "held")
+		require.NoError(t, k8s.Create(contextBackground(), p))
+		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), p) })
+		err = patch(p, `{"metadata": {"labels": {"cost-center": null}}}`)
+		require.ErrorContains(t, err, `podpatch enforce policy podpatch-system/cost-center/cost-center requires metadata.labels["cost-center"] == "data-platform"`)
+		require.NoError(t, patch(p, `{"metadata": {"labels": {"team": "a"}}}`))
+
+		// An object that did not hold them can still be updated by its owner.
+		require.NoError(t, patch(legacy, `{"metadata": {"labels": {"team": "a"}}}`))
+		require.NoError(t, patch(legacy, `{"spec": {"type": "NodePort"}}`))
 	})
 
 	t.Run("with podpatch serving the same Pod is admitted holding the enforce values", func(t *testing.T) {
