@@ -154,9 +154,10 @@ func TestEnforceOnUpdates(t *testing.T) {
 
 // BenchmarkServiceUpdate is what watching updates costs a write (reference §5, "Enforce on
 // updates"): one merge patch of a recognised Dask scheduler Service's label through the real
-// API server, with no webhook, and with podpatch's configurations and the example policies
-// (the Service held its enforce policies: both objects checked, nothing put back). The
-// difference of the two is podpatch's on the update path.
+// API server, with no webhook, with podpatch's configurations and the example policies (the
+// Service held its enforce policies: both objects checked, nothing put back), and with the
+// second line's policies as well. The differences are podpatch's and the second line's on the
+// update path.
 //
 //	PODPATCH_E2E=required go test ./test/e2e -run '^$' -bench ServiceUpdate -benchtime 300x
 func BenchmarkServiceUpdate(b *testing.B) {
@@ -182,7 +183,7 @@ func BenchmarkServiceUpdate(b *testing.B) {
 		}
 	}
 	b.Run("webhook=none", run)
-	b.Run("webhook=podpatch", func(b *testing.B) {
+	withPodpatch := func(b *testing.B) {
 		certDir, ca := servingCerts(b)
 		p := startPodpatch(b, certDir)
 		applyManifests(b, kustomizeBuild(b, "manifests/examples"))
@@ -192,5 +193,16 @@ func BenchmarkServiceUpdate(b *testing.B) {
 		before := p.requests(b)
 		run(b)
 		require.GreaterOrEqual(b, p.requests(b)-before, float64(b.N), "every update went through podpatch")
+	}
+	b.Run("webhook=podpatch", withPodpatch)
+	// The second line's policies evaluated by the API server on each update too (old and new
+	// object), once it has loaded them: it denies the unpatched Service before podpatch runs.
+	b.Run("webhook=podpatch,second-line", func(b *testing.B) {
+		installSecondLine(b, secondLineFromCommand(b, "manifests/examples"), ns)
+		bare := u.DeepCopy()
+		bare.SetName("second-line-loaded")
+		require.Eventually(b, func() bool { return k8s.Create(ctx, bare.DeepCopy(), client.DryRunAll) != nil },
+			30*time.Second, 200*time.Millisecond, "the second line never denied the unpatched Service")
+		withPodpatch(b)
 	})
 }
