@@ -184,6 +184,9 @@ type Input struct {
 	// enforceOnly applies the platform's enforce policies alone and leaves the provenance as
 	// it is: an update (PatchUpdate).
 	enforceOnly bool
+	// held, with enforceOnly, narrows the enforce layer to these policies: those the object
+	// held before an update (PatchUpdate); nil: every enforce policy selected.
+	held map[*Policy]bool
 	// ephemeral names the ephemeral containers a pods/ephemeralcontainers update adds: the
 	// enforce policies' container entries reach those alone (ephemeralPatch).
 	ephemeral []string
@@ -216,7 +219,7 @@ type Result struct {
 	// Changed is false when no policy matched.
 	Changed bool
 	// NotHeld, for an update (PatchUpdate), names the enforce policies matching the object as
-	// stored before it, which did not hold there: the update was left as it is.
+	// stored before it which did not hold there: the update was not checked against them.
 	NotHeld []string
 	// Recognised is false for objects no profile recognises; Identity is then empty.
 	Recognised bool

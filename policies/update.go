@@ -16,12 +16,13 @@ import (
 // Only the platform's enforce policies apply, and the provenance (AppliedAnnotation) is left as
 // admission wrote it:
 //
-//   - an update: when the old object held every enforce policy that matches it, whatever the
-//     update undid of them is put back (Result.Patch); when it did not (it was admitted before
-//     the policy, or while podpatch was down), the update is left as it is and Result.NotHeld
-//     says so — re-applying could change fields a Pod's update may not (its nodeSelector) and
-//     block its owner, and the audit reports such objects (reference §7); an object no
-//     profile recognised before the update is left as it is too;
+//   - an update: of the enforce policies that match the old object, whatever the update undid
+//     of those it held is put back (Result.Patch); those it did not hold (it was admitted
+//     before them, or while podpatch was down) are not applied, and Result.NotHeld names them —
+//     applying one could change fields a Pod's update may not (its nodeSelector) and block its
+//     owner, and the audit reports such objects (reference §7). When all held, they are
+//     applied together; else each is asked alone whether it held. An object no profile
+//     recognised before the update is left as it is;
 //   - ephemeral containers: the enforce policies' entries for every container ("*") reach the
 //     ephemeral containers the request adds, with the fields an ephemeral container may have
 //     (ephemeralFields); those already there cannot change and are not touched.
@@ -50,31 +51,72 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 		// hold the enforce policies either, and is left as it is (the audit reports it).
 		return Result{Object: in.Object}, err
 	}
+	held := make(map[*Policy]bool, len(prev.Applied))
+	var notHeld []string
 	if prev.Denied || hasOps(prev.Patch) {
-		refs := make([]string, 0, len(prev.Applied))
-		for _, p := range prev.Applied {
-			refs = append(refs, p.Ref)
+		// Some did not hold: each is asked alone, and those that held still hold.
+		for _, p := range enforceOf(prev) {
+			alone := before
+			alone.held = map[*Policy]bool{p: true}
+			r, err := s.apply(alone, true)
+			if err != nil {
+				return Result{}, err
+			}
+			if !r.Denied && !hasOps(r.Patch) && slices.Contains(r.Applied, p) {
+				held[p] = true
+			} else {
+				notHeld = append(notHeld, p.Ref)
+			}
 		}
-		return Result{Object: in.Object, Recognised: true, Identity: prev.Identity, NotHeld: refs}, nil
+	} else {
+		for _, p := range prev.Applied {
+			held[p] = true
+		}
 	}
+	if len(held) == 0 {
+		return Result{Object: in.Object, Recognised: true, Identity: prev.Identity, NotHeld: notHeld}, nil
+	}
+	in.held = held
 	res, err := s.apply(in, true)
 	if err != nil {
 		return res, err
 	}
+	res.NotHeld = notHeld
 	// An enforce policy that held and that the object as updated no longer selects (a
 	// manager's label removed, a label the policy's selector reads changed): the same write
 	// could undo it unseen. Denied, naming it.
+	applied := make(map[*Policy]bool, len(res.Applied))
+	for _, p := range res.Applied {
+		applied[p] = true
+	}
 	var lost []Skipped
-	for _, p := range prev.Applied {
-		if !res.Recognised || !slices.Contains(res.Applied, p) {
+	for _, p := range enforceOf(prev) {
+		if held[p] && (!res.Recognised || !applied[p]) {
 			lost = append(lost, Skipped{Policy: p, Violation: validity.Violation{Rule: RuleSelectionChanged, Field: "metadata.labels",
 				Message: "this update changes the labels that select the object for this enforce policy (its manager, role or the policy's selector); create a new object instead"}})
 		}
 	}
 	if len(lost) > 0 {
-		return Result{Object: in.Object, Recognised: true, Identity: prev.Identity, Denied: true, Skipped: lost}, nil
+		return Result{Object: in.Object, Recognised: true, Identity: prev.Identity, Denied: true, Skipped: lost, NotHeld: notHeld}, nil
 	}
 	return res, nil
+}
+
+// enforceOf lists the enforce policies an enforce-only result selected: those it applied and
+// those it left out, each once, in that order.
+func enforceOf(r Result) []*Policy {
+	out := slices.Clone(r.Applied)
+	seen := make(map[*Policy]bool, len(out)+len(r.Skipped))
+	for _, p := range out {
+		seen[p] = true
+	}
+	for _, sk := range r.Skipped {
+		if sk.Policy.Mode == ModeEnforce && !seen[sk.Policy] {
+			seen[sk.Policy] = true
+			out = append(out, sk.Policy)
+		}
+	}
+	return out
 }
 
 // RuleSelectionChanged is the rule of an update denied for changing the labels that select an

@@ -3,6 +3,7 @@ package policies
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -85,50 +86,75 @@ var updateCases = []updateCase{
 
 // updatePolicies are the platform's policies the update cases meet: enforce ones each case
 // undoes, and a merge policy whose value an update may change freely.
-func updatePolicies(t *testing.T) *Set {
-	return NewSet([]*Policy{
+func updatePolicies(t *testing.T) *Set { return NewSet(updatePolicyList(t)) }
+
+func updatePolicyList(t *testing.T) []*Policy {
+	return []*Policy{
 		enforcePolicy(t, "cost-label", ModeEnforce, "template: {metadata: {labels: {cost-center: data-platform}, annotations: {platform.example.com/owner: data}}}\nservice: {metadata: {labels: {cost-center: data-platform}}}"),
 		enforcePolicy(t, "internal-lb", ModeEnforce, "match: {roles: [scheduler]}\nservice: {metadata: {annotations: {networking.gke.io/load-balancer-type: Internal}}, spec: {type: ClusterIP}}"),
 		enforcePolicy(t, "mirror", ModeEnforce, "match: {managers: [ray]}\ntemplate: {spec: {containers: [{name: '@main', image: mirror.example.com/ray:2.9}]}}"),
 		enforcePolicy(t, "team-merge", ModeMerge, "template: {metadata: {labels: {team: data}}}\nservice: {metadata: {labels: {team: data}}}"),
-	})
+	}
 }
 
 // TestUpdateKeepsEnforce: for every update that undoes an enforce policy's field, the patch
 // puts it back — and nothing else: applied again, the enforce policies change nothing, the
 // merge policy's label the update changed stays changed, and the provenance is as admission
 // wrote it.
+//
+// With an enforce policy added after the object was admitted, which it therefore did not hold,
+// the same holds of the others: each policy that held is put back, the new one is named as not
+// held and not applied.
 func TestUpdateKeepsEnforce(t *testing.T) {
-	s := updatePolicies(t)
+	list := updatePolicyList(t)
+	admittedWith := NewSet(list)
+	later := enforcePolicy(t, "added-later", ModeEnforce, "template: {metadata: {annotations: {platform.example.com/later: 'yes'}}}\nservice: {metadata: {annotations: {platform.example.com/later: 'yes'}}}")
 	for _, c := range updateCases {
-		t.Run(c.name, func(t *testing.T) {
-			created, err := s.Apply(Input{Kind: c.kind, Object: fixtureJSON(t, c.fixture, nil), Namespace: "team-a"})
-			require.NoError(t, err)
-			require.True(t, created.Changed)
-			old := created.Object
-			updated := edit(t, old, func(o map[string]any) {
-				c.change(o)
-				at(o, "metadata", "labels")["team"] = "changed-by-update"
-			})
-			res, err := s.PatchUpdate(Input{Kind: c.kind, Object: updated, Namespace: "team-a"}, old, false)
-			require.NoError(t, err)
-			require.Empty(t, res.NotHeld)
-			require.False(t, res.Denied)
-			require.True(t, hasOps(res.Patch), "the update undid an enforce policy: it must be put back")
-			stored := applyPatch(t, updated, res.Patch)
-
-			again, err := s.PatchUpdate(Input{Kind: c.kind, Object: stored, Namespace: "team-a"}, stored, false)
-			require.NoError(t, err)
-			require.False(t, hasOps(again.Patch), "enforce holds on what is stored: %s", again.Patch)
-			var got, want map[string]any
-			require.NoError(t, json.Unmarshal(stored, &got))
-			require.NoError(t, json.Unmarshal(old, &want))
-			require.Equal(t, "changed-by-update", at(got, "metadata", "labels")["team"], "a merge policy's value is the update's to change")
-			at(want, "metadata", "labels")["team"] = "changed-by-update"
-			require.Equal(t, want, got, "the update, with what it undid of the enforce policies put back, is the object as admitted")
-			require.Equal(t, at(want, "metadata", "annotations")[AppliedAnnotation], at(got, "metadata", "annotations")[AppliedAnnotation])
-		})
+		for _, withLater := range []bool{false, true} {
+			name := c.name
+			s := admittedWith
+			if withLater {
+				name += ", an enforce policy added since"
+				s = NewSet(append(slices.Clone(list), later))
+			}
+			t.Run(name, func(t *testing.T) { keepsEnforce(t, c, admittedWith, s, withLater, later) })
+		}
 	}
+}
+
+// keepsEnforce is one case of TestUpdateKeepsEnforce: the object admitted with admittedWith,
+// updated under s.
+func keepsEnforce(t *testing.T, c updateCase, admittedWith, s *Set, withLater bool, later *Policy) {
+	created, err := admittedWith.Apply(Input{Kind: c.kind, Object: fixtureJSON(t, c.fixture, nil), Namespace: "team-a"})
+	require.NoError(t, err)
+	require.True(t, created.Changed)
+	old := created.Object
+	updated := edit(t, old, func(o map[string]any) {
+		c.change(o)
+		at(o, "metadata", "labels")["team"] = "changed-by-update"
+	})
+	res, err := s.PatchUpdate(Input{Kind: c.kind, Object: updated, Namespace: "team-a"}, old, false)
+	require.NoError(t, err)
+	if withLater {
+		require.Equal(t, []string{later.Ref}, res.NotHeld)
+		require.NotContains(t, res.Applied, later)
+	} else {
+		require.Empty(t, res.NotHeld)
+	}
+	require.False(t, res.Denied)
+	require.True(t, hasOps(res.Patch), "the update undid an enforce policy: it must be put back")
+	stored := applyPatch(t, updated, res.Patch)
+
+	again, err := admittedWith.PatchUpdate(Input{Kind: c.kind, Object: stored, Namespace: "team-a"}, stored, false)
+	require.NoError(t, err)
+	require.False(t, hasOps(again.Patch), "enforce holds on what is stored: %s", again.Patch)
+	var got, want map[string]any
+	require.NoError(t, json.Unmarshal(stored, &got))
+	require.NoError(t, json.Unmarshal(old, &want))
+	require.Equal(t, "changed-by-update", at(got, "metadata", "labels")["team"], "a merge policy's value is the update's to change")
+	at(want, "metadata", "labels")["team"] = "changed-by-update"
+	require.Equal(t, want, got, "the update, with what it undid of the enforce policies put back, is the object as admitted")
+	require.Equal(t, at(want, "metadata", "annotations")[AppliedAnnotation], at(got, "metadata", "annotations")[AppliedAnnotation])
 }
 
 // TestUpdateOfObjectNotHeld: an object that did not hold the enforce policies before the update

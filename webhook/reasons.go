@@ -40,8 +40,8 @@ const (
 	// ReasonEnforceRestored: an update (or an added ephemeral container) undid what platform
 	// enforce policies set; podpatch put it back (reference §5, "Enforce on updates").
 	ReasonEnforceRestored Reason = "enforce_restored"
-	// ReasonEnforceNotHeld: an updated object did not hold the platform's enforce policies
-	// before the update (admitted before them, or while podpatch was down); the update was left
-	// as it is, and the audit reports the object.
+	// ReasonEnforceNotHeld: an updated object did not hold some of the platform's enforce
+	// policies before the update (added since, or the object admitted while podpatch was
+	// down); those were not applied to it, and the audit reports the object.
 	ReasonEnforceNotHeld Reason = "enforce_not_held"
 )

@@ -112,3 +112,39 @@ func TestMutateUpdates(t *testing.T) {
 		require.Empty(t, resp.Warnings, sub)
 	}
 }
+
+// TestMutateUpdatePartlyHeld: an enforce policy added after the Service was admitted did not
+// hold on it; the one that did is still put back, and the warnings say both.
+func TestMutateUpdatePartlyHeld(t *testing.T) {
+	m := newTestMetrics(t)
+	store := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(t), nil)
+	require.Empty(t, store.Upsert(policyCM(policies.DefaultPlatformNamespace, "enforce", enforceInternalLB)))
+	store.MarkSynced()
+	h := &Review{Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
+	svcIn := []byte(schedulerService)
+	_, resp := post(t, h, review(t, "Service", "team-a", admissionv1.Create, svcIn, false), "application/json")
+	svc := applyResponse(t, svcIn, resp)
+
+	require.Empty(t, store.Upsert(policyCM(policies.DefaultPlatformNamespace, "later", `apiVersion: podpatch.io/v1alpha1
+kind: PodTemplatePatch
+metadata: {name: later}
+spec:
+  mode: enforce
+  match: {managers: [dask]}
+  service:
+    metadata:
+      annotations: {platform.example.com/later: "yes"}
+`)))
+	store.Publish()
+	lb := []byte(strings.Replace(string(svc), `"type":"ClusterIP"`, `"type":"LoadBalancer"`, 1))
+	_, resp = post(t, h, updateReview(t, "Service", "", lb, svc), "application/json")
+	require.NotNil(t, resp)
+	got := string(applyResponse(t, lb, resp))
+	require.Contains(t, got, `"type":"ClusterIP"`, "the policy that held is put back")
+	require.NotContains(t, got, "platform.example.com/later", "the one that did not hold is not applied")
+	require.Len(t, resp.Warnings, 2)
+	require.Contains(t, resp.Warnings[0], "did not hold the platform's enforce policies podpatch-system/later/later before this update")
+	require.Contains(t, resp.Warnings[1], "podpatch-system/enforce/internal-lb hold on every update")
+	require.Equal(t, 1.0, testutil.ToFloat64(m.warnings.WithLabelValues(string(ReasonEnforceNotHeld))))
+	require.Equal(t, 1.0, testutil.ToFloat64(m.warnings.WithLabelValues(string(ReasonEnforceRestored))))
+}
