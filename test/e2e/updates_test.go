@@ -35,7 +35,8 @@ const updatesPolicy = "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\
 // LoadBalancer or stripped of its internal-LB annotation, a Pod's enforced label removed, a
 // container resized (pods/resize), an ephemeral container added by `kubectl debug` — store the
 // enforced values (a warning says so), or are refused when they cannot hold them (a privileged
-// debug container).
+// debug container); an enforce policy added since, which the object did not hold, is not
+// applied to its update and does not switch off the one it held.
 func TestEnforceOnUpdates(t *testing.T) {
 	ctx := contextBackground()
 	ensureNamespace(t, updatesNamespace)
@@ -149,6 +150,43 @@ func TestEnforceOnUpdates(t *testing.T) {
 		require.Regexp(t, regexp.QuoteMeta(ref)+`@\d+: `+regexp.QuoteMeta("spec.ephemeralContainers[root-shell].securityContext: cannot set `allowPrivilegeEscalation` to false and `privileged` to true"), out)
 		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(pod), stored))
 		require.Len(t, stored.Spec.EphemeralContainers, 1, "the privileged container was not added")
+	})
+
+	// Last: the policy it adds would bind the Pods of the subtests above.
+	t.Run("an enforce policy added since does not switch off the one the object held", func(t *testing.T) {
+		u := readObject(t, cluster.FixtureDir+"dask-operator/scheduler-service.yaml")
+		u.SetNamespace(updatesNamespace)
+		u.SetName("held-before-later")
+		u.SetResourceVersion("")
+		u.SetOwnerReferences(nil)
+		require.NoError(t, k8s.Create(ctx, u))
+		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), u) })
+		later := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: policies.DefaultPlatformNamespace, Name: "e2e-updates-later",
+				Labels: map[string]string{policies.PolicyLabel: "true"}},
+			Data: map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: later}\nspec:\n  mode: enforce\n" +
+				"  match: {managers: [dask], namespaces: [" + updatesNamespace + "]}\n" +
+				"  service:\n    metadata: {annotations: {platform.example.com/later: 'yes'}}\n"},
+		}
+		require.NoError(t, k8s.Create(ctx, later))
+		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), later) })
+		probe := u.DeepCopy()
+		probe.SetName("later-probe")
+		require.Eventually(t, func() bool {
+			o := probe.DeepCopy()
+			return k8s.Create(ctx, o, client.DryRunAll) == nil && o.GetAnnotations()["platform.example.com/later"] == "yes"
+		}, 30*time.Second, 200*time.Millisecond, "podpatch never served the policy added since")
+
+		warnings.take()
+		svc := &corev1.Service{}
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(u), svc))
+		require.NoError(t, c.Patch(ctx, svc, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"type":"LoadBalancer"}}`))))
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(u), svc))
+		require.Equal(t, corev1.ServiceTypeClusterIP, svc.Spec.Type, "the policy the Service held is put back")
+		require.NotContains(t, svc.Annotations, "platform.example.com/later", "the one it did not hold is not applied to an update")
+		got := strings.Join(warnings.take(), "\n")
+		require.Regexp(t, regexp.QuoteMeta(ref)+`@\d+ hold on every update`, got)
+		require.Regexp(t, `did not hold the platform's enforce policies podpatch-system/e2e-updates-later/later@\d+ before this update`, got)
 	})
 }
 
