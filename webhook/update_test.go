@@ -47,16 +47,23 @@ spec:
 
 const schedulerService = `{"apiVersion":"v1","kind":"Service","metadata":{"name":"simple-scheduler","labels":{"dask.org/component":"scheduler","dask.org/cluster-name":"simple"}},"spec":{"type":"ClusterIP","selector":{"dask.org/component":"scheduler","dask.org/cluster-name":"simple"},"ports":[{"name":"tcp-comm","port":8786,"targetPort":"tcp-comm","protocol":"TCP"}]}}`
 
-// TestMutateUpdates: through the HTTP handler, an UPDATE that undoes what an enforce policy set
-// gets it back with a warning; an update of an object that did not hold the policy before is
-// left as it is, warned; an added ephemeral container gets the "*" entry's fields; the
-// subresources that change no policy field are not looked at.
-func TestMutateUpdates(t *testing.T) {
+// enforceHandler is the mutating handler serving enforceInternalLB from a synced store.
+func enforceHandler(t *testing.T) (*Review, *policystore.Store, *Metrics) {
+	t.Helper()
 	m := newTestMetrics(t)
 	store := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(t), nil)
 	require.Empty(t, store.Upsert(policyCM(policies.DefaultPlatformNamespace, "enforce", enforceInternalLB)))
 	store.MarkSynced()
 	h := &Review{Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
+	return h, store, m
+}
+
+// TestMutateUpdates: through the HTTP handler, an UPDATE that undoes what an enforce policy set
+// gets it back with a warning; an update of an object that did not hold the policy before is
+// left as it is, warned; an added ephemeral container gets the "*" entry's fields; the
+// subresources that change no policy field are not looked at.
+func TestMutateUpdates(t *testing.T) {
+	h, _, m := enforceHandler(t)
 	create := func(kind string, obj []byte) []byte {
 		t.Helper()
 		_, resp := post(t, h, review(t, kind, "team-a", admissionv1.Create, obj, false), "application/json")
@@ -116,11 +123,7 @@ func TestMutateUpdates(t *testing.T) {
 // TestMutateUpdatePartlyHeld: an enforce policy added after the Service was admitted did not
 // hold on it; the one that did is still put back, and the warnings say both.
 func TestMutateUpdatePartlyHeld(t *testing.T) {
-	m := newTestMetrics(t)
-	store := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(t), nil)
-	require.Empty(t, store.Upsert(policyCM(policies.DefaultPlatformNamespace, "enforce", enforceInternalLB)))
-	store.MarkSynced()
-	h := &Review{Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
+	h, store, m := enforceHandler(t)
 	svcIn := []byte(schedulerService)
 	_, resp := post(t, h, review(t, "Service", "team-a", admissionv1.Create, svcIn, false), "application/json")
 	svc := applyResponse(t, svcIn, resp)

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -57,6 +58,17 @@ func TestEnforceOnUpdates(t *testing.T) {
 		pod.Namespace = updatesNamespace
 		return pod
 	}
+	// service creates the Dask operator's scheduler Service under name (deleted at cleanup).
+	service := func(t *testing.T, name string) *unstructured.Unstructured {
+		u := readObject(t, cluster.FixtureDir+"dask-operator/scheduler-service.yaml")
+		u.SetNamespace(updatesNamespace)
+		u.SetName(name)
+		u.SetResourceVersion("")
+		u.SetOwnerReferences(nil)
+		require.NoError(t, k8s.Create(ctx, u))
+		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), u) })
+		return u
+	}
 	require.Eventually(t, func() bool {
 		return dryRunCreate(t, worker("probe")).Labels["cost-center"] == "data-platform"
 	}, 30*time.Second, 200*time.Millisecond, "podpatch never served the policy")
@@ -64,12 +76,7 @@ func TestEnforceOnUpdates(t *testing.T) {
 
 	t.Run("a Service patched to LoadBalancer, its annotation removed", func(t *testing.T) {
 		svc := &corev1.Service{}
-		u := readObject(t, cluster.FixtureDir+"dask-operator/scheduler-service.yaml")
-		u.SetNamespace(updatesNamespace)
-		u.SetResourceVersion("")
-		u.SetOwnerReferences(nil)
-		require.NoError(t, k8s.Create(ctx, u))
-		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), u) })
+		u := service(t, "updates-lb")
 		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(u), svc))
 		require.Equal(t, corev1.ServiceTypeClusterIP, svc.Spec.Type)
 		require.Equal(t, "Internal", svc.Annotations["networking.gke.io/load-balancer-type"])
@@ -84,13 +91,7 @@ func TestEnforceOnUpdates(t *testing.T) {
 	})
 
 	t.Run("a Service relabelled out of recognition", func(t *testing.T) {
-		u := readObject(t, cluster.FixtureDir+"dask-operator/scheduler-service.yaml")
-		u.SetNamespace(updatesNamespace)
-		u.SetName("relabelled-scheduler")
-		u.SetResourceVersion("")
-		u.SetOwnerReferences(nil)
-		require.NoError(t, k8s.Create(ctx, u))
-		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), u) })
+		u := service(t, "relabelled-scheduler")
 		patch := `{"metadata":{"labels":{"dask.org/component":null}},"spec":{"type":"LoadBalancer","selector":{"dask.org/component":null}}}`
 		err := c.Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(patch)))
 		require.Error(t, err)
@@ -154,13 +155,7 @@ func TestEnforceOnUpdates(t *testing.T) {
 
 	// Last: the policy it adds would bind the Pods of the subtests above.
 	t.Run("an enforce policy added since does not switch off the one the object held", func(t *testing.T) {
-		u := readObject(t, cluster.FixtureDir+"dask-operator/scheduler-service.yaml")
-		u.SetNamespace(updatesNamespace)
-		u.SetName("held-before-later")
-		u.SetResourceVersion("")
-		u.SetOwnerReferences(nil)
-		require.NoError(t, k8s.Create(ctx, u))
-		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), u) })
+		u := service(t, "held-before-later")
 		later := &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Namespace: policies.DefaultPlatformNamespace, Name: "e2e-updates-later",
 				Labels: map[string]string{policies.PolicyLabel: "true"}},
