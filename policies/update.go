@@ -51,6 +51,17 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 		// hold the enforce policies either, and is left as it is (the audit reports it).
 		return Result{Object: in.Object}, err
 	}
+	// Out of time before it is known what the object held: denied, to be retried, as at
+	// creation — an update never gets past an enforce policy by being slow to check.
+	outOfTime := func(r Result) (Result, bool) {
+		if !r.Denied || !enforceOutOfTime(r.Skipped) {
+			return Result{}, false
+		}
+		return Result{Object: in.Object, Recognised: true, Identity: prev.Identity, Denied: true, Skipped: r.Skipped}, true
+	}
+	if r, stop := outOfTime(prev); stop {
+		return r, nil
+	}
 	held := make(map[*Policy]bool, len(prev.Applied))
 	var notHeld []string
 	if prev.Denied || hasOps(prev.Patch) {
@@ -61,6 +72,9 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 			r, err := s.apply(alone, true)
 			if err != nil {
 				return Result{}, err
+			}
+			if r, stop := outOfTime(r); stop {
+				return r, nil
 			}
 			if !r.Denied && !hasOps(r.Patch) && slices.Contains(r.Applied, p) {
 				held[p] = true

@@ -180,6 +180,28 @@ func TestUpdateOfObjectNotHeld(t *testing.T) {
 	require.Empty(t, res.NotHeld)
 }
 
+// TestUpdateOutOfTimeIsDenied: an update whose check runs out of its budget is denied, to be
+// retried, whether the object held its enforce policies or not: slowness is no way past them.
+func TestUpdateOutOfTimeIsDenied(t *testing.T) {
+	s := updatePolicies(t)
+	done := make(chan struct{})
+	close(done)
+	for _, c := range updateCases {
+		t.Run(c.name, func(t *testing.T) {
+			created, err := s.Apply(Input{Kind: c.kind, Object: fixtureJSON(t, c.fixture, nil), Namespace: "team-a"})
+			require.NoError(t, err)
+			for _, old := range [][]byte{created.Object, fixtureJSON(t, c.fixture, nil)} {
+				updated := edit(t, old, c.change)
+				res, err := s.PatchUpdate(Input{Kind: c.kind, Object: updated, Namespace: "team-a", Done: done, EnforceDone: done}, old, false)
+				require.NoError(t, err)
+				require.True(t, res.Denied, "an update checked out of time must not pass: %+v", res)
+				require.Empty(t, res.NotHeld)
+				require.True(t, enforceOutOfTime(res.Skipped), "%v", res.Skipped)
+			}
+		})
+	}
+}
+
 // TestEphemeralContainersGetEnforce: a container `kubectl debug` adds gets what the enforce
 // policies set for every container ("*"), with the fields an ephemeral container may have; the
 // ephemeral containers already there, which cannot change, and everything else are not touched.
