@@ -74,8 +74,7 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	l := s.selectLayers(sub, skip)
 	keep := allLayers
 	if in.enforceOnly {
-		keep = enforceKeep(in)
-		l = keep(&l)
+		l, keep = l.enforceHeld(in.held), enforceKeep(in.held)
 	}
 	if l.empty() {
 		return res, nil
@@ -285,26 +284,20 @@ func (s *Set) withoutNamespace(in Input, patchOnly bool, sub *subject, skip bool
 // its own fixed point when the enforce policies' selection converges, else the enforce
 // policies selected on the object as it came in, once.
 func (s *Set) enforceOnly(in Input, patchOnly bool, sub *subject, skip bool, l layers, env *validity.Env) (Result, error) {
-	keep := enforceKeep(in)
-	enforce := keep(&l)
-	out, err := s.fixedPoint(in, patchOnly, nil, sub, skip, enforce, keep, env)
+	enforce := l.enforceHeld(in.held)
+	out, err := s.fixedPoint(in, patchOnly, nil, sub, skip, enforce, enforceKeep(in.held), env)
 	if errors.Is(err, ErrSelectionDiverges) {
 		out, _, err = s.applyLayers(in, patchOnly, nil, sub.id.Manager, enforce, env)
 	}
 	return out, err
 }
 
-// enforceKeep keeps a selection's enforce layer alone, for fixedPoint: of it, only the
-// policies in.held names when it names any (an update, PatchUpdate).
-func enforceKeep(in Input) func(*layers) layers {
-	if in.held == nil {
+// enforceKeep is enforceHeld for fixedPoint's every selection.
+func enforceKeep(held map[*Policy]bool) func(*layers) layers {
+	if held == nil {
 		return (*layers).enforceOnly
 	}
-	return func(l *layers) layers {
-		e := l.enforceOnly()
-		e.enforce = slices.DeleteFunc(slices.Clone(e.enforce), func(p *Policy) bool { return !in.held[p] })
-		return e
-	}
+	return func(l *layers) layers { return l.enforceHeld(held) }
 }
 
 // enforceOutOfTime reports whether an enforce policy was left out because the budget ran out.

@@ -83,6 +83,16 @@ func (l *layers) platformOnly() layers {
 // enforceOnly is the selection's enforce layer alone.
 func (l *layers) enforceOnly() layers { return layers{enforce: l.enforce, pins: l.pins} }
 
+// enforceHeld is the enforce layer alone and, when held names policies (Input.held: an
+// update, PatchUpdate), only those of it.
+func (l *layers) enforceHeld(held map[*Policy]bool) layers {
+	e := l.enforceOnly()
+	if held != nil {
+		e.enforce = slices.DeleteFunc(slices.Clone(e.enforce), func(p *Policy) bool { return !held[p] })
+	}
+	return e
+}
+
 func (l *layers) equal(o layers) bool {
 	return slices.Equal(l.platformDefault, o.platformDefault) && slices.Equal(l.namespaceDefault, o.namespaceDefault) &&
 		slices.Equal(l.platformMerge, o.platformMerge) && slices.Equal(l.namespaceMerge, o.namespaceMerge) &&
