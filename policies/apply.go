@@ -74,7 +74,7 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	l := s.selectLayers(sub, skip)
 	keep := allLayers
 	if in.enforceOnly {
-		l, keep = l.enforceHeld(in.held), enforceKeep(in.held)
+		l, keep = l.enforceKept(in.keepEnforce), enforceKeep(in.keepEnforce)
 	}
 	if l.empty() {
 		return res, nil
@@ -284,20 +284,20 @@ func (s *Set) withoutNamespace(in Input, patchOnly bool, sub *subject, skip bool
 // its own fixed point when the enforce policies' selection converges, else the enforce
 // policies selected on the object as it came in, once.
 func (s *Set) enforceOnly(in Input, patchOnly bool, sub *subject, skip bool, l layers, env *validity.Env) (Result, error) {
-	enforce := l.enforceHeld(in.held)
-	out, err := s.fixedPoint(in, patchOnly, nil, sub, skip, enforce, enforceKeep(in.held), env)
+	enforce := l.enforceKept(in.keepEnforce)
+	out, err := s.fixedPoint(in, patchOnly, nil, sub, skip, enforce, enforceKeep(in.keepEnforce), env)
 	if errors.Is(err, ErrSelectionDiverges) {
 		out, _, err = s.applyLayers(in, patchOnly, nil, sub.id.Manager, enforce, env)
 	}
 	return out, err
 }
 
-// enforceKeep is enforceHeld for fixedPoint's every selection.
-func enforceKeep(held map[*Policy]bool) func(*layers) layers {
-	if held == nil {
+// enforceKeep is enforceKept for fixedPoint's every selection.
+func enforceKeep(keep func(*Policy) bool) func(*layers) layers {
+	if keep == nil {
 		return (*layers).enforceOnly
 	}
-	return func(l *layers) layers { return l.enforceHeld(held) }
+	return func(l *layers) layers { return l.enforceKept(keep) }
 }
 
 // enforceOutOfTime reports whether an enforce policy was left out because the budget ran out.

@@ -83,12 +83,12 @@ func (l *layers) platformOnly() layers {
 // enforceOnly is the selection's enforce layer alone.
 func (l *layers) enforceOnly() layers { return layers{enforce: l.enforce, pins: l.pins} }
 
-// enforceHeld is the enforce layer alone and, when held names policies (Input.held: an
-// update, PatchUpdate), only those of it.
-func (l *layers) enforceHeld(held map[*Policy]bool) layers {
+// enforceKept is the enforce layer alone and, when keep is set (Input.keepEnforce: an update,
+// PatchUpdate), only the policies of it that keep keeps.
+func (l *layers) enforceKept(keep func(*Policy) bool) layers {
 	e := l.enforceOnly()
-	if held != nil {
-		e.enforce = slices.DeleteFunc(slices.Clone(e.enforce), func(p *Policy) bool { return !held[p] })
+	if keep != nil {
+		e.enforce = slices.DeleteFunc(slices.Clone(e.enforce), func(p *Policy) bool { return !keep(p) })
 	}
 	return e
 }

@@ -184,9 +184,10 @@ type Input struct {
 	// enforceOnly applies the platform's enforce policies alone and leaves the provenance as
 	// it is: an update (PatchUpdate).
 	enforceOnly bool
-	// held, with enforceOnly, narrows the enforce layer to these policies: those the object
-	// held before an update (PatchUpdate); nil: every enforce policy selected.
-	held map[*Policy]bool
+	// keepEnforce, with enforceOnly, narrows the enforce layer to the policies it keeps (an
+	// update, PatchUpdate: not those the object did not hold before it); nil: every enforce
+	// policy selected.
+	keepEnforce func(*Policy) bool
 	// ephemeral names the ephemeral containers a pods/ephemeralcontainers update adds: the
 	// enforce policies' container entries reach those alone (ephemeralPatch).
 	ephemeral []string

@@ -62,13 +62,16 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 	if r, stop := outOfTime(prev); stop {
 		return r, nil
 	}
-	held := make(map[*Policy]bool, len(prev.Applied))
-	var notHeld []string
+	// The enforce policies the object did not hold are not applied to the update: applying one
+	// could change what the update may not. When some did not hold, each is asked alone.
+	var notHeld map[*Policy]bool
+	var notHeldRefs []string
 	if prev.Denied || hasOps(prev.Patch) {
-		// Some did not hold: each is asked alone, and those that held still hold.
-		for _, p := range enforceOf(prev) {
+		all := enforceOf(prev)
+		notHeld = make(map[*Policy]bool, len(all))
+		for _, p := range all {
 			alone := before
-			alone.held = map[*Policy]bool{p: true}
+			alone.keepEnforce = func(q *Policy) bool { return q == p }
 			r, err := s.apply(alone, true)
 			if err != nil {
 				return Result{}, err
@@ -76,26 +79,21 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 			if r, stop := outOfTime(r); stop {
 				return r, nil
 			}
-			if !r.Denied && !hasOps(r.Patch) && slices.Contains(r.Applied, p) {
-				held[p] = true
-			} else {
-				notHeld = append(notHeld, p.Ref)
+			if r.Denied || hasOps(r.Patch) || !slices.Contains(r.Applied, p) {
+				notHeld[p] = true
+				notHeldRefs = append(notHeldRefs, p.Ref)
 			}
 		}
-	} else {
-		for _, p := range prev.Applied {
-			held[p] = true
+		if len(notHeldRefs) == len(all) {
+			return Result{Object: in.Object, Recognised: true, Identity: prev.Identity, NotHeld: notHeldRefs}, nil
 		}
+		in.keepEnforce = func(q *Policy) bool { return !notHeld[q] }
 	}
-	if len(held) == 0 {
-		return Result{Object: in.Object, Recognised: true, Identity: prev.Identity, NotHeld: notHeld}, nil
-	}
-	in.held = held
 	res, err := s.apply(in, true)
 	if err != nil {
 		return res, err
 	}
-	res.NotHeld = notHeld
+	res.NotHeld = notHeldRefs
 	// An enforce policy that held and that the object as updated no longer selects (a
 	// manager's label removed, a label the policy's selector reads changed): the same write
 	// could undo it unseen. Denied, naming it.
@@ -104,14 +102,14 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 		applied[p] = true
 	}
 	var lost []Skipped
-	for _, p := range enforceOf(prev) {
-		if held[p] && (!res.Recognised || !applied[p]) {
+	for _, p := range prev.Applied {
+		if !notHeld[p] && (!res.Recognised || !applied[p]) {
 			lost = append(lost, Skipped{Policy: p, Violation: validity.Violation{Rule: RuleSelectionChanged, Field: "metadata.labels",
 				Message: "this update changes the labels that select the object for this enforce policy (its manager, role or the policy's selector); create a new object instead"}})
 		}
 	}
 	if len(lost) > 0 {
-		return Result{Object: in.Object, Recognised: true, Identity: prev.Identity, Denied: true, Skipped: lost, NotHeld: notHeld}, nil
+		return Result{Object: in.Object, Recognised: true, Identity: prev.Identity, Denied: true, Skipped: lost, NotHeld: notHeldRefs}, nil
 	}
 	return res, nil
 }
