@@ -156,13 +156,9 @@ func TestEnforceOnUpdates(t *testing.T) {
 	// Last: the policy it adds would bind the Pods of the subtests above.
 	t.Run("an enforce policy added since does not switch off the one the object held", func(t *testing.T) {
 		u := service(t, "held-before-later")
-		later := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: policies.DefaultPlatformNamespace, Name: "e2e-updates-later",
-				Labels: map[string]string{policies.PolicyLabel: "true"}},
-			Data: map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: later}\nspec:\n  mode: enforce\n" +
-				"  match: {managers: [dask], namespaces: [" + updatesNamespace + "]}\n" +
-				"  service:\n    metadata: {annotations: {platform.example.com/later: 'yes'}}\n"},
-		}
+		later := policyConfigMap(policies.DefaultPlatformNamespace, "e2e-updates-later", map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: later}\nspec:\n  mode: enforce\n" +
+			"  match: {managers: [dask], namespaces: [" + updatesNamespace + "]}\n" +
+			"  service:\n    metadata: {annotations: {platform.example.com/later: 'yes'}}\n"})
 		require.NoError(t, k8s.Create(ctx, later))
 		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), later) })
 		probe := u.DeepCopy()
