@@ -84,6 +84,7 @@ func (v *Values) Next() (json.RawMessage, error) {
 // JSON is valid and its depth checked (CheckDepth); the walk keeps one key set per open object.
 func CheckDuplicateKeys(raw []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // a number beyond float64 (1e400) is valid JSON, not an error here
 	type frame struct {
 		keys     map[string]struct{}
 		isObject bool

@@ -15,9 +15,11 @@ import (
 	"github.com/podpatch/podpatch/policies/internal/jsontree"
 )
 
-// tokens counts the JSON tokens of a valid value.
+// tokens counts the JSON tokens of a valid value; numbers are read as written, so that one
+// beyond float64 (1e700) is still one token.
 func tokens(t testing.TB, raw []byte) int {
 	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
 	n := 0
 	for {
 		_, err := dec.Token()
@@ -83,6 +85,13 @@ func TestCheckDuplicateKeysAgreesWithDecoding(t *testing.T) {
 	}
 	require.Greater(t, seen[true], 100)
 	require.Greater(t, seen[false], 100)
+}
+
+// TestCheckDuplicateKeysReadsEveryNumber: a number beyond float64 is valid JSON; only a repeated
+// key is an error (found by FuzzValues: the walk read numbers as float64 and failed on it).
+func TestCheckDuplicateKeysReadsEveryNumber(t *testing.T) {
+	require.NoError(t, jsontree.CheckDuplicateKeys([]byte(`{"a": 1e400, "b": [-1e400, 123456789012345678901234567890]}`)))
+	require.ErrorContains(t, jsontree.CheckDuplicateKeys([]byte(`{"a": 1e400, "a": 1}`)), `key "a" already set`)
 }
 
 // TestValuesSplitsAStream: the values of a stream come back as written, in order.
