@@ -58,16 +58,16 @@ func addedEphemeral(obj, old []byte) ([]string, error) {
 // each costs a copy of the enforce policies' container entries.
 const MaxEphemeralAdded = 16
 
-// ephemeralFields are the container fields an enforce policy's entry brings to an ephemeral
+// EphemeralFields are the container fields an enforce policy's entry brings to an ephemeral
 // container: those the API server allows there (not ports, resources, probes, lifecycle,
 // resizePolicy, restartPolicy) and that do not replace what the user runs (not image, command,
-// args, stdin, tty).
-var ephemeralFields = []string{"env", "envFrom", "volumeMounts", "volumeDevices", "securityContext",
+// args, stdin, tty). The second line (policies/vap) checks the same.
+var EphemeralFields = []string{"env", "envFrom", "volumeMounts", "volumeDevices", "securityContext",
 	"imagePullPolicy", "workingDir", "terminationMessagePath", "terminationMessagePolicy"}
 
 // ephemeralPatch is the part of an enforce policy's pod patch that reaches the ephemeral
 // containers named (those an update adds): its entry for every container ("*" of containers),
-// as an entry of each name with the ephemeralFields only. Nothing else: the subresource changes
+// as an entry of each name with the EphemeralFields only. Nothing else: the subresource changes
 // nothing else, and a policy may not name ephemeral containers (they are never set on create).
 func ephemeralPatch(patch map[string]any, names []string) map[string]any {
 	spec, _ := patch["spec"].(map[string]any)
@@ -79,7 +79,7 @@ func ephemeralPatch(patch map[string]any, names []string) map[string]any {
 		}
 	}
 	fields := map[string]any{}
-	for _, f := range ephemeralFields {
+	for _, f := range EphemeralFields {
 		if v, ok := star[f]; ok {
 			fields[f] = v
 		}

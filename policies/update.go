@@ -25,7 +25,7 @@ import (
 //     recognised before the update is left as it is;
 //   - ephemeral containers: the enforce policies' entries for every container ("*") reach the
 //     ephemeral containers the request adds, with the fields an ephemeral container may have
-//     (ephemeralFields); those already there cannot change and are not touched.
+//     (EphemeralFields); those already there cannot change and are not touched.
 //
 // An enforce policy that cannot be applied denies the update (Result.Denied), as at creation; so
 // does an update after which the object no longer selects an enforce policy it held

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 
@@ -285,23 +286,34 @@ func (w *walker) containers(list string, v any) {
 				w.checks = append(w.checks, check{"has(" + l + ") && " + l + ".exists(c, c.name == " + lit(name) + ")", shown + " present"})
 			}
 		}
-		sub := &walker{typ: containerType}
+		// The "*" entry of containers reaches the ephemeral containers `kubectl debug` adds too,
+		// with the fields an ephemeral container may have (policies.EphemeralFields).
+		ephemeral := list == "containers" && name == "*"
+		eph := w.root + ".spec.ephemeralContainers"
 		for _, k := range slices.Sorted(maps.Keys(c)) {
+			sub := &walker{typ: containerType}
 			switch k {
 			case "name":
+				continue
 			case "env":
 				sub.env(shown, c[k])
 			default:
 				sub.value("c", []string{k}, shown+"."+k, c[k])
 			}
-		}
-		w.notChecked = append(w.notChecked, sub.notChecked...)
-		for _, ch := range sub.checks {
-			body := ch.expression
-			if guard != "" {
-				body = guard + " || (" + body + ")"
+			w.notChecked = append(w.notChecked, sub.notChecked...)
+			for _, ch := range sub.checks {
+				body := ch.expression
+				if guard != "" {
+					body = guard + " || (" + body + ")"
+				}
+				w.checks = append(w.checks, check{"!has(" + l + ") || " + l + ".all(c, " + body + ")", ch.requires})
 			}
-			w.checks = append(w.checks, check{"!has(" + l + ") || " + l + ".all(c, " + body + ")", ch.requires})
+			if ephemeral && slices.Contains(policies.EphemeralFields, k) {
+				for _, ch := range sub.checks {
+					w.checks = append(w.checks, check{"!has(" + eph + ") || " + eph + ".all(c, " + ch.expression + ")",
+						"spec.ephemeralContainers[*]" + strings.TrimPrefix(ch.requires, shown)})
+				}
+			}
 		}
 	}
 }

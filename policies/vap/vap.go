@@ -242,7 +242,7 @@ func generate(p *policies.Policy, k profiles.Kind, patch map[string]any, o Optio
 	if len(g.NotChecked) > 0 {
 		meta.Annotations[NotCheckedAnnotation] = clip(strings.Join(g.NotChecked, "\n"), maxAnnotation)
 	}
-	resources := []string{"pods", "pods/resize"}
+	resources := []string{"pods", "pods/resize", "pods/ephemeralcontainers"}
 	if k == profiles.KindService {
 		resources = []string{"services"}
 	}
@@ -266,8 +266,8 @@ func generate(p *policies.Policy, k profiles.Kind, patch map[string]any, o Optio
 			MatchConstraints: &admissionregistrationv1.MatchResources{
 				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 					// CREATE, and the updates that can undo an enforced field (a Pod's
-					// resize included); an update is refused only when it undoes what the object
-					// held (notHeldBefore).
+					// resize and its added ephemeral containers included); an update is refused
+					// only when it undoes what the object held (notHeldBefore).
 					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
 					Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"},
 						Resources: resources, Scope: ptr(admissionregistrationv1.NamespacedScope)},

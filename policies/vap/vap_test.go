@@ -67,8 +67,11 @@ func TestFieldClasses(t *testing.T) {
 			want: []string{`object.spec.securityContext.runAsNonRoot == true`,
 				`has(object.spec.securityContext) && has(object.spec.securityContext.seccompProfile) && has(object.spec.securityContext.seccompProfile.type) && object.spec.securityContext.seccompProfile.type == "RuntimeDefault"`}},
 		{name: "every container", template: `{spec: {containers: [{name: "*", securityContext: {allowPrivilegeEscalation: false}}]}}`,
-			want:     []string{`!has(object.spec.containers) || object.spec.containers.all(c, has(c.securityContext) && has(c.securityContext.allowPrivilegeEscalation) && c.securityContext.allowPrivilegeEscalation == false)`},
-			messages: []string{`requires spec.containers[*].securityContext.allowPrivilegeEscalation == false`}},
+			want: []string{`!has(object.spec.containers) || object.spec.containers.all(c, has(c.securityContext) && has(c.securityContext.allowPrivilegeEscalation) && c.securityContext.allowPrivilegeEscalation == false)`,
+				// and in the ephemeral containers kubectl debug adds
+				`!has(object.spec.ephemeralContainers) || object.spec.ephemeralContainers.all(c, has(c.securityContext) && has(c.securityContext.allowPrivilegeEscalation) && c.securityContext.allowPrivilegeEscalation == false)`},
+			messages: []string{`requires spec.containers[*].securityContext.allowPrivilegeEscalation == false`,
+				`requires spec.ephemeralContainers[*].securityContext.allowPrivilegeEscalation == false`}},
 		{name: "init containers apart", template: `{spec: {initContainers: [{name: "*", imagePullPolicy: Always}]}}`,
 			want: []string{`object.spec.initContainers.all(c, `}},
 		{name: "named container", template: `{spec: {containers: [{name: sidecar, image: "busybox:1"}]}}`,
@@ -82,7 +85,10 @@ func TestFieldClasses(t *testing.T) {
 			want: []string{`quantity(c.resources.limits["cpu"]).compareTo(quantity("1")) == 0`, `quantity(c.resources.limits["nvidia.com/gpu"]).compareTo(quantity("1")) == 0`,
 				`!("memory" in c.resources.requests)`}},
 		{name: "env value", template: `{spec: {containers: [{name: "*", env: [{name: A, value: b}]}]}}`,
-			want: []string{`c.env.exists(e, e.name == "A" && (has(e.value) && e.value == "b"))`}},
+			want: []string{`object.spec.containers.all(c, has(c.env) && c.env.exists(e, e.name == "A" && (has(e.value) && e.value == "b"))`,
+				`object.spec.ephemeralContainers.all(c, has(c.env) && c.env.exists(e, e.name == "A" && (has(e.value) && e.value == "b"))`}},
+		{name: "what an ephemeral container may not have", template: `{spec: {containers: [{name: "*", resources: {limits: {cpu: "1"}}, stdin: true}]}}`,
+			want: []string{`object.spec.containers.all(c, (has(c.resources)`, `object.spec.containers.all(c, has(c.stdin)`}},
 		{name: "tolerations", template: `{spec: {tolerations: [{key: spot, operator: Exists, effect: NoSchedule}, {key: k, value: v, effect: NoExecute, tolerationSeconds: 30}]}}`,
 			want: []string{`(has(t.key) ? t.key : "") == "spot" && (has(t.operator) ? t.operator : "Equal") == "Exists" && (has(t.value) ? t.value : "") == "" && (has(t.effect) ? t.effect : "") == "NoSchedule"`,
 				`(has(t.operator) ? t.operator : "Equal") == "Equal" && (has(t.value) ? t.value : "") == "v" && (has(t.effect) ? t.effect : "") == "NoExecute" && has(t.tolerationSeconds) && t.tolerationSeconds == 30`}},
@@ -230,8 +236,11 @@ func TestGeneratedInput(t *testing.T) {
 		// One validation per field, two for resources (limits and requests).
 		want := len(p.Fields) - p.Listed
 		for _, f := range p.Fields {
-			if f.Name == "container cpu" || f.Name == "container memory" || f.Name == "sidecar" {
+			switch {
+			case f.Name == "container cpu" || f.Name == "container memory" || f.Name == "sidecar":
 				want++ // limits and requests; the sidecar's presence and its image
+			case strings.HasPrefix(f.Name, "container "):
+				want++ // "*" in the ephemeral containers too
 			}
 		}
 		require.Equal(t, want, g.Checked, "%s", d)

@@ -202,6 +202,16 @@ func TestSecondLine(t *testing.T) {
 		err = patch(p, `{"metadata": {"labels": {"cost-center": null}}}`)
 		require.ErrorContains(t, err, `podpatch enforce policy podpatch-system/cost-center/cost-center requires metadata.labels["cost-center"] == "data-platform"`)
 		require.NoError(t, patch(p, `{"metadata": {"labels": {"team": "a"}}}`))
+		// kubectl debug: an ephemeral container must hold the "*" entry's fields it may have.
+		debug := func(sc *corev1.SecurityContext) error {
+			d := p.DeepCopy()
+			d.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+				Name: "debugger", Image: "busybox", SecurityContext: sc}}}
+			return k8s.SubResource("ephemeralcontainers").Update(contextBackground(), d, client.DryRunAll)
+		}
+		err = debug(&corev1.SecurityContext{Privileged: new(true)})
+		require.ErrorContains(t, err, `podpatch enforce policy podpatch-system/security-baseline/security-baseline requires spec.ephemeralContainers[*].securityContext.allowPrivilegeEscalation == false`)
+		require.NoError(t, debug(&corev1.SecurityContext{AllowPrivilegeEscalation: new(false)}))
 
 		// An object that did not hold them can still be updated by its owner.
 		require.NoError(t, patch(legacy, `{"metadata": {"labels": {"team": "a"}}}`))
