@@ -18,11 +18,12 @@ import (
 //
 //   - an update: of the enforce policies that match the old object, whatever the update undid
 //     of those it held is put back (Result.Patch); those it did not hold (it was admitted
-//     before them, or while podpatch was down) are not applied, and Result.NotHeld names them —
-//     applying one could change fields a Pod's update may not (its nodeSelector) and block its
-//     owner, and the audit reports such objects (reference §7). When all held, they are
-//     applied together; else each is asked alone whether it held. An object no profile
-//     recognised before the update is left as it is;
+//     before them, or while podpatch was down), and those only the updated labels select, are
+//     not applied, and Result.NotHeld names them — applying one could change fields a Pod's
+//     update may not (its nodeSelector): the API server would refuse the update and block its
+//     owner; the audit reports such objects (reference §7). When all held, they are applied
+//     together; else each is asked alone whether it held. An object no profile recognised
+//     before the update is left as it is;
 //   - ephemeral containers: the enforce policies' entries for every container ("*") reach the
 //     ephemeral containers the request adds, with the fields an ephemeral container may have
 //     (EphemeralFields); those already there cannot change and are not touched.
@@ -62,14 +63,18 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 	if r, stop := outOfTime(prev); stop {
 		return r, nil
 	}
-	// The enforce policies the object did not hold are not applied to the update: applying one
-	// could change what the update may not. When some did not hold, each is asked alone.
-	var notHeld map[*Policy]bool
+	// Only the enforce policies the object held are applied to the update: one it did not hold
+	// (or that only the updated labels select) could change what the update may not change (a
+	// Pod's nodeSelector), and the API server would refuse the update. When some did not hold,
+	// each is asked alone.
+	selected := enforceOf(prev)
+	held := make(map[*Policy]bool, len(selected))
+	for _, p := range selected {
+		held[p] = true
+	}
 	var notHeldRefs []string
 	if prev.Denied || hasOps(prev.Patch) {
-		all := enforceOf(prev)
-		notHeld = make(map[*Policy]bool, len(all))
-		for _, p := range all {
+		for _, p := range selected {
 			alone := before
 			alone.keepEnforce = func(q *Policy) bool { return q == p }
 			r, err := s.apply(alone, true)
@@ -80,14 +85,24 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 				return r, nil
 			}
 			if r.Denied || hasOps(r.Patch) || !slices.Contains(r.Applied, p) {
-				notHeld[p] = true
+				held[p] = false // selected before, not held
 				notHeldRefs = append(notHeldRefs, p.Ref)
 			}
 		}
-		if len(notHeldRefs) == len(all) {
+		if len(notHeldRefs) == len(selected) {
 			return Result{Object: in.Object, Recognised: true, Identity: prev.Identity, NotHeld: notHeldRefs}, nil
 		}
-		in.keepEnforce = func(q *Policy) bool { return !notHeld[q] }
+	}
+	var named map[*Policy]bool // selected by the updated labels alone, named once
+	in.keepEnforce = func(q *Policy) bool {
+		if keep, was := held[q]; !keep && !was && !named[q] {
+			if named == nil {
+				named = map[*Policy]bool{}
+			}
+			named[q] = true
+			notHeldRefs = append(notHeldRefs, q.Ref)
+		}
+		return held[q]
 	}
 	res, err := s.apply(in, true)
 	if err != nil {
@@ -102,8 +117,8 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 		applied[p] = true
 	}
 	var lost []Skipped
-	for _, p := range prev.Applied {
-		if !notHeld[p] && (!res.Recognised || !applied[p]) {
+	for _, p := range selected {
+		if held[p] && (!res.Recognised || !applied[p]) {
 			lost = append(lost, Skipped{Policy: p, Violation: validity.Violation{Rule: RuleSelectionChanged, Field: "metadata.labels",
 				Message: "this update changes the labels that select the object for this enforce policy (its manager, role or the policy's selector); create a new object instead"}})
 		}
@@ -115,8 +130,11 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 }
 
 // enforceOf lists the enforce policies an enforce-only result selected: those it applied and
-// those it left out, each once, in that order.
+// those it left out, each once, in that order (r.Applied itself when none was left out).
 func enforceOf(r Result) []*Policy {
+	if len(r.Skipped) == 0 {
+		return r.Applied
+	}
 	out := slices.Clone(r.Applied)
 	seen := make(map[*Policy]bool, len(out)+len(r.Skipped))
 	for _, p := range out {

@@ -386,3 +386,32 @@ func BenchmarkAddedEphemeral(b *testing.B) {
 		})
 	}
 }
+
+// TestUpdateNeverAppliesANewlySelectedPolicy: a label an update adds that makes an enforce
+// policy select a running Pod does not bring that policy's fields: the Pod did not hold it, and
+// its nodeSelector is one a Pod's update may not change (the API server would refuse the
+// update, and the owner could not label its Pod). The policy is named as not held; the ones
+// the Pod held still hold.
+func TestUpdateNeverAppliesANewlySelectedPolicy(t *testing.T) {
+	list := updatePolicyList(t)
+	gpu := enforcePolicy(t, "gpu", ModeEnforce, "match: {selector: {matchLabels: {pool: gpu}}}\ntemplate: {spec: {nodeSelector: {pool: gpu}}}")
+	s := NewSet(append(slices.Clone(list), gpu))
+	created, err := s.Apply(Input{Kind: profiles.KindPod, Object: fixtureJSON(t, "dask-operator/worker-pod.yaml", nil), Namespace: "team-a"})
+	require.NoError(t, err)
+	require.NotContains(t, created.Applied, gpu)
+	for _, undo := range []bool{false, true} {
+		updated := edit(t, created.Object, func(o map[string]any) {
+			at(o, "metadata", "labels")["pool"] = "gpu"
+			if undo {
+				delete(at(o, "metadata", "labels"), "cost-center")
+			}
+		})
+		res, err := s.PatchUpdate(Input{Kind: profiles.KindPod, Object: updated, Namespace: "team-a"}, created.Object, false)
+		require.NoError(t, err)
+		require.False(t, res.Denied)
+		require.Equal(t, []string{gpu.Ref}, res.NotHeld)
+		stored := string(applyPatch(t, updated, res.Patch))
+		require.NotContains(t, stored, "nodeSelector", "a field a Pod's update may not change")
+		require.Contains(t, stored, `"cost-center":"data-platform"`, "the policies it held still hold")
+	}
+}

@@ -31,6 +31,12 @@ const updatesPolicy = "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\
 	"    spec:\n      containers: [{name: '*', resources: {limits: {memory: 4Gi}}, securityContext: {allowPrivilegeEscalation: false}}]\n" +
 	"  service:\n    metadata: {annotations: {networking.gke.io/load-balancer-type: Internal}}\n    spec: {type: ClusterIP}\n"
 
+// updatesGPUPolicy puts the Dask Pods labelled pool: gpu on the GPU nodes: a label an update
+// adds selects it, and a running Pod's nodeSelector cannot change.
+const updatesGPUPolicy = "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: gpu}\nspec:\n  mode: enforce\n" +
+	"  match: {managers: [dask], namespaces: [" + updatesNamespace + "], selector: {matchLabels: {pool: gpu}}}\n" +
+	"  template:\n    spec: {nodeSelector: {pool: gpu}}\n"
+
 // TestEnforceOnUpdates is reference §5's "Enforce on updates" through the real API server: the
 // write paths that used to undo an enforce policy after admission — a Service patched to
 // LoadBalancer or stripped of its internal-LB annotation, a Pod's enforced label removed, a
@@ -48,7 +54,7 @@ func TestEnforceOnUpdates(t *testing.T) {
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: policies.DefaultPlatformNamespace, Name: "e2e-updates",
 			Labels: map[string]string{policies.PolicyLabel: "true"}},
-		Data: map[string]string{"p.yaml": updatesPolicy},
+		Data: map[string]string{"p.yaml": updatesPolicy, "gpu.yaml": updatesGPUPolicy},
 	}
 	require.NoError(t, k8s.Create(ctx, cm))
 	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), cm) })
@@ -111,6 +117,21 @@ func TestEnforceOnUpdates(t *testing.T) {
 		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(pod), stored))
 		require.Equal(t, "data-platform", stored.Labels["cost-center"])
 		require.Equal(t, "mine", stored.Labels["team"], "what the update may change stays changed")
+	})
+
+	t.Run("a label that newly selects an enforce policy", func(t *testing.T) {
+		pod := worker("updates-newly-selected")
+		require.NoError(t, k8s.Create(ctx, pod))
+		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), pod, client.GracePeriodSeconds(0)) })
+		require.Empty(t, pod.Spec.NodeSelector)
+		warnings.take()
+		// The API server would refuse the update if podpatch added the nodeSelector.
+		require.NoError(t, c.Patch(ctx, pod, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"pool":"gpu"}}}`))))
+		stored := &corev1.Pod{}
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(pod), stored))
+		require.Equal(t, "gpu", stored.Labels["pool"])
+		require.Empty(t, stored.Spec.NodeSelector)
+		require.Regexp(t, `did not hold the platform's enforce policies podpatch-system/e2e-updates/gpu@\d+ before this update`, strings.Join(warnings.take(), "\n"))
 	})
 
 	t.Run("a container resized beyond the enforced limit", func(t *testing.T) {
