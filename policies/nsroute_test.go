@@ -7,8 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -124,18 +124,6 @@ var nsrouteClasses = []struct {
 
 func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
 
-// nsrouteSeed is PODPATCH_PROPERTY_SEED when set, else a fixed seed; logged either way.
-func nsrouteSeed(t *testing.T) uint64 {
-	seed := uint64(38)
-	if s := os.Getenv("PODPATCH_PROPERTY_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		require.NoError(t, err, "PODPATCH_PROPERTY_SEED")
-		seed = v
-	}
-	t.Logf("PODPATCH_PROPERTY_SEED=%d", seed)
-	return seed
-}
-
 // nsrouteFixtures are the manager fixtures (Pods and Services), labelled team: ml so that the
 // team-ml enforce policy selects them as given, in the tenant's namespace.
 func nsrouteFixtures(t *testing.T) []fixtureObject {
@@ -191,32 +179,91 @@ func nsroutePolicy(t testing.TB, opts Options, i int, spec string) *Policy {
 // TestNamespaceRouteNeverLeavesEnforceOut is issue 38's namespace route on generated
 // namespace policies: random subsets of the platform's policies × one to three namespace
 // policies drawn per conflict class × every manager fixture, with the cluster's lookups
-// (Kueue's flavors known or not).
+// (Kueue's flavors known or not); and reference §3's fixed point on every draw: the result
+// admitted again changes nothing. It runs the commit's seed, the regression seeds and, in the
+// long run, thousands of seeds (seeds_test.go).
 func TestNamespaceRouteNeverLeavesEnforceOut(t *testing.T) {
-	r := rand.New(rand.NewPCG(nsrouteSeed(t), 38))
-	opts := DefaultOptions()
+	w := newNSRouteWorld(t)
+	runSeeds(t, "TestNamespaceRouteNeverLeavesEnforceOut", 38, w.run)
+}
+
+// nsrouteDraws is how many draws one seed makes.
+const nsrouteDraws = 3000
+
+// nsrouteWorld is what every seed draws from: the platform's policies, the fixtures, the
+// clusters, and the namespace policies compiled so far (by spec: a seed draws the same few
+// hundred over and over).
+type nsrouteWorld struct {
+	opts      Options
+	catalogue []*Policy
+	fixtures  []fixtureObject
+	clusters  []validity.Lookups
+
+	mu       sync.Mutex
+	compiled map[string]*Policy // by spec; nil: lint refuses it
+}
+
+func newNSRouteWorld(t *testing.T) *nsrouteWorld {
+	w := &nsrouteWorld{opts: DefaultOptions(), compiled: map[string]*Policy{}}
 	var err error
-	opts.NamespaceAllowed, err = allowlist.ParseFields(nsrouteAllowed)
+	w.opts.NamespaceAllowed, err = allowlist.ParseFields(nsrouteAllowed)
 	require.NoError(t, err)
-	var catalogue []*Policy
 	for _, c := range nsrouteEnforce {
-		catalogue = append(catalogue, enforcePolicy(t, c.name, Mode(c.mode), c.spec))
+		w.catalogue = append(w.catalogue, enforcePolicy(t, c.name, Mode(c.mode), c.spec))
 	}
-	fixtures := nsrouteFixtures(t)
+	w.fixtures = nsrouteFixtures(t)
 	base := fakeCluster{accounts: map[string]bool{"default/default": true, "default/flink": true, "default/spark-operator-spark": true},
 		runtime:  map[string]validity.RuntimeClassInfo{"gvisor": {NodeSelector: map[string]string{"sandbox": "gvisor"}}},
 		priority: map[string]validity.PriorityClassInfo{"batch-high": {Value: 1000}}}
-	clusters := []validity.Lookups{&base,
+	w.clusters = []validity.Lookups{&base,
 		&kueueCluster{fakeCluster: base, flavorsKnown: true, keys: kueue.Keys{NodeLabels: map[string]bool{"pool": true}, Flavors: []kueue.Flavor{{NodeLabels: map[string]string{"pool": "cpu"}}}}},
 		&kueueCluster{fakeCluster: base, flavorsKnown: true, keys: kueue.Keys{Absent: true}},
 		// The tenant deleted the PriorityClass team-ml enforces: denied where team-ml selects.
 		&fakeCluster{accounts: base.accounts, runtime: base.runtime}}
+	return w
+}
 
-	draws, refused, leftOut, denied, rescued := map[string]int{}, map[string]int{}, map[string]int{}, 0, 0
-	const n = 3000
-	for i := range n {
+// policy is nsroutePolicy, each spec compiled once: the policy of ConfigMap tenant-i compiled
+// from it, or nil when lint refuses it (its name plays no part).
+func (w *nsrouteWorld) policy(t *testing.T, i int, spec string) *Policy {
+	w.mu.Lock()
+	p, ok := w.compiled[spec]
+	if !ok {
+		p = nsroutePolicy(t, w.opts, 0, spec)
+		w.compiled[spec] = p
+	}
+	w.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	named := *p
+	named.ConfigMap = fmt.Sprintf("tenant-%d", i)
+	named.Name = named.ConfigMap
+	named.Ref = named.Namespace + "/" + named.ConfigMap + "/" + named.Name
+	return &named
+}
+
+// nsrouteDraw is one draw: the platform's policies and the namespace's, and the object.
+type nsrouteDraw struct {
+	i        int
+	platform []*Policy
+	tenant   []*Policy
+	classes  []string
+	fx       fixtureObject
+	in       Input
+}
+
+// draws calls f with each draw of seed, all of them or (c.draw) one; the draws before that one
+// are generated, consuming the seed's numbers as a full run does, and not applied.
+func (w *nsrouteWorld) draws(t *testing.T, c seedCase, refused map[string]int, f func(nsrouteDraw)) {
+	r := rand.New(rand.NewPCG(c.seed, 38))
+	for i := range nsrouteDraws {
+		if c.draw >= 0 && i > c.draw {
+			return
+		}
+		build := c.draw < 0 || i == c.draw
 		var platform []*Policy
-		for _, p := range catalogue {
+		for _, p := range w.catalogue {
 			if r.IntN(3) == 0 {
 				platform = append(platform, p)
 			}
@@ -224,59 +271,81 @@ func TestNamespaceRouteNeverLeavesEnforceOut(t *testing.T) {
 		var tenant []*Policy
 		var classes []string
 		for j := range 1 + r.IntN(3) {
-			c := nsrouteClasses[r.IntN(len(nsrouteClasses))]
-			spec := c.draw(r)
+			class := nsrouteClasses[r.IntN(len(nsrouteClasses))]
+			spec := class.draw(r)
 			if r.IntN(4) == 0 {
 				spec = "mode: default\n" + spec // the namespace's lower layer
 			}
-			p := nsroutePolicy(t, opts, i*4+j, spec)
+			p := w.policy(t, i*4+j, spec)
 			if p == nil {
-				refused[c.name]++
+				if refused != nil {
+					refused[class.name]++
+				}
 				continue
 			}
 			tenant = append(tenant, p)
-			classes = append(classes, c.name)
+			classes = append(classes, class.name)
 		}
 		if len(platform) == 0 || len(tenant) == 0 {
 			continue
 		}
-		fx := fixtures[r.IntN(len(fixtures))]
-		if r.IntN(2) == 0 {
+		fx := w.fixtures[r.IntN(len(w.fixtures))]
+		unlabel := r.IntN(2) == 0
+		placed := fx.kind == profiles.KindPod && r.IntN(3) == 0
+		lookups := w.clusters[r.IntN(len(w.clusters))]
+		if !build {
+			continue
+		}
+		if unlabel {
 			// Without the label team-ml selects: a namespace policy's team: ml selects it.
 			obj := objectOf(t, fx.obj)
 			delete(obj["metadata"].(map[string]any)["labels"].(map[string]any), "team")
-			fx.obj, err = json.Marshal(obj)
+			js, err := json.Marshal(obj)
 			require.NoError(t, err)
+			fx.obj = js
 		}
-		if fx.kind == profiles.KindPod && r.IntN(3) == 0 {
+		if placed {
 			// Placed as a Kueue flavor places it (kueueCluster's flavor writes pool: cpu).
 			obj := objectOf(t, fx.obj)
 			obj["spec"].(map[string]any)["nodeSelector"] = map[string]any{"pool": "cpu"}
-			fx.obj, err = json.Marshal(obj)
+			js, err := json.Marshal(obj)
 			require.NoError(t, err)
+			fx.obj = js
 		}
-		in := Input{Kind: fx.kind, Object: fx.obj, Namespace: "default", Lookups: clusters[r.IntN(len(clusters))]}
-		alone, err := NewSet(platform).Apply(in)
+		f(nsrouteDraw{i: i, platform: platform, tenant: tenant, classes: classes, fx: fx,
+			in: Input{Kind: fx.kind, Object: fx.obj, Namespace: "default", Lookups: lookups}})
+	}
+}
+
+// run checks the draws of one seed case; with every draw, also that the generator reaches
+// every class and the conflicts the route is about.
+func (w *nsrouteWorld) run(t *testing.T, c seedCase) {
+	draws, refused, leftOut, denied, rescued := map[string]int{}, map[string]int{}, map[string]int{}, 0, 0
+	checked := 0
+	w.draws(t, c, refused, func(d nsrouteDraw) {
+		checked++
+		what := fmt.Sprintf("draw %d (%s): %s with %v %v %s", d.i, c.reproduce("TestNamespaceRouteNeverLeavesEnforceOut", d.i),
+			d.fx.name, d.classes, refs(d.tenant), specs(d.tenant, d.fx.kind))
+		alone, err := NewSet(d.platform).Apply(d.in)
 		require.NoError(t, err)
-		with, err := NewSet(slices.Concat(platform, tenant)).Apply(in)
+		with, err := NewSet(slices.Concat(d.platform, d.tenant)).Apply(d.in)
 		require.NoError(t, err)
-		for _, c := range classes {
+		for _, c := range d.classes {
 			draws[c]++
 		}
-		what := fmt.Sprintf("draw %d: %s with %v %v %s", i, fx.name, classes, refs(tenant), specs(tenant, fx.kind))
 		// Denied only where the platform's policies alone deny (a namespace policy may supply
 		// what an enforce policy lacks, a volume it mounts: then the object is admitted with it).
 		require.False(t, with.Denied && !alone.Denied, "%s: namespace policies decide no denial: %q", what, with.Denial())
 		if with.Denied {
 			denied++
-			continue
+			return
 		}
 		if alone.Denied {
 			rescued++
 			for _, sk := range alone.Skipped {
 				require.Contains(t, with.Applied, sk.Policy, "%s: admitted only with every enforce policy", what)
 			}
-			continue
+			return
 		}
 		// Every policy of the platform that holds alone still holds.
 		for _, p := range alone.Applied {
@@ -286,10 +355,10 @@ func TestNamespaceRouteNeverLeavesEnforceOut(t *testing.T) {
 		for _, sk := range with.Skipped {
 			require.Equal(t, ScopeNamespace, sk.Policy.Scope, "%s: only namespace policies are left out: %s", what, sk)
 			require.NotEmpty(t, sk.Violation.Field, "%s: the violation names the field: %s", what, sk)
-			leftOut[classes[slices.Index(tenant, sk.Policy)]]++
+			leftOut[d.classes[slices.Index(d.tenant, sk.Policy)]]++
 		}
-		for _, p := range tenant {
-			if p.Patch(fx.kind) == nil {
+		for _, p := range d.tenant {
+			if p.Patch(d.fx.kind) == nil {
 				continue
 			}
 			left := slices.ContainsFunc(with.Skipped, func(sk Skipped) bool { return sk.Policy == p })
@@ -302,10 +371,13 @@ func TestNamespaceRouteNeverLeavesEnforceOut(t *testing.T) {
 				require.Fail(t, "a namespace policy hands the enforced placement to Kueue", "%s: %s", what, f)
 			}
 		}
-		// Admission may be re-invoked: the set applied again to the result changes nothing.
-		twice, err := NewSet(slices.Concat(platform, tenant)).Apply(Input{Kind: fx.kind, Object: with.Object, Namespace: "default", Lookups: in.Lookups})
+		// Admission may be re-invoked (reference §3's fixed point): the set applied again to
+		// the result changes nothing, its provenance included.
+		again := d.in
+		again.Object = with.Object
+		twice, err := NewSet(slices.Concat(d.platform, d.tenant)).Apply(again)
 		require.NoError(t, err)
-		require.Equal(t, string(with.Object), string(twice.Object), "%s: apply twice = apply once", what)
+		requireFixedPoint(t, with, twice, what)
 		// The enforced fields hold: the enforce policies that applied alone, applied again to
 		// the result, change nothing.
 		var enforce []*Policy
@@ -315,11 +387,15 @@ func TestNamespaceRouteNeverLeavesEnforceOut(t *testing.T) {
 			}
 		}
 		if len(enforce) == 0 {
-			continue
+			return
 		}
-		again, err := NewSet(enforce).Apply(Input{Kind: fx.kind, Object: with.Object, Namespace: "default", Lookups: in.Lookups})
+		held, err := NewSet(enforce).Apply(again)
 		require.NoError(t, err)
-		require.Equal(t, stripApplied(t, with.Object), stripApplied(t, again.Object), "%s: the enforced fields hold", what)
+		require.Equal(t, stripApplied(t, with.Object), stripApplied(t, held.Object), "%s: the enforced fields hold", what)
+	})
+	if c.draw >= 0 {
+		require.Equal(t, 1, checked, "draw %d of seed %d is one the generator builds", c.draw, c.seed)
+		return
 	}
 	t.Logf("draws per class %v; left out per class %v; refused by lint per class %v; denied by the platform alone %d; admitted where the platform alone is denied %d", draws, leftOut, refused, denied, rescued)
 	for _, c := range nsrouteClasses {
@@ -332,6 +408,21 @@ func TestNamespaceRouteNeverLeavesEnforceOut(t *testing.T) {
 	for _, c := range []string{"container names", "port collisions", "runtime class scheduling", "nulls", "security context", "service", "priority"} {
 		require.Positive(t, leftOut[c], "class %q makes conflicts that leave the namespace policy out", c)
 	}
+}
+
+// requireFixedPoint fails unless a second admission (twice) of an admission's result (once)
+// changes nothing, saying whether only the provenance differs.
+func requireFixedPoint(t *testing.T, once, twice Result, what string) {
+	t.Helper()
+	if string(once.Object) == string(twice.Object) {
+		return
+	}
+	where := "the object differs: " + strings.Join(diffPaths(objectOf(t, []byte(stripApplied(t, once.Object))), objectOf(t, []byte(stripApplied(t, twice.Object)))), ", ")
+	if stripApplied(t, once.Object) == stripApplied(t, twice.Object) {
+		where = "only " + AppliedAnnotation + " differs"
+	}
+	require.Equal(t, string(once.Object), string(twice.Object), "%s: apply twice = apply once (%s; applied %v then %v, left out %v then %v, warnings %q then %q)",
+		what, where, refs(once.Applied), refs(twice.Applied), once.Skipped, twice.Skipped, once.Warnings, twice.Warnings)
 }
 
 // refs names policies.
@@ -348,7 +439,7 @@ func specs(ps []*Policy, kind profiles.Kind) string {
 	var b strings.Builder
 	for _, p := range ps {
 		js, _ := json.Marshal(p.Patch(kind))
-		fmt.Fprintf(&b, "\n  %s: %s", p.Ref, js)
+		fmt.Fprintf(&b, "\n  %s (%s): %s", p.Ref, p.Mode, js)
 	}
 	return b.String()
 }
