@@ -371,6 +371,11 @@ func setsLabels(p *Policy, kind profiles.Kind) bool {
 	return ok && meta["labels"] != nil
 }
 
+// maxLayerReruns bounds how often applyLayers applies the layers again to what they made, for
+// a one-of group a later layer switched to a default's member (applyState.switched): once per
+// level of one-of groups nested in each other, which policies do not go beyond.
+const maxLayerReruns = 3
+
 // decoded is the input object in a tree, ready to be patched once.
 type decoded struct {
 	t   *jsontree.Tree
@@ -457,16 +462,31 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 			}
 			m.mergeMap(obj, patch)
 			if in.Explain {
-				res.Changes = append(res.Changes, Change{Policy: p, Fields: append(sidecarFields[p], diffPaths(before, obj)...)})
+				res.Changes = append(res.Changes, Change{Policy: p, Fields: slices.Concat(sidecarFields[p], diffPaths(before, obj))})
 			}
 		}
 	}
-	// Defaults sit below the object: fill, highest precedence first, so the first to set a field wins.
-	pass(reversed(l.namespaceDefault), true, true)
-	pass(reversed(l.platformDefault), true, false)
-	pass(l.platformMerge, false, false)
-	pass(l.namespaceMerge, false, true)
-	pass(l.enforce, false, false)
+	stack := func() {
+		// Defaults sit below the object: fill, highest precedence first, so the first to set a
+		// field wins.
+		pass(reversed(l.namespaceDefault), true, true)
+		pass(reversed(l.platformDefault), true, false)
+		pass(l.platformMerge, false, false)
+		pass(l.namespaceMerge, false, true)
+		pass(l.enforce, false, false)
+	}
+	stack()
+	// A default's member of a one-of group (a volume's source) that yielded to another the
+	// object held, and that a later layer then chose: a second admission would fill the
+	// default's members under that choice. So the layers apply once more to what they made,
+	// as that admission would (reference §3's fixed point); rare, and bounded.
+	for range maxLayerReruns {
+		if st.stopped() || !st.switched() {
+			break
+		}
+		st.yields = st.yields[:0]
+		stack()
+	}
 
 	if st.stopped() {
 		return Result{Object: in.Object}, nil, fmt.Errorf("%s not patched: %w", strings.ToLower(string(in.Kind)), st.err)
@@ -675,10 +695,19 @@ func reversed(ps []*Policy) []*Policy {
 	return out
 }
 
-// orderChanges puts explanations in provenance order (defaults were applied in reverse).
+// orderChanges puts explanations in provenance order (defaults were applied in reverse), one
+// per policy (the layers may have applied twice: applyLayers).
 func orderChanges(cs []Change, applied []*Policy) []Change {
 	by := make(map[*Policy]Change, len(cs))
 	for _, c := range cs {
+		if prev, ok := by[c.Policy]; ok {
+			for _, f := range c.Fields {
+				if !slices.Contains(prev.Fields, f) {
+					prev.Fields = append(prev.Fields, f)
+				}
+			}
+			c = prev
+		}
 		by[c.Policy] = c
 	}
 	out := make([]Change, len(applied))

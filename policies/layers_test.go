@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/podpatch/podpatch/policies/allowlist"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 
@@ -45,5 +46,41 @@ func TestSelectionReads(t *testing.T) {
 			sub := &subject{id: c.id, kind: profiles.KindPod, namespace: c.namespace, labels: c.before}
 			require.Equal(t, c.want, s.selectionReads(sub, c.before, c.after))
 		})
+	}
+}
+
+// TestYieldedDefaultFillsASwitchedSource: a default's volume source (emptyDir with a size
+// limit) yields to another default's (a ConfigMap); a platform merge or enforce policy then
+// switches the volume to an emptyDir of its own. A second admission fills the yielded default's
+// size limit under that emptyDir, so the first does too (the layers applied once more), and in
+// `render --explain` the default names the field.
+func TestYieldedDefaultFillsASwitchedSource(t *testing.T) {
+	pod := fixtureJSON(t, "dask-operator/worker-pod.yaml", func(obj map[string]any) { obj["metadata"].(map[string]any)["namespace"] = "default" })
+	sized := enforcePolicy(t, "sized", ModeDefault, "template: {spec: {volumes: [{name: scratch, emptyDir: {sizeLimit: 1Gi}}]}}")
+	opts := DefaultOptions()
+	var err error
+	opts.NamespaceAllowed, err = allowlist.ParseFields(nsrouteAllowed)
+	require.NoError(t, err)
+	tenant := nsroutePolicy(t, opts, 0, "mode: default\ntemplate: {spec: {volumes: [{name: scratch, configMap: {name: tenant}}]}}")
+	require.NotNil(t, tenant)
+	for _, mode := range []Mode{ModeMerge, ModeEnforce} {
+		memory := enforcePolicy(t, "memory", mode, "template: {spec: {volumes: [{name: scratch, emptyDir: {medium: Memory}}]}}")
+		set := NewSet([]*Policy{sized, tenant, memory})
+		in := Input{Kind: profiles.KindPod, Object: pod, Namespace: "default", Explain: true}
+		res, err := set.Apply(in)
+		require.NoError(t, err)
+		var scratch any
+		for _, v := range objectOf(t, res.Object)["spec"].(map[string]any)["volumes"].([]any) {
+			if v.(map[string]any)["name"] == "scratch" {
+				scratch = v
+			}
+		}
+		require.Equal(t, map[string]any{"name": "scratch", "emptyDir": map[string]any{"medium": "Memory", "sizeLimit": "1Gi"}}, scratch, mode)
+		require.Equal(t, sized, res.Changes[0].Policy)
+		require.Contains(t, res.Changes[0].Fields, "spec.volumes[scratch].emptyDir.sizeLimit", mode)
+		in.Object, in.Explain = res.Object, false
+		again, err := set.Apply(in)
+		require.NoError(t, err)
+		require.Equal(t, string(res.Object), string(again.Object), "%s: apply twice = apply once", mode)
 	}
 }

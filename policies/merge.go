@@ -144,6 +144,30 @@ type applyState struct {
 	// work counts the nodes written into the object, bounded by maxMergeWork.
 	work int
 	done <-chan struct{}
+	// yields are the one-of groups in which a default's member yielded to another the object
+	// held (mergeOneOf), for switched.
+	yields []yield
+}
+
+// yield is a one-of group in which a default's members (chosen) yielded: the object held another.
+type yield struct {
+	dst    map[string]any
+	chosen []string
+}
+
+// switched reports whether a later layer switched a one-of group in which a default yielded to
+// the default's own member: the object now holds it, so a second admission would fill the
+// default's members under it where this one did not (reference §3's fixed point; Set.applyLayers
+// then applies the layers once more).
+func (st *applyState) switched() bool {
+	for _, y := range st.yields {
+		for _, k := range y.chosen {
+			if y.dst[k] != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // stopped reports whether the apply must stop, recording why.
@@ -242,8 +266,12 @@ func (m merger) mergeOneOf(field string, dst, patch map[string]any) {
 			held = append(held, k)
 		}
 	}
+	yielded := m.fill && len(chosen) > 0 && len(held) > 0
+	if yielded {
+		m.st.yields = append(m.st.yields, yield{dst, chosen})
+	}
 	for k, pv := range patch {
-		if len(chosen) > 0 && len(held) > 0 && in(k) && m.fill {
+		if yielded && in(k) {
 			continue // the object already chose another member: keep it
 		}
 		m.mergeEntry(dst, k, pv)
