@@ -466,11 +466,19 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 			}
 		}
 	}
+	// Defaults sit below the object: fill, highest precedence first, so the first to set a field
+	// wins; those keepValid kept below the others (layers.under) fill last.
+	namespaceDefault, platformDefault := l.namespaceDefault, l.platformDefault
+	var namespaceUnder, platformUnder []*Policy
+	if len(l.under) > 0 {
+		namespaceDefault, namespaceUnder = l.splitUnder(namespaceDefault)
+		platformDefault, platformUnder = l.splitUnder(platformDefault)
+	}
 	stack := func() {
-		// Defaults sit below the object: fill, highest precedence first, so the first to set a
-		// field wins.
-		pass(reversed(l.namespaceDefault), true, true)
-		pass(reversed(l.platformDefault), true, false)
+		pass(reversed(namespaceDefault), true, true)
+		pass(reversed(platformDefault), true, false)
+		pass(reversed(namespaceUnder), true, true)
+		pass(reversed(platformUnder), true, false)
 		pass(l.platformMerge, false, false)
 		pass(l.namespaceMerge, false, true)
 		pass(l.enforce, false, false)

@@ -66,6 +66,19 @@ func (l *layers) all() []*Policy {
 	return slices.Concat(l.platformDefault, l.namespaceDefault, l.platformMerge, l.namespaceMerge, l.enforce)
 }
 
+// splitUnder splits a default layer into the policies at their place and those kept below
+// every other default (layers.under), each in provenance order.
+func (l *layers) splitUnder(ps []*Policy) (at, under []*Policy) {
+	for _, p := range ps {
+		if slices.Contains(l.under, p) {
+			under = append(under, p)
+		} else {
+			at = append(at, p)
+		}
+	}
+	return at, under
+}
+
 // platform and namespace list the policies of each scope, in provenance order.
 func (l *layers) platform() []*Policy {
 	return slices.Concat(l.platformDefault, l.platformMerge, l.enforce)
@@ -96,7 +109,7 @@ func (l *layers) enforceKept(keep func(*Policy) bool) layers {
 func (l *layers) equal(o layers) bool {
 	return slices.Equal(l.platformDefault, o.platformDefault) && slices.Equal(l.namespaceDefault, o.namespaceDefault) &&
 		slices.Equal(l.platformMerge, o.platformMerge) && slices.Equal(l.namespaceMerge, o.namespaceMerge) &&
-		slices.Equal(l.enforce, o.enforce)
+		slices.Equal(l.enforce, o.enforce) && slices.Equal(l.under, o.under)
 }
 
 // any reports whether a policy of the layers satisfies f.

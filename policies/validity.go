@@ -55,7 +55,8 @@ func envOf(in Input, namespace string) *validity.Env {
 // namespace policies the platform's are searched first and the namespace's after (keepValid),
 // a platform policy left out in the first search being tried again in the second. An object
 // thus costs at most MaxValidityPasses applies per matching policy (twice that for a platform
-// policy left out), and only when the policies would make it invalid.
+// policy left out, and for a default also tried below the other defaults), and only when the
+// policies would make it invalid.
 const MaxValidityPasses = 3
 
 // keepValid leaves out the policies whose contribution makes the object invalid. out is the
@@ -88,37 +89,67 @@ func keepValid(in Input, env *validity.Env, l layers, out Result, apply func(lay
 	// namespace policy may supply what one lacked). A namespace policy thus never makes a
 	// platform policy be left out, and never makes an object denied that the platform's alone
 	// admit.
+	//
+	// A default whose contribution at its place makes the object invalid is tried once more
+	// below every other default kept (layers.under: it fills only what they leave unset), and
+	// kept there when that is valid. That is where every later admission puts it: it reads what
+	// the kept defaults filled as the object's own, which a default does not override. (Of two
+	// namespace defaults on one field, the later's invalid value left out and the earlier's
+	// kept, a re-admission finds the field set and the later default harmless, and claims it.)
 	order := slices.Clone(l.all())
 	slices.Reverse(order)
 	keep := make(map[*Policy]bool, len(order))
+	var under []*Policy
+	placed := map[*Policy]validity.Violation{} // why a default kept under is not at its place
 	best := Result{Object: in.Object}
 	why := map[*Policy]validity.Violation{}
 	var searchErr error
-	// search adds pending back, pass by pass; false when the budget ran out.
+	// try applies what is kept; false when the search must stop (searchErr, or the budget).
+	try := func(p *Policy) (Result, bool) {
+		res, err := apply(l.only(keep, under))
+		if errors.Is(err, ErrStopped) {
+			// The budget ran out mid-search: what was kept is known valid and holds the
+			// highest precedence (enforce first), so it applies; the rest is left out, said
+			// so. Anything else would let whoever makes the search long (a tenant's
+			// policies on their own Pods) switch the platform's enforce policies off.
+			delete(keep, p)
+			under = slices.DeleteFunc(under, func(q *Policy) bool { return q == p })
+			for _, q := range l.all() {
+				if _, left := why[q]; !left && !keep[q] {
+					why[q] = validity.Violation{Rule: validity.RuleBudget, Message: "the request budget ran out before podpatch could check this policy"}
+				}
+			}
+			return res, false
+		}
+		if err != nil {
+			searchErr = err
+			return res, false
+		}
+		return res, true
+	}
+	// search adds pending back, pass by pass; false when the search stopped.
 	search := func(pending []*Policy) bool {
 		for pass := 0; pass < MaxValidityPasses && len(pending) > 0; pass++ {
 			var next []*Policy
 			for _, p := range pending {
 				keep[p] = true
-				res, err := apply(l.only(keep))
-				if errors.Is(err, ErrStopped) {
-					// The budget ran out mid-search: what was kept is known valid and holds the
-					// highest precedence (enforce first), so it applies; the rest is left out, said
-					// so. Anything else would let whoever makes the search long (a tenant's
-					// policies on their own Pods) switch the platform's enforce policies off.
-					delete(keep, p)
-					for _, q := range l.all() {
-						if _, left := why[q]; !left && !keep[q] {
-							why[q] = validity.Violation{Rule: validity.RuleBudget, Message: "the request budget ran out before podpatch could check this policy"}
-						}
+				res, ok := try(p)
+				if !ok {
+					return false
+				}
+				v := validity.Fresh(res.violations, given)
+				if len(v) > 0 && p.Mode == ModeDefault && fillsAfter(l, keep, under, p) {
+					under = append(under, p)
+					if res, ok = try(p); !ok {
+						return false
 					}
-					return false
+					if len(validity.Fresh(res.violations, given)) > 0 {
+						under = under[:len(under)-1]
+					} else {
+						placed[p], v = slices.MinFunc(v, validity.Compare), nil
+					}
 				}
-				if err != nil {
-					searchErr = err
-					return false
-				}
-				if v := validity.Fresh(res.violations, given); len(v) > 0 {
+				if len(v) > 0 {
 					delete(keep, p)
 					why[p] = slices.MinFunc(v, validity.Compare) // the same one every time
 					next = append(next, p)
@@ -148,17 +179,33 @@ func keepValid(in Input, env *validity.Env, l layers, out Result, apply func(lay
 			best.Denied = best.Denied || p.Mode == ModeEnforce // reference §5: applied or denied
 		}
 	}
+	for _, p := range l.all() {
+		if !slices.Contains(best.selection.under, p) {
+			continue
+		}
+		best.Warnings = append(best.Warnings, "policy "+p.Ref+" applied below the other default policies, whose values it does not fill over: at its place "+placed[p].String())
+	}
 	best.Warnings = append(best.Warnings, out.Warnings...)
 	return best, nil
 }
 
-// only is the selection restricted to the policies in keep.
-func (l *layers) only(keep map[*Policy]bool) layers {
+// only is the selection restricted to the policies in keep, those of under filling below the
+// other defaults.
+func (l *layers) only(keep map[*Policy]bool, under []*Policy) layers {
 	f := func(ps []*Policy) []*Policy {
 		return slices.DeleteFunc(slices.Clone(ps), func(p *Policy) bool { return !keep[p] })
 	}
 	return layers{platformDefault: f(l.platformDefault), namespaceDefault: f(l.namespaceDefault),
-		platformMerge: f(l.platformMerge), namespaceMerge: f(l.namespaceMerge), enforce: f(l.enforce)}
+		platformMerge: f(l.platformMerge), namespaceMerge: f(l.namespaceMerge), enforce: f(l.enforce),
+		under: slices.Clone(under)}
+}
+
+// fillsAfter reports whether a default kept at its place fills after the default p at its
+// place (one of lower precedence): only then does p fill otherwise below the others.
+func fillsAfter(l layers, keep map[*Policy]bool, under []*Policy, p *Policy) bool {
+	defaults := slices.Concat(l.platformDefault, l.namespaceDefault) // provenance order
+	i := slices.Index(defaults, p)
+	return slices.ContainsFunc(defaults[:max(i, 0)], func(q *Policy) bool { return keep[q] && !slices.Contains(under, q) })
 }
 
 // anyWrites reports whether a policy sets or removes (null) a member of the spec of objects of

@@ -720,3 +720,49 @@ func TestCheckHostileInput(t *testing.T) {
 		require.Error(t, err, in)
 	}
 }
+
+// TestDefaultLeftOutAtItsPlaceFillsBelow: of two namespace defaults on one field, the later
+// wins it; when its value is one the object cannot keep (a PriorityClass that does not exist),
+// the earlier's value fills it, and the later default fills, below the other defaults, what
+// they leave unset (its node selector): that is what a second admission does, which reads the
+// earlier's value as the object's own. So it is applied, with a warning, not left out, and the
+// result admitted again changes nothing.
+func TestDefaultLeftOutAtItsPlaceFillsBelow(t *testing.T) {
+	pod := fixtureJSON(t, "dask-operator/worker-pod.yaml", func(obj map[string]any) { obj["metadata"].(map[string]any)["namespace"] = "default" })
+	cluster := &fakeCluster{priority: map[string]validity.PriorityClassInfo{"batch-high": {Value: 1000}}}
+	for _, c := range []struct {
+		later    string
+		selector any
+	}{
+		{"template: {spec: {priorityClassName: tenant-missing}}", nil},
+		{"template: {spec: {priorityClassName: tenant-missing, nodeSelector: {pool: b}}}", map[string]any{"pool": "b"}},
+	} {
+		earlier := nsroutePolicy(t, DefaultOptions(), 1, "mode: default\ntemplate: {spec: {priorityClassName: batch-high}}")
+		later := nsroutePolicy(t, DefaultOptions(), 2, "mode: default\n"+c.later)
+		require.NotNil(t, earlier)
+		require.NotNil(t, later)
+		set := NewSet([]*Policy{earlier, later})
+		in := Input{Kind: profiles.KindPod, Object: pod, Namespace: "default", Lookups: cluster}
+		res, err := set.Apply(in)
+		require.NoError(t, err)
+		require.Empty(t, res.Skipped, c.later)
+		require.Equal(t, []*Policy{earlier, later}, res.Applied, c.later)
+		require.Len(t, res.Warnings, 1)
+		require.Contains(t, res.Warnings[0], later.Ref+" applied below the other default policies")
+		require.Contains(t, res.Warnings[0], "spec.priorityClassName")
+		spec := objectOf(t, res.Object)["spec"].(map[string]any)
+		require.Equal(t, "batch-high", spec["priorityClassName"], c.later)
+		require.Equal(t, c.selector, spec["nodeSelector"], c.later)
+		in.Object = res.Object
+		again, err := set.Apply(in)
+		require.NoError(t, err)
+		require.Equal(t, string(res.Object), string(again.Object), "%s: apply twice = apply once", c.later)
+		require.Empty(t, again.Warnings)
+	}
+	// Alone, the later default is left out: there is no value below it.
+	later := nsroutePolicy(t, DefaultOptions(), 2, "mode: default\ntemplate: {spec: {priorityClassName: tenant-missing}}")
+	res, err := NewSet([]*Policy{later}).Apply(Input{Kind: profiles.KindPod, Object: pod, Namespace: "default", Lookups: cluster})
+	require.NoError(t, err)
+	require.Len(t, res.Skipped, 1)
+	require.Equal(t, later, res.Skipped[0].Policy)
+}
