@@ -21,8 +21,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
 func TestMain(m *testing.M) {
@@ -47,19 +47,36 @@ func TestTLSOpts(t *testing.T) {
 	assert.Equal(t, []string{"h2", "http/1.1"}, c.NextProtos)
 }
 
-// freePort picks a loopback port that is free right now; controller-runtime's
-// webhook server takes a port, not a listener.
-func freePort(t *testing.T) int {
+// serveTLS serves mux on a loopback port of its own as podpatch's webhook server does: a
+// certwatcher on dir's tls.crt and tls.key under the TLS settings of opts, until the test
+// ends. It returns the address.
+func serveTLS(t *testing.T, dir string, opts ServingOptions, mux http.Handler) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	cw, err := certwatcher.New(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
 	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
-	return port
+	cfg := &tls.Config{GetCertificate: cw.GetCertificate}
+	for _, op := range opts.TLSOpts() {
+		op(cfg)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	watched := make(chan error, 1)
+	go func() { watched <- cw.Start(ctx) }()
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(tls.NewListener(ln, cfg)) }()
+	t.Cleanup(func() {
+		cancel()
+		assert.NoError(t, srv.Shutdown(context.Background()))
+		assert.ErrorIs(t, <-served, http.ErrServerClosed)
+		assert.NoError(t, <-watched)
+	})
+	return ln.Addr().String()
 }
 
-// TestWebhookServerHotReload serves through controller-runtime's webhook
-// server and replaces the certificate under it while clients keep calling: no
+// TestWebhookServerHotReload serves as podpatch's webhook server does (serveTLS)
+// and replaces the certificate under it while clients keep calling: no
 // request may fail, and new connections must end up with the new certificate.
 func TestWebhookServerHotReload(t *testing.T) {
 	const service, namespace = "podpatch", "podpatch-system"
@@ -71,35 +88,18 @@ func TestWebhookServerHotReload(t *testing.T) {
 	require.NoError(t, WriteFiles(dir, first))
 	secondLeaf := mustCert(t, second.Cert)
 
-	port := freePort(t)
-	srv := webhook.NewServer(webhook.Options{
-		Host:    "127.0.0.1",
-		Port:    port,
-		CertDir: dir,
-		TLSOpts: ServingOptions{CertDir: dir}.TLSOpts(),
-	})
 	var writeErrs atomic.Int64
-	srv.Register("/ping", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ping", func(w http.ResponseWriter, _ *http.Request) {
 		if _, err := io.WriteString(w, "pong"); err != nil {
 			writeErrs.Add(1)
 		}
-	}))
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-served:
-			assert.NoError(t, err)
-		case <-time.After(30 * time.Second):
-			t.Error("webhook server did not stop")
-		}
 	})
+	addr := serveTLS(t, dir, ServingOptions{CertDir: dir}, mux)
 
 	pool := poolOf(t, append(append([]byte{}, first.CACert...), second.CACert...))
 	tlsConfig := &tls.Config{RootCAs: pool, ServerName: service + "." + namespace + ".svc", MinVersion: tls.VersionTLS12}
-	url := fmt.Sprintf("https://127.0.0.1:%d/ping", port)
+	url := "https://" + addr + "/ping"
 	keepAlive := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig.Clone(), ForceAttemptHTTP2: true}}
 	fresh := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig.Clone(), DisableKeepAlives: true}}
 	get := func(c *http.Client) (*http.Response, error) {
@@ -126,7 +126,7 @@ func TestWebhookServerHotReload(t *testing.T) {
 	assert.Equal(t, 1, resp.ProtoMajor, "HTTP/2 is not negotiated even when the client offers it")
 	assert.Equal(t, "http/1.1", resp.TLS.NegotiatedProtocol)
 	// A client that cannot speak TLS 1.2 is refused.
-	_, err = tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port), &tls.Config{RootCAs: pool, ServerName: tlsConfig.ServerName, MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11})
+	_, err = tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: tlsConfig.ServerName, MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "protocol version")
 
@@ -220,30 +220,12 @@ func TestClientCAFile(t *testing.T) {
 	caFile := filepath.Join(t.TempDir(), "client-ca.crt")
 	require.NoError(t, os.WriteFile(caFile, apiserverCA.certPEM, 0o644))
 
-	port := freePort(t)
-	srv := webhook.NewServer(webhook.Options{
-		Host:    "127.0.0.1",
-		Port:    port,
-		CertDir: dir,
-		TLSOpts: ServingOptions{CertDir: dir, ClientCAFile: caFile}.TLSOpts(),
-	})
-	srv.Register("/ping", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ping", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, r.TLS.PeerCertificates[0].Subject.CommonName)
-	}))
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-served:
-			assert.NoError(t, err)
-		case <-time.After(30 * time.Second):
-			t.Error("webhook server did not stop")
-		}
 	})
-
-	url := fmt.Sprintf("https://127.0.0.1:%d/ping", port)
+	addr := serveTLS(t, dir, ServingOptions{CertDir: dir, ClientCAFile: caFile}, mux)
+	url := "https://" + addr + "/ping"
 	// ask calls with a fresh connection (so every call is a handshake),
 	// presenting certs whatever CAs the server names, and returns who the
 	// server saw.
@@ -267,7 +249,10 @@ func TestClientCAFile(t *testing.T) {
 	apiserver := clientCert(t, apiserverCA, "kube-apiserver")
 	other := clientCert(t, otherCA, "someone-else")
 	require.Eventually(t, func() bool { _, err := ask(apiserver); return err == nil }, 20*time.Second, 50*time.Millisecond, "server starts")
-	require.NoError(t, srv.StartedChecker()(nil), "the readiness check passes without a client certificate")
+	// The readiness check (webhook.Server.StartedChecker) dials without a client certificate.
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // as the readiness check
+	require.NoError(t, err, "a handshake without a client certificate succeeds")
+	require.NoError(t, conn.Close())
 
 	who, err := ask(apiserver)
 	require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -27,7 +28,9 @@ const DefaultShutdownTimeout = 25 * time.Second
 // controller_runtime_webhook_* metrics; tls.crt and tls.key are reloaded by the same
 // certwatcher.
 type Server struct {
-	Addr    string
+	Addr string
+	// Listen opens the listener (Listener's; nil: net.Listen).
+	Listen  ListenFunc
 	CertDir string
 	TLSOpts []func(*tls.Config)
 	Handler http.Handler
@@ -57,10 +60,11 @@ func (s *Server) Start(ctx context.Context) error {
 			}
 		}()
 	}
-	ln, err := tls.Listen("tcp", s.Addr, cfg)
+	ln, err := s.Listen.listen(ctx, s.Addr)
 	if err != nil {
 		return err
 	}
+	ln = tls.NewListener(ln, cfg)
 	srv := &http.Server{
 		Handler: s.Handler,
 		// Headers are tiny in admission requests, and come with the TLS handshake in this
@@ -107,11 +111,42 @@ func (s *Server) StartedChecker() healthz.Checker {
 	}
 }
 
-// ServeHTTP returns a runnable serving h over plain HTTP on addr (the probes, the metrics)
-// until ctx is done, then shutting down within grace.
-func ServeHTTP(addr string, h http.Handler, grace time.Duration) func(context.Context) error {
+// ListenFunc opens a TCP listener on addr.
+type ListenFunc func(ctx context.Context, addr string) (net.Listener, error)
+
+// Listener opens TCP listeners, with SO_REUSEPORT if shared: then another process of the same
+// user that sets it too may bind the same port (kube-apiserver's --permit-port-sharing).
+func Listener(shared bool) ListenFunc {
+	lc := net.ListenConfig{}
+	if shared {
+		lc.Control = func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			if err := c.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, soReusePort, 1)
+			}); err != nil {
+				return err
+			}
+			return serr
+		}
+	}
+	return func(ctx context.Context, addr string) (net.Listener, error) { return lc.Listen(ctx, "tcp", addr) }
+}
+
+// soReusePort is SO_REUSEPORT on Linux (the syscall package does not name it).
+const soReusePort = 0xf
+
+func (f ListenFunc) listen(ctx context.Context, addr string) (net.Listener, error) {
+	if f == nil {
+		f = Listener(false)
+	}
+	return f(ctx, addr)
+}
+
+// ServeHTTP returns a runnable serving h over plain HTTP on addr (the probes, the metrics),
+// listening with listen (nil: net.Listen), until ctx is done, then shutting down within grace.
+func ServeHTTP(listen ListenFunc, addr string, h http.Handler, grace time.Duration) func(context.Context) error {
 	return func(ctx context.Context) error {
-		ln, err := net.Listen("tcp", addr)
+		ln, err := listen.listen(ctx, addr)
 		if err != nil {
 			return err
 		}

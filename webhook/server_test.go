@@ -17,13 +17,13 @@ import (
 	"github.com/podpatch/podpatch/certs"
 )
 
-func freeAddr(t *testing.T) string {
+// handOver listens on a loopback port of its own and returns the address and a ListenFunc that
+// hands that listener to the server.
+func handOver(t *testing.T) (string, ListenFunc) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
+	return ln.Addr().String(), func(context.Context, string) (net.Listener, error) { return ln, nil }
 }
 
 // TestTLSServerShutdown: once its context is done the server refuses new connections, lets the
@@ -32,7 +32,8 @@ func freeAddr(t *testing.T) string {
 func TestTLSServerShutdown(t *testing.T) {
 	certDir, pool := testCerts(t)
 	start := func(h http.Handler, grace time.Duration) (string, context.CancelFunc, chan error) {
-		s := &Server{Addr: freeAddr(t), CertDir: certDir, Handler: h, Grace: grace, Log: logr.Discard()}
+		addr, listen := handOver(t)
+		s := &Server{Addr: addr, Listen: listen, CertDir: certDir, Handler: h, Grace: grace, Log: logr.Discard()}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- s.Start(ctx) }()

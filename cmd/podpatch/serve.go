@@ -71,7 +71,10 @@ type serveOptions struct {
 	Kubeconfig             string
 	MetricsBindAddress     string
 	HealthProbeBindAddress string
-	ShutdownTimeout        time.Duration
+	// PermitPortSharing binds the listeners with SO_REUSEPORT, as kube-apiserver's flag of the
+	// same name does.
+	PermitPortSharing bool
+	ShutdownTimeout   time.Duration
 	ShutdownDelay          time.Duration
 	RequestBudget          time.Duration
 	MaxInFlight            int
@@ -153,6 +156,7 @@ func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "address of /metrics (0 disables)")
 	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve Go's profiles (net/http/pprof) under /debug/pprof/ on the metrics listener, never on the webhook's (docs/operations.md)")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "address of /healthz and /readyz (0 disables)")
+	fs.BoolVar(&o.PermitPortSharing, "permit-port-sharing", o.PermitPortSharing, "bind the webhook, metrics and probe listeners with SO_REUSEPORT, so that another process of the same user may bind the same ports (a new replica started before the old one stops; a test harness holding the ports it hands out)")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long podpatch may take to stop after SIGTERM, --shutdown-delay and the requests in flight included; keep it below the Pod's terminationGracePeriodSeconds")
 	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "after SIGTERM, keep serving this long, unready, while the API server and kube-proxy stop sending requests to this replica; then stop accepting connections")
 	fs.DurationVar(&o.RequestBudget, "request-budget", o.RequestBudget, "time a request may take, waiting and reading included; past it the object is admitted unchanged with a warning. Keep it below the webhooks' timeoutSeconds")
@@ -342,7 +346,8 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 	}
 	grace := o.ShutdownTimeout - o.ShutdownDelay // for the requests in flight once the delay is over
 	srv := &webhook.Server{
-		Addr: net.JoinHostPort(o.Host, strconv.Itoa(o.Port)), CertDir: o.CertDir, Grace: grace, Log: log.WithName("server"),
+		Addr: net.JoinHostPort(o.Host, strconv.Itoa(o.Port)), Listen: webhook.Listener(o.PermitPortSharing),
+		CertDir: o.CertDir, Grace: grace, Log: log.WithName("server"),
 		TLSOpts: certs.ServingOptions{CertDir: o.CertDir, EnableHTTP2: o.EnableHTTP2, ClientCAFile: o.ClientCAFile}.TLSOpts(),
 		Handler: webhook.NewHandler(webhook.HandlerOptions{Store: store, Policies: popts, Metrics: m,
 			RequestBudget: o.RequestBudget, MaxInFlight: o.MaxInFlight, LargeBodyBytes: slots.LargeBytesFor(memLimit), Log: log, Lookups: cluster,
@@ -395,10 +400,10 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 		}
 	}
 	if o.HealthProbeBindAddress != "0" {
-		start("health probes", webhook.ServeHTTP(o.HealthProbeBindAddress, probes, grace))
+		start("health probes", webhook.ServeHTTP(srv.Listen, o.HealthProbeBindAddress, probes, grace))
 	}
 	if o.MetricsBindAddress != "0" {
-		start("metrics", webhook.ServeHTTP(o.MetricsBindAddress, metricsMux(o.Profiling), grace))
+		start("metrics", webhook.ServeHTTP(srv.Listen, o.MetricsBindAddress, metricsMux(o.Profiling), grace))
 	}
 	if events != nil {
 		start("owner events", events.Start)

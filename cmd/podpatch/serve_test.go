@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/certs"
+	"github.com/podpatch/podpatch/test/cluster"
 )
 
 // TestServeSIGTERM runs `podpatch serve` and sends it SIGTERM while a request is in flight:
@@ -38,13 +39,13 @@ func TestServeSIGTERM(t *testing.T) {
 	certDir := t.TempDir()
 	r := podpatch(t, "", "certs", "--service", "podpatch", "--namespace", "podpatch-system", "--out", certDir)
 	require.Equal(t, 0, r.code, r.stderr)
-	addr, metricsAddr, probeAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	addr, metricsAddr, probeAddr := heldAddr(t), heldAddr(t), heldAddr(t)
 	host, port, err := net.SplitHostPort(addr)
 	require.NoError(t, err)
 
 	var stderr bytes.Buffer
 	cmd := exec.Command(podpatchBin, "serve", "--policy-dir", examples, "--cert-dir", certDir,
-		"--host", host, "--port", port, "--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr,
+		"--host", host, "--port", port, "--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probeAddr, "--permit-port-sharing",
 		// A budget longer than the test's steps: the request must finish, not fall back.
 		"--request-budget", "1m", "--shutdown-timeout", "50s", "--shutdown-delay", "1s")
 	cmd.Stderr = &stderr
@@ -136,14 +137,15 @@ func TestServe(t *testing.T) {
 	o := newServeOptions()
 	_, err = parseCommand("serve", nil, io.Discard, false, o) // the defaults, as runServe gets them
 	require.NoError(t, err)
-	addr := freeAddr(t)
+	addr := heldAddr(t)
 	host, port, err := net.SplitHostPort(addr)
 	require.NoError(t, err)
 	o.Host = host
 	o.Port, err = strconv.Atoi(port)
 	require.NoError(t, err)
 	o.CertDir, o.PolicyDir = certDir, examples
-	o.MetricsBindAddress, o.HealthProbeBindAddress = freeAddr(t), freeAddr(t)
+	o.MetricsBindAddress, o.HealthProbeBindAddress = heldAddr(t), heldAddr(t)
+	o.PermitPortSharing = true
 	o.ShutdownDelay = 3 * time.Second
 	require.NoError(t, o.Validate())
 	require.False(t, o.needsCluster())
@@ -274,14 +276,14 @@ func workerReview(t *testing.T) []byte {
 	return b
 }
 
-// freeAddr returns a loopback address whose port is free now.
-func freeAddr(t *testing.T) string {
+// heldAddr holds a loopback port until the test ends (cluster.HoldPort) and returns its
+// address, for a podpatch serve run with --permit-port-sharing.
+func heldAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	h, err := cluster.HoldPort()
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
+	t.Cleanup(func() { require.NoError(t, h.Release()) })
+	return h.Addr()
 }
 
 // scrape returns the text of a /metrics endpoint; empty when it does not answer.
@@ -319,11 +321,11 @@ func TestServeProfiling(t *testing.T) {
 	for _, profiling := range []bool{false, true} {
 		t.Run(fmt.Sprintf("profiling=%v", profiling), func(t *testing.T) {
 			o := newServeOptions()
-			addr := freeAddr(t)
+			addr := heldAddr(t)
 			host, port, err := net.SplitHostPort(addr)
 			require.NoError(t, err)
 			args := []string{"--cert-dir", certDir, "--policy-dir", examples, "--shutdown-delay", "0s", "--host", host, "--port", port,
-				"--metrics-bind-address", freeAddr(t), "--health-probe-bind-address", freeAddr(t)}
+				"--metrics-bind-address", heldAddr(t), "--health-probe-bind-address", heldAddr(t), "--permit-port-sharing"}
 			if profiling {
 				args = append(args, "--profiling")
 			}

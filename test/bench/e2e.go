@@ -81,16 +81,16 @@ func RunE2E(ctx context.Context, o E2EOptions) (_ []E2EResult, err error) {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, pp.Stop()) }()
-	metricsPort, err := cluster.FreePort()
+	metricsPort, err := cluster.HoldPort()
 	if err != nil {
 		return nil, err
 	}
-	allowMetrics := fmt.Sprintf("127.0.0.1:%d", metricsPort)
+	allowMetrics := metricsPort.Addr()
 	allowCalls := func() (float64, error) {
 		return scrapeSum("http://"+allowMetrics+"/metrics", "controller_runtime_webhook_requests_total")
 	}
 	allow, err := StartServer("allow", o.AllowBin, certDir, filepath.Join(o.WorkDir, "allow-e2e.log"),
-		func(*Server) error { _, err := allowCalls(); return err }, "--metrics-bind-address", allowMetrics)
+		func(*Server) error { _, err := allowCalls(); return err }, []*cluster.HeldPort{metricsPort}, "--metrics-bind-address", allowMetrics)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +109,7 @@ func RunE2E(ctx context.Context, o E2EOptions) (_ []E2EResult, err error) {
 	}
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}
 	idiomatic, err := StartServer("idiomatic", o.IdiomaticBin, certDir, filepath.Join(o.WorkDir, "idiomatic-e2e.log"),
-		func(s *Server) error { _, err := Post(hc, s.URL(), review); return err })
+		func(s *Server) error { _, err := Post(hc, s.URL(), review); return err }, nil)
 	if err != nil {
 		return nil, err
 	}

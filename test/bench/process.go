@@ -21,32 +21,36 @@ import (
 
 // Server is a webhook server process on loopback: podpatch or a reference.
 type Server struct {
-	Name string
-	Port int
-	cmd  *exec.Cmd
-	out  *os.File
-	done chan error
+	Name  string
+	Port  int
+	cmd   *exec.Cmd
+	out   *os.File
+	done  chan error
+	ports []*cluster.HeldPort // released once it has stopped
 }
 
-// StartServer runs bin with args, appending --host 127.0.0.1 --port <free port> --cert-dir
-// certDir, sends its output to logFile, and waits until ready returns nil (polled every 10 ms,
-// 60 s at most).
-func StartServer(name, bin, certDir, logFile string, ready func(*Server) error, args ...string) (*Server, error) {
-	port, err := cluster.FreePort()
+// StartServer runs bin with args, appending --host 127.0.0.1 --port PORT --cert-dir certDir
+// --permit-port-sharing on a loopback port held for it (cluster.HoldPort), sends its output to
+// logFile, and waits until ready returns nil (polled every 10 ms, 60 s at most). held are the
+// other ports args name (metrics, probes), held by the caller for it: released with the
+// server's own when it stops.
+func StartServer(name, bin, certDir, logFile string, ready func(*Server) error, held []*cluster.HeldPort, args ...string) (*Server, error) {
+	port, err := cluster.HoldPort()
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(err, cluster.ReleaseAll(held))
 	}
+	held = append(held, port)
 	out, err := os.Create(logFile)
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(err, cluster.ReleaseAll(held))
 	}
-	s := &Server{Name: name, Port: port, out: out, done: make(chan error, 1)}
-	args = append(args, "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--cert-dir", certDir)
+	s := &Server{Name: name, Port: port.Port, out: out, done: make(chan error, 1), ports: held}
+	args = append(args, "--host", "127.0.0.1", "--port", strconv.Itoa(port.Port), "--cert-dir", certDir, "--permit-port-sharing")
 	s.cmd = exec.Command(bin, args...)
 	s.cmd.Stdout, s.cmd.Stderr = out, out
 	if err := s.cmd.Start(); err != nil {
 		out.Close()
-		return nil, err
+		return nil, errors.Join(err, cluster.ReleaseAll(held))
 	}
 	go func() { s.done <- s.cmd.Wait() }()
 	deadline := time.Now().Add(60 * time.Second)
@@ -85,7 +89,7 @@ func (s *Server) Stop() error {
 	}
 	select {
 	case err := <-s.done:
-		return err
+		return errors.Join(err, cluster.ReleaseAll(s.ports))
 	case <-time.After(30 * time.Second):
 		return errors.Join(fmt.Errorf("%s did not stop on SIGTERM", s.Name), s.cmd.Process.Kill())
 	}

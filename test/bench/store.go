@@ -113,16 +113,12 @@ func measureStore(ctx context.Context, o StoreOptions, kubeconfig, certDir strin
 		namespaces[cm.Namespace] = true
 	}
 	r.Namespaces = len(namespaces)
-	var ports [2]int
-	for i := range ports {
-		p, err := cluster.FreePort()
-		if err != nil {
-			return r, err
-		}
-		ports[i] = p
+	ports, err := cluster.HoldPorts(2)
+	if err != nil {
+		return r, err
 	}
-	metrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0])
-	probes := fmt.Sprintf("127.0.0.1:%d", ports[1])
+	metrics := "http://" + ports[0].Addr() + "/metrics"
+	probes := ports[1].Addr()
 	generation := func() (string, error) {
 		resp, err := http.Get("http://" + probes + "/readyz")
 		if err != nil {
@@ -136,9 +132,9 @@ func measureStore(ctx context.Context, o StoreOptions, kubeconfig, certDir strin
 	}
 	started := time.Now()
 	srv, err := StartServer("podpatch", o.PodpatchBin, certDir, filepath.Join(o.WorkDir, fmt.Sprintf("podpatch-store-%d.log", len(cms))),
-		func(*Server) error { _, err := generation(); return err },
+		func(*Server) error { _, err := generation(); return err }, ports,
 		"serve", "--kubeconfig", kubeconfig, "--log-level", "info",
-		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--health-probe-bind-address", probes)
+		"--metrics-bind-address", ports[0].Addr(), "--health-probe-bind-address", probes)
 	if err != nil {
 		return r, err
 	}

@@ -56,8 +56,10 @@ func TestInstall(t *testing.T) {
 
 func exerciseRelease(t *testing.T, mode string) {
 	ctx := context.Background()
-	port, err := cluster.FreePort()
+	held, err := cluster.HoldPort() // podpatch is named in the webhook configurations before it starts
 	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, held.Release()) })
+	port := held.Port
 	values := map[string]any{
 		"tls":        map[string]any{"mode": mode},
 		"webhookURL": fmt.Sprintf("https://localhost:%d", port),

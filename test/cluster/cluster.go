@@ -10,8 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,7 +50,8 @@ type ControlPlane struct {
 	WebhookClientCAFile string
 	env                 *envtest.Environment
 	dir                 string
-	flags               []string // StartWithFlags'
+	flags               []string    // StartWithFlags'
+	ports               []*HeldPort // etcd's client and peer ports, kube-apiserver's
 }
 
 // KubeBinDirEnv names the environment variable of a lane of the version matrix (issue 34,
@@ -102,6 +103,9 @@ func start(binDir, dir string, configure func(*ControlPlane), crdDirs ...string)
 	if configure != nil {
 		configure(c)
 	}
+	if c.ports, err = HoldEnvPorts(&c.env.ControlPlane); err != nil {
+		return nil, err
+	}
 	api := c.env.ControlPlane.GetAPIServer()
 	api.Configure().Set("admission-control-config-file", admission)
 	ConfigureAPIServer(api, binDir)
@@ -117,7 +121,7 @@ func start(binDir, dir string, configure func(*ControlPlane), crdDirs ...string)
 		api.Err = apiLog
 	}
 	if c.Config, err = c.env.Start(); err != nil {
-		return nil, fmt.Errorf("start control plane: %w\nkube-apiserver %s said last:\n%s", err, api.Path, apiLog)
+		return nil, errors.Join(fmt.Errorf("start control plane: %w\nkube-apiserver %s said last:\n%s", err, api.Path, apiLog), ReleaseAll(c.ports))
 	}
 	if err := c.setup(dir); err != nil {
 		return nil, errors.Join(err, c.Stop())
@@ -206,8 +210,30 @@ func ConfigureAPIServer(api *envtest.APIServer, binDir string) {
 	}
 }
 
-// Stop stops the control plane.
-func (c *ControlPlane) Stop() error { return c.env.Stop() }
+// Stop stops the control plane and releases its ports.
+func (c *ControlPlane) Stop() error { return errors.Join(c.env.Stop(), ReleaseAll(c.ports)) }
+
+// HoldEnvPorts holds etcd's client and peer ports and kube-apiserver's secure port for an envtest
+// control plane and has both bind them with port sharing (ports.go), so that envtest picks none
+// of them by binding and closing; release them once the control plane has stopped. Start does
+// it; a package that runs envtest itself (test/property) calls it too.
+func HoldEnvPorts(cp *envtest.ControlPlane) ([]*HeldPort, error) {
+	held, err := HoldPorts(3)
+	if err != nil {
+		return nil, err
+	}
+	if cp.Etcd == nil {
+		cp.Etcd = &envtest.Etcd{}
+	}
+	etcd := cp.Etcd
+	etcd.URL = &url.URL{Scheme: "http", Host: held[0].Addr()}
+	etcd.Configure().Set("listen-peer-urls", "http://"+held[1].Addr())
+	etcd.Configure().Set("socket-reuse-port", "true")
+	api := cp.GetAPIServer()
+	api.SecureServing.Address, api.SecureServing.Port = "127.0.0.1", strconv.Itoa(held[2].Port)
+	api.Configure().Set("permit-port-sharing", "true")
+	return held, nil
+}
 
 // CertManagerCRDs finds deploy/crds in the cert-manager module this build uses.
 func CertManagerCRDs() (string, error) {
@@ -261,16 +287,6 @@ func ServingCerts(dir string) ([]byte, error) {
 	return b.CACert, certs.WriteFiles(dir, b)
 }
 
-// FreePort returns a loopback port that is free now.
-func FreePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 // Podpatch is a `podpatch serve` process.
 type Podpatch struct {
 	Port                   int
@@ -279,31 +295,35 @@ type Podpatch struct {
 	Output *bytes.Buffer
 	cmd    *exec.Cmd
 	done   chan error
+	ports  []*HeldPort // those StartPodpatch held, released once the process has ended
 }
 
-// StartPodpatch runs `podpatch serve` on free loopback ports (port 0: pick one) against the
-// kubeconfig and waits until /readyz answers. extra are further flags.
+// StartPodpatch runs `podpatch serve` against the kubeconfig, its listeners bound with port
+// sharing on loopback ports held for it (ports.go), and waits until /readyz answers. port is
+// the webhook's: 0 holds a new one; another is one the caller holds (HoldPort), for a podpatch
+// restarted on the same port. extra are further flags.
 func StartPodpatch(bin, kubeconfig, certDir string, port int, extra ...string) (*Podpatch, error) {
-	ports := []*int{&port, new(int), new(int)}
-	for _, p := range ports {
-		if *p != 0 {
-			continue
-		}
-		var err error
-		if *p, err = FreePort(); err != nil {
-			return nil, err
-		}
+	n := 2
+	if port == 0 {
+		n = 3
 	}
-	p := &Podpatch{Port: port, Output: &bytes.Buffer{}, done: make(chan error, 1),
-		MetricsAddr: fmt.Sprintf("127.0.0.1:%d", *ports[1]), ProbeAddr: fmt.Sprintf("127.0.0.1:%d", *ports[2])}
+	held, err := HoldPorts(n)
+	if err != nil {
+		return nil, err
+	}
+	if port == 0 {
+		port = held[2].Port
+	}
+	p := &Podpatch{Port: port, Output: &bytes.Buffer{}, done: make(chan error, 1), ports: held,
+		MetricsAddr: held[0].Addr(), ProbeAddr: held[1].Addr()}
 	args := append([]string{"serve", "--kubeconfig", kubeconfig, "--host", "127.0.0.1",
-		"--port", fmt.Sprint(port), "--cert-dir", certDir,
+		"--port", fmt.Sprint(port), "--cert-dir", certDir, "--permit-port-sharing",
 		"--metrics-bind-address", p.MetricsAddr, "--health-probe-bind-address", p.ProbeAddr,
 		"--log-level", "debug", "--shutdown-delay", "0s"}, extra...)
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.Output, p.Output
 	if err := p.cmd.Start(); err != nil {
-		return nil, err
+		return nil, errors.Join(err, ReleaseAll(held))
 	}
 	go func() { p.done <- p.cmd.Wait() }()
 	if err := waitOK("podpatch", http.DefaultClient, "http://"+p.ProbeAddr+"/readyz", p.done, p.Output); err != nil {
@@ -358,7 +378,7 @@ func (p *Podpatch) Stop() error {
 	}
 	select {
 	case err := <-p.done:
-		return err
+		return errors.Join(err, ReleaseAll(p.ports))
 	case <-time.After(30 * time.Second):
 		return errors.Join(errors.New("podpatch did not stop on SIGTERM"), p.cmd.Process.Kill())
 	}
@@ -370,7 +390,7 @@ func (p *Podpatch) Kill() error {
 		return err
 	}
 	<-p.done
-	return nil
+	return ReleaseAll(p.ports)
 }
 
 // PID is the process id of the podpatch process, for reading its /proc/<pid>/status.

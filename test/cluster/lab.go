@@ -35,20 +35,56 @@ type Process struct {
 	Output *bytes.Buffer
 	cmd    *exec.Cmd
 	done   chan error
+	port   *HeldPort // the port it serves on, if any: released once it has stopped
 }
 
 // Stop sends SIGTERM and waits for the process to end (its exit status is not a failure:
-// both components exit non-zero on SIGTERM).
+// these components exit non-zero on SIGTERM).
 func (p *Process) Stop() error {
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		return err
 	}
 	select {
 	case <-p.done:
-		return nil
+		return p.releasePort()
 	case <-time.After(30 * time.Second):
-		return errors.Join(fmt.Errorf("%s did not stop on SIGTERM", p.Name), p.cmd.Process.Kill())
+		return errors.Join(fmt.Errorf("%s did not stop on SIGTERM", p.Name), p.cmd.Process.Kill(), p.releasePort())
 	}
+}
+
+func (p *Process) releasePort() error {
+	if p.port == nil {
+		return nil
+	}
+	return p.port.Release()
+}
+
+// startSecureComponent runs a Kubernetes component that serves /healthz on a secure port
+// (kube-scheduler, kube-controller-manager) with args, on a loopback port held for it (ports.go),
+// and waits until /healthz answers.
+func (c *ControlPlane) startSecureComponent(name, bin string, args ...string) (*Process, error) {
+	port, err := HoldPort()
+	if err != nil {
+		return nil, err
+	}
+	certDir, err := os.MkdirTemp(c.dir, name+"-")
+	if err != nil {
+		return nil, errors.Join(err, port.Release())
+	}
+	args = append(args, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port.Port),
+		"--permit-port-sharing=true", "--cert-dir", certDir)
+	p, err := startProcess(name, bin, args...)
+	if err != nil {
+		return nil, errors.Join(err, port.Release())
+	}
+	p.port = port
+	// Its serving certificate is self-signed; only liveness is read.
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // a local health probe
+	if err := waitOK(name, hc, fmt.Sprintf("https://%s/healthz", port.Addr()), p.done, p.Output); err != nil {
+		return nil, errors.Join(err, p.Stop())
+	}
+	return p, nil
 }
 
 func startProcess(name, bin string, args ...string) (*Process, error) {
@@ -66,36 +102,15 @@ func startProcess(name, bin string, args ...string) (*Process, error) {
 	return p, nil
 }
 
-// StartScheduler runs binDir's kube-scheduler (KubeBin: KubeBinDirEnv's if set) against the control plane, without leader election,
-// its secure port on a free loopback port, and waits until /healthz answers.
+// StartScheduler runs binDir's kube-scheduler (KubeBin: KubeBinDirEnv's if set) against the
+// control plane, without leader election, and waits until /healthz answers.
 func (c *ControlPlane) StartScheduler(binDir string) (*Process, error) {
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
-	certDir, err := os.MkdirTemp(c.dir, "kube-scheduler-")
-	if err != nil {
-		return nil, err
-	}
-	p, err := startProcess("kube-scheduler", KubeBin(binDir, "kube-scheduler"),
+	return c.startSecureComponent("kube-scheduler", KubeBin(binDir, "kube-scheduler"),
 		"--kubeconfig", c.Kubeconfig,
 		"--authentication-kubeconfig", c.Kubeconfig,
 		"--authorization-kubeconfig", c.Kubeconfig,
 		"--leader-elect=false",
-		"--bind-address=127.0.0.1",
-		fmt.Sprintf("--secure-port=%d", port),
-		"--cert-dir", certDir,
 		"--v=1")
-	if err != nil {
-		return nil, err
-	}
-	// Its serving certificate is self-signed; only liveness is read.
-	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // a local health probe
-	if err := waitOK("kube-scheduler", hc, fmt.Sprintf("https://127.0.0.1:%d/healthz", port), p.done, p.Output); err != nil {
-		return nil, errors.Join(err, p.Stop())
-	}
-	return p, nil
 }
 
 // StartKwok runs bin/kwok with the default stages of bin/kwok.yaml against the control plane,

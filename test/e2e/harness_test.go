@@ -23,12 +23,14 @@ import (
 
 func contextBackground() context.Context { return context.Background() }
 
-// freePort returns a loopback port that is free now.
-func freePort(t testing.TB) int {
+// heldPort holds a loopback port until the test ends (cluster.HoldPort), for a podpatch that
+// must be named in configurations before it starts, or restarted on the same port.
+func heldPort(t testing.TB) int {
 	t.Helper()
-	port, err := cluster.FreePort()
+	h, err := cluster.HoldPort()
 	require.NoError(t, err)
-	return port
+	t.Cleanup(func() { require.NoError(t, h.Release()) })
+	return h.Port
 }
 
 // podpatchProcess is `podpatch serve` running against the test control plane.
@@ -55,8 +57,8 @@ func startPodpatch(t testing.TB, certDir string, extra ...string) *podpatchProce
 	return startPodpatchOnPort(t, 0, certDir, extra...)
 }
 
-// startPodpatchOnPort is startPodpatch with the webhook port chosen by the caller (0: any),
-// for configurations that must name the URL before podpatch starts.
+// startPodpatchOnPort is startPodpatch with the webhook port held by the caller (heldPort; 0:
+// any), for configurations that must name the URL before podpatch starts.
 func startPodpatchOnPort(t testing.TB, port int, certDir string, extra ...string) *podpatchProcess {
 	t.Helper()
 	return startPodpatchAs(t, kubeconfig, port, certDir, extra...)

@@ -182,7 +182,7 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 	}
 
-	port := freePort(t)
+	port := heldPort(t)
 	mwc, vwc := webhookConfigurations(t, built, fmt.Sprintf("https://localhost:%d", port), nil)
 	installWebhooks(t, mwc, vwc)
 	flags := []string{"--self-signed", "--namespace", podpatchTLSNamespace, "--secret-name", podpatchTLSSecret,

@@ -78,7 +78,7 @@ func TestSelfSigned(t *testing.T) {
 
 	// podpatch injects its CA into configurations that exist, so they are installed before it
 	// starts, with the URL of the port it will listen on.
-	port := freePort(t)
+	port := heldPort(t)
 	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/overlays/self-signed"),
 		fmt.Sprintf("https://localhost:%d", port), nil)
 	fail := admissionregistrationv1.Fail

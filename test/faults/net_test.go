@@ -1,12 +1,16 @@
 package faults
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/podpatch/podpatch/test/cluster"
 )
 
 // balancer is the in-test stand-in for podpatch's Service: a TCP load balancer that hands each
@@ -151,6 +155,7 @@ func splice(a, b net.Conn) {
 // every connection through it and stops listening, so that podpatch's connections are refused
 // (the API server unreachable, a partition), until heal listens again on the same address.
 type proxy struct {
+	port    *cluster.HeldPort // held while cut, so that heal finds it free
 	address string
 	target  string
 	mu      sync.Mutex
@@ -159,11 +164,15 @@ type proxy struct {
 }
 
 func newProxy(target string) (*proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := cluster.HoldPort()
 	if err != nil {
 		return nil, err
 	}
-	p := &proxy{address: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	ln, err := port.Listen(context.Background())
+	if err != nil {
+		return nil, errors.Join(err, port.Release())
+	}
+	p := &proxy{port: port, address: port.Addr(), target: target, ln: ln, conns: map[net.Conn]struct{}{}}
 	go p.accept(ln)
 	return p, nil
 }
@@ -232,7 +241,7 @@ func (p *proxy) heal() error {
 	if p.ln != nil {
 		return nil
 	}
-	ln, err := net.Listen("tcp", p.address)
+	ln, err := p.port.Listen(context.Background())
 	if err != nil {
 		return err
 	}
@@ -241,4 +250,7 @@ func (p *proxy) heal() error {
 	return nil
 }
 
-func (p *proxy) close() { p.cut() }
+func (p *proxy) close() {
+	p.cut()
+	_ = p.port.Release()
+}

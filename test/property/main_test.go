@@ -109,6 +109,11 @@ func runMain(m *testing.M) int {
 	env.ControlPlane.GetAPIServer().Configure().Disable("disable-admission-plugins")
 	// A lane of the version matrix (hack/test-versions.sh): its kube-apiserver and flags.
 	cluster.ConfigureAPIServer(env.ControlPlane.GetAPIServer(), binDir)
+	ports, err := cluster.HoldEnvPorts(&env.ControlPlane)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer cluster.ReleaseAll(ports)
 	cfg, err := env.Start()
 	if err != nil {
 		return fail("start control plane: %v", err)

@@ -1,27 +1,31 @@
 // Package reference holds the two reference webhooks podpatch is measured against, built on
-// the libraries podpatch uses (controller-runtime's webhook server and admission.Webhook,
-// certs.ServingOptions): Allow, the floor, and Idiomatic, what a team would write by hand.
+// the libraries podpatch uses (controller-runtime's admission.Webhook and certwatcher,
+// certs.ServingOptions, served as podpatch's webhook server serves): Allow, the floor, and Idiomatic, what a team would write by hand.
 // The reference binaries import only this package, so their memory and start-up are not
 // inflated by the harness.
 package reference
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/podpatch/podpatch/certs"
@@ -144,35 +148,69 @@ type Options struct {
 	// MetricsAddr serves controller-runtime's /metrics (its webhook request counters), as
 	// podpatch does; empty disables it.
 	MetricsAddr string
+	// PermitPortSharing binds with SO_REUSEPORT, as podpatch serve's --permit-port-sharing.
+	PermitPortSharing bool
 }
 
-// Serve serves handler at /mutate with the server podpatch uses: controller-runtime's
-// webhook server with the TLS settings of certs.ServingOptions. It returns when ctx is done.
+// Serve serves handler at /mutate as podpatch's webhook server does: controller-runtime's
+// admission.Webhook, the certificate from CertDir through its certwatcher, the TLS settings
+// of certs.ServingOptions, net/http's server. It returns when ctx is done and both servers
+// have shut down.
 func Serve(ctx context.Context, o Options, handler admission.Handler) error {
-	srv := webhook.NewServer(webhook.Options{
-		Host: o.Host, Port: o.Port, CertDir: o.CertDir,
-		TLSOpts: certs.ServingOptions{CertDir: o.CertDir}.TLSOpts(),
-	})
-	srv.Register("/mutate", &admission.Webhook{Handler: handler})
-	errc := make(chan error, 2)
-	go func() { errc <- srv.Start(ctx) }()
+	lc := net.ListenConfig{}
+	if o.PermitPortSharing {
+		lc.Control = reusePort
+	}
+	cw, err := certwatcher.New(filepath.Join(o.CertDir, "tls.crt"), filepath.Join(o.CertDir, "tls.key"))
+	if err != nil {
+		return err
+	}
+	cfg := &tls.Config{GetCertificate: cw.GetCertificate}
+	for _, op := range (certs.ServingOptions{CertDir: o.CertDir}).TLSOpts() {
+		op(cfg)
+	}
+	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(o.Host, strconv.Itoa(o.Port)))
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mutate", &admission.Webhook{Handler: handler})
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return cw.Start(ctx) })
+	g.Go(func() error { return serveUntil(ctx, tls.NewListener(ln, cfg), mux) })
 	if o.MetricsAddr != "" {
-		ln, err := net.Listen("tcp", o.MetricsAddr)
+		ln, err := lc.Listen(ctx, "tcp", o.MetricsAddr)
 		if err != nil {
-			return err
+			return errors.Join(err, g.Wait())
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(crmetrics.Registry, promhttp.HandlerOpts{}))
-		ms := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			<-ctx.Done()
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			errc <- ms.Shutdown(sctx)
-		}()
-		if err := ms.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("metrics: %w", err)
-		}
+		g.Go(func() error { return serveUntil(ctx, ln, mux) })
 	}
-	return <-errc
+	return g.Wait()
+}
+
+// serveUntil serves h on ln until ctx is done, then shuts down within 5 s.
+func serveUntil(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan error, 1)
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		done <- srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return <-done
+}
+
+// reusePort sets SO_REUSEPORT (Linux's 0xf) on a socket before it binds.
+func reusePort(_, _ string, c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, 0xf, 1) }); err != nil {
+		return err
+	}
+	return serr
 }

@@ -15,7 +15,7 @@ import (
 
 // Main is the main function of a reference server binary: it parses the flags
 // podpatch serve has for the same things (--host, --port, --cert-dir,
-// --metrics-bind-address), logs JSON at info level as podpatch does, and serves until SIGTERM.
+// --metrics-bind-address, --permit-port-sharing), logs JSON at info level as podpatch does, and serves until SIGTERM.
 func Main(name string, handler admission.Handler) {
 	o := Options{Port: 9443}
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
@@ -23,6 +23,7 @@ func Main(name string, handler admission.Handler) {
 	fs.IntVar(&o.Port, "port", o.Port, "HTTPS port of the webhook")
 	fs.StringVar(&o.CertDir, "cert-dir", o.CertDir, "directory holding tls.crt and tls.key")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of /metrics (empty disables)")
+	fs.BoolVar(&o.PermitPortSharing, "permit-port-sharing", o.PermitPortSharing, "bind with SO_REUSEPORT, as podpatch serve's flag")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(2)

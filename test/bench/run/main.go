@@ -397,17 +397,13 @@ func (s servers) start(name string, policies int) (*bench.Server, error) {
 	}
 	switch name {
 	case "allow", "idiomatic":
-		return bench.StartServer(name, filepath.Join(s.o.bin, "bench-"+name), s.certDir, logFile, answers)
+		return bench.StartServer(name, filepath.Join(s.o.bin, "bench-"+name), s.certDir, logFile, answers, nil)
 	case "podpatch":
-		ports := make([]int, 2)
-		for i := range ports {
-			p, err := cluster.FreePort()
-			if err != nil {
-				return nil, err
-			}
-			ports[i] = p
+		ports, err := cluster.HoldPorts(2)
+		if err != nil {
+			return nil, err
 		}
-		probes := fmt.Sprintf("127.0.0.1:%d", ports[1])
+		probes := ports[1].Addr()
 		ready := func(srv *bench.Server) error {
 			resp, err := http.Get("http://" + probes + "/readyz")
 			if err != nil {
@@ -419,9 +415,9 @@ func (s servers) start(name string, policies int) (*bench.Server, error) {
 			}
 			return answers(srv)
 		}
-		return bench.StartServer("podpatch", filepath.Join(s.o.bin, "podpatch"), s.certDir, logFile, ready,
+		return bench.StartServer("podpatch", filepath.Join(s.o.bin, "podpatch"), s.certDir, logFile, ready, ports,
 			"serve", "--policy-dir", s.dirs[policies],
-			"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--health-probe-bind-address", probes)
+			"--metrics-bind-address", ports[0].Addr(), "--health-probe-bind-address", probes)
 	}
 	return nil, fmt.Errorf("unknown server %q", name)
 }
