@@ -75,9 +75,9 @@ type serveOptions struct {
 	// same name does.
 	PermitPortSharing bool
 	ShutdownTimeout   time.Duration
-	ShutdownDelay          time.Duration
-	RequestBudget          time.Duration
-	MaxInFlight            int
+	ShutdownDelay     time.Duration
+	RequestBudget     time.Duration
+	MaxInFlight       int
 	// MemoryLimit is the container's memory limit (a quantity, e.g. 256Mi or bytes).
 	MemoryLimit string
 	// AuditInterval is the time between two rounds of the leader-elected drift audit; 0 turns
