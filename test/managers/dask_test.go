@@ -39,11 +39,12 @@ func TestDaskOperator(t *testing.T) {
 	env.createCRDs(t, filepath.Join(pkg, "operator", "deployment", "helm", "dask-kubernetes-operator", "crds"))
 	ns, ctl := env.namespaces(t, "mgr-dask")
 
-	probe := freePort(t)
+	// kopf's liveness endpoint, as the operator's chart has it, on a port the test holds.
+	probe := holdPort(t)
 	op := exec.Command(filepath.Join(venv, "bin", "kopf"), "run", "--standalone", "--namespace", ns, "--namespace", ctl,
-		fmt.Sprintf("--liveness=http://127.0.0.1:%d/healthz", probe), "-m", "dask_kubernetes.operator.controller")
+		"--liveness=http://"+probe.Addr()+"/healthz", "-m", "dask_kubernetes.operator.controller")
 	op.Env = append(os.Environ(), "KUBECONFIG="+env.tokenKubeconfig)
-	start(t, "dask-operator", op)
+	env.startSharing(t, "dask-operator", op, probe)
 
 	for _, n := range []string{ns, ctl} {
 		py := exec.Command(filepath.Join(venv, "bin", "python"), filepath.Join(env.root, "test", "managers", "testdata", "dask", "kubecluster.py"), n)
@@ -226,12 +227,4 @@ func trimNewline(b []byte) []byte {
 		b = b[:len(b)-1]
 	}
 	return b
-}
-
-// freePort is a free loopback port.
-func freePort(t *testing.T) int {
-	t.Helper()
-	p, err := freeLoopbackPort()
-	require.NoError(t, err)
-	return p
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -29,7 +28,6 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/profiles"
-	"github.com/podpatch/podpatch/test/cluster"
 	"github.com/podpatch/podpatch/webhook/ownerevents"
 )
 
@@ -196,15 +194,7 @@ func TestOwnerEventsRay(t *testing.T) {
 	require.NoError(t, env.k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	rv := env.installTeamPolicies(t, ns)
 
-	metrics, err := cluster.FreePort()
-	require.NoError(t, err)
-	probes, err := cluster.FreePort()
-	require.NoError(t, err)
-	op := exec.Command(bin, "--enable-leader-election=false",
-		fmt.Sprintf("--metrics-addr=127.0.0.1:%d", metrics), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probes),
-		"--watch-namespace="+ns, "--log-stdout-encoder=console")
-	op.Env = append(os.Environ(), "KUBECONFIG="+env.cp.Kubeconfig)
-	start(t, "ray-operator", op)
+	start(t, "ray-operator", rayOperator(bin, ns))
 
 	rc := env.readTestdata(t, "kuberay/raycluster.yaml")
 	rc.SetNamespace(ns)

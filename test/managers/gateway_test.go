@@ -66,9 +66,10 @@ func TestDaskGateway(t *testing.T) {
 
 	config := filepath.Join(dir, "dask_gateway_config.py")
 	server := filepath.Join(venv, "bin", "dask-gateway-server")
-	ctrl := exec.Command(server, "kube-controller", "-f", config, fmt.Sprintf("--KubeController.address=127.0.0.1:%d", freePort(t)))
+	ctrlPort := holdPort(t)
+	ctrl := exec.Command(server, "kube-controller", "-f", config, "--KubeController.address="+ctrlPort.Addr())
 	ctrl.Env = append(os.Environ(), "KUBECONFIG="+env.tokenKubeconfig)
-	start(t, "dask-gateway-controller", ctrl)
+	env.startSharing(t, "dask-gateway-controller", ctrl, ctrlPort)
 	gw := startGatewayAPI(t, server, config)
 
 	// The same cluster in both namespaces: its name is the API server's (a random hex).
@@ -154,10 +155,10 @@ type gatewayAPI struct {
 // startGatewayAPI runs dask-gateway-server with the Kubernetes backend and waits until it answers.
 func startGatewayAPI(t *testing.T, server, config string) *gatewayAPI {
 	t.Helper()
-	port := freePort(t)
-	cmd := exec.Command(server, "-f", config, fmt.Sprintf("--DaskGateway.address=127.0.0.1:%d", port))
+	port := holdPort(t)
+	cmd := exec.Command(server, "-f", config, "--DaskGateway.address="+port.Addr())
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.tokenKubeconfig)
-	g := &gatewayAPI{url: fmt.Sprintf("http://127.0.0.1:%d/api", port), p: start(t, "dask-gateway-server", cmd)}
+	g := &gatewayAPI{url: "http://" + port.Addr() + "/api", p: env.startSharing(t, "dask-gateway-server", cmd, port)}
 	eventually(t, time.Minute, func() error {
 		select {
 		case <-g.p.exited:

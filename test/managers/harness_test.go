@@ -325,8 +325,6 @@ func (h *harness) needVenv(t *testing.T) string {
 	return h.venv
 }
 
-func freeLoopbackPort() (int, error) { return cluster.FreePort() }
-
 // process is a cluster manager (or a client of one) started by a test.
 type process struct {
 	name string

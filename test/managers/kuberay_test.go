@@ -36,15 +36,7 @@ func TestKubeRay(t *testing.T) {
 	env.createCRDs(t, crds)
 
 	ns, ctl := env.namespaces(t, "mgr-ray")
-	metrics, err := cluster.FreePort()
-	require.NoError(t, err)
-	probes, err := cluster.FreePort()
-	require.NoError(t, err)
-	op := exec.Command(bin, "--enable-leader-election=false",
-		fmt.Sprintf("--metrics-addr=127.0.0.1:%d", metrics), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probes),
-		"--watch-namespace="+ns+","+ctl, "--log-stdout-encoder=console")
-	op.Env = append(os.Environ(), "KUBECONFIG="+env.cp.Kubeconfig)
-	start(t, "ray-operator", op)
+	start(t, "ray-operator", rayOperator(bin, ns, ctl))
 
 	rc := env.readTestdata(t, "kuberay/raycluster.yaml")
 	for _, n := range []string{ns, ctl} {
@@ -176,6 +168,16 @@ spec:
 
 // kuberayVersion is the ray-operator module test/tools/ray-operator builds.
 const kuberayVersion = "v1.5.0"
+
+// rayOperator is the KubeRay operator (bin) watching namespaces. Its metrics and health probe
+// listeners are off: no test reads them, and controller-runtime, which KubeRay v1.5.0's main.go
+// hands both flags to, takes "0" for "disabled".
+func rayOperator(bin string, namespaces ...string) *exec.Cmd {
+	op := exec.Command(bin, "--enable-leader-election=false", "--metrics-addr=0", "--health-probe-bind-address=0",
+		"--watch-namespace="+strings.Join(namespaces, ","), "--log-stdout-encoder=console")
+	op.Env = append(os.Environ(), "KUBECONFIG="+env.cp.Kubeconfig)
+	return op
+}
 
 // goModuleDir is the directory of a module required by one of the repository's tool modules.
 // `go mod download` fetches it when this machine's module cache lacks it (the tool's binary may

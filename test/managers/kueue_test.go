@@ -295,11 +295,7 @@ func TestKueue(t *testing.T) {
 		return nil
 	}, "podpatch knows Kueue's ResourceFlavors")
 
-	op := exec.Command(rayBin, "--enable-leader-election=false",
-		"--metrics-addr=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0",
-		"--watch-namespace="+strings.Join(namespaces, ","), "--log-stdout-encoder=console")
-	op.Env = append(os.Environ(), "KUBECONFIG="+env.cp.Kubeconfig)
-	start(t, "ray-operator-kueue", op)
+	start(t, "ray-operator-kueue", rayOperator(rayBin, namespaces...))
 
 	t.Run("webhook order: Kueue's pod webhook runs before podpatch's", func(t *testing.T) {
 		p := daskWorkerPod(t, "kueue-pods", "order")
@@ -460,10 +456,10 @@ func requireRunsOn(t *testing.T, ns, name string, w where) {
 	t.Logf("%s/%s: bound to %s (%s), Running", ns, name, p.Node, w)
 }
 
-// startKueue runs Kueue with its webhooks served on a free loopback port from certificates the
-// test makes (internal certificate management off), and registers its webhook configurations
-// (only the integrations enabled, and Kueue's own kinds) pointing there. Both go when the test
-// ends: Kueue's webhooks fail closed, and later tests must not meet them.
+// startKueue runs Kueue with its webhooks served on a loopback port (startOnFixedPort) from
+// certificates the test makes (internal certificate management off), and registers its webhook
+// configurations (only the integrations enabled, and Kueue's own kinds) pointing there. Both go
+// when the test ends: Kueue's webhooks fail closed, and later tests must not meet them.
 func startKueue(t *testing.T, bin, moduleDir string) {
 	t.Helper()
 	ctx := context.Background()
@@ -471,12 +467,6 @@ func startKueue(t *testing.T, bin, moduleDir string) {
 	certDir := filepath.Join(dir, "certs")
 	require.NoError(t, os.MkdirAll(certDir, 0o700))
 	ca, err := cluster.ServingCerts(certDir)
-	require.NoError(t, err)
-	port, err := cluster.FreePort()
-	require.NoError(t, err)
-	probes, err := cluster.FreePort()
-	require.NoError(t, err)
-	visibility, err := cluster.FreePort()
 	require.NoError(t, err)
 	// With its own certificate management off, Kueue v0.17 reads a metrics serving certificate
 	// from a fixed path, metrics on or off (cmd/kueue/main.go): made here if absent, and removed
@@ -500,10 +490,16 @@ func startKueue(t *testing.T, bin, moduleDir string) {
 			}
 		})
 	}
-	cfg := fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
+	// Kueue listens on its webhook port only: health probes and metrics off ("0", as
+	// controller-runtime takes it), and no visibility server (VisibilityOnDemand off, its port
+	// unused). The webhook server cannot bind port 0 (controller-runtime makes it 9443) nor share
+	// a held port, and its port must be known to register the webhooks: one below the ephemeral
+	// range.
+	_, port := startOnFixedPort(t, "kueue", "Serving webhook server", func(port int) *exec.Cmd {
+		cfg := fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
 namespace: kueue-system
-health: {healthProbeBindAddress: "127.0.0.1:%d"}
+health: {healthProbeBindAddress: "0"}
 metrics: {bindAddress: "0"}
 webhook: {host: 127.0.0.1, port: %d, certDir: %q}
 leaderElection: {leaderElect: false}
@@ -512,13 +508,13 @@ managedJobsNamespaceSelector:
   matchLabels: {%s: "true"}
 integrations:
   frameworks: [batch/job, pod, ray.io/raycluster, ray.io/rayjob]
-`, probes, port, certDir, kueueTestLabel)
-	cfgFile := filepath.Join(dir, "kueue.yaml")
-	require.NoError(t, os.WriteFile(cfgFile, []byte(cfg), 0o600))
-	cmd := exec.Command(bin, "--config="+cfgFile, "--feature-gates=VisibilityOnDemand=false",
-		fmt.Sprintf("--visibility-server-port=%d", visibility), "--zap-log-level=info")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.cp.Kubeconfig)
-	start(t, "kueue", cmd)
+`, port, certDir, kueueTestLabel)
+		cfgFile := filepath.Join(dir, fmt.Sprintf("kueue-%d.yaml", port))
+		require.NoError(t, os.WriteFile(cfgFile, []byte(cfg), 0o600))
+		cmd := exec.Command(bin, "--config="+cfgFile, "--feature-gates=VisibilityOnDemand=false", "--zap-log-level=info")
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+env.cp.Kubeconfig)
+		return cmd
+	})
 
 	b, err := os.ReadFile(filepath.Join(moduleDir, "config", "components", "webhook", "manifests.yaml"))
 	require.NoError(t, err)

@@ -2,7 +2,7 @@ package managers
 
 import (
 	"context"
-	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podpatch/podpatch/policies/checks"
@@ -36,7 +37,6 @@ func TestSpark(t *testing.T) {
 			"--conf", "spark.kubernetes.container.image=" + sparkImage,
 			"--conf", "spark.executor.instances=2", "--conf", "spark.dynamicAllocation.enabled=false"}
 	}
-	driverPorts := map[string]int{}
 	for _, n := range []string{ns, ctl} {
 		// Cluster mode: spark-submit creates the driver Pod, its Service and ConfigMap, and
 		// returns without waiting for the application.
@@ -50,12 +50,12 @@ func TestSpark(t *testing.T) {
 
 		// Client mode: the driver is this machine's JVM; it asks for two executor Pods. As a
 		// client-mode driver running in a Pod (a notebook) does, it names that Pod — here the
-		// cluster-mode driver's — so that the executors are owned by it.
-		driverPorts[n] = freePort(t)
+		// cluster-mode driver's — so that the executors are owned by it. It listens on a port
+		// of its own choosing (spark.driver.port unset: 0), which its executors name.
 		args = append([]string{"--deploy-mode", "client", "--name", "spark-pi",
 			"--conf", "spark.kubernetes.driver.pod.name=" + env.sparkDriverPod(t, n),
-			"--conf", "spark.driver.host=127.0.0.1", "--conf", fmt.Sprintf("spark.driver.port=%d", driverPorts[n]),
-			"--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.ui.enabled=false"}, common(n)...)
+			"--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
+			"--conf", "spark.ui.enabled=false"}, common(n)...)
 		args = append(args, filepath.Join(env.root, "test", "managers", "testdata", "spark", "client_app.py"))
 		client := exec.Command(submit, args...)
 		client.Env = sparkEnv
@@ -69,9 +69,10 @@ func TestSpark(t *testing.T) {
 	control := env.waitGenerated(t, ctl, want, 3*time.Minute)
 	served := env.waitGenerated(t, ns, want, 3*time.Minute)
 	r := env.checkPatchedWith(t, served, control, ns, ctl, func(r *rewriter) {
-		// Executors name the driver's address, a port chosen per run.
-		r.add(fmt.Sprintf("127.0.0.1:%d", driverPorts[ctl]), fmt.Sprintf("127.0.0.1:%d", driverPorts[ns]))
-		r.add(fmt.Sprintf("spark.driver.port=%d", driverPorts[ctl]), fmt.Sprintf("spark.driver.port=%d", driverPorts[ns]))
+		// Executors name their driver's address, its port chosen per run.
+		from, to := sparkDriverPort(t, control), sparkDriverPort(t, served)
+		r.add("127.0.0.1:"+from, "127.0.0.1:"+to)
+		r.add("spark.driver.port="+from, "spark.driver.port="+to)
 	})
 	_ = r
 	// The driver off spot, on default-pool (managers-e2e); the executors on GKE spot (the
@@ -105,4 +106,36 @@ func (h *harness) sparkDriverPod(t *testing.T, ns string) string {
 	require.NoError(t, h.k8s.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels{"spark-role": "driver"}))
 	require.Len(t, pods.Items, 1, "driver Pods in %s", ns)
 	return pods.Items[0].Name
+}
+
+// sparkDriverPort is the port of the client-mode driver, as every one of its executor Pods
+// names it (SPARK_DRIVER_URL, spark://CoarseGrainedScheduler@host:port).
+func sparkDriverPort(t *testing.T, gens []generated) string {
+	t.Helper()
+	port := ""
+	for _, g := range gens {
+		if g.Kind != profiles.KindPod || g.Role != profiles.RoleWorker {
+			continue
+		}
+		var p corev1.Pod
+		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(g.obj.Object, &p))
+		url := ""
+		for _, c := range p.Spec.Containers {
+			for _, e := range c.Env {
+				if e.Name == "SPARK_DRIVER_URL" {
+					url = e.Value
+				}
+			}
+		}
+		addr, ok := strings.CutPrefix(url, "spark://CoarseGrainedScheduler@")
+		require.True(t, ok, "executor %s: SPARK_DRIVER_URL %q", p.Name, url)
+		_, pt, err := net.SplitHostPort(addr)
+		require.NoError(t, err, "executor %s: SPARK_DRIVER_URL %q", p.Name, url)
+		if port != "" {
+			require.Equal(t, port, pt, "executor %s: the same driver as the others", p.Name)
+		}
+		port = pt
+	}
+	require.NotEmpty(t, port, "no executor Pod")
+	return port
 }
