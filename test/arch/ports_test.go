@@ -130,8 +130,8 @@ func bindAndClose(t *testing.T, path, rel string) []string {
 		if body == nil {
 			return true
 		}
-		for obj, pos := range listenersIn(body) {
-			addr, closed, other := usesOf(body, obj)
+		for name, pos := range listenersIn(body) {
+			addr, closed, other := usesOf(body, name)
 			if addr && closed && !other {
 				out = append(out, fmt.Sprintf("%s:%d", rel, fset.Position(pos).Line))
 			}
@@ -141,11 +141,12 @@ func bindAndClose(t *testing.T, path, rel string) []string {
 	return out
 }
 
-// listenersIn finds the variables assigned the first result of a call to a function or method
-// named Listen, ListenTCP or ListenPacket directly in body's statements (nested functions are
-// their own).
-func listenersIn(body *ast.BlockStmt) map[*ast.Object]token.Pos {
-	out := map[*ast.Object]token.Pos{}
+// listenersIn finds the names of the variables assigned the first result of a call to a
+// function or method named Listen, ListenTCP or ListenPacket directly in body's statements
+// (nested functions are their own). Names, not objects: go/ast's objects are deprecated, and
+// a listener's name shadowed in one function is not worth type-checking every module for.
+func listenersIn(body *ast.BlockStmt) map[string]token.Pos {
+	out := map[string]token.Pos{}
 	ast.Inspect(body, func(n ast.Node) bool {
 		if _, ok := n.(*ast.FuncLit); ok {
 			return false
@@ -168,55 +169,49 @@ func listenersIn(body *ast.BlockStmt) map[*ast.Object]token.Pos {
 		if name != "Listen" && name != "ListenTCP" && name != "ListenPacket" {
 			return true
 		}
-		if id, ok := as.Lhs[0].(*ast.Ident); ok && id.Obj != nil {
-			out[id.Obj] = as.Pos()
+		if id, ok := as.Lhs[0].(*ast.Ident); ok && id.Name != "_" {
+			out[id.Name] = as.Pos()
 		}
 		return true
 	})
 	return out
 }
 
-// usesOf says how body uses obj: asked its address (.Addr()), closed (.Close()), or anything
-// else (passed, returned, stored, served).
-func usesOf(body *ast.BlockStmt, obj *ast.Object) (addr, closed, other bool) {
-	seen := map[*ast.Ident]bool{}
+// usesOf says how body uses the variable name: asked its address (.Addr()), closed
+// (.Close()), or anything else (passed, returned, stored, served).
+func usesOf(body *ast.BlockStmt, name string) (addr, closed, other bool) {
+	selected := map[*ast.Ident]bool{} // the uses as X of a selector, judged by the selector
+	assigned := map[*ast.Ident]bool{} // the names on the left of an assignment
 	ast.Inspect(body, func(n ast.Node) bool {
-		sel, ok := n.(*ast.SelectorExpr)
-		if !ok {
-			return true
-		}
-		id, ok := sel.X.(*ast.Ident)
-		if !ok || id.Obj != obj {
-			return true
-		}
-		seen[id] = true
-		switch sel.Sel.Name {
-		case "Addr":
-			addr = true
-		case "Close":
-			closed = true
-		default:
-			other = true
-		}
-		return true
-	})
-	ast.Inspect(body, func(n ast.Node) bool {
-		if id, ok := n.(*ast.Ident); ok && id.Obj == obj && !seen[id] {
-			if as, ok := id.Obj.Decl.(*ast.AssignStmt); !ok || !declares(as, id) {
+		switch n := n.(type) {
+		case *ast.AssignStmt:
+			for _, l := range n.Lhs {
+				if id, ok := l.(*ast.Ident); ok {
+					assigned[id] = true
+				}
+			}
+		case *ast.SelectorExpr:
+			id, ok := n.X.(*ast.Ident)
+			if !ok || id.Name != name {
+				return true
+			}
+			selected[id] = true
+			switch n.Sel.Name {
+			case "Addr":
+				addr = true
+			case "Close":
+				closed = true
+			default:
 				other = true
 			}
 		}
 		return true
 	})
-	return addr, closed, other
-}
-
-// declares reports whether id is one of the names as assigns.
-func declares(as *ast.AssignStmt, id *ast.Ident) bool {
-	for _, l := range as.Lhs {
-		if l == id {
-			return true
+	ast.Inspect(body, func(n ast.Node) bool {
+		if id, ok := n.(*ast.Ident); ok && id.Name == name && !selected[id] && !assigned[id] {
+			other = true
 		}
-	}
-	return false
+		return true
+	})
+	return addr, closed, other
 }
