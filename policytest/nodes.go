@@ -8,7 +8,6 @@ import (
 
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/policies/manifest"
 )
 
 // The bounds of context.nodes: a test file describes a cluster's pools, a handful of Nodes
@@ -64,16 +63,13 @@ func (s *suite) readNodes() (*placed, error) {
 		}
 	}
 	total := 0
-	for _, f := range n.Files {
-		files, err := manifest.Files(s.rel(f))
-		if err != nil {
-			return nil, fail("%v", err)
-		}
+	for i, f := range n.Files {
+		files := s.nodes[i] // placed in the root by confine
 		if len(files) == 0 {
 			return nil, fail("no *.yaml, *.yml or *.json file under %s", f)
 		}
 		for _, file := range files {
-			data, err := manifest.Read(file, nil)
+			data, err := s.root.read(file.show, file.name, &s.budget)
 			if err != nil {
 				return nil, fail("%v", err)
 			}
@@ -82,10 +78,10 @@ func (s *suite) readNodes() (*placed, error) {
 			}
 			docs, err := policies.SplitDocuments(bytes.NewReader(data))
 			if err != nil {
-				return nil, fail("%s: %v", file, err)
+				return nil, fail("%s: %v", file.show, err)
 			}
 			for _, d := range docs {
-				if err := add(fmt.Sprintf("%s: document %d", file, d.Index), d.JSON); err != nil {
+				if err := add(fmt.Sprintf("%s: document %d", file.show, d.Index), d.JSON); err != nil {
 					return nil, err
 				}
 			}

@@ -6,14 +6,14 @@
 // context — whether a Pod has a place to run and which Nodes take it. Every object goes through
 // policies.Set.Apply, the path the webhook and `render` take, so a passing test is what
 // admission does; placement goes through the placement package, as `diff` and `explain` do.
+// A suite comes with a pull request and runs in CI, so it reads and writes only in its Root.
 package policytest
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
@@ -23,7 +23,6 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/checks"
-	"github.com/podpatch/podpatch/policies/manifest"
 )
 
 // APIVersion and Kind identify a test file.
@@ -47,12 +46,15 @@ type Metadata struct {
 
 // Spec is what a suite tests.
 type Spec struct {
-	// Policies are policy ConfigMap files or folders, relative to the test file.
+	// Policies are policy ConfigMap files or folders, relative to the test file; like every
+	// file a suite names, they must lie in the Root.
 	Policies []string `yaml:"policies"`
 	// PlatformNamespace is the namespace whose policies apply everywhere (default podpatch-system).
 	PlatformNamespace string  `yaml:"platformNamespace"`
 	Context           Context `yaml:"context"`
 	Cases             []Case  `yaml:"cases"`
+
+	policyLines []int
 }
 
 // Context is what the webhook learns from the request and the cluster, and what the cluster
@@ -81,7 +83,8 @@ type Nodes struct {
 	Files   []string         `yaml:"files"`
 	Objects []map[string]any `yaml:"objects"`
 
-	raw []json.RawMessage
+	raw       []json.RawMessage
+	fileLines []int
 }
 
 // given says whether the context has any Nodes (or NodePools, ComputeClasses) to place Pods on.
@@ -98,7 +101,9 @@ type Case struct {
 	NamespaceLabels map[string]string `yaml:"namespaceLabels"`
 	Expect          Expect            `yaml:"expect"`
 
-	line int
+	line, fileLine, objectFileLine int
+	// in and want are File and Expect.ObjectFile placed in the root.
+	in, want found
 }
 
 // Expect is what must hold. A list that is absent is not checked; an empty list means none.
@@ -202,54 +207,83 @@ func IsTest(data []byte) bool {
 	return head.Kind == Kind
 }
 
-// Find lists the test files under paths: files named on the command line, and the *.yaml and
-// *.yml files under folders whose first document has kind PolicyTest.
-func Find(paths []string) ([]string, error) {
+// Find lists the test files under paths, which must lie in the root r: files named on the
+// command line, and the *.yaml and *.yml files under folders (never .git) whose first document
+// has kind PolicyTest. A path, or a file under a folder, that leads out of the root through a
+// symbolic link is an error.
+func Find(r *Root, paths []string) ([]string, error) {
 	var out []string
 	for _, p := range paths {
-		info, err := os.Stat(p)
+		name, err := r.place(p)
 		if err != nil {
 			return nil, err
+		}
+		if name, err = r.resolve(name, true); err != nil {
+			return nil, r.escapes(p, err)
+		}
+		info, err := r.fs.Stat(name)
+		if err != nil {
+			return nil, pathError(p, err)
 		}
 		if !info.IsDir() {
 			out = append(out, p)
 			continue
 		}
-		err = filepath.WalkDir(p, func(path string, d os.DirEntry, err error) error {
+		files, err := r.list(p, name, false)
+		if err != nil {
+			return nil, r.escapes(p, err)
+		}
+		for _, f := range files {
+			budget := int64(policies.MaxFileBytes)
+			data, err := r.read(f.show, f.name, &budget)
 			if err != nil {
-				return err
-			}
-			if d.IsDir() || strings.HasPrefix(d.Name(), ".") {
-				return nil
-			}
-			if ext := filepath.Ext(path); ext != ".yaml" && ext != ".yml" {
-				return nil
-			}
-			data, err := manifest.Read(path, nil)
-			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+				return nil, err
 			}
 			if IsTest(data) {
-				out = append(out, path)
+				out = append(out, f.show)
 			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
 		}
 	}
 	sort.Strings(out)
 	return out, nil
 }
 
+// suite reads a test file of the command line from the root: its name there, and its text.
+func (r *Root) suite(path string) (string, []byte, error) {
+	name, err := r.place(path)
+	if err != nil {
+		return "", nil, &Error{File: path, Msg: err.Error()}
+	}
+	resolved, err := r.resolve(name, true)
+	if err != nil {
+		var e *escape
+		if errors.As(err, &e) {
+			return "", nil, &Error{File: path, Msg: fmt.Sprintf("the test file escapes the root %s: %s", r, e.msg)}
+		}
+		return "", nil, &Error{File: path, Msg: err.Error()}
+	}
+	budget := int64(policies.MaxFileBytes)
+	data, err := r.read(path, resolved, &budget)
+	if err != nil {
+		return "", nil, &Error{File: path, Msg: strings.TrimPrefix(err.Error(), path+": ")}
+	}
+	return name, data, nil
+}
+
 // Load reads and checks a test file through the bounded front end (policies.SplitDocuments:
 // size, depth, node count; no aliases, anchors or duplicate keys), then strictly: unknown
-// fields, wrong types and cases without expectations are errors with their line.
-func Load(path string) (*File, error) {
-	data, err := manifest.Read(path, nil)
+// fields, wrong types and cases without expectations are errors with their line. The test file
+// must lie in the root r.
+func Load(r *Root, path string) (*File, error) {
+	_, data, err := r.suite(path)
 	if err != nil {
-		return nil, &Error{File: path, Msg: err.Error()}
+		return nil, err
 	}
+	return parse(path, data)
+}
+
+// parse is Load of a test file's text.
+func parse(path string, data []byte) (*File, error) {
 	docs, err := policies.SplitDocuments(bytes.NewReader(data))
 	if err != nil {
 		return nil, &Error{File: path, Msg: err.Error()}
@@ -310,6 +344,12 @@ func Load(path string) (*File, error) {
 	}
 	f.Spec.Context.Nodes.raw = tree.Spec.Context.Nodes.Objects
 	f.Spec.Context.nodesLine = lineOf("spec", "context", "nodes")
+	for i := range f.Spec.Policies {
+		f.Spec.policyLines = append(f.Spec.policyLines, lineOf("spec", "policies", i))
+	}
+	for i := range f.Spec.Context.Nodes.Files {
+		f.Spec.Context.Nodes.fileLines = append(f.Spec.Context.Nodes.fileLines, lineOf("spec", "context", "nodes", "files", i))
+	}
 	for i, tc := range tree.Spec.Cases {
 		c := &f.Spec.Cases[i]
 		if c.Object != nil {
@@ -334,6 +374,8 @@ func Load(path string) (*File, error) {
 	for i := range f.Spec.Cases {
 		c := &f.Spec.Cases[i]
 		c.line = lineOf("spec", "cases", i)
+		c.fileLine = lineOf("spec", "cases", i, "file")
+		c.objectFileLine = lineOf("spec", "cases", i, "expect", "objectFile")
 		switch {
 		case c.Name == "":
 			return nil, e(c.line, "cases[%d]: name is required", i)

@@ -13,6 +13,20 @@ const head = "apiVersion: podpatch.io/v1alpha1\nkind: PolicyTest\nmetadata: {nam
 
 const worker = "../../policies/testdata/fixtures/dask-operator/worker-pod.yaml"
 
+// openRoot opens dir as the suites' root until the test ends.
+func openRoot(t testing.TB, dir string) *Root {
+	t.Helper()
+	r, err := OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// repo is the repository as the root: the suites of testdata name its policies and fixtures.
+func repo(t testing.TB) Options { return Options{Root: openRoot(t, "../..")} }
+
 // TestLoadErrors: each class of wrong test file is an *Error with its line.
 func TestLoadErrors(t *testing.T) {
 	for _, tc := range []struct {
@@ -44,11 +58,12 @@ func TestLoadErrors(t *testing.T) {
 		{"after leading document marker", "---\n" + head + "  cases:\n    - name: a\n      file: x\n", 8, "no expectation"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "t.yaml")
+			dir := t.TempDir()
+			path := filepath.Join(dir, "t.yaml")
 			if err := os.WriteFile(path, []byte(tc.body), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			_, err := Load(path)
+			_, err := Load(openRoot(t, dir), path)
 			var e *Error
 			if !errors.As(err, &e) {
 				t.Fatalf("want *Error, got %v", err)
@@ -82,7 +97,7 @@ func TestRunFileErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { os.Remove(path) })
-			_, err := RunFile(path, Options{})
+			_, err := RunFile(path, repo(t))
 			var e *Error
 			line := 7
 			if strings.Contains(tc.name, "fitsNode") {
@@ -165,7 +180,7 @@ func TestPlacement(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { os.Remove(path) })
-			rs, err := RunFile(path, Options{})
+			rs, err := RunFile(path, repo(t))
 			if err != nil || len(rs) != 1 {
 				t.Fatalf("RunFile: %v, %d results", err, len(rs))
 			}
@@ -184,7 +199,7 @@ func TestPlacement(t *testing.T) {
 // TestNodesErrors: context.nodes that cannot be read, or beyond the bounds, is a wrong test file
 // at the line of context.nodes; a placement expectation on a Service is one at the case's.
 func TestNodesErrors(t *testing.T) {
-	dir := t.TempDir()
+	dir := tmpDir(t)
 	many := &strings.Builder{}
 	for i := range MaxNodes + 1 {
 		fmt.Fprintf(many, "---\napiVersion: v1\nkind: Node\nmetadata: {name: n%d}\n", i)
@@ -196,10 +211,11 @@ func TestNodesErrors(t *testing.T) {
 		"big/1.yaml": "# " + strings.Repeat("x", MaxNodeBytes/2) + "\n",
 		"big/2.yaml": "# " + strings.Repeat("x", MaxNodeBytes/2) + "\n",
 	} {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+		at := filepath.Join("testdata", dir, name)
+		if err := os.MkdirAll(filepath.Dir(at), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+		if err := os.WriteFile(at, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -214,7 +230,7 @@ func TestNodesErrors(t *testing.T) {
 		{"not a node", "{files: [" + dir + "/pod.yaml]}", worker, 7, "want a v1 Node"},
 		{"twice", "{files: [" + dir + "/twice.yaml]}", worker, 7, "Node a is given twice"},
 		{"missing", "{files: [" + dir + "/none.yaml]}", worker, 7, "no such file"},
-		{"empty folder", "{files: [" + t.TempDir() + "]}", worker, 7, "no *.yaml"},
+		{"empty folder", "{files: [" + tmpDir(t) + "]}", worker, 7, "no *.yaml"},
 		{"service", "{objects: [{apiVersion: v1, kind: Node, metadata: {name: n}}]}", service, 9, "a Service is placed on no Node"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -224,11 +240,23 @@ func TestNodesErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { os.Remove(path) })
-			_, err := RunFile(path, Options{})
+			_, err := RunFile(path, repo(t))
 			var e *Error
 			if !errors.As(err, &e) || e.Line != tc.line || !strings.Contains(e.Msg, tc.msg) {
 				t.Errorf("got %v, want line %d and %q", err, tc.line, tc.msg)
 			}
 		})
 	}
+}
+
+// tmpDir is a folder under testdata, named relative to it (as a suite there names it), removed
+// when the test ends: a suite names only files in its root.
+func tmpDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("testdata", "tmp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Base(dir)
 }

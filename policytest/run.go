@@ -3,8 +3,9 @@ package policytest
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -47,13 +48,23 @@ type Options struct {
 	Run *regexp.Regexp
 	// Update writes the observed patched objects to the cases' expect.objectFile.
 	Update bool
+	// Root is the directory the suites read and write in; nil is the current directory.
+	Root *Root
 }
 
 // suite is a loaded test file with its compiled policies.
 type suite struct {
 	path string
-	f    *File
-	set  *policies.Set
+	// name is the test file's path in root, which the paths it names are relative to.
+	name string
+	root *Root
+	// budget is what is left of MaxSuiteBytes.
+	budget int64
+	// policies and nodes are the files of spec.policies and of each context.nodes.files entry.
+	policies []found
+	nodes    [][]found
+	f        *File
+	set      *policies.Set
 	// broken is why the policies do not compile: every case fails with it.
 	broken string
 	refs   map[string]bool
@@ -61,14 +72,30 @@ type suite struct {
 	placed *placed
 }
 
-// RunFile loads a test file and runs its cases. A wrong test file is an *Error.
+// RunFile loads a test file and runs its cases. A wrong test file is an *Error; so is a file it
+// names that escapes the root, before anything it names is read.
 func RunFile(path string, o Options) ([]CaseResult, error) {
-	f, err := Load(path)
+	root := o.Root
+	if root == nil {
+		var err error
+		if root, err = OpenRoot("."); err != nil {
+			return nil, err
+		}
+		defer root.Close()
+	}
+	name, data, err := root.suite(path)
 	if err != nil {
 		return nil, err
 	}
-	s, err := compile(path, f)
+	f, err := parse(path, data)
 	if err != nil {
+		return nil, err
+	}
+	s := &suite{path: path, name: name, root: root, budget: MaxSuiteBytes, f: f, refs: map[string]bool{}}
+	if err := s.confine(o.Update); err != nil {
+		return nil, err
+	}
+	if err := s.compile(); err != nil {
 		return nil, err
 	}
 	var out []CaseResult
@@ -87,33 +114,120 @@ func RunFile(path string, o Options) ([]CaseResult, error) {
 	return out, nil
 }
 
-func (s *suite) rel(p string) string {
-	if filepath.IsAbs(p) {
-		return p
+// confine places every file the suite names in its root before any is read: one that escapes
+// it (absolute, leaving it by "..", through a symbolic link that leads out, or into .git) fails
+// the suite, naming the field and the path; with update, so does an expect.objectFile that is
+// a symbolic link, which --update would otherwise write through.
+func (s *suite) confine(update bool) error {
+	sp := &s.f.Spec
+	for i, p := range sp.Policies {
+		files, err := s.files(fmt.Sprintf("spec.policies[%d]", i), sp.policyLines[i], p)
+		if err != nil {
+			return err
+		}
+		s.policies = append(s.policies, files...)
 	}
-	return filepath.Join(filepath.Dir(s.path), p)
+	n := &sp.Context.Nodes
+	for i, p := range n.Files {
+		files, err := s.files(fmt.Sprintf("context.nodes.files[%d]", i), n.fileLines[i], p)
+		if err != nil {
+			return err
+		}
+		s.nodes = append(s.nodes, files)
+	}
+	for i := range sp.Cases {
+		c := &sp.Cases[i]
+		var err error
+		if c.File != "" {
+			if c.in, err = s.file(fmt.Sprintf("case %q: file", c.Name), c.fileLine, c.File, true); err != nil {
+				return err
+			}
+		}
+		if c.Expect.ObjectFile == "" {
+			continue
+		}
+		field := fmt.Sprintf("case %q: expect.objectFile", c.Name)
+		if c.want, err = s.file(field, c.objectFileLine, c.Expect.ObjectFile, true); err != nil {
+			return err
+		}
+		if update { // the file itself, not where a link in its place leads
+			if c.want, err = s.file(field, c.objectFileLine, c.Expect.ObjectFile, false); err != nil {
+				return err
+			}
+			if err := s.root.notALink(c.want.name); err != nil {
+				return &Error{File: s.path, Line: c.objectFileLine, Msg: fmt.Sprintf("%s %q %v", field, c.Expect.ObjectFile, err)}
+			}
+		}
+	}
+	return nil
 }
 
-func compile(path string, f *File) (*suite, error) {
-	s := &suite{path: path, f: f, refs: map[string]bool{}}
+// file places a path the suite names in field (at line) in the root: as messages name it
+// (relative to the working directory, as the test file's path is), and resolved in the root,
+// its last symbolic link followed when last is set.
+func (s *suite) file(field string, line int, p string, last bool) (found, error) {
+	name, err := within(s.name, p)
+	if err == nil {
+		name, err = s.root.resolve(name, last)
+	}
+	if err != nil {
+		return found{}, s.refuse(field, line, p, err)
+	}
+	return found{show: filepath.Join(filepath.Dir(s.path), p), name: name}, nil
+}
+
+// files is file for a file or folder of manifests: its files, each placed in the root.
+func (s *suite) files(field string, line int, p string) ([]found, error) {
+	f, err := s.file(field, line, p, true)
+	if err != nil {
+		return nil, err
+	}
+	files, err := s.root.list(f.show, f.name, true)
+	if err != nil {
+		return nil, s.refuse(field, line, p, err)
+	}
+	return files, nil
+}
+
+// refuse is the error for a path a suite names that cannot be placed in the root.
+func (s *suite) refuse(field string, line int, p string, err error) error {
+	var e *escape
+	if errors.As(err, &e) {
+		return &Error{File: s.path, Line: line, Msg: fmt.Sprintf("%s %q escapes the suite's root %s: %s", field, p, s.root, e.msg)}
+	}
+	return &Error{File: s.path, Line: line, Msg: fmt.Sprintf("%s: %v", field, err)}
+}
+
+// compile reads the policies and the Nodes.
+func (s *suite) compile() error {
+	f := s.f
 	ns := f.Spec.Context.Namespace
 	if ns == "" {
 		ns = "default"
 	}
-	var paths []string
-	for _, p := range f.Spec.Policies {
-		paths = append(paths, s.rel(p))
-	}
-	cms, err := manifest.ReadConfigMaps(paths, ns, nil)
-	if err != nil {
-		return nil, &Error{File: path, Line: 0, Msg: "spec.policies: " + err.Error()}
+	var cms []policies.SourcedConfigMap
+	for _, file := range s.policies {
+		data, err := s.root.read(file.show, file.name, &s.budget)
+		if err != nil {
+			return &Error{File: s.path, Msg: "spec.policies: " + err.Error()}
+		}
+		// The file was read in the root; the manifest reader takes its bytes as standard
+		// input ("-"), which its messages and the ConfigMaps then name.
+		got, err := manifest.ReadConfigMaps([]string{"-"}, ns, bytes.NewReader(data))
+		if err != nil {
+			return &Error{File: s.path, Msg: "spec.policies: " + file.show + strings.TrimPrefix(err.Error(), "-")}
+		}
+		for i := range got {
+			got[i].File = file.show
+		}
+		cms = append(cms, got...)
 	}
 	if len(cms) == 0 {
-		return nil, &Error{File: path, Msg: "spec.policies: no policy ConfigMaps under " + strings.Join(f.Spec.Policies, ", ")}
+		return &Error{File: s.path, Msg: "spec.policies: no policy ConfigMaps under " + strings.Join(f.Spec.Policies, ", ")}
 	}
 	opts, err := engineOptions(f.Spec.PlatformNamespace)
 	if err != nil {
-		return nil, &Error{File: path, Msg: err.Error()}
+		return &Error{File: s.path, Msg: err.Error()}
 	}
 	set, probs := policies.Compile(cms, opts)
 	if len(probs) > 0 {
@@ -121,7 +235,7 @@ func compile(path string, f *File) (*suite, error) {
 	}
 	s.set = set
 	if s.placed, err = s.readNodes(); err != nil {
-		return nil, err
+		return err
 	}
 	for _, cm := range cms {
 		ps, _ := policies.ParseConfigMap(cm.ConfigMap, opts)
@@ -129,7 +243,7 @@ func compile(path string, f *File) (*suite, error) {
 			s.refs[refOf(p)] = true
 		}
 	}
-	return s, nil
+	return nil
 }
 
 func engineOptions(platform string) (policies.Options, error) {
@@ -157,8 +271,7 @@ func (s *suite) object(c *Case) ([]byte, error) {
 	if c.Object != nil {
 		return json.Marshal(c.Object)
 	}
-	p := s.rel(c.File)
-	data, err := manifest.Read(p, nil)
+	data, err := s.root.read(c.in.show, c.in.name, &s.budget)
 	if err != nil {
 		return nil, s.caseErr(c, "file: %v", err)
 	}
@@ -395,10 +508,9 @@ func (s *suite) wholeObject(c *Case, got []byte, r *CaseResult, o Options) error
 			return err
 		}
 	} else {
-		p := s.rel(e.ObjectFile)
-		data, err := manifest.Read(p, nil)
+		data, err := s.root.read(c.want.show, c.want.name, &s.budget)
 		switch {
-		case os.IsNotExist(err) && o.Update:
+		case errors.Is(err, fs.ErrNotExist) && o.Update:
 		case err != nil:
 			return s.caseErr(c, "expect.objectFile: %v (run podpatch test --update to write it)", err)
 		default:
@@ -424,12 +536,11 @@ func (s *suite) wholeObject(c *Case, got []byte, r *CaseResult, o Options) error
 			r.Failures = append(r.Failures, "--update does not rewrite an inline expect.object (comments and layout would be lost): move it to expect.objectFile")
 			return nil
 		}
-		p := s.rel(e.ObjectFile)
 		header := fmt.Sprintf("# The patched object of case %q of %s (podpatch test --update).\n", c.Name, filepath.Base(s.path))
-		if err := writeFile(p, append([]byte(header), gotY...)); err != nil {
-			return s.caseErr(c, "--update: %v", err)
+		if err := s.root.write(c.want.name, append([]byte(header), gotY...)); err != nil {
+			return s.caseErr(c, "--update: %s: %v", c.want.show, err)
 		}
-		r.Updated = p
+		r.Updated = c.want.show
 		return nil
 	}
 	wantY, _ := yaml.JSONToYAML(wantJSON)
@@ -441,26 +552,6 @@ func (s *suite) wholeObject(c *Case, got []byte, r *CaseResult, o Options) error
 	}
 	r.Failures = append(r.Failures, "object differs:\n"+strings.Join(lines, "\n"))
 	return nil
-}
-
-// writeFile replaces a file through a temporary file in its folder, so that a crash leaves the old one.
-func writeFile(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".podpatch-test-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 func compact(v any) string {

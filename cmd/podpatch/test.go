@@ -19,16 +19,18 @@ type testOptions struct {
 	Output string
 	Run    string
 	Update bool
+	Root   string
 }
 
 func (o *testOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVarP(&o.Output, "output", "o", "text", "text, json or junit")
 	fs.StringVar(&o.Run, "run", "", "run only the cases whose SUITE/CASE name matches this regular expression")
 	fs.BoolVar(&o.Update, "update", false, "write the observed patched objects to the cases' expect.objectFile, and say which")
+	fs.StringVar(&o.Root, "root", ".", "the directory the suites are confined to: every test file, and every file a suite names, must lie in it (after symbolic links, never in .git); --update writes only there")
 }
 
 // runTest is `podpatch test PATH…`: exit 0 when every case passes, 1 when one fails, 2 when a
-// test file is wrong (it says which, with its line).
+// test file is wrong (it says which, with its line) — naming a file outside the root is one way.
 func runTest(args []string, stdout, stderr io.Writer) error {
 	o := &testOptions{}
 	paths, err := parseCommand("test", args, stderr, true, o)
@@ -47,7 +49,11 @@ func runTest(args []string, stdout, stderr io.Writer) error {
 			return usageError{fmt.Errorf("--run: %w", err)}
 		}
 	}
-	files, err := policytest.Find(paths)
+	if opts.Root, err = policytest.OpenRoot(o.Root); err != nil {
+		return usageError{fmt.Errorf("--root: %w", err)}
+	}
+	defer opts.Root.Close()
+	files, err := policytest.Find(opts.Root, paths)
 	if err != nil {
 		return usageError{err}
 	}
