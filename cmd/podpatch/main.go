@@ -34,7 +34,7 @@ const usage = `podpatch shapes the Pods and Services that Dask, Spark, Ray and F
 Usage:
   podpatch render -f FILE [-f FILE…] --policies PATH [--policies PATH…] [flags]
   podpatch lint PATH…
-  podpatch test PATH… [--run PATTERN] [--update] [-o text|json|junit]
+  podpatch test PATH… [--root DIR] [--run PATTERN] [--update] [-o text|json|junit]
   podpatch serve [flags]
   podpatch certs --service NAME --namespace NS --out DIR
   podpatch uninstall-webhooks --mutating NAME --validating NAME [--secret NS/NAME]
