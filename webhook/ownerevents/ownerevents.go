@@ -3,6 +3,35 @@
 // bounded queue and never waits; one worker resolves each object's top owner through the
 // cluster kit's resolver and writes one Event per owner, role, policy set and reason, updated
 // at a bounded rate.
+//
+// # Only objects that were stored
+//
+// An Event tells of objects the API server stored as podpatch admitted them. The webhook is
+// called before the API server stores the object, and the create can still fail after it:
+// another object has that name (AlreadyExists), a later webhook, a ValidatingAdmissionPolicy
+// or a quota refuses it. So:
+//
+//   - Dry runs offer nothing (a dry run has no side effects), nor do updates: only creates.
+//   - An object admitted under a name is read back (its metadata, by name, off the request
+//     path) before it counts anywhere, and counts only if the object read is the one this
+//     admission produced: created no earlier than the second of the admission (a second of
+//     clock difference allowed), carrying the podpatch.io/applied annotation the admission
+//     returned (or none if it returned none), and controlled by the same owner. It then counts
+//     once, by its UID: a create retried after AlreadyExists, or podpatch called again on the
+//     same create, is one object. Another object of that name — created before, without
+//     podpatch's provenance or with an older one — gets nothing, and neither does its owner for
+//     this admission; an object podpatch may not read, or not found 30s after its admission
+//     (refused), counts nowhere. Each is counted in podpatch_events_dropped_total{reason=
+//     "not_stored"}.
+//   - A Spark driver Pod that is its own top (spark-submit's) gets its Events on the UID it was
+//     read back with, never on "the Pod of that name"; a denied one gets none, since nothing
+//     was stored to carry it.
+//   - An object the API server names (generateName) cannot be another object, and cannot be
+//     read back either: its name is chosen after admission, and podpatch lists no objects. It
+//     is counted on its owner at admission, so a create of such an object refused after
+//     admission (a quota) still counts in its owner's Event.
+//   - A denied object was not stored: its owner's PolicyDenied Event counts admissions, a name
+//     once among its group's last 64.
 package ownerevents
 
 import (
@@ -10,7 +39,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"slices"
 	"strconv"
@@ -19,10 +47,11 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -140,7 +169,7 @@ func NewEvents(o EventOptions) (*Events, error) {
 	e.metrics = eventMetrics{
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_events_dropped_total",
-			Help: "Admissions left out of the Events on owning custom resources, by reason (queue_full: the Event queue was full; evicted: the aggregation held too many groups and dropped the least recently seen; unresolved: the owner could not be read).",
+			Help: "Admissions left out of the Events on owning custom resources, by reason (queue_full: the Event queue was full; evicted: the aggregation held too many groups and dropped the least recently seen; unresolved: the owner could not be read; not_stored: the object read back was not the one admitted, or was never stored).",
 		}, []string{"reason"}),
 		written: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_events_written_total",
@@ -178,12 +207,20 @@ type eventRecord struct {
 	findings   []string
 	// denied: the object was denied; skipped names the enforce policies and why.
 	denied bool
+	// at is when the object was admitted; provenance hashes the podpatch.io/applied annotation
+	// of the object admission returned, hasProvenance says whether it had one: what the object
+	// read back must show to be this admission's (storedAs).
+	at            time.Time
+	provenance    uint64
+	hasProvenance bool
 }
 
-// Offer hands what one admission did to the worker; it never blocks. Dry-run requests and
-// unrecognised objects are not offered: a dry run has no side effects (reference §5).
+// Offer hands what one admission did to the worker; it never blocks. Only creates are
+// offered: dry-run requests (a dry run has no side effects, reference §5), updates and
+// unrecognised objects are not. What the admission returned is noted so that the worker
+// counts the object only once it is stored as admitted (the package doc).
 func (e *Events) Offer(req admission.Request, res policies.Result, set *policies.Set) {
-	if e == nil || !res.Recognised || (req.DryRun != nil && *req.DryRun) {
+	if e == nil || !res.Recognised || req.Operation != admissionv1.Create || (req.DryRun != nil && *req.DryRun) {
 		return
 	}
 	if len(res.Applied) == 0 && len(res.Skipped) == 0 && len(res.Findings) == 0 && res.Fallback == policies.FallbackNone {
@@ -193,7 +230,7 @@ func (e *Events) Offer(req admission.Request, res policies.Result, set *policies
 	if err != nil {
 		return // the engine read the object; this cannot be, and no Event is worth a failure
 	}
-	r := eventRecord{namespace: req.Namespace, kind: profiles.Kind(req.Kind.Kind), name: meta.Name, identity: res.Identity}
+	r := eventRecord{namespace: req.Namespace, kind: profiles.Kind(req.Kind.Kind), name: meta.Name, identity: res.Identity, at: e.o.now()}
 	if set != nil {
 		r.generation = set.Generation()
 	}
@@ -213,6 +250,11 @@ func (e *Events) Offer(req admission.Request, res policies.Result, set *policies
 		}
 		e.offer(r)
 		return
+	}
+	if readBack(r) { // only a named object is read back
+		if r.provenance, r.hasProvenance, err = provenanceAfter(req.Object.Raw, res.Patch); err != nil {
+			return // the review decoded the object and podpatch wrote the patch: this cannot be
+		}
 	}
 	for i, p := range res.Applied {
 		if i == maxEventItems {
@@ -313,7 +355,7 @@ func readMeta(raw []byte) (objectMeta, error) {
 type groupKey struct {
 	namespace  string
 	owner      metav1.OwnerReference // Controller dropped: only its identity
-	self       bool                  // owner is the object itself
+	self       bool                  // owner is the object itself, read back (its UID)
 	kind       profiles.Kind
 	manager    profiles.Manager
 	role       profiles.Role
@@ -325,10 +367,11 @@ type groupKey struct {
 type group struct {
 	key   groupKey
 	count int
-	// recent holds the hashes of the last recentNames names counted, so that an object
-	// admitted again under its name (a controller's create retried after AlreadyExists, which
-	// the API server refuses after admission) is counted once: the Event counts objects, not
-	// admissions. An object without a name yet (generateName) counts each time.
+	// recent holds the hashes of the last recentNames objects counted (their UIDs, or a denied
+	// object's name), so that an object admitted again (a controller's create retried after
+	// AlreadyExists, podpatch called again on the same create) is counted once: the Event
+	// counts objects, not admissions. An object without a name yet (generateName) counts each
+	// time.
 	recent  [recentNames]uint64
 	nRecent int
 	// items count objects per policy (PoliciesApplied), per skipped policy and rule
@@ -372,42 +415,75 @@ type aggregator struct {
 	groups  map[groupKey]*group
 	lru     *list.List // of *group, most recently seen first
 	said    map[topKey]*said
+	// pending are the admissions whose objects are to be read back (confirm), oldest first;
+	// at most Queue.
+	pending []eventRecord
 }
 
 func newAggregator(o EventOptions, m eventMetrics) *aggregator {
 	return &aggregator{o: o, metrics: m, groups: map[groupKey]*group{}, lru: list.New(), said: map[topKey]*said{}}
 }
 
-// add counts one admission in its groups: one per reason it has something to say for.
+// add takes one admission: counted in its groups at once when its object cannot be read back
+// (generateName) or was not stored (denied), else held until confirm has read it back.
 func (a *aggregator) add(r eventRecord) {
-	base := groupKey{namespace: r.namespace, kind: r.kind, manager: r.identity.Manager, role: r.identity.Role, generation: r.generation}
 	switch {
 	case r.hasOwner && !plausible(r.owner):
 		return // an owner no object can be: not worth a read
 	case r.hasOwner:
-		base.owner = metav1.OwnerReference{APIVersion: r.owner.APIVersion, Kind: r.owner.Kind, Name: r.owner.Name, UID: r.owner.UID}
-	case r.kind == profiles.KindPod && r.identity.Manager == profiles.ManagerSpark && r.identity.Role == profiles.RoleScheduler && r.name != "":
+	case selfTop(r) && !r.denied:
 		// spark-submit's driver Pod owns its executors: it is the top the user looks at.
-		base.owner, base.self = metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: r.name}, true
 	default:
-		return // no owner to tell (reference §9)
+		return // no owner to tell (reference §9); a denied driver Pod is no object to tell
+	}
+	if !readBack(r) {
+		a.count(r, "")
+		return
+	}
+	if len(a.pending) >= a.o.Queue {
+		a.metrics.dropped.WithLabelValues("queue_full").Inc() // waiting to be read back is waiting in the queue
+		return
+	}
+	a.pending = append(a.pending, r)
+}
+
+// selfTop says whether a record's object, with no owner, is its own top: a Spark driver Pod.
+func selfTop(r eventRecord) bool {
+	return !r.hasOwner && r.kind == profiles.KindPod && r.identity.Manager == profiles.ManagerSpark && r.identity.Role == profiles.RoleScheduler && r.name != ""
+}
+
+// count counts one admission in its groups: one per reason it has something to say for. uid
+// is the object read back as stored (confirm), empty when it was not read.
+func (a *aggregator) count(r eventRecord, uid types.UID) {
+	base := groupKey{namespace: r.namespace, kind: r.kind, manager: r.identity.Manager, role: r.identity.Role, generation: r.generation}
+	if r.hasOwner {
+		base.owner = metav1.OwnerReference{APIVersion: r.owner.APIVersion, Kind: r.owner.Kind, Name: r.owner.Name, UID: r.owner.UID}
+	} else {
+		// Its own top: the Pod read back, by its UID (readBack holds every selfTop record).
+		base.owner, base.self = metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: r.name, UID: uid}, true
+	}
+	// An object is counted once: by its UID when read back, else by its name (a denied
+	// object's retries); one the API server names counts at each admission.
+	once := string(uid)
+	if once == "" {
+		once = r.name
 	}
 	if r.denied {
-		a.group(base, EventPolicyDenied).note(r.name, r.identity.Cluster, r.skipped)
+		a.group(base, EventPolicyDenied).note(once, r.identity.Cluster, r.skipped)
 		return
 	}
 	if len(r.applied) > 0 {
 		g := a.group(base, EventPoliciesApplied)
-		g.note(r.name, r.identity.Cluster, r.applied)
+		g.note(once, r.identity.Cluster, r.applied)
 		if !g.fieldsKnown && r.patch != nil {
 			g.fields, g.fieldsKnown = patchFields(r.patch), true
 		}
 	}
 	if len(r.skipped) > 0 {
-		a.group(base, EventPolicySkipped).note(r.name, r.identity.Cluster, r.skipped)
+		a.group(base, EventPolicySkipped).note(once, r.identity.Cluster, r.skipped)
 	}
 	if len(r.findings) > 0 {
-		a.group(base, EventPolicyCheck).note(r.name, r.identity.Cluster, r.findings)
+		a.group(base, EventPolicyCheck).note(once, r.identity.Cluster, r.findings)
 	}
 }
 
@@ -438,16 +514,14 @@ func (a *aggregator) remove(g *group) {
 	delete(a.groups, g.key)
 }
 
-// recentNames is how many names a group remembers to count an object once (group.recent).
+// recentNames is how many objects a group remembers to count each once (group.recent).
 const recentNames = 64
 
-// note counts one object, named name, with its items; an object the group counted under the
-// same name lately is not counted again.
-func (g *group) note(name, cluster string, items []string) {
-	if name != "" {
-		h := fnv.New64a()
-		h.Write([]byte(name))
-		sum := h.Sum64()
+// note counts one object, known as id (its UID, or its name; empty: unknown), with its items;
+// an object the group counted lately is not counted again.
+func (g *group) note(id, cluster string, items []string) {
+	if id != "" {
+		sum := hashOf(id)
 		if slices.Contains(g.recent[:min(g.nRecent, recentNames)], sum) {
 			return
 		}
@@ -468,12 +542,13 @@ func (g *group) note(name, cluster string, items []string) {
 	}
 }
 
-// flush resolves the owners of new groups and writes the Events whose message changed and
-// whose interval has passed.
+// flush counts the admitted objects read back as stored, resolves the owners of new groups and
+// writes the Events whose message changed and whose interval has passed.
 func (a *aggregator) flush(ctx context.Context) {
 	now := a.o.now()
 	ctx, cancel := context.WithTimeout(ctx, a.o.Window)
 	defer cancel()
+	a.confirm(ctx, now)
 	owners := a.o.Owners.Memo() // each owner read once per flush
 	byTop := map[topKey][]*group{}
 	dirty := map[topKey]bool{}
@@ -545,18 +620,9 @@ func (a *aggregator) flush(ctx context.Context) {
 func (a *aggregator) resolve(ctx context.Context, owners *kube.Owners, g *group, now time.Time) {
 	direct := g.key.owner
 	if g.key.self {
-		m, err := owners.Get(ctx, schema.GroupVersionResource{Version: "v1", Resource: "pods"}, g.key.namespace, direct.Name)
-		if err != nil {
-			a.unresolved(g, err, now)
-			return
-		}
-		direct.UID = m.UID
-		if up := kube.ControllerOf(m.OwnerReferences); up != nil {
-			direct = *up
-		} else {
-			g.top, g.resolved = &direct, true
-			return
-		}
+		// Read back as admitted, with no owner (confirm): the Pod itself, by its UID.
+		g.top, g.resolved = &direct, true
+		return
 	}
 	// Only an owner that was read, and is the object the reference names, is told: an
 	// ownerReference is what the object's writer put there, and names nothing for certain.

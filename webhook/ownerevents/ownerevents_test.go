@@ -104,11 +104,20 @@ func refTo(o *metav1.PartialObjectMetadata) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name, UID: o.UID, Controller: new(true)}
 }
 
+// admittedAt is when testEvents' clock starts.
+var admittedAt = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// createdAt is o as the API server stores it at t: an admitted object read back.
+func createdAt(o *metav1.PartialObjectMetadata, t time.Time) *metav1.PartialObjectMetadata {
+	o.CreationTimestamp = metav1.NewTime(t.Truncate(time.Second))
+	return o
+}
+
 // testEvents builds Events on a recorder and owners, with a settable clock; no worker runs.
 func testEvents(t *testing.T, owners *kube.Owners, o EventOptions) (*Events, *eventLog, *clock) {
 	t.Helper()
 	log := &eventLog{}
-	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := &clock{t: admittedAt}
 	o.Recorder, o.Owners, o.Registry, o.now = kube.NewRecorder(log), owners, prometheus.NewRegistry(), c.now
 	e, err := NewEvents(o)
 	require.NoError(t, err)
@@ -247,7 +256,7 @@ func TestEventsTopOwners(t *testing.T) {
 	wrs := partial("apps/v1", "ReplicaSet", "ns", "dc-default-worker-abc", refTo(wd))
 	sd := partial("apps/v1", "Deployment", "ns", "dc-scheduler", refTo(dc))
 	srs := partial("apps/v1", "ReplicaSet", "ns", "dc-scheduler-abc", refTo(sd))
-	driver := partial("v1", "Pod", "ns", "spark-pi-driver")
+	driver := createdAt(partial("v1", "Pod", "ns", "spark-pi-driver"), admittedAt)
 	owners, _ := metaClient(t, dc, dwg, wd, wrs, sd, srs, driver)
 	e, log, _ := testEvents(t, owners, EventOptions{})
 	applied := func(m profiles.Manager, r profiles.Role) policies.Result {
@@ -518,22 +527,38 @@ func FuzzEventInputs(f *testing.F) {
 	})
 }
 
-// The request path's share: what Offer costs for a KubeRay worker Pod.
+// The request path's share: what Offer costs for a KubeRay worker Pod (generateName: counted
+// at admission) and a Spark executor Pod (named: its provenance is read for the read-back).
 func BenchmarkEventsOffer(b *testing.B) {
-	raw, err := os.ReadFile("../../policies/testdata/fixtures/kuberay/worker-pod.yaml")
-	require.NoError(b, err)
-	pod, err := yaml.YAMLToJSON(raw)
-	require.NoError(b, err)
-	e, err := NewEvents(EventOptions{Recorder: kube.NewRecorder(&eventLog{}), Owners: kube.NewOwners(nil), Registry: prometheus.NewRegistry(), Queue: 1})
-	require.NoError(b, err)
-	req, res := podRequest(pod, false), workerResult("raycluster-kuberay")
-	b.ReportAllocs()
-	for b.Loop() {
-		e.Offer(req, res, nil)
-		select {
-		case <-e.queue:
-		default:
-		}
+	ps, probs := policies.ParseConfigMap(policyConfigMap(), policies.DefaultOptions())
+	require.Empty(b, probs)
+	set := policies.NewSet(ps)
+	for _, f := range []string{"kuberay/worker-pod.yaml", "spark/executor-pod.yaml"} {
+		b.Run(strings.Split(f, "/")[0], func(b *testing.B) {
+			raw, err := os.ReadFile("../../policies/testdata/fixtures/" + f)
+			require.NoError(b, err)
+			pod, err := yaml.YAMLToJSON(raw)
+			require.NoError(b, err)
+			var obj struct {
+				Metadata metav1.ObjectMeta `json:"metadata"`
+			}
+			require.NoError(b, json.Unmarshal(pod, &obj))
+			res, err := set.Patch(policies.Input{Kind: profiles.KindPod, Object: pod, Namespace: obj.Metadata.Namespace, NamespaceFromRequest: true})
+			require.NoError(b, err)
+			require.NotEmpty(b, res.Patch)
+			e, err := NewEvents(EventOptions{Recorder: kube.NewRecorder(&eventLog{}), Owners: kube.NewOwners(nil), Registry: prometheus.NewRegistry(), Queue: 1})
+			require.NoError(b, err)
+			req := podRequest(pod, false)
+			req.Namespace = obj.Metadata.Namespace
+			b.ReportAllocs()
+			for b.Loop() {
+				e.Offer(req, res, set)
+				select {
+				case <-e.queue:
+				default:
+				}
+			}
+		})
 	}
 }
 
@@ -581,11 +606,21 @@ func TestReadMetaMatchesEncodingJSON(t *testing.T) {
 }
 
 // An Event counts objects, not admissions: a named object admitted again (a controller's create
-// retried after AlreadyExists, refused by the API server after admission) is one object; Pods
-// without a name yet (generateName) are one each.
+// retried after AlreadyExists, refused by the API server after admission) is one object, read
+// back by its UID; Pods without a name yet (generateName) are one each.
 func TestEventsCountObjectsOnce(t *testing.T) {
 	rc := partial("ray.io/v1", "RayCluster", "ns", "rc")
-	owners, _ := metaClient(t, rc)
+	stored := []*metav1.PartialObjectMetadata{rc}
+	names := []string{"rc-worker-a", "rc-worker-b"}
+	for i := range recentNames + 1 {
+		names = append(names, fmt.Sprintf("rc-worker-%d", i))
+	}
+	for _, name := range names {
+		p := createdAt(partial("v1", "Pod", "ns", name, refTo(rc)), admittedAt)
+		p.Annotations = map[string]string{policies.AppliedAnnotation: "x"} // workerResult's patch
+		stored = append(stored, p)
+	}
+	owners, _ := metaClient(t, stored...)
 	e, log, _ := testEvents(t, owners, EventOptions{Queue: 4096})
 	offer := func(name, generateName string) {
 		e.Offer(podRequest(podJSON(t, name, generateName, []metav1.OwnerReference{refTo(rc)}), false), workerResult("rc"), nil)

@@ -3,6 +3,7 @@ package ownerevents
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -50,5 +51,47 @@ func TestOwnerEventsRBACCoversEveryChain(t *testing.T) {
 			resource := strings.ToLower(gk.Kind) + "s"
 			require.True(t, can(gk.Group, resource), "%s: get %s.%s", pr.Manager, resource, gk.Group)
 		}
+	}
+}
+
+// The objects the worker reads back before it counts them (Pods and Services, by name) may be
+// read with the base manifests' RBAC: get on each, in a ClusterRole bound to podpatch's
+// ServiceAccount. Without it an admitted object is never known to be stored, and gets no Event.
+func TestReadBackRBAC(t *testing.T) {
+	files, err := filepath.Glob("../../manifests/base/rbac*.yaml")
+	require.NoError(t, err)
+	roles := map[string]rbacv1.ClusterRole{}
+	bound := map[string]bool{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, doc := range bytes.Split(b, []byte("\n---\n")) {
+			var head struct{ Kind string }
+			require.NoError(t, yaml.Unmarshal(doc, &head), f)
+			switch head.Kind {
+			case "ClusterRole":
+				var r rbacv1.ClusterRole
+				require.NoError(t, yaml.Unmarshal(doc, &r), f)
+				roles[r.Name] = r
+			case "ClusterRoleBinding":
+				var rb rbacv1.ClusterRoleBinding
+				require.NoError(t, yaml.Unmarshal(doc, &rb), f)
+				for _, s := range rb.Subjects {
+					if s.Kind == "ServiceAccount" && s.Name == "podpatch" && rb.RoleRef.Kind == "ClusterRole" {
+						bound[rb.RoleRef.Name] = true
+					}
+				}
+			}
+		}
+	}
+	for _, k := range []profiles.Kind{profiles.KindPod, profiles.KindService} {
+		gvr := resourceOfKind(k)
+		can := false
+		for name := range bound {
+			for _, r := range roles[name].Rules {
+				can = can || (slices.Contains(r.APIGroups, gvr.Group) && slices.Contains(r.Resources, gvr.Resource) && slices.Contains(r.Verbs, "get"))
+			}
+		}
+		require.True(t, can, "get %s", gvr.Resource)
 	}
 }
