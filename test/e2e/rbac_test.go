@@ -60,9 +60,10 @@ func TestRBACRules(t *testing.T) {
 		},
 		"ClusterRole/podpatch-external-url-nodes": {core([]string{"nodes"}, "list", "watch")},
 		// The Events on owning custom resources (reference §9): the owners on the way up, read
-		// one at a time (webhook/events_rbac_test.go checks they cover every profile's chain).
+		// one at a time (webhook/events_rbac_test.go checks they cover every profile's chain),
+		// and each admitted Pod or Service read back by name.
 		"ClusterRole/podpatch-owner-events": {
-			core([]string{"pods"}, "get"),
+			core([]string{"pods", "services"}, "get"),
 			{APIGroups: []string{"apps"}, Resources: []string{"replicasets", "deployments"}, Verbs: []string{"get"}},
 			{APIGroups: []string{"kubernetes.dask.org"}, Resources: []string{"daskworkergroups", "daskclusters", "daskjobs"}, Verbs: []string{"get"}},
 			{APIGroups: []string{"gateway.dask.org"}, Resources: []string{"daskclusters"}, Verbs: []string{"get"}},
