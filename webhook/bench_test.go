@@ -150,9 +150,9 @@ func BenchmarkConcurrentMaxReviews(b *testing.B) {
 		size       int
 		containers bool
 	}{
-		{"policies=examples/review=4MiB/shape=env", 0, slots.MaxReviewSize - 4096, false},
+		{"policies=examples/review=4MiB/shape=env", 0, slots.MaxObjectSize - 4096, false},
 		{"policies=examples+32ns/review=3MiB/shape=containers", policies.MaxNamespacePolicies - 1, 3 << 20, true},
-		{"policies=examples+32ns/review=4MiB/shape=containers", policies.MaxNamespacePolicies - 1, slots.MaxReviewSize - 4096, true},
+		{"policies=examples+32ns/review=4MiB/shape=containers", policies.MaxNamespacePolicies - 1, slots.MaxObjectSize - 4096, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			m := newTestMetrics(b)
@@ -178,7 +178,7 @@ func BenchmarkConcurrentMaxReviews(b *testing.B) {
 				pod = maxSizePod(b, bc.size)
 			}
 			body := review(b, "Pod", "default", admissionv1.Create, pod, false)
-			require.LessOrEqual(b, len(body), slots.MaxReviewSize)
+			require.LessOrEqual(b, len(body), slots.MaxObjectSize)
 			small := review(b, "Pod", "default", admissionv1.Create, []byte(workerPod), false)
 
 			send := func(body []byte) (bool, error) {

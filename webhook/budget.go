@@ -28,9 +28,13 @@ const (
 	stageHandle = "handle" // the handler
 )
 
-// Fallback is implemented by handlers that have an answer for a request they did not handle:
-// the server was overloaded or the budget ran out. A handler without one gets an HTTP 503, and
-// the API server applies the webhook's failurePolicy.
+// Fallback is implemented by handlers that have an answer for a request they did not handle
+// (reason): the server was overloaded, the budget ran out, the review or its object was too
+// large or did not decode, the handler panicked. The request may carry no object (only the
+// head of its body was read, or its object was too large): the answer is then made from its
+// kind, subresource, namespace and operation. Review answers with it every such request that
+// has a uid, so that it is an admission response: an HTTP error would make the API server apply
+// the webhook's failurePolicy (reference §5). A handler without one gets an HTTP error there.
 type Fallback interface {
 	Fallback(req admission.Request, reason Reason) admission.Response
 }

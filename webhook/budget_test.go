@@ -153,7 +153,7 @@ func occupy(t *testing.T, bounds *slots.Slots, m *Metrics) (b *blocker, big []by
 	b = newBlocker()
 	busy := &Review{Name: "validate", Handler: b, Slots: bounds, Metrics: m}
 	done := make(chan struct{})
-	big = review(t, "Pod", "team-a", admissionv1.Create, maxSizePod(t, slots.MaxReviewSize-4096), false)
+	big = review(t, "Pod", "team-a", admissionv1.Create, maxSizePod(t, slots.MaxObjectSize-4096), false)
 	go func() {
 		defer close(done)
 		post(t, busy, big, "application/json")
@@ -214,39 +214,60 @@ func TestOverloaded(t *testing.T) {
 	require.Contains(t, string(applyResponse(t, []byte(workerPod), resp)), `"team":"a"`, "a free slot serves again")
 }
 
-// TestBodyTooLarge: a body larger than any review the API server sends is refused with 413
-// before it is read, whether its length is announced or not.
+// TestBodyTooLarge: a body larger than any review the API server sends is answered from its
+// head, whether its length is announced or not (only the head read when it is): with the
+// fallback when the head has the request's uid (reference §5; an HTTP 413 would make the API
+// server apply failurePolicy Ignore), with 413 when it has none. The largest creation and the
+// largest update (object and oldObject) are served.
 func TestBodyTooLarge(t *testing.T) {
 	h := &Review{Handler: &Mutator{Source: teamStore(t), Metrics: newTestMetrics(t)}}
-	huge := bytes.Repeat([]byte(" "), slots.MaxReviewSize+1)
-	for _, chunked := range []bool{false, true} {
-		t.Run(fmt.Sprintf("chunked=%v", chunked), func(t *testing.T) {
-			body := &countingBody{r: bytes.NewReader(huge)}
-			req := httptest.NewRequest(http.MethodPost, "/mutate", body)
-			req.ContentLength = int64(len(huge))
-			if chunked {
-				req.ContentLength = -1
-			}
-			req.Header.Set("Content-Type", "application/json")
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, req)
-			require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code)
-			var out admissionv1.AdmissionReview
-			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &out))
-			require.False(t, out.Response.Allowed)
-			require.Contains(t, out.Response.Result.Message, "request entity is too large; limit is 4194304 bytes")
-			if !chunked {
-				require.Zero(t, body.n.Load(), "an announced length over the limit is refused unread")
-			} else {
-				require.LessOrEqual(t, body.n.Load(), int64(slots.MaxReviewSize+1))
-			}
-		})
+	spaces := bytes.Repeat([]byte(" "), slots.MaxReviewSize+1)
+	withUID := review(t, "Pod", "team-a", admissionv1.Create, maxSizePod(t, slots.MaxReviewSize+1), false)
+	for _, c := range []struct {
+		name string
+		body []byte
+	}{{"no uid", spaces}, {"uid", withUID}} {
+		for _, chunked := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/chunked=%v", c.name, chunked), func(t *testing.T) {
+				body := &countingBody{r: bytes.NewReader(c.body)}
+				req := httptest.NewRequest(http.MethodPost, "/mutate", body)
+				req.ContentLength = int64(len(c.body))
+				if chunked {
+					req.ContentLength = -1
+				}
+				req.Header.Set("Content-Type", "application/json")
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				var out admissionv1.AdmissionReview
+				require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &out))
+				if c.name == "uid" {
+					requireFallback(t, rec, out.Response, "uid-Pod", "larger than it handles")
+				} else {
+					require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code)
+					require.False(t, out.Response.Allowed)
+					require.Contains(t, out.Response.Result.Message, fmt.Sprintf("request entity is too large; limit is %d bytes", slots.MaxReviewSize))
+				}
+				if !chunked {
+					require.LessOrEqual(t, body.n.Load(), int64(maxHeadSize), "an announced length over the limit is answered from its head")
+				} else {
+					require.LessOrEqual(t, body.n.Load(), int64(slots.MaxReviewSize+1))
+				}
+			})
+		}
 	}
-	// The largest accepted review is served.
-	_, resp := post(t, h, review(t, "Pod", "team-a", admissionv1.Create, maxSizePod(t, slots.MaxReviewSize-4096), false), "application/json")
+	// The largest accepted reviews are served: a creation, and an update of that object.
+	pod := maxSizePod(t, slots.MaxObjectSize-4096)
+	_, resp := post(t, h, review(t, "Pod", "team-a", admissionv1.Create, pod, false), "application/json")
 	require.NotNil(t, resp)
 	require.True(t, resp.Allowed)
 	require.NotEmpty(t, resp.Patch)
+	body := updateReview(t, "Pod", "", pod, pod)
+	require.LessOrEqual(t, len(body), slots.MaxReviewSize)
+	rec, resp := post(t, h, body, "application/json")
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.NotNil(t, resp)
+	require.True(t, resp.Allowed)
+	require.Empty(t, resp.Warnings, "handled, not answered with the fallback")
 }
 
 // TestSlowBody: a client that sends half its body and stalls holds its room no longer than its
@@ -315,8 +336,8 @@ func TestConcurrentLargeReviews(t *testing.T) {
 		}
 		return mutator.Handle(ctx, req)
 	})
-	h := &Review{Name: "mutate", Handler: counting, Slots: slots.NewSlots(slots.SlotOptions{MaxInFlight: handling, LargeBytes: 8 * slots.MaxReviewSize}), Metrics: m}
-	pod := maxSizePod(t, slots.MaxReviewSize-4096)
+	h := &Review{Name: "mutate", Handler: counting, Slots: slots.NewSlots(slots.SlotOptions{MaxInFlight: handling, LargeBytes: 8 * slots.MaxObjectSize}), Metrics: m}
+	pod := maxSizePod(t, slots.MaxObjectSize-4096)
 	body := review(t, "Pod", "team-a", admissionv1.Create, pod, false)
 	var wg sync.WaitGroup
 	results := make([]*admissionv1.AdmissionResponse, requests)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/webhook/policystore"
+	"github.com/podpatch/podpatch/webhook/slots"
 )
 
 const workerPod = `{"apiVersion":"v1","kind":"Pod","metadata":{"generateName":"w-","labels":{"dask.org/component":"worker","dask.org/cluster-name":"simple"}},"spec":{"containers":[{"name":"worker","image":"ghcr.io/dask/dask:latest"}]}}`
@@ -78,7 +79,7 @@ func TestMutateEdges(t *testing.T) {
 			require.False(t, resp.Allowed)
 			require.Contains(t, resp.Result.Message, "contentType")
 		}},
-		{"oversized body", bytes.Repeat([]byte(" "), 8<<20), "application/json", func(t *testing.T, _ int, resp *admissionv1.AdmissionResponse) {
+		{"oversized body", bytes.Repeat([]byte(" "), slots.MaxReviewSize+1), "application/json", func(t *testing.T, _ int, resp *admissionv1.AdmissionResponse) {
 			require.NotNil(t, resp)
 			require.False(t, resp.Allowed)
 			require.Contains(t, resp.Result.Message, "too large")

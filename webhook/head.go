@@ -11,29 +11,33 @@ import (
 )
 
 // maxHeadSize bounds what is read of a request that will not be handled, to find the uid its
-// answer must carry (and what else of the request the head tells, requestHead). kube-apiserver writes apiVersion, kind and then request.uid first
-// (admission.k8s.io/v1 field order), so the uid is within the first hundred bytes; the rest of
-// the head allows for clients that order fields differently.
+// answer must carry (and what else of the request the head tells, requestHead). kube-apiserver
+// writes apiVersion, kind and then request.uid, kind, resource, subResource, name, namespace
+// and operation first (admission.k8s.io/v1 field order), before userInfo and the objects, so
+// they are within the first few hundred bytes; the rest of the head allows for clients that
+// order fields differently.
 const maxHeadSize = 4 << 10
 
 // requestHead is what the head of a review may tell of the request: its uid (which an answer
-// must carry), and the kind, namespace and operation a fallback answer reads to know whether
-// the platform's enforce policies could bind the object (reference §5). Each is empty when it
-// is not in the head.
+// must carry), and the kind, subresource, namespace and operation a fallback answer reads to
+// know whether the platform's enforce policies could bind the object (reference §5). Each is
+// empty when it is not in the head.
 type requestHead struct {
-	UID       types.UID
-	Kind      metav1.GroupVersionKind
-	Namespace string
-	Operation admissionv1.Operation
+	UID         types.UID
+	Kind        metav1.GroupVersionKind
+	SubResource string
+	Namespace   string
+	Operation   admissionv1.Operation
 }
 
 // admission is the request the head tells of, without its object.
 func (h requestHead) admission() admission.Request {
-	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: h.UID, Kind: h.Kind, Namespace: h.Namespace, Operation: h.Operation}}
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: h.UID, Kind: h.Kind, SubResource: h.SubResource,
+		Namespace: h.Namespace, Operation: h.Operation}}
 }
 
-// reviewHead finds the apiVersion, kind and the request's uid, kind, namespace and operation
-// at the start of an AdmissionReview without decoding (or holding) the rest: the head may be
+// reviewHead finds the apiVersion, kind and the request's uid, kind, subresource, namespace and
+// operation at the start of an AdmissionReview without decoding (or holding) the rest: the head may be
 // cut anywhere, and what was found before the cut is returned.
 func reviewHead(head []byte) (metav1.TypeMeta, requestHead) {
 	var tm metav1.TypeMeta
@@ -79,6 +83,8 @@ func reviewHead(head []byte) (metav1.TypeMeta, requestHead) {
 					}
 				case "kind":
 					ok = dec.Decode(&rh.Kind) == nil
+				case "subResource":
+					ok = str(&rh.SubResource)
 				case "namespace":
 					ok = str(&rh.Namespace)
 				case "operation":

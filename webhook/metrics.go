@@ -40,7 +40,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"kind", "manager", "role", "result"}),
 		warnings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_admission_warnings_total",
-			Help: "Admission warnings returned, by reason (invalid_policy: a policy ConfigMap failed to compile and its last good version, if any, was used; apply_error: the object could not be patched and was allowed unchanged; budget_exceeded: the request budget ran out and the object was allowed unchanged or the policy unvalidated; overloaded: every request slot stayed busy for the whole budget; namespace_policies_left_out: namespace policies made the object unpatchable and the platform's were applied alone; selection_diverges: the platform's selectors contradict each other and only its enforce policies applied; namespace_limit: policy ConfigMaps past the namespace's limit were left out; namespace_mismatch: the object's metadata.namespace is not the request's namespace and it was allowed unchanged; policy_skipped: policies were left out because they would have made the object invalid; field_without_effect: a policy sets a field the cluster's Kubernetes version drops; check_finding: a manager-aware check found a problem).",
+			Help: "Admission warnings returned, by reason (invalid_policy: a policy ConfigMap failed to compile and its last good version, if any, was used; apply_error: the object could not be patched (a bound of the engine); budget_exceeded: the request budget ran out; overloaded: every request slot stayed busy for the whole budget; too_large: the review or one of its objects was larger than podpatch handles; malformed_review: a review with a uid did not decode; internal_error: the handler panicked — each of these five answered with the fallback: denied when a platform enforce policy could bind the object, else allowed unchanged (a policy ConfigMap unvalidated); namespace_policies_left_out: namespace policies made the object unpatchable and the platform's were applied alone; selection_diverges: the platform's selectors contradict each other and only its enforce policies applied; namespace_limit: policy ConfigMaps past the namespace's limit were left out; namespace_mismatch: the object's metadata.namespace is not the request's namespace and it was allowed unchanged; policy_skipped: policies were left out because they would have made the object invalid; field_without_effect: a policy sets a field the cluster's Kubernetes version drops; check_finding: a manager-aware check found a problem).",
 		}, []string{"reason"}),
 		validations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_policy_validations_total",
@@ -56,7 +56,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"reason"}),
 		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_enforce_denials_total",
-			Help: "Objects denied because a platform enforce policy that matches them cannot be applied (reference §5), one per enforce policy and object, by why: the rule its result would break (as podpatch_policy_skipped_total), budget (the request budget ran out, or podpatch was overloaded), work (the object is beyond what podpatch patches), selection-diverges.",
+			Help: "Objects denied because a platform enforce policy that matches them cannot be applied (reference §5), one per enforce policy and object, by why: the rule its result would break (as podpatch_policy_skipped_total), budget (the request budget ran out, or podpatch was overloaded), work (the object is beyond what podpatch patches: a bound of the engine, the review's size, a review that does not decode), internal-error (podpatch panicked on it), selection-diverges.",
 		}, []string{"reason"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_fields_without_effect_total",
@@ -76,7 +76,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"pool"}),
 		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_panics_total",
-			Help: "Admission handler panics recovered and answered with an error, by webhook (mutate, validate): a bug to report.",
+			Help: "Admission handler (or fallback) panics recovered and answered with the fallback, by webhook (mutate, validate): a bug to report.",
 		}, []string{"webhook"}),
 	}
 	r := promreg.New(reg)
@@ -136,12 +136,12 @@ func (m *Metrics) policySkipped(rule string) {
 }
 
 // enforceDenied counts an enforce policy that denied an object, by why; m may be nil. The rule
-// is one of validity.Rules, a fixed set.
+// is one of validity.Rules, a fixed set, or ruleInternalError.
 func (m *Metrics) enforceDenied(rule string) {
 	if m == nil {
 		return
 	}
-	if !slices.Contains(validity.Rules, rule) {
+	if !slices.Contains(validity.Rules, rule) && rule != ruleInternalError {
 		rule = "other"
 	}
 	m.denials.WithLabelValues(rule).Inc()

@@ -110,10 +110,13 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Allowed("").WithWarnings("podpatch did not apply policies: " + err.Error() + "; the object was admitted unchanged")
 	}
 	if err != nil {
-		log().Error(err, "object could not be patched; allowed unchanged")
+		// A bound of the engine (ephemeral containers added at once, …) is no way past an
+		// enforce policy: the fallback's answer (reference §5).
+		log().Error(err, "object could not be patched; answered with the fallback")
 		m.count(kind, res.Identity, "error")
 		m.Metrics.warned(ReasonApplyError)
-		return admission.Allowed("").WithWarnings("podpatch could not apply policies: " + err.Error())
+		why, rule := ReasonApplyError.fallback()
+		return m.unhandled(req, why+": "+err.Error(), rule)
 	}
 	var warnings []string
 	if res.Recognised {
@@ -172,18 +175,26 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 	return resp
 }
 
-// Fallback implements Fallback: an object that platform enforce policies could bind is denied,
-// to be retried (reference §5: applied or denied, whatever the load); any other is allowed
-// unchanged, with a warning. Which enforce policies could bind it is read from the object
-// (recognition and selection only) or, when only the head of the request was read, from its
-// kind and namespace.
+// Fallback implements Fallback: an object that platform enforce policies could bind is denied
+// (reference §5: applied or denied, whatever the load, the size or a failure; to be retried
+// when only the budget or the load stood in the way); any other is allowed unchanged, with a
+// warning. Which enforce policies could bind it is read from the object, and from the object
+// before an update (recognition and selection only) or, when only the head of the request was
+// read, from its kind and namespace.
 func (m *Mutator) Fallback(req admission.Request, reason Reason) admission.Response {
-	why := "its request budget ran out"
-	if reason == ReasonOverloaded {
-		why = "it was overloaded"
-	}
+	why, rule := reason.fallback()
+	return m.unhandled(req, why, rule)
+}
+
+// unhandled answers a request whose policies were not applied, because why: denied, naming
+// rule, when platform enforce policies could bind its object; else allowed unchanged.
+func (m *Mutator) unhandled(req admission.Request, why, rule string) admission.Response {
 	if enforcing := m.enforcing(req); len(enforcing) > 0 {
-		v := validity.Violation{Rule: validity.RuleBudget, Message: "podpatch could not apply it because " + why + "; retry"}
+		msg := "podpatch could not apply it because " + why
+		if rule == validity.RuleBudget {
+			msg += "; retry"
+		}
+		v := validity.Violation{Rule: rule, Message: msg}
 		skipped := make([]policies.Skipped, len(enforcing))
 		for i, p := range enforcing {
 			skipped[i] = policies.Skipped{Policy: p, Violation: v}
@@ -204,8 +215,20 @@ func (m *Mutator) enforcing(req admission.Request) []*policies.Policy {
 	}
 	set := m.Source.Snapshot().Set
 	if len(req.Object.Raw) > 0 && kind != "" {
-		return set.Enforcing(policies.Input{Kind: kind, Object: req.Object.Raw, Namespace: req.Namespace,
-			NamespaceLabels: m.Source.NamespaceLabels(req.Namespace)})
+		in := policies.Input{Kind: kind, Object: req.Object.Raw, Namespace: req.Namespace,
+			NamespaceLabels: m.Source.NamespaceLabels(req.Namespace)}
+		out := set.Enforcing(in)
+		if len(req.OldObject.Raw) > 0 {
+			// An update: the policies the object selected before bind it too, or an update that
+			// removes a manager's label would leave them behind (reference §5).
+			in.Object = req.OldObject.Raw
+			for _, p := range set.Enforcing(in) {
+				if !slices.Contains(out, p) {
+					out = append(out, p)
+				}
+			}
+		}
+		return out
 	}
 	if req.Namespace == m.PlatformNamespace && req.Namespace != "" {
 		return nil // the webhook configurations exclude it

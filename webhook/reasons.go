@@ -1,5 +1,12 @@
 package webhook
 
+import (
+	"fmt"
+
+	"github.com/podpatch/podpatch/policies/validity"
+	"github.com/podpatch/podpatch/webhook/slots"
+)
+
 // Reason says why a request was answered without being handled; it is the reason label of
 // podpatch_admission_warnings_total.
 type Reason string
@@ -14,8 +21,17 @@ const (
 	// ReasonInvalidPolicy: a policy ConfigMap that could apply fails to compile; its last good
 	// version was applied.
 	ReasonInvalidPolicy Reason = "invalid_policy"
-	// ReasonApplyError: the object could not be patched and was allowed unchanged.
+	// ReasonApplyError: the object could not be patched (beyond a bound of the engine, such as
+	// more than policies.MaxEphemeralAdded ephemeral containers added at once): denied when
+	// platform enforce policies could bind it, else allowed unchanged (reference §5).
 	ReasonApplyError Reason = "apply_error"
+	// ReasonTooLarge: the review is larger than slots.MaxReviewSize, or one of its objects larger
+	// than slots.MaxObjectSize; it was answered from its head, unhandled.
+	ReasonTooLarge Reason = "too_large"
+	// ReasonMalformedReview: the review carries a uid but could not be decoded.
+	ReasonMalformedReview Reason = "malformed_review"
+	// ReasonInternalError: the handler panicked on the request (a bug).
+	ReasonInternalError Reason = "internal_error"
 	// ReasonNamespacePoliciesLeftOut: namespace policies made the object unpatchable, so the
 	// platform's were applied alone.
 	ReasonNamespacePoliciesLeftOut Reason = "namespace_policies_left_out"
@@ -45,3 +61,30 @@ const (
 	// down); those were not applied to it, and the audit reports the object.
 	ReasonEnforceNotHeld Reason = "enforce_not_held"
 )
+
+// ruleInternalError is the rule a fallback denial names when podpatch failed on the request
+// (podpatch_enforce_denials_total's reason): a bug, not the object's.
+const ruleInternalError = "internal-error"
+
+// fallback says, for an answer to a request not handled for r, why podpatch did not apply the
+// policies (to end "… because"), and the rule a denial names: validity.RuleBudget when only
+// the budget or the load stood in the way (429: the client retries), validity.RuleWork when the
+// request is beyond what podpatch handles and ruleInternalError when podpatch failed on it
+// (403: a retry changes nothing).
+func (r Reason) fallback() (why, rule string) {
+	switch r {
+	case ReasonOverloaded:
+		return "it was overloaded", validity.RuleBudget
+	case ReasonTooLarge:
+		return fmt.Sprintf("the object is larger than it handles (%d bytes of JSON, %d for an update's two objects with the review)",
+			slots.MaxObjectSize, slots.MaxReviewSize), validity.RuleWork
+	case ReasonMalformedReview:
+		return "the admission review could not be decoded", validity.RuleWork
+	case ReasonApplyError:
+		return "the object could not be patched", validity.RuleWork
+	case ReasonInternalError:
+		return "it failed on the request (an internal error, logged as \"admission handler panicked\")", ruleInternalError
+	default:
+		return "its request budget ran out", validity.RuleBudget
+	}
+}

@@ -43,6 +43,13 @@ var (
 // before it is read, under a short read deadline, and a handling slot taken once it is read;
 // the waits, the read and the handler all run under one budget. A request that runs out of it
 // gets the handler's Fallback answer and is counted.
+//
+// So does every request it does not handle that carries a uid: a body over the bound (answered
+// from its head, unread), an object larger than the engine handles, a review that does not
+// decode, a handler's panic. An answer without the request's uid, or with an HTTP error status,
+// is no admission response, and the API server applies the webhook's failurePolicy (Ignore:
+// the write is admitted unchanged); only a request without a uid in the head of its body, which
+// the API server never sends, gets one (reference §5).
 type Review struct {
 	Handler admission.Handler
 	Log     logr.Logger
@@ -68,7 +75,14 @@ func (rv *Review) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 	}
 	if err := checkHead(r); err != nil {
-		rv.refuse(w, metav1.TypeMeta{}, err)
+		var tm metav1.TypeMeta
+		var rh requestHead
+		if errors.Is(err, errTooLarge) {
+			// A body over the bound is answered from its head, unread. (No body, or another
+			// content type, the API server never sends.)
+			tm, rh = rv.readHead(w, r, nil)
+		}
+		rv.refuse(w, tm, rh, err)
 		return
 	}
 	// Room for the body first, so that memory is bounded before it is read; the handling slot
@@ -106,11 +120,22 @@ func (rv *Review) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = decode(body, &review)
 	}
 	if err != nil {
-		rv.refuse(w, review.TypeMeta, err)
+		// However broken the rest, a review whose head has a uid gets an admission response.
+		tm, rh := reviewHead(body[:min(len(body), maxHeadSize)])
+		rv.refuse(w, tm, rh, err)
 		return
 	}
 
 	req := review.Request.admission()
+	if len(req.Object.Raw) > slots.MaxObjectSize || len(req.OldObject.Raw) > slots.MaxObjectSize {
+		// Larger than the engine handles (its work grows with the object; the room reserved
+		// for an update's body is that of one object): answered as an unread review is, from
+		// what the request tells without its objects.
+		req.Object, req.OldObject = runtime.RawExtension{}, runtime.RawExtension{}
+		rv.Log.Info("object too large; answered with the fallback", "uid", req.UID, "reason", ReasonTooLarge)
+		rv.unhandled(w, review.TypeMeta, req, ReasonTooLarge, http.StatusRequestEntityTooLarge)
+		return
+	}
 	if err := rv.Slots.Acquire(ctx, req.Namespace); err != nil {
 		rv.overloaded(w, review.TypeMeta, req)
 		return
@@ -125,25 +150,31 @@ func (rv *Review) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Work stops at the budget, whatever the handler managed: past it the API server may
 		// have given up already. The request gets the fallback answer.
 		rv.Metrics.budgetExceeded(rv.Name, stageHandle)
-		if fb, ok := rv.Handler.(Fallback); ok {
-			out = fb.Fallback(req, ReasonBudgetExceeded)
-			rv.Metrics.warned(ReasonBudgetExceeded)
+		if fb, ok := rv.fallback(req, ReasonBudgetExceeded); ok {
+			out = fb
 		}
 		rv.Log.Info("request budget ran out; answered with the fallback", "uid", req.UID, "stage", stageHandle)
 	}
 	rv.complete(w, review.TypeMeta, req, out)
 }
 
-// refuse answers a request that is no admission request it can serve. Without a decoded
-// request there is no uid to answer with: this is no admission response, and the HTTP status
-// says so (the API server applies its failurePolicy).
-func (rv *Review) refuse(w http.ResponseWriter, tm metav1.TypeMeta, err error) {
-	code := int32(http.StatusBadRequest)
+// refuse answers a request that is no admission review it can serve (err: too large, not
+// JSON, no request in it) from its head (tm, rh): with the handler's Fallback when the head
+// gives the request's uid. Without one there is no admission response to make: the HTTP status
+// says so (the API server, which always sends a uid, would apply its failurePolicy).
+func (rv *Review) refuse(w http.ResponseWriter, tm metav1.TypeMeta, rh requestHead, err error) {
+	reason, status := ReasonMalformedReview, http.StatusBadRequest
 	if errors.Is(err, errTooLarge) {
-		code = http.StatusRequestEntityTooLarge
+		reason, status = ReasonTooLarge, http.StatusRequestEntityTooLarge
 	}
-	resp := admission.Errored(code, err)
-	rv.write(w, tm, &resp, int(code))
+	if rh.UID == "" {
+		rv.Log.V(1).Info("request refused: no uid in its head", "error", err.Error())
+		resp := admission.Errored(int32(status), err)
+		rv.write(w, tm, &resp, status)
+		return
+	}
+	rv.Log.Info("request not handled; answered with the fallback", "uid", rh.UID, "reason", reason, "error", err.Error())
+	rv.unhandled(w, tm, rh.admission(), reason, status)
 }
 
 // overloaded answers a request whose body was read but found no handling slot within its
@@ -151,14 +182,50 @@ func (rv *Review) refuse(w http.ResponseWriter, tm metav1.TypeMeta, err error) {
 func (rv *Review) overloaded(w http.ResponseWriter, tm metav1.TypeMeta, req admission.Request) {
 	rv.Metrics.budgetExceeded(rv.Name, stageWait)
 	rv.Log.V(1).Info("request not handled; answered with the fallback", "uid", req.UID, "stage", stageWait, "reason", ReasonOverloaded)
-	fb, ok := rv.Handler.(Fallback)
+	rv.unhandled(w, tm, req, ReasonOverloaded, http.StatusServiceUnavailable)
+}
+
+// unhandled answers req, not handled for reason, with the handler's Fallback; a handler without
+// one gets an HTTP error of status, and the API server applies the webhook's failurePolicy.
+func (rv *Review) unhandled(w http.ResponseWriter, tm metav1.TypeMeta, req admission.Request, reason Reason, status int) {
+	out, ok := rv.fallback(req, reason)
 	if !ok {
-		resp := admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("podpatch did not handle the request: %s", ReasonOverloaded))
-		rv.write(w, tm, &resp, http.StatusServiceUnavailable)
+		resp := admission.Errored(int32(status), fmt.Errorf("podpatch did not handle the request: %s", reason))
+		rv.write(w, tm, &resp, status)
 		return
 	}
-	rv.Metrics.warned(ReasonOverloaded)
-	rv.complete(w, tm, req, fb.Fallback(req, ReasonOverloaded))
+	rv.complete(w, tm, req, out)
+}
+
+// fallback is the handler's Fallback answer to req, not handled for reason, counted under
+// reason; false when the handler has none. Should the Fallback panic on the request's objects
+// (which may be what made the handler panic), it is asked again from what the request tells
+// without them; should it panic again, the request is denied: podpatch cannot tell whether an
+// enforce policy binds its object, and it must not admit one unchanged that one does.
+func (rv *Review) fallback(req admission.Request, reason Reason) (admission.Response, bool) {
+	fb, ok := rv.Handler.(Fallback)
+	if !ok {
+		return admission.Response{}, false
+	}
+	rv.Metrics.warned(reason)
+	return rv.askFallback(fb, req, reason), true
+}
+
+func (rv *Review) askFallback(fb Fallback, req admission.Request, reason Reason) (resp admission.Response) {
+	defer func() {
+		if p := recover(); p != nil {
+			rv.Log.Error(fmt.Errorf("%v", p), "admission fallback panicked", "uid", req.UID)
+			rv.Metrics.panicked(rv.Name)
+			if len(req.Object.Raw)+len(req.OldObject.Raw) > 0 {
+				req.Object, req.OldObject = runtime.RawExtension{}, runtime.RawExtension{}
+				resp = rv.askFallback(fb, req, reason)
+				return
+			}
+			resp = admission.Errored(http.StatusInternalServerError, errors.New("podpatch failed on the request (an internal error, "+
+				"logged as \"admission fallback panicked\") and could not tell whether the platform's enforce policies bind it"))
+		}
+	}()
+	return fb.Fallback(req, reason)
 }
 
 // complete sends the handler's answer to req.
@@ -185,19 +252,36 @@ func (rv *Review) write(w http.ResponseWriter, tm metav1.TypeMeta, resp *admissi
 	}
 }
 
-// giveUp answers a request that will not be handled. The handler's fallback needs the
-// request's uid, so the head of the body is read (at most maxHeadSize bytes, head being what
-// was read already); without a uid or a fallback the answer is an HTTP 503 and the API server
-// applies the webhook's failurePolicy. The rest of the body is never read.
+// giveUp answers a request that will not be handled, from the head of its body (head being
+// what was read already); without a uid in it or a fallback the answer is an HTTP 503 and the
+// API server applies the webhook's failurePolicy.
 func (rv *Review) giveUp(w http.ResponseWriter, r *http.Request, head []byte, stage string) {
 	rv.Metrics.budgetExceeded(rv.Name, stage)
 	reason := ReasonBudgetExceeded
 	if stage == stageWait {
 		reason = ReasonOverloaded
 	}
-	if len(head) < maxHeadSize && r.Body != nil {
-		// The budget is spent (the read deadline with it): a short new one for the rest of the
-		// head, which is in the socket's buffers already when the API server is the client.
+	tm, rh := rv.readHead(w, r, head)
+	log := rv.Log.WithValues("uid", rh.UID, "stage", stage, "reason", reason)
+	if stage == stageWait {
+		log = log.V(1) // under overload, a line per request would add to it
+	}
+	if _, ok := rv.Handler.(Fallback); rh.UID == "" || !ok {
+		log.Info("request not handled; answered 503")
+		resp := admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("podpatch did not handle the request: %s", reason))
+		rv.write(w, tm, &resp, http.StatusServiceUnavailable)
+		return
+	}
+	log.Info("request not handled; answered with the fallback")
+	rv.unhandled(w, tm, rh.admission(), reason, http.StatusServiceUnavailable)
+}
+
+// readHead reads the head of a body that will not be read whole, on from head (what was read
+// of it already) to maxHeadSize bytes, for the uid its answer needs; the rest is never read.
+func (rv *Review) readHead(w http.ResponseWriter, r *http.Request, head []byte) (metav1.TypeMeta, requestHead) {
+	if len(head) < maxHeadSize && r.Body != nil && r.Body != http.NoBody {
+		// The budget may be spent (the read deadline with it): a short new one for the rest of
+		// the head, which is in the socket's buffers already when the API server is the client.
 		rc := http.NewResponseController(w)
 		if err := rc.SetReadDeadline(time.Now().Add(headGrace)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 			rv.Log.Error(err, "setting the read deadline failed")
@@ -209,23 +293,7 @@ func (rv *Review) giveUp(w http.ResponseWriter, r *http.Request, head []byte, st
 		}
 		head = append(head, more...)
 	}
-	tm, rh := reviewHead(head[:min(len(head), maxHeadSize)])
-	uid := rh.UID
-	log := rv.Log.WithValues("uid", uid, "stage", stage, "reason", reason)
-	if stage == stageWait {
-		log = log.V(1) // under overload, a line per request would add to it
-	}
-	fb, ok := rv.Handler.(Fallback)
-	if uid == "" || !ok {
-		log.Info("request not handled; answered 503")
-		resp := admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("podpatch did not handle the request: %s", reason))
-		rv.write(w, tm, &resp, http.StatusServiceUnavailable)
-		return
-	}
-	log.Info("request not handled; answered with the fallback")
-	req := rh.admission()
-	rv.Metrics.warned(reason)
-	rv.complete(w, tm, req, fb.Fallback(req, reason))
+	return reviewHead(head[:min(len(head), maxHeadSize)])
 }
 
 // reviewIn is the part of an AdmissionReview the handlers read: decoding only these fields
@@ -293,7 +361,8 @@ func checkHead(r *http.Request) error {
 
 // read reads the body, at most slots.MaxReviewSize bytes, under a read deadline of
 // bodyReadTime for its announced length, within the budget: a client that trickles its body
-// holds its room no longer than that. errOutOfTime comes with what was read. The deadline is
+// holds its room no longer than that. An error comes with what was read (its head, for
+// errTooLarge). The deadline is
 // cleared only once the whole body is read: otherwise net/http reads on to discard the rest
 // before it writes the answer, and a client that stalls would hold the answer back.
 func (rv *Review) read(ctx context.Context, w http.ResponseWriter, r *http.Request) ([]byte, error) {
@@ -321,14 +390,14 @@ func (rv *Review) read(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	} else {
 		body, err = io.ReadAll(io.LimitReader(r.Body, slots.MaxReviewSize+1))
 		if err == nil && len(body) > slots.MaxReviewSize {
-			return nil, errTooLarge
+			return body[:maxHeadSize], errTooLarge
 		}
 	}
 	if err != nil {
 		if ne, ok := errors.AsType[net.Error](err); rctx.Err() != nil || (ok && ne.Timeout()) {
 			return body, errOutOfTime
 		}
-		return nil, fmt.Errorf("read request: %w", err)
+		return body, fmt.Errorf("read request: %w", err)
 	}
 	if deadline {
 		if err := rc.SetReadDeadline(time.Time{}); err != nil {
@@ -351,14 +420,17 @@ func decode(body []byte, review *reviewIn) error {
 	return nil
 }
 
-// handle calls the handler, turning a panic into an error response, counted.
+// handle calls the handler. A panic is logged and counted, and answered with the fallback (a
+// handler without one: an error, which the API server takes as a denial).
 func (rv *Review) handle(ctx context.Context, req admission.Request) (resp admission.Response) {
 	defer func() {
 		if p := recover(); p != nil {
 			rv.Log.Error(fmt.Errorf("%v", p), "admission handler panicked", "uid", req.UID)
 			rv.Metrics.panicked(rv.Name)
-			resp = admission.Errored(http.StatusInternalServerError, fmt.Errorf("panic: %v [recovered]", p))
-			resp.UID = req.UID
+			var ok bool
+			if resp, ok = rv.fallback(req, ReasonInternalError); !ok {
+				resp = admission.Errored(http.StatusInternalServerError, fmt.Errorf("panic: %v [recovered]", p))
+			}
 		}
 	}()
 	return rv.Handler.Handle(logr.NewContext(ctx, rv.Log), req)

@@ -163,7 +163,7 @@ func TestLargeBodiesDoNotStarveOrdinary(t *testing.T) {
 		t.Run(fmt.Sprintf("large=%d", large), func(t *testing.T) {
 			srv, m := servedHandler(t)
 			client := &http.Client{Timeout: 10 * time.Second}
-			size := 3<<20 + rng.IntN(slots.MaxReviewSize-(3<<20)-4096) // between etcd's limit and ours
+			size := 3<<20 + rng.IntN(slots.MaxObjectSize-(3<<20)-4096) // between etcd's limit and ours
 			big := review(t, "Pod", "team-a", admissionv1.Create, maxSizePod(t, size), false)
 			small := review(t, "Pod", "team-a", admissionv1.Create, []byte(workerPod), false)
 			ctx, cancel := context.WithCancel(context.Background())

@@ -11,7 +11,7 @@ func LargeBytesFor(limit int64) int64 {
 		return DefaultLargeBytes
 	}
 	room := (int64(float64(limit)*MemoryLimitShare) - memoryBaseline) / largeReviewCost
-	return max(room, MaxReviewSize+ReservationOverhead)
+	return max(room, MaxObjectSize+ReservationOverhead)
 }
 
 // MemoryLimitShare is the share of the container's memory limit given to the Go runtime as its

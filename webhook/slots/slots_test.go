@@ -55,7 +55,7 @@ func TestSlotsOrdinaryRoom(t *testing.T) {
 	prev := int64(0)
 	for limit := int64(64 << 20); limit <= 4<<30; limit += 64 << 20 {
 		got := LargeBytesFor(limit)
-		require.GreaterOrEqual(t, got, int64(MaxReviewSize), "limit %d: room for the largest body", limit)
+		require.GreaterOrEqual(t, got, int64(MaxObjectSize+ReservationOverhead), "limit %d: room for the largest reservation", limit)
 		require.GreaterOrEqual(t, got, prev, "limit %d: more memory, more room", limit)
 		prev = got
 	}
@@ -63,4 +63,21 @@ func TestSlotsOrdinaryRoom(t *testing.T) {
 	etcdMax := int64(3<<20 + ReservationOverhead)
 	require.Less(t, LargeBytesFor(256<<20), 2*etcdMax, "the manifests' 256 Mi: one review of etcd's largest at a time")
 	require.GreaterOrEqual(t, LargeBytesFor(512<<20), 2*etcdMax, "512 Mi: more")
+}
+
+// TestReserveUpdateBodies: a body larger than one object (an update's two objects, up to
+// MaxReviewSize) reserves as the largest object does, so that the room that holds one review of
+// the largest creation also holds the largest update (reference §5).
+func TestReserveUpdateBodies(t *testing.T) {
+	s := NewSlots(SlotOptions{MaxInFlight: 1, LargeBytes: 1}) // raised to the largest reservation
+	for _, n := range []int64{MaxObjectSize, MaxObjectSize + 1, MaxReviewSize, -1} {
+		release, r, err := s.Reserve(context.Background(), n)
+		require.NoError(t, err, "body of %d bytes", n)
+		require.Equal(t, Reservation{Pool: "large", Bytes: MaxObjectSize + ReservationOverhead}, r, "body of %d bytes", n)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, _, err = s.Reserve(ctx, OrdinaryBody+1)
+		require.Error(t, err, "body of %d bytes: the room holds one at a time", n)
+		release()
+	}
 }
