@@ -435,10 +435,18 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 			}
 		}
 		for _, p := range l.platform() {
+			if slices.Contains(l.under, p) {
+				continue // its containers are not the platform's: another policy's were kept
+			}
 			insert(p, placed)
 			owned = sidecarNames(p.Patch(profiles.KindPod), owned, manager)
 		}
 		for _, p := range l.namespace() {
+			if !slices.Contains(l.under, p) {
+				insert(p, nil)
+			}
+		}
+		for _, p := range l.under { // after every other policy's, replacing none
 			insert(p, nil)
 		}
 	}
@@ -467,18 +475,18 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 		}
 	}
 	// Defaults sit below the object: fill, highest precedence first, so the first to set a field
-	// wins; those keepValid kept below the others (layers.under) fill last.
+	// wins; those keepValid kept below the others (layers.under) fill last, as their containers
+	// were inserted last.
 	namespaceDefault, platformDefault := l.namespaceDefault, l.platformDefault
-	var namespaceUnder, platformUnder []*Policy
 	if len(l.under) > 0 {
-		namespaceDefault, namespaceUnder = l.splitUnder(namespaceDefault)
-		platformDefault, platformUnder = l.splitUnder(platformDefault)
+		namespaceDefault, platformDefault = l.atPlace(namespaceDefault), l.atPlace(platformDefault)
 	}
 	stack := func() {
 		pass(reversed(namespaceDefault), true, true)
 		pass(reversed(platformDefault), true, false)
-		pass(reversed(namespaceUnder), true, true)
-		pass(reversed(platformUnder), true, false)
+		for _, p := range l.under { // each below those kept before it
+			pass([]*Policy{p}, true, p.Scope == ScopeNamespace)
+		}
 		pass(l.platformMerge, false, false)
 		pass(l.namespaceMerge, false, true)
 		pass(l.enforce, false, false)

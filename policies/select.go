@@ -66,17 +66,9 @@ func (l *layers) all() []*Policy {
 	return slices.Concat(l.platformDefault, l.namespaceDefault, l.platformMerge, l.namespaceMerge, l.enforce)
 }
 
-// splitUnder splits a default layer into the policies at their place and those kept below
-// every other default (layers.under), each in provenance order.
-func (l *layers) splitUnder(ps []*Policy) (at, under []*Policy) {
-	for _, p := range ps {
-		if slices.Contains(l.under, p) {
-			under = append(under, p)
-		} else {
-			at = append(at, p)
-		}
-	}
-	return at, under
+// atPlace is a default layer without the policies kept below the others (layers.under).
+func (l *layers) atPlace(ps []*Policy) []*Policy {
+	return slices.DeleteFunc(slices.Clone(ps), func(p *Policy) bool { return slices.Contains(l.under, p) })
 }
 
 // platform and namespace list the policies of each scope, in provenance order.

@@ -337,9 +337,11 @@ type layers struct {
 	platformDefault, namespaceDefault []*Policy
 	platformMerge, namespaceMerge     []*Policy
 	enforce                           []*Policy
-	// under are defaults (of the two default layers) that fill after every other default:
+	// under are defaults (of the two default layers) that fill after every other default, each
+	// after those before it, and whose containers are inserted after every other policy's:
 	// keepValid keeps there a default whose contribution at its place makes the object invalid
-	// and below the others does not, as a second admission would keep it (validity.go).
+	// and below the policies kept before it does not, as a second admission would keep it
+	// (validity.go).
 	under []*Policy
 	// pins holds the decoded parts of the selected policies while the admission holds the
 	// selection (compact.go).

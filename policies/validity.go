@@ -91,11 +91,12 @@ func keepValid(in Input, env *validity.Env, l layers, out Result, apply func(lay
 	// admit.
 	//
 	// A default whose contribution at its place makes the object invalid is tried once more
-	// below every other default kept (layers.under: it fills only what they leave unset), and
-	// kept there when that is valid. That is where every later admission puts it: it reads what
-	// the kept defaults filled as the object's own, which a default does not override. (Of two
-	// namespace defaults on one field, the later's invalid value left out and the earlier's
-	// kept, a re-admission finds the field set and the later default harmless, and claims it.)
+	// below every other policy kept (layers.under: it fills only what they leave unset, and its
+	// containers are inserted after theirs, replacing none), and kept there when that is valid.
+	// That is where every later admission puts it: it reads what the kept policies set as the
+	// object's own, which a default does not override. (Of two namespace defaults on one field,
+	// the later's invalid value left out and the earlier's kept, a re-admission finds the field
+	// set and the later default harmless, and claims it.)
 	order := slices.Clone(l.all())
 	slices.Reverse(order)
 	keep := make(map[*Policy]bool, len(order))
@@ -138,7 +139,7 @@ func keepValid(in Input, env *validity.Env, l layers, out Result, apply func(lay
 					return false
 				}
 				v := validity.Fresh(res.violations, given)
-				if len(v) > 0 && p.Mode == ModeDefault && fillsAfter(l, keep, under, p) {
+				if len(v) > 0 && p.Mode == ModeDefault && len(keep) > 1 {
 					under = append(under, p)
 					if res, ok = try(p); !ok {
 						return false
@@ -198,14 +199,6 @@ func (l *layers) only(keep map[*Policy]bool, under []*Policy) layers {
 	return layers{platformDefault: f(l.platformDefault), namespaceDefault: f(l.namespaceDefault),
 		platformMerge: f(l.platformMerge), namespaceMerge: f(l.namespaceMerge), enforce: f(l.enforce),
 		under: slices.Clone(under)}
-}
-
-// fillsAfter reports whether a default kept at its place fills after the default p at its
-// place (one of lower precedence): only then does p fill otherwise below the others.
-func fillsAfter(l layers, keep map[*Policy]bool, under []*Policy, p *Policy) bool {
-	defaults := slices.Concat(l.platformDefault, l.namespaceDefault) // provenance order
-	i := slices.Index(defaults, p)
-	return slices.ContainsFunc(defaults[:max(i, 0)], func(q *Policy) bool { return keep[q] && !slices.Contains(under, q) })
 }
 
 // anyWrites reports whether a policy sets or removes (null) a member of the spec of objects of
