@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -80,27 +81,59 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 		return res, nil
 	}
 	env := envOf(in, ns)
+	a := &admission{in: in, patchOnly: patchOnly, skip: skip, res: res}
 	// The first round patches the tree decoded here; any later one decodes the input afresh.
-	out, err := s.fixedPoint(in, patchOnly, &decoded{t, obj}, sub, skip, l, keep, env)
-	var switchedOff []Skipped // namespace policies left out for the labels they set
+	out, err := s.admit(a, sub, env, l, keep, &decoded{t, obj})
+	var unsettled, excluded bool
 	if err == nil {
-		out, switchedOff = s.keepEnforceSelected(in, patchOnly, sub, skip, l, out, env)
+		unsettled, _ = s.unsettled(sub, skip, keep, out)
 	}
-	if err != nil && !errors.Is(err, ErrStopped) && l.hasNamespace() {
-		// A namespace policy must never switch the platform's policies off: without them.
-		platform := l.platformOnly()
-		if platform.empty() {
-			return res, err
-		}
-		pout, perr := s.fixedPoint(in, patchOnly, nil, sub, skip, platform, (*layers).platformOnly, env)
-		if perr == nil {
-			pout.Warnings = append(pout.Warnings, "namespace policies left out: "+err.Error())
-			pout.Fallback = FallbackNamespace
-			out, err = pout, nil
-		} else {
-			err = perr // the platform's own: left to the enforce fallback below
-		}
+	if unsettled {
+		out, err, unsettled, excluded = s.settleSelection(a, sub, env, l, keep, out)
 	}
+	if in.readmitted {
+		return out, err // for readmit: the result with its tree, without the checks
+	}
+	if err == nil && !out.Denied && !in.enforceOnly && in.ephemeral == nil && (unsettled || excluded || out.Fallback == FallbackNamespace ||
+		slices.ContainsFunc(out.Skipped, func(sk Skipped) bool { return sk.Violation.Rule == validity.RuleSelection })) {
+		// Policies were left out, or kept below the others, for what their labels select, so
+		// that the result's labels select what it applied, or the namespace's were left out
+		// as a whole. On the result, which a second admission reads as the object's own, such a
+		// policy may be harmless (the label it sets already there), or the labels may still
+		// select otherwise (a label a default kept below the others filled): a selection of
+		// the object as it came is not always a fixed point. The result is admitted again, as
+		// the API server's reinvocation would, until that changes nothing. Only such objects
+		// pay for it.
+		out = s.readmit(in, patchOnly, out)
+	}
+	if err != nil {
+		return res, err
+	}
+	// The manager-aware checks (reference §8), on the very result the webhook and render return.
+	// Kueue's placement findings came first (applyLayers); at most MaxFindings in all.
+	out.Findings = append(out.Findings, checks.Run(in.Kind, id, in.Object, out.patched, out.Applied)...)
+	if len(out.Findings) > checks.MaxFindings {
+		out.Findings = out.Findings[:checks.MaxFindings]
+	}
+	out.violations, out.selection, out.patched, out.labels = nil, layers{}, nil, nil
+	out.Recognised, out.Identity = true, id
+	return out, nil
+}
+
+// admission is what every selection of one admission shares (Set.admit).
+type admission struct {
+	in        Input
+	patchOnly bool
+	skip      bool
+	res       Result // the object unpatched, recognised
+}
+
+// admit is one admission of the selection l, keep restricting every selection after it: the
+// fixed point of the labels policies set, the platform's enforce policies kept selected, the
+// fallbacks that leave layers out, and the result kept valid. first, when set, is the input
+// already decoded, patched in place.
+func (s *Set) admit(a *admission, sub *subject, env *validity.Env, l layers, keep func(*layers) layers, first *decoded) (Result, error) {
+	in, patchOnly, skip, res := a.in, a.patchOnly, a.skip, a.res
 	// Enforce has the last word (reference §3, §5, §8): whatever leaves the other layers out
 	// (the platform's selectors contradicting each other, the bound of work, the request budget),
 	// the platform's enforce policies apply alone, in the budget reserved for them — or the
@@ -113,9 +146,29 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	// enforce policy that cannot be kept denies it.
 	valid := func(in Input, out Result) (Result, error) {
 		return keepValid(in, env, out.selection, out, func(l layers) (Result, error) {
-			res, _, err := s.applyLayers(in, patchOnly, nil, id.Manager, l, env)
+			res, _, err := s.applyLayers(in, patchOnly, nil, sub.id.Manager, l, env)
 			return res, err
 		})
+	}
+	out, err := s.fixedPoint(in, patchOnly, first, sub, skip, l, keep, env)
+	var switchedOff []Skipped // namespace policies left out for the labels they set
+	if err == nil {
+		out, switchedOff = s.keepEnforceSelected(in, patchOnly, sub, skip, l, keep, out, env)
+	}
+	if err != nil && !errors.Is(err, ErrStopped) && l.hasNamespace() {
+		// A namespace policy must never switch the platform's policies off: without them.
+		platform := l.platformOnly()
+		if platform.empty() {
+			return res, err
+		}
+		pout, perr := s.fixedPoint(in, patchOnly, nil, sub, skip, platform, platformOnly(keep), env)
+		if perr == nil {
+			pout.Warnings = append(pout.Warnings, "namespace policies left out: "+err.Error())
+			pout.Fallback = FallbackNamespace
+			out, err = pout, nil
+		} else {
+			err = perr // the platform's own: left to the enforce fallback below
+		}
 	}
 	enforceAlone := func(cause error) (Result, error) {
 		eout, err := s.enforceOnly(hard, patchOnly, sub, skip, l, env)
@@ -143,24 +196,53 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 			out, err = enforceAlone(fmt.Errorf("%s not patched: %w", strings.ToLower(string(in.Kind)), ErrStopped))
 		}
 		if err == nil && out.Denied && selected.hasNamespace() && !enforceOutOfTime(out.Skipped) {
-			out = s.withoutNamespace(in, patchOnly, sub, skip, l, selected, out, env, valid)
+			out = s.withoutNamespace(in, patchOnly, sub, skip, l, selected, keep, out, env, valid)
 		}
 		if out.Fallback != FallbackNamespace { // else every namespace policy is left out already
 			out.Skipped = append(out.Skipped, switchedOff...)
 		}
 	}
-	if err != nil {
-		return res, err
+	return out, err
+}
+
+// settleSelection is for an admission out of the selection l whose result's labels select
+// other policies than those it came from (unsettled). A policy left out for the validity of
+// the result (keepValid) whose labels took part in the selection: without them the result's
+// labels may select other policies than those the admission applied, and a second admission,
+// which reads those labels as the object's own, would apply them (reference §3's fixed
+// point). The selection is then sought again without the policies so left out, which stay
+// left out, until the result's labels select what it applied. It returns the result, whether
+// its labels still select otherwise, and whether policies were so left out.
+func (s *Set) settleSelection(a *admission, sub *subject, env *validity.Env, l layers, keep func(*layers) layers, out Result) (Result, error, bool, bool) {
+	excluded := map[*Policy]bool{}
+	var carried []Skipped // the excluded policies, and why each was left out
+	var err error
+	unsettled := true
+	for range MaxSelectionRounds {
+		var writers []*Policy
+		if unsettled, writers = s.unsettled(sub, a.skip, keep, out); len(writers) == 0 {
+			break
+		}
+		for _, sk := range out.Skipped {
+			if slices.Contains(writers, sk.Policy) {
+				excluded[sk.Policy] = true
+				carried = append(carried, sk)
+			}
+		}
+		prev := keep
+		keep = func(x *layers) layers { y := prev(x); return y.without(excluded) }
+		if out, err = s.admit(a, sub, env, keep(&l), keep, nil); err != nil {
+			return out, err, false, len(carried) > 0
+		}
 	}
-	// The manager-aware checks (reference §8), on the very result the webhook and render return.
-	// Kueue's placement findings came first (applyLayers); at most MaxFindings in all.
-	out.Findings = append(out.Findings, checks.Run(in.Kind, id, in.Object, out.patched, out.Applied)...)
-	if len(out.Findings) > checks.MaxFindings {
-		out.Findings = out.Findings[:checks.MaxFindings]
+	if len(carried) > 0 {
+		out.Skipped = append(out.Skipped, carried...)
+		all := l.all() // in application order
+		slices.SortStableFunc(out.Skipped, func(a, b Skipped) int {
+			return cmp.Compare(slices.Index(all, a.Policy), slices.Index(all, b.Policy))
+		})
 	}
-	out.violations, out.selection, out.patched = nil, layers{}, nil
-	out.Recognised, out.Identity = true, id
-	return out, nil
+	return out, nil, unsettled, len(carried) > 0
 }
 
 // recognise reads an object's labels (and a Service's selector) and recognises it by them.
@@ -187,7 +269,7 @@ func recognise(t *jsontree.Tree, obj, meta map[string]any, kind profiles.Kind) (
 // not be idempotent: the next admission of the result reads that label as given.) When the
 // platform's own policies switch the enforce policy off, out stands. It costs another fixed
 // point only when an enforce policy was switched off.
-func (s *Set) keepEnforceSelected(in Input, patchOnly bool, sub *subject, skip bool, l layers, out Result, env *validity.Env) (Result, []Skipped) {
+func (s *Set) keepEnforceSelected(in Input, patchOnly bool, sub *subject, skip bool, l layers, keep func(*layers) layers, out Result, env *validity.Env) (Result, []Skipped) {
 	lost := func(sel layers) []*Policy {
 		return slices.DeleteFunc(slices.Clone(l.enforce), func(p *Policy) bool { return slices.Contains(sel.enforce, p) })
 	}
@@ -207,14 +289,15 @@ func (s *Set) keepEnforceSelected(in Input, patchOnly bool, sub *subject, skip b
 		return out, nil
 	}
 	without := func(x *layers) layers {
-		y := *x
+		y := keep(x)
 		f := func(ps []*Policy) []*Policy {
 			return slices.DeleteFunc(slices.Clone(ps), func(p *Policy) bool { return drop[p] })
 		}
 		y.namespaceDefault, y.namespaceMerge = f(y.namespaceDefault), f(y.namespaceMerge)
 		return y
 	}
-	again, err := s.fixedPoint(in, patchOnly, nil, sub, skip, without(&l), without, env)
+	given := l // taken apart from l, which the common path keeps on the stack
+	again, err := s.fixedPoint(in, patchOnly, nil, sub, skip, without(&given), without, env)
 	if err != nil || len(lost(again.selection)) > 0 {
 		return out, nil // not the namespace's doing
 	}
@@ -257,8 +340,8 @@ func switchesOff(p *Policy, kind profiles.Kind, off []*Policy) validity.Violatio
 // namespace policy takes to it (the labels it sets selecting an enforce policy the object
 // cannot keep, a value keepValid's order cannot tell apart), the object is denied only when
 // the platform's policies alone deny it. It costs a platform-only apply, and only on a denial.
-func (s *Set) withoutNamespace(in Input, patchOnly bool, sub *subject, skip bool, l, selected layers, out Result, env *validity.Env, valid func(Input, Result) (Result, error)) Result {
-	pout, err := s.fixedPoint(in, patchOnly, nil, sub, skip, l.platformOnly(), (*layers).platformOnly, env)
+func (s *Set) withoutNamespace(in Input, patchOnly bool, sub *subject, skip bool, l, selected layers, keep func(*layers) layers, out Result, env *validity.Env, valid func(Input, Result) (Result, error)) Result {
+	pout, err := s.fixedPoint(in, patchOnly, nil, sub, skip, l.platformOnly(), platformOnly(keep), env)
 	if err != nil {
 		return out
 	}
@@ -278,6 +361,108 @@ func (s *Set) withoutNamespace(in Input, patchOnly bool, sub *subject, skip bool
 	pout.Warnings = append(pout.Warnings, "namespace policies left out: with them the platform's enforce policy "+cause.Policy.Ref+" cannot be kept")
 	pout.Fallback = FallbackNamespace
 	return pout
+}
+
+// platformOnly is keep, without namespace policies, for fixedPoint's every selection.
+func platformOnly(keep func(*layers) layers) func(*layers) layers {
+	return func(l *layers) layers { y := keep(l); return y.platformOnly() }
+}
+
+// unsettled reports whether the labels of out's object select other policies than the
+// selection out came from (those it applied and those it left out), when out left policies out
+// or kept defaults below the others (keepValid, keepEnforceSelected): then the admission is not
+// yet a fixed point (reference §3). writers are the policies it left out that set labels.
+// Nothing when out fell back on fewer layers or was denied.
+func (s *Set) unsettled(sub *subject, skip bool, keep func(*layers) layers, out Result) (bool, []*Policy) {
+	if out.Denied || out.Fallback != FallbackNone || len(out.Skipped)+len(out.selection.under) == 0 {
+		return false, nil
+	}
+	var writers []*Policy
+	for _, sk := range out.Skipped {
+		if setsLabels(sk.Policy, sub.kind) {
+			writers = append(writers, sk.Policy)
+		}
+	}
+	if len(writers) == 0 && !slices.ContainsFunc(out.selection.under, func(p *Policy) bool { return setsLabels(p, sub.kind) }) {
+		return false, nil // the labels are those the selection was made with
+	}
+	next := s.selectLayers(&subject{id: sub.id, kind: sub.kind, namespace: sub.namespace, labels: out.labels, namespaceLabels: sub.namespaceLabels}, skip)
+	next = keep(&next)
+	came := make([]*Policy, 0, len(out.Applied)+len(out.Skipped))
+	came = append(came, out.Applied...)
+	for _, sk := range out.Skipped {
+		came = append(came, sk.Policy)
+	}
+	selected := next.all()
+	if len(selected) == len(came) && !slices.ContainsFunc(selected, func(p *Policy) bool { return !slices.Contains(came, p) }) {
+		return false, nil
+	}
+	return true, writers
+}
+
+// maxReadmissions bounds readmit.
+const maxReadmissions = 3
+
+// readmit admits out's object again, as the API server's reinvocation would, until that
+// changes nothing (at most maxReadmissions times), and returns what the last admission made of
+// it, said against the object as it came (in): its Patch, the policies it applied, its warnings
+// and fallback, what the admissions left out that it neither applied nor left out, and what
+// they changed. When an admission fails or is denied, out stands.
+func (s *Set) readmit(in Input, patchOnly bool, out Result) Result {
+	for range maxReadmissions {
+		cur, err := jsontree.Encode(out.patched)
+		if err != nil {
+			return out
+		}
+		again := in
+		again.Object, again.readmitted = cur, true
+		r, err := s.apply(again, patchOnly)
+		if err != nil || r.Denied || r.patched == nil {
+			return out
+		}
+		if !hasOps(r.Patch) {
+			return out
+		}
+		if cur, err = jsontree.Encode(r.patched); err != nil {
+			return out
+		}
+		t := jsontree.New()
+		tree := t.Decode(json.RawMessage(cur))
+		jsontree.ExpandAll(tree)
+		patch, err := jsontree.Diff(t, json.RawMessage(in.Object), tree)
+		if err != nil {
+			return out
+		}
+		next := r
+		next.Object, next.Patch = in.Object, patch
+		if !patchOnly {
+			next.Object = cur
+		}
+		for _, sk := range out.Skipped {
+			if !slices.Contains(r.Applied, sk.Policy) && !slices.ContainsFunc(r.Skipped, func(q Skipped) bool { return q.Policy == sk.Policy }) {
+				next.Skipped = append(next.Skipped, sk)
+			}
+		}
+		next.NoEffect = union(out.NoEffect, r.NoEffect)
+		next.Adjusted = union(out.Adjusted, r.Adjusted)
+		next.Findings = union(out.Findings, r.Findings)
+		if in.Explain {
+			next.Changes = orderChanges(append(slices.Clone(out.Changes), r.Changes...), r.Applied)
+		}
+		out = next
+	}
+	return out
+}
+
+// union is a followed by the items of b it lacks.
+func union[T comparable](a, b []T) []T {
+	out := slices.Clone(a)
+	for _, x := range b {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // enforceOnly applies the enforce layer alone, for an object the other layers cannot patch: to
@@ -562,7 +747,7 @@ func (s *Set) applyLayers(in Input, patchOnly bool, d *decoded, manager profiles
 	if res.Patch, err = jsontree.Diff(t, json.RawMessage(in.Object), obj); err != nil {
 		return res, nil, fmt.Errorf("diff %s: %w", strings.ToLower(string(in.Kind)), err)
 	}
-	res.Changed, res.patched = true, obj
+	res.Changed, res.patched, res.labels = true, obj, patchedLabels
 	if patchOnly {
 		return res, patchedLabels, nil
 	}

@@ -85,6 +85,16 @@ func (l *layers) platformOnly() layers {
 	return layers{platformDefault: l.platformDefault, platformMerge: l.platformMerge, enforce: l.enforce, pins: l.pins}
 }
 
+// without is the selection without the policies of drop.
+func (l *layers) without(drop map[*Policy]bool) layers {
+	f := func(ps []*Policy) []*Policy {
+		return slices.DeleteFunc(slices.Clone(ps), func(p *Policy) bool { return drop[p] })
+	}
+	return layers{platformDefault: f(l.platformDefault), namespaceDefault: f(l.namespaceDefault),
+		platformMerge: f(l.platformMerge), namespaceMerge: f(l.namespaceMerge), enforce: f(l.enforce),
+		under: f(l.under), pins: l.pins}
+}
+
 // enforceOnly is the selection's enforce layer alone.
 func (l *layers) enforceOnly() layers { return layers{enforce: l.enforce, pins: l.pins} }
 

@@ -191,6 +191,9 @@ type Input struct {
 	// ephemeral names the ephemeral containers a pods/ephemeralcontainers update adds: the
 	// enforce policies' container entries reach those alone (ephemeralPatch).
 	ephemeral []string
+	// readmitted is an admission of what an admission made (readmit): it returns the result
+	// with its tree, without the checks, and is not admitted again.
+	readmitted bool
 }
 
 // Fallback names the way Apply left whole layers out so that the rest still applies.
@@ -256,8 +259,9 @@ type Result struct {
 	// violations are the patched object's (package validity); selection is the layers applied.
 	violations []validity.Violation
 	selection  layers
-	// patched is the patched object's tree, for the checks (checks.go).
+	// patched is the patched object's tree, for the checks (checks.go); labels are its labels.
 	patched map[string]any
+	labels  labels.Set
 }
 
 // Change is what one policy did to one object.
