@@ -240,17 +240,26 @@ func tolerationsOf(t *testing.T, js []byte, decided func(string) bool) []string 
 // policy's placement applies: the enforced keys are present unless so deferred (issue 33). Idempotent either way,
 // and every key a policy wanted and did not get is a finding.
 func TestKueuePlacementProperty(t *testing.T) {
-	seed := rand.Int63()
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewSource(seed))
+	runSeeds(t, "TestKueuePlacementProperty", 33, kueuePlacementProperty)
+}
+
+// kueuePlacementProperty is one seed case of TestKueuePlacementProperty.
+func kueuePlacementProperty(t *testing.T, sc seedCase) {
+	r := rand.New(rand.NewSource(int64(sc.seed)))
 	var deferredSeen, escapedNot, unknownSeen, restored int
 	for i := range 600 {
+		if sc.draw >= 0 && i > sc.draw {
+			return
+		}
 		c := genKueueCase(t, r)
+		if sc.draw >= 0 && i != sc.draw {
+			continue // the numbers of a draw before a regression seed's, drawn
+		}
 		set := platformSet(t, c.policy)
 		out, err := set.Apply(Input{Kind: profiles.KindPod, Object: c.in, Namespace: "default", Lookups: c.cluster})
 		require.NoError(t, err, "case %d", i)
 		require.True(t, out.Changed, "case %d", i)
-		why := fmt.Sprintf("case %d: fixture %s, mark %q, flavors known %v %+v, policy:\n%s", i, c.fixture, c.mark, c.cluster.flavorsKnown, c.cluster.keys, c.policy)
+		why := fmt.Sprintf("case %d (%s): fixture %s, mark %q, flavors known %v %+v, policy:\n%s", i, sc.reproduce("TestKueuePlacementProperty", i), c.fixture, c.mark, c.cluster.flavorsKnown, c.cluster.keys, c.policy)
 
 		// The rest always applies.
 		require.Equal(t, "shaped", podField(t, out.Object, "metadata", "labels").(map[string]any)["kueue-test"], why)
@@ -336,6 +345,9 @@ func TestKueuePlacementProperty(t *testing.T) {
 		p, err := set.Patch(Input{Kind: profiles.KindPod, Object: c.in, Namespace: "default", Lookups: c.cluster})
 		require.NoError(t, err)
 		require.Equal(t, string(out.Patch), string(p.Patch), why)
+	}
+	if sc.draw >= 0 {
+		return
 	}
 	t.Logf("deferred to Kueue %d, marked without Kueue's hand under an enforce nodeSelector %d, unknown %d, with findings %d", deferredSeen, escapedNot, unknownSeen, restored)
 	require.Greater(t, deferredSeen, 60)
