@@ -219,6 +219,8 @@ func TestHostileConfigMaps(t *testing.T) {
 		require.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, pod.Spec.SecurityContext.SeccompProfile.Type, name)
 		require.NotNil(t, pod.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation, name)
 		require.False(t, *pod.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation, name)
+		require.NotNil(t, pod.Spec.Containers[0].SecurityContext.SeccompProfile, name)
+		require.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, pod.Spec.Containers[0].SecurityContext.SeccompProfile.Type, name)
 	}
 	last := &corev1.Pod{}
 	require.NoError(t, k8s.Get(contextBackground(), client.ObjectKey{Namespace: "team-a", Name: created[len(created)-1]}, last))

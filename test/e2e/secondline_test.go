@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -86,7 +87,27 @@ func compliantWorker(ns, name string) *corev1.Pod {
 	p := daskWorker(ns, name)
 	p.Labels["cost-center"] = "data-platform"
 	p.Spec.SecurityContext = &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
-	p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{AllowPrivilegeEscalation: new(false)}
+	p.Spec.Containers[0].SecurityContext = baselineContext()
+	return p
+}
+
+// baselineContext is a container's securityContext holding the examples' security baseline:
+// its seccomp profile is set in every container too (a container's own overrides the Pod's).
+func baselineContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{AllowPrivilegeEscalation: new(false),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+}
+
+// escapingWorker is compliantWorker with the shapes the security baseline once let through,
+// each stored by the API server: a container with its own Unconfined seccomp profile (it
+// overrides the Pod's) and a native sidecar (an init container, restartPolicy: Always, which
+// "*" of containers does not reach) that escalates.
+func escapingWorker(ns, name string) *corev1.Pod {
+	p := compliantWorker(ns, name)
+	p.Spec.Containers[0].SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}
+	always := corev1.ContainerRestartPolicyAlways
+	p.Spec.InitContainers = []corev1.Container{{Name: "proxy", Image: "busybox", RestartPolicy: &always,
+		SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: new(true)}}}
 	return p
 }
 
@@ -156,6 +177,15 @@ func TestSecondLine(t *testing.T) {
 		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "sidecar", Image: "busybox"})
 		err = k8s.Create(contextBackground(), p, client.DryRunAll)
 		require.ErrorContains(t, err, "spec.containers[*].securityContext.allowPrivilegeEscalation == false")
+		// A container's own seccomp profile and a native sidecar are held too.
+		p = escapingWorker(secondLineNamespace, "unconfined")
+		p.Spec.InitContainers = nil
+		err = k8s.Create(contextBackground(), p, client.DryRunAll)
+		require.ErrorContains(t, err, `spec.containers[*].securityContext.seccompProfile.type == "RuntimeDefault"`)
+		p = escapingWorker(secondLineNamespace, "native-sidecar")
+		p.Spec.Containers[0].SecurityContext = baselineContext()
+		err = k8s.Create(contextBackground(), p, client.DryRunAll)
+		require.ErrorContains(t, err, "spec.initContainers[*].securityContext.allowPrivilegeEscalation == false")
 	})
 
 	t.Run("without podpatch a Service follows the same rule", func(t *testing.T) {
@@ -211,7 +241,10 @@ func TestSecondLine(t *testing.T) {
 		}
 		err = debug(&corev1.SecurityContext{Privileged: new(true)})
 		require.ErrorContains(t, err, `podpatch enforce policy podpatch-system/security-baseline/security-baseline requires spec.ephemeralContainers[*].securityContext.allowPrivilegeEscalation == false`)
-		require.NoError(t, debug(&corev1.SecurityContext{AllowPrivilegeEscalation: new(false)}))
+		err = debug(&corev1.SecurityContext{AllowPrivilegeEscalation: new(false),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}})
+		require.ErrorContains(t, err, `requires spec.ephemeralContainers[*].securityContext.seccompProfile.type == "RuntimeDefault"`)
+		require.NoError(t, debug(baselineContext()))
 
 		// An object that did not hold them can still be updated by its owner.
 		require.NoError(t, patch(legacy, `{"metadata": {"labels": {"team": "a"}}}`))
@@ -237,12 +270,50 @@ func TestSecondLine(t *testing.T) {
 		require.Equal(t, "data-platform", stored.Labels["cost-center"])
 		require.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, stored.Spec.SecurityContext.SeccompProfile.Type)
 		require.False(t, *stored.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation)
+		requireBaseline(t, stored)
+
+		// The shapes the baseline once let through: podpatch puts the baseline in each.
+		esc := escapingWorker(secondLineNamespace, "escaping")
+		esc.Spec.SecurityContext = nil
+		require.NoError(t, k8s.Create(contextBackground(), esc))
+		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), esc) })
+		stored = &corev1.Pod{}
+		require.NoError(t, k8s.Get(contextBackground(), client.ObjectKeyFromObject(esc), stored))
+		requireBaseline(t, stored)
+		// kubectl debug: an added ephemeral container gets the "*" entry of containers.
+		stored.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+			Name: "debugger", Image: "busybox", SecurityContext: &corev1.SecurityContext{
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}}}}
+		require.NoError(t, k8s.SubResource("ephemeralcontainers").Update(contextBackground(), stored))
+		require.NoError(t, k8s.Get(contextBackground(), client.ObjectKeyFromObject(esc), stored))
+		requireBaseline(t, stored)
 
 		svc := daskSchedulerService(secondLineNamespace, "patched")
 		require.NoError(t, k8s.Create(contextBackground(), svc, client.DryRunAll))
 		require.Equal(t, corev1.ServiceTypeLoadBalancer, svc.Spec.Type)
 		require.Equal(t, "data-platform", svc.Labels["cost-center"])
 	})
+}
+
+// requireBaseline: the stored Pod holds the examples' security baseline in every container,
+// init container (native sidecars) and ephemeral container, and at the Pod level.
+func requireBaseline(t *testing.T, p *corev1.Pod) {
+	t.Helper()
+	require.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, p.Spec.SecurityContext.SeccompProfile.Type)
+	var scs []*corev1.SecurityContext
+	for _, c := range slices.Concat(p.Spec.Containers, p.Spec.InitContainers) {
+		scs = append(scs, c.SecurityContext)
+	}
+	for _, c := range p.Spec.EphemeralContainers {
+		scs = append(scs, c.SecurityContext)
+	}
+	for i, sc := range scs {
+		require.NotNil(t, sc, "container %d", i)
+		require.NotNil(t, sc.SeccompProfile, "container %d", i)
+		require.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, sc.SeccompProfile.Type, "container %d", i)
+		require.NotNil(t, sc.AllowPrivilegeEscalation, "container %d", i)
+		require.False(t, *sc.AllowPrivilegeEscalation, "container %d", i)
+	}
 }
 
 // TestSecondLineSync runs `podpatch serve --second-line` as the manifests' ServiceAccount with
