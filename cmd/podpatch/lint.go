@@ -80,6 +80,9 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "%d ConfigMap(s), %d platform and %d namespace policies: ok\n",
 			len(cms), set.Count(policies.ScopePlatform), set.Count(policies.ScopeNamespace))
 	}
+	for _, w := range lint.EnforceWarnings(set, cms) { // enforce policies containers escape; they do not fail lint
+		fmt.Fprintln(stdout, w)
+	}
 	lines, refused := lint.VersionEffects(set, kube)
 	for _, l := range lines {
 		fmt.Fprintln(stdout, l)

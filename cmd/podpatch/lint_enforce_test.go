@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -45,4 +46,41 @@ data:
 	assert.Contains(t, r.stdout, tenant+": team-a/big: big.yaml: big-requests: spec.template: Forbidden: conflicts with the platform's enforce policy podpatch-system/limits/memory-limit on a ")
 	assert.Contains(t, r.stdout, "(request-above-limit): admission leaves this policy out (reference §5)")
 	requireOK(t, podpatch(t, "", "lint", tenant))
+}
+
+// TestLintEnforceWarnings: `podpatch lint` warns, without failing, about an enforce policy that
+// containers escape — the security baseline manifests/examples shipped before it set its fields
+// in every container: a Pod-level seccomp profile a container's own overrides, and a "*" entry of
+// containers that native sidecars (init containers) escape — each line with its file, rule id
+// and fix; the baseline as shipped is clean.
+func TestLintEnforceWarnings(t *testing.T) {
+	old := filepath.Join(t.TempDir(), "security-baseline.yaml")
+	require.NoError(t, os.WriteFile(old, []byte(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: security-baseline, namespace: podpatch-system, labels: {podpatch.io/policy: "true"}}
+data:
+  security-baseline.yaml: |
+    apiVersion: podpatch.io/v1alpha1
+    kind: PodTemplatePatch
+    metadata: {name: security-baseline}
+    spec:
+      mode: enforce
+      template:
+        spec:
+          securityContext:
+            seccompProfile: {type: RuntimeDefault}
+          containers:
+            - name: "*"
+              securityContext:
+                allowPrivilegeEscalation: false
+`), 0o600))
+	at := old + ": podpatch-system/security-baseline: security-baseline.yaml: security-baseline: "
+	out := requireOK(t, podpatch(t, "", "lint", old))
+	assert.Equal(t, []string{
+		"1 ConfigMap(s), 1 platform and 0 namespace policies: ok",
+		at + `spec.template.spec.securityContext.seccompProfile: warning enforce-pod-field-overridable: a container's own securityContext.seccompProfile overrides the Pod's: containers (and the ephemeral containers kubectl debug adds) and init containers (native sidecars, restartPolicy: Always, among them) that set their own escape this policy; fix: set securityContext.seccompProfile, as at the Pod level, in the "*" entry of containers and of initContainers too`,
+		at + `spec.template.spec.initContainers: warning enforce-init-containers-uncovered: "*" applies to the containers of its own list only: init containers, native sidecars (restartPolicy: Always) among them, escape what the "*" entry of containers sets and no "*" entry of initContainers sets: securityContext.allowPrivilegeEscalation; fix: set the same fields in a "*" entry of initContainers`,
+	}, strings.Split(strings.TrimSpace(out), "\n"))
+	assert.Equal(t, "1 ConfigMap(s), 1 platform and 0 namespace policies: ok\n",
+		requireOK(t, podpatch(t, "", "lint", "../../manifests/examples/security-baseline.yaml")))
 }
