@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
 )
@@ -149,6 +152,24 @@ func TestFairness(t *testing.T) {
 	ready := time.Since(began)
 	pid := p.PID()
 	startPeak := vmHWM(t, pid)
+	// The second line (reference §5): the API server's own check of the enforce policy, so that
+	// a Pod whose review podpatch could not answer within the webhook's timeoutSeconds — which
+	// the API server then stores unpatched (failurePolicy Ignore) — is refused instead. Without
+	// it, "no tenant Pod stored without the enforce policy" would hold only on a machine quiet
+	// enough for every answer to come in time. Installed, and seen to refuse a worker without
+	// the policy's label, before the mutating webhook.
+	enforceDir := t.TempDir()
+	enforceYAML, err := yaml.Marshal(struct {
+		metav1.TypeMeta   `json:",inline"`
+		*corev1.ConfigMap `json:",inline"`
+	}{metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, enforce})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(enforceDir, "fair-enforce.yaml"), enforceYAML, 0o600))
+	installSecondLine(t, secondLineFromCommand(t, enforceDir), tenant)
+	require.Eventually(t, func() bool {
+		err := k8s.Create(ctx, daskWorker(tenant, "second-line-probe"), client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy")
+	}, 30*time.Second, 100*time.Millisecond, "the second line never refused a tenant worker without the enforced label")
 	mwc, _ := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
 	installWebhooks(t, mwc)
 	require.Eventually(t, func() bool {
@@ -169,7 +190,7 @@ func TestFairness(t *testing.T) {
 	load, cancel := context.WithTimeout(ctx, fairLoad)
 	defer cancel()
 	tenantCS, tenantWarnings := warningClient(t)
-	var tenantSent, tenantPatched, tenantNanos, tenantUnenforced atomic.Int64
+	var tenantSent, tenantPatched, tenantNanos, tenantUnenforced, tenantRefused atomic.Int64
 	var streams sync.WaitGroup
 	for s := range fairStreams {
 		streams.Go(func() {
@@ -183,6 +204,9 @@ func TestFairness(t *testing.T) {
 				}
 				if err == nil && pod.Labels["cost-center"] != "platform" {
 					tenantUnenforced.Add(1) // stored without the enforce policy
+				}
+				if err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
+					tenantRefused.Add(1) // podpatch's answer came too late: the second line held
 				}
 			}
 		})
@@ -255,6 +279,7 @@ func TestFairness(t *testing.T) {
 		}
 	}
 	t.Logf("tenant: %d reviews sent to podpatch straight, %d patched, %d denied, %d fallbacks", directSent.Load(), directPatched.Load(), directDenied.Load(), directFallbacks.Load())
+	t.Logf("tenant: %d Pods refused by the second line (podpatch's answer later than the webhook's timeout)", tenantRefused.Load())
 	t.Logf("tenant: %d Pods of %d containers sent (%s each), %d patched, %d fallback warnings; other: %d Pods; podpatch peak RSS %d MiB (limit %d MiB); admission warnings %v (the namespace-limit one included), budget exceeded %v",
 		tenantSent.Load(), fairContainers, (time.Duration(tenantNanos.Load()) / time.Duration(max(tenantSent.Load(), 1))).Round(time.Millisecond), tenantPatched.Load(), fallbacks, len(results), peak>>20, fairnessMemoryLimit>>20,
 		p.metricSum(t, "podpatch_admission_warnings_total"), p.metricSum(t, "podpatch_budget_exceeded_total"))

@@ -52,12 +52,16 @@ func installSecondLine(t testing.TB, out vap.Output, ns string) {
 	}
 }
 
-// secondLineFromCommand runs `podpatch vap` on policy paths and decodes its objects.
+// secondLineFromCommand runs `podpatch vap` on policy paths (relative to the repository's
+// root, or absolute) and decodes its objects.
 func secondLineFromCommand(t testing.TB, paths ...string) vap.Output {
 	t.Helper()
 	args := []string{"vap"}
 	for _, p := range paths {
-		args = append(args, "--policies", filepath.Join(repoRoot, p))
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(repoRoot, p)
+		}
+		args = append(args, "--policies", p)
 	}
 	raw, err := execOutput(podpatchBin, args...)
 	require.NoError(t, err)
