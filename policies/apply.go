@@ -94,16 +94,17 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 	if in.readmitted {
 		return out, err // for readmit: the result with its tree, without the checks
 	}
-	if err == nil && !out.Denied && !in.enforceOnly && in.ephemeral == nil && (unsettled || excluded || out.Fallback == FallbackNamespace ||
-		slices.ContainsFunc(out.Skipped, func(sk Skipped) bool { return sk.Violation.Rule == validity.RuleSelection })) {
-		// Policies were left out, or kept below the others, for what their labels select, so
-		// that the result's labels select what it applied, or the namespace's were left out
-		// as a whole. On the result, which a second admission reads as the object's own, such a
-		// policy may be harmless (the label it sets already there), or the labels may still
-		// select otherwise (a label a default kept below the others filled): a selection of
-		// the object as it came is not always a fixed point. The result is admitted again, as
-		// the API server's reinvocation would, until that changes nothing. Only such objects
-		// pay for it.
+	if err == nil && !out.Denied && !in.enforceOnly && in.ephemeral == nil &&
+		(unsettled || excluded || len(out.Skipped) > 0 || len(out.selection.under) > 0 || out.Fallback == FallbackNamespace) {
+		// Policies were left out for the result's validity or what their labels select, kept
+		// below the others, or the namespace's left out as a whole: decided on the object as it
+		// came. A second admission reads the result as the object's own, on which such a
+		// policy may be harmless (the field or label it sets already there, another policy's
+		// value that made it invalid now the object's), and the policies kept may then order
+		// differently: the decisions are not always a fixed point. The result is admitted
+		// again, as the API server's reinvocation would, until that changes nothing (readmit);
+		// most such results are a fixed point already, and the second admission only confirms
+		// it. Only objects with policies left out pay for it.
 		out = s.readmit(in, patchOnly, out)
 	}
 	if err != nil {
