@@ -11,6 +11,10 @@
 #                                            policies out; the fixed point (3,000 draws a seed)
 #   TestReadmissionChangesNothing            the fixed point over every mix of layers, modes and
 #                                            policies left out (1,500 draws a seed)
+#   TestValidityProperty                     valid in, valid out; the fixed point (150 policy sets
+#                                            on every fixture a seed)
+#   TestKueuePlacementProperty               Kueue decides placement; the fixed point (600 Pods a
+#                                            seed)
 #
 # Environment:
 #   PODPATCH_PROPERTY_SEEDS  seeds per test (default 2000)
@@ -27,7 +31,7 @@ main() {
 	cd "$root" || exit 1
 	local tests=("$@")
 	if [ ${#tests[@]} -eq 0 ]; then
-		tests=(TestNamespaceRouteNeverLeavesEnforceOut TestReadmissionChangesNothing)
+		tests=(TestNamespaceRouteNeverLeavesEnforceOut TestReadmissionChangesNothing TestValidityProperty TestKueuePlacementProperty)
 	fi
 	local seeds=${PODPATCH_PROPERTY_SEEDS:-2000}
 	local first=${PODPATCH_PROPERTY_SEED:-$(printf '%d' "0x$(git rev-parse --short=15 HEAD 2>/dev/null || echo 1)")}
