@@ -10,7 +10,6 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -27,9 +26,12 @@ import (
 // PublishDelay is the shortest time between two publishes of policy changes. A change is
 // served at once unless the last publish is more recent; then it waits for the end of that
 // window, and every change of the window (a resync, `kubectl apply -f dir/`) is compiled into
-// one publish, so a burst costs a new Set per PublishDelay and not one per ConfigMap. A change
-// therefore waits at most PublishDelay, and an isolated change not at all. (The informer's
-// initial list is one publish: the store publishes nothing before it is synced.)
+// one publish, so a burst costs a new Set per PublishDelay and not one per ConfigMap. A
+// platform change waits only for the last publish of a platform change: the tenants' changes
+// do not hold it back (rounds.go). A change therefore waits at most PublishDelay (after the
+// read in flight), and an isolated change not at all; under tenants' floods, a tenant's change
+// may wait for later windows. (The informer's initial list is one publish: the store publishes
+// nothing before it is synced.)
 const PublishDelay = 100 * time.Millisecond
 
 // ClusterFeed keeps a Store current from the API server: an informer on the metadata of the
@@ -41,9 +43,11 @@ const PublishDelay = 100 * time.Millisecond
 // A policy ConfigMap's data is read when a new resourceVersion of it is seen, by a list of that
 // one ConfigMap (the role lists and watches, never gets), off the request path, compiled, and
 // dropped: what podpatch keeps of a ConfigMap is its name, its versions and its compiled
-// policies. A namespace's ConfigMaps are read in name order, and those named after the ones
-// that reach its limit of policies (policies.MaxNamespacePolicies) are not read at all: they
-// are reported left out (Snapshot.Dropped) and cost their name (reference §3 "Limits").
+// policies. A namespace's ConfigMaps count towards its limit of policies
+// (policies.MaxNamespacePolicies) in name order, and those named after the ones that reach it
+// are not read at all: they are reported left out (Snapshot.Dropped) and cost their name
+// (reference §3 "Limits"). The reads go in rounds, the platform namespace's first, so that no
+// tenant's writes hold the platform's changes back (rounds.go).
 type ClusterFeed struct {
 	store *Store
 	cms   toolscache.SharedIndexInformer // the policy ConfigMaps' metadata
@@ -54,6 +58,10 @@ type ClusterFeed struct {
 	changed  chan struct{}  // a change waits to be published
 	source   *PolicySource  // whether the policy informer is connected
 	log      logr.Logger
+	// The rounds' turns (rounds.go), the feed's goroutine's only: the tenant namespace served
+	// last, and per namespace the ConfigMap read last.
+	turn  string
+	after map[string]string
 }
 
 // NewClusterFeed builds the informers on the cluster kit's configuration; InvalidPolicy Events
@@ -132,7 +140,7 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 		wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, handled) != nil {
 		return errors.New("policy cache did not sync")
 	}
-	for !f.readPending(ctx) {
+	for !f.readAll(ctx) {
 		// The API server did not answer every read: once more, until it does.
 		select {
 		case <-ctx.Done():
@@ -145,7 +153,8 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 	// policy's parse); the runtime would return it to the OS over minutes. Return it now,
 	// once: one collection, at start (issue 27).
 	debug.FreeOSMemory()
-	last := time.Now() // the last publish
+	last := time.Now()         // the last publish
+	var lastPlatform time.Time // the last publish of a platform change
 	var retry <-chan time.Time
 	for {
 		select {
@@ -154,94 +163,69 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 		case <-f.changed:
 		case <-retry:
 		}
-		// Read at once, and again at the end of the publish window for what came meanwhile:
-		// the read's round trip is then within the window, not after it.
-		f.readPending(ctx)
-		if wait := time.Until(last.Add(PublishDelay)); wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil
-			case <-t.C:
-			}
-		}
 		retry = nil
-		if !f.readPending(ctx) {
+		if !f.window(ctx, last.Add(PublishDelay), lastPlatform.Add(PublishDelay)) {
 			retry = time.After(retryDelay)
 		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		platform := f.store.isDirty(f.store.opts.PlatformNamespace)
 		f.store.Publish()
 		last = time.Now()
+		if platform {
+			lastPlatform = last
+		}
+		if retry == nil && f.store.hasPending() {
+			f.kick() // what the rounds left, in the next window
+		}
 	}
 }
 
 // retryDelay is the wait before ConfigMaps the API server did not give are read again.
 const retryDelay = time.Second
 
-// readQPS is the feed's reads' rate limit, requests per second (twice that in a burst): a
-// round of reads asks at most fewReads, or a list's pages, and there are two rounds per
-// PublishDelay at most.
+// readQPS is the feed's reads' rate limit, requests per second (twice that in a burst). The
+// feed asks one request at a time; under a tenant's flood of writes its rounds read without
+// pause, so this bounds what the flood costs podpatch: a hundred reads and compiles a second.
 const readQPS = 100
 
-// fewReads is the most ConfigMaps read one by one whatever their number; more are read by lists
-// of their namespaces, and with more than fewReads namespaces pending, by a list of every policy
-// ConfigMap (at start, the whole population), when those are a quarter or more of what the
-// list reads (worthListing).
+// fewReads is the most ConfigMaps of a namespace drained one by one whatever their number: more
+// are read by a list of the namespace, when they are a quarter or more of what the list reads
+// (worthListing); at start, with more than fewReads namespaces pending, by a list of every
+// policy ConfigMap (the whole population). It is also the most tenant ConfigMaps a round reads
+// (roundReads).
 const fewReads = 8
 
 // readPage is the ConfigMaps of one page of a list: a few MiB of data for ConfigMaps near the
 // API server's size limit, whatever the sizes of those before them.
 const readPage = 8
 
-// readPending reads and compiles, namespace by namespace and in name order, the ConfigMaps
-// whose latest version the store has not compiled, up to each namespace's limit (Store.next):
-// one by one when they are few, else by pages of a list (readList). It reports whether every
-// read succeeded.
-func (f *ClusterFeed) readPending(ctx context.Context) bool {
+// readAll reads and compiles, at start, the ConfigMaps whose latest version the store has not
+// compiled, up to each namespace's limit (Store.next): with more than fewReads namespaces
+// pending, by pages of a list of every policy ConfigMap when worth it, then namespace by
+// namespace, the platform's first (drain: each ConfigMap once, so that a tenant rewriting its
+// ConfigMaps does not keep podpatch from becoming ready; a version newer than the one read is
+// the rounds'). It reports whether every read succeeded.
+func (f *ClusterFeed) readAll(ctx context.Context) bool {
 	pending, stored := f.store.pendingNamespaces()
 	unread := 0
 	for _, p := range pending {
 		unread += p.unread
 	}
-	var err error
-	switch {
-	case unread <= fewReads:
-	case len(pending) > fewReads && worthListing(unread, stored):
-		err = f.readList(ctx, metav1.NamespaceAll)
-	default:
-		for _, p := range pending {
-			if p.unread > fewReads && worthListing(p.unread, p.stored) {
-				if err = f.readList(ctx, p.name); err != nil {
-					break
-				}
-			}
+	if len(pending) > fewReads && unread > fewReads && worthListing(unread, stored) {
+		if err := f.readList(ctx, metav1.NamespaceAll); err != nil {
+			f.log.Info("cannot list policy ConfigMaps; reading them again later", "err", err.Error())
+			return false
 		}
 	}
-	if err != nil {
-		f.log.Info("cannot list policy ConfigMaps; reading them again later", "err", err.Error())
+	if !f.drain(ctx, f.store.opts.PlatformNamespace) {
 		return false
 	}
-	// What a list did not give (a ConfigMap newer than it, one named after one that was not
-	// read yet), one by one.
 	pending, _ = f.store.pendingNamespaces()
 	for _, p := range pending {
-		ns := p.name
-		for ctx.Err() == nil {
-			key, seen, more := f.store.next(ns)
-			if !more {
-				break
-			}
-			l, err := f.list(ctx, ns, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", key.Name).String()})
-			if err != nil {
-				f.log.Info("cannot read a policy ConfigMap; reading it again later", "namespace", key.Namespace, "name", key.Name, "err", err.Error())
-				f.store.unread(ns)
-				return false
-			}
-			if len(l.Items) > 0 { // else gone, or no longer labelled: the informer tells the store
-				f.offer(&l.Items[0], key, seen)
-			} else {
-				f.store.read(key, seen)
-			}
+		if !f.drain(ctx, p.name) {
+			return false
 		}
 	}
 	return ctx.Err() == nil
@@ -266,7 +250,7 @@ func (f *ClusterFeed) readList(ctx context.Context, ns string) error {
 		for i := range l.Items {
 			cm := &l.Items[i]
 			key := types.NamespacedName{Namespace: cm.Namespace, Name: cm.Name}
-			if next, seen, more := f.store.next(cm.Namespace); more && next == key {
+			if next, seen, more := f.store.next(cm.Namespace, ""); more && next == key {
 				f.offer(cm, key, seen)
 			}
 		}

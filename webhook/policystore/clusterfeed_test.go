@@ -23,8 +23,12 @@ import (
 type fakeCluster struct {
 	cms   map[types.NamespacedName]*corev1.ConfigMap
 	reads []string // names read one by one
-	lists int      // pages listed
+	keys  []types.NamespacedName
+	lists int // pages listed
 	fail  bool
+	// onRead, if set, runs as a ConfigMap is read one by one (before the read gives it): what
+	// the cluster's writers do meanwhile.
+	onRead func(key types.NamespacedName)
 }
 
 // list lists as the API server does: by namespace and name, by pages of o.Limit, or the one
@@ -35,7 +39,11 @@ func (c *fakeCluster) list(_ context.Context, ns string, o metav1.ListOptions) (
 	}
 	out := &corev1.ConfigMapList{}
 	if name, ok := strings.CutPrefix(o.FieldSelector, "metadata.name="); ok {
-		c.reads = append(c.reads, name)
+		key := types.NamespacedName{Namespace: ns, Name: name}
+		c.reads, c.keys = append(c.reads, name), append(c.keys, key)
+		if c.onRead != nil {
+			c.onRead(key)
+		}
 		if cm := c.cms[types.NamespacedName{Namespace: ns, Name: name}]; cm != nil {
 			out.Items = append(out.Items, *cm.DeepCopy()) // a read is a new object, as from the API server
 		}
@@ -89,7 +97,7 @@ func TestPolicyFeedReadsOnlyWhatServes(t *testing.T) {
 		c.put(f, "team", fmt.Sprintf("cm-%02d", i), "1")
 	}
 	c.put(f, policies.DefaultPlatformNamespace, "platform", "1")
-	require.True(t, f.readPending(ctx))
+	require.True(t, f.readAll(ctx))
 	f.store.MarkSynced()
 	var want []string
 	for i := range policies.MaxNamespacePolicies {
@@ -116,14 +124,14 @@ func TestPolicyFeedReadsOnlyWhatServes(t *testing.T) {
 	for i := range n {
 		c.put(f, "team", fmt.Sprintf("cm-%02d", i), "1")
 	}
-	require.True(t, f.readPending(ctx))
+	require.True(t, f.readAll(ctx))
 	require.Empty(t, c.reads, "compiled once per resourceVersion")
 
 	// One before the limit goes: the first one left out is read, and served.
 	delete(c.cms, types.NamespacedName{Namespace: "team", Name: "cm-00"})
 	f.store.Delete(types.NamespacedName{Namespace: "team", Name: "cm-00"})
 	f.store.unread("team") // as the feed's loop does after every change
-	require.True(t, f.readPending(ctx))
+	require.True(t, f.readAll(ctx))
 	require.Equal(t, []string{"cm-32"}, c.reads)
 	f.store.Publish()
 	snap = f.store.Snapshot()
@@ -138,7 +146,7 @@ func TestPolicyFeedReadsOnlyWhatServes(t *testing.T) {
 		changed = append(changed, fmt.Sprintf("cm-%02d", i))
 		c.put(f, "team", changed[len(changed)-1], "1b")
 	}
-	require.True(t, f.readPending(ctx))
+	require.True(t, f.readAll(ctx))
 	require.Equal(t, changed, c.reads)
 	require.Zero(t, c.lists)
 
@@ -146,7 +154,7 @@ func TestPolicyFeedReadsOnlyWhatServes(t *testing.T) {
 	c.reads = nil
 	c.put(f, "team", "cm-05", "2")
 	c.cms[types.NamespacedName{Namespace: "team", Name: "cm-05"}].Data = map[string]string{"p.yaml": "not: [a policy"}
-	require.True(t, f.readPending(ctx))
+	require.True(t, f.readAll(ctx))
 	require.Equal(t, []string{"cm-05"}, c.reads)
 	f.store.Publish()
 	snap = f.store.Snapshot()
@@ -157,9 +165,9 @@ func TestPolicyFeedReadsOnlyWhatServes(t *testing.T) {
 	c.reads = nil
 	c.put(f, "team", "cm-06", "2")
 	c.fail = true
-	require.False(t, f.readPending(ctx))
+	require.False(t, f.readAll(ctx))
 	c.fail = false
-	require.True(t, f.readPending(ctx))
+	require.True(t, f.readAll(ctx))
 	require.Equal(t, []string{"cm-06"}, c.reads)
 
 	// An earlier ConfigMap grows past the limit: the ones after it are dropped from memory.
@@ -174,7 +182,7 @@ func TestPolicyFeedReadsOnlyWhatServes(t *testing.T) {
 	for _, d := range docs[1:] {
 		big.Data["p.yaml"] += "---\n" + d
 	}
-	require.True(t, f.readPending(ctx))
+	require.True(t, f.readAll(ctx))
 	f.store.Publish()
 	snap = f.store.Snapshot()
 	f.store.mu.Lock()
@@ -199,7 +207,7 @@ func TestPolicyFeedReadsOnlyWhatServes(t *testing.T) {
 			c.put(f, fmt.Sprintf("ns-%d", ns), fmt.Sprintf("cm-%d", i), "1")
 		}
 	}
-	require.True(t, f.readPending(ctx))
+	require.True(t, f.readAll(ctx))
 	f.store.MarkSynced()
 	require.Equal(t, 3, c.lists, "by pages of readPage")
 	require.Empty(t, c.reads)

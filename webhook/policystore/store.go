@@ -194,29 +194,90 @@ func (s *Store) pendingNamespaces() (pending []pendingNS, stored int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ns := range slices.Sorted(maps.Keys(s.pending)) {
-		p := pendingNS{name: ns, stored: len(s.byNS[ns])}
-		for _, e := range s.byNS[ns] {
-			if e.seen != e.read && !e.beyond {
-				p.unread++
-			}
-		}
-		pending = append(pending, p)
+		pending = append(pending, s.pendingOf(ns))
 	}
 	return pending, len(s.entries)
 }
 
+// pendingIn counts the versions seen and not read of namespace ns, and its ConfigMaps.
+func (s *Store) pendingIn(ns string) pendingNS {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pendingOf(ns)
+}
+
+// pendingOf is pendingIn; s.mu must be held.
+func (s *Store) pendingOf(ns string) pendingNS {
+	p := pendingNS{name: ns, stored: len(s.byNS[ns])}
+	if !s.pending[ns] {
+		return p
+	}
+	for _, e := range s.byNS[ns] {
+		if e.seen != e.read && !e.beyond {
+			p.unread++
+		}
+	}
+	return p
+}
+
+// isPending reports whether namespace ns has versions seen and not read.
+func (s *Store) isPending(ns string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending[ns]
+}
+
+// isDirty reports whether namespace ns changed since the last publish.
+func (s *Store) isDirty(ns string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dirty[ns]
+}
+
+// hasPending reports whether any namespace has versions seen and not read.
+func (s *Store) hasPending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending) > 0
+}
+
+// pendingTenants lists the namespaces other than the platform's with versions seen and not
+// read, in name order from the first one named after after, wrapping around: the cluster feed
+// serves them in turn, the one after the namespace it served last first.
+func (s *Store) pendingTenants(after string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := make([]string, 0, len(s.pending))
+	for ns := range s.pending {
+		if s.opts.ScopeOf(ns) != policies.ScopePlatform {
+			names = append(names, ns)
+		}
+	}
+	slices.Sort(names)
+	i, found := slices.BinarySearch(names, after)
+	if found {
+		i++
+	}
+	return append(names[i:], names[:i]...)
+}
+
 // next returns the next ConfigMap of namespace ns to read, and the version seen of it: the
-// first, in name order, whose version seen was not read. In a namespace whose policies are
-// capped (policies.MaxNamespacePolicies), once the ConfigMaps before it hold the limit a
-// ConfigMap is left unread, and whatever the store held of it is dropped — it could serve
-// none of its policies (policies.Set takes a namespace's ConfigMaps in name order) — and
-// reported Dropped; when the ConfigMaps before it hold fewer again, it is read. With nothing
-// left to read, ns is no longer pending and more is false.
-func (s *Store) next(ns string) (key types.NamespacedName, seen string, more bool) {
+// first, in name order after the ConfigMap named after (wrapping around; "": from the first),
+// whose version seen was not read. A feed that passes the one it read last reads a namespace's
+// ConfigMaps in turn, so that one of them rewritten without pause does not keep the others
+// waiting. In a namespace whose policies are capped (policies.MaxNamespacePolicies), once the
+// ConfigMaps before it hold the limit a ConfigMap is left unread, and whatever the store held
+// of it is dropped — it could serve none of its policies (policies.Set takes a namespace's
+// ConfigMaps in name order) — and reported Dropped; when the ConfigMaps before it hold fewer
+// again, it is read. (The ConfigMaps before it count with the version compiled last: one read
+// later changes what follows it, and the next call sees that.) With nothing left to read, ns is
+// no longer pending and more is false.
+func (s *Store) next(ns, after string) (key types.NamespacedName, seen string, more bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	capped := s.opts.ScopeOf(ns) == policies.ScopeNamespace
-	held := 0 // policies of the ConfigMaps before
+	held := 0   // policies of the ConfigMaps before
+	first := "" // the first unread ConfigMap up to after, for the wrap-around
 	for _, name := range slices.Sorted(maps.Keys(s.byNS[ns])) {
 		e := s.byNS[ns][name]
 		if capped && held >= policies.MaxNamespacePolicies {
@@ -231,21 +292,33 @@ func (s *Store) next(ns string) (key types.NamespacedName, seen string, more boo
 			s.dirty[ns] = true
 		}
 		if e.seen != e.read {
-			return types.NamespacedName{Namespace: ns, Name: name}, e.seen, true
+			if name > after {
+				return types.NamespacedName{Namespace: ns, Name: name}, e.seen, true
+			}
+			if first == "" {
+				first = name
+			}
 		}
 		held += len(e.good)
+	}
+	if first != "" {
+		return types.NamespacedName{Namespace: ns, Name: first}, s.byNS[ns][first].seen, true
 	}
 	delete(s.pending, ns)
 	return types.NamespacedName{}, "", false
 }
 
 // read records that the version seen of a ConfigMap was read (and given to Upsert, unless the
-// ConfigMap was gone).
+// ConfigMap was gone). A read gives the ConfigMap's latest version: if the informer saw that
+// version meanwhile, it is read too, so that a version is not read twice.
 func (s *Store) read(key types.NamespacedName, seen string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e := s.entries[key]; e != nil {
 		e.read = seen
+		if e.resourceVersion != "" && e.resourceVersion == e.seen {
+			e.read = e.seen
+		}
 	}
 }
 
