@@ -16,6 +16,13 @@ const MaxCompiles = 2
 // every Store and every validating handler in it.
 var compiles = slots.NewSlots(slots.SlotOptions{MaxInFlight: MaxCompiles})
 
+// storeCompiles is the key under which the Store takes compile slots; /validate's requests take
+// them under "" (AcquireCompile). A slot given back goes to the key with the fewest compiles in
+// flight, holding or waiting (slots.Slots.Acquire), and a Store compiles one ConfigMap at a
+// time: while a tenant's writes queue up in /validate, the store's next compile — a platform
+// change among them — waits for one compile to end, not for the queue (reference §5).
+const storeCompiles = "policy store"
+
 // AcquireCompile takes one of the process's compile slots, waiting until ctx is done (a free
 // slot is taken even then); whoever compiles a policy ConfigMap holds one, the Store and
 // /validate alike (reference §3 "Limits"). ReleaseCompile gives it back.

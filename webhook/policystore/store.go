@@ -341,8 +341,8 @@ func (s *Store) compile(cm *corev1.ConfigMap) (ps []*policies.Policy, probs poli
 	ctx, cancel := context.WithTimeoutCause(context.Background(), s.compileBudget,
 		fmt.Errorf("%w: the policy store's compile budget is %v", context.DeadlineExceeded, s.compileBudget))
 	defer cancel()
-	if err := AcquireCompile(ctx); err == nil {
-		defer ReleaseCompile()
+	if err := compiles.Acquire(ctx, storeCompiles); err == nil {
+		defer compiles.Release(storeCompiles)
 	}
 	ps, probs, err := policies.ParseConfigMapContext(ctx, cm, s.opts)
 	return ps, probs, err != nil
