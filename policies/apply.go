@@ -224,6 +224,7 @@ func (s *Set) settleSelection(a *admission, sub *subject, env *validity.Env, l l
 		if unsettled, writers = s.unsettled(sub, a.skip, keep, out); len(writers) == 0 {
 			break
 		}
+		before, held := out, len(carried)
 		for _, sk := range out.Skipped {
 			if slices.Contains(writers, sk.Policy) {
 				excluded[sk.Policy] = true
@@ -234,6 +235,13 @@ func (s *Set) settleSelection(a *admission, sub *subject, env *validity.Env, l l
 		keep = func(x *layers) layers { y := prev(x); return y.without(excluded) }
 		if out, err = s.admit(a, sub, env, keep(&l), keep, nil); err != nil {
 			return out, err, false, len(carried) > 0
+		}
+		if slices.ContainsFunc(before.Applied, func(p *Policy) bool { return p.Mode == ModeEnforce && !slices.Contains(out.Applied, p) }) {
+			// Their labels selected an enforce policy the object applied: without them it is
+			// not selected. The platform's own selection: the result stands (readmit settles
+			// it, as the API server's reinvocation would).
+			out, carried = before, carried[:held]
+			break
 		}
 	}
 	if len(carried) > 0 {
