@@ -89,7 +89,7 @@ func (s *Set) apply(in Input, patchOnly bool) (Result, error) {
 		unsettled, _ = s.unsettled(sub, skip, keep, out)
 	}
 	if unsettled {
-		out, err, unsettled, excluded = s.settleSelection(a, sub, env, l, keep, out)
+		out, unsettled, excluded, err = s.settleSelection(a, sub, env, l, keep, out)
 	}
 	if in.readmitted {
 		return out, err // for readmit: the result with its tree, without the checks
@@ -213,8 +213,8 @@ func (s *Set) admit(a *admission, sub *subject, env *validity.Env, l layers, kee
 // which reads those labels as the object's own, would apply them (reference §3's fixed
 // point). The selection is then sought again without the policies so left out, which stay
 // left out, until the result's labels select what it applied. It returns the result, whether
-// its labels still select otherwise, and whether policies were so left out.
-func (s *Set) settleSelection(a *admission, sub *subject, env *validity.Env, l layers, keep func(*layers) layers, out Result) (Result, error, bool, bool) {
+// its labels still select otherwise, whether policies were so left out, and the error.
+func (s *Set) settleSelection(a *admission, sub *subject, env *validity.Env, l layers, keep func(*layers) layers, out Result) (Result, bool, bool, error) {
 	excluded := map[*Policy]bool{}
 	var carried []Skipped // the excluded policies, and why each was left out
 	var err error
@@ -234,7 +234,7 @@ func (s *Set) settleSelection(a *admission, sub *subject, env *validity.Env, l l
 		prev := keep
 		keep = func(x *layers) layers { y := prev(x); return y.without(excluded) }
 		if out, err = s.admit(a, sub, env, keep(&l), keep, nil); err != nil {
-			return out, err, false, len(carried) > 0
+			return out, false, len(carried) > 0, err
 		}
 		if slices.ContainsFunc(before.Applied, func(p *Policy) bool { return p.Mode == ModeEnforce && !slices.Contains(out.Applied, p) }) {
 			// Their labels selected an enforce policy the object applied: without them it is
@@ -251,7 +251,7 @@ func (s *Set) settleSelection(a *admission, sub *subject, env *validity.Env, l l
 			return cmp.Compare(slices.Index(all, a.Policy), slices.Index(all, b.Policy))
 		})
 	}
-	return out, nil, unsettled, len(carried) > 0
+	return out, unsettled, len(carried) > 0, nil
 }
 
 // recognise reads an object's labels (and a Service's selector) and recognises it by them.
@@ -955,3 +955,6 @@ func stringMap(v any) map[string]string {
 	}
 	return out
 }
+
+// hasOps says whether a JSONPatch changes anything.
+func hasOps(patch []byte) bool { return len(patch) > 0 && string(patch) != "[]" }

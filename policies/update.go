@@ -152,6 +152,3 @@ func enforceOf(r Result) []*Policy {
 // RuleSelectionChanged is the rule of an update denied for changing the labels that select an
 // object for an enforce policy it held (PatchUpdate): a reason of podpatch_enforce_denials_total.
 const RuleSelectionChanged = "selection-changed"
-
-// hasOps says whether a JSONPatch changes anything.
-func hasOps(patch []byte) bool { return len(patch) > 0 && string(patch) != "[]" }
