@@ -90,6 +90,16 @@ PROPERTY_SEED ?= $(shell printf '%d' 0x$$(git rev-parse --short=15 HEAD 2>/dev/n
 unit: control-plane
 	PODPATCH_E2E=required PODPATCH_PROPERTY_SEED=$(PROPERTY_SEED) $(GO) test -count=1 ./...
 
+.PHONY: test-property-long
+
+## test-property-long: the engine's seeded property tests (the fixed point, valid in valid out,
+## Kueue placement, namespace policies never leaving enforce out) over PROPERTY_LONG_SEEDS
+## consecutive seeds each from the commit's, where `make test` runs the commit's seed and the
+## regression seeds (hack/property-long.sh, docs/development.md). No control plane needed.
+PROPERTY_LONG_SEEDS ?= 2000
+test-property-long:
+	@PODPATCH_PROPERTY_SEED=$(PROPERTY_SEED) PODPATCH_PROPERTY_SEEDS=$(PROPERTY_LONG_SEEDS) hack/property-long.sh
+
 .PHONY: test-versions test-versions-quick
 
 ## test-versions: the version matrix (issue 34, docs/development.md "The version matrix"): the
