@@ -7,6 +7,8 @@ import (
 	"net"
 	"sync"
 	"syscall"
+
+	"github.com/podpatch/podpatch/webhook"
 )
 
 // Ports without races. A port picked by binding port 0, reading the number and closing the
@@ -92,14 +94,5 @@ func ReleaseAll(held []*HeldPort) error {
 // that may be closed and opened again on the same port while the port stays held (a proxy the
 // test cuts and heals).
 func (h *HeldPort) Listen(ctx context.Context) (net.Listener, error) {
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		if err := c.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, soReusePort, 1)
-		}); err != nil {
-			return err
-		}
-		return serr
-	}}
-	return lc.Listen(ctx, "tcp", h.Addr())
+	return webhook.Listener(true)(ctx, h.Addr())
 }
