@@ -402,6 +402,12 @@ func TestReadmissionChangesNothing(t *testing.T) {
 			again := d.in
 			again.Object = once.Object
 			twice, err := set.Apply(again)
+			if errors.Is(err, ErrSelectionDiverges) || twice.Fallback == FallbackEnforceOnly {
+				// The result's labels start the same selectors off oscillating: they contradict
+				// each other, which lint refuses whatever the object (reference §3).
+				diverged++
+				return
+			}
 			require.NoError(t, err, what)
 			requireFixedPoint(t, once, twice, what)
 		})
