@@ -365,8 +365,9 @@ func (m merger) mergeList(k string, dst, patch []any) (out []any, keyed bool) {
 	return nil, false
 }
 
-// mergeKeyed merges items with the same key and appends the others. The object's items are
-// found through an index kept for the whole apply, so merging is linear in both lists.
+// mergeKeyed merges items with the same key, into every item of the object with that key, and
+// appends the others. The object's items are found through an index kept for the whole apply,
+// so merging is linear in both lists.
 func (m merger) mergeKeyed(field string, dst, patch []any, key listKey) []any {
 	idx := m.t.Index(dst, field, key)
 	for _, it := range patch {
@@ -375,13 +376,24 @@ func (m merger) mergeKeyed(field string, dst, patch []any, key listKey) []any {
 			continue
 		}
 		k := key.Of(pm)
-		if i, found := idx.Pos[k]; found {
-			if dm, ok := m.t.At(dst, i).(map[string]any); ok {
-				if m.pod {
-					m.mergeOneOf(field, dm, pm)
-				} else {
-					m.mergeMap(dm, pm)
+		if idx.Has(k) {
+			// Every definition of the key gets the patch, duplicates included (the API server
+			// lets env, ports, imagePullSecrets, hostAliases, tolerations and readinessGates
+			// carry them, and the kubelet reads the last of an env name): whichever one is
+			// read, it is the policy's. Setting each, rather than removing the others, keeps
+			// what reads an earlier one ($(VAR) between two definitions) and is a fixed point.
+			merged := false
+			idx.All(k, func(i int) {
+				if dm, ok := m.t.At(dst, i).(map[string]any); ok {
+					merged = true
+					if m.pod {
+						m.mergeOneOf(field, dm, pm)
+					} else {
+						m.mergeMap(dm, pm)
+					}
 				}
+			})
+			if merged {
 				continue
 			}
 		}

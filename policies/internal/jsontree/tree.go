@@ -324,7 +324,31 @@ type Index struct {
 	key Key
 	// Pos is the position of the first item with each key.
 	Pos map[string]int
-	n   int // items indexed
+	// Dups are the positions of the later items of a key that more than one item has (nil
+	// when none has): the API server lets some keyed lists carry duplicates (env,
+	// imagePullSecrets, hostAliases, ports), and the kubelet reads the last of an env name.
+	Dups map[string][]int
+	n    int // items indexed
+}
+
+// All calls f with the position of every item with key k, the first first.
+func (x *Index) All(k string, f func(i int)) {
+	i, ok := x.Pos[k]
+	if !ok {
+		return
+	}
+	f(i)
+	for _, j := range x.Dups[k] {
+		f(j)
+	}
+}
+
+// dup records a later item of a key already indexed.
+func (x *Index) dup(k string, i int) {
+	if x.Dups == nil {
+		x.Dups = map[string][]int{}
+	}
+	x.Dups[k] = append(x.Dups[k], i)
 }
 
 // Has reports whether an item with key k is indexed.
@@ -337,6 +361,8 @@ func (x *Index) Has(k string) bool {
 func (x *Index) Add(k string, i int) {
 	if _, dup := x.Pos[k]; !dup {
 		x.Pos[k] = i
+	} else {
+		x.dup(k, i)
 	}
 	x.n = i + 1
 }
@@ -359,6 +385,8 @@ func (x *Index) extend(t *Tree, list []any) {
 		}
 		if !x.Has(k) {
 			x.Pos[k] = i
+		} else {
+			x.dup(k, i)
 		}
 	}
 	x.n = len(list)
