@@ -223,8 +223,11 @@ type Result struct {
 	// Changed is false when no policy matched.
 	Changed bool
 	// NotHeld, for an update (PatchUpdate), names the enforce policies matching the object as
-	// stored before it which did not hold there: the update was not checked against them.
-	NotHeld []string
+	// stored before it which it did not hold (Set.Holding): those whose fields were not all
+	// there were not applied to the update. NotHeldAt says, for each, where it first did not
+	// hold and how (a path, never a value).
+	NotHeld   []string
+	NotHeldAt []string
 	// Recognised is false for objects no profile recognises; Identity is then empty.
 	Recognised bool
 	Identity   profiles.Identity

@@ -1,8 +1,10 @@
 package policies
 
 import (
+	"encoding/json"
 	"slices"
 
+	"github.com/podpatch/podpatch/policies/internal/jsontree"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
@@ -17,20 +19,23 @@ import (
 // admission wrote it:
 //
 //   - an update: of the enforce policies that match the old object, whatever the update undid
-//     of those it held is put back (Result.Patch); those it did not hold (it was admitted
-//     before them, or while podpatch was down), and those only the updated labels select, are
-//     not applied, and Result.NotHeld names them — applying one could change fields a Pod's
-//     update may not (its nodeSelector): the API server would refuse the update and block its
-//     owner; the audit reports such objects (reference §7). When all held, they are applied
-//     together; else each is asked alone whether it held. An object no profile recognised
-//     before the update is left as it is;
+//     of those it held (Set.Holding, holds.go: the value and the effect of every field, the API
+//     server's defaults in the elements they bring whole not counting) is put back
+//     (Result.Patch); those it did not hold, and those only the updated labels select, are
+//     not applied, and Result.NotHeld names them, Result.NotHeldAt where and how — applying
+//     one could change fields a Pod's update may not (its nodeSelector): the API server would
+//     refuse the update and block its owner; the audit reports such objects (reference §7).
+//     An object no profile recognised before the update is left as it is;
 //   - ephemeral containers: the enforce policies' entries for every container ("*") reach the
 //     ephemeral containers the request adds, with the fields an ephemeral container may have
 //     (EphemeralFields); those already there cannot change and are not touched.
 //
 // An enforce policy that cannot be applied denies the update (Result.Denied), as at creation; so
-// does an update after which the object no longer selects an enforce policy it held
-// (RuleSelectionChanged): it would leave that policy behind.
+// does, on an object that holds an enforce policy, an update that changes what the object is
+// to podpatch — its recognition, manager, role, cluster, group or "@main" (RuleIdentityChanged)
+// —, that removes or changes a label it is recognised by, which the webhooks' objectSelectors
+// read (RuleRecognitionLabel), or after which it no longer selects an enforce policy it held
+// (RuleSelectionChanged): each would leave that policy behind.
 func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) {
 	in.Explain, in.enforceOnly = false, true
 	if ephemeral {
@@ -46,52 +51,37 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 	}
 	before := in
 	before.Object = old
-	prev, err := s.apply(before, true)
-	if err != nil || !prev.Recognised {
+	h, err := s.holding(before)
+	if err != nil || !h.Recognised {
 		// Not one of a manager's objects before: labelled as one by this update, it did not
 		// hold the enforce policies either, and is left as it is (the audit reports it).
 		return Result{Object: in.Object}, err
 	}
-	// Out of time before it is known what the object held: denied, to be retried, as at
-	// creation — an update never gets past an enforce policy by being slow to check.
-	outOfTime := func(r Result) (Result, bool) {
-		if !r.Denied || !enforceOutOfTime(r.Skipped) {
-			return Result{}, false
-		}
-		return Result{Object: in.Object, Recognised: true, Identity: prev.Identity, Denied: true, Skipped: r.Skipped}, true
+	if h.outOfTime {
+		// Out of time before it is known what the object held: denied, to be retried, as at
+		// creation — an update never gets past an enforce policy by being slow to check.
+		return Result{Object: in.Object, Recognised: true, Identity: h.Identity, Denied: true, Skipped: h.result.Skipped}, nil
 	}
-	if r, stop := outOfTime(prev); stop {
-		return r, nil
-	}
-	// Only the enforce policies the object held are applied to the update: one it did not hold
-	// (or that only the updated labels select) could change what the update may not change (a
-	// Pod's nodeSelector), and the API server would refuse the update. When some did not hold,
-	// each is asked alone.
-	selected := enforceOf(prev)
+	// Only the enforce policies whose re-application changes nothing of the object as stored
+	// are applied to the update (Holding): one it did not hold (or that only the updated labels
+	// select) could change what the update may not change (a Pod's nodeSelector), and the API
+	// server would refuse the update. One whose fields are all there but whose effect a
+	// container's own security field overrides is applied, and named too.
+	selected := h.Selected
 	held := make(map[*Policy]bool, len(selected))
 	for _, p := range selected {
-		held[p] = true
+		held[p] = h.reapplies(p)
 	}
-	var notHeldRefs []string
-	if prev.Denied || hasOps(prev.Patch) {
-		for _, p := range selected {
-			alone := before
-			alone.keepEnforce = func(q *Policy) bool { return q == p }
-			r, err := s.apply(alone, true)
-			if err != nil {
-				return Result{}, err
-			}
-			if r, stop := outOfTime(r); stop {
-				return r, nil
-			}
-			if r.Denied || hasOps(r.Patch) || !slices.Contains(r.Applied, p) {
-				held[p] = false // selected before, not held
-				notHeldRefs = append(notHeldRefs, p.Ref)
-			}
-		}
-		if len(notHeldRefs) == len(selected) {
-			return Result{Object: in.Object, Recognised: true, Identity: prev.Identity, NotHeld: notHeldRefs}, nil
-		}
+	var notHeldRefs, notHeldAt []string
+	for _, n := range h.NotHeld {
+		notHeldRefs, notHeldAt = append(notHeldRefs, n.Policy.Ref), append(notHeldAt, n.String())
+	}
+	if !slices.ContainsFunc(selected, func(p *Policy) bool { return held[p] }) {
+		return Result{Object: in.Object, Recognised: true, Identity: h.Identity, NotHeld: notHeldRefs, NotHeldAt: notHeldAt}, nil
+	}
+	// The object holds enforce policies: what selects them is not the update's to change.
+	if lost := identityChanged(in, old, h); len(lost) > 0 {
+		return Result{Object: in.Object, Recognised: true, Identity: h.Identity, Denied: true, Skipped: lost, NotHeld: notHeldRefs, NotHeldAt: notHeldAt}, nil
 	}
 	var named map[*Policy]bool // selected by the updated labels alone, named once
 	in.keepEnforce = func(q *Policy) bool {
@@ -100,7 +90,7 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 				named = map[*Policy]bool{}
 			}
 			named[q] = true
-			notHeldRefs = append(notHeldRefs, q.Ref)
+			notHeldRefs, notHeldAt = append(notHeldRefs, q.Ref), append(notHeldAt, "selected only by the labels this update writes")
 		}
 		return held[q]
 	}
@@ -108,7 +98,7 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 	if err != nil {
 		return res, err
 	}
-	res.NotHeld = notHeldRefs
+	res.NotHeld, res.NotHeldAt = notHeldRefs, notHeldAt
 	// An enforce policy that held and that the object as updated no longer selects (a
 	// manager's label removed, a label the policy's selector reads changed): the same write
 	// could undo it unseen. Denied, naming it.
@@ -124,31 +114,112 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 		}
 	}
 	if len(lost) > 0 {
-		return Result{Object: in.Object, Recognised: true, Identity: prev.Identity, Denied: true, Skipped: lost, NotHeld: notHeldRefs}, nil
+		return Result{Object: in.Object, Recognised: true, Identity: h.Identity, Denied: true, Skipped: lost, NotHeld: notHeldRefs, NotHeldAt: notHeldAt}, nil
 	}
 	return res, nil
 }
 
-// enforceOf lists the enforce policies an enforce-only result selected: those it applied and
-// those it left out, each once, in that order (r.Applied itself when none was left out).
-func enforceOf(r Result) []*Policy {
-	if len(r.Skipped) == 0 {
-		return r.Applied
-	}
-	out := slices.Clone(r.Applied)
-	seen := make(map[*Policy]bool, len(out)+len(r.Skipped))
-	for _, p := range out {
-		seen[p] = true
-	}
-	for _, sk := range r.Skipped {
-		if sk.Policy.Mode == ModeEnforce && !seen[sk.Policy] {
-			seen[sk.Policy] = true
-			out = append(out, sk.Policy)
-		}
-	}
-	return out
-}
+// UpdateRules are the rules of the updates PatchUpdate denies for what they change, a fixed set
+// (podpatch_enforce_denials_total's reasons).
+var UpdateRules = []string{RuleSelectionChanged, RuleIdentityChanged, RuleRecognitionLabel}
 
 // RuleSelectionChanged is the rule of an update denied for changing the labels that select an
 // object for an enforce policy it held (PatchUpdate): a reason of podpatch_enforce_denials_total.
 const RuleSelectionChanged = "selection-changed"
+
+// RuleIdentityChanged is the rule of an update denied for changing what an object holding
+// enforce policies is to podpatch: its recognition, manager, role, cluster or group, or the
+// container "@main" names (PatchUpdate). The policies it holds, and the container they size,
+// were decided on that identity: a Dask worker relabelled as a Ray worker would move "@main" to
+// its first container and let the real worker be resized past the enforced limit.
+const RuleIdentityChanged = "identity-changed"
+
+// RuleRecognitionLabel is the rule of an update denied for removing or changing, on an object
+// holding enforce policies, a label the profiles recognise objects by (profiles.Labels, and
+// the labels a manager's Services carry): the webhooks' objectSelectors read those labels, and
+// without them no later write of the object reaches podpatch — a Service still recognised by its
+// selector included.
+const RuleRecognitionLabel = "recognition-label-changed"
+
+// identityOf is what an object is to podpatch: its labels, its identity and "@main".
+type identityOf struct {
+	labels     map[string]string
+	id         profiles.Identity
+	recognised bool
+	main       string
+}
+
+func readIdentity(kind profiles.Kind, raw []byte) identityOf {
+	t := jsontree.New()
+	obj, ok := t.Decode(json.RawMessage(raw)).(map[string]any)
+	if !ok {
+		return identityOf{}
+	}
+	meta, _ := t.GetMap(obj, "metadata")
+	l, id, recognised := recognise(t, obj, meta, kind)
+	out := identityOf{labels: l, id: id, recognised: recognised}
+	if recognised && kind == profiles.KindPod {
+		spec, _ := t.GetMap(obj, "spec")
+		cs, _ := t.Get(spec, "containers")
+		list, _ := cs.([]any)
+		out.main = mainContainer(t, list, id.Manager)
+	}
+	return out
+}
+
+// recognitionLabels are the labels an object holding enforce policies keeps: those the
+// profiles recognise objects by, and those a manager's Services carry.
+var recognitionLabels = func() []string {
+	out := profiles.Labels()
+	for _, pr := range profiles.All() {
+		for k := range pr.ServiceLabels {
+			if !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}()
+
+// identityChanged returns, for every enforce policy the object held, why the update changes
+// what selects it (RuleIdentityChanged, RuleRecognitionLabel); none when it does not.
+func identityChanged(in Input, old []byte, h Holding) []Skipped {
+	was, now := readIdentity(in.Kind, old), readIdentity(in.Kind, in.Object)
+	var v *validity.Violation
+	switch {
+	case !now.recognised || now.id.Manager != was.id.Manager || now.id.Role != was.id.Role:
+		to := "an object no profile recognises"
+		if now.recognised {
+			to = string(now.id.Manager) + " " + string(now.id.Role)
+		}
+		v = &validity.Violation{Rule: RuleIdentityChanged, Field: "metadata.labels",
+			Message: "this update makes a " + string(was.id.Manager) + " " + string(was.id.Role) + " " + to +
+				": the enforce policies it holds were decided on what it is; create a new object instead"}
+	case now.id != was.id:
+		v = &validity.Violation{Rule: RuleIdentityChanged, Field: "metadata.labels",
+			Message: "this update moves the object to another compute cluster or group: the enforce policies it holds were decided on its own; create a new object instead"}
+	case now.main != was.main:
+		v = &validity.Violation{Rule: RuleIdentityChanged, Field: "spec.containers",
+			Message: "this update changes the container \"@main\" names: the enforce policies it holds were decided on the container it named; create a new object instead"}
+	default:
+		for _, k := range recognitionLabels {
+			prev, had := was.labels[k]
+			if cur, has := now.labels[k]; had && (!has || cur != prev) {
+				v = &validity.Violation{Rule: RuleRecognitionLabel, Field: "metadata.labels[" + k + "]",
+					Message: "this update removes or changes a label podpatch recognises the object by, while it holds the platform's enforce policies: without it no later update would reach them"}
+				break
+			}
+		}
+	}
+	if v == nil {
+		return nil
+	}
+	var out []Skipped
+	for _, p := range h.Selected {
+		if h.reapplies(p) {
+			out = append(out, Skipped{Policy: p, Violation: *v})
+		}
+	}
+	return out
+}

@@ -276,7 +276,7 @@ func TestUpdateCannotChangeSelection(t *testing.T) {
 			require.True(t, res.Denied)
 			require.NotEmpty(t, res.Skipped)
 			for _, sk := range res.Skipped {
-				require.Equal(t, RuleSelectionChanged, sk.Violation.Rule)
+				require.Contains(t, []string{RuleSelectionChanged, RuleIdentityChanged, RuleRecognitionLabel}, sk.Violation.Rule)
 			}
 			require.NotEmpty(t, res.Denial())
 		})
@@ -296,17 +296,19 @@ func TestUpdateCannotChangeSelection(t *testing.T) {
 	require.True(t, res.Denied)
 	require.Contains(t, res.Denial(), "podpatch-system/internal/internal")
 
-	// A worker made a scheduler keeps the only Pod enforce policy there is: nothing is lost.
+	// A worker made a scheduler keeps the only Pod enforce policy there is, but what it is to
+	// podpatch changes: denied (TestUpdateCannotChangeIdentity has every pair).
 	worker, err := s.Apply(Input{Kind: profiles.KindPod, Object: fixtureJSON(t, "dask-operator/worker-pod.yaml", nil), Namespace: "team-a"})
 	require.NoError(t, err)
 	res, err = s.PatchUpdate(Input{Kind: profiles.KindPod, Namespace: "team-a", Object: edit(t, worker.Object, func(o map[string]any) {
 		at(o, "metadata", "labels")["dask.org/component"] = "scheduler"
 	})}, worker.Object, false)
 	require.NoError(t, err)
-	require.False(t, res.Denied)
+	require.True(t, res.Denied)
+	require.Equal(t, RuleIdentityChanged, res.Skipped[0].Violation.Rule)
 
-	// A Service is recognised by its selector too: its label alone removed, it is still the
-	// scheduler's, and the enforced type is put back.
+	// A Service is recognised by its selector too, but the webhook's objectSelector reads its
+	// labels: its label removed, no later update would reach podpatch. Denied.
 	created, err := s.Apply(Input{Kind: profiles.KindService, Object: fixtureJSON(t, "dask-operator/scheduler-service.yaml", nil), Namespace: "team-a"})
 	require.NoError(t, err)
 	updated := edit(t, created.Object, func(o map[string]any) {
@@ -315,8 +317,9 @@ func TestUpdateCannotChangeSelection(t *testing.T) {
 	})
 	res, err = s.PatchUpdate(Input{Kind: profiles.KindService, Object: updated, Namespace: "team-a"}, created.Object, false)
 	require.NoError(t, err)
-	require.False(t, res.Denied)
-	require.Contains(t, string(applyPatch(t, updated, res.Patch)), `"type":"ClusterIP"`)
+	require.True(t, res.Denied)
+	require.Equal(t, RuleRecognitionLabel, res.Skipped[0].Violation.Rule)
+	require.Contains(t, res.Denial(), "dask.org/component")
 }
 
 // TestUpdateIntoRecognition: an object labelled as a manager's by an update (a bare Pod given

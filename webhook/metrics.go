@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/podpatch/podpatch/internal/promreg"
+	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/validity"
 	"github.com/podpatch/podpatch/policies/versions"
@@ -136,12 +137,12 @@ func (m *Metrics) policySkipped(rule string) {
 }
 
 // enforceDenied counts an enforce policy that denied an object, by why; m may be nil. The rule
-// is one of validity.Rules, a fixed set, or ruleInternalError.
+// is one of validity.Rules or policies.UpdateRules, fixed sets, or ruleInternalError.
 func (m *Metrics) enforceDenied(rule string) {
 	if m == nil {
 		return
 	}
-	if !slices.Contains(validity.Rules, rule) && rule != ruleInternalError {
+	if !slices.Contains(validity.Rules, rule) && !slices.Contains(policies.UpdateRules, rule) && rule != ruleInternalError {
 		rule = "other"
 	}
 	m.denials.WithLabelValues(rule).Inc()

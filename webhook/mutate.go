@@ -145,8 +145,7 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	if len(res.NotHeld) > 0 {
 		m.Metrics.warned(ReasonEnforceNotHeld)
-		warnings = append(warnings, fmt.Sprintf("podpatch: this %s did not hold the platform's enforce policies %s before this update (admitted before them, or while podpatch was down); the update was not checked against them, and podpatch audit reports the object",
-			strings.ToLower(string(kind)), strings.Join(res.NotHeld, ", ")))
+		warnings = append(warnings, notHeldWarning(kind, res.NotHeld, res.NotHeldAt))
 	}
 	events.Offer(req, res, snap.Set) // never blocks; nothing on a dry run
 	if !hasOps(res.Patch) {
@@ -423,3 +422,36 @@ func refsOf(ps []*policies.Policy) []string {
 	}
 	return out
 }
+
+// notHeldWarning says which enforce policies an updated object did not hold as stored, and
+// where each first did not (policies.Set.Holding): a path and how, never a value. At most
+// maxNotHeldNamed policies, each place within maxNotHeldPlace bytes.
+func notHeldWarning(kind profiles.Kind, refs, at []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "podpatch: as stored before this update, this %s does not hold the platform's enforce policies ", strings.ToLower(string(kind)))
+	for i, ref := range refs {
+		if i == maxNotHeldNamed {
+			fmt.Fprintf(&b, "; and %d more", len(refs)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(ref)
+		if i < len(at) {
+			place := at[i]
+			if len(place) > maxNotHeldPlace {
+				place = strings.ToValidUTF8(place[:maxNotHeldPlace], "") + "…"
+			}
+			b.WriteString(" (" + place + ")")
+		}
+	}
+	b.WriteString("; those whose fields were not all there were not applied to this update, and podpatch audit reports the object")
+	return b.String()
+}
+
+// Bounds of the enforce_not_held warning: kubectl prints it whole.
+const (
+	maxNotHeldNamed = 4
+	maxNotHeldPlace = 200
+)

@@ -56,9 +56,12 @@ const (
 	// ReasonEnforceRestored: an update (or an added ephemeral container) undid what platform
 	// enforce policies set; podpatch put it back (reference §5, "Enforce on updates").
 	ReasonEnforceRestored Reason = "enforce_restored"
-	// ReasonEnforceNotHeld: an updated object did not hold some of the platform's enforce
-	// policies before the update (added since, or the object admitted while podpatch was
-	// down); those were not applied to it, and the audit reports the object.
+	// ReasonEnforceNotHeld: an updated object did not hold, as stored, some of the platform's
+	// enforce policies that select it (policies.Set.Holding: a field the policy sets is missing
+	// or has another value, a creator's field in an element the policy brings whole, a
+	// container's own security field overriding the policy's Pod-level one), or only the
+	// update's labels select them; the warning says where. Those whose fields were not all
+	// there were not applied to the update, and the audit reports the object.
 	ReasonEnforceNotHeld Reason = "enforce_not_held"
 )
 

@@ -93,7 +93,7 @@ func TestMutateUpdates(t *testing.T) {
 	require.Empty(t, resp.Patch)
 	require.True(t, resp.Allowed)
 	require.Len(t, resp.Warnings, 1)
-	require.Contains(t, resp.Warnings[0], "did not hold the platform's enforce policies podpatch-system/enforce/internal-lb before this update")
+	require.Contains(t, resp.Warnings[0], "as stored before this update, this service does not hold the platform's enforce policies podpatch-system/enforce/internal-lb (")
 	require.Equal(t, 1.0, testutil.ToFloat64(m.warnings.WithLabelValues(string(ReasonEnforceNotHeld))))
 
 	// A Pod's label removed comes back; an ephemeral container added gets the "*" entry.
@@ -146,7 +146,7 @@ spec:
 	require.Contains(t, got, `"type":"ClusterIP"`, "the policy that held is put back")
 	require.NotContains(t, got, "platform.example.com/later", "the one that did not hold is not applied")
 	require.Len(t, resp.Warnings, 2)
-	require.Contains(t, resp.Warnings[0], "did not hold the platform's enforce policies podpatch-system/later/later before this update")
+	require.Contains(t, resp.Warnings[0], "as stored before this update, this service does not hold the platform's enforce policies podpatch-system/later/later (metadata.annotations.platform.example.com/later: the policy sets it, the object lacks it)")
 	require.Contains(t, resp.Warnings[1], "podpatch-system/enforce/internal-lb hold on every update")
 	require.Equal(t, 1.0, testutil.ToFloat64(m.warnings.WithLabelValues(string(ReasonEnforceNotHeld))))
 	require.Equal(t, 1.0, testutil.ToFloat64(m.warnings.WithLabelValues(string(ReasonEnforceRestored))))

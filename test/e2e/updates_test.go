@@ -131,7 +131,7 @@ func TestEnforceOnUpdates(t *testing.T) {
 		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(pod), stored))
 		require.Equal(t, "gpu", stored.Labels["pool"])
 		require.Empty(t, stored.Spec.NodeSelector)
-		require.Regexp(t, `did not hold the platform's enforce policies podpatch-system/e2e-updates/gpu@\d+ before this update`, strings.Join(warnings.take(), "\n"))
+		require.Regexp(t, `does not hold the platform's enforce policies podpatch-system/e2e-updates/gpu@\d+ \(selected only by the labels this update writes\)`, strings.Join(warnings.take(), "\n"))
 	})
 
 	t.Run("a container resized beyond the enforced limit", func(t *testing.T) {
@@ -198,7 +198,7 @@ func TestEnforceOnUpdates(t *testing.T) {
 		require.NotContains(t, svc.Annotations, "platform.example.com/later", "the one it did not hold is not applied to an update")
 		got := strings.Join(warnings.take(), "\n")
 		require.Regexp(t, regexp.QuoteMeta(ref)+`@\d+ hold on every update`, got)
-		require.Regexp(t, `did not hold the platform's enforce policies podpatch-system/e2e-updates-later/later@\d+ before this update`, got)
+		require.Regexp(t, `does not hold the platform's enforce policies podpatch-system/e2e-updates-later/later@\d+ \(metadata\.annotations\.platform\.example\.com/later: the policy sets it, the object lacks it\)`, got)
 	})
 }
 
