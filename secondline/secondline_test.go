@@ -32,6 +32,7 @@ kind: PodTemplatePatch
 metadata: {name: label}
 spec:
   mode: enforce
+  match: {managers: [ray], roles: [worker]}
   template: {metadata: {labels: {cost-center: x}}}
 ---
 apiVersion: podpatch.io/v1alpha1
@@ -39,6 +40,7 @@ kind: PodTemplatePatch
 metadata: {name: runtime}
 spec:
   mode: enforce
+  match: {managers: [spark], roles: [worker]}
   template: {spec: {runtimeClassName: gvisor}}
 `
 
@@ -71,17 +73,17 @@ func TestOnce(t *testing.T) {
 	}
 	require.NoError(t, s.Once(ctx, set(t, two)))
 	ps, bs := names()
-	require.ElementsMatch(t, []string{"someone-elses", "podpatch.p.label.pod", "podpatch.p.runtime.pod"}, ps)
-	require.ElementsMatch(t, []string{"podpatch.p.label.pod", "podpatch.p.runtime.pod"}, bs)
-	got, err := api.ValidatingAdmissionPolicies().Get(ctx, "podpatch.p.runtime.pod", metav1.GetOptions{})
+	require.ElementsMatch(t, []string{"someone-elses", "podpatch.pod.ray.worker", "podpatch.pod.spark.worker"}, ps)
+	require.ElementsMatch(t, []string{"podpatch.pod.ray.worker", "podpatch.pod.spark.worker"}, bs)
+	got, err := api.ValidatingAdmissionPolicies().Get(ctx, "podpatch.pod.spark.worker", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Contains(t, got.Spec.Validations[0].Message, `requires spec.runtimeClassName == "gvisor"`)
 	require.Equal(t, FieldManager, got.ManagedFields[0].Manager)
 
 	require.NoError(t, s.Once(ctx, set(t, strings.Split(two, "---\n")[0])))
 	ps, bs = names()
-	require.ElementsMatch(t, []string{"someone-elses", "podpatch.p.label.pod"}, ps)
-	require.ElementsMatch(t, []string{"podpatch.p.label.pod"}, bs)
+	require.ElementsMatch(t, []string{"someone-elses", "podpatch.pod.ray.worker"}, ps)
+	require.ElementsMatch(t, []string{"podpatch.pod.ray.worker"}, bs)
 }
 
 // TestStart: nothing before the store is ready; the snapshot's objects once it is; a new

@@ -13,7 +13,8 @@ import (
 )
 
 // TestVAP: `podpatch vap` prints, for the examples' enforce policies, a ValidatingAdmissionPolicy
-// and its binding per policy and kind, and says on stderr what each checks.
+// and its binding per manager and role of a Pod and per manager of a Service, each stating the
+// policies that select those, and says on stderr what each policy checks.
 func TestVAP(t *testing.T) {
 	r := podpatch(t, "", "vap", "--policies", examples)
 	require.Equal(t, 0, r.code, r.stderr)
@@ -37,8 +38,10 @@ func TestVAP(t *testing.T) {
 			t.Fatalf("unexpected %s", meta.Kind)
 		}
 	}
-	require.Equal(t, []string{"podpatch.cost-center.cost-center.pod", "podpatch.cost-center.cost-center.service",
-		"podpatch.platform-defaults.scheduler-internal-lb.service", "podpatch.security-baseline.security-baseline.pod"}, names)
+	require.Equal(t, []string{"podpatch.pod.dask.job", "podpatch.pod.dask.scheduler", "podpatch.pod.dask.worker",
+		"podpatch.pod.dask-gateway.scheduler", "podpatch.pod.dask-gateway.worker", "podpatch.pod.spark.scheduler", "podpatch.pod.spark.worker",
+		"podpatch.pod.ray.scheduler", "podpatch.pod.ray.worker", "podpatch.pod.flink.scheduler", "podpatch.pod.flink.worker",
+		"podpatch.service.dask", "podpatch.service.dask-gateway", "podpatch.service.spark", "podpatch.service.ray", "podpatch.service.flink"}, names)
 	require.Equal(t, 4, strings.Count(r.stderr, "field(s) checked"), r.stderr)
 	require.NotContains(t, r.stderr, "not checked")
 }
@@ -61,7 +64,7 @@ data:
 	r := podpatch(t, "", "vap", "--policies", dir)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stderr, "podpatch-system/p/scratch (Pod): 1 field(s) checked, not checked: spec.volumes (a list)")
-	require.Contains(t, r.stdout, "# not checked: spec.volumes (a list)")
-	require.Contains(t, r.stdout, vap.NotCheckedAnnotation+": spec.volumes (a list)")
+	require.Contains(t, r.stdout, "# not checked: podpatch-system/p/scratch: spec.volumes (a list)")
+	require.Contains(t, r.stdout, vap.NotCheckedAnnotation+": 'podpatch-system/p/scratch: spec.volumes (a list)'")
 	require.Contains(t, requireOneLineError(t, podpatch(t, "", "vap"), 2), "at least one --policies PATH is required")
 }

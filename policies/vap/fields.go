@@ -36,11 +36,15 @@ type walker struct {
 	// once per admission.
 	usesMain bool
 	// root is the object the checks read: "object", or "oldObject" for what the object held
-	// before an update (generate's notHeldBefore).
+	// before an update (a part's notHeldBefore).
 	root string
 	// typ is the Go type of the object the paths start from (dropsZero); paths into a
 	// container start from the container.
 	typ reflect.Type
+	// alsoSet says which fields of a container entry (list, name) platform entries other than
+	// that one also set ("*" entries included): a whole container holds exactly its policy's
+	// value only in the others.
+	alsoSet func(list, name string) map[string]bool
 }
 
 func (w *walker) skip(path, why string) { w.notChecked = append(w.notChecked, path+" ("+why+")") }
@@ -117,7 +121,16 @@ func (w *walker) value(root string, path []string, shown string, v any) {
 			}
 		}
 	case []any:
-		w.skip(shown, "a list")
+		strs, ok := stringList(x)
+		if !ok || !atomicLists[name] {
+			w.skip(shown, "a list")
+			return
+		}
+		expr := present(root, path) + " && " + access(root, path) + " == " + lits(strs)
+		if len(strs) == 0 {
+			expr = absent(root, path) + " || size(" + access(root, path) + ") == 0"
+		}
+		w.checks = append(w.checks, check{expr, shown + " == " + lits(strs)})
 	default:
 		l, zero, ok := scalar(x)
 		if !ok {
@@ -131,6 +144,23 @@ func (w *walker) value(root string, path []string, shown string, v any) {
 		}
 		w.checks = append(w.checks, check{expr, shown + " == " + l})
 	}
+}
+
+// atomicLists are the lists of strings the merge replaces whole (reference §3), which the
+// object then holds as the policy has them.
+var atomicLists = map[string]bool{"command": true, "args": true}
+
+// stringList is a list of JSON strings.
+func stringList(l []any) ([]string, bool) {
+	out := make([]string, len(l))
+	for i, v := range l {
+		s, ok := v.(string)
+		if !ok {
+			return nil, false
+		}
+		out[i] = s
+	}
+	return out, true
 }
 
 // scalar is a JSON scalar as a CEL literal, and whether it is its type's zero value.
@@ -297,6 +327,8 @@ func (w *walker) containers(list string, v any) {
 				continue
 			case "env":
 				sub.env(shown, c[k])
+			case "volumeMounts":
+				sub.volumeMounts(shown, c[k])
 			default:
 				sub.value("c", []string{k}, shown+"."+k, c[k])
 			}
@@ -315,6 +347,123 @@ func (w *walker) containers(list string, v any) {
 				}
 			}
 		}
+		if _, whole := c["image"]; whole && name != "*" && name != "@main" && !isMainName(name) {
+			w.whole(list, name, shown, c, guard)
+		}
+	}
+}
+
+// creatorFields are the fields of a whole platform container none of the creator's values
+// survive in (reference §3: its command, args, env, mounts, securityContext, …) and the API
+// server does not default: the stored container has them as its policy has them, or not at
+// all. defaultedFields are those it defaults, where a value the creator gave cannot be told
+// from the default.
+var (
+	creatorFields = []string{"args", "command", "env", "envFrom", "lifecycle", "livenessProbe", "ports", "readinessProbe",
+		"restartPolicy", "securityContext", "startupProbe", "stdin", "stdinOnce", "tty", "volumeDevices", "volumeMounts", "workingDir"}
+	defaultedFields = []string{"imagePullPolicy", "resizePolicy", "resources", "terminationMessagePath", "terminationMessagePolicy"}
+)
+
+// whole checks that a whole platform container (name, with an image) keeps none of the
+// creator's fields: each creator field the policy leaves unset is absent, its env names and
+// its mounts are the policy's alone; unless another platform entry reaching the container
+// sets that field too, when only the policy's own values are checked (above).
+func (w *walker) whole(list, name, shown string, c map[string]any, guard string) {
+	others := map[string]bool{}
+	if w.alsoSet != nil {
+		others = w.alsoSet(list, name)
+	}
+	l := w.root + ".spec." + list
+	in := func(body string) string {
+		return "!has(" + l + ") || " + l + ".all(c, " + guard + " || (" + body + "))"
+	}
+	var shared []string
+	for _, f := range creatorFields {
+		if others[f] {
+			shared = append(shared, f)
+			continue
+		}
+		v, set := c[f]
+		switch {
+		case !set:
+			w.checks = append(w.checks, check{in("!has(c." + f + ")"), shown + "." + f + " absent"})
+		case f == "env":
+			var names []string
+			if list, ok := v.([]any); ok {
+				for _, it := range list {
+					if e, ok := it.(map[string]any); ok {
+						if n, ok := e["name"].(string); ok {
+							names = append(names, n)
+						}
+					}
+				}
+			}
+			w.checks = append(w.checks, check{in("!has(c.env) || c.env.all(e, e.name in " + lits(names) + ")"),
+				shown + ".env names in " + lits(names)})
+		case f == "volumeMounts":
+			n := 0
+			if list, ok := v.([]any); ok {
+				n = len(list)
+			}
+			// Each of the policy's mounts is checked above, and mountPaths are unique.
+			w.checks = append(w.checks, check{in("(has(c.volumeMounts) ? size(c.volumeMounts) : 0) == " + strconv.Itoa(n)),
+				shown + ".volumeMounts the policy's alone"})
+		}
+	}
+	var defaulted []string
+	for _, f := range defaultedFields {
+		if _, set := c[f]; !set {
+			defaulted = append(defaulted, f)
+		}
+	}
+	if len(defaulted) > 0 {
+		w.skip(shown+"."+strings.Join(defaulted, ", ."), "the creator's value, which the API server's default hides")
+	}
+	if len(shared) > 0 {
+		w.skip(shown+"."+strings.Join(shared, ", ."), "also set by another platform entry: only the policy's own values are checked")
+	}
+}
+
+// isMainName reports whether name is a manager's conventional main container, which a platform
+// entry with an image never replaces (reference §3): it sets the image only.
+func isMainName(name string) bool {
+	for _, pr := range profiles.All() {
+		if slices.Contains(pr.MainContainers, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// volumeMounts checks that each of the policy's mounts is in the container, by its mountPath,
+// with the fields the policy gives it.
+func (w *walker) volumeMounts(shown string, v any) {
+	list, ok := v.([]any)
+	if !ok {
+		w.skip(shown+".volumeMounts", "not a list")
+		return
+	}
+	for i, it := range list {
+		m, ok := it.(map[string]any)
+		path, _ := m["mountPath"].(string)
+		if !ok || path == "" {
+			w.skip(fmt.Sprintf("%s.volumeMounts[%d]", shown, i), "an entry without a mountPath")
+			continue
+		}
+		at := fmt.Sprintf("%s.volumeMounts[%s]", shown, strconv.Quote(path))
+		sub := &walker{typ: volumeMountType}
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			sub.value("m", []string{k}, at+"."+k, m[k])
+		}
+		if len(sub.notChecked) > 0 {
+			w.skip(at, "a field CEL does not compare")
+			continue
+		}
+		var conj []string
+		for _, ch := range sub.checks {
+			conj = append(conj, "("+ch.expression+")")
+		}
+		w.checks = append(w.checks, check{"has(c.volumeMounts) && c.volumeMounts.exists(m, " + strings.Join(conj, " && ") + ")", at + " present"})
 	}
 }
 
@@ -342,8 +491,9 @@ func (w *walker) env(shown string, v any) {
 		if val == "" {
 			valueIs = "!has(e.value) || e.value == \"\""
 		}
-		w.checks = append(w.checks, check{"has(c.env) && c.env.exists(e, e.name == " + lit(name) + " && (" + valueIs + "))",
-			at + ".value == " + strconv.Quote(val)})
+		// Every definition of the name: the kubelet uses the last, a reader may use the first.
+		w.checks = append(w.checks, check{"has(c.env) && c.env.exists(e, e.name == " + lit(name) + ") && c.env.all(e, e.name != " + lit(name) + " || (" + valueIs + "))",
+			at + ".value == " + strconv.Quote(val) + " in every definition"})
 	}
 }
 

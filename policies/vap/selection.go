@@ -15,16 +15,15 @@ import (
 )
 
 // The selection stage: a policy's match (reference §3) and the recognition of its managers and
-// roles (reference §2, profiles.Recognise) as CEL match conditions on the final object, and its
-// namespaceSelector as the binding's. Where a part of the match cannot be stated, the policy is
-// not generated for that kind (an unsure selection would deny objects podpatch never patches).
+// roles (reference §2, profiles.Recognise) as CEL on the object at a root — the object, or the
+// object before an update (group.go states both) — and its namespaceSelector as the binding's.
+// Where a part of the match cannot be stated, the policy is not generated for that kind (an
+// unsure selection would deny objects podpatch never patches).
 
-// The label maps recognition reads.
-var (
-	podLabels       = mapAt{"object.metadata", []string{"labels"}}
-	serviceLabels   = mapAt{"object.metadata", []string{"labels"}}
-	serviceSelector = mapAt{"object.spec", []string{"selector"}}
-)
+// labelsAt and selectorAt are the label maps recognition reads, in the object at root ("object",
+// or "oldObject" for the object before an update): an object's labels, a Service's selector.
+func labelsAt(root string) mapAt   { return mapAt{root + ".metadata", []string{"labels"}} }
+func selectorAt(root string) mapAt { return mapAt{root + ".spec", []string{"selector"}} }
 
 // mapAt is a string map in the object: its root and the path from it.
 type mapAt struct {
@@ -83,7 +82,8 @@ func anyRecognises(all []profiles.Profile, m mapAt) string {
 // (manifests/base/mutatingwebhook.yaml): a scheduler's role labels where the manager's
 // Services carry its Pods' labels, else the profile's ServiceLabels. A Service podpatch never
 // sees is never held to its policies.
-func webhookSelects(all []profiles.Profile) string {
+func webhookSelects(all []profiles.Profile, root string) string {
+	serviceLabels := labelsAt(root)
 	var parts []string
 	for _, pr := range all {
 		if pr.ServiceLabels == nil {
@@ -103,91 +103,89 @@ func webhookSelects(all []profiles.Profile) string {
 	return "(" + strings.Join(parts, " || ") + ")"
 }
 
-// match is a policy's match as CEL conditions, each named; the namespaceSelector's
-// requirements for the binding.
-type match struct {
-	conditions []condition
-	namespaces []metav1.LabelSelectorRequirement
-}
-
-type condition struct{ name, expression string }
-
-// selectionOf states p's selection of objects of kind k, or why it cannot.
-func selectionOf(p *policies.Policy, k profiles.Kind) (match, error) {
-	var s match
-	all := profiles.All()
-	managers := p.Managers()
-	var disjuncts []string
-	for i, pr := range all {
-		if len(managers) > 0 && !slices.Contains(managers, pr.Manager) {
-			continue
-		}
-		var d string
-		if k == profiles.KindService {
-			if len(p.Clusters())+len(p.Groups()) > 0 {
-				return s, fmt.Errorf("match.clusters and match.groups on a Service (its names come from two label maps)")
-			}
-			d = "(" + firstToRecognise(i, all, p.Roles(), serviceSelector) + " || (!" + anyRecognises(all, serviceSelector) +
-				" && " + firstToRecognise(i, all, p.Roles(), serviceLabels) + "))"
-		} else {
-			d = firstToRecognise(i, all, p.Roles(), podLabels)
-			names, err := namesMatch(p, pr)
-			if err != nil {
-				return s, err
-			}
-			if names != "" {
-				d = "(" + d + " && " + names + ")"
-			}
-		}
-		disjuncts = append(disjuncts, d)
-	}
-	if len(disjuncts) == 0 {
-		return s, fmt.Errorf("no manager to recognise")
-	}
-	if len(managers) == 0 && len(p.Roles()) == 0 && len(p.Clusters())+len(p.Groups()) == 0 {
-		// Any manager, any role: that some profile recognises the object is the whole condition.
-		disjuncts = []string{anyRecognises(all, podLabels)}
-		if k == profiles.KindService {
-			disjuncts = []string{anyRecognises(all, serviceSelector), anyRecognises(all, serviceLabels)}
-		}
-	}
+// selects states p's selection of objects of kind k in the object at root as one CEL
+// expression, given that the group's objects are recognised as manager pr (a Pod's, by its own
+// labels; a Service's selection states recognition itself, as a Service's label selector cannot
+// reach its spec.selector): the policy's selector, namespaces, and a Pod's clusters and groups
+// through pr's labels. "" when it adds nothing to recognition.
+func selects(p *policies.Policy, k profiles.Kind, pr profiles.Profile, root string) (string, error) {
+	var parts []string
 	if k == profiles.KindService {
-		s.conditions = append(s.conditions, condition{"podpatch-sees-service", webhookSelects(all)})
-	}
-	s.conditions = append(s.conditions, condition{"podpatch-recognises", strings.Join(disjuncts, " || ")})
-	if sel := p.Selector(); sel != nil {
-		lbl := podLabels
-		if k == profiles.KindService {
-			lbl = serviceLabels
-		}
-		expr, err := selectorExpression(sel, lbl)
+		s, err := serviceRecognition(p, root)
 		if err != nil {
-			return s, fmt.Errorf("match.selector: %w", err)
+			return "", err
+		}
+		parts = append(parts, s)
+	} else {
+		names, err := namesMatch(p, pr, root)
+		if err != nil {
+			return "", err
+		}
+		if names != "" {
+			parts = append(parts, names)
+		}
+	}
+	if sel := p.Selector(); sel != nil {
+		expr, err := selectorExpression(sel, labelsAt(root))
+		if err != nil {
+			return "", fmt.Errorf("match.selector: %w", err)
 		}
 		if expr != "" {
-			s.conditions = append(s.conditions, condition{"policy-selector", expr})
+			parts = append(parts, "("+expr+")")
 		}
 	}
 	if globs := p.Namespaces(); len(globs) > 0 {
 		re, ok := globRegexp(globs)
 		if !ok {
-			return s, fmt.Errorf("match.namespaces: a glob with a character class or escape")
+			return "", fmt.Errorf("match.namespaces: a glob with a character class or escape")
 		}
-		s.conditions = append(s.conditions, condition{"policy-namespaces", "request.namespace.matches(" + lit(re) + ")"})
+		parts = append(parts, "request.namespace.matches("+lit(re)+")")
 	}
-	if sel := p.NamespaceSelector(); sel != nil {
-		reqs, err := labelSelectorRequirements(sel)
-		if err != nil {
-			return s, fmt.Errorf("match.namespaceSelector: %w", err)
-		}
-		s.namespaces = reqs
-	}
-	return s, nil
+	return strings.Join(parts, " && "), nil
 }
 
-// namesMatch is a Pod's cluster and group against p's globs for one profile (profiles.Recognise:
-// the first ClusterKey with a value; the GroupKey), "" when p names neither.
-func namesMatch(p *policies.Policy, pr profiles.Profile) (string, error) {
+// serviceRecognition is `podpatch sees the Service at root (the mutating webhook's
+// objectSelectors, by its own labels) and recognises it as one of p's managers and roles` (by
+// its selector, else its own labels: profiles.Recognise).
+func serviceRecognition(p *policies.Policy, root string) (string, error) {
+	if len(p.Clusters())+len(p.Groups()) > 0 {
+		return "", fmt.Errorf("match.clusters and match.groups on a Service (its names come from two label maps)")
+	}
+	all := profiles.All()
+	serviceLabels, serviceSelector := labelsAt(root), selectorAt(root)
+	var disjuncts []string
+	if len(p.Managers()) == 0 && len(p.Roles()) == 0 {
+		// Any manager, any role: that some profile recognises the object is the whole condition.
+		disjuncts = []string{anyRecognises(all, serviceSelector), anyRecognises(all, serviceLabels)}
+	} else {
+		for i, pr := range all {
+			if len(p.Managers()) > 0 && !slices.Contains(p.Managers(), pr.Manager) {
+				continue
+			}
+			disjuncts = append(disjuncts, "("+firstToRecognise(i, all, p.Roles(), serviceSelector)+" || (!"+anyRecognises(all, serviceSelector)+
+				" && "+firstToRecognise(i, all, p.Roles(), serviceLabels)+"))")
+		}
+	}
+	return "(" + webhookSelects(all, root) + " && (" + strings.Join(disjuncts, " || ") + "))", nil
+}
+
+// namespaceRequirements are p's namespaceSelector as the binding's.
+func namespaceRequirements(p *policies.Policy) ([]metav1.LabelSelectorRequirement, error) {
+	sel := p.NamespaceSelector()
+	if sel == nil {
+		return nil, nil
+	}
+	reqs, err := labelSelectorRequirements(sel)
+	if err != nil {
+		return nil, fmt.Errorf("match.namespaceSelector: %w", err)
+	}
+	return reqs, nil
+}
+
+// namesMatch is a Pod's cluster and group at root against p's globs for one profile
+// (profiles.Recognise: the first ClusterKey with a value; the GroupKey), "" when p names neither.
+func namesMatch(p *policies.Policy, pr profiles.Profile, root string) (string, error) {
+	podLabels := labelsAt(root)
 	var parts []string
 	if globs := p.Clusters(); len(globs) > 0 {
 		re, ok := globRegexp(globs)

@@ -13,9 +13,10 @@ import (
 // decodes into.
 
 var (
-	podType       = reflect.TypeFor[corev1.Pod]()
-	serviceType   = reflect.TypeFor[corev1.Service]()
-	containerType = reflect.TypeFor[corev1.Container]()
+	podType         = reflect.TypeFor[corev1.Pod]()
+	serviceType     = reflect.TypeFor[corev1.Service]()
+	containerType   = reflect.TypeFor[corev1.Container]()
+	volumeMountType = reflect.TypeFor[corev1.VolumeMount]()
 )
 
 // dropsZero reports whether the field at path (JSON names) under t is a plain omitempty field,

@@ -1,20 +1,20 @@
-// Package vap is podpatch's second line (reference §5, "The second line"; issue 33): the
-// platform's `mode: enforce` policies as ValidatingAdmissionPolicies the API server evaluates
-// on the final object, after every mutating webhook ran, whether podpatch answered or not.
+// Package vap is podpatch's second line (reference §5, "The second line"): the platform's
+// `mode: enforce` policies as ValidatingAdmissionPolicies the API server evaluates on the final
+// object, after every mutating webhook ran, whether podpatch answered or not.
 //
-// Each enforce policy gives one ValidatingAdmissionPolicy and its binding per kind it patches
-// (Pod, Service): the policy's selection (its managers' recognition, roles, selector, clusters,
-// groups, namespaces) as match conditions and the binding's namespaceSelector, one validation per
-// field it sets that CEL can state, and the fields it cannot in an annotation. It is pure: a
-// Set in, objects out; `podpatch vap` prints them and `serve --second-line` applies them
-// (package secondline).
+// Each enforce policy's part for a kind (Pod, Service) is stated as one validation per field it
+// sets that CEL can state, and the fields it cannot are listed (Part). The parts are grouped so
+// that an admission pays only for the objects that could select it, cheapest rejection first:
+// one ValidatingAdmissionPolicy and binding per manager and role (a Pod's) or per label set the
+// mutating webhook selects Services by, whose objectSelector (on the old object or the new, as
+// the API server evaluates it) and namespaceSelector reject the other objects before any CEL
+// runs; inside it, each policy's selection is a variable its validations are guarded by. A
+// group grows past the bounds of one object into several. It is pure: a Set in, objects out;
+// `podpatch vap` prints them and `serve --second-line` applies them (package secondline).
 package vap
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"slices"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -31,51 +31,62 @@ const (
 	// deletes those that no longer correspond to an enforce policy.
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	ManagedBy      = "podpatch"
-	// PolicyAnnotation names the podpatch policy an object states.
+	// PolicyAnnotation names the podpatch policies an object states, one a line.
 	PolicyAnnotation = "podpatch.io/policy"
-	// NotCheckedAnnotation lists, one a line, the fields of the policy no validation checks.
+	// NotCheckedAnnotation lists, one a line, the fields of those policies no validation
+	// checks, each after its policy's name ("namespace/configmap/name: path (why)").
 	NotCheckedAnnotation = "podpatch.io/not-checked"
 )
 
 // Defaults of Options.
 const (
-	// DefaultMaxValidations bounds the validations of one generated policy; the fields beyond
+	// DefaultMaxValidations bounds the validations of one policy's part; the fields beyond
 	// are listed as not checked.
 	DefaultMaxValidations = 64
 	// DefaultMaxExpression bounds one CEL expression's length in bytes; a longer one (a long
 	// annotation value) is not generated and its field is listed as not checked.
 	DefaultMaxExpression = 16 << 10
+	// DefaultMaxGroupValidations and DefaultMaxGroupBytes bound one generated object: the
+	// validations of the policies it states, and the bytes of their expressions (an object is
+	// stored whole in etcd, whose requests are bounded at 1.5 MiB). A group beyond either is
+	// split into several objects.
+	DefaultMaxGroupValidations = 256
+	DefaultMaxGroupBytes       = 512 << 10
 	// maxAnnotation bounds the not-checked annotation; maxMessage one validation's message.
-	maxAnnotation = 16 << 10
+	maxAnnotation = 64 << 10
 	maxMessage    = 1 << 10
 )
 
-// notHeldBefore is the generated policies' variable that says a request is an update of an
-// object that did not hold the policy's checked fields before it; its expression is bounded by
-// maxHeldBefore times Options.MaxExpression (CEL parses at most 100,000 code points).
-const (
-	notHeldBefore = "notHeldBefore"
-	maxHeldBefore = 4
-)
+// maxHeldBefore bounds the expression of a part's checks on the object before an update, in
+// Options.MaxExpression (CEL parses at most 100,000 code points).
+const maxHeldBefore = 4
 
 // Options say what the generated bindings leave out and how large a policy may grow.
 type Options struct {
 	// ExcludedNamespaces are the namespaces the mutating webhook leaves out (its
 	// namespaceSelector): the bindings leave them out too, since podpatch never patches there.
 	ExcludedNamespaces []string
-	// MaxValidations and MaxExpression: zero for the defaults.
-	MaxValidations, MaxExpression int
+	// MaxValidations, MaxExpression, MaxGroupValidations, MaxGroupBytes: zero for the defaults.
+	MaxValidations, MaxExpression, MaxGroupValidations, MaxGroupBytes int
 }
 
-// Generated is the second line of one enforce policy for one kind: the ValidatingAdmissionPolicy,
-// its binding, and the fields it does not check.
-type Generated struct {
+// Part is what the second line states of one enforce policy for one kind: how many fields it
+// checks and which it does not.
+type Part struct {
 	Ref        string // namespace/configmap/name
 	Kind       profiles.Kind
-	Policy     *admissionregistrationv1.ValidatingAdmissionPolicy
-	Binding    *admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	Checked    int
 	NotChecked []string
+}
+
+// Generated is one ValidatingAdmissionPolicy and its binding, stating the parts of the
+// policies it names for the objects of one group.
+type Generated struct {
+	Kind    profiles.Kind
+	Policy  *admissionregistrationv1.ValidatingAdmissionPolicy
+	Binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	// Parts are the policies it states, in policy order.
+	Parts []Part
 }
 
 // Skipped is an enforce policy's part the second line does not state at all, and why.
@@ -85,9 +96,11 @@ type Skipped struct {
 	Reason string
 }
 
-// Output is everything Generate gives, in policy order.
+// Output is everything Generate gives: the objects in group order, the parts and the skipped
+// parts in policy order.
 type Output struct {
 	Generated []Generated
+	Parts     []Part
 	Skipped   []Skipped
 }
 
@@ -99,8 +112,16 @@ func Generate(s *policies.Set, platformNamespace string, o Options) Output {
 	if o.MaxExpression <= 0 {
 		o.MaxExpression = DefaultMaxExpression
 	}
+	if o.MaxGroupValidations <= 0 {
+		o.MaxGroupValidations = DefaultMaxGroupValidations
+	}
+	if o.MaxGroupBytes <= 0 {
+		o.MaxGroupBytes = DefaultMaxGroupBytes
+	}
 	var out Output
-	for _, p := range s.Policies(policies.ScopePlatform, platformNamespace) {
+	var parts []*part
+	platform := s.Policies(policies.ScopePlatform, platformNamespace)
+	for _, p := range platform {
 		if p.Mode != policies.ModeEnforce {
 			continue
 		}
@@ -109,14 +130,16 @@ func Generate(s *policies.Set, platformNamespace string, o Options) Output {
 			if patch == nil {
 				continue
 			}
-			g, err := generate(p, k, patch, o)
+			pt, err := compilePart(p, k, patch, o, alsoSet(platform, p))
 			if err != nil {
 				out.Skipped = append(out.Skipped, Skipped{Ref: ref(p), Kind: k, Reason: err.Error()})
 				continue
 			}
-			out.Generated = append(out.Generated, g)
+			parts = append(parts, pt)
+			out.Parts = append(out.Parts, pt.Part)
 		}
 	}
+	out.Generated = group(parts, o)
 	return out
 }
 
@@ -124,15 +147,28 @@ func Generate(s *policies.Set, platformNamespace string, o Options) Output {
 // generated objects change only when the policy does.
 func ref(p *policies.Policy) string { return p.Namespace + "/" + p.ConfigMap + "/" + p.Name }
 
-// Name is the generated objects' name for a policy's part: podpatch.<configmap>.<policy>.<kind>,
-// with a hash in place of the tail when that exceeds a name's 253 bytes.
-func Name(configMap, policy string, k profiles.Kind) string {
-	n := "podpatch." + configMap + "." + policy + "." + strings.ToLower(string(k))
-	if len(n) <= 253 {
-		return n
+// alsoSet says, for p's container entry (list, name), which fields the other platform entries
+// that reach that container set: every policy's "*" and "@main" entries of the list, and the
+// other policies' entries of that name.
+func alsoSet(platform []*policies.Policy, p *policies.Policy) func(list, name string) map[string]bool {
+	return func(list, name string) map[string]bool {
+		out := map[string]bool{}
+		for _, q := range platform {
+			spec, _ := q.Patch(profiles.KindPod)["spec"].(map[string]any)
+			entries, _ := spec[list].([]any)
+			for _, it := range entries {
+				c, _ := it.(map[string]any)
+				n, _ := c["name"].(string)
+				if n != "*" && n != "@main" && (n != name || q == p) {
+					continue
+				}
+				for f := range c {
+					out[f] = true
+				}
+			}
+		}
+		return out
 	}
-	h := sha256.Sum256([]byte(n))
-	return n[:200] + "." + hex.EncodeToString(h[:8])
 }
 
 // withoutGated is a copy of a policy's part without the fields whose fate depends on the
@@ -180,19 +216,42 @@ func jsonCopy(v any) any {
 	return v
 }
 
-func generate(p *policies.Policy, k profiles.Kind, patch map[string]any, o Options) (Generated, error) {
-	sel, err := selectionOf(p, k)
-	if err != nil {
-		return Generated{}, err
-	}
-	for _, c := range sel.conditions {
-		if len(c.expression) > o.MaxExpression {
-			return Generated{}, fmt.Errorf("its selection's condition %s is longer than %d bytes", c.name, o.MaxExpression)
+// part is a policy's part compiled: its checks on the object and on the object before an
+// update, and its selection, which group reads.
+type part struct {
+	Part
+	policy *policies.Policy
+	// validations are the checks, on the object, each with its message; heldBefore the
+	// checks on the object before an update, joined ("" when too long for one expression).
+	validations []admissionregistrationv1.Validation
+	heldBefore  string
+	// usesMain: a check reads the main container's name (of mainManager) from a variable.
+	usesMain    bool
+	mainManager profiles.Manager
+	namespaces  []metav1.LabelSelectorRequirement
+}
+
+// compilePart states one policy's part for kind k, or says why it cannot.
+func compilePart(p *policies.Policy, k profiles.Kind, patch map[string]any, o Options, also func(list, name string) map[string]bool) (*part, error) {
+	// The selection is stated per group; a part none can state is not generated.
+	for _, pr := range profiles.All() {
+		for _, root := range []string{"object", "oldObject"} {
+			expr, err := selects(p, k, pr, root)
+			if err != nil {
+				return nil, err
+			}
+			if len(expr) > o.MaxExpression {
+				return nil, fmt.Errorf("its selection is longer than %d bytes", o.MaxExpression)
+			}
 		}
+	}
+	ns, err := namespaceRequirements(p)
+	if err != nil {
+		return nil, err
 	}
 	// The same checks twice: on the object, and on the object as it was before an update.
 	walk := func(root string) *walker {
-		w := &walker{typ: podType, root: root}
+		w := &walker{typ: podType, root: root, alsoSet: also}
 		if k == profiles.KindService {
 			w.typ = serviceType
 		}
@@ -204,100 +263,34 @@ func generate(p *policies.Policy, k profiles.Kind, patch map[string]any, o Optio
 	}
 	w, before := walk("object"), walk("oldObject")
 	r := ref(p)
-	g := Generated{Ref: r, Kind: k, NotChecked: w.notChecked}
-	var validations []admissionregistrationv1.Validation
+	pt := &part{Part: Part{Ref: r, Kind: k, NotChecked: w.notChecked}, policy: p, usesMain: w.usesMain, mainManager: w.mainManager, namespaces: ns}
 	var held []string // the checks kept, on the object before the update
 	for i, ch := range w.checks {
 		switch {
 		case len(ch.expression) > o.MaxExpression:
-			g.NotChecked = append(g.NotChecked, ch.requires+" (its expression is longer than the bound)")
-		case len(validations) >= o.MaxValidations:
-			g.NotChecked = append(g.NotChecked, ch.requires+" (beyond the bound of validations per policy)")
+			pt.NotChecked = append(pt.NotChecked, ch.requires+" (its expression is longer than the bound)")
+		case len(pt.validations) >= o.MaxValidations:
+			pt.NotChecked = append(pt.NotChecked, ch.requires+" (beyond the bound of validations per policy)")
 		default:
-			validations = append(validations, admissionregistrationv1.Validation{
-				Expression: "(" + ch.expression + ") || variables." + notHeldBefore,
-				Message:    clip(requires(r, ch), maxMessage), Reason: ptr(metav1.StatusReasonInvalid)})
+			pt.validations = append(pt.validations, admissionregistrationv1.Validation{
+				Expression: ch.expression, Message: clip(requires(r, ch), maxMessage), Reason: ptr(metav1.StatusReasonInvalid)})
 			held = append(held, "("+before.checks[i].expression+")")
 		}
 	}
-	g.Checked = len(validations)
-	if len(validations) == 0 {
-		return g, fmt.Errorf("no field CEL can check: %s", strings.Join(g.NotChecked, "; "))
+	pt.Checked = len(pt.validations)
+	if len(pt.validations) == 0 {
+		return nil, fmt.Errorf("no field CEL can check: %s", strings.Join(pt.NotChecked, "; "))
 	}
 	// An update is held to the policy only when the object held every checked field before it,
 	// as podpatch puts back only what an object held (reference §5, "Enforce on updates"): an
 	// object admitted before the policy, or while podpatch was down, can still be updated. When
 	// the checks on the old object are too long for one expression, no update is refused.
-	heldBefore := `request.operation == "UPDATE" && !(` + strings.Join(held, " && ") + ")"
-	if len(heldBefore) > maxHeldBefore*o.MaxExpression {
-		heldBefore = `request.operation == "UPDATE"`
-		g.NotChecked = append(g.NotChecked, "updates (the checks on the object before an update are longer than the bound: no update is refused)")
+	pt.heldBefore = strings.Join(held, " && ")
+	if len(pt.heldBefore) > maxHeldBefore*o.MaxExpression {
+		pt.heldBefore = ""
+		pt.NotChecked = append(pt.NotChecked, "updates (the checks on the object before an update are longer than the bound: no update is refused)")
 	}
-	name := Name(p.ConfigMap, p.Name, k)
-	meta := metav1.ObjectMeta{
-		Name:        name,
-		Labels:      map[string]string{ManagedByLabel: ManagedBy},
-		Annotations: map[string]string{PolicyAnnotation: r},
-	}
-	if len(g.NotChecked) > 0 {
-		meta.Annotations[NotCheckedAnnotation] = clip(strings.Join(g.NotChecked, "\n"), maxAnnotation)
-	}
-	resources := []string{"pods", "pods/resize", "pods/ephemeralcontainers"}
-	if k == profiles.KindService {
-		resources = []string{"services"}
-	}
-	var variables []admissionregistrationv1.Variable
-	if w.usesMain {
-		for _, root := range []string{"object", "oldObject"} {
-			variables = append(variables, admissionregistrationv1.Variable{Name: mainVariable(root), Expression: mainName(w.mainManager, root)})
-		}
-	}
-	variables = append(variables, admissionregistrationv1.Variable{Name: notHeldBefore, Expression: heldBefore})
-	var conditions []admissionregistrationv1.MatchCondition
-	for _, c := range sel.conditions {
-		conditions = append(conditions, admissionregistrationv1.MatchCondition{Name: c.name, Expression: c.expression})
-	}
-	g.Policy = &admissionregistrationv1.ValidatingAdmissionPolicy{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
-		ObjectMeta: meta,
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			// Fail: an error evaluating a validation denies, as the invariant is not shown.
-			FailurePolicy: ptr(admissionregistrationv1.Fail),
-			MatchConstraints: &admissionregistrationv1.MatchResources{
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					// CREATE, and the updates that can undo an enforced field (a Pod's
-					// resize and its added ephemeral containers included); an update is refused
-					// only when it undoes what the object held (notHeldBefore).
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-					Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"},
-						Resources: resources, Scope: ptr(admissionregistrationv1.NamespacedScope)},
-				}}},
-			},
-			MatchConditions: conditions,
-			Variables:       variables,
-			Validations:     validations,
-		},
-	}
-	nsReqs := slices.Clone(sel.namespaces)
-	if len(o.ExcludedNamespaces) > 0 {
-		nsReqs = append(nsReqs, metav1.LabelSelectorRequirement{Key: "kubernetes.io/metadata.name",
-			Operator: metav1.LabelSelectorOpNotIn, Values: slices.Sorted(slices.Values(o.ExcludedNamespaces))})
-	}
-	bmeta := meta
-	bmeta.Annotations = map[string]string{PolicyAnnotation: r}
-	g.Binding = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
-		ObjectMeta: bmeta,
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        name,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-			MatchResources: &admissionregistrationv1.MatchResources{
-				NamespaceSelector: &metav1.LabelSelector{MatchExpressions: nsReqs},
-				ObjectSelector:    &metav1.LabelSelector{},
-			},
-		},
-	}
-	return g, nil
+	return pt, nil
 }
 
 func ptr[T any](v T) *T { return &v }

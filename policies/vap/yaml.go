@@ -9,19 +9,23 @@ import (
 )
 
 // YAML renders the generated objects as one YAML stream for GitOps (`podpatch vap`): each
-// policy's ValidatingAdmissionPolicy and binding, preceded by comments saying which fields it
-// does not check, and at the end a comment per policy part not generated at all.
+// ValidatingAdmissionPolicy and binding, preceded by comments saying which policies it states
+// and which of their fields it does not check, and at the end a comment per policy part not
+// generated at all.
 func (o Output) YAML() ([]byte, error) {
 	var b bytes.Buffer
 	for _, g := range o.Generated {
-		fmt.Fprintf(&b, "---\n# %s (%s): %d field(s) checked\n", g.Ref, g.Kind, g.Checked)
-		for _, n := range g.NotChecked {
-			fmt.Fprintf(&b, "# not checked: %s\n", comment(n))
+		fmt.Fprintf(&b, "---\n# %s: %d enforce %s part(s)\n", g.Policy.Name, len(g.Parts), g.Kind)
+		for _, pt := range g.Parts {
+			fmt.Fprintf(&b, "# %s: %d field(s) checked\n", pt.Ref, pt.Checked)
+			for _, n := range pt.NotChecked {
+				fmt.Fprintf(&b, "# not checked: %s: %s\n", pt.Ref, comment(n))
+			}
 		}
 		for _, obj := range []any{g.Policy, g.Binding} {
 			y, err := yaml.Marshal(obj)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", g.Ref, err)
+				return nil, fmt.Errorf("%s: %w", g.Policy.Name, err)
 			}
 			if obj != any(g.Policy) {
 				b.WriteString("---\n")
@@ -38,7 +42,7 @@ func (o Output) YAML() ([]byte, error) {
 // Summary says, one line a policy part, what the second line checks and what it does not.
 func (o Output) Summary() []string {
 	var out []string
-	for _, g := range o.Generated {
+	for _, g := range o.Parts {
 		line := fmt.Sprintf("%s (%s): %d field(s) checked", g.Ref, g.Kind, g.Checked)
 		if len(g.NotChecked) > 0 {
 			line += ", not checked: " + strings.Join(g.NotChecked, "; ")

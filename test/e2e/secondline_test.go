@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -15,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -41,14 +42,19 @@ const (
 )
 
 // installSecondLine creates the generated policies and their bindings, each binding narrowed to
-// ns, and deletes them when the test ends.
+// ns, and deletes them when the test ends. Each object's name is given a suffix of ns and of the
+// policies it states, so that the second lines of several sets (generated objects of one
+// manager and role share a name) stand side by side.
 func installSecondLine(t testing.TB, out vap.Output, ns string) {
 	t.Helper()
 	for _, g := range out.Generated {
-		b := g.Binding.DeepCopy()
+		h := sha256.Sum256([]byte(g.Policy.Annotations[vap.PolicyAnnotation]))
+		name := g.Policy.Name + "." + ns + "." + hex.EncodeToString(h[:4])
+		p, b := g.Policy.DeepCopy(), g.Binding.DeepCopy()
+		p.Name, b.Name, b.Spec.PolicyName = name, name, name
 		b.Spec.MatchResources.NamespaceSelector.MatchExpressions = append(b.Spec.MatchResources.NamespaceSelector.MatchExpressions,
 			metav1.LabelSelectorRequirement{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{ns}})
-		installWebhooks(t, g.Policy.DeepCopy(), b)
+		installWebhooks(t, p, b)
 	}
 }
 
@@ -299,6 +305,132 @@ func TestSecondLine(t *testing.T) {
 	})
 }
 
+// classesNamespace is where TestSecondLineClasses scopes its second line.
+const classesNamespace = "second-line-classes"
+
+// classesPolicies are enforce policies of the shapes an update or a creator may undo: a label,
+// an env var in every container, and a whole platform sidecar with its command, args and mount.
+const classesPolicies = `apiVersion: v1
+kind: ConfigMap
+metadata: {name: classes, namespace: podpatch-system, labels: {podpatch.io/policy: "true"}}
+data:
+  p.yaml: |
+    apiVersion: podpatch.io/v1alpha1
+    kind: PodTemplatePatch
+    metadata: {name: encryption}
+    spec:
+      mode: enforce
+      match: {managers: [dask]}
+      template:
+        metadata: {labels: {enforced: "yes"}}
+        spec: {containers: [{name: "*", env: [{name: REQUIRE_ENCRYPTION, value: "True"}]}]}
+    ---
+    apiVersion: podpatch.io/v1alpha1
+    kind: PodTemplatePatch
+    metadata: {name: proxy}
+    spec:
+      mode: enforce
+      match: {managers: [dask]}
+      template:
+        spec:
+          volumes: [{name: platform-certs, emptyDir: {}}]
+          containers:
+          - name: proxy
+            image: busybox:1.36
+            command: [proxy]
+            args: [--tls]
+            volumeMounts: [{name: platform-certs, mountPath: /certs, readOnly: true}]
+`
+
+// classesWorker is a Dask worker holding classesPolicies, as podpatch stores it.
+func classesWorker(name string) *corev1.Pod {
+	p := daskWorker(classesNamespace, name)
+	p.Labels["enforced"] = "yes"
+	env := []corev1.EnvVar{{Name: "REQUIRE_ENCRYPTION", Value: "True"}}
+	p.Spec.Containers[0].Env = env
+	p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "proxy", Image: "busybox:1.36",
+		Command: []string{"proxy"}, Args: []string{"--tls"}, Env: slices.Clone(env),
+		VolumeMounts: []corev1.VolumeMount{{Name: "platform-certs", MountPath: "/certs", ReadOnly: true}}})
+	p.Spec.Volumes = []corev1.Volume{{Name: "platform-certs", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	return p
+}
+
+// TestSecondLineClasses: with podpatch stopped, the second line refuses each class of write
+// that would store a Pod without its enforce policies: a create without an enforced field, an
+// update undoing one, an update that relabels the Pod out of the policy's selection (or into
+// another manager's) and undoes one, a platform sidecar stored with the creator's command,
+// args, mounts or securityContext, and a second definition of an enforced env name.
+func TestSecondLineClasses(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: classesNamespace}}
+	require.NoError(t, client.IgnoreAlreadyExists(k8s.Create(contextBackground(), ns)))
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "classes.yaml"), []byte(classesPolicies), 0o600))
+	out := secondLineFromCommand(t, dir)
+	installSecondLine(t, out, classesNamespace)
+	create := func(p *corev1.Pod) error { return k8s.Create(contextBackground(), p, client.DryRunAll) }
+	noLabel := classesWorker("no-label")
+	delete(noLabel.Labels, "enforced")
+	userCommand := classesWorker("user-command")
+	userCommand.Spec.Containers[1].Command = []string{"sh"}
+	for _, p := range []*corev1.Pod{noLabel, userCommand} { // each policy loaded
+		require.Eventually(t, func() bool { return create(p.DeepCopy()) != nil }, 30*time.Second, 200*time.Millisecond,
+			"the second line never denied %s", p.Name)
+	}
+	const encryption, proxy = "podpatch enforce policy podpatch-system/classes/encryption requires ", "podpatch enforce policy podpatch-system/classes/proxy requires "
+
+	t.Run("a create without an enforced field", func(t *testing.T) {
+		require.ErrorContains(t, create(noLabel), encryption+`metadata.labels["enforced"] == "yes"`)
+		require.NoError(t, create(classesWorker("compliant")))
+	})
+
+	t.Run("a platform sidecar keeps none of the creator's fields", func(t *testing.T) {
+		require.ErrorContains(t, create(userCommand), proxy+`spec.containers[proxy].command == ["proxy"]`)
+		p := classesWorker("user-args")
+		p.Spec.Containers[1].Args = []string{"--insecure"}
+		require.ErrorContains(t, create(p), proxy+`spec.containers[proxy].args == ["--tls"]`)
+		p = classesWorker("no-mount")
+		p.Spec.Containers[1].VolumeMounts = nil
+		require.ErrorContains(t, create(p), proxy+`spec.containers[proxy].volumeMounts["/certs"] present`)
+		p = classesWorker("user-mount")
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "host", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		p.Spec.Containers[1].VolumeMounts = append(p.Spec.Containers[1].VolumeMounts, corev1.VolumeMount{Name: "host", MountPath: "/host"})
+		require.ErrorContains(t, create(p), proxy+`spec.containers[proxy].volumeMounts the policy's alone`)
+		p = classesWorker("user-security-context")
+		p.Spec.Containers[1].SecurityContext = &corev1.SecurityContext{Privileged: new(true)}
+		require.ErrorContains(t, create(p), proxy+`spec.containers[proxy].securityContext absent`)
+		p = classesWorker("no-sidecar")
+		p.Spec.Containers = p.Spec.Containers[:1]
+		require.ErrorContains(t, create(p), proxy+`spec.containers[proxy] present`)
+	})
+
+	t.Run("every definition of an enforced env name", func(t *testing.T) {
+		for _, c := range []int{0, 1} {
+			p := classesWorker("duplicate-env")
+			p.Spec.Containers[c].Env = append(p.Spec.Containers[c].Env, corev1.EnvVar{Name: "REQUIRE_ENCRYPTION", Value: "False"})
+			require.ErrorContains(t, create(p), encryption+`spec.containers[*].env[REQUIRE_ENCRYPTION].value == "True" in every definition`)
+		}
+	})
+
+	t.Run("an update may not undo an enforced field, relabelled or not", func(t *testing.T) {
+		p := classesWorker("held")
+		require.NoError(t, k8s.Create(contextBackground(), p))
+		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), p) })
+		patch := func(merge string) error {
+			return k8s.Patch(contextBackground(), p.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(merge)), client.DryRunAll)
+		}
+		require.ErrorContains(t, patch(`{"metadata": {"labels": {"enforced": null}}}`), encryption+`metadata.labels["enforced"] == "yes"`)
+		// Out of every manager's recognition, and into another manager's: the object before
+		// the update was selected.
+		require.ErrorContains(t, patch(`{"metadata": {"labels": {"dask.org/component": null, "enforced": null}}}`),
+			encryption+`metadata.labels["enforced"] == "yes"`)
+		require.ErrorContains(t, patch(`{"metadata": {"labels": {"dask.org/component": null, "ray.io/node-type": "worker", "enforced": null}}}`),
+			encryption+`metadata.labels["enforced"] == "yes"`)
+		// A relabel that keeps the enforced fields is the owner's to make.
+		require.NoError(t, patch(`{"metadata": {"labels": {"dask.org/component": null, "team": "a"}}}`))
+		require.NoError(t, patch(`{"metadata": {"labels": {"team": "a"}}}`))
+	})
+}
+
 // requireBaseline: the stored Pod holds the examples' security baseline in every container,
 // init container (native sidecars) and ephemeral container, and at the Pod level.
 func requireBaseline(t *testing.T, p *corev1.Pod) {
@@ -326,7 +458,7 @@ func requireBaseline(t *testing.T, p *corev1.Pod) {
 func TestSecondLineSync(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "p.yaml")
-	write := func(policy string) {
+	write := func(policy, mode string) {
 		require.NoError(t, os.WriteFile(file, []byte(`apiVersion: v1
 kind: ConfigMap
 metadata: {name: sync, namespace: podpatch-system, labels: {podpatch.io/policy: "true"}}
@@ -336,12 +468,12 @@ data:
     kind: PodTemplatePatch
     metadata: {name: `+policy+`}
     spec:
-      mode: enforce
+      mode: `+mode+`
       match: {namespaces: [second-line-sync]}
       template: {spec: {priorityClassName: high}}
 `), 0o600))
 	}
-	write("first")
+	write("first", "enforce")
 	// As the manifests' ServiceAccount, with the RBAC of the base and the component only.
 	overlay := t.TempDir()
 	base, err := filepath.Rel(overlay, filepath.Join(repoRoot, "manifests", "base"))
@@ -370,32 +502,36 @@ data:
 	certDir, _ := servingCerts(t)
 	startPodpatchAs(t, sa, 0, certDir, "--policy-dir", dir, "--policy-dir-interval", "100ms", "--second-line", "--owner-events=false")
 	api := secondLineClient(t)
-	get := func(name string) (*admissionregistrationv1.ValidatingAdmissionPolicy, error) {
-		return api.ValidatingAdmissionPolicies().Get(contextBackground(), name, metav1.GetOptions{})
+	// The policy selects any manager: the Dask worker's object is one of those that state it.
+	const worker = "podpatch.pod.dask.worker"
+	states := func(policy string) (*admissionregistrationv1.ValidatingAdmissionPolicy, bool) {
+		got, err := api.ValidatingAdmissionPolicies().Get(contextBackground(), worker, metav1.GetOptions{})
+		if err != nil || got.Annotations[vap.PolicyAnnotation] != "podpatch-system/sync/"+policy {
+			return nil, false
+		}
+		// The binding is applied after its policy: both, or not yet.
+		_, err = api.ValidatingAdmissionPolicyBindings().Get(contextBackground(), worker, metav1.GetOptions{})
+		return got, err == nil
 	}
 	var got *admissionregistrationv1.ValidatingAdmissionPolicy
 	require.Eventually(t, func() bool {
-		var err error
-		if got, err = get("podpatch.sync.first.pod"); err != nil {
-			return false
-		}
-		// The binding is applied after its policy: both, or not yet.
-		_, err = api.ValidatingAdmissionPolicyBindings().Get(contextBackground(), "podpatch.sync.first.pod", metav1.GetOptions{})
-		return err == nil
+		var ok bool
+		got, ok = states("first")
+		return ok
 	}, 60*time.Second, 200*time.Millisecond, "the elected replica never applied the generated policy and its binding")
 	require.Equal(t, "podpatch-second-line", got.ManagedFields[0].Manager)
 	require.Contains(t, got.Spec.Validations[0].Message, `podpatch enforce policy podpatch-system/sync/first requires spec.priorityClassName == "high"`)
 
-	write("second")
+	write("second", "enforce")
 	require.Eventually(t, func() bool {
-		_, errOld := get("podpatch.sync.first.pod")
-		_, errNew := get("podpatch.sync.second.pod")
-		return apierrors.IsNotFound(errOld) && errNew == nil
-	}, 60*time.Second, 200*time.Millisecond, "the policy's old objects were never replaced")
-	t.Cleanup(func() {
-		_ = api.ValidatingAdmissionPolicyBindings().Delete(contextBackground(), "podpatch.sync.second.pod", metav1.DeleteOptions{})
-		_ = api.ValidatingAdmissionPolicies().Delete(contextBackground(), "podpatch.sync.second.pod", metav1.DeleteOptions{})
-	})
+		_, ok := states("second")
+		return ok
+	}, 60*time.Second, 200*time.Millisecond, "the policy's objects were never replaced")
+	write("second", "default") // no enforce policy: every generated object is deleted
+	require.Eventually(t, func() bool {
+		l, err := api.ValidatingAdmissionPolicies().List(contextBackground(), metav1.ListOptions{LabelSelector: vap.ManagedByLabel + "=" + vap.ManagedBy})
+		return err == nil && len(l.Items) == 0
+	}, 60*time.Second, 200*time.Millisecond, "the generated objects of a policy gone were never deleted")
 }
 
 // secondLineClient is the typed admissionregistration client of the test control plane.
@@ -461,8 +597,12 @@ func TestSecondLineDifferential(t *testing.T) {
 		p := vaptest.RandomPolicy(rng, fmt.Sprintf("d%d", i), false)
 		set := compileOne(t, p.Doc(-1))
 		out := vap.Generate(set, policies.DefaultPlatformNamespace, vap.Options{})
-		require.Len(t, out.Generated, 1, "%s", p.Doc(-1))
-		require.Empty(t, out.Generated[0].NotChecked, "%s", p.Doc(-1))
+		require.Len(t, out.Parts, 1, "%s", p.Doc(-1))
+		require.Len(t, out.Generated, 3, "%s: Dask's three roles", p.Doc(-1))
+		for _, n := range out.Parts[0].NotChecked {
+			// A whole sidecar's fields the API server defaults, or that a "*" entry sets too.
+			require.Regexp(t, `^spec\.containers\[sidecar\]\.`, n, "%s", p.Doc(-1))
+		}
 		installSecondLine(t, out, randomNamespace) // the API server accepts it
 		cases = append(cases, testCase{p, set, out})
 	}
