@@ -91,6 +91,8 @@ var layers = map[string]int{
 	// The second line (issue 33): the enforce policies as ValidatingAdmissionPolicies (a tool
 	// over a Set, with its tests' random policies) and the component keeping them in the cluster.
 	"policies/vap": 22, "policies/vap/vaptest": 22, "secondline": 30,
+	// Native admission: the policies compiled into MutatingAdmissionPolicies (a tool over a Set).
+	"policies/native": 22,
 	// The composition root.
 	"cmd/podpatch": 50,
 	// Test harnesses and tiers.

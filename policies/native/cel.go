@@ -1,0 +1,97 @@
+package native
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// The CEL text every stage writes. Every string a policy holds reaches CEL as a quoted literal
+// (strconv.Quote: CEL's string escapes are Go's), never as syntax; field names are the
+// schema's, written by this package, never a policy's.
+
+// lit quotes a string as a CEL string literal.
+func lit(s string) string { return strconv.Quote(s) }
+
+// lits quotes a list of strings as a CEL list literal.
+func lits(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = lit(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// labelsOf is the CEL of a string map in the object (object.metadata.labels), with its guard.
+type labelsOf string
+
+func (m labelsOf) present() string { return "has(" + string(m) + ")" }
+
+// has is `the map has key k`.
+func (m labelsOf) has(k string) string {
+	return "(" + m.present() + " && " + lit(k) + " in " + string(m) + ")"
+}
+
+// in is `the map has key k with a value in vals`.
+func (m labelsOf) in(k string, vals []string) string {
+	test := string(m) + "[" + lit(k) + "] == " + lit(vals[0])
+	if len(vals) > 1 {
+		test = string(m) + "[" + lit(k) + "] in " + lits(vals)
+	}
+	return "(" + m.has(k) + " && " + test + ")"
+}
+
+// value is the map's value at k, or "" when the map or the key is not set.
+func (m labelsOf) value(k string) string {
+	return "(" + m.has(k) + " ? " + string(m) + "[" + lit(k) + `] : "")`
+}
+
+// pointer escapes a map key as a JSON pointer segment (RFC 6901).
+func pointer(k string) string { return strings.NewReplacer("~", "~0", "/", "~1").Replace(k) }
+
+// globRegexp turns path.Match globs (policies' anyGlob) into one anchored RE2 expression;
+// false when a glob uses what the translation does not cover (character classes, escapes).
+func globRegexp(globs []string) (string, bool) {
+	alts := make([]string, 0, len(globs))
+	for _, g := range globs {
+		if strings.ContainsAny(g, `[]\`) {
+			return "", false
+		}
+		var b strings.Builder
+		for _, r := range g {
+			switch r {
+			case '*':
+				b.WriteString(`[^/]*`)
+			case '?':
+				b.WriteString(`[^/]`)
+			default:
+				b.WriteString(regexp.QuoteMeta(string(r)))
+			}
+		}
+		alts = append(alts, b.String())
+	}
+	return "^(?:" + strings.Join(alts, "|") + ")$", true
+}
+
+// globMatch is policies' anyGlob: a name, non-empty and at most 63 bytes, matching re.
+func globMatch(name, re string) string {
+	return "(" + name + ` != "" && size(` + name + ") <= 63 && " + name + ".matches(" + lit(re) + "))"
+}
+
+// or and and join conditions; an empty list is false and true.
+func or(cs []string) string {
+	if len(cs) == 0 {
+		return "false"
+	}
+	return "(" + strings.Join(cs, " || ") + ")"
+}
+
+func and(cs []string) string {
+	if len(cs) == 0 {
+		return "true"
+	}
+	return "(" + strings.Join(cs, " && ") + ")"
+}
+
+// String is the map's CEL.
+func (m labelsOf) String() string { return string(m) }

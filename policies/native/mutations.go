@@ -1,0 +1,225 @@
+package native
+
+import (
+	"slices"
+	"strings"
+)
+
+// The mutation stage: a group's policies as JSONPatch expressions, the six layers' precedence
+// (reference §3, "Layers and precedence") resolved when compiling. Each key of a string map,
+// and each member of a toleration, gets one conditional chain: the last selected merge or
+// enforce policy that writes it, else the object's own value, else the first selected default
+// in the order the webhook fills (namespace defaults, then the platform's, each from the last
+// in application order down). Every chain reads the object as it arrived (no compiled policy
+// writes a label a compiled selection reads), so the result does not depend on the order of
+// the MAPs or of their mutations. JSONPatch rather than ApplyConfiguration: an apply cannot
+// remove a map key, and cannot leave a key out where a default yields to the object.
+
+// member is a compiled policy in a group.
+type member struct {
+	ref      string  // provenance entry
+	variable string  // the CEL variable of its selection: variables.pN
+	part     podPart // what it writes
+	fill     bool    // mode default: it fills what is unset
+}
+
+// piece is one part of a mutation's JSONPatch list and the policies it states.
+type piece struct {
+	expr string
+	by   []*member
+}
+
+// order is a group's policies in the two orders the webhook applies them: the defaults that
+// fill (first to set wins), and the merges and enforces that override (last wins).
+type order struct{ fill, override []*member }
+
+func sel(ms []*member) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.variable
+	}
+	return out
+}
+
+// mapPieces states one string map of the Pod (labels, annotations, nodeSelector) key by key.
+// The first piece creates the map when it is absent and a selected policy adds to it.
+func mapPieces(path string, m labelsOf, get func(podPart) map[string]*string, o order) []piece {
+	var keys []string
+	var adders []*member
+	for _, mb := range slices.Concat(o.fill, o.override) {
+		for k, v := range get(mb.part) {
+			if !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+			if v != nil && !slices.Contains(adders, mb) {
+				adders = append(adders, mb)
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	slices.Sort(keys)
+	out := []piece{{expr: "(" + m.present() + " || !" + or(sel(adders)) + ` ? [] : [JSONPatch{op: "add", path: ` + lit(path) + `, value: {}}])`, by: adders}}
+	for _, k := range keys {
+		p := lit(path + "/" + pointer(k))
+		add := func(v string) string { return `[JSONPatch{op: "add", path: ` + p + ", value: " + lit(v) + "}]" }
+		var b strings.Builder
+		var by []*member
+		for _, mb := range slices.Backward(o.override) {
+			v, ok := get(mb.part)[k]
+			if !ok {
+				continue
+			}
+			by = append(by, mb)
+			if v == nil {
+				b.WriteString(mb.variable + " ? (" + m.has(k) + ` ? [JSONPatch{op: "remove", path: ` + p + "}] : []) : ")
+			} else {
+				b.WriteString(mb.variable + " ? " + add(*v) + " : ")
+			}
+		}
+		b.WriteString(m.has(k) + " ? [] : ")
+		for _, mb := range o.fill {
+			if v := get(mb.part)[k]; v != nil {
+				by = append(by, mb)
+				b.WriteString(mb.variable + " ? " + add(*v) + " : ")
+			}
+		}
+		b.WriteString("[]")
+		out = append(out, piece{expr: "(" + b.String() + ")", by: by})
+	}
+	return out
+}
+
+// tolerationIDs is the variable holding the identities of the Pod's tolerations, in order.
+const tolerationIDs = "tolerationIds"
+
+// tolerationIDsExpression states tolerationID on each of the Pod's tolerations.
+const tolerationIDsExpression = `has(object.spec.tolerations) ? object.spec.tolerations.map(t, ` +
+	`(has(t.key) ? t.key : "") + "\x00" + (has(t.operator) && t.operator != "" ? t.operator : "Equal") + "\x00" + ` +
+	`(has(t.value) ? t.value : "") + "\x00" + (has(t.effect) ? t.effect : "")) : []`
+
+// appearance is one toleration of one policy.
+type appearance struct {
+	by  *member
+	tol map[string]any
+}
+
+// tolerationPieces states the tolerations as a set (reference §3): a toleration the Pod holds is
+// merged member by member, in place; one it lacks is appended once, where the first selected
+// policy in application order would append it, with the members the layers give it.
+func tolerationPieces(o order) []piece {
+	var ids []string
+	byID := map[string][]appearance{}
+	var every []appearance // in application order
+	var adders []*member
+	for _, mb := range slices.Concat(o.fill, o.override) {
+		for _, t := range mb.part.tolerations {
+			id := tolerationID(t)
+			if _, ok := byID[id]; !ok {
+				ids = append(ids, id)
+			}
+			byID[id] = append(byID[id], appearance{mb, t})
+			every = append(every, appearance{mb, t})
+			if !slices.Contains(adders, mb) {
+				adders = append(adders, mb)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	out := []piece{{expr: `(has(object.spec.tolerations) || !` + or(sel(adders)) +
+		` ? [] : [JSONPatch{op: "add", path: "/spec/tolerations", value: []}])`, by: adders}}
+	index := func(id string) string { return "variables." + tolerationIDs + ".indexOf(" + lit(id) + ")" }
+	// chain is a member's value for an identity: the last overriding appearance that has it,
+	// else (held) the Pod's own, else the first filling one; each as want(literal), else none.
+	chain := func(apps []appearance, member string, held, want func(string) string, none string) string {
+		var b strings.Builder
+		for _, a := range slices.Backward(apps) {
+			if v, ok := a.tol[member]; ok && !a.by.fill {
+				lv, _ := scalar(v)
+				b.WriteString(a.by.variable + " ? " + want(lv) + " : ")
+			}
+		}
+		if held != nil {
+			b.WriteString(held(member))
+		}
+		for _, a := range apps {
+			if v, ok := a.tol[member]; ok && a.by.fill {
+				lv, _ := scalar(v)
+				b.WriteString(a.by.variable + " ? " + want(lv) + " : ")
+			}
+		}
+		b.WriteString(none)
+		return "(" + b.String() + ")"
+	}
+	membersOf := func(apps []appearance) []string {
+		var members []string
+		for _, a := range apps {
+			for k := range a.tol {
+				if !slices.Contains(members, k) {
+					members = append(members, k)
+				}
+			}
+		}
+		slices.Sort(members)
+		return members
+	}
+	whoSet := func(apps []appearance) []*member {
+		by := make([]*member, len(apps))
+		for i, a := range apps {
+			by[i] = a.by
+		}
+		return by
+	}
+	// Held: each member the layers give it, in place.
+	for _, id := range ids {
+		apps := byID[id]
+		idx := index(id)
+		at := "object.spec.tolerations[" + idx + "]"
+		var inPlace []string
+		for _, mem := range membersOf(apps) {
+			path := `"/spec/tolerations/" + string(` + idx + `) + ` + lit("/"+mem)
+			inPlace = append(inPlace, chain(apps, mem,
+				func(m string) string { return "has(" + at + "." + m + ") ? [] : " },
+				func(v string) string { return `[JSONPatch{op: "add", path: ` + path + ", value: " + v + "}]" }, "[]"))
+		}
+		out = append(out, piece{expr: "(" + idx + " >= 0 && " + or(sel(whoSet(apps))) + " ? " + strings.Join(inPlace, " + ") + " : [])", by: whoSet(apps)})
+	}
+	// Lacked: appended by the first selected appearance of its identity, in application order.
+	seen := map[string]int{}
+	for _, a := range every {
+		id := tolerationID(a.tol)
+		apps := byID[id]
+		earlier := whoSet(apps[:seen[id]])
+		seen[id]++
+		var fields []string
+		for _, mem := range membersOf(apps) {
+			fields = append(fields, `?`+lit(mem)+": "+chain(apps, mem, nil,
+				func(v string) string { return "optional.of(dyn(" + v + "))" }, "optional.none()"))
+		}
+		cond := []string{a.by.variable, index(id) + " < 0"}
+		if len(earlier) > 0 {
+			cond = append(cond, "!"+or(sel(earlier)))
+		}
+		out = append(out, piece{expr: "(" + and(cond) + ` ? [JSONPatch{op: "add", path: "/spec/tolerations/-", value: {` +
+			strings.Join(fields, ", ") + "}}] : [])", by: whoSet(apps)})
+	}
+	return out
+}
+
+// provenancePiece states podpatch.io/applied (reference §3, "Provenance"): every selected
+// policy's entry, in layer order, whenever one is selected.
+func provenancePiece(layered []*member, key string) piece {
+	var refs []string
+	for _, m := range layered {
+		refs = append(refs, "("+m.variable+" ? ["+lit(m.ref)+"] : [])")
+	}
+	selected := or(sel(layered))
+	expr := "(" + selected + " ? (has(object.metadata.annotations) ? [] : " +
+		`[JSONPatch{op: "add", path: "/metadata/annotations", value: {}}]) + ` +
+		`[JSONPatch{op: "add", path: ` + lit("/metadata/annotations/"+pointer(key)) + ", value: (" +
+		strings.Join(refs, " + ") + `).join(",")}] : [])`
+	return piece{expr: expr, by: layered}
+}
