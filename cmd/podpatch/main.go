@@ -9,6 +9,7 @@
 //   - audit (audit.go), explain (explain.go), diff (diff.go): the cluster tools of
 //     reference §7, §9 and §10 (packages audit, explain, preview);
 //   - vap (vap.go): the second line, the enforce policies as ValidatingAdmissionPolicies;
+//   - map (map.go): the policies compiled into MutatingAdmissionPolicies (package native);
 //   - certs (certs.go): serving certificates;
 //   - uninstall-webhooks (uninstall.go) and check (check.go): the Helm chart's hooks (lifecycle);
 //   - version.
@@ -43,6 +44,7 @@ Usage:
   podpatch explain [--namespace NS] KIND/NAME [-o table|json|yaml]
   podpatch diff --policies PATH… [--base PATH…] [-n NS | -A | -f FILE…] [-o table|json|yaml|markdown]
   podpatch vap --policies PATH [--policies PATH…] [--max-validations N]
+  podpatch map --policies PATH [--policies PATH…] [--kube-version 1.36]
   podpatch version
 
 Run "podpatch COMMAND --help" for a command's flags.
@@ -88,6 +90,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) (code int) {
 		err = runDiff(args[1:], stdin, stdout, stderr)
 	case "vap":
 		err = runVAP(args[1:], stdin, stdout, stderr)
+	case "map":
+		err = runMap(args[1:], stdin, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "podpatch", version)
 	case "help", "-h", "--help":
