@@ -1,0 +1,348 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pmezard/go-difflib/difflib"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/native"
+	renderpkg "github.com/podpatch/podpatch/policies/render"
+)
+
+// nativeBucketLabel puts a case's Pod in one of two buckets that drawn selectors read.
+const nativeBucketLabel = "native-bucket"
+
+// nativeNamespaces are the differential's namespaces and their labels (for namespaceSelector).
+var nativeNamespaces = map[string]string{"native-diff-a": "gold", "native-diff-b": "silver"}
+
+// nativeFixtures are the manager Pods the cases create, as each manager writes them.
+var nativeFixtures = []string{
+	"dask-operator/scheduler-pod.yaml", "dask-operator/worker-pod.yaml", "dask-operator/job-runner-pod.yaml",
+	"dask-classic/worker-pod.yaml", "dask-gateway/worker-pod.yaml", "kuberay/head-pod.yaml", "kuberay/worker-pod.yaml",
+	"spark/driver-pod.yaml", "spark/executor-pod.yaml", "spark-operator/executor-pod.yaml",
+	"flink/jobmanager-pod.yaml", "flink/taskmanager-pod.yaml",
+}
+
+// TestNativeDifferential: random lint-valid policy sets of the families package native
+// compiles (labels, annotations, nodeSelector, tolerations; every mode, both scopes, selections
+// by manager, role, cluster, group, label selector, namespace and namespaceSelector) against
+// the managers' Pods in two namespaces. Each Pod is created (server dry-run) once through the
+// webhook alone and once through the compiled MutatingAdmissionPolicies alone: the objects the
+// API server would store are equal, podpatch.io/applied (with the ConfigMaps' resourceVersions)
+// included.
+func TestNativeDifferential(t *testing.T) {
+	ctx := contextBackground()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("PODPATCH_PROPERTY_SEED"); s != "" {
+		var err error
+		seed, err = strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err, "PODPATCH_PROPERTY_SEED")
+	}
+	t.Logf("seed %d (PODPATCH_PROPERTY_SEED=%d reruns it)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, 0x55))
+
+	for ns, tier := range nativeNamespaces {
+		ensureNamespace(t, ns)
+		n := &corev1.Namespace{}
+		require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: ns}, n))
+		n.Labels["native-tier"] = tier
+		require.NoError(t, k8s.Update(ctx, n))
+	}
+
+	// The policies, each linted alone as `podpatch lint` would; a refused draw is drawn again.
+	var cms []*corev1.ConfigMap
+	drawn := 0
+	for _, scope := range []struct {
+		ns    string
+		count int
+	}{{policies.DefaultPlatformNamespace, 24}, {"native-diff-a", 8}, {"native-diff-b", 8}} {
+		var docs []string
+		for i := range scope.count {
+			name := fmt.Sprintf("native-%d", drawn)
+			drawn++
+			for attempt := 0; ; attempt++ {
+				require.Less(t, attempt, 50, "lint refused 50 draws of %s", name)
+				doc := drawNativePolicy(rng, name, scope.ns == policies.DefaultPlatformNamespace)
+				cm := policyConfigMap(scope.ns, "lint", map[string]string{"p.yaml": doc})
+				if lintText(t, []*corev1.ConfigMap{cm}) == "" {
+					docs = append(docs, doc)
+					break
+				}
+			}
+			if len(docs) == 16 || i == scope.count-1 { // reference §3: at most 16 policies a ConfigMap
+				cms = append(cms, policyConfigMap(scope.ns, fmt.Sprintf("native-%s-%d", scope.ns, len(cms)),
+					map[string]string{"policies.yaml": strings.Join(docs, "---\n")}))
+				docs = nil
+			}
+		}
+	}
+	require.Empty(t, lintText(t, cms), "lint of the whole set")
+	for _, cm := range cms {
+		require.NoError(t, k8s.Create(ctx, cm))
+		t.Cleanup(func() { _ = k8s.Delete(ctx, cm) })
+	}
+	// The set as the webhook compiles it: the stored ConfigMaps, with their resourceVersions.
+	opts := policies.DefaultOptions()
+	opts.WithResourceVersion = true
+	set, probs := policies.Compile(sourced(cms), opts)
+	require.Empty(t, probs, "%s", policies.ProblemLines(probs))
+	out := native.Compile(set, policies.DefaultPlatformNamespace, native.Options{
+		ExcludedNamespaces: []string{"kube-system", "kube-node-lease", policies.DefaultPlatformNamespace}})
+	require.Empty(t, out.Left, "every drawn policy is of a family that compiles")
+	require.Len(t, out.Compiled, drawn)
+
+	// The cases: every fixture in both namespaces, in a random bucket or none.
+	var pods []*corev1.Pod
+	for _, ns := range []string{"native-diff-a", "native-diff-b"} {
+		for _, f := range nativeFixtures {
+			lbls := map[string]string{}
+			if b := rng.IntN(3); b < 2 {
+				lbls[nativeBucketLabel] = string(rune('a' + b))
+			}
+			pod := labPod(t, f, fmt.Sprintf("native-%d", len(pods)), lbls)
+			pod.Namespace = ns
+			pods = append(pods, pod)
+		}
+	}
+
+	// 1. The webhook alone, once it serves the drawn policies (as render applies them).
+	certDir, ca := servingCerts(t)
+	p := startPodpatch(t, certDir)
+	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
+	installWebhooks(t, mwc, vwc)
+	want := make([]string, len(pods))
+	for i, pod := range pods {
+		withDefaultTolerations(pod)
+		want[i] = renderNative(t, set, pod).Annotations[policies.AppliedAnnotation]
+	}
+	webhook := make([]map[string]any, len(pods))
+	require.Eventually(t, func() bool {
+		for i, pod := range pods {
+			got := dryRunCreate(t, pod)
+			if got.Annotations[policies.AppliedAnnotation] != want[i] {
+				return false
+			}
+			webhook[i] = storedFields(t, got)
+		}
+		return true
+	}, 60*time.Second, 200*time.Millisecond, "podpatch never served the drawn policies as render applies them")
+	applied := 0
+	for _, w := range want {
+		if w != "" {
+			applied++
+		}
+	}
+	for _, o := range []client.Object{mwc, vwc} {
+		require.NoError(t, client.IgnoreNotFound(k8s.Delete(ctx, o)))
+	}
+	p.stop(t) // and a webhook call the API server still makes fails open, changing nothing
+
+	// 2. The MAPs alone: equal once the API server has loaded them.
+	for _, g := range out.Groups {
+		for _, o := range []client.Object{g.Policy.DeepCopy(), g.Binding.DeepCopy()} {
+			require.NoError(t, k8s.Create(ctx, o), "%s", g.Policy.Name)
+			t.Cleanup(func() {
+				if err := k8s.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+					t.Errorf("delete %s: %v", o.GetName(), err)
+				}
+			})
+		}
+	}
+	var differ []string
+	deadline := time.Now().Add(60 * time.Second)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		differ = nil
+		for i, pod := range pods {
+			got := pod.DeepCopy()
+			if err := k8s.Create(ctx, got, client.DryRunAll); err != nil {
+				differ = append(differ, fmt.Sprintf("case %d (%s/%s): the MAPs' create failed: %v", i, pod.Namespace, pod.Name, err))
+				continue
+			}
+			if m := storedFields(t, got); !reflect.DeepEqual(m, webhook[i]) {
+				differ = append(differ, fmt.Sprintf("case %d (%s/%s, bucket %q), applied %s:\n%s", i, pod.Namespace, pod.Name,
+					pod.Labels[nativeBucketLabel], got.Annotations[policies.AppliedAnnotation], fieldDiff(t, webhook[i], m)))
+			}
+		}
+		if len(differ) == 0 || time.Now().After(deadline) {
+			break
+		}
+		<-tick.C
+	}
+	if len(differ) > 0 {
+		for _, cm := range cms {
+			t.Logf("%s/%s@%s:\n%s", cm.Namespace, cm.Name, cm.ResourceVersion, cm.Data["policies.yaml"])
+		}
+	}
+	require.Empty(t, differ, "seed %d: the MAPs' object differs from the webhook's in %d of %d cases:\n%s",
+		seed, len(differ), len(pods), strings.Join(differ, "\n"))
+	t.Logf("%d policies in %d ConfigMaps compiled into %d MAPs; %d cases, %d patched, equal through the MAPs and the webhook",
+		drawn, len(cms), len(out.Groups), len(pods), applied)
+}
+
+// renderNative is `podpatch render` of a case's Pod in its namespace (policies/render, the
+// engine the webhook runs).
+func renderNative(t *testing.T, set *policies.Set, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pod)
+	require.NoError(t, err)
+	obj["apiVersion"], obj["kind"] = "v1", "Pod"
+	res, _, err := renderpkg.Object(set, obj, renderpkg.Options{Namespace: pod.Namespace,
+		NamespaceLabels: map[string]string{corev1.LabelMetadataName: pod.Namespace, "native-tier": nativeNamespaces[pod.Namespace]}})
+	require.NoError(t, err)
+	require.False(t, res.Denied, "%s: render denies it: %s", pod.Name, res.Denial())
+	if !res.Changed {
+		return pod.DeepCopy()
+	}
+	out := &corev1.Pod{}
+	require.NoError(t, json.Unmarshal(res.Object, out))
+	return out
+}
+
+// storedFields is a Pod as the API server would store it, without what differs between two
+// creates of the same object (uid, timestamps, managed fields).
+func storedFields(t *testing.T, pod *corev1.Pod) map[string]any {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pod)
+	require.NoError(t, err)
+	meta, _ := m["metadata"].(map[string]any)
+	for _, k := range []string{"uid", "creationTimestamp", "resourceVersion", "generation", "managedFields"} {
+		delete(meta, k)
+	}
+	return m
+}
+
+// fieldDiff is a unified diff of two objects as indented JSON.
+func fieldDiff(t *testing.T, want, got map[string]any) string {
+	t.Helper()
+	w, err := json.MarshalIndent(want, "", "  ")
+	require.NoError(t, err)
+	g, err := json.MarshalIndent(got, "", "  ")
+	require.NoError(t, err)
+	d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{A: difflib.SplitLines(string(w)), B: difflib.SplitLines(string(g)),
+		FromFile: "webhook", ToFile: "MAPs", Context: 12})
+	require.NoError(t, err)
+	return d
+}
+
+// drawNativePolicy draws one policy of the families package native compiles, as a JSON
+// document (YAML reads it).
+func drawNativePolicy(rng *rand.Rand, name string, platform bool) string {
+	pick := func(s ...string) string { return s[rng.IntN(len(s))] }
+	chance := func(n int) bool { return rng.IntN(100) < n }
+	mode := pick("default", "merge")
+	if platform && chance(30) {
+		mode = "enforce"
+	}
+	match := map[string]any{}
+	if chance(50) {
+		ms := []string{pick("dask", "dask-gateway", "spark", "ray", "flink")}
+		if chance(30) {
+			ms = append(ms, pick("dask", "spark", "ray"))
+		}
+		match["managers"] = ms
+	}
+	if chance(30) {
+		match["roles"] = []string{pick("scheduler", "worker", "job", "driver", "executor", "head")}
+	}
+	if chance(15) {
+		match["clusters"] = []string{pick("*", "?*", "zz*", "*-*")}
+	}
+	if chance(10) {
+		match["groups"] = []string{pick("*", "gpu*", "default*")}
+	}
+	if chance(40) {
+		switch rng.IntN(4) {
+		case 0:
+			match["selector"] = map[string]any{"matchLabels": map[string]any{nativeBucketLabel: pick("a", "b")}}
+		case 1:
+			match["selector"] = map[string]any{"matchExpressions": []any{map[string]any{"key": nativeBucketLabel, "operator": "NotIn", "values": []any{pick("a", "b")}}}}
+		case 2:
+			match["selector"] = map[string]any{"matchExpressions": []any{map[string]any{"key": nativeBucketLabel, "operator": "Exists"}}}
+		default:
+			match["selector"] = map[string]any{"matchExpressions": []any{map[string]any{"key": nativeBucketLabel, "operator": "DoesNotExist"}}}
+		}
+	}
+	if platform && chance(20) {
+		match["namespaces"] = []string{pick("native-diff-a", "*-b", "native-*")}
+	}
+	if platform && chance(20) {
+		match["namespaceSelector"] = map[string]any{"matchLabels": map[string]any{"native-tier": pick("gold", "silver")}}
+	}
+	value := func(vals ...string) any {
+		if mode != "default" && chance(15) {
+			return nil // removes the key (reference §3)
+		}
+		return pick(vals...)
+	}
+	strMap := func(keys []string, vals ...string) map[string]any {
+		m := map[string]any{}
+		for range 1 + rng.IntN(2) {
+			m[pick(keys...)] = value(vals...)
+		}
+		return m
+	}
+	meta, spec := map[string]any{}, map[string]any{}
+	if chance(50) {
+		meta["labels"] = strMap([]string{"team", "cost-center", "native.example.com/tier"}, "a", "b", "c")
+	}
+	if chance(40) {
+		meta["annotations"] = strMap([]string{"example.com/owner", "note", "example.com/quote"}, "x", "y", `he said "hi" \ ${x} ~/`)
+	}
+	if chance(40) {
+		spec["nodeSelector"] = strMap([]string{"pool", "example.com/zone"}, "x", "y")
+	}
+	if chance(40) {
+		pool := []map[string]any{
+			{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
+			{"key": "spot", "value": "true", "effect": "NoSchedule"},
+			{"key": "spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"},
+			{"key": "maint", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60},
+			{"key": "maint", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 120},
+			{"key": "maint", "operator": "Exists", "effect": "NoExecute"},
+			{"key": corev1.TaintNodeNotReady, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30},
+		}
+		var tols []any
+		seen := map[int]bool{}
+		for range 1 + rng.IntN(2) {
+			if i := rng.IntN(len(pool)); !seen[i] {
+				seen[i] = true
+				tols = append(tols, pool[i])
+			}
+		}
+		spec["tolerations"] = tols
+	}
+	if len(meta)+len(spec) == 0 {
+		meta["labels"] = map[string]any{"team": pick("a", "b")}
+	}
+	tmpl := map[string]any{}
+	if len(meta) > 0 {
+		tmpl["metadata"] = meta
+	}
+	if len(spec) > 0 {
+		tmpl["spec"] = spec
+	}
+	doc := map[string]any{"apiVersion": policies.APIVersion, "kind": policies.DocumentKind,
+		"metadata": map[string]any{"name": name},
+		"spec":     map[string]any{"mode": mode, "priority": rng.IntN(3), "match": match, "template": tmpl}}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		panic(err) // maps of strings and numbers always marshal
+	}
+	return string(b) + "\n"
+}
