@@ -52,6 +52,8 @@ func buildDefaults() map[string]apiServerDefault {
 		add(c+".ports.[].hostPort", apiServerDefault{value: hostPort})
 		add(c+".env.[].valueFrom.fieldRef.apiVersion", fixed("v1"))
 		add(c+".env.[].valueFrom.fileKeyRef.optional", fixed(false))
+		// A Quantity is never omitted: an unset divisor is stored as "0".
+		add(c+".env.[].valueFrom.resourceFieldRef.divisor", fixed("0"))
 		add(c+".resources", objectDefault)
 		if list != "ephemeralContainers" {
 			// A limit without its request: the request is the limit (SetDefaults_Pod).
@@ -79,6 +81,8 @@ func buildDefaults() map[string]apiServerDefault {
 	}
 	add(v+".downwardAPI.items.[].fieldRef.apiVersion", fixed("v1"))
 	add(v+".projected.sources.[].downwardAPI.items.[].fieldRef.apiVersion", fixed("v1"))
+	add(v+".downwardAPI.items.[].resourceFieldRef.divisor", fixed("0"))
+	add(v+".projected.sources.[].downwardAPI.items.[].resourceFieldRef.divisor", fixed("0"))
 	add(v+".projected.sources.[].serviceAccountToken.expirationSeconds", fixed(3600))
 	add(v+".iscsi.iscsiInterface", fixed("default"))
 	add(v+".rbd.pool", fixed("rbd"))
@@ -91,6 +95,9 @@ func buildDefaults() map[string]apiServerDefault {
 	add(v+".scaleIO.storageMode", fixed("ThinProvisioned"))
 	add(v+".scaleIO.fsType", fixed("xfs"))
 	add(v+".ephemeral.volumeClaimTemplate.spec.volumeMode", fixed("Filesystem"))
+	// An ObjectMeta is never omitted.
+	add(v+".ephemeral.volumeClaimTemplate.metadata", objectDefault)
+	add(v+".ephemeral.volumeClaimTemplate.metadata.creationTimestamp", fixed(nil))
 	add(v+".image.pullPolicy", apiServerDefault{value: volumeImagePullPolicy})
 	// The Pod's own (SetDefaults_PodSpec), for a policy that removes one.
 	add("spec.dnsPolicy", fixed("ClusterFirst"))

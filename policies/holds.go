@@ -57,9 +57,16 @@ var podOverridable = []string{"runAsUser", "runAsGroup", "runAsNonRoot", "seLinu
 // readinessGates) use every item.
 var lastWins = map[string]bool{"env": true}
 
-// sameAsStored compares an object as stored with the same object after an enforce policy was
-// applied to it again, and returns the first field where they differ in effect ("" when none)
-// and how. Both are whole JSON documents; the comparison is linear in their size.
+// SameAsStored compares an object as stored with what was written (an object after an enforce
+// policy was applied to it again, or an element as sent to the API server), and returns the
+// first field where they differ in effect ("" when none) and how: a member the stored object
+// has and the written one lacks counts only when it is not the API server's default there
+// (apiServerDefaults). Both are whole JSON documents; the comparison is linear in their size.
+// test/e2e's TestDefaultsTable holds the table to what a real API server stores.
+func SameAsStored(stored, written []byte) (field, why string, err error) {
+	return sameAsStored(stored, written)
+}
+
 func sameAsStored(stored, patched []byte) (field, why string, err error) {
 	s, err := decodeNumbers(stored)
 	if err != nil {

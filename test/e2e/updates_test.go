@@ -101,7 +101,7 @@ func TestEnforceOnUpdates(t *testing.T) {
 		patch := `{"metadata":{"labels":{"dask.org/component":null}},"spec":{"type":"LoadBalancer","selector":{"dask.org/component":null}}}`
 		err := c.Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(patch)))
 		require.Error(t, err)
-		require.Regexp(t, regexp.QuoteMeta(ref)+`@\d+: metadata.labels: this update changes the labels that select the object for this enforce policy`, err.Error())
+		require.Regexp(t, regexp.QuoteMeta(ref)+`@\d+: metadata.labels: this update makes a dask scheduler an object no profile recognises: .*\(identity-changed\)`, err.Error())
 		svc := &corev1.Service{}
 		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(u), svc))
 		require.Equal(t, corev1.ServiceTypeClusterIP, svc.Spec.Type)
