@@ -85,12 +85,46 @@ func group(parts []*part, o Options) []Generated {
 	var out []Generated
 	for _, k := range order {
 		g := groups[k]
-		for n, chunk := range chunks(g.parts, o) {
-			out = append(out, g.generate(all, n, chunk, o))
+		if k.kind == profiles.KindService {
+			for n, chunk := range chunks(g.parts, o.MaxGroupValidations, o) {
+				out = append(out, g.generate(all, n, chunk, false, o))
+			}
+			continue
+		}
+		// A Pod's policies that select every object of the group, then those with a selection
+		// of their own in objects of at most maxSelectiveValidations whose match condition is
+		// the selection of any of them: the API server evaluates every validation of an object
+		// it matches (microseconds each), so a create pays for the validations of the policies
+		// that could select it, and a match condition for the others.
+		var every, selective []*part
+		for _, pt := range g.parts {
+			if now, _ := selects(pt.policy, k.kind, all[g.profile], "object"); now == "" {
+				every = append(every, pt)
+			} else {
+				selective = append(selective, pt)
+			}
+		}
+		n := 0
+		for _, chunk := range chunks(every, o.MaxGroupValidations, o) {
+			out = append(out, g.generate(all, n, chunk, false, o))
+			n++
+		}
+		for _, chunk := range chunks(selective, min(o.MaxGroupValidations, maxSelectiveValidations), o) {
+			out = append(out, g.generate(all, n, chunk, true, o))
+			n++
 		}
 	}
 	return out
 }
+
+// maxSelectiveValidations bounds the validations of an object of policies with a selection of
+// their own, all of which an object any of them selects pays for; maxSelectiveCondition the
+// bytes of that object's match condition (their selections, on the object and the object
+// before an update).
+const (
+	maxSelectiveValidations = 64
+	maxSelectiveCondition   = 64 << 10
+)
 
 // rolesOf are a profile's canonical roles, sorted.
 func rolesOf(pr profiles.Profile) []profiles.Role {
@@ -154,22 +188,31 @@ func serviceSelector(pr profiles.Profile) metav1.LabelSelector {
 }
 
 // chunks splits a group's parts, in order, into objects within the bounds of one.
-func chunks(parts []*part, o Options) [][]*part {
+func chunks(parts []*part, maxValidations int, o Options) [][]*part {
 	var out [][]*part
 	var cur []*part
-	validations, size := 0, 0
+	validations, size, condition := 0, 0, 0
 	for _, pt := range parts {
 		n, b := len(pt.validations), len(pt.heldBefore)
 		for _, v := range pt.validations {
 			b += len(v.Expression) + len(v.Message)
 		}
-		if len(cur) > 0 && (validations+n > o.MaxGroupValidations || size+b > o.MaxGroupBytes) {
+		c := 0
+		for _, pr := range profiles.All() {
+			now, _ := selects(pt.policy, pt.Kind, pr, "object")
+			c = max(c, 2*len(now)+8)
+		}
+		if len(cur) > 0 && (validations+n > maxValidations || size+b > o.MaxGroupBytes || condition+c > maxSelectiveCondition) {
 			out = append(out, cur)
-			cur, validations, size = nil, 0, 0
+			cur, validations, size, condition = nil, 0, 0, 0
 		}
 		cur = append(cur, pt)
 		validations += n
 		size += b
+		condition += c
+	}
+	if len(cur) == 0 {
+		return nil
 	}
 	return append(out, cur)
 }
@@ -209,8 +252,9 @@ func notHeldBeforeVar(i int) string { return notHeldBeforePrefix + strconv.Itoa(
 // isUpdate guards every read of oldObject, which is null on a create.
 const isUpdate = `request.operation == "UPDATE"`
 
-// generate states one chunk of a group as a ValidatingAdmissionPolicy and its binding.
-func (g *groupOf) generate(all []profiles.Profile, n int, chunk []*part, o Options) Generated {
+// generate states one chunk of a group as a ValidatingAdmissionPolicy and its binding; a
+// selective chunk's match condition is that one of its policies selects the object.
+func (g *groupOf) generate(all []profiles.Profile, n int, chunk []*part, selective bool, o Options) Generated {
 	pr := all[g.profile]
 	gen := Generated{Kind: g.key.kind}
 	var conditions []admissionregistrationv1.MatchCondition
@@ -218,7 +262,17 @@ func (g *groupOf) generate(all []profiles.Profile, n int, chunk []*part, o Optio
 	if g.key.kind == profiles.KindPod {
 		now := firstToRecognise(g.profile, all, []profiles.Role{g.key.role}, labelsAt("object"))
 		before := firstToRecognise(g.profile, all, []profiles.Role{g.key.role}, labelsAt("oldObject"))
-		if g.profile > 0 {
+		switch {
+		case selective:
+			var nows, befores []string
+			for _, pt := range chunk {
+				n, _ := selects(pt.policy, g.key.kind, pr, "object")
+				b, _ := selects(pt.policy, g.key.kind, pr, "oldObject")
+				nows, befores = append(nows, n), append(befores, b)
+			}
+			conditions = append(conditions, admissionregistrationv1.MatchCondition{Name: "podpatch-selects",
+				Expression: "(" + now + " && (" + strings.Join(nows, " || ") + ")) || (" + isUpdate + " && " + before + " && (" + strings.Join(befores, " || ") + "))"})
+		case g.profile > 0:
 			// The objectSelector is the profile's recognition; an earlier profile may claim
 			// the object first (profiles.Recognise).
 			conditions = append(conditions, admissionregistrationv1.MatchCondition{Name: "podpatch-recognises",

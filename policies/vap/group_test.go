@@ -78,42 +78,55 @@ func TestGroupSelectorsCoverRecognition(t *testing.T) {
 	}
 }
 
-// TestGrouping: the parts of many policies go into one object per manager and role they
-// select, each validation guarded by its own policy's selection, and a group beyond the bounds
-// of one object is split.
+// TestGrouping: the parts of many policies go into the objects of the manager and role they
+// select; those that select every object of the group into one, the others into objects of at
+// most maxSelectiveValidations whose match condition is their selection; each validation
+// guarded by its own policy's selection.
 func TestGrouping(t *testing.T) {
 	out := Generate(compileMany(t, vaptest.ScalePolicies(300, true)), policies.DefaultPlatformNamespace, Options{})
 	require.Empty(t, out.Skipped)
 	require.Len(t, out.Parts, 300)
-	// The 10 manager-role pairs the policies select (no Dask job runner), each policy in one.
-	require.Len(t, out.Generated, 10)
-	var dask Generated
-	for _, g := range out.Generated {
-		if g.Policy.Name == "podpatch.pod.dask.worker" {
-			dask = g
-		}
-		require.Equal(t, strings.Count(g.Policy.Annotations[PolicyAnnotation], "\n")+1, len(g.Parts))
-	}
-	require.Equal(t, "podpatch-system/cm-000/"+vaptest.SelectedName, dask.Parts[0].Ref)
-	require.Len(t, dask.Parts, 30, "the selected policy and 29 others of Dask workers")
-	vs := variablesOf(dask)
-	require.NotContains(t, vs, selectedVar(0), "the selected policy selects every Dask worker: no guard")
-	require.Equal(t, `(variables.recognised && request.namespace.matches("^(?:team-10)$")) || (variables.recognisedBefore && request.namespace.matches("^(?:team-10)$"))`, vs[selectedVar(1)])
-	require.True(t, strings.HasPrefix(dask.Policy.Spec.Validations[len(dask.Policy.Spec.Validations)-1].Expression, "!variables."+selectedVar(29)+" || ("))
-
-	// Every policy in one group, split at the bound of validations.
-	out = Generate(compileMany(t, vaptest.ScalePolicies(300, false)), policies.DefaultPlatformNamespace, Options{MaxGroupValidations: 100})
-	var names []string
 	total := 0
+	var dask []Generated
+	for _, g := range out.Generated {
+		require.Equal(t, strings.Count(g.Policy.Annotations[PolicyAnnotation], "\n")+1, len(g.Parts))
+		total += len(g.Parts)
+		if strings.HasPrefix(g.Policy.Name, "podpatch.pod.dask.worker") {
+			dask = append(dask, g)
+		}
+		if len(g.Policy.Spec.MatchConditions) > 0 && g.Policy.Spec.MatchConditions[0].Name == "podpatch-selects" {
+			require.LessOrEqual(t, len(g.Policy.Spec.Validations), maxSelectiveValidations)
+		}
+	}
+	require.Equal(t, 300, total, "each policy in the one group of its manager and role")
+	// The selected policy alone, then the 29 others of Dask workers, 3 validations each.
+	require.Len(t, dask, 3)
+	require.Equal(t, "podpatch.pod.dask.worker", dask[0].Policy.Name)
+	require.Len(t, dask[0].Parts, 1)
+	require.Equal(t, "podpatch-system/cm-000/"+vaptest.SelectedName, dask[0].Parts[0].Ref)
+	require.Empty(t, dask[0].Policy.Spec.MatchConditions, "Dask is the first profile: its objectSelector is its recognition")
+	require.NotContains(t, variablesOf(dask[0]), selectedVar(0), "the selected policy selects every Dask worker: no guard")
+	require.Equal(t, "podpatch.pod.dask.worker.1", dask[1].Policy.Name)
+	require.Len(t, dask[1].Parts, 21)
+	require.Len(t, dask[2].Parts, 8)
+	vs := variablesOf(dask[1])
+	require.Equal(t, `(variables.recognised && (request.namespace == "team-10")) || (variables.recognisedBefore && (request.namespace == "team-10"))`, vs[selectedVar(0)])
+	require.True(t, strings.HasPrefix(dask[1].Policy.Spec.Validations[len(dask[1].Policy.Spec.Validations)-1].Expression, "!variables."+selectedVar(20)+" || ("))
+	cond := dask[1].Policy.Spec.MatchConditions[0].Expression
+	require.Contains(t, cond, `(request.namespace == "team-10") || (request.namespace == "team-20")`)
+	require.Contains(t, cond, `request.operation == "UPDATE" && ((has(oldObject.metadata.labels)`)
+
+	// Every policy in one group: split at the bounds.
+	out = Generate(compileMany(t, vaptest.ScalePolicies(300, false)), policies.DefaultPlatformNamespace, Options{MaxGroupValidations: 30})
+	var names []string
+	total = 0
 	for _, g := range out.Generated {
 		names = append(names, g.Policy.Name)
-		require.LessOrEqual(t, len(g.Policy.Spec.Validations), 100)
+		require.LessOrEqual(t, len(g.Policy.Spec.Validations), 30)
 		total += len(g.Parts)
 	}
-	// Three validations a policy (its label, "*" in the containers and the ephemeral ones): 33
-	// policies an object.
 	want := []string{"podpatch.pod.dask.worker"}
-	for i := 1; i < 10; i++ {
+	for i := 1; i <= 30; i++ { // 299 policies, 10 an object
 		want = append(want, fmt.Sprintf("podpatch.pod.dask.worker.%d", i))
 	}
 	require.Equal(t, want, names)

@@ -135,11 +135,11 @@ func selects(p *policies.Policy, k profiles.Kind, pr profiles.Profile, root stri
 		}
 	}
 	if globs := p.Namespaces(); len(globs) > 0 {
-		re, ok := globRegexp(globs)
+		test, ok := globTest("request.namespace", globs)
 		if !ok {
 			return "", fmt.Errorf("match.namespaces: a glob with a character class or escape")
 		}
-		parts = append(parts, "request.namespace.matches("+lit(re)+")")
+		parts = append(parts, test)
 	}
 	return strings.Join(parts, " && "), nil
 }
@@ -188,33 +188,36 @@ func namesMatch(p *policies.Policy, pr profiles.Profile, root string) (string, e
 	podLabels := labelsAt(root)
 	var parts []string
 	if globs := p.Clusters(); len(globs) > 0 {
-		re, ok := globRegexp(globs)
-		if !ok {
-			return "", fmt.Errorf("match.clusters: a glob with a character class or escape")
-		}
 		name := `""`
 		for _, key := range slices.Backward(pr.ClusterKeys) {
 			name = "(" + podLabels.value(key) + ` != "" ? ` + podLabels.value(key) + " : " + name + ")"
 		}
-		parts = append(parts, globMatch(name, re))
+		m, ok := globMatch(name, globs)
+		if !ok {
+			return "", fmt.Errorf("match.clusters: a glob with a character class or escape")
+		}
+		parts = append(parts, m)
 	}
 	if globs := p.Groups(); len(globs) > 0 {
-		re, ok := globRegexp(globs)
+		m, ok := globMatch(podLabels.value(pr.GroupKey), globs)
 		if !ok {
 			return "", fmt.Errorf("match.groups: a glob with a character class or escape")
 		}
 		if pr.GroupKey == "" {
-			parts = append(parts, "false") // no group: never matches a policy that asks for one
-		} else {
-			parts = append(parts, globMatch(podLabels.value(pr.GroupKey), re))
+			m = "false" // no group: never matches a policy that asks for one
 		}
+		parts = append(parts, m)
 	}
 	return strings.Join(parts, " && "), nil
 }
 
-// globMatch is policies' anyGlob: a name, non-empty and at most 63 bytes, matching re.
-func globMatch(name, re string) string {
-	return "(" + name + ` != "" && size(` + name + ") <= 63 && " + name + ".matches(" + lit(re) + "))"
+// globMatch is policies' anyGlob: a name, non-empty and at most 63 bytes, matching one of globs.
+func globMatch(name string, globs []string) (string, bool) {
+	test, ok := globTest(name, globs)
+	if !ok {
+		return "", false
+	}
+	return "(" + name + ` != "" && size(` + name + ") <= 63 && " + test + ")", true
 }
 
 // selectorExpression states a label selector on the labels at m.

@@ -320,7 +320,7 @@ data:
     metadata: {name: encryption}
     spec:
       mode: enforce
-      match: {managers: [dask]}
+      match: {managers: [dask], namespaces: [second-line-c*, elsewhere]}
       template:
         metadata: {labels: {enforced: "yes"}}
         spec: {containers: [{name: "*", env: [{name: REQUIRE_ENCRYPTION, value: "True"}]}]}
@@ -429,6 +429,22 @@ func TestSecondLineClasses(t *testing.T) {
 		require.NoError(t, patch(`{"metadata": {"labels": {"dask.org/component": null, "team": "a"}}}`))
 		require.NoError(t, patch(`{"metadata": {"labels": {"team": "a"}}}`))
 	})
+}
+
+// TestSecondLineAccepted: the API server accepts what 300 enforce policies generate, spread
+// over the managers and roles or all in one group (it refuses at creation an expression beyond
+// its CEL cost limit), as a server-side dry run.
+func TestSecondLineAccepted(t *testing.T) {
+	for _, spread := range []bool{true, false} {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "scale.yaml"), []byte(vaptest.ScaleConfigMaps("scale", 300, spread)), 0o600))
+		out := secondLineFromCommand(t, dir)
+		require.NotEmpty(t, out.Generated)
+		for _, g := range out.Generated {
+			require.NoError(t, k8s.Create(contextBackground(), g.Policy, client.DryRunAll), "%s", g.Policy.Name)
+			require.NoError(t, k8s.Create(contextBackground(), g.Binding, client.DryRunAll), "%s", g.Binding.Name)
+		}
+	}
 }
 
 // requireBaseline: the stored Pod holds the examples' security baseline in every container,
