@@ -39,8 +39,10 @@ type NotHeld struct {
 	// Field is where the object first differs from what the policy means, and Why says how.
 	Field, Why string
 	// Overridden: the policy's fields are all there, and only a container's own security
-	// field takes their effect (podOverridable). Applying the policy again changes nothing.
-	Overridden bool
+	// field takes their effect (podOverridable). Ephemeral: only an ephemeral container lacks
+	// what the policy brings it (ephemeralPatch). Either way applying the policy to an update
+	// of the object changes nothing it may not.
+	Overridden, Ephemeral bool
 }
 
 // String is the field and how it differs, for warnings and reports.
@@ -320,7 +322,7 @@ func (h *Holding) Holds(p *Policy) bool {
 // reapplies reports whether applying the policy to the object again changes nothing but
 // defaults: it holds, or only a container's own security field takes its effect.
 func (h *Holding) reapplies(p *Policy) bool {
-	return slices.Contains(h.Selected, p) && !slices.ContainsFunc(h.NotHeld, func(n NotHeld) bool { return n.Policy == p && !n.Overridden })
+	return slices.Contains(h.Selected, p) && !slices.ContainsFunc(h.NotHeld, func(n NotHeld) bool { return n.Policy == p && !n.Overridden && !n.Ephemeral })
 }
 
 // Holding judges an object as stored against the platform's enforce policies that select it
@@ -339,6 +341,9 @@ func (s *Set) holding(in Input) (Holding, error) {
 	h := Holding{Recognised: true, Identity: all.Identity, Selected: enforceOf(all), result: all}
 	if all.Denied && enforceOutOfTime(all.Skipped) {
 		h.outOfTime = true
+		return h, nil
+	}
+	if len(h.Selected) == 0 {
 		return h, nil
 	}
 	var stored map[string]any // decoded once, for the security fields containers override
@@ -382,16 +387,67 @@ func (s *Set) holding(in Input) (Holding, error) {
 				continue
 			}
 		}
-		if n, ok := overriddenIn(stored, p); ok {
+		if n, ok := overriddenIn(stored, p, nil); ok {
+			h.NotHeld = append(h.NotHeld, n)
+			continue
+		}
+		n, ok, err := s.ephemeralHeld(in, stored, p)
+		if err != nil {
+			return h, err
+		}
+		if ok {
 			h.NotHeld = append(h.NotHeld, n)
 		}
 	}
 	return h, nil
 }
 
-// overriddenIn finds a container of a Pod whose own securityContext overrides, with another
-// value, a Pod-level field the policy sets: the field is there, its effect is not.
-func overriddenIn(pod map[string]any, p *Policy) (NotHeld, bool) {
+// ephemeralHeld judges the ephemeral containers of a Pod as stored against what an enforce
+// policy brings them (ephemeralPatch: its "*" entry's EphemeralFields): a container added by
+// `kubectl debug` while podpatch was not asked holds it only with those. ok with a NotHeld
+// when one does not.
+func (s *Set) ephemeralHeld(in Input, pod map[string]any, p *Policy) (NotHeld, bool, error) {
+	spec, _ := pod["spec"].(map[string]any)
+	list, _ := spec["ephemeralContainers"].([]any)
+	if len(list) == 0 || ephemeralPatch(p.Patch(profiles.KindPod), []string{""}) == nil {
+		return NotHeld{}, false, nil
+	}
+	names := make([]string, 0, len(list))
+	for _, c := range list {
+		if name, ok := nameOf(c); ok {
+			names = append(names, name)
+		}
+	}
+	alone := in
+	alone.keepEnforce = func(q *Policy) bool { return q == p }
+	alone.ephemeral = names
+	r, err := s.apply(alone, false)
+	if err != nil {
+		return NotHeld{}, false, err
+	}
+	if r.Denied || !slices.Contains(r.Applied, p) {
+		// What the policy brings them cannot be applied to them (privileged, where it sets
+		// allowPrivilegeEscalation: false): they do not hold it.
+		n := NotHeld{Policy: p, Field: "spec.ephemeralContainers", Why: "what the policy brings them cannot be applied to them", Ephemeral: true}
+		for _, sk := range r.Skipped {
+			if sk.Policy == p && sk.Violation.Field != "" {
+				n.Field, n.Why = sk.Violation.Field, "the policy cannot be applied: "+sk.Violation.Message
+				break
+			}
+		}
+		return n, true, nil
+	}
+	field, why, err := sameAsStored(in.Object, r.Object)
+	if err != nil || field == "" {
+		return NotHeld{}, false, err
+	}
+	return NotHeld{Policy: p, Field: field, Why: why, Ephemeral: true}, true, nil
+}
+
+// overriddenIn finds a container of a Pod (of those only accepts, every one when nil) whose own
+// securityContext overrides, with another value, a Pod-level field the policy sets: the field
+// is there, its effect is not.
+func overriddenIn(pod map[string]any, p *Policy, only func(list, name string) bool) (NotHeld, bool) {
 	if pod == nil {
 		return NotHeld{}, false
 	}
@@ -421,6 +477,9 @@ func overriddenIn(pod map[string]any, p *Policy) (NotHeld, bool) {
 				name, ok := nameOf(cm)
 				if !ok {
 					name = strconv.Itoa(i)
+				}
+				if only != nil && !only(list, name) {
+					continue
 				}
 				return NotHeld{Policy: p, Field: "spec." + list + "[" + name + "].securityContext." + f,
 					Why: "the container's own value overrides the Pod-level one the policy sets", Overridden: true}, true

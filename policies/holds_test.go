@@ -390,3 +390,74 @@ func TestUpdateCannotChangeIdentity(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldsEphemeralContainers: an ephemeral container holds an enforce policy only with what
+// the policy brings ephemeral containers ("*"'s EphemeralFields); one added while podpatch was
+// not asked is named, and an ordinary update of the Pod still gets the policy put back.
+func TestHoldsEphemeralContainers(t *testing.T) {
+	p := enforcePolicy(t, "baseline", ModeEnforce, "template: {metadata: {labels: {cost-center: data}}, spec: {containers: [{name: '*', securityContext: {allowPrivilegeEscalation: false}}]}}")
+	s := NewSet([]*Policy{p})
+	admitted, err := s.Apply(Input{Kind: profiles.KindPod, Object: fixtureJSON(t, "dask-operator/worker-pod.yaml", nil), Namespace: "team-a"})
+	require.NoError(t, err)
+	debug := func(sc map[string]any) []byte {
+		return edit(t, admitted.Object, func(o map[string]any) {
+			c := map[string]any{"name": "debug", "image": "busybox:1"}
+			if sc != nil {
+				c["securityContext"] = sc
+			}
+			at(o, "spec")["ephemeralContainers"] = []any{c}
+		})
+	}
+	h, err := s.Holding(Input{Kind: profiles.KindPod, Object: debug(map[string]any{"allowPrivilegeEscalation": false}), Namespace: "team-a"})
+	require.NoError(t, err)
+	require.True(t, h.Holds(p), "%v", h.NotHeld)
+	for _, sc := range []map[string]any{nil, {"allowPrivilegeEscalation": true}, {"privileged": true}} {
+		h, err = s.Holding(Input{Kind: profiles.KindPod, Object: debug(sc), Namespace: "team-a"})
+		require.NoError(t, err)
+		require.False(t, h.Holds(p), "%v", sc)
+		require.Contains(t, h.NotHeld[0].Field, "spec.ephemeralContainers")
+		require.True(t, h.NotHeld[0].Ephemeral)
+	}
+	stored := debug(map[string]any{"allowPrivilegeEscalation": true})
+
+	updated := edit(t, stored, func(o map[string]any) { delete(at(o, "metadata", "labels"), "cost-center") })
+	res, err := s.PatchUpdate(Input{Kind: profiles.KindPod, Object: updated, Namespace: "team-a"}, stored, false)
+	require.NoError(t, err)
+	require.False(t, res.Denied)
+	require.Equal(t, []string{p.Ref}, res.NotHeld)
+	require.Contains(t, string(applyPatch(t, updated, res.Patch)), `"cost-center":"data"`, "the policy is still put back")
+}
+
+// TestEphemeralContainerCannotOverride: a container `kubectl debug` adds whose own
+// securityContext overrides a Pod-level field an enforce policy sets is denied; one that leaves
+// it to the Pod, or gives the Pod's value, is not.
+func TestEphemeralContainerCannotOverride(t *testing.T) {
+	p := enforcePolicy(t, "non-root", ModeEnforce, "template: {spec: {securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}}}")
+	s := NewSet([]*Policy{p})
+	admitted, err := s.Apply(Input{Kind: profiles.KindPod, Object: fixtureJSON(t, "dask-operator/worker-pod.yaml", nil), Namespace: "team-a"})
+	require.NoError(t, err)
+	for _, c := range []struct {
+		sc     map[string]any
+		denied bool
+	}{
+		{nil, false},
+		{map[string]any{"runAsNonRoot": true}, false},
+		{map[string]any{"runAsNonRoot": false}, true},
+		{map[string]any{"seccompProfile": map[string]any{"type": "Unconfined"}}, true},
+	} {
+		added := edit(t, admitted.Object, func(o map[string]any) {
+			ct := map[string]any{"name": "debug", "image": "busybox:1"}
+			if c.sc != nil {
+				ct["securityContext"] = c.sc
+			}
+			at(o, "spec")["ephemeralContainers"] = []any{ct}
+		})
+		res, err := s.PatchUpdate(Input{Kind: profiles.KindPod, Object: added, Namespace: "team-a"}, admitted.Object, true)
+		require.NoError(t, err)
+		require.Equal(t, c.denied, res.Denied, "%v", c.sc)
+		if c.denied {
+			require.Equal(t, RuleOverridesEnforced, res.Skipped[0].Violation.Rule)
+			require.Contains(t, res.Denial(), "spec.ephemeralContainers[debug].securityContext.")
+		}
+	}
+}

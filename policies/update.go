@@ -47,7 +47,18 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 			return Result{Object: in.Object}, err
 		}
 		in.ephemeral = added
-		return s.apply(in, true)
+		res, err := s.apply(in, false)
+		if err != nil || res.Denied {
+			return res, err
+		}
+		// An added container whose own securityContext overrides a Pod-level field an enforce
+		// policy sets would run without that policy's effect: denied.
+		lost, err := overridesEnforced(res.Object, res.Applied, added)
+		if err != nil || len(lost) > 0 {
+			return Result{Object: in.Object, Recognised: true, Identity: res.Identity, Denied: len(lost) > 0, Skipped: lost}, err
+		}
+		res.Object = in.Object // Patch's: the webhook reads the JSONPatch
+		return res, nil
 	}
 	before := in
 	before.Object = old
@@ -119,9 +130,37 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 	return res, nil
 }
 
+// overridesEnforced returns, for each enforce policy applied, the first of the added ephemeral
+// containers of a patched Pod whose own securityContext overrides a Pod-level field the policy
+// sets with another value (RuleOverridesEnforced).
+func overridesEnforced(patched []byte, applied []*Policy, added []string) ([]Skipped, error) {
+	v, err := decodeNumbers(patched)
+	if err != nil {
+		return nil, err
+	}
+	pod, _ := v.(map[string]any)
+	only := func(list, name string) bool { return list == "ephemeralContainers" && slices.Contains(added, name) }
+	var out []Skipped
+	for _, p := range applied {
+		if p.Mode != ModeEnforce {
+			continue
+		}
+		if n, ok := overriddenIn(pod, p, only); ok {
+			out = append(out, Skipped{Policy: p, Violation: validity.Violation{Rule: RuleOverridesEnforced, Field: n.Field,
+				Message: "the ephemeral container's own value overrides the Pod-level one this enforce policy sets; leave it unset or give the Pod's"}})
+		}
+	}
+	return out, nil
+}
+
+// RuleOverridesEnforced is the rule of an ephemeral container denied for overriding, with its
+// own securityContext, a Pod-level field an enforce policy sets (runAsNonRoot, seccompProfile,
+// …): it would run without the policy's effect.
+const RuleOverridesEnforced = "overrides-enforced"
+
 // UpdateRules are the rules of the updates PatchUpdate denies for what they change, a fixed set
 // (podpatch_enforce_denials_total's reasons).
-var UpdateRules = []string{RuleSelectionChanged, RuleIdentityChanged, RuleRecognitionLabel}
+var UpdateRules = []string{RuleSelectionChanged, RuleIdentityChanged, RuleRecognitionLabel, RuleOverridesEnforced}
 
 // RuleSelectionChanged is the rule of an update denied for changing the labels that select an
 // object for an enforce policy it held (PatchUpdate): a reason of podpatch_enforce_denials_total.
