@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -172,7 +173,7 @@ func Check(set *policies.Set, obj Object) (Finding, bool, error) {
 	return f, ok, err
 }
 
-func check(set *policies.Set, obj Object) (Finding, bool, error) {
+func check(set *policies.Set, obj Object) (f Finding, ok bool, err error) {
 	var meta objectMeta
 	if err := json.Unmarshal(obj.JSON, &meta); err != nil {
 		return Finding{}, false, fmt.Errorf("decode %s: %w", strings.ToLower(string(obj.Kind)), err)
@@ -188,7 +189,20 @@ func check(set *policies.Set, obj Object) (Finding, bool, error) {
 	if !res.Recognised || (!res.Changed && len(leftOut) == 0) {
 		return Finding{}, false, nil
 	}
-	f := header(obj.Kind, meta, res.Identity)
+	// The enforce policies are judged by the predicate updates are judged by (reference §5,
+	// policies.Set.Holding): what the comparison of fields below cannot see — a container's own
+	// security field overriding the policy's Pod-level one, an ephemeral container without
+	// what the policy brings it — is drift too.
+	var notHeld []policies.NotHeld
+	if slices.ContainsFunc(res.Applied, func(p *policies.Policy) bool { return p.Mode == policies.ModeEnforce }) {
+		h, err := set.Holding(in)
+		if err != nil {
+			return Finding{}, false, fmt.Errorf("%s %s/%s: %w", strings.ToLower(string(obj.Kind)), m.Namespace, m.Name, err)
+		}
+		notHeld = h.NotHeld
+	}
+	defer func() { effectNotHeld(&f, notHeld, res.Applied, obj.JSON) }()
+	f = header(obj.Kind, meta, res.Identity)
 	f.Policies = make([]PolicyResult, len(res.Applied))
 	for i, p := range res.Applied {
 		ref, _, _ := strings.Cut(p.Ref, "@")
@@ -233,6 +247,39 @@ func check(set *policies.Set, obj Object) (Finding, bool, error) {
 		enforceBroken(&f, obj.JSON)
 	}
 	return f, true, nil
+}
+
+// effectNotHeld adds to a Finding the enforce policies the object holds in its fields but not
+// in their effect (policies.NotHeld's Overridden and Ephemeral): the field where, and the
+// reason the provenance gives, EnforceBroken when it is current. The others the comparison of
+// fields finds.
+func effectNotHeld(f *Finding, notHeld []policies.NotHeld, current []*policies.Policy, object []byte) {
+	added := false
+	for _, n := range notHeld {
+		if !n.Overridden && !n.Ephemeral {
+			continue
+		}
+		for i := range f.Policies {
+			p := &f.Policies[i]
+			if p.policy != n.Policy || p.LeftOut != "" || slices.Contains(p.Fields, n.Field) {
+				continue
+			}
+			p.Fields, p.Drift, added = append(p.Fields, n.Field), true, true
+			if !slices.Contains(f.Fields, n.Field) {
+				f.Fields = append(f.Fields, n.Field)
+			}
+		}
+	}
+	if !added {
+		return
+	}
+	f.Drift = true
+	if f.Reason == "" {
+		f.Reason = reasonFor(f.Applied, current)
+	}
+	if f.Reason == ChangedSinceAdmission {
+		enforceBroken(f, object)
+	}
 }
 
 // enforceBroken turns changed-since-admission into EnforceBroken when an enforce policy decides

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -93,4 +94,39 @@ spec:
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.True(t, f.Drift)
+}
+
+// TestEnforceEffectNotHeldIsReported: the audit judges enforce policies by the predicate
+// updates are judged by (policies.Set.Holding): a Pod whose fields hold an enforce policy's
+// Pod-level security field but a container of which overrides it, or whose ephemeral container
+// lacks what the policy brings it, drifts, with the field — where the comparison of fields
+// alone sees nothing.
+func TestEnforceEffectNotHeldIsReported(t *testing.T) {
+	set := setOf(t, `apiVersion: podpatch.io/v1alpha1
+kind: PodTemplatePatch
+metadata: {name: baseline}
+spec:
+  mode: enforce
+  template: {spec: {securityContext: {runAsNonRoot: true}, containers: [{name: "*", securityContext: {allowPrivilegeEscalation: false}}]}}
+`)
+	const pod = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"w","namespace":"team","labels":{"dask.org/component":"worker","dask.org/cluster-name":"c"}},
+"spec":{"securityContext":{"runAsNonRoot":true},"containers":[{"name":"worker","image":"dask","securityContext":{"allowPrivilegeEscalation":false%s}}]%s}}`
+	held := fmt.Sprintf(pod, "", "")
+	f, ok, err := Check(set, Object{Kind: profiles.KindPod, JSON: []byte(held)})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.False(t, f.Drift, "%v", f.Fields)
+	for _, c := range []struct{ container, ephemeral, field string }{
+		{`,"runAsNonRoot":false`, "", "spec.containers[worker].securityContext.runAsNonRoot"},
+		{"", `,"ephemeralContainers":[{"name":"debug","image":"busybox","securityContext":{"allowPrivilegeEscalation":true}}]`, "spec.ephemeralContainers[debug].securityContext.allowPrivilegeEscalation"},
+	} {
+		f, ok, err := Check(set, Object{Kind: profiles.KindPod, JSON: []byte(fmt.Sprintf(pod, c.container, c.ephemeral))})
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.True(t, f.Drift)
+		require.Contains(t, f.Fields, c.field)
+		require.Len(t, f.Policies, 1)
+		require.True(t, f.Policies[0].Drift)
+		require.Equal(t, NeverPatched, f.Reason, "the object carries no provenance")
+	}
 }
