@@ -21,17 +21,22 @@ import (
 type podPart struct {
 	labels, annotations, nodeSelector map[string]*string
 	tolerations                       []map[string]any
+	// required is the one term of spec.affinity.nodeAffinity.requiredDuringScheduling…: its
+	// requirements by list (matchExpressions, matchFields), ANDed into every term of the Pod.
+	required map[string][]map[string]any
 }
 
-// sets says whether the part writes a family, for the guards.
-func (p podPart) setsPlacement() bool { return len(p.nodeSelector) > 0 || len(p.tolerations) > 0 }
+// setsPlacement says whether the part writes a placement field Kueue decides, for the guard.
+func (p podPart) setsPlacement() bool {
+	return len(p.nodeSelector) > 0 || len(p.tolerations) > 0 || p.required != nil
+}
 
 // leftField is a field of a policy that does not compile, and why.
 type leftField struct{ field, reason string }
 
 // Reasons a field stays with the webhook.
 const (
-	reasonNotYet        = "not compiled in this release: only labels, annotations, nodeSelector and tolerations are"
+	reasonNotYet        = "not compiled in this release: only labels, annotations, nodeSelector, tolerations and required node affinity are"
 	reasonContainers    = "containers (by name, @main, \"*\") are not compiled in this release"
 	reasonWholeRemoval  = "a null that removes a whole map or list: the API server's apply cannot tell it from an absent field"
 	reasonKueueMark     = "one of Kueue's marks: Kueue's deference on placement is the webhook's (reference §8, kueue-placement-conflict)"
@@ -93,6 +98,8 @@ func classify(patch map[string]any) (podPart, []leftField) {
 					part.nodeSelector = stringMap(spec[k], f, &left, func(string) string { return "" })
 				case "tolerations":
 					part.tolerations = tolerations(spec[k], f, &left)
+				case "affinity":
+					part.required = requiredAffinity(spec[k], f, &left)
 				case "containers", "initContainers", "ephemeralContainers":
 					leave(f, reasonContainers)
 				case "schedulingGates":
@@ -161,6 +168,104 @@ func tolerations(v any, field string, left *[]leftField) []map[string]any {
 		out = append(out, m)
 	}
 	return out
+}
+
+// requirementLists are the lists of a node selector term.
+var requirementLists = []string{"matchExpressions", "matchFields"}
+
+// requiredAffinity reads an affinity that holds only the one term of required node affinity
+// that lint allows, with requirements of strings, each once.
+func requiredAffinity(v any, field string, left *[]leftField) map[string][]map[string]any {
+	leave := func(f, r string) map[string][]map[string]any {
+		*left = append(*left, leftField{f, r})
+		return nil
+	}
+	aff, ok := v.(map[string]any)
+	if !ok {
+		return leave(field, reasonWholeRemoval)
+	}
+	for _, k := range sortedKeys(aff) {
+		if k != "nodeAffinity" {
+			return leave(field+"."+k, reasonNotYet)
+		}
+	}
+	na, ok := aff["nodeAffinity"].(map[string]any)
+	if !ok {
+		return leave(field+".nodeAffinity", reasonWholeRemoval)
+	}
+	const req = "requiredDuringSchedulingIgnoredDuringExecution"
+	for _, k := range sortedKeys(na) {
+		if k != req {
+			return leave(field+".nodeAffinity."+k, reasonNotYet)
+		}
+	}
+	f := field + ".nodeAffinity." + req
+	sel, ok := na[req].(map[string]any)
+	if !ok {
+		return leave(f, reasonWholeRemoval)
+	}
+	terms, ok := sel["nodeSelectorTerms"].([]any)
+	if !ok || len(sel) != 1 || len(terms) != 1 {
+		return leave(f, reasonShape)
+	}
+	term, ok := terms[0].(map[string]any)
+	if !ok {
+		return leave(f, reasonShape)
+	}
+	out := map[string][]map[string]any{}
+	for _, list := range sortedKeys(term) {
+		items, ok := term[list].([]any)
+		if !ok || !slices.Contains(requirementLists, list) {
+			return leave(f+".nodeSelectorTerms[0]."+list, reasonShape)
+		}
+		seen := map[string]bool{}
+		for i, it := range items {
+			r, ok := it.(map[string]any)
+			at := fmt.Sprintf("%s.nodeSelectorTerms[0].%s[%d]", f, list, i)
+			if !ok || requirementLiteral(r) == "" {
+				return leave(at, reasonShape)
+			}
+			if seen[requirementLiteral(r)] {
+				return leave(at, "a requirement twice in one term")
+			}
+			seen[requirementLiteral(r)] = true
+			out[list] = append(out[list], r)
+		}
+	}
+	return out
+}
+
+// requirementLiteral is a node selector requirement as a CEL map literal, "" when it is not
+// one of strings (key, operator) and a non-empty list of strings (values).
+func requirementLiteral(r map[string]any) string {
+	key, kok := r["key"].(string)
+	op, ook := r["operator"].(string)
+	if !kok || !ook {
+		return ""
+	}
+	out := `{"key": dyn(` + lit(key) + `), "operator": dyn(` + lit(op) + `)`
+	for k, v := range r {
+		switch k {
+		case "key", "operator":
+		case "values":
+			vals, ok := v.([]any)
+			if !ok || len(vals) == 0 {
+				return ""
+			}
+			var ss []string
+			for _, x := range vals {
+				s, ok := x.(string)
+				if !ok {
+					return ""
+				}
+				ss = append(ss, s)
+			}
+			out += `, "values": dyn(` + lits(ss) + `)`
+		default:
+			return ""
+		}
+	}
+	return out + "}"
 }
 
 // tolerationID is a toleration's identity as the merge keys it (policies' merge.go): key,

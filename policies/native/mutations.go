@@ -223,3 +223,128 @@ func provenancePiece(layered []*member, key string) piece {
 		strings.Join(refs, " + ") + `).join(",")}] : [])`
 	return piece{expr: expr, by: layered}
 }
+
+// requiredPath is where the required node affinity stands in a Pod.
+const requiredPath = "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution"
+
+// requiredCEL is the required node affinity in CEL, and the guard that the Pod has terms.
+const (
+	requiredCEL = "object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+	hasTerms    = "(has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity) && has(" + requiredCEL + ") && has(" +
+		requiredCEL + ".nodeSelectorTerms) && size(" + requiredCEL + ".nodeSelectorTerms) > 0)"
+)
+
+// affinityPieces states the required node affinity (reference §3, Merge rules): each selected
+// policy's requirements ANDed into every term of the Pod, in application order, a requirement a
+// term holds not added again, and a default's requirement on a key the term already constrains
+// left out (policies' andNodeSelector); a Pod without terms gets the one the policies make.
+func affinityPieces(o order) []piece {
+	type req struct {
+		by      *member
+		literal string
+		key, op string
+		values  []string
+	}
+	apps := map[string][]req{} // by list, in application order
+	var by []*member
+	for _, mb := range slices.Concat(o.fill, o.override) {
+		if mb.part.required == nil {
+			continue
+		}
+		by = append(by, mb)
+		for _, list := range requirementLists {
+			for _, r := range mb.part.required[list] {
+				key, _ := r["key"].(string)
+				op, _ := r["operator"].(string)
+				var values []string
+				vals, _ := r["values"].([]any)
+				for _, v := range vals {
+					s, _ := v.(string)
+					values = append(values, s)
+				}
+				apps[list] = append(apps[list], req{mb, requirementLiteral(r), key, op, values})
+			}
+		}
+	}
+	if len(by) == 0 {
+		return nil
+	}
+	// added is, for one list of a term (its CEL, "" for none), the condition of each
+	// requirement being appended to it, in order.
+	added := func(list, term string) []string {
+		holds := func(r req) string { // the term held it as it came
+			if term == "" {
+				return "false"
+			}
+			return "(has(" + term + "." + list + ") && " + term + "." + list + ".exists(x, x.key == " + lit(r.key) +
+				" && x.operator == " + lit(r.op) + " && (has(x.values) ? x.values : []) == " + lits(r.values) + "))"
+		}
+		keyHeld := func(key string) string {
+			if term == "" {
+				return "false"
+			}
+			return "(has(" + term + "." + list + ") && " + term + "." + list + ".exists(x, x.key == " + lit(key) + "))"
+		}
+		rs := apps[list]
+		// kept is `the requirement's policy, selected, did not leave it out for its key`.
+		kept := make([]string, len(rs))
+		for i, r := range rs {
+			kept[i] = r.by.variable
+			if r.by.fill {
+				var earlier []string
+				for _, e := range rs[:i] {
+					if e.by != r.by && e.by.fill && e.key == r.key {
+						earlier = append(earlier, e.by.variable)
+					}
+				}
+				kept[i] = and([]string{r.by.variable, "!" + or(append([]string{keyHeld(r.key)}, earlier...))})
+			}
+		}
+		out := make([]string, len(rs))
+		for i, r := range rs {
+			present := []string{holds(r)}
+			for j, e := range rs[:i] {
+				if e.literal == r.literal {
+					present = append(present, kept[j])
+				}
+			}
+			out[i] = and([]string{kept[i], "!" + or(present)})
+		}
+		return out
+	}
+	// The Pod's terms, each in place.
+	var inTerm []string
+	for _, list := range requirementLists {
+		if len(apps[list]) == 0 {
+			continue
+		}
+		var adders []string
+		for _, r := range apps[list] {
+			adders = append(adders, r.by.variable)
+		}
+		path := `"` + requiredPath + `/nodeSelectorTerms/" + string(ti) + "/` + list + `"`
+		inTerm = append(inTerm, "(has(term."+list+") || !"+or(adders)+` ? [] : [JSONPatch{op: "add", path: `+path+`, value: []}])`)
+		for i, cond := range added(list, "term") {
+			inTerm = append(inTerm, "("+cond+` ? [JSONPatch{op: "add", path: `+path+` + "/-", value: `+apps[list][i].literal+"}] : [])")
+		}
+	}
+	out := []piece{{expr: "(" + hasTerms + " ? " + requiredCEL + ".nodeSelectorTerms.transformList(ti, term, " +
+		strings.Join(inTerm, " + ") + ").flatten() : [])", by: by}}
+	// A Pod without terms: the one term the selected policies make, in application order.
+	var members []string
+	for _, list := range requirementLists {
+		if len(apps[list]) == 0 {
+			continue
+		}
+		items := []string{"[]"}
+		for i, cond := range added(list, "") {
+			items = append(items, "("+cond+" ? ["+apps[list][i].literal+"] : [])")
+		}
+		members = append(members, lit(list)+": "+strings.Join(items, " + "))
+	}
+	out = append(out, piece{expr: "(!" + hasTerms + " && " + or(sel(by)) + " ? " +
+		`(has(object.spec.affinity) ? [] : [JSONPatch{op: "add", path: "/spec/affinity", value: {}}]) + ` +
+		`(has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity) ? [] : [JSONPatch{op: "add", path: "/spec/affinity/nodeAffinity", value: {}}]) + ` +
+		`[JSONPatch{op: "add", path: ` + lit(requiredPath) + `, value: {"nodeSelectorTerms": [{` + strings.Join(members, ", ") + `}]}}] : [])`, by: by})
+	return out
+}

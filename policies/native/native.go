@@ -281,6 +281,7 @@ func compileGroup(every []profiles.Profile, i int, r profiles.Role, in []*polici
 		mapPieces("/metadata/annotations", labelsOf("object.metadata.annotations"), func(p podPart) map[string]*string { return p.annotations }, ord),
 		mapPieces("/spec/nodeSelector", labelsOf("object.spec.nodeSelector"), func(p podPart) map[string]*string { return p.nodeSelector }, ord),
 		tolerationPieces(ord),
+		affinityPieces(ord),
 		[]piece{provenancePiece(slices.Concat(layered[:]...), policies.AppliedAnnotation)},
 	)
 	// Each family's pieces are packed into as few mutations as the expression bound allows;

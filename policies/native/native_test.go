@@ -61,8 +61,10 @@ func TestLeft(t *testing.T) {
 	}{
 		{name: "containers", spec: `{template: {spec: {containers: [{name: "*", env: [{name: A, value: b}]}]}}}`,
 			field: "spec.containers", reason: reasonContainers, kind: profiles.KindPod},
-		{name: "affinity", spec: `{template: {spec: {affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: a, operator: Exists}]}]}}}}}}`,
-			field: "spec.affinity", reason: reasonNotYet, kind: profiles.KindPod},
+		{name: "preferred", spec: `{template: {spec: {affinity: {nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 1, preference: {matchExpressions: [{key: a, operator: Exists}]}}]}}}}}`,
+			field: "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution", reason: reasonNotYet, kind: profiles.KindPod},
+		{name: "pod-affinity", spec: `{template: {spec: {affinity: {podAntiAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 1, podAffinityTerm: {topologyKey: zone}}]}}}}}`,
+			field: "spec.affinity.podAntiAffinity", reason: reasonNotYet, kind: profiles.KindPod},
 		{name: "service", spec: `{template: {metadata: {labels: {a: b}}}, service: {metadata: {labels: {a: b}}}}`,
 			field: "service", reason: "Services are not compiled", kind: profiles.KindService, compiledToo: true},
 		{name: "whole-map", spec: `{mode: merge, template: {metadata: {annotations: null}}}`,
@@ -213,7 +215,7 @@ func TestExamples(t *testing.T) {
 	for _, c := range out.Compiled {
 		compiled = append(compiled, c.Ref)
 	}
-	require.Equal(t, []string{"podpatch-system/cost-center/cost-center"}, compiled)
+	require.Equal(t, []string{"podpatch-system/spark-spot/spot-executors", "podpatch-system/cost-center/cost-center"}, compiled)
 	for _, l := range out.Left {
 		require.NotEmpty(t, l.Reason, "%s %s", l.Ref, l.Field)
 	}
@@ -227,4 +229,27 @@ func TestExamples(t *testing.T) {
 	require.Contains(t, string(y), "# podpatch-system/gpu-workers/gpu-workers (Pod): left to the webhook: spec.containers: ")
 	_, err = out.YAML("v2")
 	require.Error(t, err)
+}
+
+// TestAffinity: required node affinity compiles as the webhook ANDs it: into every term the Pod
+// has, or as the Pod's one term; a default's requirement yields to a key the term constrains.
+func TestAffinity(t *testing.T) {
+	out := compile(t, []string{
+		doc("d", `{mode: default, template: {spec: {affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [x]}]}]}}}}}}`),
+		doc("m", `{mode: merge, template: {spec: {affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchFields: [{key: metadata.name, operator: NotIn, values: [n]}]}]}}}}}}`),
+	}, nil)
+	require.Empty(t, out.Left)
+	require.Equal(t, []string{guardKueue}, out.Compiled[0].Guards)
+	var affinity []string
+	for _, m := range out.Groups[0].Policy.Spec.Mutations {
+		if strings.Contains(m.JSONPatch.Expression, "nodeSelectorTerms") {
+			affinity = append(affinity, m.JSONPatch.Expression)
+		}
+	}
+	e := strings.Join(affinity, "\n")
+	require.Contains(t, e, `.nodeSelectorTerms.transformList(ti, term, `)
+	// the default's requirement is added to a term only where the term has no requirement on pool
+	require.Contains(t, e, `!((has(term.matchExpressions) && term.matchExpressions.exists(x, x.key == "pool")))`)
+	require.Contains(t, e, `path: "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution", value: {"nodeSelectorTerms": [{"matchExpressions": [] + `)
+	require.Contains(t, e, `"matchFields": [] + `)
 }

@@ -29,7 +29,8 @@ const nativeBucketLabel = "native-bucket"
 // nativeNamespaces are the differential's namespaces and their labels (for namespaceSelector).
 var nativeNamespaces = map[string]string{"native-diff-a": "gold", "native-diff-b": "silver"}
 
-// nativeFixtures are the manager Pods the cases create, as each manager writes them.
+// nativeFixtures are the manager Pods the cases create, as each manager writes them; a third
+// of the cases gets required node affinity terms of its own.
 var nativeFixtures = []string{
 	"dask-operator/scheduler-pod.yaml", "dask-operator/worker-pod.yaml", "dask-operator/job-runner-pod.yaml",
 	"dask-classic/worker-pod.yaml", "dask-gateway/worker-pod.yaml", "kuberay/head-pod.yaml", "kuberay/worker-pod.yaml",
@@ -38,7 +39,7 @@ var nativeFixtures = []string{
 }
 
 // TestNativeDifferential: random lint-valid policy sets of the families package native
-// compiles (labels, annotations, nodeSelector, tolerations; every mode, both scopes, selections
+// compiles (labels, annotations, nodeSelector, tolerations, required node affinity; every mode, both scopes, selections
 // by manager, role, cluster, group, label selector, namespace and namespaceSelector) against
 // the managers' Pods in two namespaces. Each Pod is created (server dry-run) once through the
 // webhook alone and once through the compiled MutatingAdmissionPolicies alone: the objects the
@@ -115,6 +116,18 @@ func TestNativeDifferential(t *testing.T) {
 			}
 			pod := labPod(t, f, fmt.Sprintf("native-%d", len(pods)), lbls)
 			pod.Namespace = ns
+			if rng.IntN(3) == 0 { // terms of its own, for the policies' requirements to AND into
+				if pod.Spec.Affinity == nil {
+					pod.Spec.Affinity = &corev1.Affinity{}
+				}
+				if pod.Spec.Affinity.NodeAffinity == nil {
+					pod.Spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
+				}
+				pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+					{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"x"}}}},
+					{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"node-1"}}}},
+				}}
+			}
 			pods = append(pods, pod)
 		}
 	}
@@ -326,6 +339,32 @@ func drawNativePolicy(rng *rand.Rand, name string, platform bool) string {
 			}
 		}
 		spec["tolerations"] = tols
+	}
+	if chance(35) {
+		pool := []map[string]any{
+			{"key": "pool", "operator": "In", "values": []any{"x"}},
+			{"key": "pool", "operator": "In", "values": []any{"x", "y"}},
+			{"key": "example.com/zone", "operator": "NotIn", "values": []any{"z"}},
+			{"key": "gpu", "operator": "Exists"},
+			{"key": "pool", "operator": "DoesNotExist"},
+		}
+		term := map[string]any{}
+		var reqs []any
+		seen := map[int]bool{}
+		for range 1 + rng.IntN(2) {
+			if i := rng.IntN(len(pool)); !seen[i] {
+				seen[i] = true
+				reqs = append(reqs, pool[i])
+			}
+		}
+		if chance(70) {
+			term["matchExpressions"] = reqs
+		}
+		if len(term) == 0 || chance(20) {
+			term["matchFields"] = []any{map[string]any{"key": "metadata.name", "operator": "NotIn", "values": []any{pick("node-1", "node-2")}}}
+		}
+		spec["affinity"] = map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{
+			"nodeSelectorTerms": []any{term}}}}
 	}
 	if len(meta)+len(spec) == 0 {
 		meta["labels"] = map[string]any{"team": pick("a", "b")}
