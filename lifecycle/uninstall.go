@@ -51,3 +51,34 @@ func RemoveWebhooks(ctx context.Context, c kubernetes.Interface, mutating, valid
 	}
 	return done, nil
 }
+
+// RemoveSecondLine deletes the ValidatingAdmissionPolicyBindings and then the
+// ValidatingAdmissionPolicies that match selector (the second line's label,
+// app.kubernetes.io/managed-by=podpatch), and says what it did, one line per object. Left
+// behind, they would keep denying the objects that do not hold an enforce policy after podpatch
+// is gone, with no replica to delete them when the policies go.
+func RemoveSecondLine(ctx context.Context, c kubernetes.Interface, selector string) ([]string, error) {
+	var done []string
+	ar := c.AdmissionregistrationV1()
+	bindings, err := ar.ValidatingAdmissionPolicyBindings().List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return done, fmt.Errorf("list ValidatingAdmissionPolicyBindings: %w", err)
+	}
+	for _, b := range bindings.Items {
+		if err := ar.ValidatingAdmissionPolicyBindings().Delete(ctx, b.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return done, fmt.Errorf("delete ValidatingAdmissionPolicyBinding %s: %w", b.Name, err)
+		}
+		done = append(done, fmt.Sprintf("ValidatingAdmissionPolicyBinding %s: deleted", b.Name))
+	}
+	policies, err := ar.ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return done, fmt.Errorf("list ValidatingAdmissionPolicies: %w", err)
+	}
+	for _, p := range policies.Items {
+		if err := ar.ValidatingAdmissionPolicies().Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return done, fmt.Errorf("delete ValidatingAdmissionPolicy %s: %w", p.Name, err)
+		}
+		done = append(done, fmt.Sprintf("ValidatingAdmissionPolicy %s: deleted", p.Name))
+	}
+	return done, nil
+}

@@ -66,3 +66,27 @@ func TestRemoveWebhooksStopsOnError(t *testing.T) {
 	require.EqualError(t, err, "delete ValidatingWebhookConfiguration /podpatch: forbidden")
 	require.Equal(t, []string{"MutatingWebhookConfiguration /podpatch: deleted"}, done)
 }
+
+// TestRemoveSecondLine deletes the bindings and policies with the label, and nothing else.
+func TestRemoveSecondLine(t *testing.T) {
+	ctx := context.Background()
+	owned := map[string]string{"app.kubernetes.io/managed-by": "podpatch"}
+	c := fake.NewClientset(
+		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "podpatch.pod.dask.worker", Labels: owned}},
+		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "podpatch.pod.dask.worker", Labels: owned}},
+		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "podpatch-policy-label"}},
+	)
+	done, err := RemoveSecondLine(ctx, c, "app.kubernetes.io/managed-by=podpatch")
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		"ValidatingAdmissionPolicyBinding podpatch.pod.dask.worker: deleted",
+		"ValidatingAdmissionPolicy podpatch.pod.dask.worker: deleted",
+	}, done)
+	left, err := c.AdmissionregistrationV1().ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, left.Items, 1)
+	require.Equal(t, "podpatch-policy-label", left.Items[0].Name)
+	done, err = RemoveSecondLine(ctx, c, "app.kubernetes.io/managed-by=podpatch")
+	require.NoError(t, err)
+	require.Empty(t, done, "nothing left: nothing to say")
+}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podpatch/podpatch/lifecycle"
+	"github.com/podpatch/podpatch/policies/vap"
 )
 
 // uninstallOptions are the flags of `podpatch uninstall-webhooks`.
@@ -20,6 +21,7 @@ type uninstallOptions struct {
 	Mutating   []string
 	Validating []string
 	Secrets    []string
+	SecondLine bool
 	Timeout    time.Duration
 }
 
@@ -28,11 +30,13 @@ func (o *uninstallOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.Mutating, "mutating", nil, "MutatingWebhookConfiguration to delete (repeatable)")
 	fs.StringSliceVar(&o.Validating, "validating", nil, "ValidatingWebhookConfiguration to delete (repeatable)")
 	fs.StringSliceVar(&o.Secrets, "secret", nil, "NAMESPACE/NAME of a Secret to delete, e.g. the one podpatch --self-signed keeps (repeatable)")
+	fs.BoolVar(&o.SecondLine, "second-line", false, "then delete the second line's ValidatingAdmissionPolicies and bindings (label "+vap.ManagedByLabel+"="+vap.ManagedBy+"), which would deny objects without their enforce policies once podpatch is gone")
 	fs.DurationVar(&o.Timeout, "timeout", time.Minute, "give up after this long")
 }
 
-// runUninstall deletes podpatch's webhook configurations: the chart's pre-delete hook, so that
-// an uninstall never leaves a webhook that nothing serves.
+// runUninstall deletes podpatch's webhook configurations and, with --second-line, the second
+// line's objects: the chart's pre-delete hook, so that an uninstall never leaves a webhook that
+// nothing serves nor a generated policy that nothing keeps.
 func runUninstall(args []string, stdout, stderr io.Writer) error {
 	o := &uninstallOptions{}
 	if _, err := parseCommand("uninstall-webhooks", args, stderr, false, o); err != nil {
@@ -56,6 +60,11 @@ func runUninstall(args []string, stdout, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	defer cancel()
 	done, err := lifecycle.RemoveWebhooks(ctx, c, o.Mutating, o.Validating, secrets)
+	if err == nil && o.SecondLine {
+		var more []string
+		more, err = lifecycle.RemoveSecondLine(ctx, c, vap.ManagedByLabel+"="+vap.ManagedBy)
+		done = append(done, more...)
+	}
 	for _, line := range done {
 		fmt.Fprintln(stdout, line)
 	}

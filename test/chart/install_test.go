@@ -80,6 +80,14 @@ func exerciseRelease(t *testing.T, mode string) {
 				t.Errorf("cleanup: uninstall: %v", err)
 			}
 		}
+		// The second line's objects, should the hook not have run: they would deny the next
+		// tests' Pods.
+		owned := client.MatchingLabels{"app.kubernetes.io/managed-by": "podpatch"}
+		for _, o := range []client.Object{&admissionregistrationv1.ValidatingAdmissionPolicyBinding{}, &admissionregistrationv1.ValidatingAdmissionPolicy{}} {
+			if err := k8s.DeleteAllOf(context.Background(), o, owned); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		}
 		// podpatch --self-signed's Secret, should the hook not have run.
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: "podpatch-tls"}}
 		if err := k8s.Delete(context.Background(), secret); err != nil && !apierrors.IsNotFound(err) {
@@ -117,6 +125,13 @@ func exerciseRelease(t *testing.T, mode string) {
 	t.Run("a Pod is patched through the API server", func(t *testing.T) {
 		pod := requirePatched("installed")
 		require.Contains(t, pod.Annotations[policies.AppliedAnnotation], releaseNS+"/cost-center/cost-center")
+	})
+
+	t.Run("the second line is on by default", func(t *testing.T) {
+		require.Eventually(t, func() bool {
+			var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
+			return k8s.Get(ctx, client.ObjectKey{Name: "podpatch.pod.dask.worker"}, &b) == nil
+		}, 60*time.Second, 200*time.Millisecond, "the elected replica never applied the second line")
 	})
 
 	t.Run("helm test", func(t *testing.T) {
@@ -166,6 +181,12 @@ func exerciseRelease(t *testing.T, mode string) {
 	}
 
 	require.NoError(t, p.Stop(), "podpatch exits 0 on SIGTERM:\n%s", p.Output)
+	t.Run("with podpatch stopped the second line refuses what it would have patched", func(t *testing.T) {
+		require.Eventually(t, func() bool {
+			err := k8s.Create(ctx, daskWorker("podpatch-stopped"), client.DryRunAll)
+			return err != nil && strings.Contains(err.Error(), "podpatch enforce policy "+releaseNS+"/cost-center/cost-center requires")
+		}, 30*time.Second, 200*time.Millisecond, "a bare worker was admitted with podpatch stopped")
+	})
 	t.Run("uninstall removes the webhook configurations first", func(t *testing.T) {
 		out := runHookWhenCreated(t, &batchv1.Job{}, releaseNS, "podpatch-uninstall")
 		un := action.NewUninstall(actionConfig(t))
@@ -184,6 +205,11 @@ func exerciseRelease(t *testing.T, mode string) {
 		if mode == "selfSigned" {
 			require.Contains(t, out(), "Secret podpatch-system/podpatch-tls: deleted")
 		}
+		// The second line's objects too: left behind they would deny with podpatch gone.
+		require.Contains(t, out(), "ValidatingAdmissionPolicy podpatch.pod.dask.worker: deleted")
+		var left admissionregistrationv1.ValidatingAdmissionPolicyList
+		require.NoError(t, k8s.List(ctx, &left, client.MatchingLabels{"app.kubernetes.io/managed-by": "podpatch"}))
+		require.Empty(t, left.Items, "the second line left behind")
 		// Nothing of the release is left: its own objects, the hook's, and podpatch's
 		// self-signed Secret (cert-manager's Secret is cert-manager's, as ever).
 		gone := []client.Object{

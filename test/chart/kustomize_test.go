@@ -82,8 +82,11 @@ func TestChartMatchesComponents(t *testing.T) {
 			map[string]any{"networkPolicy": map[string]any{"enabled": false}}},
 		{"openreports", "selfSigned", "self-signed", []string{"openreports"},
 			map[string]any{"audit": map[string]any{"interval": "10m"}}},
+		// The second line is in the base, on by default, as the NetworkPolicy.
 		{"second-line", "selfSigned", "self-signed", []string{"second-line"},
 			map[string]any{"secondLine": map[string]any{"enabled": true}}},
+		{"without-second-line", "selfSigned", "self-signed", []string{"without-second-line"},
+			map[string]any{"secondLine": map[string]any{"enabled": false}}},
 		{"without-policy-label-warning", "selfSigned", "self-signed", []string{"without-policy-label-warning"},
 			map[string]any{"policyLabelWarning": map[string]any{"enabled": false}}},
 		{"external-urls-without-node-ports", "selfSigned", "self-signed", []string{"external-urls-without-node-ports"},

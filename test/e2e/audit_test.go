@@ -250,7 +250,7 @@ func TestAuditReports(t *testing.T) {
 			}
 		}
 	}
-	require.Len(t, rbac, 14) // the base (podpatch, the external URL resolver, leader election, owner Events, field probe) and the component: roles and bindings
+	require.Len(t, rbac, 16) // the base (podpatch, the external URL resolver, leader election, owner Events, field probe, second line) and the component: roles and bindings
 	require.Len(t, crds, 2)
 	applyManifests(t, rbac)
 	applyManifests(t, kustomizeBuild(t, "manifests/examples"))

@@ -71,6 +71,10 @@ func TestRBACRules(t *testing.T) {
 			{APIGroups: []string{"ray.io"}, Resources: []string{"rayclusters", "rayjobs", "rayservices"}, Verbs: []string{"get"}},
 			{APIGroups: []string{"flink.apache.org"}, Resources: []string{"flinkdeployments"}, Verbs: []string{"get"}},
 		},
+		// The second line (reference §5), on by default: the generated ValidatingAdmissionPolicies
+		// and bindings applied, and those it owns listed and deleted.
+		"ClusterRole/podpatch-second-line": {{APIGroups: []string{"admissionregistration.k8s.io"},
+			Resources: []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"}, Verbs: []string{"get", "list", "create", "patch", "delete"}}},
 		// The field probe (issue 34): a dry-run create of sample Pods in podpatch's namespace.
 		"Role/podpatch-field-probe": {core([]string{"pods"}, "create")},
 		"Role/podpatch-leader-election": {
@@ -140,7 +144,7 @@ func TestLeastPrivilege(t *testing.T) {
 			rbac = append(rbac, o)
 		}
 	}
-	require.Len(t, rbac, 16) // Roles, ClusterRoles and their bindings: base, external URLs, owner Events, field probe, self-signed
+	require.Len(t, rbac, 18) // Roles, ClusterRoles and their bindings: base, external URLs, owner Events, field probe, second line, self-signed
 	applyManifests(t, rbac)
 	applyManifests(t, kustomizeBuild(t, "manifests/examples"))
 	sa, err := controlPlane.UserKubeconfig(podpatchServiceAccount, "system:serviceaccounts", "system:serviceaccounts:podpatch-system")
