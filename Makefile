@@ -153,7 +153,15 @@ fuzz:
 bench:
 	@hack/bench.sh
 
-.PHONY: bench-compare bench-check bench-baseline
+.PHONY: bench-compare bench-check bench-baseline bench-second-line
+
+## bench-second-line: what the second line adds to a create through the real API server at 1,
+## 10, 100 and 300 enforce policies, beside podpatch's webhook and no admission, interleaved in
+## one run (test/e2e's BenchmarkSecondLineCreate; docs/benchmarks/second-line.md). About two
+## minutes; SECOND_LINE_ROUNDS creates of each kind per policy count.
+SECOND_LINE_ROUNDS ?= 300
+bench-second-line: control-plane
+	PODPATCH_E2E=required $(GO) test -count=1 -run '^$$' -bench '^BenchmarkSecondLineCreate$$' -benchtime $(SECOND_LINE_ROUNDS)x ./test/e2e
 
 ## bench-compare: the in-process benchmarks (whole handler, engine, worst case), 6 runs each,
 ## against docs/benchmarks/baseline.txt with benchstat; fails on a significant regression beyond
