@@ -174,7 +174,7 @@ func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.CAValidity, "self-signed-ca-validity", o.CAValidity, "lifetime of the self-signed CA; it is rotated when a third remains")
 	fs.DurationVar(&o.CertValidity, "self-signed-cert-validity", o.CertValidity, "lifetime of the serving certificate; renewed when a third remains")
 	fs.DurationVar(&o.RotationOverlap, "self-signed-rotation-overlap", o.RotationOverlap, "how long a new CA is published next to the old one before the serving certificate switches to it")
-	fs.BoolVar(&o.SecondLine, "second-line", o.SecondLine, "the elected replica keeps a ValidatingAdmissionPolicy per platform enforce policy in the cluster, so that the API server denies a recognised object that does not hold it even when podpatch is down (needs RBAC, see manifests/components/second-line)")
+	fs.BoolVar(&o.SecondLine, "second-line", o.SecondLine, "the elected replica keeps the platform enforce policies as ValidatingAdmissionPolicies in the cluster, so that the API server denies a recognised object that does not hold them even when podpatch is down (on in the shipped manifests and chart; its RBAC: manifests/base/rbac-second-line.yaml)")
 	fs.StringSliceVar(&o.SecondLineExcludedNamespaces, "second-line-excluded-namespaces", o.SecondLineExcludedNamespaces, "namespaces the mutating webhook leaves out besides the platform namespace (its namespaceSelector): the second line leaves them out too")
 	o.ExternalURL.AddFlags(fs)
 	o.Leader.AddFlags(fs)
