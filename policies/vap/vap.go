@@ -8,8 +8,11 @@
 // one ValidatingAdmissionPolicy and binding per manager and role (a Pod's) or per label set the
 // mutating webhook selects Services by, whose objectSelector (on the old object or the new, as
 // the API server evaluates it) and namespaceSelector reject the other objects before any CEL
-// runs; inside it, each policy's selection is a variable its validations are guarded by. A
-// group grows past the bounds of one object into several. It is pure: a Set in, objects out;
+// runs; inside it, each policy's selection is a variable its validations are guarded by. The
+// policies of a Pod's group that select every object of it share an object; those with a
+// selection of their own go into small objects whose match condition is their selection, so
+// that an admission pays the validations of the policies that could select it only (group.go).
+// It is pure: a Set in, objects out;
 // `podpatch vap` prints them and `serve --second-line` applies them (package secondline).
 package vap
 
