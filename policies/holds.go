@@ -1,8 +1,8 @@
 package policies
 
 import (
-	"bytes"
 	"encoding/json"
+	"errors"
 	"math/big"
 	"slices"
 	"strconv"
@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/podpatch/podpatch/policies/internal/jsontree"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 
@@ -85,12 +86,13 @@ func sameAsStored(stored, patched []byte) (field, why string, err error) {
 	return "", "", nil
 }
 
+// decodeNumbers decodes a whole JSON document as the merge reads it (jsontree: numbers as
+// json.Number, a duplicated member's last value).
 func decodeNumbers(b []byte) (any, error) {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var v any
-	err := d.Decode(&v)
-	return v, err
+	if !json.Valid(b) {
+		return nil, errors.New("decode: not valid JSON")
+	}
+	return jsontree.ExpandAll(json.RawMessage(b)), nil
 }
 
 // comparison walks a stored object and its re-applied copy side by side.
@@ -334,9 +336,17 @@ func (s *Set) Holding(in Input) (Holding, error) {
 
 func (s *Set) holding(in Input) (Holding, error) {
 	in.enforceOnly = true
-	all, err := s.apply(in, false)
+	// Most objects hold what they were admitted with to the byte: the re-application's
+	// JSONPatch is empty, and nothing needs comparing.
+	all, err := s.apply(in, true)
 	if err != nil || !all.Recognised {
 		return Holding{result: all}, err
+	}
+	same := !all.Denied && !hasOps(all.Patch)
+	if !same && !all.Denied {
+		if all, err = s.apply(in, false); err != nil {
+			return Holding{result: all}, err
+		}
 	}
 	h := Holding{Recognised: true, Identity: all.Identity, Selected: enforceOf(all), result: all}
 	if all.Denied && enforceOutOfTime(all.Skipped) {
@@ -346,16 +356,13 @@ func (s *Set) holding(in Input) (Holding, error) {
 	if len(h.Selected) == 0 {
 		return h, nil
 	}
-	var stored map[string]any // decoded once, for the security fields containers override
-	if in.Kind == profiles.KindPod {
-		v, err := decodeNumbers(in.Object)
-		if err != nil {
-			return h, err
-		}
-		stored, _ = v.(map[string]any)
+	// Decoded lazily, only as far as what containers override and ephemeral ones needs.
+	var stored *podView
+	if in.Kind == profiles.KindPod && slices.ContainsFunc(h.Selected, readsContainers) {
+		stored = viewPod(in.Object)
 	}
-	judged := false
-	if !all.Denied {
+	judged := same
+	if !same && !all.Denied {
 		field, _, err := sameAsStored(in.Object, all.Object)
 		if err != nil {
 			return h, err
@@ -366,7 +373,10 @@ func (s *Set) holding(in Input) (Holding, error) {
 		if !judged {
 			alone := in
 			alone.keepEnforce = func(q *Policy) bool { return q == p }
-			r, err := s.apply(alone, false)
+			r, err := s.apply(alone, true)
+			if err == nil && !r.Denied && slices.Contains(r.Applied, p) && hasOps(r.Patch) {
+				r, err = s.apply(alone, false) // to compare: the object as re-applied
+			}
 			if err != nil {
 				return h, err
 			}
@@ -378,13 +388,15 @@ func (s *Set) holding(in Input) (Holding, error) {
 				h.NotHeld = append(h.NotHeld, NotHeld{Policy: p, Field: "(the policy)", Why: "cannot be applied to the object as stored"})
 				continue
 			}
-			field, why, err := sameAsStored(in.Object, r.Object)
-			if err != nil {
-				return h, err
-			}
-			if field != "" {
-				h.NotHeld = append(h.NotHeld, NotHeld{Policy: p, Field: field, Why: why})
-				continue
+			if hasOps(r.Patch) {
+				field, why, err := sameAsStored(in.Object, r.Object)
+				if err != nil {
+					return h, err
+				}
+				if field != "" {
+					h.NotHeld = append(h.NotHeld, NotHeld{Policy: p, Field: field, Why: why})
+					continue
+				}
 			}
 		}
 		if n, ok := overriddenIn(stored, p, nil); ok {
@@ -402,21 +414,38 @@ func (s *Set) holding(in Input) (Holding, error) {
 	return h, nil
 }
 
+// readsContainers reports whether judging a policy reads the Pod's containers beyond the
+// re-application: it sets a Pod-level field a container overrides, or brings ephemeral
+// containers fields.
+func readsContainers(p *Policy) bool {
+	patch := p.Patch(profiles.KindPod)
+	spec, _ := patch["spec"].(map[string]any)
+	psc, _ := spec["securityContext"].(map[string]any)
+	for _, f := range podOverridable {
+		if psc[f] != nil {
+			return true
+		}
+	}
+	return ephemeralPatch(patch, []string{""}) != nil
+}
+
 // ephemeralHeld judges the ephemeral containers of a Pod as stored against what an enforce
 // policy brings them (ephemeralPatch: its "*" entry's EphemeralFields): a container added by
 // `kubectl debug` while podpatch was not asked holds it only with those. ok with a NotHeld
 // when one does not.
-func (s *Set) ephemeralHeld(in Input, pod map[string]any, p *Policy) (NotHeld, bool, error) {
-	spec, _ := pod["spec"].(map[string]any)
-	list, _ := spec["ephemeralContainers"].([]any)
-	if len(list) == 0 || ephemeralPatch(p.Patch(profiles.KindPod), []string{""}) == nil {
+func (s *Set) ephemeralHeld(in Input, pod *podView, p *Policy) (NotHeld, bool, error) {
+	if pod == nil || ephemeralPatch(p.Patch(profiles.KindPod), []string{""}) == nil {
 		return NotHeld{}, false, nil
 	}
-	names := make([]string, 0, len(list))
-	for _, c := range list {
-		if name, ok := nameOf(c); ok {
+	var names []string
+	pod.containers("ephemeralContainers", func(name string, c, _ map[string]any) bool {
+		if _, named := nameOf(c); named {
 			names = append(names, name)
 		}
+		return true
+	})
+	if len(names) == 0 {
+		return NotHeld{}, false, nil
 	}
 	alone := in
 	alone.keepEnforce = func(q *Policy) bool { return q == p }
@@ -444,10 +473,41 @@ func (s *Set) ephemeralHeld(in Input, pod map[string]any, p *Policy) (NotHeld, b
 	return NotHeld{Policy: p, Field: field, Why: why, Ephemeral: true}, true, nil
 }
 
+// podView is a Pod decoded lazily (jsontree), for what containers override.
+type podView struct {
+	t    *jsontree.Tree
+	spec map[string]any
+}
+
+func viewPod(raw []byte) *podView {
+	t := jsontree.New()
+	obj, _ := t.Decode(json.RawMessage(raw)).(map[string]any)
+	spec, _ := t.GetMap(obj, "spec")
+	return &podView{t: t, spec: spec}
+}
+
+// containers calls f with each container of a list, its name (else its position) and its
+// securityContext, while f returns true.
+func (v *podView) containers(list string, f func(name string, c, sc map[string]any) bool) {
+	l, _ := v.t.Get(v.spec, list)
+	items, _ := l.([]any)
+	for i := range items {
+		c, _ := v.t.At(items, i).(map[string]any)
+		name, ok := nameOf(c)
+		if !ok {
+			name = strconv.Itoa(i)
+		}
+		sc, _ := v.t.GetMap(c, "securityContext")
+		if !f(name, c, sc) {
+			return
+		}
+	}
+}
+
 // overriddenIn finds a container of a Pod (of those only accepts, every one when nil) whose own
 // securityContext overrides, with another value, a Pod-level field the policy sets: the field
 // is there, its effect is not.
-func overriddenIn(pod map[string]any, p *Policy, only func(list, name string) bool) (NotHeld, bool) {
+func overriddenIn(pod *podView, p *Policy, only func(list, name string) bool) (NotHeld, bool) {
 	if pod == nil {
 		return NotHeld{}, false
 	}
@@ -456,33 +516,29 @@ func overriddenIn(pod map[string]any, p *Policy, only func(list, name string) bo
 	if len(psc) == 0 {
 		return NotHeld{}, false
 	}
-	spec, _ := pod["spec"].(map[string]any)
-	podSC, _ := spec["securityContext"].(map[string]any)
+	podSC, _ := pod.t.GetMap(pod.spec, "securityContext")
 	for _, f := range podOverridable {
 		if psc[f] == nil {
 			continue
 		}
+		podValue, _ := pod.t.Get(podSC, f)
+		podValue = jsontree.ExpandAll(podValue)
+		var found NotHeld
 		for _, list := range containerListNames {
-			cs, _ := spec[list].([]any)
-			for i, c := range cs {
-				cm, _ := c.(map[string]any)
-				csc, _ := cm["securityContext"].(map[string]any)
-				own, set := csc[f]
-				if !set || own == nil {
-					continue
+			pod.containers(list, func(name string, _, sc map[string]any) bool {
+				own, set := pod.t.Get(sc, f)
+				if !set || own == nil || (only != nil && !only(list, name)) {
+					return true
 				}
-				if cmp := (comparison{}); cmp.same(own, podSC[f]) {
-					continue
+				if cmp := (comparison{}); cmp.same(jsontree.ExpandAll(own), podValue) {
+					return true
 				}
-				name, ok := nameOf(cm)
-				if !ok {
-					name = strconv.Itoa(i)
-				}
-				if only != nil && !only(list, name) {
-					continue
-				}
-				return NotHeld{Policy: p, Field: "spec." + list + "[" + name + "].securityContext." + f,
-					Why: "the container's own value overrides the Pod-level one the policy sets", Overridden: true}, true
+				found = NotHeld{Policy: p, Field: "spec." + list + "[" + name + "].securityContext." + f,
+					Why: "the container's own value overrides the Pod-level one the policy sets", Overridden: true}
+				return false
+			})
+			if found.Policy != nil {
+				return found, true
 			}
 		}
 	}

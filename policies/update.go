@@ -53,9 +53,8 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 		}
 		// An added container whose own securityContext overrides a Pod-level field an enforce
 		// policy sets would run without that policy's effect: denied.
-		lost, err := overridesEnforced(res.Object, res.Applied, added)
-		if err != nil || len(lost) > 0 {
-			return Result{Object: in.Object, Recognised: true, Identity: res.Identity, Denied: len(lost) > 0, Skipped: lost}, err
+		if lost := overridesEnforced(res.Object, res.Applied, added); len(lost) > 0 {
+			return Result{Object: in.Object, Recognised: true, Identity: res.Identity, Denied: true, Skipped: lost}, nil
 		}
 		res.Object = in.Object // Patch's: the webhook reads the JSONPatch
 		return res, nil
@@ -133,12 +132,8 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 // overridesEnforced returns, for each enforce policy applied, the first of the added ephemeral
 // containers of a patched Pod whose own securityContext overrides a Pod-level field the policy
 // sets with another value (RuleOverridesEnforced).
-func overridesEnforced(patched []byte, applied []*Policy, added []string) ([]Skipped, error) {
-	v, err := decodeNumbers(patched)
-	if err != nil {
-		return nil, err
-	}
-	pod, _ := v.(map[string]any)
+func overridesEnforced(patched []byte, applied []*Policy, added []string) []Skipped {
+	pod := viewPod(patched)
 	only := func(list, name string) bool { return list == "ephemeralContainers" && slices.Contains(added, name) }
 	var out []Skipped
 	for _, p := range applied {
@@ -150,7 +145,7 @@ func overridesEnforced(patched []byte, applied []*Policy, added []string) ([]Ski
 				Message: "the ephemeral container's own value overrides the Pod-level one this enforce policy sets; leave it unset or give the Pod's"}})
 		}
 	}
-	return out, nil
+	return out
 }
 
 // RuleOverridesEnforced is the rule of an ephemeral container denied for overriding, with its
@@ -201,9 +196,30 @@ func readIdentity(kind profiles.Kind, raw []byte) identityOf {
 		spec, _ := t.GetMap(obj, "spec")
 		cs, _ := t.Get(spec, "containers")
 		list, _ := cs.([]any)
-		out.main = mainContainer(t, list, id.Manager)
+		out.main = mainName(list, id.Manager)
 	}
 	return out
+}
+
+// mainName is mainContainer of a list whose items are still raw, reading only their names.
+func mainName(containers []any, manager profiles.Manager) string {
+	first := ""
+	for _, c := range containers {
+		var name string
+		switch x := c.(type) {
+		case json.RawMessage:
+			jsontree.Members(x, []string{"name"}, func(_ int, v jsontree.Scalar) { name = v.Text })
+		case map[string]any:
+			name, _ = x["name"].(string)
+		}
+		if first == "" {
+			first = name
+		}
+		if profiles.IsMainContainer(manager, name) {
+			return name
+		}
+	}
+	return first
 }
 
 // recognitionLabels are the labels an object holding enforce policies keeps: those the

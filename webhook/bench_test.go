@@ -122,7 +122,7 @@ func BenchmarkHandlerUpdate(b *testing.B) {
 				rec := httptest.NewRecorder()
 				h.ServeHTTP(rec, req)
 				if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), `"patch"`) != bc.patched ||
-					strings.Contains(rec.Body.String(), "did not hold") != bc.partly {
+					strings.Contains(rec.Body.String(), "does not hold") != bc.partly {
 					b.Fatal(rec.Code, rec.Body.String())
 				}
 			}
