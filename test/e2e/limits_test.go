@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -135,4 +137,50 @@ func TestHostilePolicy(t *testing.T) {
 	require.Regexp(t, `and \d+ more problems`, msg)
 	require.Less(t, len(msg), 32<<10, "the denial is bounded")
 	require.Zero(t, p.metricSum(t, "podpatch_budget_exceeded_total"))
+}
+
+// fallbackWarning begins the warning of podpatch's answer to a request it did not handle
+// (reference §5, "Requests podpatch does not handle"): the object was admitted unchanged.
+const fallbackWarning = "podpatch did not apply policies"
+
+// requestWarnings collects the warnings of one request's response: a client made by
+// requestWarningClient puts them there when the request's context carries it, so that
+// concurrent requests each know their own.
+type requestWarnings struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+type requestWarningsKey struct{}
+
+func (w *requestWarnings) context(ctx context.Context) context.Context {
+	return context.WithValue(ctx, requestWarningsKey{}, w)
+}
+
+// said reports whether a warning begins with prefix.
+func (w *requestWarnings) said(prefix string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.ContainsFunc(w.seen, func(s string) bool { return strings.HasPrefix(s, prefix) })
+}
+
+type contextWarnings struct{}
+
+func (contextWarnings) HandleWarningHeaderWithContext(ctx context.Context, _ int, _ string, text string) {
+	if w, ok := ctx.Value(requestWarningsKey{}).(*requestWarnings); ok {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.seen = append(w.seen, text)
+	}
+}
+
+// requestWarningClient is a clientset that gives each request's warnings to the
+// requestWarnings its context carries.
+func requestWarningClient(t *testing.T) *kubernetes.Clientset {
+	t.Helper()
+	cfg := rest.CopyConfig(restConfig)
+	cfg.WarningHandlerWithContext = contextWarnings{}
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	return cs
 }
