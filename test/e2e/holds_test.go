@@ -157,6 +157,7 @@ const holdsPolicy = "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nm
 	"    spec:\n" +
 	"      containers:\n" +
 	"      - {name: '@main', resources: {limits: {memory: 4Gi}}}\n" +
+	"      - {name: '*', env: [{name: REQUIRE_ENCRYPTION, value: 'True'}]}\n" +
 	"      - name: audit-agent\n" +
 	"        image: registry.example.com/audit:1.4\n" +
 	"        ports: [{containerPort: 9100, name: audit-metrics}]\n" +
@@ -171,8 +172,10 @@ const holdsPolicy = "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nm
 
 const holdsNamespace = "e2e-holds"
 
-// TestEnforceHoldsAsStored: a Pod admitted with a policy that brings whole elements holds it as
-// the API server stored it, defaults and all, from its first update on: `kubectl set image` on
+// TestEnforceHoldsAsStored: an env var the policy enforces, defined twice by the creator, is
+// stored with the policy's value in both definitions. A Pod admitted with a policy that brings
+// whole elements holds it as the API server stored it, defaults and all, from its first update
+// on: `kubectl set image` on
 // the platform's sidecar and a merge patch removing the policy's label store the policy's
 // values. A Dask worker relabelled as a Ray worker (the policy selects both: "@main" would move
 // to its first container) while resized past the enforced cap is refused, and so is removing a
@@ -217,6 +220,25 @@ func TestEnforceHoldsAsStored(t *testing.T) {
 	require.NoError(t, k8s.Create(ctx, pod))
 	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), pod, client.GracePeriodSeconds(0)) })
 	require.Equal(t, "/dev/termination-log", sidecar(pod).TerminationMessagePath, "stored with the API server's defaults")
+
+	t.Run("an enforced env var the creator defines twice", func(t *testing.T) {
+		dup := worker("holds-duplicate-env")
+		main := &dup.Spec.Containers[0]
+		main.Env = append(main.Env, corev1.EnvVar{Name: "REQUIRE_ENCRYPTION", Value: "False"}, corev1.EnvVar{Name: "PLAIN", Value: "x"},
+			corev1.EnvVar{Name: "REQUIRE_ENCRYPTION", Value: "False"})
+		require.NoError(t, k8s.Create(ctx, dup))
+		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), dup, client.GracePeriodSeconds(0)) })
+		stored := &corev1.Pod{}
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(dup), stored))
+		n := 0
+		for _, e := range stored.Spec.Containers[0].Env {
+			if e.Name == "REQUIRE_ENCRYPTION" {
+				require.Equal(t, "True", e.Value, "every definition is the policy's, the last the kubelet reads included")
+				n++
+			}
+		}
+		require.Equal(t, 2, n, "none removed")
+	})
 
 	t.Run("kubectl set image on the platform's sidecar", func(t *testing.T) {
 		warnings.take()
@@ -264,4 +286,52 @@ func TestEnforceHoldsAsStored(t *testing.T) {
 		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(u), svc))
 		require.Equal(t, "scheduler", svc.Labels["dask.org/component"])
 	})
+}
+
+// duplicateShapes are, for every keyed list a policy merges item by item (policies' podLists
+// and serviceLists), an object whose list holds one key twice, and whether the API server lets
+// it be stored. Where it does, podpatch sets every definition of an enforced key (reference
+// §5, "Enforce on updates": duplicate keys); this holds the list of such lists to the API
+// server.
+var duplicateShapes = []struct {
+	list     string
+	kind     string
+	spec     string
+	accepted bool
+}{
+	{"env", "Pod", `{"containers":[{"name":"c","image":"x:1","env":[{"name":"A","value":"1"},{"name":"A","value":"2"}]}]}`, true},
+	{"ports", "Pod", `{"containers":[{"name":"c","image":"x:1","ports":[{"containerPort":80},{"containerPort":80}]}]}`, true},
+	{"imagePullSecrets", "Pod", `{"imagePullSecrets":[{"name":"s"},{"name":"s"}],"containers":[{"name":"c","image":"x:1"}]}`, true},
+	{"hostAliases", "Pod", `{"hostAliases":[{"ip":"10.0.0.1","hostnames":["a"]},{"ip":"10.0.0.1","hostnames":["b"]}],"containers":[{"name":"c","image":"x:1"}]}`, true},
+	{"tolerations", "Pod", `{"tolerations":[{"key":"k","operator":"Exists"},{"key":"k","operator":"Exists"}],"containers":[{"name":"c","image":"x:1"}]}`, true},
+	{"readinessGates", "Pod", `{"readinessGates":[{"conditionType":"example.com/r"},{"conditionType":"example.com/r"}],"containers":[{"name":"c","image":"x:1"}]}`, true},
+	{"volumeMounts", "Pod", `{"volumes":[{"name":"v","emptyDir":{}}],"containers":[{"name":"c","image":"x:1","volumeMounts":[{"name":"v","mountPath":"/m"},{"name":"v","mountPath":"/m"}]}]}`, false},
+	{"volumeDevices", "Pod", `{"volumes":[{"name":"v","persistentVolumeClaim":{"claimName":"c"}},{"name":"w","persistentVolumeClaim":{"claimName":"d"}}],"containers":[{"name":"c","image":"x:1","volumeDevices":[{"name":"v","devicePath":"/dev/x"},{"name":"w","devicePath":"/dev/x"}]}]}`, false},
+	{"resizePolicy", "Pod", `{"containers":[{"name":"c","image":"x:1","resizePolicy":[{"resourceName":"cpu","restartPolicy":"NotRequired"},{"resourceName":"cpu","restartPolicy":"NotRequired"}]}]}`, false},
+	{"volumes", "Pod", `{"volumes":[{"name":"v","emptyDir":{}},{"name":"v","emptyDir":{}}],"containers":[{"name":"c","image":"x:1"}]}`, false},
+	{"schedulingGates", "Pod", `{"schedulingGates":[{"name":"example.com/g"},{"name":"example.com/g"}],"containers":[{"name":"c","image":"x:1"}]}`, false},
+	{"topologySpreadConstraints", "Pod", `{"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"zone","whenUnsatisfiable":"DoNotSchedule","labelSelector":{}},{"maxSkew":2,"topologyKey":"zone","whenUnsatisfiable":"DoNotSchedule","labelSelector":{}}],"containers":[{"name":"c","image":"x:1"}]}`, false},
+	{"service ports", "Service", `{"selector":{"a":"b"},"ports":[{"port":80,"name":"a"},{"port":80,"name":"b"}]}`, false},
+}
+
+// TestDuplicateKeysAPIServer: which keyed lists the API server stores with a key twice — the
+// lists where an enforced key must be set in every definition — as duplicateShapes says.
+func TestDuplicateKeysAPIServer(t *testing.T) {
+	const ns = "e2e-duplicate-keys"
+	ensureNamespace(t, ns)
+	for _, c := range duplicateShapes {
+		t.Run(c.list, func(t *testing.T) {
+			var spec map[string]any
+			require.NoError(t, json.Unmarshal([]byte(c.spec), &spec))
+			u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": c.kind,
+				"metadata": map[string]any{"name": "duplicates", "namespace": ns}, "spec": spec}}
+			err := k8s.Create(contextBackground(), u, client.DryRunAll)
+			if c.accepted {
+				require.NoError(t, err)
+			} else {
+				require.Error(t, err)
+				require.Regexp(t, `Duplicate value|must be unique`, err.Error(), "refused for the duplicate")
+			}
+		})
+	}
 }
