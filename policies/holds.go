@@ -214,9 +214,17 @@ func nameOf(x any) (string, bool) {
 }
 
 // quantity reports whether the path walked is a resource quantity (stored canonicalised: the
-// policy's 1000m is stored as 1).
+// policy's 1000m is stored as 1): a member of a resource list, an emptyDir's sizeLimit, a
+// resourceFieldRef's divisor.
 func (c *comparison) quantity() bool {
 	n := len(c.at)
+	if n == 0 {
+		return false
+	}
+	switch c.at[n-1] {
+	case "sizeLimit", "divisor":
+		return true
+	}
 	if n < 2 {
 		return false
 	}

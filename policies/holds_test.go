@@ -461,3 +461,32 @@ func TestEphemeralContainerCannotOverride(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldsQuantitiesAsStored: the API server stores quantities canonicalised (a policy's
+// 16000m is stored as 16, 65536Mi as 64Gi): such a stored value holds the policy's.
+func TestHoldsQuantitiesAsStored(t *testing.T) {
+	p := enforcePolicy(t, "sizes", ModeEnforce, "template: {spec: {containers: [{name: '*', resources: {limits: {cpu: 16000m, memory: 65536Mi}}}], volumes: [{name: scratch, emptyDir: {sizeLimit: 1024Mi}}]}}")
+	s := NewSet([]*Policy{p})
+	admitted, err := s.Apply(Input{Kind: profiles.KindPod, Object: fixtureJSON(t, "dask-operator/worker-pod.yaml", nil), Namespace: "team-a"})
+	require.NoError(t, err)
+	require.False(t, admitted.Denied, "%v", admitted.Skipped)
+	stored := edit(t, admitted.Object, func(o map[string]any) {
+		for _, c := range containersOf(o, "containers") {
+			limits := at(c, "resources", "limits")
+			limits["cpu"], limits["memory"] = "16", "64Gi"
+		}
+		for _, v := range at(o, "spec")["volumes"].([]any) {
+			if v.(map[string]any)["name"] == "scratch" {
+				at(v.(map[string]any), "emptyDir")["sizeLimit"] = "1Gi"
+			}
+		}
+	})
+	require.NotEqual(t, string(admitted.Object), string(stored))
+	h, err := s.Holding(Input{Kind: profiles.KindPod, Object: stored, Namespace: "team-a"})
+	require.NoError(t, err)
+	require.True(t, h.Holds(p), "%v", h.NotHeld)
+	other := edit(t, stored, func(o map[string]any) { at(containersOf(o, "containers")[0], "resources", "limits")["memory"] = "32Gi" })
+	h, err = s.Holding(Input{Kind: profiles.KindPod, Object: other, Namespace: "team-a"})
+	require.NoError(t, err)
+	require.False(t, h.Holds(p))
+}
