@@ -490,3 +490,61 @@ func TestHoldsQuantitiesAsStored(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, h.Holds(p))
 }
+
+// TestUpdateCannotChangeRole: generated from the profiles, for every ordered pair of a
+// manager's role labels (every profile and every role value it reads, role aliases included),
+// a Pod recognised by the first and relabelled to the second while it holds an enforce policy
+// selecting every manager is denied; relabelled to the same, it is not. The containers are
+// those a Dask worker runs, so that "@main" names another container for most pairs.
+func TestUpdateCannotChangeRole(t *testing.T) {
+	s := NewSet([]*Policy{enforcePolicy(t, "cap", ModeEnforce, "template: {metadata: {labels: {cost-center: data}}, spec: {containers: [{name: '@main', resources: {limits: {memory: 4Gi}}}]}}")})
+	type labelled struct {
+		name   string
+		labels map[string]any
+	}
+	var all []labelled
+	for _, pr := range profiles.All() {
+		for _, value := range slices.Sorted(maps.Keys(pr.Roles)) {
+			l := map[string]any{pr.RoleKey: value}
+			if pr.RequireKey != "" {
+				v := pr.RequireValue
+				if v == "" {
+					v = "x"
+				}
+				l[pr.RequireKey] = v
+			}
+			if len(pr.ClusterKeys) > 0 {
+				l[pr.ClusterKeys[0]] = "c"
+			}
+			all = append(all, labelled{string(pr.Manager) + "/" + value, l})
+		}
+	}
+	pod := func(l map[string]any) []byte {
+		return fixtureJSON(t, "dask-operator/worker-pod.yaml", func(o map[string]any) {
+			at(o, "metadata")["labels"] = maps.Clone(l)
+			cs := at(o, "spec")["containers"].([]any)
+			at(o, "spec")["containers"] = append([]any{map[string]any{"name": "helper", "image": "busybox:1"}}, cs...)
+		})
+	}
+	for _, from := range all {
+		admitted, err := s.Apply(Input{Kind: profiles.KindPod, Object: pod(from.labels), Namespace: "team-a"})
+		require.NoError(t, err)
+		require.True(t, admitted.Recognised, from.name)
+		require.False(t, admitted.Denied, from.name)
+		for _, to := range all {
+			t.Run(from.name+" as "+to.name, func(t *testing.T) {
+				updated := edit(t, admitted.Object, func(o map[string]any) {
+					l := maps.Clone(to.labels)
+					l["cost-center"] = "data"
+					at(o, "metadata")["labels"] = l
+				})
+				res, err := s.PatchUpdate(Input{Kind: profiles.KindPod, Object: updated, Namespace: "team-a"}, admitted.Object, false)
+				require.NoError(t, err)
+				require.Equal(t, from.name != to.name, res.Denied, "%v", res.Skipped)
+				if res.Denied {
+					require.Contains(t, []string{RuleIdentityChanged, RuleRecognitionLabel}, res.Skipped[0].Violation.Rule)
+				}
+			})
+		}
+	}
+}
