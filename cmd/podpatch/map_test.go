@@ -45,7 +45,7 @@ func TestMap(t *testing.T) {
 	require.Contains(t, policies, "podpatch.dask.worker.pod")
 	require.Contains(t, policies, "podpatch.spark.worker.pod")
 	require.Contains(t, r.stderr, "2 policy part(s) compiled into 11 MutatingAdmissionPolicies, 7 left to the webhook")
-	require.Contains(t, r.stderr, `podpatch-system/gpu-workers/gpu-workers (Pod): left to the webhook: spec.containers: containers (by name, @main, "*") are not compiled in this release`)
+	require.Contains(t, r.stderr, `podpatch-system/gpu-workers/gpu-workers (Pod): left to the webhook: spec.containers[@main].resources: containers: only env variables set to a non-empty value compile in this release`)
 	require.NotContains(t, r.stderr, "podpatch-system/spark-spot/spot-executors (Pod)")
 	require.Contains(t, r.stderr, "podpatch-system/cost-center/cost-center (Service): left to the webhook: service: ")
 	require.Contains(t, r.stdout, "# podpatch-system/security-baseline/security-baseline (Pod): left to the webhook: spec.securityContext: ")

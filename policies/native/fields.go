@@ -24,7 +24,22 @@ type podPart struct {
 	// required is the one term of spec.affinity.nodeAffinity.requiredDuringScheduling…: its
 	// requirements by list (matchExpressions, matchFields), ANDed into every term of the Pod.
 	required map[string][]map[string]any
+	// containers are the entries of spec.containers (by name, "@main", "*") that set env
+	// variables to values, in the policy's order.
+	containers []containerEntry
 }
+
+// containerEntry is one entry of a policy's containers: the container it names and the env
+// variables it sets, by name, to a value.
+type containerEntry struct {
+	name string
+	env  []envVar
+}
+
+type envVar struct{ name, value string }
+
+// reasonContainerFields is why a container entry stays with the webhook.
+const reasonContainerFields = "containers: only env variables set to a non-empty value compile in this release (resources need the namespace's LimitRanges, reference §8)"
 
 // setsPlacement says whether the part writes a placement field Kueue decides, for the guard.
 func (p podPart) setsPlacement() bool {
@@ -36,8 +51,8 @@ type leftField struct{ field, reason string }
 
 // Reasons a field stays with the webhook.
 const (
-	reasonNotYet        = "not compiled in this release: only labels, annotations, nodeSelector, tolerations and required node affinity are"
-	reasonContainers    = "containers (by name, @main, \"*\") are not compiled in this release"
+	reasonNotYet        = "not compiled in this release: only labels, annotations, nodeSelector, tolerations, required node affinity and containers' env variables are"
+	reasonContainers    = "init and ephemeral containers are not compiled in this release"
 	reasonWholeRemoval  = "a null that removes a whole map or list: the API server's apply cannot tell it from an absent field"
 	reasonKueueMark     = "one of Kueue's marks: Kueue's deference on placement is the webhook's (reference §8, kueue-placement-conflict)"
 	reasonAPIAnnotation = "an annotation in a kubernetes.io or k8s.io domain, which the API server and its admission plugins read (reference §8)"
@@ -100,7 +115,9 @@ func classify(patch map[string]any) (podPart, []leftField) {
 					part.tolerations = tolerations(spec[k], f, &left)
 				case "affinity":
 					part.required = requiredAffinity(spec[k], f, &left)
-				case "containers", "initContainers", "ephemeralContainers":
+				case "containers":
+					part.containers = containers(spec[k], f, &left)
+				case "initContainers", "ephemeralContainers":
 					leave(f, reasonContainers)
 				case "schedulingGates":
 					if kueue.MarkWritten(map[string]any{"spec": map[string]any{k: spec[k]}}) != "" {
@@ -166,6 +183,51 @@ func tolerations(v any, field string, left *[]leftField) []map[string]any {
 			}
 		}
 		out = append(out, m)
+	}
+	return out
+}
+
+// containers reads the entries of spec.containers that set env variables to values.
+func containers(v any, field string, left *[]leftField) []containerEntry {
+	l, ok := v.([]any)
+	if !ok {
+		*left = append(*left, leftField{field, reasonWholeRemoval})
+		return nil
+	}
+	var out []containerEntry
+	for i, it := range l {
+		m, _ := it.(map[string]any)
+		name, _ := m["name"].(string)
+		at := fmt.Sprintf("%s[%s]", field, name)
+		if name == "" {
+			*left = append(*left, leftField{fmt.Sprintf("%s[%d]", field, i), reasonShape})
+			continue
+		}
+		e := containerEntry{name: name}
+		for _, k := range sortedKeys(m) {
+			switch k {
+			case "name":
+			case "env":
+				items, ok := m[k].([]any)
+				if !ok {
+					*left = append(*left, leftField{at + ".env", reasonWholeRemoval})
+					continue
+				}
+				for _, x := range items {
+					ev, _ := x.(map[string]any)
+					n, _ := ev["name"].(string)
+					val, _ := ev["value"].(string)
+					if len(ev) != 2 || n == "" || val == "" {
+						*left = append(*left, leftField{at + ".env[" + n + "]", reasonContainerFields})
+						continue
+					}
+					e.env = append(e.env, envVar{n, val})
+				}
+			default:
+				*left = append(*left, leftField{at + "." + k, reasonContainerFields})
+			}
+		}
+		out = append(out, e)
 	}
 	return out
 }

@@ -348,3 +348,133 @@ func affinityPieces(o order) []piece {
 		`[JSONPatch{op: "add", path: ` + lit(requiredPath) + `, value: {"nodeSelectorTerms": [{` + strings.Join(members, ", ") + `}]}}] : [])`, by: by})
 	return out
 }
+
+// mainName is the variable naming the manager's main container (reference §3, "@main").
+const mainName = "mainName"
+
+// mainNameExpression is policies' mainContainer: the first container with one of the manager's
+// conventional names, else the first container.
+func mainNameExpression(names []string) string {
+	first := "(size(object.spec.containers) > 0 ? object.spec.containers[0].name : \"\")"
+	if len(names) == 0 {
+		return first
+	}
+	return "object.spec.containers.exists(c, c.name in " + lits(names) + ") ? object.spec.containers.filter(c, c.name in " +
+		lits(names) + ")[0].name : " + first
+}
+
+// targets is `the container c is one the entry names`.
+func targets(entry, c string) string {
+	switch entry {
+	case "*":
+		return "true"
+	case "@main":
+		return c + ".name == variables." + mainName
+	}
+	return c + ".name == " + lit(entry)
+}
+
+// envPieces states the env variables of spec.containers by name (reference §3): in every
+// container, a variable it holds gets its value from the layers in place (a merge's value in
+// place of the container's source), one it lacks is
+// appended once, where the first selected entry in application order would append it. Inside a
+// policy, "*" comes before the named entries when overriding, after them when filling.
+func envPieces(o order) []piece {
+	type app struct {
+		by    *member
+		entry string
+		v     envVar
+	}
+	var apps []app
+	var by []*member
+	for _, mb := range slices.Concat(o.fill, o.override) {
+		var stars, named []containerEntry
+		for _, e := range mb.part.containers {
+			if e.name == "*" {
+				stars = append(stars, e)
+			} else {
+				named = append(named, e)
+			}
+		}
+		entries := slices.Concat(stars, named)
+		if mb.fill {
+			entries = slices.Concat(named, stars)
+		}
+		for _, e := range entries {
+			for _, v := range e.env {
+				apps = append(apps, app{mb, e.name, v})
+			}
+		}
+		if len(entries) > 0 {
+			by = append(by, mb)
+		}
+	}
+	if len(apps) == 0 {
+		return nil
+	}
+	on := func(a app) string { return "(" + a.by.variable + " && " + targets(a.entry, "c") + ")" }
+	var names []string
+	byName := map[string][]app{}
+	var anyOn []string
+	for _, a := range apps {
+		if _, ok := byName[a.v.name]; !ok {
+			names = append(names, a.v.name)
+		}
+		byName[a.v.name] = append(byName[a.v.name], a)
+		anyOn = append(anyOn, on(a))
+	}
+	env := `"/spec/containers/" + string(ci) + "/env"`
+	index := func(n string) string { return "(has(c.env) ? c.env.map(e, e.name).indexOf(" + lit(n) + ") : -1)" }
+	// value is the layers' value of a variable: the last overriding entry, else (held) the
+	// container's own, else the first filling one.
+	value := func(as []app, held, want func(string) string, none string) string {
+		var b strings.Builder
+		for _, a := range slices.Backward(as) {
+			if !a.by.fill {
+				b.WriteString(on(a) + " ? " + want(lit(a.v.value)) + " : ")
+			}
+		}
+		b.WriteString(held(""))
+		for _, a := range as {
+			if a.by.fill {
+				b.WriteString(on(a) + " ? " + want(lit(a.v.value)) + " : ")
+			}
+		}
+		return "(" + b.String() + none + ")"
+	}
+	parts := []string{"(has(c.env) || !" + or(anyOn) + ` ? [] : [JSONPatch{op: "add", path: ` + env + `, value: []}])`}
+	for _, n := range names {
+		as := byName[n]
+		var ons []string
+		for _, a := range as {
+			ons = append(ons, on(a))
+		}
+		idx := index(n)
+		at := env + ` + "/" + string(` + idx + `)`
+		held := "c.env[" + idx + "]"
+		// value and valueFrom are one of: a merge's value takes the place of the container's
+		// source, a default's yields to either (policies' mergeOneOf).
+		parts = append(parts, "("+idx+" >= 0 && "+or(ons)+" ? "+value(as,
+			func(string) string { return "has(" + held + ".value) || has(" + held + ".valueFrom) ? [] : " },
+			func(v string) string {
+				return `[JSONPatch{op: "add", path: ` + at + ` + "/value", value: ` + v + "}] + (has(" + held +
+					`.valueFrom) ? [JSONPatch{op: "remove", path: ` + at + ` + "/valueFrom"}] : [])`
+			}, "[]")+" : [])")
+	}
+	seen := map[string]int{}
+	for _, a := range apps {
+		as := byName[a.v.name]
+		var earlier []string
+		for _, e := range as[:seen[a.v.name]] {
+			earlier = append(earlier, on(e))
+		}
+		seen[a.v.name]++
+		cond := []string{on(a), index(a.v.name) + " < 0"}
+		if len(earlier) > 0 {
+			cond = append(cond, "!"+or(earlier))
+		}
+		val := value(as, func(string) string { return "" }, func(v string) string { return v }, `""`)
+		parts = append(parts, "("+and(cond)+` ? [JSONPatch{op: "add", path: `+env+` + "/-", value: {"name": `+lit(a.v.name)+`, "value": `+val+"}}] : [])")
+	}
+	return []piece{{expr: "object.spec.containers.transformList(ci, c, " + strings.Join(parts, " + ") + ").flatten()", by: by}}
+}

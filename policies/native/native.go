@@ -232,7 +232,7 @@ func compileGroup(every []profiles.Profile, i int, r profiles.Role, in []*polici
 	var ord order
 	var layered [5][]*member // platform default, namespace default, platform merge, namespace merge, enforce
 	byMember := map[*member]*policies.Policy{}
-	placement, tolerating, annotating := false, false, false
+	placement, tolerating, annotating, mainUsed := false, false, false, false
 	annotationBytes := len(policies.AppliedAnnotation)
 	for n, p := range in {
 		part := parts[p]
@@ -245,6 +245,9 @@ func compileGroup(every []profiles.Profile, i int, r profiles.Role, in []*polici
 			guards = append(guards, "!has(object.spec.runtimeClassName)")
 		}
 		tolerating = tolerating || len(part.tolerations) > 0
+		for _, e := range part.containers {
+			mainUsed = mainUsed || e.name == "@main"
+		}
 		expr := and(guards)
 		if len(expr) > o.MaxExpression {
 			return Group{}, &overBound{p, "match", fmt.Sprintf("its selection is longer than %d bytes of CEL", o.MaxExpression)}
@@ -282,6 +285,7 @@ func compileGroup(every []profiles.Profile, i int, r profiles.Role, in []*polici
 		mapPieces("/spec/nodeSelector", labelsOf("object.spec.nodeSelector"), func(p podPart) map[string]*string { return p.nodeSelector }, ord),
 		tolerationPieces(ord),
 		affinityPieces(ord),
+		envPieces(ord),
 		[]piece{provenancePiece(slices.Concat(layered[:]...), policies.AppliedAnnotation)},
 	)
 	// Each family's pieces are packed into as few mutations as the expression bound allows;
@@ -319,6 +323,9 @@ func compileGroup(every []profiles.Profile, i int, r profiles.Role, in []*polici
 	if total > o.MaxPolicy {
 		last := in[len(in)-1]
 		return Group{}, &overBound{last, "template", fmt.Sprintf("its group (%s %s) would take more than %d bytes of CEL", pr.Manager, r, o.MaxPolicy)}
+	}
+	if mainUsed {
+		variables = append([]admissionregistrationv1.Variable{{Name: mainName, Expression: mainNameExpression(pr.MainContainers)}}, variables...)
 	}
 	if placement {
 		variables = append([]admissionregistrationv1.Variable{{Name: "kueueMarked", Expression: kueueMarked()}}, variables...)

@@ -59,8 +59,12 @@ func TestLeft(t *testing.T) {
 		compiledToo    bool // its pod part compiles, another part does not
 		namespaceScope bool
 	}{
-		{name: "containers", spec: `{template: {spec: {containers: [{name: "*", env: [{name: A, value: b}]}]}}}`,
-			field: "spec.containers", reason: reasonContainers, kind: profiles.KindPod},
+		{name: "resources", spec: `{template: {spec: {containers: [{name: "*", env: [{name: A, value: b}], resources: {limits: {cpu: "1"}}}]}}}`,
+			field: "spec.containers[*].resources", reason: "LimitRanges", kind: profiles.KindPod},
+		{name: "env-from", spec: `{template: {spec: {containers: [{name: main, env: [{name: A, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]}]}}}`,
+			field: "spec.containers[main].env[A]", reason: reasonContainerFields, kind: profiles.KindPod},
+		{name: "init", spec: `{template: {spec: {initContainers: [{name: "*", env: [{name: A, value: b}]}]}}}`,
+			field: "spec.initContainers", reason: reasonContainers, kind: profiles.KindPod},
 		{name: "preferred", spec: `{template: {spec: {affinity: {nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 1, preference: {matchExpressions: [{key: a, operator: Exists}]}}]}}}}}`,
 			field: "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution", reason: reasonNotYet, kind: profiles.KindPod},
 		{name: "pod-affinity", spec: `{template: {spec: {affinity: {podAntiAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 1, podAffinityTerm: {topologyKey: zone}}]}}}}}`,
@@ -226,7 +230,8 @@ func TestExamples(t *testing.T) {
 	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[0]), &p))
 	require.Equal(t, "admissionregistration.k8s.io/v1beta1", p.APIVersion)
 	require.Equal(t, "podpatch.dask.scheduler.pod", p.Name)
-	require.Contains(t, string(y), "# podpatch-system/gpu-workers/gpu-workers (Pod): left to the webhook: spec.containers: ")
+	require.True(t, strings.Contains(string(y), "# podpatch-system/gpu-workers/gpu-workers (Pod): left to the webhook: spec.containers[@main].resources: "),
+		"gpu-workers' resources listed")
 	_, err = out.YAML("v2")
 	require.Error(t, err)
 }
@@ -252,4 +257,26 @@ func TestAffinity(t *testing.T) {
 	require.Contains(t, e, `!((has(term.matchExpressions) && term.matchExpressions.exists(x, x.key == "pool")))`)
 	require.Contains(t, e, `path: "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution", value: {"nodeSelectorTerms": [{"matchExpressions": [] + `)
 	require.Contains(t, e, `"matchFields": [] + `)
+}
+
+// TestEnv: env variables by container name, "@main" and "*": a merge's value takes the place of
+// the container's source, "@main" is the manager's main container by its conventional names.
+func TestEnv(t *testing.T) {
+	out := compile(t, []string{
+		doc("e", `{match: {managers: [spark]}, template: {spec: {containers: [{name: "@main", env: [{name: A, value: "1"}]}, {name: "*", env: [{name: B, value: "2"}]}]}}}`),
+	}, nil)
+	require.Empty(t, out.Left)
+	g := out.Groups[0]
+	require.Equal(t, "mainName", g.Policy.Spec.Variables[0].Name)
+	require.Contains(t, g.Policy.Spec.Variables[0].Expression, `c.name in ["spark-kubernetes-driver", "spark-kubernetes-executor"]`)
+	var e string
+	for _, m := range g.Policy.Spec.Mutations {
+		if strings.Contains(m.JSONPatch.Expression, "/env") {
+			e = m.JSONPatch.Expression
+		}
+	}
+	require.Contains(t, e, `object.spec.containers.transformList(ci, c, `)
+	require.Contains(t, e, `c.name == variables.mainName`)
+	require.Contains(t, e, `[JSONPatch{op: "remove", path: "/spec/containers/" + string(ci) + "/env" + "/" + string((has(c.env) ? c.env.map(e, e.name).indexOf("A") : -1)) + "/valueFrom"}]`)
+	require.Contains(t, e, `value: {"name": "B", "value": `)
 }
