@@ -170,16 +170,22 @@ const holdsPolicy = "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nm
 	"      - {name: audit-config, configMap: {name: audit}}\n" +
 	"  service:\n    metadata: {labels: {platform.example.com/audited: 'true'}}\n"
 
+// holdsSeccompPolicy enforces the runtime's default seccomp profile at the Pod's level, which a
+// container's own securityContext overrides.
+const holdsSeccompPolicy = "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: seccomp}\nspec:\n  mode: enforce\n" +
+	"  match: {managers: [dask], namespaces: [" + holdsNamespace + "]}\n" +
+	"  template:\n    spec: {securityContext: {seccompProfile: {type: RuntimeDefault}}}\n"
+
 const holdsNamespace = "e2e-holds"
 
 // TestEnforceHoldsAsStored: an env var the policy enforces, defined twice by the creator, is
 // stored with the policy's value in both definitions. A Pod admitted with a policy that brings
 // whole elements holds it as the API server stored it, defaults and all, from its first update
-// on: `kubectl set image` on
-// the platform's sidecar and a merge patch removing the policy's label store the policy's
-// values. A Dask worker relabelled as a Ray worker (the policy selects both: "@main" would move
-// to its first container) while resized past the enforced cap is refused, and so is removing a
-// Service's manager label, which the webhook's objectSelector reads.
+// on: `kubectl set image` on the platform's sidecar and a merge patch removing the policy's
+// label store the policy's values. An ephemeral container overriding the enforced Pod-level
+// seccomp profile is refused. A Dask worker relabelled as a Ray worker (the policy selects
+// both: "@main" would move to its first container) is refused, and so is removing a Service's
+// manager label, which the webhook's objectSelector reads.
 func TestEnforceHoldsAsStored(t *testing.T) {
 	ctx := contextBackground()
 	ensureNamespace(t, holdsNamespace)
@@ -190,7 +196,7 @@ func TestEnforceHoldsAsStored(t *testing.T) {
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: policies.DefaultPlatformNamespace, Name: "e2e-holds",
 			Labels: map[string]string{policies.PolicyLabel: "true"}},
-		Data: map[string]string{"p.yaml": holdsPolicy},
+		Data: map[string]string{"p.yaml": holdsPolicy, "seccomp.yaml": holdsSeccompPolicy},
 	}
 	require.NoError(t, k8s.Create(ctx, cm))
 	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), cm) })
@@ -248,7 +254,7 @@ func TestEnforceHoldsAsStored(t *testing.T) {
 		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(pod), stored))
 		require.Equal(t, "registry.example.com/audit:1.4", sidecar(stored).Image)
 		got := strings.Join(warnings.take(), "\n")
-		require.Regexp(t, regexp.QuoteMeta(ref)+`@\d+ hold on every update`, got)
+		require.Regexp(t, regexp.QuoteMeta(ref)+`@\d+(, \S+)* hold on every update`, got)
 		require.NotContains(t, got, "does not hold")
 	})
 
@@ -268,6 +274,25 @@ func TestEnforceHoldsAsStored(t *testing.T) {
 		stored := &corev1.Pod{}
 		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(pod), stored))
 		require.Equal(t, "worker", stored.Labels["dask.org/component"])
+	})
+
+	t.Run("an ephemeral container overriding the enforced seccomp profile", func(t *testing.T) {
+		add := func(name string, sc *corev1.SecurityContext) error {
+			current := &corev1.Pod{}
+			require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(pod), current))
+			current.Spec.EphemeralContainers = append(current.Spec.EphemeralContainers, corev1.EphemeralContainer{
+				EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: name, Image: "busybox:1", SecurityContext: sc}})
+			return c.SubResource("ephemeralcontainers").Update(ctx, current)
+		}
+		err := add("unconfined", &corev1.SecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}})
+		require.Error(t, err)
+		require.Contains(t, err.Error(), "spec.ephemeralContainers[unconfined].securityContext.seccompProfile")
+		require.Contains(t, err.Error(), "(overrides-enforced)")
+		require.NoError(t, add("plain", nil), "a container that leaves the profile to the Pod is added")
+		stored := &corev1.Pod{}
+		require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(pod), stored))
+		require.Len(t, stored.Spec.EphemeralContainers, 1)
+		require.Equal(t, "plain", stored.Spec.EphemeralContainers[0].Name)
 	})
 
 	t.Run("a Service's manager label removed", func(t *testing.T) {
