@@ -13,9 +13,12 @@ import (
 
 	"github.com/pmezard/go-difflib/difflib"
 	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	admissionregistrationv1beta1 "k8s.io/api/admissionregistration/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podpatch/podpatch/policies"
@@ -39,7 +42,8 @@ var nativeFixtures = []string{
 }
 
 // TestNativeDifferential: random lint-valid policy sets of the families package native
-// compiles (labels, annotations, nodeSelector, tolerations, required node affinity; every mode, both scopes, selections
+// compiles (labels, annotations, nodeSelector, tolerations, required node affinity, env variables
+// of containers by name, "@main" and "*"; every mode, both scopes, selections
 // by manager, role, cluster, group, label selector, namespace and namespaceSelector) against
 // the managers' Pods in two namespaces. Each Pod is created (server dry-run) once through the
 // webhook alone and once through the compiled MutatingAdmissionPolicies alone: the objects the
@@ -164,9 +168,12 @@ func TestNativeDifferential(t *testing.T) {
 	}
 	p.stop(t) // and a webhook call the API server still makes fails open, changing nothing
 
-	// 2. The MAPs alone: equal once the API server has loaded them.
+	// 2. The MAPs alone, in the version the API server serves (v1 from 1.36, v1beta1 on an
+	// emulated 1.34 or 1.35 with its gate on): equal once the API server has loaded them.
+	beta := !servesV1MAP(t)
+	t.Logf("MutatingAdmissionPolicies in admissionregistration.k8s.io/%s", map[bool]string{true: native.V1beta1, false: native.V1}[beta])
 	for _, g := range out.Groups {
-		for _, o := range []client.Object{g.Policy.DeepCopy(), g.Binding.DeepCopy()} {
+		for _, o := range []client.Object{asServed(t, g.Policy, beta), asServed(t, g.Binding, beta)} {
 			require.NoError(t, k8s.Create(ctx, o), "%s", g.Policy.Name)
 			t.Cleanup(func() {
 				if err := k8s.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
@@ -366,6 +373,32 @@ func drawNativePolicy(rng *rand.Rand, name string, platform bool) string {
 		spec["affinity"] = map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{
 			"nodeSelectorTerms": []any{term}}}}
 	}
+	if chance(35) {
+		var entries []any
+		for range 1 + rng.IntN(2) {
+			var env []any
+			seen := map[string]bool{}
+			for range 1 + rng.IntN(2) {
+				// RAY_CLUSTER_NAME is a fixture's own variable with a value, SPARK_EXECUTOR_POD_IP
+				// and _POD_IP_ADDRESS their own from a source (which a value may not join).
+				n := pick("NATIVE_A", "NATIVE_B", "RAY_CLUSTER_NAME", "SPARK_EXECUTOR_POD_IP", "_POD_IP_ADDRESS")
+				if !seen[n] {
+					seen[n] = true
+					env = append(env, map[string]any{"name": n, "value": pick("1", "2", `a "quoted" \ value`)})
+				}
+			}
+			entries = append(entries, map[string]any{"name": pick("*", "*", "@main", "@main", "worker", "ray-worker", "spark-kubernetes-executor", "no-such"), "env": env})
+		}
+		names := map[string]bool{}
+		var unique []any
+		for _, e := range entries {
+			if n := e.(map[string]any)["name"].(string); !names[n] {
+				names[n] = true
+				unique = append(unique, e)
+			}
+		}
+		spec["containers"] = unique
+	}
 	if len(meta)+len(spec) == 0 {
 		meta["labels"] = map[string]any{"team": pick("a", "b")}
 	}
@@ -384,4 +417,39 @@ func drawNativePolicy(rng *rand.Rand, name string, platform bool) string {
 		panic(err) // maps of strings and numbers always marshal
 	}
 	return string(b) + "\n"
+}
+
+// servesV1MAP says whether the API server serves MutatingAdmissionPolicies in
+// admissionregistration.k8s.io/v1 (Kubernetes 1.36 and later).
+func servesV1MAP(t *testing.T) bool {
+	t.Helper()
+	dc, err := discovery.NewDiscoveryClientForConfig(restConfig)
+	require.NoError(t, err)
+	rs, err := dc.ServerResourcesForGroupVersion("admissionregistration.k8s.io/v1")
+	require.NoError(t, err)
+	for _, r := range rs.APIResources {
+		if r.Name == "mutatingadmissionpolicies" {
+			return true
+		}
+	}
+	return false
+}
+
+// asServed is a generated v1 object, or its v1beta1 twin (the same fields, decoded strictly).
+func asServed(t *testing.T, obj client.Object, beta bool) client.Object {
+	t.Helper()
+	if !beta {
+		return obj.DeepCopyObject().(client.Object)
+	}
+	var out client.Object = &admissionregistrationv1beta1.MutatingAdmissionPolicy{}
+	if _, ok := obj.(*admissionregistrationv1.MutatingAdmissionPolicyBinding); ok {
+		out = &admissionregistrationv1beta1.MutatingAdmissionPolicyBinding{}
+	}
+	b, err := json.Marshal(obj)
+	require.NoError(t, err)
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(out))
+	out.GetObjectKind().SetGroupVersionKind(admissionregistrationv1beta1.SchemeGroupVersion.WithKind(obj.GetObjectKind().GroupVersionKind().Kind))
+	return out
 }
