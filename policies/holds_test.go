@@ -371,7 +371,7 @@ func TestUpdateCannotChangeIdentity(t *testing.T) {
 				})
 			}
 			t.Run(from+" recognition labels removed one by one", func(t *testing.T) {
-				for _, k := range recognitionLabels {
+				for _, k := range recognitionLabels[admitted.Identity.Manager] {
 					var o map[string]any
 					require.NoError(t, json.Unmarshal(admitted.Object, &o))
 					if _, ok := at(o, "metadata", "labels")[k]; !ok {
@@ -382,10 +382,22 @@ func TestUpdateCannotChangeIdentity(t *testing.T) {
 					require.NoError(t, err)
 					require.True(t, res.Denied, k)
 				}
-				updated := edit(t, admitted.Object, func(o map[string]any) { at(o, "metadata", "labels")["team"] = "x" })
+				updated := edit(t, admitted.Object, func(o map[string]any) {
+					at(o, "metadata", "labels")["team"] = "x"
+					for m, keys := range recognitionLabels {
+						if m == admitted.Identity.Manager {
+							continue
+						}
+						for _, k := range keys {
+							if !slices.Contains(recognitionLabels[admitted.Identity.Manager], k) {
+								delete(at(o, "metadata", "labels"), k) // another manager's: not reserved here
+							}
+						}
+					}
+				})
 				res, err := s.PatchUpdate(Input{Kind: kind, Object: updated, Namespace: "team-a"}, admitted.Object, false)
 				require.NoError(t, err)
-				require.False(t, res.Denied, "another label is the update's to change")
+				require.False(t, res.Denied, "another label is the update's to change: %v", res.Skipped)
 			})
 		}
 	}
@@ -547,4 +559,26 @@ func TestUpdateCannotChangeRole(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestOtherManagersLabelsNotReserved: the labels reserved on an object holding enforce are its
+// own manager's: a Dask worker's app label (a Flink cluster's key) is the update's to change.
+func TestOtherManagersLabelsNotReserved(t *testing.T) {
+	s := NewSet([]*Policy{enforcePolicy(t, "cost", ModeEnforce, "template: {metadata: {labels: {cost-center: data}}}")})
+	admitted, err := s.Apply(Input{Kind: profiles.KindPod, Namespace: "team-a",
+		Object: fixtureJSON(t, "dask-operator/worker-pod.yaml", func(o map[string]any) { at(o, "metadata", "labels")["app"] = "web" })})
+	require.NoError(t, err)
+	for _, change := range []func(l map[string]any){
+		func(l map[string]any) { l["app"] = "other" },
+		func(l map[string]any) { delete(l, "app") },
+	} {
+		updated := edit(t, admitted.Object, func(o map[string]any) { change(at(o, "metadata", "labels")) })
+		res, err := s.PatchUpdate(Input{Kind: profiles.KindPod, Object: updated, Namespace: "team-a"}, admitted.Object, false)
+		require.NoError(t, err)
+		require.False(t, res.Denied, "%v", res.Skipped)
+	}
+	updated := edit(t, admitted.Object, func(o map[string]any) { at(o, "metadata", "labels")["dask.org/workergroup-name"] = "other" })
+	res, err := s.PatchUpdate(Input{Kind: profiles.KindPod, Object: updated, Namespace: "team-a"}, admitted.Object, false)
+	require.NoError(t, err)
+	require.True(t, res.Denied, "its own group label is reserved")
 }

@@ -169,8 +169,9 @@ const RuleSelectionChanged = "selection-changed"
 const RuleIdentityChanged = "identity-changed"
 
 // RuleRecognitionLabel is the rule of an update denied for removing or changing, on an object
-// holding enforce policies, a label the profiles recognise objects by (profiles.Labels, and
-// the labels a manager's Services carry): the webhooks' objectSelectors read those labels, and
+// holding enforce policies, a label its manager's profile recognises objects by (its role,
+// required, cluster and group labels, and the labels its Services carry,
+// recognitionLabels): the webhooks' objectSelectors read those labels, and
 // without them no later write of the object reaches podpatch — a Service still recognised by its
 // selector included.
 const RuleRecognitionLabel = "recognition-label-changed"
@@ -222,18 +223,27 @@ func mainName(containers []any, manager profiles.Manager) string {
 	return first
 }
 
-// recognitionLabels are the labels an object holding enforce policies keeps: those the
-// profiles recognise objects by, and those a manager's Services carry.
-var recognitionLabels = func() []string {
-	out := profiles.Labels()
+// recognitionLabels are, by manager, the labels an object of its holding enforce policies
+// keeps: those its profile recognises objects by (role, required, cluster and group labels) and
+// those its Services carry. Another manager's labels (a Flink cluster's app) are not reserved
+// on it.
+var recognitionLabels = func() map[profiles.Manager][]string {
+	out := map[profiles.Manager][]string{}
 	for _, pr := range profiles.All() {
-		for k := range pr.ServiceLabels {
-			if !slices.Contains(out, k) {
-				out = append(out, k)
-			}
+		keys := []string{pr.RoleKey}
+		if pr.RequireKey != "" {
+			keys = append(keys, pr.RequireKey)
 		}
+		keys = append(keys, pr.ClusterKeys...)
+		if pr.GroupKey != "" {
+			keys = append(keys, pr.GroupKey)
+		}
+		for k := range pr.ServiceLabels {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		out[pr.Manager] = slices.Compact(keys)
 	}
-	slices.Sort(out)
 	return out
 }()
 
@@ -258,7 +268,7 @@ func identityChanged(in Input, old []byte, h Holding) []Skipped {
 		v = &validity.Violation{Rule: RuleIdentityChanged, Field: "spec.containers",
 			Message: "this update changes the container \"@main\" names: the enforce policies it holds were decided on the container it named; create a new object instead"}
 	default:
-		for _, k := range recognitionLabels {
+		for _, k := range recognitionLabels[was.id.Manager] {
 			prev, had := was.labels[k]
 			if cur, has := now.labels[k]; had && (!has || cur != prev) {
 				v = &validity.Violation{Rule: RuleRecognitionLabel, Field: "metadata.labels[" + k + "]",
