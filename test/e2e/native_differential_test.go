@@ -33,7 +33,7 @@ const nativeBucketLabel = "native-bucket"
 var nativeNamespaces = map[string]string{"native-diff-a": "gold", "native-diff-b": "silver"}
 
 // nativeFixtures are the manager Pods the cases create, as each manager writes them; a third
-// of the cases gets required node affinity terms of its own.
+// of the cases gets required node affinity terms of its own, a sixth the skip label.
 var nativeFixtures = []string{
 	"dask-operator/scheduler-pod.yaml", "dask-operator/worker-pod.yaml", "dask-operator/job-runner-pod.yaml",
 	"dask-classic/worker-pod.yaml", "dask-gateway/worker-pod.yaml", "kuberay/head-pod.yaml", "kuberay/worker-pod.yaml",
@@ -117,6 +117,9 @@ func TestNativeDifferential(t *testing.T) {
 			lbls := map[string]string{}
 			if b := rng.IntN(3); b < 2 {
 				lbls[nativeBucketLabel] = string(rune('a' + b))
+			}
+			if rng.IntN(6) == 0 { // the enforce layer only (reference §3)
+				lbls[policies.SkipLabel] = "true"
 			}
 			pod := labPod(t, f, fmt.Sprintf("native-%d", len(pods)), lbls)
 			pod.Namespace = ns
