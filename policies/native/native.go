@@ -158,13 +158,15 @@ func Compile(s *policies.Set, platformNamespace string, o Options) Output {
 		}
 	}
 	// Group, and take out what exceeds a bound, until every group fits.
-	for range len(all) + 1 {
+	for range len(all) + 1 { // each round leaves at least one policy out
 		groups, over := compileGroups(all, parts, o)
 		if over == nil {
 			out.Groups = groups
 			break
 		}
-		leave(over.p, profiles.KindPod, over.field, over.reason)
+		for _, p := range over.ps {
+			leave(p, profiles.KindPod, over.field, over.reason)
+		}
 	}
 	for _, p := range all {
 		part, ok := parts[p]
@@ -191,9 +193,11 @@ func Compile(s *policies.Set, platformNamespace string, o Options) Output {
 // (with the ConfigMap's resourceVersion when the policy was read from the cluster).
 func ref(p *policies.Policy) string { return p.Ref }
 
-// overBound is a policy a group could not hold within a bound.
+// overBound are the policies a group could not hold within a bound: the later half of those
+// that write the field beyond it (at least one), so that a set far beyond the bounds is
+// compiled again a logarithmic number of times, not once per policy.
 type overBound struct {
-	p             *policies.Policy
+	ps            []*policies.Policy
 	field, reason string
 }
 
@@ -250,7 +254,7 @@ func compileGroup(every []profiles.Profile, i int, r profiles.Role, in []*polici
 		}
 		expr := and(guards)
 		if len(expr) > o.MaxExpression {
-			return Group{}, &overBound{p, "match", fmt.Sprintf("its selection is longer than %d bytes of CEL", o.MaxExpression)}
+			return Group{}, &overBound{[]*policies.Policy{p}, "match", fmt.Sprintf("its selection is longer than %d bytes of CEL", o.MaxExpression)}
 		}
 		name := fmt.Sprintf("p%d", n)
 		variables = append(variables, admissionregistrationv1.Variable{Name: name, Expression: expr})
@@ -306,7 +310,13 @@ func compileGroup(every []profiles.Profile, i int, r profiles.Role, in []*polici
 		}
 		for _, pc := range family {
 			if len(pc.expr) > o.MaxExpression {
-				return Group{}, &overBound{byMember[pc.by[len(pc.by)-1]], "template",
+				var ps []*policies.Policy
+				for _, m := range pc.by[len(pc.by)/2:] {
+					if !slices.Contains(ps, byMember[m]) {
+						ps = append(ps, byMember[m])
+					}
+				}
+				return Group{}, &overBound{ps, "template",
 					fmt.Sprintf("a field it writes, with the other policies writing it, takes more than %d bytes of CEL", o.MaxExpression)}
 			}
 			if size+len(pc.expr)+3 > o.MaxExpression {
@@ -321,8 +331,7 @@ func compileGroup(every []profiles.Profile, i int, r profiles.Role, in []*polici
 		total += len(v.Expression)
 	}
 	if total > o.MaxPolicy {
-		last := in[len(in)-1]
-		return Group{}, &overBound{last, "template", fmt.Sprintf("its group (%s %s) would take more than %d bytes of CEL", pr.Manager, r, o.MaxPolicy)}
+		return Group{}, &overBound{in[len(in)/2:], "template", fmt.Sprintf("its group (%s %s) would take more than %d bytes of CEL", pr.Manager, r, o.MaxPolicy)}
 	}
 	if mainUsed {
 		variables = append([]admissionregistrationv1.Variable{{Name: mainName, Expression: mainNameExpression(pr.MainContainers)}}, variables...)

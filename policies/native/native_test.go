@@ -280,3 +280,37 @@ func TestEnv(t *testing.T) {
 	require.Contains(t, e, `[JSONPatch{op: "remove", path: "/spec/containers/" + string(ci) + "/env" + "/" + string((has(c.env) ? c.env.map(e, e.name).indexOf("A") : -1)) + "/valueFrom"}]`)
 	require.Contains(t, e, `value: {"name": "B", "value": `)
 }
+
+// TestScale: three hundred policies selecting Dask workers, each in a namespace of its own and
+// writing the same label and env variable, give one MAP within the bounds.
+func TestScale(t *testing.T) {
+	var docs []string
+	for i := range 300 {
+		docs = append(docs, doc(fmt.Sprintf("p%d", i), fmt.Sprintf(`{mode: merge, match: {managers: [dask], roles: [worker], namespaces: [team-%d]},
+  template: {metadata: {labels: {team-policy: p%d}}, spec: {containers: [{name: "*", env: [{name: TEAM, value: p%d}]}]}}}`, i, i, i)))
+	}
+	var cms []policies.SourcedConfigMap
+	for i := 0; i < len(docs); i += 16 {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: policies.DefaultPlatformNamespace, Name: fmt.Sprintf("p%03d", i),
+			Labels: map[string]string{policies.PolicyLabel: "true"}}, Data: map[string]string{"p.yaml": strings.Join(docs[i:min(i+16, len(docs))], "---\n")}}
+		cms = append(cms, policies.SourcedConfigMap{File: cm.Name, ConfigMap: cm})
+	}
+	s, probs := policies.Compile(cms, policies.DefaultOptions())
+	require.Empty(t, probs)
+	out := Compile(s, policies.DefaultPlatformNamespace, Options{})
+	// Every policy compiles or is listed; those that share a field beyond the expression bound
+	// are listed with it (their env variable's appends grow with the square of the writers).
+	require.Len(t, out.Groups, 1)
+	require.Equal(t, 300, len(out.Compiled)+len(out.Left))
+	require.Greater(t, len(out.Compiled), 10)
+	for _, l := range out.Left {
+		require.Contains(t, l.Reason, "takes more than 65536 bytes of CEL")
+	}
+	total := 0
+	for _, m := range out.Groups[0].Policy.Spec.Mutations {
+		require.LessOrEqual(t, len(m.JSONPatch.Expression), DefaultMaxExpression)
+		total += len(m.JSONPatch.Expression)
+	}
+	require.LessOrEqual(t, total, DefaultMaxPolicy)
+	t.Logf("300 policies: %d compiled into %d mutations, %d bytes of CEL", len(out.Compiled), len(out.Groups[0].Policy.Spec.Mutations), total)
+}
