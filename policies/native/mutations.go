@@ -2,6 +2,7 @@ package native
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -461,20 +462,21 @@ func envPieces(o order) []piece {
 					`.valueFrom) ? [JSONPatch{op: "remove", path: ` + at + ` + "/valueFrom"}] : [])`
 			}, "[]")+" : [])")
 	}
-	seen := map[string]int{}
-	for _, a := range apps {
-		as := byName[a.v.name]
-		var earlier []string
-		for _, e := range as[:seen[a.v.name]] {
-			earlier = append(earlier, on(e))
+	// Lacked: appended where the first selected entry of its name stands in application order.
+	// Each name's place is one chain; the appends are sorted by it, so that the expression
+	// grows with the entries, not with their square.
+	var lacked []string
+	for _, n := range names {
+		as := byName[n]
+		var b strings.Builder
+		for _, a := range as {
+			b.WriteString(on(a) + " ? " + strconv.Itoa(slices.Index(apps, a)) + " : ")
 		}
-		seen[a.v.name]++
-		cond := []string{on(a), index(a.v.name) + " < 0"}
-		if len(earlier) > 0 {
-			cond = append(cond, "!"+or(earlier))
-		}
+		b.WriteString("-1")
 		val := value(as, func(string) string { return "" }, func(v string) string { return v }, `""`)
-		parts = append(parts, "("+and(cond)+` ? [JSONPatch{op: "add", path: `+env+` + "/-", value: {"name": `+lit(a.v.name)+`, "value": `+val+"}}] : [])")
+		lacked = append(lacked, `{"at": dyn(`+b.String()+`), "held": dyn(`+index(n)+` >= 0), "name": dyn(`+lit(n)+`), "value": dyn(`+val+`)}`)
 	}
+	parts = append(parts, "["+strings.Join(lacked, ", ")+`].filter(x, int(x.at) >= 0 && !x.held).sortBy(x, int(x.at)).map(x, `+
+		`JSONPatch{op: "add", path: `+env+` + "/-", value: {"name": x.name, "value": x.value}})`)
 	return []piece{{expr: "object.spec.containers.transformList(ci, c, " + strings.Join(parts, " + ") + ").flatten()", by: by}}
 }
