@@ -188,25 +188,27 @@ func tolerationPieces(o order) []piece {
 		}
 		out = append(out, piece{expr: "(" + idx + " >= 0 && " + or(sel(whoSet(apps))) + " ? " + strings.Join(inPlace, " + ") + " : [])", by: whoSet(apps)})
 	}
-	// Lacked: appended by the first selected appearance of its identity, in application order.
-	seen := map[string]int{}
-	for _, a := range every {
-		id := tolerationID(a.tol)
+	// Lacked: appended where the first selected appearance of its identity stands in
+	// application order; one chain per identity, the appends sorted by it.
+	var lacked []string
+	for _, id := range ids {
 		apps := byID[id]
-		earlier := whoSet(apps[:seen[id]])
-		seen[id]++
+		var at strings.Builder
+		for _, a := range apps {
+			at.WriteString(a.by.variable + " ? " + strconv.Itoa(slices.IndexFunc(every, func(e appearance) bool {
+				return e.by == a.by && tolerationID(e.tol) == id
+			})) + " : ")
+		}
+		at.WriteString("-1")
 		var fields []string
 		for _, mem := range membersOf(apps) {
 			fields = append(fields, `?`+lit(mem)+": "+chain(apps, mem, nil,
 				func(v string) string { return "optional.of(dyn(" + v + "))" }, "optional.none()"))
 		}
-		cond := []string{a.by.variable, index(id) + " < 0"}
-		if len(earlier) > 0 {
-			cond = append(cond, "!"+or(sel(earlier)))
-		}
-		out = append(out, piece{expr: "(" + and(cond) + ` ? [JSONPatch{op: "add", path: "/spec/tolerations/-", value: {` +
-			strings.Join(fields, ", ") + "}}] : [])", by: whoSet(apps)})
+		lacked = append(lacked, `{"at": dyn(`+at.String()+`), "held": dyn(`+index(id)+` >= 0), "value": dyn({`+strings.Join(fields, ", ")+`})}`)
 	}
+	out = append(out, piece{expr: "([" + strings.Join(lacked, ", ") + `].filter(x, int(x.at) >= 0 && !x.held).sortBy(x, int(x.at)).map(x, ` +
+		`JSONPatch{op: "add", path: "/spec/tolerations/-", value: x.value}))`, by: adders})
 	return out
 }
 
