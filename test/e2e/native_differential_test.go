@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -455,4 +457,44 @@ func asServed(t *testing.T, obj client.Object, beta bool) client.Object {
 	require.NoError(t, dec.Decode(out))
 	out.GetObjectKind().SetGroupVersionKind(admissionregistrationv1beta1.SchemeGroupVersion.WithKind(obj.GetObjectKind().GroupVersionKind().Kind))
 	return out
+}
+
+// TestNativeExamples: what `podpatch map` prints for manifests/examples is accepted by the API
+// server, every MAP and binding (server dry-run), and a Spark executor created through those
+// MAPs alone gets the example policies that compile.
+func TestNativeExamples(t *testing.T) {
+	out, err := execOutput(podpatchBin, "map", "--policies", filepath.Join(repoRoot, "manifests", "examples"))
+	require.NoError(t, err)
+	ctx := contextBackground()
+	var objs []client.Object
+	for _, doc := range strings.Split(strings.TrimPrefix(string(out), "---\n"), "\n---\n") {
+		u := fromYAML(t, []byte(doc))
+		if u.GetKind() == "" {
+			continue // comments only
+		}
+		require.Contains(t, []string{"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"}, u.GetKind())
+		objs = append(objs, u)
+	}
+	require.NotEmpty(t, objs)
+	for _, o := range objs {
+		require.NoError(t, k8s.Create(ctx, o.DeepCopyObject().(client.Object), client.DryRunAll), "%s %s", o.GetObjectKind().GroupVersionKind().Kind, o.GetName())
+	}
+	// Installed, the executor's MAP applies spot-executors and cost-center, as the webhook would.
+	for _, o := range objs {
+		if !strings.HasPrefix(o.GetName(), "podpatch.spark.worker.") {
+			continue
+		}
+		require.NoError(t, k8s.Create(ctx, o))
+		t.Cleanup(func() { _ = k8s.Delete(ctx, o) })
+	}
+	ensureNamespace(t, "native-examples")
+	pod := labPod(t, "spark/executor-pod.yaml", "native-example", nil)
+	pod.Namespace = "native-examples"
+	require.Eventually(t, func() bool {
+		got := pod.DeepCopy()
+		require.NoError(t, k8s.Create(ctx, got, client.DryRunAll))
+		return got.Annotations[policies.AppliedAnnotation] == "podpatch-system/spark-spot/spot-executors,podpatch-system/cost-center/cost-center" &&
+			got.Labels["cost-center"] == "data-platform" &&
+			slices.ContainsFunc(got.Spec.Tolerations, func(tol corev1.Toleration) bool { return tol.Key == "cloud.google.com/gke-spot" })
+	}, 60*time.Second, 200*time.Millisecond, "the examples' MAPs never applied to a Spark executor")
 }
