@@ -1,6 +1,7 @@
 package native
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -237,16 +238,24 @@ const (
 		requiredCEL + ".nodeSelectorTerms) && size(" + requiredCEL + ".nodeSelectorTerms) > 0)"
 )
 
+// variable is a CEL variable of a group's MAP.
+type variable struct{ name, expression string }
+
 // affinityPieces states the required node affinity (reference §3, Merge rules): each selected
 // policy's requirements ANDed into every term of the Pod, in application order, a requirement a
 // term holds not added again, and a default's requirement on a key the term already constrains
 // left out (policies' andNodeSelector); a Pod without terms gets the one the policies make.
-func affinityPieces(o order) []piece {
+// A default's requirement is kept only when its policy is the first selected default to
+// constrain that key (a variable per key), so each requirement's place is one chain and the
+// appends, sorted by it, grow with the requirements and not with their square.
+func affinityPieces(o order) ([]piece, []variable) {
 	type req struct {
 		by      *member
 		literal string
 		key, op string
 		values  []string
+		at      int // its place among every requirement of its list, in application order
+		first   int // the place of its policy's first requirement on its key in its list
 	}
 	apps := map[string][]req{} // by list, in application order
 	var by []*member
@@ -265,17 +274,50 @@ func affinityPieces(o order) []piece {
 					s, _ := v.(string)
 					values = append(values, s)
 				}
-				apps[list] = append(apps[list], req{mb, requirementLiteral(r), key, op, values})
+				first := len(apps[list])
+				for _, e := range apps[list] {
+					if e.by == mb && e.key == key {
+						first = e.at
+						break
+					}
+				}
+				apps[list] = append(apps[list], req{mb, requirementLiteral(r), key, op, values, len(apps[list]), first})
 			}
 		}
 	}
 	if len(by) == 0 {
-		return nil
+		return nil, nil
 	}
-	// added is, for one list of a term (its CEL, "" for none), the condition of each
-	// requirement being appended to it, in order.
-	added := func(list, term string) []string {
-		holds := func(r req) string { // the term held it as it came
+	// firstFill names, per list and key, the place of the first selected default's first
+	// requirement on that key: the one default whose requirements on it a term without the key
+	// takes (all of them: a policy's own are filtered against the term as it was before it).
+	var vars []variable
+	firstFill := map[string]string{}
+	for _, list := range requirementLists {
+		var keys []string
+		chains := map[string]*strings.Builder{}
+		for _, r := range apps[list] {
+			if !r.by.fill || r.first != r.at {
+				continue // the policy's requirements on a key stand or fall together
+			}
+			b, ok := chains[r.key]
+			if !ok {
+				b = &strings.Builder{}
+				chains[r.key] = b
+				keys = append(keys, r.key)
+			}
+			b.WriteString(r.by.variable + " ? " + strconv.Itoa(r.at) + " : ")
+		}
+		for _, k := range keys {
+			name := fmt.Sprintf("affinityFill%d", len(vars))
+			vars = append(vars, variable{name, chains[k].String() + "-1"})
+			firstFill[list+"\x00"+k] = "variables." + name
+		}
+	}
+	// appends is, for one list of a term (its CEL, "" for none), its requirements the term
+	// lacks, each once, in application order.
+	appends := func(list, term string) string {
+		holds := func(r req) string {
 			if term == "" {
 				return "false"
 			}
@@ -288,32 +330,29 @@ func affinityPieces(o order) []piece {
 			}
 			return "(has(" + term + "." + list + ") && " + term + "." + list + ".exists(x, x.key == " + lit(key) + "))"
 		}
-		rs := apps[list]
-		// kept is `the requirement's policy, selected, did not leave it out for its key`.
-		kept := make([]string, len(rs))
-		for i, r := range rs {
-			kept[i] = r.by.variable
-			if r.by.fill {
-				var earlier []string
-				for _, e := range rs[:i] {
-					if e.by != r.by && e.by.fill && e.key == r.key {
-						earlier = append(earlier, e.by.variable)
-					}
-				}
-				kept[i] = and([]string{r.by.variable, "!" + or(append([]string{keyHeld(r.key)}, earlier...))})
+		kept := func(r req) string {
+			if !r.by.fill {
+				return r.by.variable
 			}
+			return "(" + firstFill[list+"\x00"+r.key] + " == " + strconv.Itoa(r.first) + " && !" + keyHeld(r.key) + ")"
 		}
-		out := make([]string, len(rs))
-		for i, r := range rs {
-			present := []string{holds(r)}
-			for j, e := range rs[:i] {
-				if e.literal == r.literal {
-					present = append(present, kept[j])
-				}
+		var literals []string
+		byLiteral := map[string][]req{}
+		for _, r := range apps[list] {
+			if _, ok := byLiteral[r.literal]; !ok {
+				literals = append(literals, r.literal)
 			}
-			out[i] = and([]string{kept[i], "!" + or(present)})
+			byLiteral[r.literal] = append(byLiteral[r.literal], r)
 		}
-		return out
+		var entries []string
+		for _, l := range literals {
+			var at strings.Builder
+			for _, r := range byLiteral[l] {
+				at.WriteString(kept(r) + " ? " + strconv.Itoa(r.at) + " : ")
+			}
+			entries = append(entries, `{"at": dyn(`+at.String()+`-1), "held": dyn(`+holds(byLiteral[l][0])+`), "value": dyn(`+l+`)}`)
+		}
+		return "[" + strings.Join(entries, ", ") + "].filter(x, int(x.at) >= 0 && !x.held).sortBy(x, int(x.at))"
 	}
 	// The Pod's terms, each in place.
 	var inTerm []string
@@ -326,10 +365,8 @@ func affinityPieces(o order) []piece {
 			adders = append(adders, r.by.variable)
 		}
 		path := `"` + requiredPath + `/nodeSelectorTerms/" + string(ti) + "/` + list + `"`
-		inTerm = append(inTerm, "(has(term."+list+") || !"+or(adders)+` ? [] : [JSONPatch{op: "add", path: `+path+`, value: []}])`)
-		for i, cond := range added(list, "term") {
-			inTerm = append(inTerm, "("+cond+` ? [JSONPatch{op: "add", path: `+path+` + "/-", value: `+apps[list][i].literal+"}] : [])")
-		}
+		inTerm = append(inTerm, "(has(term."+list+") || !"+or(adders)+` ? [] : [JSONPatch{op: "add", path: `+path+`, value: []}])`,
+			appends(list, "term")+`.map(x, JSONPatch{op: "add", path: `+path+` + "/-", value: x.value})`)
 	}
 	out := []piece{{expr: "(" + hasTerms + " ? " + requiredCEL + ".nodeSelectorTerms.transformList(ti, term, " +
 		strings.Join(inTerm, " + ") + ").flatten() : [])", by: by}}
@@ -339,17 +376,13 @@ func affinityPieces(o order) []piece {
 		if len(apps[list]) == 0 {
 			continue
 		}
-		items := []string{"[]"}
-		for i, cond := range added(list, "") {
-			items = append(items, "("+cond+" ? ["+apps[list][i].literal+"] : [])")
-		}
-		members = append(members, lit(list)+": "+strings.Join(items, " + "))
+		members = append(members, lit(list)+": "+appends(list, "")+".map(x, x.value)")
 	}
 	out = append(out, piece{expr: "(!" + hasTerms + " && " + or(sel(by)) + " ? " +
 		`(has(object.spec.affinity) ? [] : [JSONPatch{op: "add", path: "/spec/affinity", value: {}}]) + ` +
 		`(has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity) ? [] : [JSONPatch{op: "add", path: "/spec/affinity/nodeAffinity", value: {}}]) + ` +
 		`[JSONPatch{op: "add", path: ` + lit(requiredPath) + `, value: {"nodeSelectorTerms": [{` + strings.Join(members, ", ") + `}]}}] : [])`, by: by})
-	return out
+	return out, vars
 }
 
 // mainName is the variable naming the manager's main container (reference §3, "@main").

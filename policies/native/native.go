@@ -282,13 +282,17 @@ func compileGroup(every []profiles.Profile, i int, r profiles.Role, in []*polici
 	}
 	ord.fill = slices.Concat(reversed(layered[1]), reversed(layered[0]))
 	ord.override = slices.Concat(layered[2], layered[3], layered[4])
+	affinity, affinityVars := affinityPieces(ord)
+	for _, v := range affinityVars {
+		variables = append(variables, admissionregistrationv1.Variable{Name: v.name, Expression: v.expression})
+	}
 	var pieces [][]piece
 	pieces = append(pieces,
 		mapPieces("/metadata/labels", podLabels, func(p podPart) map[string]*string { return p.labels }, ord),
 		mapPieces("/metadata/annotations", labelsOf("object.metadata.annotations"), func(p podPart) map[string]*string { return p.annotations }, ord),
 		mapPieces("/spec/nodeSelector", labelsOf("object.spec.nodeSelector"), func(p podPart) map[string]*string { return p.nodeSelector }, ord),
 		tolerationPieces(ord),
-		affinityPieces(ord),
+		affinity,
 		envPieces(ord),
 		[]piece{provenancePiece(slices.Concat(layered[:]...), policies.AppliedAnnotation)},
 	)

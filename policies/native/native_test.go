@@ -254,9 +254,16 @@ func TestAffinity(t *testing.T) {
 	e := strings.Join(affinity, "\n")
 	require.Contains(t, e, `.nodeSelectorTerms.transformList(ti, term, `)
 	// the default's requirement is added to a term only where the term has no requirement on pool
-	require.Contains(t, e, `!((has(term.matchExpressions) && term.matchExpressions.exists(x, x.key == "pool")))`)
-	require.Contains(t, e, `path: "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution", value: {"nodeSelectorTerms": [{"matchExpressions": [] + `)
-	require.Contains(t, e, `"matchFields": [] + `)
+	require.Contains(t, e, `(variables.affinityFill0 == 0 && !(has(term.matchExpressions) && term.matchExpressions.exists(x, x.key == "pool")))`)
+	require.Contains(t, e, `path: "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution", value: {"nodeSelectorTerms": [{"matchExpressions": [`)
+	require.Contains(t, e, `"matchFields": [`)
+	var fill string
+	for _, v := range out.Groups[0].Policy.Spec.Variables {
+		if v.Name == "affinityFill0" {
+			fill = v.Expression
+		}
+	}
+	require.Equal(t, "variables.p0 ? 0 : -1", fill)
 }
 
 // TestEnv: env variables by container name, "@main" and "*": a merge's value takes the place of
