@@ -1,7 +1,6 @@
 package native
 
 import (
-	"regexp"
 	"strconv"
 	"strings"
 )
@@ -48,30 +47,6 @@ func (m labelsOf) value(k string) string {
 
 // pointer escapes a map key as a JSON pointer segment (RFC 6901).
 func pointer(k string) string { return strings.NewReplacer("~", "~0", "/", "~1").Replace(k) }
-
-// globRegexp turns path.Match globs (policies' anyGlob) into one anchored RE2 expression;
-// false when a glob uses what the translation does not cover (character classes, escapes).
-func globRegexp(globs []string) (string, bool) {
-	alts := make([]string, 0, len(globs))
-	for _, g := range globs {
-		if strings.ContainsAny(g, `[]\`) {
-			return "", false
-		}
-		var b strings.Builder
-		for _, r := range g {
-			switch r {
-			case '*':
-				b.WriteString(`[^/]*`)
-			case '?':
-				b.WriteString(`[^/]`)
-			default:
-				b.WriteString(regexp.QuoteMeta(string(r)))
-			}
-		}
-		alts = append(alts, b.String())
-	}
-	return "^(?:" + strings.Join(alts, "|") + ")$", true
-}
 
 // globMatch is policies' anyGlob: a name, non-empty and at most 63 bytes, matching re.
 func globMatch(name, re string) string {

@@ -6,9 +6,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/internal/celtext"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 
@@ -110,7 +110,7 @@ func selectionOf(p *policies.Policy, pr profiles.Profile) (string, error) {
 		parts = append(parts, expr)
 	}
 	if globs := p.Clusters(); len(globs) > 0 {
-		re, ok := globRegexp(globs)
+		re, ok := celtext.GlobRegexp(globs)
 		if !ok {
 			return "", fmt.Errorf("match.clusters: a glob with a character class or escape")
 		}
@@ -121,7 +121,7 @@ func selectionOf(p *policies.Policy, pr profiles.Profile) (string, error) {
 		parts = append(parts, globMatch(name, re))
 	}
 	if globs := p.Groups(); len(globs) > 0 {
-		re, ok := globRegexp(globs)
+		re, ok := celtext.GlobRegexp(globs)
 		if !ok {
 			return "", fmt.Errorf("match.groups: a glob with a character class or escape")
 		}
@@ -132,7 +132,7 @@ func selectionOf(p *policies.Policy, pr profiles.Profile) (string, error) {
 		}
 	}
 	if globs := p.Namespaces(); len(globs) > 0 {
-		re, ok := globRegexp(globs)
+		re, ok := celtext.GlobRegexp(globs)
 		if !ok {
 			return "", fmt.Errorf("match.namespaces: a glob with a character class or escape")
 		}
@@ -150,28 +150,9 @@ func selectionOf(p *policies.Policy, pr profiles.Profile) (string, error) {
 
 // selectorExpression states a label selector on a label map.
 func selectorExpression(sel labels.Selector, m labelsOf) (string, error) {
-	reqs, selectable := sel.Requirements()
-	if !selectable {
-		return "false", nil
-	}
-	var parts []string
-	for _, r := range reqs {
-		vals := r.Values().UnsortedList() // a set
-		slices.Sort(vals)
-		switch r.Operator() {
-		case selection.In, selection.Equals, selection.DoubleEquals:
-			parts = append(parts, m.in(r.Key(), vals))
-		case selection.NotIn, selection.NotEquals:
-			parts = append(parts, "!"+m.in(r.Key(), vals))
-		case selection.Exists:
-			parts = append(parts, m.has(r.Key()))
-		case selection.DoesNotExist:
-			parts = append(parts, "!"+m.has(r.Key()))
-		default:
-			return "", fmt.Errorf("operator %s", r.Operator())
-		}
-	}
-	return and(parts), nil
+	lacks := func(k string) string { return "!" + m.has(k) }
+	parts, err := celtext.Selector(sel, celtext.LabelTests{In: m.in, Has: m.has, Lacks: lacks})
+	return and(parts), err
 }
 
 // selectorKeys are the label keys a policy's selector reads.

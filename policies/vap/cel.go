@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/podpatch/podpatch/policies/internal/celtext"
 )
 
 // The CEL text every stage writes: literals, field access guarded by has(), map entries and
@@ -84,35 +86,11 @@ func entryValue(root string, path []string, k string) string {
 	return "(" + entryPresent(root, path, k) + " ? " + access(root, path) + "[" + lit(k) + "] : \"\")"
 }
 
-// globRegexp turns path.Match globs into one anchored RE2 expression; false when a glob uses
-// what the translation does not cover (character classes, escapes).
-func globRegexp(globs []string) (string, bool) {
-	alts := make([]string, 0, len(globs))
-	for _, g := range globs {
-		if strings.ContainsAny(g, `[]\`) {
-			return "", false
-		}
-		var b strings.Builder
-		for _, r := range g {
-			switch r {
-			case '*':
-				b.WriteString(`[^/]*`)
-			case '?':
-				b.WriteString(`[^/]`)
-			default:
-				b.WriteString(regexp.QuoteMeta(string(r)))
-			}
-		}
-		alts = append(alts, b.String())
-	}
-	return "^(?:" + strings.Join(alts, "|") + ")$", true
-}
-
 // globTest is `name matches one of the path.Match globs` without a regular expression where a
 // glob needs none: the API server compiles a regular expression on every evaluation, tens of
 // microseconds, and a create runs the selection of every policy of its group. A glob without
 // wildcards is an equality, one `*` a prefix and a suffix (the names globs match hold no "/",
-// which `*` does not match); the others one anchored expression. false as for globRegexp.
+// which `*` does not match); the others one anchored expression. false as for celtext.GlobRegexp.
 func globTest(name string, globs []string) (string, bool) {
 	var exact, tests, rest []string
 	for _, g := range globs {
@@ -152,7 +130,7 @@ func globTest(name string, globs []string) (string, bool) {
 		tests = append([]string{name + " in " + lits(exact)}, tests...)
 	}
 	if len(rest) > 0 {
-		re, ok := globRegexp(rest)
+		re, ok := celtext.GlobRegexp(rest)
 		if !ok {
 			return "", false
 		}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/internal/celtext"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 
@@ -222,27 +223,8 @@ func globMatch(name string, globs []string) (string, bool) {
 
 // selectorExpression states a label selector on the labels at m.
 func selectorExpression(sel labels.Selector, m mapAt) (string, error) {
-	reqs, selectable := sel.Requirements()
-	if !selectable {
-		return "false", nil
-	}
-	var parts []string
-	for _, r := range reqs {
-		vals := sortedValues(r.Values().UnsortedList()) // Values is a set
-		switch r.Operator() {
-		case selection.In, selection.Equals, selection.DoubleEquals:
-			parts = append(parts, m.in(r.Key(), vals))
-		case selection.NotIn, selection.NotEquals:
-			parts = append(parts, "!"+m.in(r.Key(), vals))
-		case selection.Exists:
-			parts = append(parts, m.has(r.Key()))
-		case selection.DoesNotExist:
-			parts = append(parts, m.lacks(r.Key()))
-		default:
-			return "", fmt.Errorf("operator %s", r.Operator())
-		}
-	}
-	return strings.Join(parts, " && "), nil
+	parts, err := celtext.Selector(sel, celtext.LabelTests{In: m.in, Has: m.has, Lacks: m.lacks})
+	return strings.Join(parts, " && "), err
 }
 
 // labelSelectorRequirements states a compiled selector as a LabelSelector's expressions.

@@ -44,6 +44,7 @@ var layers = map[string]int{
 	// Kubernetes version keeps of the fields a policy can set and which of its validation
 	// rules differ (issue 34), which the Kubernetes field rules read.
 	"policies/internal/jsontree":  0,
+	"policies/internal/celtext":   0, // the CEL text the generated admission objects share
 	"policies/versions":           0,
 	"policies/internal/k8sfields": 1,
 	"externalurl/urltemplate":     0,
