@@ -4,11 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,13 +51,7 @@ var nativeFixtures = []string{
 // included.
 func TestNativeDifferential(t *testing.T) {
 	ctx := contextBackground()
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("PODPATCH_PROPERTY_SEED"); s != "" {
-		var err error
-		seed, err = strconv.ParseUint(s, 10, 64)
-		require.NoError(t, err, "PODPATCH_PROPERTY_SEED")
-	}
-	t.Logf("seed %d (PODPATCH_PROPERTY_SEED=%d reruns it)", seed, seed)
+	seed := propertySeed(t)
 	rng := rand.New(rand.NewPCG(seed, 0x55))
 
 	for ns, tier := range nativeNamespaces {

@@ -34,14 +34,7 @@ import (
 // same reasons, Node by Node (refusals against the scheduler's FailedScheduling message).
 func TestPlacementDifferential(t *testing.T) {
 	startLab(t)
-	// make test's seed (from the commit) when set, so a failure there reproduces; else a new one.
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("PODPATCH_PROPERTY_SEED"); s != "" {
-		var err error
-		seed, err = strconv.ParseUint(s, 10, 64)
-		require.NoError(t, err, "PODPATCH_PROPERTY_SEED")
-	}
-	t.Logf("seed %d (PODPATCH_PROPERTY_SEED=%d reruns it)", seed, seed)
+	seed := propertySeed(t)
 	rng := rand.New(rand.NewPCG(seed, 35))
 	pools := randomPools(rng, 3)
 	created, err := cluster.CreatePools(contextBackground(), k8s, pools)
@@ -349,4 +342,18 @@ func refusals(spec *corev1.PodSpec, nodes []*corev1.Node) map[string]int {
 		}
 	}
 	return out
+}
+
+// propertySeed is a seeded test's seed: make test's (from the commit) when PODPATCH_PROPERTY_SEED
+// is set, so that a failure there reproduces; else a new one. It is logged with how to rerun it.
+func propertySeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("PODPATCH_PROPERTY_SEED"); s != "" {
+		var err error
+		seed, err = strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err, "PODPATCH_PROPERTY_SEED")
+	}
+	t.Logf("seed %d (PODPATCH_PROPERTY_SEED=%d reruns it)", seed, seed)
+	return seed
 }

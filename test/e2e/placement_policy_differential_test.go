@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -61,14 +60,7 @@ var policyDiffFixtures = []string{
 func TestPlacementPolicyDifferential(t *testing.T) {
 	began := time.Now()
 	ctx := contextBackground()
-	// make test's seed (from the commit) when set, so a failure there reproduces; else a new one.
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("PODPATCH_PROPERTY_SEED"); s != "" {
-		var err error
-		seed, err = strconv.ParseUint(s, 10, 64)
-		require.NoError(t, err, "PODPATCH_PROPERTY_SEED")
-	}
-	t.Logf("seed %d (PODPATCH_PROPERTY_SEED=%d reruns it)", seed, seed)
+	seed := propertySeed(t)
 	// A stream of its own: the same seed draws other pools than TestPlacementDifferential's.
 	rng := rand.New(rand.NewPCG(seed, 0x35b))
 
