@@ -1,25 +1,14 @@
 package native
 
 import (
-	"strconv"
 	"strings"
+
+	"github.com/podpatch/podpatch/policies/internal/celtext"
 )
 
 // The CEL text every stage writes. Every string a policy holds reaches CEL as a quoted literal
 // (strconv.Quote: CEL's string escapes are Go's), never as syntax; field names are the
 // schema's, written by this package, never a policy's.
-
-// lit quotes a string as a CEL string literal.
-func lit(s string) string { return strconv.Quote(s) }
-
-// lits quotes a list of strings as a CEL list literal.
-func lits(ss []string) string {
-	q := make([]string, len(ss))
-	for i, s := range ss {
-		q[i] = lit(s)
-	}
-	return "[" + strings.Join(q, ", ") + "]"
-}
 
 // labelsOf is the CEL of a string map in the object (object.metadata.labels), with its guard.
 type labelsOf string
@@ -28,21 +17,21 @@ func (m labelsOf) present() string { return "has(" + string(m) + ")" }
 
 // has is `the map has key k`.
 func (m labelsOf) has(k string) string {
-	return "(" + m.present() + " && " + lit(k) + " in " + string(m) + ")"
+	return "(" + m.present() + " && " + celtext.Quote(k) + " in " + string(m) + ")"
 }
 
 // in is `the map has key k with a value in vals`.
 func (m labelsOf) in(k string, vals []string) string {
-	test := string(m) + "[" + lit(k) + "] == " + lit(vals[0])
+	test := string(m) + "[" + celtext.Quote(k) + "] == " + celtext.Quote(vals[0])
 	if len(vals) > 1 {
-		test = string(m) + "[" + lit(k) + "] in " + lits(vals)
+		test = string(m) + "[" + celtext.Quote(k) + "] in " + celtext.Quotes(vals)
 	}
 	return "(" + m.has(k) + " && " + test + ")"
 }
 
 // value is the map's value at k, or "" when the map or the key is not set.
 func (m labelsOf) value(k string) string {
-	return "(" + m.has(k) + " ? " + string(m) + "[" + lit(k) + `] : "")`
+	return "(" + m.has(k) + " ? " + string(m) + "[" + celtext.Quote(k) + `] : "")`
 }
 
 // pointer escapes a map key as a JSON pointer segment (RFC 6901).
@@ -50,7 +39,7 @@ func pointer(k string) string { return strings.NewReplacer("~", "~0", "/", "~1")
 
 // globMatch is policies' anyGlob: a name, non-empty and at most 63 bytes, matching re.
 func globMatch(name, re string) string {
-	return "(" + name + ` != "" && size(` + name + ") <= 63 && " + name + ".matches(" + lit(re) + "))"
+	return "(" + name + ` != "" && size(` + name + ") <= 63 && " + name + ".matches(" + celtext.Quote(re) + "))"
 }
 
 // or and and join conditions; an empty list is false and true.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/podpatch/podpatch/policies/internal/celtext"
 	"github.com/podpatch/podpatch/policies/kueue"
 )
 
@@ -305,7 +306,7 @@ func requirementLiteral(r map[string]any) string {
 	if !kok || !ook {
 		return ""
 	}
-	out := `{"key": dyn(` + lit(key) + `), "operator": dyn(` + lit(op) + `)`
+	out := `{"key": dyn(` + celtext.Quote(key) + `), "operator": dyn(` + celtext.Quote(op) + `)`
 	for k, v := range r {
 		switch k {
 		case "key", "operator":
@@ -322,7 +323,7 @@ func requirementLiteral(r map[string]any) string {
 				}
 				ss = append(ss, s)
 			}
-			out += `, "values": dyn(` + lits(ss) + `)`
+			out += `, "values": dyn(` + celtext.Quotes(ss) + `)`
 		default:
 			return ""
 		}
@@ -347,7 +348,7 @@ func tolerationID(t map[string]any) string {
 func scalar(v any) (string, error) {
 	switch x := v.(type) {
 	case string:
-		return lit(x), nil
+		return celtext.Quote(x), nil
 	case bool:
 		return strconv.FormatBool(x), nil
 	case json.Number:

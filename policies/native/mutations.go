@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/podpatch/podpatch/policies/internal/celtext"
 )
 
 // The mutation stage: a group's policies as JSONPatch expressions, the six layers' precedence
@@ -62,10 +64,12 @@ func mapPieces(path string, m labelsOf, get func(podPart) map[string]*string, o 
 		return nil
 	}
 	slices.Sort(keys)
-	out := []piece{{expr: "(" + m.present() + " || !" + or(sel(adders)) + ` ? [] : [JSONPatch{op: "add", path: ` + lit(path) + `, value: {}}])`, by: adders}}
+	out := []piece{{expr: "(" + m.present() + " || !" + or(sel(adders)) + ` ? [] : [JSONPatch{op: "add", path: ` + celtext.Quote(path) + `, value: {}}])`, by: adders}}
 	for _, k := range keys {
-		p := lit(path + "/" + pointer(k))
-		add := func(v string) string { return `[JSONPatch{op: "add", path: ` + p + ", value: " + lit(v) + "}]" }
+		p := celtext.Quote(path + "/" + pointer(k))
+		add := func(v string) string {
+			return `[JSONPatch{op: "add", path: ` + p + ", value: " + celtext.Quote(v) + "}]"
+		}
 		var b strings.Builder
 		var by []*member
 		for _, mb := range slices.Backward(o.override) {
@@ -133,7 +137,7 @@ func tolerationPieces(o order) []piece {
 	}
 	out := []piece{{expr: `(has(object.spec.tolerations) || !` + or(sel(adders)) +
 		` ? [] : [JSONPatch{op: "add", path: "/spec/tolerations", value: []}])`, by: adders}}
-	index := func(id string) string { return "variables." + tolerationIDs + ".indexOf(" + lit(id) + ")" }
+	index := func(id string) string { return "variables." + tolerationIDs + ".indexOf(" + celtext.Quote(id) + ")" }
 	// chain is a member's value for an identity: the last overriding appearance that has it,
 	// else (held) the Pod's own, else the first filling one; each as want(literal), else none.
 	chain := func(apps []appearance, member string, held, want func(string) string, none string) string {
@@ -182,7 +186,7 @@ func tolerationPieces(o order) []piece {
 		at := "object.spec.tolerations[" + idx + "]"
 		var inPlace []string
 		for _, mem := range membersOf(apps) {
-			path := `"/spec/tolerations/" + string(` + idx + `) + ` + lit("/"+mem)
+			path := `"/spec/tolerations/" + string(` + idx + `) + ` + celtext.Quote("/"+mem)
 			inPlace = append(inPlace, chain(apps, mem,
 				func(m string) string { return "has(" + at + "." + m + ") ? [] : " },
 				func(v string) string { return `[JSONPatch{op: "add", path: ` + path + ", value: " + v + "}]" }, "[]"))
@@ -203,7 +207,7 @@ func tolerationPieces(o order) []piece {
 		at.WriteString("-1")
 		var fields []string
 		for _, mem := range membersOf(apps) {
-			fields = append(fields, `?`+lit(mem)+": "+chain(apps, mem, nil,
+			fields = append(fields, `?`+celtext.Quote(mem)+": "+chain(apps, mem, nil,
 				func(v string) string { return "optional.of(dyn(" + v + "))" }, "optional.none()"))
 		}
 		lacked = append(lacked, `{"at": dyn(`+at.String()+`), "held": dyn(`+index(id)+` >= 0), "value": dyn({`+strings.Join(fields, ", ")+`})}`)
@@ -218,12 +222,12 @@ func tolerationPieces(o order) []piece {
 func provenancePiece(layered []*member, key string) piece {
 	var refs []string
 	for _, m := range layered {
-		refs = append(refs, "("+m.variable+" ? ["+lit(m.ref)+"] : [])")
+		refs = append(refs, "("+m.variable+" ? ["+celtext.Quote(m.ref)+"] : [])")
 	}
 	selected := or(sel(layered))
 	expr := "(" + selected + " ? (has(object.metadata.annotations) ? [] : " +
 		`[JSONPatch{op: "add", path: "/metadata/annotations", value: {}}]) + ` +
-		`[JSONPatch{op: "add", path: ` + lit("/metadata/annotations/"+pointer(key)) + ", value: (" +
+		`[JSONPatch{op: "add", path: ` + celtext.Quote("/metadata/annotations/"+pointer(key)) + ", value: (" +
 		strings.Join(refs, " + ") + `).join(",")}] : [])`
 	return piece{expr: expr, by: layered}
 }
@@ -321,14 +325,14 @@ func affinityPieces(o order) ([]piece, []variable) {
 			if term == "" {
 				return "false"
 			}
-			return "(has(" + term + "." + list + ") && " + term + "." + list + ".exists(x, x.key == " + lit(r.key) +
-				" && x.operator == " + lit(r.op) + " && (has(x.values) ? x.values : []) == " + lits(r.values) + "))"
+			return "(has(" + term + "." + list + ") && " + term + "." + list + ".exists(x, x.key == " + celtext.Quote(r.key) +
+				" && x.operator == " + celtext.Quote(r.op) + " && (has(x.values) ? x.values : []) == " + celtext.Quotes(r.values) + "))"
 		}
 		keyHeld := func(key string) string {
 			if term == "" {
 				return "false"
 			}
-			return "(has(" + term + "." + list + ") && " + term + "." + list + ".exists(x, x.key == " + lit(key) + "))"
+			return "(has(" + term + "." + list + ") && " + term + "." + list + ".exists(x, x.key == " + celtext.Quote(key) + "))"
 		}
 		kept := func(r req) string {
 			if !r.by.fill {
@@ -376,12 +380,12 @@ func affinityPieces(o order) ([]piece, []variable) {
 		if len(apps[list]) == 0 {
 			continue
 		}
-		members = append(members, lit(list)+": "+appends(list, "")+".map(x, x.value)")
+		members = append(members, celtext.Quote(list)+": "+appends(list, "")+".map(x, x.value)")
 	}
 	out = append(out, piece{expr: "(!" + hasTerms + " && " + or(sel(by)) + " ? " +
 		`(has(object.spec.affinity) ? [] : [JSONPatch{op: "add", path: "/spec/affinity", value: {}}]) + ` +
 		`(has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity) ? [] : [JSONPatch{op: "add", path: "/spec/affinity/nodeAffinity", value: {}}]) + ` +
-		`[JSONPatch{op: "add", path: ` + lit(requiredPath) + `, value: {"nodeSelectorTerms": [{` + strings.Join(members, ", ") + `}]}}] : [])`, by: by})
+		`[JSONPatch{op: "add", path: ` + celtext.Quote(requiredPath) + `, value: {"nodeSelectorTerms": [{` + strings.Join(members, ", ") + `}]}}] : [])`, by: by})
 	return out, vars
 }
 
@@ -395,8 +399,8 @@ func mainNameExpression(names []string) string {
 	if len(names) == 0 {
 		return first
 	}
-	return "object.spec.containers.exists(c, c.name in " + lits(names) + ") ? object.spec.containers.filter(c, c.name in " +
-		lits(names) + ")[0].name : " + first
+	return "object.spec.containers.exists(c, c.name in " + celtext.Quotes(names) + ") ? object.spec.containers.filter(c, c.name in " +
+		celtext.Quotes(names) + ")[0].name : " + first
 }
 
 // targets is `the container c is one the entry names`.
@@ -407,7 +411,7 @@ func targets(entry, c string) string {
 	case "@main":
 		return c + ".name == variables." + mainName
 	}
-	return c + ".name == " + lit(entry)
+	return c + ".name == " + celtext.Quote(entry)
 }
 
 // envPieces states the env variables of spec.containers by name (reference §3): in every
@@ -460,20 +464,22 @@ func envPieces(o order) []piece {
 		anyOn = append(anyOn, on(a))
 	}
 	env := `"/spec/containers/" + string(ci) + "/env"`
-	index := func(n string) string { return "(has(c.env) ? c.env.map(e, e.name).indexOf(" + lit(n) + ") : -1)" }
+	index := func(n string) string {
+		return "(has(c.env) ? c.env.map(e, e.name).indexOf(" + celtext.Quote(n) + ") : -1)"
+	}
 	// value is the layers' value of a variable: the last overriding entry, else (held) the
 	// container's own, else the first filling one.
 	value := func(as []app, held, want func(string) string, none string) string {
 		var b strings.Builder
 		for _, a := range slices.Backward(as) {
 			if !a.by.fill {
-				b.WriteString(on(a) + " ? " + want(lit(a.v.value)) + " : ")
+				b.WriteString(on(a) + " ? " + want(celtext.Quote(a.v.value)) + " : ")
 			}
 		}
 		b.WriteString(held(""))
 		for _, a := range as {
 			if a.by.fill {
-				b.WriteString(on(a) + " ? " + want(lit(a.v.value)) + " : ")
+				b.WriteString(on(a) + " ? " + want(celtext.Quote(a.v.value)) + " : ")
 			}
 		}
 		return "(" + b.String() + none + ")"
@@ -509,7 +515,7 @@ func envPieces(o order) []piece {
 		}
 		b.WriteString("-1")
 		val := value(as, func(string) string { return "" }, func(v string) string { return v }, `""`)
-		lacked = append(lacked, `{"at": dyn(`+b.String()+`), "held": dyn(`+index(n)+` >= 0), "name": dyn(`+lit(n)+`), "value": dyn(`+val+`)}`)
+		lacked = append(lacked, `{"at": dyn(`+b.String()+`), "held": dyn(`+index(n)+` >= 0), "name": dyn(`+celtext.Quote(n)+`), "value": dyn(`+val+`)}`)
 	}
 	parts = append(parts, "["+strings.Join(lacked, ", ")+`].filter(x, int(x.at) >= 0 && !x.held).sortBy(x, int(x.at)).map(x, `+
 		`JSONPatch{op: "add", path: `+env+` + "/-", value: {"name": x.name, "value": x.value}})`)

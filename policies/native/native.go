@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/internal/celtext"
 	"github.com/podpatch/podpatch/policies/kueue"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
@@ -414,9 +415,9 @@ func Name(m profiles.Manager, r profiles.Role, k profiles.Kind) string {
 func kueueMarked() string {
 	marks := []string{kueue.QueueLabel, kueue.ManagedLabel, kueue.PodSetLabel, kueue.PodGroupLabel,
 		kueue.LocalQueueLabel, kueue.ClusterQueueLabel}
-	return "(" + podLabels.present() + " && " + podLabels.String() + ".exists(k, k in " + lits(marks) + ")) || " +
+	return "(" + podLabels.present() + " && " + podLabels.String() + ".exists(k, k in " + celtext.Quotes(marks) + ")) || " +
 		"(has(object.spec.schedulingGates) && object.spec.schedulingGates.exists(g, g.name in " +
-		lits([]string{kueue.AdmissionGate, kueue.TopologyGate}) + "))"
+		celtext.Quotes([]string{kueue.AdmissionGate, kueue.TopologyGate}) + "))"
 }
 
 func reversed[T any](s []T) []T {

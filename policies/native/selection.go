@@ -96,7 +96,7 @@ func selectsIn(p *policies.Policy, m profiles.Manager, r profiles.Role) bool {
 func selectionOf(p *policies.Policy, pr profiles.Profile) (string, error) {
 	var parts []string
 	if p.Scope == policies.ScopeNamespace {
-		parts = append(parts, "request.namespace == "+lit(p.Namespace))
+		parts = append(parts, "request.namespace == "+celtext.Quote(p.Namespace))
 	}
 	if p.Mode != policies.ModeEnforce {
 		// An object labelled podpatch.io/skip: "true" gets the enforce layer only (reference §3).

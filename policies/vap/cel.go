@@ -14,18 +14,6 @@ import (
 // shell globs as regular expressions. Every string a policy holds reaches CEL as a quoted
 // literal (strconv.Quote: CEL's string escapes are Go's), never as syntax.
 
-// lit quotes a string as a CEL string literal.
-func lit(s string) string { return strconv.Quote(s) }
-
-// lits quotes a list of strings as a CEL list literal.
-func lits(ss []string) string {
-	q := make([]string, len(ss))
-	for i, s := range ss {
-		q[i] = lit(s)
-	}
-	return "[" + strings.Join(q, ", ") + "]"
-}
-
 // identifier is a field name CEL can select with a dot: the Kubernetes schemas' field names.
 var identifier = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
@@ -64,26 +52,26 @@ func access(root string, path []string) string {
 // entryIn is `the map at root.path has key k with a value in vals`.
 func entryIn(root string, path []string, k string, vals []string) string {
 	m := access(root, path)
-	test := m + "[" + lit(k) + "] == " + lit(vals[0])
+	test := m + "[" + celtext.Quote(k) + "] == " + celtext.Quote(vals[0])
 	if len(vals) > 1 {
-		test = m + "[" + lit(k) + "] in " + lits(vals)
+		test = m + "[" + celtext.Quote(k) + "] in " + celtext.Quotes(vals)
 	}
-	return "(" + present(root, path) + " && " + lit(k) + " in " + m + " && " + test + ")"
+	return "(" + present(root, path) + " && " + celtext.Quote(k) + " in " + m + " && " + test + ")"
 }
 
 // entryPresent is `the map at root.path has key k`.
 func entryPresent(root string, path []string, k string) string {
-	return "(" + present(root, path) + " && " + lit(k) + " in " + access(root, path) + ")"
+	return "(" + present(root, path) + " && " + celtext.Quote(k) + " in " + access(root, path) + ")"
 }
 
 // entryAbsent is `the map at root.path lacks key k` (or is not set).
 func entryAbsent(root string, path []string, k string) string {
-	return "(" + absent(root, path) + " || !(" + lit(k) + " in " + access(root, path) + "))"
+	return "(" + absent(root, path) + " || !(" + celtext.Quote(k) + " in " + access(root, path) + "))"
 }
 
 // entryValue is the map's value at k, or "" when root.path or the key is not set.
 func entryValue(root string, path []string, k string) string {
-	return "(" + entryPresent(root, path, k) + " ? " + access(root, path) + "[" + lit(k) + "] : \"\")"
+	return "(" + entryPresent(root, path, k) + " ? " + access(root, path) + "[" + celtext.Quote(k) + "] : \"\")"
 }
 
 // globTest is `name matches one of the path.Match globs` without a regular expression where a
@@ -105,10 +93,10 @@ func globTest(name string, globs []string) (string, bool) {
 			if before, after, ok := strings.Cut(g, "*"); ok {
 				var t []string
 				if before != "" {
-					t = append(t, name+".startsWith("+lit(before)+")")
+					t = append(t, name+".startsWith("+celtext.Quote(before)+")")
 				}
 				if after != "" {
-					t = append(t, name+".endsWith("+lit(after)+")")
+					t = append(t, name+".endsWith("+celtext.Quote(after)+")")
 				}
 				if before != "" && after != "" {
 					t = append(t, "size("+name+") >= "+strconv.Itoa(utf8.RuneCountInString(before+after)))
@@ -125,16 +113,16 @@ func globTest(name string, globs []string) (string, bool) {
 	switch len(exact) {
 	case 0:
 	case 1:
-		tests = append([]string{name + " == " + lit(exact[0])}, tests...)
+		tests = append([]string{name + " == " + celtext.Quote(exact[0])}, tests...)
 	default:
-		tests = append([]string{name + " in " + lits(exact)}, tests...)
+		tests = append([]string{name + " in " + celtext.Quotes(exact)}, tests...)
 	}
 	if len(rest) > 0 {
 		re, ok := celtext.GlobRegexp(rest)
 		if !ok {
 			return "", false
 		}
-		tests = append(tests, name+".matches("+lit(re)+")")
+		tests = append(tests, name+".matches("+celtext.Quote(re)+")")
 	}
 	return "(" + strings.Join(tests, " || ") + ")", true
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/internal/celtext"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 
@@ -126,11 +127,11 @@ func (w *walker) value(root string, path []string, shown string, v any) {
 			w.skip(shown, "a list")
 			return
 		}
-		expr := present(root, path) + " && " + access(root, path) + " == " + lits(strs)
+		expr := present(root, path) + " && " + access(root, path) + " == " + celtext.Quotes(strs)
 		if len(strs) == 0 {
 			expr = absent(root, path) + " || size(" + access(root, path) + ") == 0"
 		}
-		w.checks = append(w.checks, check{expr, shown + " == " + lits(strs)})
+		w.checks = append(w.checks, check{expr, shown + " == " + celtext.Quotes(strs)})
 	default:
 		l, zero, ok := scalar(x)
 		if !ok {
@@ -222,7 +223,7 @@ func (w *walker) quantities(root string, path []string, shown string, m map[stri
 			w.skip(at, "not a quantity")
 			continue
 		}
-		expr := entryPresent(root, path, k) + " && quantity(" + access(root, path) + "[" + lit(k) + "]).compareTo(quantity(" + lit(parsed.String()) + ")) == 0"
+		expr := entryPresent(root, path, k) + " && quantity(" + access(root, path) + "[" + celtext.Quote(k) + "]).compareTo(quantity(" + celtext.Quote(parsed.String()) + ")) == 0"
 		w.checks = append(w.checks, check{expr, at + " == " + parsed.String()})
 	}
 }
@@ -260,9 +261,9 @@ func (w *walker) tolerations(v any) {
 			w.skip(shown, "not strings")
 			continue
 		}
-		field := func(f, def string) string { return "(has(t." + f + ") ? t." + f + " : " + lit(def) + ")" }
-		cond := field("key", "") + " == " + lit(key) + " && " + field("operator", "Equal") + " == " + lit(op) +
-			" && " + field("value", "") + " == " + lit(val) + " && " + field("effect", "") + " == " + lit(eff)
+		field := func(f, def string) string { return "(has(t." + f + ") ? t." + f + " : " + celtext.Quote(def) + ")" }
+		cond := field("key", "") + " == " + celtext.Quote(key) + " && " + field("operator", "Equal") + " == " + celtext.Quote(op) +
+			" && " + field("value", "") + " == " + celtext.Quote(val) + " && " + field("effect", "") + " == " + celtext.Quote(eff)
 		shownVal := fmt.Sprintf("{key: %q, operator: %q, value: %q, effect: %q", key, op, val, eff)
 		switch s := t["tolerationSeconds"].(type) {
 		case nil:
@@ -311,9 +312,9 @@ func (w *walker) containers(list string, v any) {
 			}
 			guard, w.usesMain = "c.name != variables."+mainVariable(w.root), true
 		default:
-			guard = "c.name != " + lit(name)
+			guard = "c.name != " + celtext.Quote(name)
 			if _, whole := c["image"]; whole {
-				w.checks = append(w.checks, check{"has(" + l + ") && " + l + ".exists(c, c.name == " + lit(name) + ")", shown + " present"})
+				w.checks = append(w.checks, check{"has(" + l + ") && " + l + ".exists(c, c.name == " + celtext.Quote(name) + ")", shown + " present"})
 			}
 		}
 		// The "*" entry of containers reaches the ephemeral containers `kubectl debug` adds too,
@@ -398,8 +399,8 @@ func (w *walker) whole(list, name, shown string, c map[string]any, guard string)
 					}
 				}
 			}
-			w.checks = append(w.checks, check{in("!has(c.env) || c.env.all(e, e.name in " + lits(names) + ")"),
-				shown + ".env names in " + lits(names)})
+			w.checks = append(w.checks, check{in("!has(c.env) || c.env.all(e, e.name in " + celtext.Quotes(names) + ")"),
+				shown + ".env names in " + celtext.Quotes(names)})
 		case f == "volumeMounts":
 			n := 0
 			if list, ok := v.([]any); ok {
@@ -487,12 +488,12 @@ func (w *walker) env(shown string, v any) {
 			w.skip(at, "not a name and a value")
 			continue
 		}
-		valueIs := "has(e.value) && e.value == " + lit(val)
+		valueIs := "has(e.value) && e.value == " + celtext.Quote(val)
 		if val == "" {
 			valueIs = "!has(e.value) || e.value == \"\""
 		}
 		// Every definition of the name: the kubelet uses the last, a reader may use the first.
-		w.checks = append(w.checks, check{"has(c.env) && c.env.exists(e, e.name == " + lit(name) + ") && c.env.all(e, e.name != " + lit(name) + " || (" + valueIs + "))",
+		w.checks = append(w.checks, check{"has(c.env) && c.env.exists(e, e.name == " + celtext.Quote(name) + ") && c.env.all(e, e.name != " + celtext.Quote(name) + " || (" + valueIs + "))",
 			at + ".value == " + strconv.Quote(val) + " in every definition"})
 	}
 }
@@ -506,7 +507,7 @@ func mainName(m profiles.Manager, root string) string {
 	if len(pr.MainContainers) == 0 {
 		return first
 	}
-	names := lits(pr.MainContainers)
+	names := celtext.Quotes(pr.MainContainers)
 	return "(" + root + ".spec.containers.exists(x, x.name in " + names + ") ? " + root + ".spec.containers.filter(x, x.name in " + names + ")[0].name : " + first + ")"
 }
 

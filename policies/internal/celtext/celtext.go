@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -70,4 +71,17 @@ func Selector(sel labels.Selector, m LabelTests) ([]string, error) {
 		}
 	}
 	return parts, nil
+}
+
+// Quote quotes a string as a CEL string literal: every string a policy holds reaches CEL so,
+// never as syntax (CEL's string escapes are Go's).
+func Quote(s string) string { return strconv.Quote(s) }
+
+// Quotes quotes a list of strings as a CEL list literal.
+func Quotes(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = Quote(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
 }
