@@ -338,21 +338,27 @@ func (h *Holding) reapplies(p *Policy) bool {
 // Holding judges an object as stored against the platform's enforce policies that select it
 // (the predicate of holds.go): the updates' check (PatchUpdate), the audit's and explain's.
 func (s *Set) Holding(in Input) (Holding, error) {
-	in.Explain, in.keepEnforce = false, nil
+	in.Explain = false
 	return s.holding(in)
 }
 
+// updating is the mode of an update's evaluation, and of a re-application judging what an
+// object holds: its enforce policies alone, those of keep (nil: every one), the ephemeral
+// containers named alone when set.
+func updating(patchOnly bool, keep func(*Policy) bool, ephemeral []string) mode {
+	return mode{patchOnly: patchOnly, update: true, keep: keep, ephemeral: ephemeral}
+}
+
 func (s *Set) holding(in Input) (Holding, error) {
-	in.enforceOnly = true
 	// Most objects hold what they were admitted with to the byte: the re-application's
 	// JSONPatch is empty, and nothing needs comparing.
-	all, err := s.apply(in, true)
+	all, err := s.apply(in, updating(true, nil, nil))
 	if err != nil || !all.Recognised {
 		return Holding{result: all}, err
 	}
 	same := !all.Denied && !hasOps(all.Patch)
 	if !same && !all.Denied {
-		if all, err = s.apply(in, false); err != nil {
+		if all, err = s.apply(in, updating(false, nil, nil)); err != nil {
 			return Holding{result: all}, err
 		}
 	}
@@ -379,11 +385,10 @@ func (s *Set) holding(in Input) (Holding, error) {
 	}
 	for _, p := range h.Selected {
 		if !judged {
-			alone := in
-			alone.keepEnforce = func(q *Policy) bool { return q == p }
-			r, err := s.apply(alone, true)
+			alone := func(q *Policy) bool { return q == p }
+			r, err := s.apply(in, updating(true, alone, nil))
 			if err == nil && !r.Denied && slices.Contains(r.Applied, p) && hasOps(r.Patch) {
-				r, err = s.apply(alone, false) // to compare: the object as re-applied
+				r, err = s.apply(in, updating(false, alone, nil)) // to compare: the object as re-applied
 			}
 			if err != nil {
 				return h, err
@@ -455,10 +460,7 @@ func (s *Set) ephemeralHeld(in Input, pod *podView, p *Policy) (NotHeld, bool, e
 	if len(names) == 0 {
 		return NotHeld{}, false, nil
 	}
-	alone := in
-	alone.keepEnforce = func(q *Policy) bool { return q == p }
-	alone.ephemeral = names
-	r, err := s.apply(alone, false)
+	r, err := s.apply(in, updating(false, func(q *Policy) bool { return q == p }, names))
 	if err != nil {
 		return NotHeld{}, false, err
 	}

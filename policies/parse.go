@@ -25,7 +25,7 @@ import (
 
 // The parse stage (doc.go): a policy ConfigMap's documents, bounded (decode.go, limits.go),
 // decoded strictly into the schema (document.go) and validated (validate_fields.go,
-// externalurl.go, policies/allowlist), each becoming a Policy (types.go) with its match and
+// urlannotations.go, policies/allowlist), each becoming a Policy (types.go) with its match and
 // patches compiled (compile.go, compact.go); a ConfigMap is valid whole or not at all.
 
 // Options says how ConfigMaps are scoped and what namespace policies may set.

@@ -22,6 +22,16 @@ type subject struct {
 	namespace       string
 	labels          labels.Set
 	namespaceLabels labels.Set
+	// skip: the object is labelled podpatch.io/skip, which selects only the platform's
+	// enforce policies (reference §2).
+	skip bool
+}
+
+// relabelled is the subject with the labels policies set on it.
+func (s *subject) relabelled(l labels.Set) *subject {
+	c := *s
+	c.labels = l
+	return &c
 }
 
 // matches checks the parts of the match that the index does not already decide.
@@ -129,7 +139,8 @@ func (l *layers) empty() bool {
 }
 
 // selectLayers chooses the policies that match the subject and sorts them into layers.
-func (s *Set) selectLayers(sub *subject, skip bool) layers {
+func (s *Set) selectLayers(sub *subject) layers {
+	skip := sub.skip
 	var l layers
 	b := bucket{sub.id.Manager, sub.id.Role, sub.kind}
 	s.platform.candidates(b, sub.namespace, func(p *Policy) {
@@ -226,8 +237,8 @@ func (s *Set) Enforcing(in Input) []*Policy {
 	if !recognised {
 		return nil
 	}
-	sub := &subject{id: id, kind: in.Kind, namespace: in.Namespace, labels: objLabels, namespaceLabels: in.NamespaceLabels}
-	return s.selectLayers(sub, true).enforce
+	sub := &subject{id: id, kind: in.Kind, namespace: in.Namespace, labels: objLabels, namespaceLabels: in.NamespaceLabels, skip: true}
+	return s.selectLayers(sub).enforce
 }
 
 // EnforcingAny returns the platform's enforce policies that could bind some object of a kind
@@ -250,6 +261,35 @@ func (s *Set) EnforcingAny(kind profiles.Kind, namespace string, namespaceLabels
 			continue
 		}
 		out = append(out, p)
+	}
+	return out
+}
+
+// recognise reads an object's labels (and a Service's selector) and recognises it by them.
+func recognise(t *jsontree.Tree, obj, meta map[string]any, kind profiles.Kind) (labels.Set, profiles.Identity, bool) {
+	labelsV, _ := t.Get(meta, "labels")
+	objLabels := stringMap(labelsV)
+	var selector map[string]string
+	if kind == profiles.KindService {
+		spec, _ := t.GetMap(obj, "spec")
+		selectorV, _ := t.Get(spec, "selector")
+		selector = stringMap(selectorV)
+	}
+	id, ok := profiles.Recognise(kind, objLabels, selector)
+	return objLabels, id, ok
+}
+
+// stringMap reads a JSON object of strings (labels, a selector); other values are ignored.
+func stringMap(v any) map[string]string {
+	m, _ := v.(map[string]any)
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, x := range m {
+		if s, ok := x.(string); ok {
+			out[k] = s
+		}
 	}
 	return out
 }

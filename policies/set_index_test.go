@@ -44,7 +44,7 @@ func TestNamespaceIndexSelectsAsTheBucket(t *testing.T) {
 		for _, ns := range append(slices.Clone(names), "elsewhere") {
 			for _, skip := range []bool{false, true} {
 				sub := &subject{id: profiles.Identity{Manager: profiles.ManagerDask, Role: profiles.RoleWorker}, kind: profiles.KindPod, namespace: ns,
-					labels: labels.Set{}, namespaceLabels: labels.Set{}}
+					labels: labels.Set{}, namespaceLabels: labels.Set{}, skip: skip}
 				var want layers
 				for _, p := range s.platform.buckets[b] {
 					if (skip && p.Mode != ModeEnforce) || !p.match.matches(sub) {
@@ -59,7 +59,7 @@ func TestNamespaceIndexSelectsAsTheBucket(t *testing.T) {
 						want.enforce = append(want.enforce, p)
 					}
 				}
-				got := s.selectLayers(sub, skip)
+				got := s.selectLayers(sub)
 				require.True(t, got.equal(want), "seed %d, namespace %s: index %v, bucket %v", seed, ns, refNames(got.all()), refNames(want.all()))
 			}
 		}

@@ -177,23 +177,9 @@ type Input struct {
 	// EnforceDone closes too (reference §5, "Enforce: applied or denied"). The webhook closes
 	// Done before its budget ends and EnforceDone at its end.
 	EnforceDone <-chan struct{}
-	// Cluster answers whether the cluster objects the patched object references exist (reference §8);
+	// Lookups answers whether the cluster objects the patched object references exist (reference §8);
 	// nil (render, lint) skips the checks that need it.
 	Lookups validity.Lookups
-
-	// enforceOnly applies the platform's enforce policies alone and leaves the provenance as
-	// it is: an update (PatchUpdate).
-	enforceOnly bool
-	// keepEnforce, with enforceOnly, narrows the enforce layer to the policies it keeps (an
-	// update, PatchUpdate: not those the object did not hold before it); nil: every enforce
-	// policy selected.
-	keepEnforce func(*Policy) bool
-	// ephemeral names the ephemeral containers a pods/ephemeralcontainers update adds: the
-	// enforce policies' container entries reach those alone (ephemeralPatch).
-	ephemeral []string
-	// readmitted is an admission of what an admission made (readmit): it returns the result
-	// with its tree, without the checks, and is not admitted again.
-	readmitted bool
 }
 
 // Fallback names the way Apply left whole layers out so that the rest still applies.
@@ -348,7 +334,7 @@ type layers struct {
 	// after those before it, and whose containers are inserted after every other policy's:
 	// keepValid keeps there a default whose contribution at its place makes the object invalid
 	// and below the policies kept before it does not, as a second admission would keep it
-	// (validity.go).
+	// (keepvalid.go).
 	under []*Policy
 	// pins holds the decoded parts of the selected policies while the admission holds the
 	// selection (compact.go).

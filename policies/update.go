@@ -37,7 +37,7 @@ import (
 // read (RuleRecognitionLabel), or after which it no longer selects an enforce policy it held
 // (RuleSelectionChanged): each would leave that policy behind.
 func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) {
-	in.Explain, in.enforceOnly = false, true
+	in.Explain = false
 	if ephemeral {
 		if in.Kind != profiles.KindPod {
 			return Result{Object: in.Object}, nil
@@ -46,8 +46,7 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 		if err != nil || len(added) == 0 {
 			return Result{Object: in.Object}, err
 		}
-		in.ephemeral = added
-		res, err := s.apply(in, false)
+		res, err := s.apply(in, updating(false, nil, added))
 		if err != nil || res.Denied {
 			return res, err
 		}
@@ -94,7 +93,7 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 		return Result{Object: in.Object, Recognised: true, Identity: h.Identity, Denied: true, Skipped: lost, NotHeld: notHeldRefs, NotHeldAt: notHeldAt}, nil
 	}
 	var named map[*Policy]bool // selected by the updated labels alone, named once
-	in.keepEnforce = func(q *Policy) bool {
+	keep := func(q *Policy) bool {
 		if keep, was := held[q]; !keep && !was && !named[q] {
 			if named == nil {
 				named = map[*Policy]bool{}
@@ -104,7 +103,7 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 		}
 		return held[q]
 	}
-	res, err := s.apply(in, true)
+	res, err := s.apply(in, updating(true, keep, nil))
 	if err != nil {
 		return res, err
 	}

@@ -32,7 +32,7 @@ func TestPathsByValue(t *testing.T) {
 }
 
 // TestPathsAgreesWithFormerDiffs: on generated trees, Paths with explain's options gives what
-// policies/explain.go's own diff gave, and with the audit's what audit/diff.go's gave (both kept
+// the engine's own diff (policies/changes.go) gave, and with the audit's what audit/diff.go's gave (both kept
 // below as they were), so that neither `render --explain` nor the audit changes.
 func TestPathsAgreesWithFormerDiffs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(22, 5))
@@ -138,7 +138,7 @@ func mutateDiffTree(rng *rand.Rand, v any, key string) any {
 	}
 }
 
-// formerExplainDiff is policies/explain.go's diff before the shared one, kept as the oracle.
+// formerExplainDiff is the engine's diff (policies/changes.go) before the shared one, kept as the oracle.
 func formerExplainDiff(before, after any) []string {
 	var out []string
 	var into func(a, b any, path string)

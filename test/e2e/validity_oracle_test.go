@@ -40,7 +40,7 @@ import (
 //	go test ./test/e2e -run TestValidityOracle
 //
 // and add the rule to policies/validity/rules.go, with a regression case in
-// policies/validity_test.go.
+// policies/keepvalid_test.go.
 
 // validityRow is one object: a fixture, an edit and the rule the check must find ("" = valid).
 type validityRow struct {

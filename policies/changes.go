@@ -79,3 +79,33 @@ func dropRestored(changes []Change, given []byte, obj map[string]any) []Change {
 	}
 	return changes
 }
+
+func reversed(ps []*Policy) []*Policy {
+	out := make([]*Policy, len(ps))
+	for i, p := range ps {
+		out[len(ps)-1-i] = p
+	}
+	return out
+}
+
+// orderChanges puts explanations in provenance order (defaults were applied in reverse), one
+// per policy (the layers may have applied twice: applyLayers).
+func orderChanges(cs []Change, applied []*Policy) []Change {
+	by := make(map[*Policy]Change, len(cs))
+	for _, c := range cs {
+		if prev, ok := by[c.Policy]; ok {
+			for _, f := range c.Fields {
+				if !slices.Contains(prev.Fields, f) {
+					prev.Fields = append(prev.Fields, f)
+				}
+			}
+			c = prev
+		}
+		by[c.Policy] = c
+	}
+	out := make([]Change, len(applied))
+	for i, p := range applied {
+		out[i] = by[p]
+	}
+	return out
+}
