@@ -139,7 +139,7 @@ image:
 	cd hack/image && GOWORK=off $(GO) run . --root ../.. --out $(abspath $(IMAGE_TAR)) --version $(VERSION) --arch $(IMAGE_ARCH)
 
 fuzz:
-	@for pkg in ./policies ./policies/checks ./policies/internal/jsontree ./policies/internal/yamljson ./externalurl/urltemplate; do \
+	@for pkg in ./policies ./policies/checks ./internal/jsontree ./internal/yamljson ./externalurl/urltemplate; do \
 		for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 			n=$(FUZZTIME); [ $$t = FuzzKeyedLists ] && n=$(FUZZTIME_LISTS); \
 			echo "fuzz $$pkg $$t ($$n)"; \

@@ -13,8 +13,8 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/allowlist"
-	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/policies/profiles"
+	"github.com/podpatch/podpatch/policyfiles"
 )
 
 // goldenDir holds the engine's golden cases (policies/testdata/apply): each is a policy set and
@@ -49,7 +49,7 @@ func goldenSet(t *testing.T, dir, rv string) (*policies.Set, caseArgs) {
 		opts.NamespaceAllowed, err = allowlist.ParseFields(args.AllowedFields)
 		require.NoError(t, err)
 	}
-	cms, err := manifest.ReadConfigMaps([]string{filepath.Join(dir, "policies.yaml")}, args.Namespace, nil)
+	cms, err := policyfiles.ReadConfigMaps([]string{filepath.Join(dir, "policies.yaml")}, args.Namespace, nil)
 	require.NoError(t, err)
 	for _, cm := range cms {
 		cm.ConfigMap.ResourceVersion = rv

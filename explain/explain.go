@@ -33,8 +33,8 @@ import (
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/profiles"
-	"github.com/podpatch/podpatch/policies/render"
 	"github.com/podpatch/podpatch/policies/validity"
+	"github.com/podpatch/podpatch/render"
 )
 
 // MaxObjects bounds the objects a Report holds (and so -o json and -o yaml); the others are

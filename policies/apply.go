@@ -3,17 +3,19 @@ package policies
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
+	"github.com/podpatch/podpatch/internal/jsontree"
 	"github.com/podpatch/podpatch/policies/checks"
-	"github.com/podpatch/podpatch/policies/internal/jsontree"
-	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // The merge stage (doc.go), the entry of every admission: recognise the object, select its
 // policies, apply their layers (layers_apply.go, merge.go) to the fixed point of the labels
-// they set (settle.go), fall back on fewer layers where they cannot all apply (admit.go), keep
-// the result valid (keepvalid.go) and run the manager-aware checks on it.
+// they set (fixedpoint.go, settle.go), fall back on fewer layers where they cannot all apply
+// (admit.go), keep the result valid (keepvalid.go), admit the result again where policies were
+// left out (readmit), and run the manager-aware checks on it. The evaluation's value is
+// evaluation.go's.
 
 // Apply patches one object with the matching policies of the set, in the layer order of
 // reference §3, working on the raw JSON so that fields unknown to this build survive, and returns the
@@ -28,52 +30,6 @@ func (s *Set) Patch(in Input) (Result, error) {
 	in.Explain = false
 	return s.apply(in, mode{patchOnly: true})
 }
-
-// mode is how one evaluation runs beyond its Input: what Patch, updates (update.go) and the
-// holding predicate (holds.go) ask of it.
-type mode struct {
-	// patchOnly returns only the JSONPatch, and trusts the object to be valid JSON (Patch).
-	patchOnly bool
-	// update applies the platform's enforce policies alone and leaves the provenance as it
-	// is: an update (PatchUpdate) or what a stored object holds (Holding).
-	update bool
-	// keep, for an update, narrows the enforce layer to the policies it keeps (PatchUpdate:
-	// not those the object did not hold before the update); nil: every enforce policy selected.
-	keep func(*Policy) bool
-	// ephemeral, for an update, names the ephemeral containers a pods/ephemeralcontainers
-	// update adds: the enforce policies' container entries reach those alone (ephemeralPatch).
-	ephemeral []string
-	// readmitted is an admission of what an admission made (readmit): it returns the result
-	// with its tree, without the checks, and is not admitted again.
-	readmitted bool
-}
-
-// evaluation is one admission of one object, the value every stage and fallback reads: the
-// input and how it runs, what the object is to the selection (subject), the environment its
-// result is checked in, and its first selection. Set.apply runs its strategies in order.
-type evaluation struct {
-	s    *Set
-	in   Input
-	mode mode
-	sub  subject
-	env  *validity.Env
-	// unpatched is the result that patches nothing: the object as it came, recognised.
-	unpatched Result
-	// all is the first strategy: every layer the object selects (for an update, its enforce
-	// layer alone).
-	all strategy
-}
-
-// strategy is a selection of layers, and what each selection after it keeps of the layers
-// (fixedPoint selects again as the labels policies set change): every layer, the platform's
-// alone, the enforce layer alone.
-type strategy struct {
-	layers layers
-	keep   func(*layers) layers
-}
-
-// restricted is the strategy whose every selection, the first included, keep restricts.
-func restricted(l layers, keep func(*layers) layers) strategy { return strategy{keep(&l), keep} }
 
 // apply is Apply, Patch, or an update's evaluation, by m. Its strategies, in order: every
 // layer to the fixed point of the labels policies set, falling back on the platform's alone
@@ -181,3 +137,76 @@ func (e *evaluation) checked(out Result) Result {
 
 // hasOps says whether a JSONPatch changes anything.
 func hasOps(patch []byte) bool { return len(patch) > 0 && string(patch) != "[]" }
+
+// maxReadmissions bounds readmit.
+const maxReadmissions = 3
+
+// readmit admits out's object again, as the API server's reinvocation would, until that
+// changes nothing (at most maxReadmissions times), and returns what the last admission made of
+// it, said against the object as it came: its Patch, the policies it applied, its warnings and
+// fallback, what the admissions left out that it neither applied nor left out, and what they
+// changed. When an admission fails or is denied, out stands.
+func (e *evaluation) readmit(out Result) Result {
+	m := e.mode
+	m.readmitted = true
+	for range maxReadmissions {
+		cur, err := jsontree.Encode(out.patched)
+		if err != nil {
+			return out
+		}
+		again := e.in
+		again.Object = cur
+		r, err := e.s.apply(again, m)
+		if err != nil || r.Denied || r.patched == nil || !hasOps(r.Patch) {
+			return out
+		}
+		if out, err = e.readmitted(out, r); err != nil {
+			return out
+		}
+	}
+	return out
+}
+
+// readmitted is what a readmission r of out's object makes of it, said against the object as
+// it came (readmit).
+func (e *evaluation) readmitted(out, r Result) (Result, error) {
+	cur, err := jsontree.Encode(r.patched)
+	if err != nil {
+		return out, err
+	}
+	t := jsontree.New()
+	tree := t.Decode(json.RawMessage(cur))
+	jsontree.ExpandAll(tree)
+	patch, err := jsontree.Diff(t, json.RawMessage(e.in.Object), tree)
+	if err != nil {
+		return out, err
+	}
+	next := r
+	next.Object, next.Patch = e.in.Object, patch
+	if !e.mode.patchOnly {
+		next.Object = cur
+	}
+	for _, sk := range out.Skipped {
+		if !slices.Contains(r.Applied, sk.Policy) && !slices.ContainsFunc(r.Skipped, func(q Skipped) bool { return q.Policy == sk.Policy }) {
+			next.Skipped = append(next.Skipped, sk)
+		}
+	}
+	next.NoEffect = union(out.NoEffect, r.NoEffect)
+	next.Adjusted = union(out.Adjusted, r.Adjusted)
+	next.Findings = union(out.Findings, r.Findings)
+	if e.in.Explain {
+		next.Changes = orderChanges(append(slices.Clone(out.Changes), r.Changes...), r.Applied)
+	}
+	return next, nil
+}
+
+// union is a followed by the items of b it lacks.
+func union[T comparable](a, b []T) []T {
+	out := slices.Clone(a)
+	for _, x := range b {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}

@@ -4,8 +4,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/podpatch/podpatch/internal/jsontree"
 	"github.com/podpatch/podpatch/internal/objdiff"
-	"github.com/podpatch/podpatch/policies/internal/jsontree"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 

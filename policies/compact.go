@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"weak"
 
-	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/internal/jsontree"
 )
 
 // The compile stage (doc.go): a policy's patches kept as compact JSON, decoded on demand.

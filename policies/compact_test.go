@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/internal/jsontree"
 )
 
 // TestPatchPartRoundTrip checks the compact compiled form against every policy of the golden

@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/podpatch/podpatch/policies/internal/jsontree"
-	"github.com/podpatch/podpatch/policies/internal/yamljson"
+	"github.com/podpatch/podpatch/internal/jsontree"
+	"github.com/podpatch/podpatch/internal/yamljson"
 )
 
 // The parse stage's front end (doc.go): every YAML or JSON stream podpatch reads, the data keys
 // of a ConfigMap and the files and objects of the tools alike, split into documents through one
-// bounded converter (policies/internal/yamljson) within the limits of limits.go.
+// bounded converter (internal/yamljson) within the limits of limits.go.
 
 // RawDocument is one document of a YAML or JSON stream: its JSON form and the exact text it
 // was read from, so that untouched objects can be printed as they came in.
@@ -30,7 +30,7 @@ type RawDocument struct {
 // `render -f` and the ConfigMap files of lint, render and --policy-dir. Documents that hold
 // nothing (only comments or whitespace) are dropped. Duplicate keys are errors, and so are
 // YAML anchors, aliases, merge keys and custom tags, and input beyond the limits of limits.go:
-// every YAML document goes through the one bounded front end (policies/internal/yamljson).
+// every YAML document goes through the one bounded front end (internal/yamljson).
 // The caller bounds the stream's size.
 func SplitDocuments(r io.Reader) ([]RawDocument, error) {
 	chunks := maxStreamDocuments

@@ -4,7 +4,7 @@
 //
 // It imports only the Kubernetes API types, apimachinery, the standard library and the engine's
 // own packages below it: no HTTP, no API client, no logger and no globals, so the webhook
-// (Set.Patch) and `podpatch render` (Set.Apply, policies/render) share one code path.
+// (Set.Patch) and `podpatch render` (Set.Apply, render) share one code path.
 //
 // The files follow the pipeline; read them in this order:
 //
@@ -19,11 +19,11 @@
 //     the Set that indexes them by scope, namespace, manager, role and kind (set.go);
 //   - select: the policies of one object, sorted into the layers of reference §3 (select.go);
 //   - merge: one evaluation per admission (apply.go: Set.Apply and Set.Patch, the entry of every
-//     admission, and the evaluation whose methods are the stages), its strategies and fallbacks
-//     (admit.go), the fixed point of the labels policies set (settle.go), one application of
-//     the layers in named steps (layers_apply.go) by the merge rules of reference §3
-//     (merge.go), Kueue's placement kept (policies/kueue), what the Kubernetes version keeps
-//     (versioneffects.go);
+//     admission; evaluation.go: the value whose methods are the stages), its strategies and
+//     fallbacks (admit.go), the fixed point of the labels policies set (fixedpoint.go,
+//     settle.go), one application of the layers in named steps (layers_apply.go) by the merge
+//     rules of reference §3 (merge.go), Kueue's placement kept (policies/kueue), what the
+//     Kubernetes version keeps (versioneffects.go);
 //   - check: the patched object checked as the API server will check it, and what would make
 //     it invalid left out (keepvalid.go, over policies/validity), then the manager-aware checks
 //     (policies/checks);
@@ -34,8 +34,7 @@
 //     `lint` (conflicts.go).
 //
 // types.go holds the types every stage needs (Policy, Input, Result, …); the words for an object
-// (Kind, Manager, Role, Identity) and the managers' profiles are policies/profiles'. owners.go
-// reads an object's owner references for the webhook's Events. The tools above the engine
-// (policies/manifest, policies/render, policies/lint) read files, render and lint through the
-// Set's exported API.
+// (Kind, Manager, Role, Identity) and the managers' profiles are policies/profiles'. The tools
+// above the engine (policyfiles, render, lint, vap, native) read files, render, lint and
+// compile admission objects through the Set's exported API.
 package policies

@@ -61,7 +61,7 @@ const MaxEphemeralAdded = 16
 // EphemeralFields are the container fields an enforce policy's entry brings to an ephemeral
 // container: those the API server allows there (not ports, resources, probes, lifecycle,
 // resizePolicy, restartPolicy) and that do not replace what the user runs (not image, command,
-// args, stdin, tty). The second line (policies/vap) checks the same.
+// args, stdin, tty). The second line (vap) checks the same.
 var EphemeralFields = []string{"env", "envFrom", "volumeMounts", "volumeDevices", "securityContext",
 	"imagePullPolicy", "workingDir", "terminationMessagePath", "terminationMessagePolicy"}
 

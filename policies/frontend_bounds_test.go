@@ -15,8 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	jsonstrict "sigs.k8s.io/json"
 
-	"github.com/podpatch/podpatch/policies/internal/jsontree"
-	"github.com/podpatch/podpatch/policies/internal/yamljson"
+	"github.com/podpatch/podpatch/internal/jsontree"
+	"github.com/podpatch/podpatch/internal/yamljson"
 )
 
 // frontEndShapes are the attack shapes of issue 33, each filling a file (MaxFileBytes) with
@@ -108,7 +108,7 @@ func TestRealInputsWithinBounds(t *testing.T) {
 	}
 	docs, err = SplitDocuments(strings.NewReader(cm.String()))
 	require.NoError(t, err)
-	var big corev1.ConfigMap // decoded strictly, as podpatch's file reader decodes it (policies/manifest)
+	var big corev1.ConfigMap // decoded strictly, as podpatch's file reader decodes it (policyfiles)
 	strict, err := jsonstrict.UnmarshalStrict(docs[0].JSON, &big)
 	require.NoError(t, err)
 	require.Empty(t, strict)

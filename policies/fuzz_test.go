@@ -27,8 +27,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/policies/profiles"
+	"github.com/podpatch/podpatch/policyfiles"
 )
 
 // everyRulePolicies is a platform ConfigMap whose policies exercise every merge rule of reference §3
@@ -207,7 +207,7 @@ func readFixture(tb testing.TB, name string) []byte {
 // exampleConfigMaps reads the example policies of manifests/examples.
 func exampleConfigMaps(tb testing.TB) []policies.SourcedConfigMap {
 	tb.Helper()
-	cms, err := manifest.ReadConfigMaps([]string{filepath.Join("..", "manifests", "examples")}, "default", nil)
+	cms, err := policyfiles.ReadConfigMaps([]string{filepath.Join("..", "manifests", "examples")}, "default", nil)
 	require.NoError(tb, err)
 	require.NotEmpty(tb, cms)
 	return cms

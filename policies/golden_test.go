@@ -15,11 +15,11 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 
+	"github.com/podpatch/podpatch/lint"
 	"github.com/podpatch/podpatch/policies/allowlist"
-	"github.com/podpatch/podpatch/policies/lint"
-	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/policies/profiles"
-	"github.com/podpatch/podpatch/policies/render"
+	"github.com/podpatch/podpatch/policyfiles"
+	"github.com/podpatch/podpatch/render"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -89,7 +89,7 @@ func loadCase(t *testing.T, dir string) (*policies.Set, []policies.RawDocument, 
 	if args.Namespace == "" {
 		args.Namespace = "default"
 	}
-	cms, err := manifest.ReadConfigMaps([]string{filepath.Join(dir, "policies.yaml")}, args.Namespace, nil)
+	cms, err := policyfiles.ReadConfigMaps([]string{filepath.Join(dir, "policies.yaml")}, args.Namespace, nil)
 	require.NoError(t, err)
 	set, probs := policies.Compile(cms, opts)
 	require.Empty(t, probs, "policies of an apply case must be valid:\n%s", policies.ProblemLines(probs))
@@ -163,7 +163,7 @@ func TestLintGolden(t *testing.T) {
 				opts.NamespaceAllowed, err = allowlist.ParseFields(args.AllowedFields)
 				require.NoError(t, err)
 			}
-			cms, err := manifest.ReadConfigMaps([]string{filepath.Join(c.dir, "policies.yaml")}, "default", nil)
+			cms, err := policyfiles.ReadConfigMaps([]string{filepath.Join(c.dir, "policies.yaml")}, "default", nil)
 			var got string
 			if err != nil {
 				got = "read error: " + err.Error()

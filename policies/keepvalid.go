@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/internal/jsontree"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )
@@ -233,29 +233,6 @@ func (l *layers) only(keep map[*Policy]bool, under []*Policy) layers {
 	return layers{platformDefault: f(l.platformDefault), namespaceDefault: f(l.namespaceDefault),
 		platformMerge: f(l.platformMerge), namespaceMerge: f(l.namespaceMerge), enforce: f(l.enforce),
 		under: slices.Clone(under)}
-}
-
-// anyWrites reports whether a policy sets or removes (null) a member of the spec of objects of
-// kind.
-func anyWrites(ps []*Policy, kind profiles.Kind, member string) bool {
-	for _, p := range ps {
-		spec, _ := p.Patch(kind)["spec"].(map[string]any)
-		if _, ok := spec[member]; ok {
-			return true
-		}
-	}
-	return false
-}
-
-// anySets reports whether a policy sets (not removes) a member of the spec of objects of kind.
-func anySets(ps []*Policy, kind profiles.Kind, member string) bool {
-	for _, p := range ps {
-		spec, _ := p.Patch(kind)["spec"].(map[string]any)
-		if spec[member] != nil {
-			return true
-		}
-	}
-	return false
 }
 
 // stopped reports whether the request budget has run out.

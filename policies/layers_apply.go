@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/internal/jsontree"
 	"github.com/podpatch/podpatch/policies/kueue"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
@@ -18,12 +18,6 @@ import (
 // steps: what the object gives that the checks compare with, the platform's sidecars, the
 // merge passes (merge.go), Kueue's placement put back, what the Kubernetes version keeps
 // (versioneffects.go), the provenance, the coupled fields and the check, the JSONPatch.
-
-// decoded is the input object in a tree, ready to be patched once.
-type decoded struct {
-	t   *jsontree.Tree
-	obj map[string]any
-}
 
 // layerRun is one application of a selection of layers: the tree being patched, the merge's
 // state, and what the steps hand each other.
@@ -353,4 +347,27 @@ func setAnnotation(t *jsontree.Tree, obj map[string]any, key, value string) {
 		meta["annotations"] = ann
 	}
 	ann[key] = value
+}
+
+// anyWrites reports whether a policy sets or removes (null) a member of the spec of objects of
+// kind.
+func anyWrites(ps []*Policy, kind profiles.Kind, member string) bool {
+	for _, p := range ps {
+		spec, _ := p.Patch(kind)["spec"].(map[string]any)
+		if _, ok := spec[member]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// anySets reports whether a policy sets (not removes) a member of the spec of objects of kind.
+func anySets(ps []*Policy, kind profiles.Kind, member string) bool {
+	for _, p := range ps {
+		spec, _ := p.Patch(kind)["spec"].(map[string]any)
+		if spec[member] != nil {
+			return true
+		}
+	}
+	return false
 }

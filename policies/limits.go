@@ -9,14 +9,14 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/podpatch/podpatch/policies/internal/jsontree"
-	"github.com/podpatch/podpatch/policies/internal/yamljson"
+	"github.com/podpatch/podpatch/internal/jsontree"
+	"github.com/podpatch/podpatch/internal/yamljson"
 )
 
 // Policy text and objects are hostile input on a fail-open path (reference §3 "Limits"): a namespace
 // team that can make podpatch slow, big or crash switches the platform's enforce policies off.
 // Every parse is bounded by size, depth and node count; YAML anchors, aliases, merge keys and
-// custom tags are refused by the one YAML front end (policies/internal/yamljson), at the node
+// custom tags are refused by the one YAML front end (internal/yamljson), at the node
 // level of the parser, before anything is expanded (they are how a 20 KB document expands to
 // gigabytes, and a node count after expansion is only known once the damage is done); every policy has the bounds below, generous for real
 // policies and small enough that the worst set lint accepts, applied to the largest object the

@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/podpatch/podpatch/policies/internal/yamljson"
+	"github.com/podpatch/podpatch/internal/yamljson"
 )
 
 // A YAML error in the second document of a block-scalar data key is given the file's line:

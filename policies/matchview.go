@@ -3,7 +3,7 @@ package policies
 import "k8s.io/apimachinery/pkg/labels"
 
 // What the tools read of a policy's match beyond Managers, Roles and Selector: the second line
-// (policies/vap) states a policy's whole selection as a ValidatingAdmissionPolicy's conditions.
+// (vap) states a policy's whole selection as a ValidatingAdmissionPolicy's conditions.
 // Shared: read only.
 
 // Namespaces is the policy's match.namespaces, globs on the object's namespace; empty: any.

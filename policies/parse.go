@@ -17,10 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	jsonstrict "sigs.k8s.io/json"
 
+	"github.com/podpatch/podpatch/internal/jsontree"
+	"github.com/podpatch/podpatch/internal/yamljson"
 	"github.com/podpatch/podpatch/policies/allowlist"
-	"github.com/podpatch/podpatch/policies/internal/jsontree"
 	"github.com/podpatch/podpatch/policies/internal/typecheck"
-	"github.com/podpatch/podpatch/policies/internal/yamljson"
 )
 
 // The parse stage (doc.go): a policy ConfigMap's documents, bounded (decode.go, limits.go),

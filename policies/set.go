@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/podpatch/podpatch/policies/internal/yamljson"
+	"github.com/podpatch/podpatch/internal/yamljson"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 
@@ -221,7 +221,7 @@ func (s *Set) Dropped() []string {
 
 // Policies lists the policies of one scope, once each, in application order: the platform's
 // (namespace is ignored), or one namespace's. For the tools that look at a set as a whole
-// (`lint`'s selection check, policies/lint); admission looks up its bucket only.
+// (`lint`'s selection check, package lint); admission looks up its bucket only.
 func (s *Set) Policies(scope Scope, namespace string) []*Policy {
 	if scope == ScopePlatform {
 		return s.platform.policies()
@@ -347,7 +347,7 @@ func capNamespaces(ps []*Policy) ([]*Policy, []string) {
 // Many ConfigMaps at once, as lint, render and the policy directory read them: each parsed,
 // the valid ones compiled into a Set, the problems of the others located in their files.
 
-// SourcedConfigMap is a policy ConfigMap and the file it was read from (policies/manifest), or
+// SourcedConfigMap is a policy ConfigMap and the file it was read from (policyfiles), or
 // where else it came from.
 type SourcedConfigMap struct {
 	File      string

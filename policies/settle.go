@@ -2,62 +2,11 @@ package policies
 
 import (
 	"cmp"
-	"encoding/json"
-	"fmt"
 	"slices"
-	"strings"
-
-	"github.com/podpatch/podpatch/policies/internal/jsontree"
-	"github.com/podpatch/podpatch/policies/profiles"
 )
 
-// The fixed point (reference §3): a second admission of what an admission made changes
-// nothing. The labels policies set may select other policies (fixedPoint); policies left out
-// may have taken part in the selection (settleSelection); and a result with policies left out
-// is admitted again until that changes nothing (readmit).
-
-// MaxSelectionRounds bounds how often one admission re-selects policies because labels that
-// policies set make other policies' selectors match (or stop matching).
-const MaxSelectionRounds = 4
-
-// fixedPoint applies the layers and, while the labels they set change which policies match,
-// selects again and applies the new selection to the object as it came in, so that a second
-// admission of the result selects the same policies and changes nothing. Beyond
-// MaxSelectionRounds the selection oscillates: the object is not patched (admit then tries
-// without namespace policies, then the enforce layer alone). st.keep restricts every selection
-// to the layers of such a fallback.
-func (e *evaluation) fixedPoint(st strategy, first *decoded) (Result, error) {
-	l, selected := st.layers, e.sub.labels // the labels l was selected with
-	for round := 1; ; round++ {
-		res, labels, err := e.applyLayers(first, l)
-		first = nil
-		if err != nil || (round == 1 && !l.any(func(p *Policy) bool { return setsLabels(p, e.in.Kind) })) {
-			// Without labels set by policies, the first selection cannot change. A later one
-			// that sets none leaves the object's own labels, which select the first selection
-			// again: selectionReads compares the labels this one was selected with.
-			return res, err
-		}
-		if !e.s.selectionReads(&e.sub, selected, labels) {
-			return res, nil // nor when no selector reads the labels they changed
-		}
-		next := e.s.selectLayers(e.sub.relabelled(labels))
-		next = st.keep(&next)
-		if next.equal(l) {
-			return res, nil
-		}
-		if round == MaxSelectionRounds {
-			return Result{Object: e.in.Object}, fmt.Errorf("%s not patched: %w for more than %d rounds (their selectors contradict each other)",
-				strings.ToLower(string(e.in.Kind)), ErrSelectionDiverges, MaxSelectionRounds)
-		}
-		l, selected = next, labels
-	}
-}
-
-// setsLabels reports whether a policy sets or removes a label of a kind of object.
-func setsLabels(p *Policy, kind profiles.Kind) bool {
-	meta, ok := p.Patch(kind)["metadata"].(map[string]any)
-	return ok && meta["labels"] != nil
-}
+// The selection settled (reference §3's fixed point): policies left out for their result's
+// validity may have taken part in the selection, which is then sought again without them.
 
 // settleSelection is for an admission of the first strategy whose result's labels select other
 // policies than those it came from (unsettled). A policy left out for the validity of the
@@ -139,77 +88,4 @@ func (e *evaluation) unsettled(keep func(*layers) layers, out Result) (bool, []*
 		return false, nil
 	}
 	return true, writers
-}
-
-// maxReadmissions bounds readmit.
-const maxReadmissions = 3
-
-// readmit admits out's object again, as the API server's reinvocation would, until that
-// changes nothing (at most maxReadmissions times), and returns what the last admission made of
-// it, said against the object as it came: its Patch, the policies it applied, its warnings and
-// fallback, what the admissions left out that it neither applied nor left out, and what they
-// changed. When an admission fails or is denied, out stands.
-func (e *evaluation) readmit(out Result) Result {
-	m := e.mode
-	m.readmitted = true
-	for range maxReadmissions {
-		cur, err := jsontree.Encode(out.patched)
-		if err != nil {
-			return out
-		}
-		again := e.in
-		again.Object = cur
-		r, err := e.s.apply(again, m)
-		if err != nil || r.Denied || r.patched == nil || !hasOps(r.Patch) {
-			return out
-		}
-		if out, err = e.readmitted(out, r); err != nil {
-			return out
-		}
-	}
-	return out
-}
-
-// readmitted is what a readmission r of out's object makes of it, said against the object as
-// it came (readmit).
-func (e *evaluation) readmitted(out, r Result) (Result, error) {
-	cur, err := jsontree.Encode(r.patched)
-	if err != nil {
-		return out, err
-	}
-	t := jsontree.New()
-	tree := t.Decode(json.RawMessage(cur))
-	jsontree.ExpandAll(tree)
-	patch, err := jsontree.Diff(t, json.RawMessage(e.in.Object), tree)
-	if err != nil {
-		return out, err
-	}
-	next := r
-	next.Object, next.Patch = e.in.Object, patch
-	if !e.mode.patchOnly {
-		next.Object = cur
-	}
-	for _, sk := range out.Skipped {
-		if !slices.Contains(r.Applied, sk.Policy) && !slices.ContainsFunc(r.Skipped, func(q Skipped) bool { return q.Policy == sk.Policy }) {
-			next.Skipped = append(next.Skipped, sk)
-		}
-	}
-	next.NoEffect = union(out.NoEffect, r.NoEffect)
-	next.Adjusted = union(out.Adjusted, r.Adjusted)
-	next.Findings = union(out.Findings, r.Findings)
-	if e.in.Explain {
-		next.Changes = orderChanges(append(slices.Clone(out.Changes), r.Changes...), r.Applied)
-	}
-	return next, nil
-}
-
-// union is a followed by the items of b it lacks.
-func union[T comparable](a, b []T) []T {
-	out := slices.Clone(a)
-	for _, x := range b {
-		if !slices.Contains(out, x) {
-			out = append(out, x)
-		}
-	}
-	return out
 }

@@ -9,8 +9,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/podpatch/podpatch/internal/k8sfields"
 	"github.com/podpatch/podpatch/policies/checks"
-	"github.com/podpatch/podpatch/policies/internal/k8sfields"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 )

@@ -9,10 +9,10 @@ import (
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/podpatch/podpatch/policies/internal/k8sfields"
+	"github.com/podpatch/podpatch/internal/k8sfields"
 )
 
-// This file is where policies calls the Kubernetes field rules (policies/internal/k8sfields,
+// This file is where policies calls the Kubernetes field rules (internal/k8sfields,
 // pinned by the API-server oracle, reference §3) on a policy's partial objects, and keeps the
 // checks that need policies' own notions: the provenance annotation, the URL annotations and
 // the removals of a policy as written.

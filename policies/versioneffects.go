@@ -1,8 +1,8 @@
 package policies
 
 import (
+	"github.com/podpatch/podpatch/internal/jsontree"
 	"github.com/podpatch/podpatch/internal/objdiff"
-	"github.com/podpatch/podpatch/policies/internal/jsontree"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 	"github.com/podpatch/podpatch/policies/versions"

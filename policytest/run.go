@@ -18,9 +18,9 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/allowlist"
-	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/policies/profiles"
-	"github.com/podpatch/podpatch/policies/render"
+	"github.com/podpatch/podpatch/policyfiles"
+	"github.com/podpatch/podpatch/render"
 )
 
 // MaxDiffLines bounds the diff a failing case prints.
@@ -213,7 +213,7 @@ func (s *suite) compile() error {
 		}
 		// The file was read in the root; the manifest reader takes its bytes as standard
 		// input ("-"), which its messages and the ConfigMaps then name.
-		got, err := manifest.ReadConfigMaps([]string{"-"}, ns, bytes.NewReader(data))
+		got, err := policyfiles.ReadConfigMaps([]string{"-"}, ns, bytes.NewReader(data))
 		if err != nil {
 			return &Error{File: s.path, Msg: "spec.policies: " + file.show + strings.TrimPrefix(err.Error(), "-")}
 		}

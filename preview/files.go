@@ -7,7 +7,7 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/profiles"
-	"github.com/podpatch/podpatch/policies/render"
+	"github.com/podpatch/podpatch/render"
 )
 
 // FileObjects are the objects of a file's documents that a preview patches, as `render` reads

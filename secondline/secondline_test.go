@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/policies/vap"
+	"github.com/podpatch/podpatch/vap"
 )
 
 func set(t *testing.T, docs string) *policies.Set {

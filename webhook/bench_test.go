@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/policies/manifest"
+	"github.com/podpatch/podpatch/policyfiles"
 	"github.com/podpatch/podpatch/webhook/policystore"
 	"github.com/podpatch/podpatch/webhook/slots"
 )
@@ -32,7 +32,7 @@ import (
 // exampleHandler is the handler with the example policies, and the Dask operator worker as its
 // manager creates it.
 func exampleHandler(b *testing.B) (*policies.Set, []byte, *Review) {
-	cms, err := manifest.ReadConfigMaps([]string{"../manifests/examples"}, "default", nil)
+	cms, err := policyfiles.ReadConfigMaps([]string{"../manifests/examples"}, "default", nil)
 	require.NoError(b, err)
 	set, probs := policies.Compile(cms, policies.DefaultOptions())
 	require.Empty(b, probs)
@@ -142,7 +142,7 @@ func BenchmarkHandlerUpdate(b *testing.B) {
 //	go test ./webhook -run '^$' -bench ConcurrentMaxReviews -benchtime 20x
 func BenchmarkConcurrentMaxReviews(b *testing.B) {
 	const concurrent, ordinary = 8, 16
-	examples, err := manifest.ReadConfigMaps([]string{"../manifests/examples"}, "default", nil)
+	examples, err := policyfiles.ReadConfigMaps([]string{"../manifests/examples"}, "default", nil)
 	require.NoError(b, err)
 	for _, bc := range []struct {
 		name       string

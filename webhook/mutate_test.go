@@ -21,7 +21,7 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/allowlist"
-	"github.com/podpatch/podpatch/policies/manifest"
+	"github.com/podpatch/podpatch/policyfiles"
 	"github.com/podpatch/podpatch/webhook/policystore"
 )
 
@@ -136,7 +136,7 @@ func TestMutateGolden(t *testing.T) {
 				opts.NamespaceAllowed, err = allowlist.ParseFields(args.NamespaceAllowedFields)
 				require.NoError(t, err)
 			}
-			cms, err := manifest.ReadConfigMaps([]string{filepath.Join(dir, "policies.yaml")}, args.Namespace, nil)
+			cms, err := policyfiles.ReadConfigMaps([]string{filepath.Join(dir, "policies.yaml")}, args.Namespace, nil)
 			require.NoError(t, err)
 			set, probs := policies.Compile(cms, opts)
 			require.Empty(t, probs)

@@ -18,7 +18,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/policies/manifest"
+	"github.com/podpatch/podpatch/policyfiles"
 	"github.com/podpatch/podpatch/webhook/policystore"
 	"github.com/podpatch/podpatch/webhook/slots"
 )
@@ -33,7 +33,7 @@ import (
 //
 //	go test ./webhook -run '^$' -bench MaxUpdateReview -benchtime 5x
 func BenchmarkMaxUpdateReview(b *testing.B) {
-	examples, err := manifest.ReadConfigMaps([]string{"../manifests/examples"}, "default", nil)
+	examples, err := policyfiles.ReadConfigMaps([]string{"../manifests/examples"}, "default", nil)
 	require.NoError(b, err)
 	store := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(b), nil)
 	for _, cm := range examples {
@@ -107,7 +107,7 @@ func BenchmarkMaxUpdateReview(b *testing.B) {
 //	go test ./webhook -run '^$' -bench ConcurrentMaxUpdates -benchtime 10x
 func BenchmarkConcurrentMaxUpdates(b *testing.B) {
 	const concurrent, ordinary = 8, 16
-	examples, err := manifest.ReadConfigMaps([]string{"../manifests/examples"}, "default", nil)
+	examples, err := policyfiles.ReadConfigMaps([]string{"../manifests/examples"}, "default", nil)
 	require.NoError(b, err)
 	store := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(b), nil)
 	for _, cm := range examples {

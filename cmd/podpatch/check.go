@@ -13,8 +13,8 @@ import (
 
 	"github.com/podpatch/podpatch/internal/references"
 	"github.com/podpatch/podpatch/lifecycle"
+	"github.com/podpatch/podpatch/lint"
 	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/policies/lint"
 	"github.com/podpatch/podpatch/policies/versions"
 )
 

@@ -9,9 +9,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/podpatch/podpatch/internal/references"
-	"github.com/podpatch/podpatch/policies/render"
 	"github.com/podpatch/podpatch/policies/validity"
 	"github.com/podpatch/podpatch/policies/versions"
+	"github.com/podpatch/podpatch/render"
 )
 
 // What every command shares: its flag parsing and the errors that set the exit status. Nothing

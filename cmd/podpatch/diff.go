@@ -21,10 +21,10 @@ import (
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/policies/profiles"
 	"github.com/podpatch/podpatch/policies/validity"
 	"github.com/podpatch/podpatch/policies/versions"
+	"github.com/podpatch/podpatch/policyfiles"
 	"github.com/podpatch/podpatch/preview"
 )
 
@@ -134,7 +134,7 @@ func runDiff(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 
 	var base []policies.SourcedConfigMap
 	if len(o.Base) > 0 {
-		if base, err = manifest.ReadConfigMaps(o.Base, fileNamespace, stdin); err != nil {
+		if base, err = policyfiles.ReadConfigMaps(o.Base, fileNamespace, stdin); err != nil {
 			return err
 		}
 	} else {
@@ -147,7 +147,7 @@ func runDiff(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		}
 		popts.WithResourceVersion = true
 	}
-	changes, err := manifest.ReadConfigMaps(o.Policies, fileNamespace, stdin)
+	changes, err := policyfiles.ReadConfigMaps(o.Policies, fileNamespace, stdin)
 	if err != nil {
 		return err
 	}
@@ -241,7 +241,7 @@ func snapshot(ctx context.Context, kit *kube.Kit, warn func(string)) *placement.
 func nodeFiles(files []string, stdin io.Reader) (*placement.Snapshot, error) {
 	snap := &placement.Snapshot{}
 	for _, f := range files {
-		data, err := manifest.Read(f, stdin)
+		data, err := policyfiles.Read(f, stdin)
 		if err != nil {
 			return nil, err
 		}
@@ -261,7 +261,7 @@ func nodeFiles(files []string, stdin io.Reader) (*placement.Snapshot, error) {
 // eachFileObject reads the objects of -f files, as `render` does.
 func eachFileObject(files []string, namespace string, labels map[string]string, stdin io.Reader, fn func(preview.Input)) error {
 	for _, f := range files {
-		data, err := manifest.Read(f, stdin)
+		data, err := policyfiles.Read(f, stdin)
 		if err != nil {
 			return err
 		}

@@ -9,12 +9,12 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/podpatch/podpatch/lint"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/checks"
-	"github.com/podpatch/podpatch/policies/lint"
-	"github.com/podpatch/podpatch/policies/manifest"
-	"github.com/podpatch/podpatch/policies/render"
 	"github.com/podpatch/podpatch/policies/versions"
+	"github.com/podpatch/podpatch/policyfiles"
+	"github.com/podpatch/podpatch/render"
 )
 
 // lintOptions are the flags of `podpatch lint`.
@@ -55,8 +55,8 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	// Read without a default namespace, to tell which ConfigMaps had none, then give them
-	// --namespace as manifest.ReadConfigMaps would.
-	cms, skipped, err := manifest.ReadConfigMapsSkipping(paths, "", stdin)
+	// --namespace as policyfiles.ReadConfigMaps would.
+	cms, skipped, err := policyfiles.ReadConfigMapsSkipping(paths, "", stdin)
 	if err != nil {
 		return err
 	}
@@ -104,7 +104,7 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 func lintObjects(set *policies.Set, o *lintOptions, stdin io.Reader, stdout io.Writer) (failed bool, err error) {
 	objects, leftOut, errs, warns := 0, 0, 0, 0
 	for _, f := range o.Objects {
-		data, err := manifest.Read(f, stdin)
+		data, err := policyfiles.Read(f, stdin)
 		if err != nil {
 			return false, err
 		}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/podpatch/podpatch/policies/native"
+	"github.com/podpatch/podpatch/native"
 )
 
 // mapOptions are the flags of `podpatch map`: the policies compiled into

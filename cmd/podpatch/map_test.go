@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/podpatch/podpatch/policies/native"
+	"github.com/podpatch/podpatch/native"
 )
 
 // TestMap: `podpatch map` compiles the examples' policies it can into MutatingAdmissionPolicies

@@ -11,9 +11,9 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/allowlist"
-	"github.com/podpatch/podpatch/policies/manifest"
-	"github.com/podpatch/podpatch/policies/render"
 	"github.com/podpatch/podpatch/policies/versions"
+	"github.com/podpatch/podpatch/policyfiles"
+	"github.com/podpatch/podpatch/render"
 )
 
 // policyOptions are the flags that decide how policy ConfigMaps are read.
@@ -121,7 +121,7 @@ func parsePolicyCommand(name string, args []string, stderr io.Writer, o policyCo
 // compilePolicies reads the policy ConfigMaps of paths and compiles them; a ConfigMap that does
 // not compile is an error, its problems on stderr: the policies of render and vap.
 func compilePolicies(paths []string, namespace string, opts policies.Options, stdin io.Reader, stderr io.Writer) (*policies.Set, error) {
-	cms, err := manifest.ReadConfigMaps(paths, namespace, stdin)
+	cms, err := policyfiles.ReadConfigMaps(paths, namespace, stdin)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +152,7 @@ func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	for _, f := range o.Files {
-		data, err := manifest.Read(f, stdin)
+		data, err := policyfiles.Read(f, stdin)
 		if err != nil {
 			return err
 		}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podpatch/podpatch/lifecycle"
-	"github.com/podpatch/podpatch/policies/vap"
+	"github.com/podpatch/podpatch/vap"
 )
 
 // uninstallOptions are the flags of `podpatch uninstall-webhooks`.

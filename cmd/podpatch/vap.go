@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/podpatch/podpatch/policies/vap"
+	"github.com/podpatch/podpatch/vap"
 )
 
 // vapOptions are the flags of `podpatch vap`: the second line (reference §5) for GitOps.

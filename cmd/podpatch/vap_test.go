@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/podpatch/podpatch/policies/vap"
+	"github.com/podpatch/podpatch/vap"
 )
 
 // TestVAP: `podpatch vap` prints, for the examples' enforce policies, a ValidatingAdmissionPolicy

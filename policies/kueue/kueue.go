@@ -14,8 +14,8 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/podpatch/podpatch/internal/jsontree"
 	"github.com/podpatch/podpatch/policies/checks"
-	"github.com/podpatch/podpatch/policies/internal/jsontree"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 

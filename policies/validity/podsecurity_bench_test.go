@@ -13,7 +13,7 @@ import (
 	jsonstrict "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
-	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/internal/jsontree"
 )
 
 // benchPods are manager Pods as they arrive (policies/testdata/fixtures): Spark's executor, the

@@ -17,7 +17,7 @@ import (
 	psapolicy "k8s.io/pod-security-admission/policy"
 	"sigs.k8s.io/yaml"
 
-	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/internal/jsontree"
 )
 
 // The port of the Pod Security Standards (podsecurity.go) against its oracle,

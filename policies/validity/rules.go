@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/podpatch/podpatch/policies/internal/jsontree"
+	"github.com/podpatch/podpatch/internal/jsontree"
 )
 
 // The rules of reference §8's "valid in, valid out": what the API server's validation and its

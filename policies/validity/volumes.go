@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/podpatch/podpatch/policies/internal/jsontree"
-	"github.com/podpatch/podpatch/policies/internal/k8sfields"
+	"github.com/podpatch/podpatch/internal/jsontree"
+	"github.com/podpatch/podpatch/internal/k8sfields"
 )
 
 // The per-source rules of a volume (reference §8), as the API server's validateVolumeSource and the

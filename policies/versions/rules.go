@@ -2,7 +2,7 @@ package versions
 
 // Rule is a validation rule of the API server that holds from one version on (its feature gate
 // turned on by default there): the other member of the class Fields belongs to. A policy's
-// fields are checked once, for every supported version (policies/internal/k8sfields): a
+// fields are checked once, for every supported version (internal/k8sfields): a
 // stricter rule holds if any supported version applies it, a relaxed one only if every
 // supported version does, so that what lint accepts is accepted by each.
 type Rule struct {

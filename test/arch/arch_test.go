@@ -30,7 +30,7 @@ import (
 )
 
 // maxSCC is the largest strongly connected group of files a package may hold: a group larger than
-// this is a package a reader cannot enter at one file (issue 32).
+// this is a package a reader cannot enter at one file.
 const maxSCC = 3
 
 // module is the module path; packages are named relative to it in the tables below.
@@ -42,18 +42,18 @@ const module = "github.com/podpatch/podpatch"
 var layers = map[string]int{
 	// The engine's floor: the JSON kernel, the URL templates, and what each supported
 	// Kubernetes version keeps of the fields a policy can set and which of its validation
-	// rules differ (issue 34), which the Kubernetes field rules read.
-	"policies/internal/jsontree":  0,
-	"policies/internal/celtext":   0, // the CEL text the generated admission objects share
-	"policies/versions":           0,
-	"policies/internal/k8sfields": 1,
-	"externalurl/urltemplate":     0,
-	"internal/promreg":            0,
-	"certs":                       0,
-	"test/cainjector":             0,
-	"policies/internal/yamljson":  1,
+	// rules differ, which the Kubernetes field rules read.
+	"internal/jsontree":       0,
+	"internal/celtext":        0, // the CEL text the generated admission objects share
+	"policies/versions":       0,
+	"internal/k8sfields":      1,
+	"externalurl/urltemplate": 0,
+	"internal/promreg":        0,
+	"certs":                   0,
+	"test/cainjector":         0,
+	"internal/yamljson":       1,
 	// The one path diff and object comparison: `render --explain`'s paths, the audit's and
-	// `diff`'s comparison (issue 32); below the engine, which names fields with it.
+	// `diff`'s comparison; below the engine, which names fields with it.
 	"internal/objdiff":            2,
 	"policies/internal/typecheck": 1,
 	// The engine's bottom: the managers' profiles and the words for an object (Kind, Manager,
@@ -72,9 +72,9 @@ var layers = map[string]int{
 	// clips Event messages with it.
 	"internal/report": 15,
 	// Cluster-side components and tools, over the engine.
-	"policies/manifest":   20,
-	"policies/render":     21,
-	"policies/lint":       22,
+	"policyfiles":         20,
+	"render":              21,
+	"lint":                22,
 	"internal/kube":       20,
 	"internal/leader":     20,
 	"placement":           20,
@@ -89,11 +89,11 @@ var layers = map[string]int{
 	"explain":             40,
 	"preview":             40,
 	"policytest":          40,
-	// The second line (issue 33): the enforce policies as ValidatingAdmissionPolicies (a tool
+	// The second line: the enforce policies as ValidatingAdmissionPolicies (a tool
 	// over a Set, with its tests' random policies) and the component keeping them in the cluster.
-	"policies/vap": 22, "policies/vap/vaptest": 22, "secondline": 30,
+	"vap": 22, "vap/vaptest": 22, "secondline": 30,
 	// Native admission: the policies compiled into MutatingAdmissionPolicies (a tool over a Set).
-	"policies/native": 22,
+	"native": 22,
 	// The composition root.
 	"cmd/podpatch": 50,
 	// Test harnesses and tiers.

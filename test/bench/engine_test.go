@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/policies/profiles"
+	"github.com/podpatch/podpatch/policyfiles"
 	"github.com/podpatch/podpatch/test/bench"
 )
 
@@ -50,7 +50,7 @@ func BenchmarkCompile(b *testing.B) {
 	for _, n := range []int{5, 1000} {
 		dir := b.TempDir()
 		require.NoError(b, bench.WritePolicySet(dir, n))
-		cms, err := manifest.ReadConfigMaps([]string{dir}, "default", nil)
+		cms, err := policyfiles.ReadConfigMaps([]string{dir}, "default", nil)
 		require.NoError(b, err)
 		b.Run(fmt.Sprintf("policies=%d", n), func(b *testing.B) {
 			b.ReportAllocs()

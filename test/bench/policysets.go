@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/policies/profiles"
+	"github.com/podpatch/podpatch/policyfiles"
 )
 
 // PolicyCounts are the policy sets measured: the 5 policies that match the worker alone, and
@@ -208,7 +208,7 @@ func writeConfigMaps(path string, cms []*corev1.ConfigMap) error {
 // LoadPolicySet reads a policy directory the way `podpatch serve --policy-dir` and `podpatch
 // render` do, and compiles it. Every ConfigMap must compile.
 func LoadPolicySet(dir string) (*policies.Set, error) {
-	cms, err := manifest.ReadConfigMaps([]string{dir}, Namespace, nil)
+	cms, err := policyfiles.ReadConfigMaps([]string{dir}, Namespace, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -28,8 +28,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/policies/manifest"
 	"github.com/podpatch/podpatch/policies/profiles"
+	"github.com/podpatch/podpatch/policyfiles"
 	"github.com/podpatch/podpatch/test/cluster"
 )
 
@@ -111,7 +111,7 @@ func run(root, podpatch, kc string, keep bool) (err error) {
 	if err := cluster.Apply(ctx, cp.Client, examples); err != nil {
 		return err
 	}
-	cms, err := manifest.ReadConfigMaps([]string{filepath.Join(root, "manifests", "examples")}, "default", nil)
+	cms, err := policyfiles.ReadConfigMaps([]string{filepath.Join(root, "manifests", "examples")}, "default", nil)
 	if err != nil {
 		return err
 	}

@@ -21,10 +21,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/podpatch/podpatch/lint"
 	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/policies/lint"
-	"github.com/podpatch/podpatch/policies/manifest"
-	"github.com/podpatch/podpatch/policies/render"
+	"github.com/podpatch/podpatch/policyfiles"
+	"github.com/podpatch/podpatch/render"
 )
 
 // Markers, on the last non-blank line before a fenced block:
@@ -165,7 +165,7 @@ func policyConfigMaps(t *testing.T, b block) ([]policies.SourcedConfigMap, error
 			if err := os.WriteFile(f, d.JSON, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			cms, err := manifest.ReadConfigMaps([]string{f}, "default", nil)
+			cms, err := policyfiles.ReadConfigMaps([]string{f}, "default", nil)
 			if err != nil {
 				return nil, err
 			}
@@ -382,7 +382,7 @@ func TestWorkedExampleIsCurrent(t *testing.T) {
 	if shown == "" {
 		t.Fatal("README.md has no worked example (bin/podpatch render --explain --policies manifests/examples)")
 	}
-	cms, err := manifest.ReadConfigMaps([]string{filepath.Join(root, "manifests/examples")}, "default", nil)
+	cms, err := policyfiles.ReadConfigMaps([]string{filepath.Join(root, "manifests/examples")}, "default", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

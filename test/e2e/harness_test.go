@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/policies/manifest"
+	"github.com/podpatch/podpatch/policyfiles"
 	"github.com/podpatch/podpatch/test/cluster"
 )
 
@@ -234,7 +234,7 @@ func (p *podpatchProcess) waitForExamples(t testing.TB) {
 // examplePolicyCount is how many policies manifests/examples holds, as podpatch_policies counts them.
 func examplePolicyCount(t testing.TB) float64 {
 	t.Helper()
-	cms, err := manifest.ReadConfigMaps([]string{filepath.Join(repoRoot, "manifests", "examples")}, "default", nil)
+	cms, err := policyfiles.ReadConfigMaps([]string{filepath.Join(repoRoot, "manifests", "examples")}, "default", nil)
 	require.NoError(t, err)
 	set, probs := policies.Compile(cms, policies.DefaultOptions())
 	require.Empty(t, probs)

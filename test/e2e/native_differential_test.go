@@ -21,9 +21,9 @@ import (
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/podpatch/podpatch/native"
 	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/policies/native"
-	renderpkg "github.com/podpatch/podpatch/policies/render"
+	renderpkg "github.com/podpatch/podpatch/render"
 )
 
 // nativeBucketLabel puts a case's Pod in one of two buckets that drawn selectors read.
@@ -212,7 +212,7 @@ func TestNativeDifferential(t *testing.T) {
 		drawn, len(cms), len(out.Groups), len(pods), applied)
 }
 
-// renderNative is `podpatch render` of a case's Pod in its namespace (policies/render, the
+// renderNative is `podpatch render` of a case's Pod in its namespace (render, the
 // engine the webhook runs).
 func renderNative(t *testing.T, set *policies.Set, pod *corev1.Pod) *corev1.Pod {
 	t.Helper()

@@ -35,7 +35,7 @@ import (
 //
 //	go test ./test/e2e -run TestValidationOracle
 //
-// then fix the field rules (policies/internal/k8sfields, by concern: pod.go, containers.go,
+// then fix the field rules (internal/k8sfields, by concern: pod.go, containers.go,
 // volumes.go, services.go) until the row agrees, with a unit case in
 // policies/validate_fields_test.go. A `template` row is applied to the Dask operator's worker Pod
 // (container "worker", no volumes, limits cpu 1 / memory 2Gi), a `service` row to its scheduler

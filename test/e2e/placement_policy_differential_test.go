@@ -21,11 +21,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/podpatch/podpatch/lint"
 	"github.com/podpatch/podpatch/placement"
 	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/policies/lint"
-	renderpkg "github.com/podpatch/podpatch/policies/render"
 	"github.com/podpatch/podpatch/policies/versions"
+	renderpkg "github.com/podpatch/podpatch/render"
 	"github.com/podpatch/podpatch/test/cluster"
 )
 
@@ -500,7 +500,7 @@ func withDefaultTolerations(pod *corev1.Pod) {
 	}
 }
 
-// renderPod is `podpatch render` of a Pod in the differential's namespace (policies/render, the
+// renderPod is `podpatch render` of a Pod in the differential's namespace (render, the
 // engine the webhook runs): the Pod as admission will store it, its provenance without versions.
 func renderPod(t *testing.T, set *policies.Set, pod *corev1.Pod) *corev1.Pod {
 	t.Helper()

@@ -17,9 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/policies/manifest"
-	"github.com/podpatch/podpatch/policies/vap"
-	"github.com/podpatch/podpatch/policies/vap/vaptest"
+	"github.com/podpatch/podpatch/policyfiles"
+	"github.com/podpatch/podpatch/vap"
+	"github.com/podpatch/podpatch/vap/vaptest"
 )
 
 // secondLineBenchCases are the enforce policy counts BenchmarkSecondLineCreate measures, the
@@ -76,7 +76,7 @@ func BenchmarkSecondLineCreate(b *testing.B) {
 		require.NoError(b, k8s.Create(ctx, mwc))
 
 		// The second line of the same policies, scoped to its namespace.
-		cms, err := manifest.ReadConfigMaps([]string{dir}, "default", nil)
+		cms, err := policyfiles.ReadConfigMaps([]string{dir}, "default", nil)
 		require.NoError(b, err)
 		set, probs := policies.Compile(cms, policies.DefaultOptions())
 		require.Empty(b, probs)

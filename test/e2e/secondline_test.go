@@ -28,9 +28,9 @@ import (
 	"github.com/podpatch/podpatch/internal/objdiff"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/profiles"
-	"github.com/podpatch/podpatch/policies/vap"
-	"github.com/podpatch/podpatch/policies/vap/vaptest"
 	"github.com/podpatch/podpatch/test/cluster"
+	"github.com/podpatch/podpatch/vap"
+	"github.com/podpatch/podpatch/vap/vaptest"
 )
 
 // secondLineNamespace and randomNamespace are where the second line's bindings are scoped in
@@ -587,7 +587,7 @@ func messages(out vap.Output) map[string]bool {
 	return m
 }
 
-// TestSecondLineDifferential: random enforce policies (policies/vap/vaptest) → generated
+// TestSecondLineDifferential: random enforce policies (vap/vaptest) → generated
 // policies the real API server accepts and evaluates without error, agreeing with the engine:
 // the engine's result passes; the result of the policy without one field fails, naming that
 // field, exactly when the whole policy would change it (objdiff.Compare, as the audit) (PODPATCH_SECOND_LINE_SEED repeats a run).

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/policies/manifest"
+	"github.com/podpatch/podpatch/policyfiles"
 )
 
 // wantFinding is a manager-aware check expected on the objects of a shape, fired by a policy.
@@ -28,7 +28,7 @@ type wantFinding struct {
 // once so, with every check disabled, and failed.
 func (h *harness) checkFindings(t *testing.T, control []generated, ns string, want map[shape]wantFinding) {
 	t.Helper()
-	cms, err := manifest.ReadConfigMaps(h.policyPaths(), "default", nil)
+	cms, err := policyfiles.ReadConfigMaps(h.policyPaths(), "default", nil)
 	require.NoError(t, err)
 	set, probs := policies.Compile(cms, policies.DefaultOptions())
 	require.Empty(t, probs)

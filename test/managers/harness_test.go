@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/policies/manifest"
+	"github.com/podpatch/podpatch/policyfiles"
 	"github.com/podpatch/podpatch/test/cluster"
 )
 
@@ -181,7 +181,7 @@ func (h *harness) close() {
 
 // policyCount is how many policies the examples and the suite's own hold.
 func (h *harness) policyCount() (float64, error) {
-	cms, err := manifest.ReadConfigMaps(h.policyPaths(), "default", nil)
+	cms, err := policyfiles.ReadConfigMaps(h.policyPaths(), "default", nil)
 	if err != nil {
 		return 0, err
 	}

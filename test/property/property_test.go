@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/podpatch/podpatch/lint"
 	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/policies/lint"
 )
 
 // TestValidInValidOut is reference §8's promise as a property: pairs of (random policy set that

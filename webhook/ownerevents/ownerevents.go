@@ -55,6 +55,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/podpatch/podpatch/internal/jsontree"
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/internal/promreg"
 	"github.com/podpatch/podpatch/internal/report"
@@ -343,11 +344,39 @@ type objectMeta struct {
 	OwnerReferences []metav1.OwnerReference
 }
 
-// readMeta reads the name and owner references of an object (policies.ObjectOwners: the scan
-// stops at the metadata). raw is valid JSON: the review decoded it already.
+// readMeta reads an object's metadata.name and its first maxOwnerRefs
+// metadata.ownerReferences, scanning its JSON to the metadata member (the API server writes it
+// before spec, so the rest of a large object is not read) and decoding only those: what the
+// Events need to find the owning custom resource (reference §9). raw is valid JSON: the review
+// decoded it already.
 func readMeta(raw []byte) (objectMeta, error) {
-	name, refs, err := policies.ObjectOwners(raw, maxOwnerRefs)
-	return objectMeta{Name: name, OwnerReferences: refs}, err
+	var m objectMeta
+	meta, ok := jsontree.Member(raw, "metadata")
+	if !ok {
+		return m, nil
+	}
+	if v, ok := jsontree.Member(meta, "name"); ok {
+		if err := json.Unmarshal(v, &m.Name); err != nil {
+			return objectMeta{}, err
+		}
+	}
+	list, ok := jsontree.Member(meta, "ownerReferences")
+	if !ok {
+		return m, nil
+	}
+	var err error
+	jsontree.Items(list, func(item json.RawMessage) bool {
+		var r metav1.OwnerReference
+		if err = json.Unmarshal(item, &r); err != nil {
+			return false
+		}
+		m.OwnerReferences = append(m.OwnerReferences, r)
+		return len(m.OwnerReferences) < maxOwnerRefs
+	})
+	if err != nil {
+		return objectMeta{}, err
+	}
+	return m, nil
 }
 
 // groupKey is what one aggregation group's objects share: their direct owner (or the object

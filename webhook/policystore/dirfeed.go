@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/policies/manifest"
+	"github.com/podpatch/podpatch/policyfiles"
 )
 
 // DirFeed keeps a Store current from ConfigMap YAML files in a directory, for running without
@@ -56,7 +56,7 @@ func (f *DirFeed) Load() error {
 			next[file], seen[file] = f.byFile[file], f.files[file]
 			continue
 		}
-		cms, err := manifest.ReadConfigMaps([]string{file}, "default", nil)
+		cms, err := policyfiles.ReadConfigMaps([]string{file}, "default", nil)
 		if err != nil {
 			f.log.Error(err, "policy file unreadable; keeping what it defined before", "file", file)
 			next[file], seen[file] = f.byFile[file], files[file] // read again once it changes
