@@ -102,7 +102,7 @@ test-property-long:
 
 .PHONY: test-versions test-versions-quick
 
-## test-versions: the version matrix (issue 34, docs/development.md "The version matrix"): the
+## test-versions: the version matrix (docs/development.md "The version matrix"): the
 ## version tests and the property test on 1.33 (real v1.33.13, also all of test/e2e and the real
 ## Dask operator and KubeRay), 1.34 (real v1.34.4 and emulated), 1.35 and 1.36 (emulated), 1.37
 ## (as 1.33), the alpha feature gates and the 1.38 preview (its failures not counted); builds

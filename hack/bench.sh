@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# `make bench`: one command, one run, one report (issue 5). Builds what it needs, then
+# `make bench`: one command, one run, one report of the performance goals. Builds what it needs, then
 #
 #   1. Go benchmarks of each stage of the request path and of the whole handler (test/bench, a
 #      module of its own: its plotting and load-generation dependencies stay out of podpatch's),
 #   2. CPU profiles of the whole handler into docs/benchmarks/profiles/ (pprof + `go tool pprof -top`),
-#      and heap profiles of the policy store into docs/benchmarks/heap/ (issue 27),
-#   3. the end-to-end scale test (test/e2e TestScale) at the issue's size: 10,000 policy
+#      and heap profiles of the policy store into docs/benchmarks/heap/,
+#   3. the end-to-end scale test (test/e2e TestScale) at the policy store's goal size: 10,000 policy
 #      ConfigMaps over 500 namespaces, one changing every 100 ms while pods are created,
 #   4. HTTPS load runs on loopback against `podpatch serve --policy-dir` and the two reference
 #      servers (allow-only, idiomatic), the end-to-end run through kube-apiserver, and the
@@ -119,7 +119,7 @@ for p in "1 5" "1 10000" "10 5"; do
 	done
 done
 
-step "heap profiles of the policy store at 1,000 and 10,000 ConfigMaps (docs/benchmarks/heap/, issue 27)"
+step "heap profiles of the policy store at 1,000 and 10,000 ConfigMaps (docs/benchmarks/heap/)"
 rm -rf docs/benchmarks/heap
 mkdir -p docs/benchmarks/heap
 run env PODPATCH_HEAP_PROFILES="$root/docs/benchmarks/heap" "$GO" test ./webhook/policystore -run '^TestStoreHeapProfile$' -count=1 -v \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The version matrix (issue 34; docs/development.md "The version matrix"): podpatch's
+# The version matrix (docs/development.md "The version matrix"): podpatch's
 # version-dependent tests against every supported Kubernetes minor, a preview of the next one and
 # the alpha feature gates, each lane a command of its own.
 #

@@ -7,7 +7,7 @@ import (
 )
 
 // TestRestConfigKubeconfigEnv: `podpatch check` and `podpatch uninstall` load the client
-// configuration as every other client command does (issue 37: check ignored $KUBECONFIG and
+// configuration as every other client command does (check once ignored $KUBECONFIG and
 // tried the in-cluster configuration): $KUBECONFIG when no --kubeconfig is given, the flag
 // first when it is, and an unreadable file is an error naming the kubeconfig.
 func TestRestConfigKubeconfigEnv(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 )
 
 // VersionEffects lists, one line each (`REF: FIELD: …`), the fields the set's policies set that
-// Kubernetes v does not keep (issue 34, versions.Fields): dropped ones have no effect there,
+// Kubernetes v does not keep (versions.Fields): dropped ones have no effect there,
 // refused ones make every object the policy matches refused. refused counts the latter.
 func VersionEffects(s *policies.Set, v versions.Version) (lines []string, refused int) {
 	scopes := [][]*policies.Policy{s.Policies(policies.ScopePlatform, "")}

@@ -11,7 +11,7 @@ import (
 )
 
 // EnforceConflict is a namespace policy that admission would leave out because of a platform
-// enforce policy (reference §5, "Enforce: applied or denied"; issue 38): applied together to a
+// enforce policy (reference §5, "Enforce: applied or denied"): applied together to a
 // synthetic object that both select, the enforce policy holds and the namespace policy is left
 // out, though it is kept alone.
 type EnforceConflict struct {

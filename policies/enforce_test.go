@@ -19,7 +19,7 @@ import (
 
 // Reference §5, "Enforce: applied or denied": an object that a platform enforce policy matches
 // is admitted only with every field that policy sets, or denied naming the policy and why.
-// These tests generate the shapes of each class of issue 33 — objects that conflict with the
+// These tests generate the shapes of each class of escape from an enforce policy — objects that conflict with the
 // enforced values, padding, work, missing references, the budget — and check the rule on
 // every result.
 
@@ -53,7 +53,7 @@ var enforceCatalogue = []struct{ name, spec string }{
 }
 
 // conflicts are edits of a manager's object that the catalogue's enforced values may conflict
-// with, one per class the issue names (and some more): each is valid for the API server alone.
+// with, one per class of escape (and some more): each is valid for the API server alone.
 var conflicts = []struct {
 	name string
 	kind profiles.Kind
@@ -258,7 +258,7 @@ func TestEnforceAppliedOrDenied(t *testing.T) {
 		require.JSONEq(t, string(res.Object), string(again.Object), "edits %v: the enforced fields hold", applied)
 	}
 	t.Logf("%v", counts)
-	// The generator reaches both outcomes and the classes of the issue: a test that only
+	// The generator reaches both outcomes and every class of escape: a test that only
 	// admits, or only denies, proves nothing.
 	require.Greater(t, counts["applied"], 300)
 	require.Greater(t, counts["denied"], 300)
@@ -345,7 +345,8 @@ func envEntries(n int) string {
 }
 
 // namespaceConflicts are namespace policies, within the default allowed fields, built to
-// conflict with the catalogue's enforce policies (issue 38's namespace route): requests above
+// conflict with the catalogue's enforce policies (the namespace-policy route, a tenant's policy trying to get an enforce policy
+// left out): requests above
 // the enforced limit, a node selector the enforced RuntimeClass contradicts, annotations that
 // fill the object, a missing PriorityClass.
 var namespaceConflicts = []string{

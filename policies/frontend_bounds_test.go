@@ -1,6 +1,6 @@
 package policies
 
-// Issue 33: every front end of the CLIs (lint, render -f, test, diff -f, --policy-dir) reads
+// Every front end of the CLIs (lint, render -f, test, diff -f, --policy-dir) reads
 // through SplitDocuments, bounded as the webhook is: a document beyond MaxYAMLNodes is refused
 // before go-yaml composes its tree, and a JSON one before encoding/json decodes it.
 
@@ -19,8 +19,9 @@ import (
 	"github.com/podpatch/podpatch/internal/yamljson"
 )
 
-// frontEndShapes are the attack shapes of issue 33, each filling a file (MaxFileBytes) with
-// far more than MaxYAMLNodes nodes.
+// frontEndShapes are the hostile-input shapes (files of a few megabytes that a parser would
+// turn into a gigabyte tree), each filling a file (MaxFileBytes) with far more than
+// MaxYAMLNodes nodes.
 func frontEndShapes() map[string]string {
 	size := MaxFileBytes - 64
 	var mapping strings.Builder

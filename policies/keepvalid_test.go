@@ -148,8 +148,8 @@ func freshViolations(in Input, out []byte) []validity.Violation {
 	return validity.Fresh(got, given)
 }
 
-// TestValidityRegressions: one case per class of issue 20's rejections, on a real manager
-// fixture. Each names the policies that must be left out and the rule; the result must be the
+// TestValidityRegressions: one case per class of patched objects the API server rejected
+// before podpatch checked validity (docs/validity.md), on a real manager fixture. Each names the policies that must be left out and the rule; the result must be the
 // object that applying only the kept policies gives, with no violation the input did not have.
 func TestValidityRegressions(t *testing.T) {
 	gpu := func(obj map[string]any) {

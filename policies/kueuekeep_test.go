@@ -237,7 +237,7 @@ func tolerationsOf(t *testing.T, js []byte, decided func(string) bool) []string 
 // flavors known, podpatch never sets, changes or removes a key they decide — but for the
 // enforced keys when the hand is only the admission gate; with the flavors unknown, it leaves
 // all placement but the enforced as the Pod came; otherwise — labels alone, no Kueue — every
-// policy's placement applies: the enforced keys are present unless so deferred (issue 33). Idempotent either way,
+// policy's placement applies: the enforced keys are present unless so deferred. Idempotent either way,
 // and every key a policy wanted and did not get is a finding.
 func TestKueuePlacementProperty(t *testing.T) {
 	runSeeds(t, "TestKueuePlacementProperty", 33, kueuePlacementProperty)
@@ -418,7 +418,7 @@ func TestKueuePlacementRemoval(t *testing.T) {
 	}
 }
 
-// TestKueueDeference: reference §8's rule, shape by shape (issue 33). The platform enforces
+// TestKueueDeference: reference §8's rule, shape by shape. The platform enforces
 // pool: cpu and a dedicated=cpu toleration, and merges zone: a; Kueue's flavor "spot" writes
 // pool: spot and a spot toleration. Deferred: on a Pod carrying a flavor's whole placement, the
 // flavors' keys; on a Pod carrying only the admission gate, those but the enforced; with the

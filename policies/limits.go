@@ -42,7 +42,7 @@ const (
 	// maxDepth bounds the nesting of a policy document, and of any YAML or JSON podpatch reads.
 	maxDepth = 64
 	// MaxYAMLNodes bounds the nodes (keys, values, items) of one YAML or JSON document read
-	// from a file or a data key, counted in the text before it is parsed (issue 33). go-yaml's
+	// from a file or a data key, counted in the text before it is parsed. go-yaml's
 	// tree and encoding/json's maps cost a few hundred bytes per node: the worst document
 	// within it costs render or lint about 200 MB at its peak, inside the webhook's 256 MiB
 	// (docs/reference.md §3 "Limits"), and `kubectl get pods -A -o yaml` of 1,000 Pods

@@ -12,7 +12,7 @@ import (
 
 // A YAML error in the second document of a block-scalar data key is given the file's line:
 // the key's line, plus the line its document starts at in the key's text, plus the error's
-// line within that document (issue 37: lines counted within the embedded text alone).
+// line within that document (it was once the line counted within the embedded text alone).
 func TestYAMLErrorsGetTheFileLine(t *testing.T) {
 	text := "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: a}\nspec:\n  mode: default\n" +
 		"---\nkind: PodTemplatePatch\nspec: [unclosed\n"

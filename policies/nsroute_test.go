@@ -21,7 +21,7 @@ import (
 	"github.com/podpatch/podpatch/policies/validity"
 )
 
-// Issue 38, the namespace-policy route (reference §5, "Enforce: applied or denied"): a namespace
+// The namespace-policy route (reference §5, "Enforce: applied or denied"): a namespace
 // policy may, within its allowed fields, try to make the platform's enforce policies be left
 // out — colliding names, ports and volumes, a node selector an enforced RuntimeClass
 // contradicts, Kueue's marks, the labels an enforce policy's match reads, nulls. Whatever it
@@ -30,7 +30,7 @@ import (
 // violation naming its field.
 
 // nsrouteEnforce are the platform's policies the generated namespace policies meet: enforce
-// policies of every shape the issue names, and one merge policy an enforce policy needs (its
+// policies of every shape a namespace policy may collide with, and one merge policy an enforce policy needs (its
 // volume), so that an enforce policy can be kept only on a later pass of keepValid.
 var nsrouteEnforce = []struct{ name, mode, spec string }{
 	{"main-port", "enforce", "template: {spec: {volumes: [{name: platform-certs, emptyDir: {}}], containers: [{name: '@main', ports: [{containerPort: 9090, name: metrics}], env: [{name: PLATFORM_MODE, value: strict}], volumeMounts: [{name: platform-certs, mountPath: /etc/platform}]}]}}"},
@@ -55,7 +55,7 @@ var nsrouteAllowed = append(slices.Clone(allowlist.DefaultFields),
 	"spec.containers", "spec.initContainers", "spec.volumes", "spec.schedulingGates", "spec.securityContext",
 	"spec.runtimeClassName", "service.spec.ports", "service.spec.type", "service.spec.externalName")
 
-// nsrouteClasses draw a namespace policy's spec per conflict class of issue 38.
+// nsrouteClasses draw a namespace policy's spec per conflict class of the namespace-policy route.
 var nsrouteClasses = []struct {
 	name string
 	draw func(r *rand.Rand) string
@@ -176,7 +176,7 @@ func nsroutePolicy(t testing.TB, opts Options, i int, spec string) *Policy {
 	return ps[0]
 }
 
-// TestNamespaceRouteNeverLeavesEnforceOut is issue 38's namespace route on generated
+// TestNamespaceRouteNeverLeavesEnforceOut is the namespace-policy route on generated
 // namespace policies: random subsets of the platform's policies × one to three namespace
 // policies drawn per conflict class × every manager fixture, with the cluster's lookups
 // (Kueue's flavors known or not); and reference §3's fixed point on every draw: the result

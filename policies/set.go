@@ -49,7 +49,7 @@ type scopeIndex struct {
 	buckets index
 	// named splits the platform's buckets by namespace: the policies that match.namespaces
 	// narrows to namespaces named without a glob are found by the object's namespace, so a
-	// platform policy per namespace costs the other namespaces' objects nothing (issue 27).
+	// platform policy per namespace costs the other namespaces' objects nothing.
 	named   map[bucket]*namedBucket
 	count   int
 	dropped []string

@@ -19,9 +19,9 @@ func TestReadIsBounded(t *testing.T) {
 	require.ErrorContains(t, err, "more than 8388608 bytes")
 }
 
-// issueBomb is issue 21's shape: anchors and aliases right after `:` in a flow mapping with
-// JSON-style keys, which passed the byte heuristic that came before the YAML front end.
-func issueBomb(levels, fanout, strlen, pad int) string {
+// flowMappingAliasBomb is an alias bomb: anchors and aliases right after `:` in a flow mapping
+// with JSON-style keys, which passed the byte heuristic that came before the YAML front end.
+func flowMappingAliasBomb(levels, fanout, strlen, pad int) string {
 	var parts []string
 	for i := range pad {
 		parts = append(parts, fmt.Sprintf(`"p%d":1`, i))
@@ -39,11 +39,11 @@ func issueBomb(levels, fanout, strlen, pad int) string {
 	return "{" + strings.Join(parts, ",") + "}"
 }
 
-// TestIssueShapeEverywhere: the issue's bomb is refused in a policy document, in the
-// ConfigMap file around it (lint, render --policies, --policy-dir) and in an object stream
-// (render -f).
-func TestIssueShapeEverywhere(t *testing.T) {
-	bomb := issueBomb(5, 10, 4000, 2300)
+// TestFlowMappingAliasBombEverywhere: the flow-mapping alias bomb is refused in a policy
+// document, in the ConfigMap file around it (lint, render --policies, --policy-dir) and in an
+// object stream (render -f).
+func TestFlowMappingAliasBombEverywhere(t *testing.T) {
+	bomb := flowMappingAliasBomb(5, 10, 4000, 2300)
 	policy := "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: p}\n" + "spec:\n  template:\n    metadata:\n      annotations: " + bomb + "\n"
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "hostile", Namespace: "team-a", Labels: map[string]string{policies.PolicyLabel: "true"}},
 		Data: map[string]string{"p.yaml": policy}}

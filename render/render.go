@@ -35,7 +35,7 @@ type Options struct {
 	// ExcludedNamespaces are the namespaces the webhook configurations' namespaceSelector
 	// leaves out: render patches their objects all the same, and Explain says admission would not.
 	ExcludedNamespaces []string
-	// KubeVersion, when set, is the Kubernetes version objects are rendered for (issue 34): a
+	// KubeVersion, when set, is the Kubernetes version objects are rendered for: a
 	// field it refuses leaves its policy out (or denies for enforce), one it drops is said.
 	KubeVersion *versions.Version
 }

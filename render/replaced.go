@@ -6,7 +6,7 @@ import "github.com/podpatch/podpatch/policies"
 // fields a later policy changed again, and which policy that was (the last one): a value this
 // policy set that a higher layer then replaced, as a namespace policy's label that a platform
 // enforce policy overrides. `render --explain` and `podpatch explain` mark them, so that neither
-// says a policy's value is in the object when it is not (issue 37). A field counts as changed
+// says a policy's value is in the object when it is not. A field counts as changed
 // again when a later change names it, a field inside it, or a field it lies inside. Linear in
 // the fields: each is looked up by itself and its prefixes.
 func Replaced(changes []policies.Change) []map[string]*policies.Policy {

@@ -1,6 +1,6 @@
-// Package secondline keeps the second line in the cluster (reference §5, "The second line";
-// issue 33): on the elected replica of `podpatch serve --second-line`, whenever the platform's
-// policy snapshot changes, the ValidatingAdmissionPolicies and bindings vap generates
+// Package secondline keeps the second line in the cluster (reference §5, "The second line"):
+// on the elected replica of `podpatch serve --second-line`, whenever the platform's policy
+// snapshot changes, the ValidatingAdmissionPolicies and bindings vap generates
 // from its enforce policies are server-side applied under the field manager
 // podpatch-second-line, and those it owns (app.kubernetes.io/managed-by: podpatch) that no
 // longer correspond to an enforce policy are deleted. Its Start is one leadership term.

@@ -115,7 +115,7 @@ func unquoteKey(r []byte) string {
 
 // commonValues are string values frequent in Pods and Services (Kubernetes' enumerations and
 // defaults, all plain ASCII), boxed once: decoding one costs no allocation, where a copy of the
-// string and its box in an interface cost two (issue 27, the hot path).
+// string and its box in an interface cost two (on the hot path of every admission).
 var commonValues = func() map[string]any {
 	values := strings.Fields(`Always IfNotPresent Never OnFailure TCP UDP SCTP File FallbackToLogsOnError
 		/dev/termination-log ClusterFirst ClusterFirstWithHostNet Default None default-scheduler

@@ -99,7 +99,8 @@ func requireFlavors(t *testing.T, keys kueue.Keys) {
 	}, fl)
 }
 
-// TestFlavorsDiscovery: what discovery says, step by step (issue 33). No Kueue API served:
+// TestFlavorsDiscovery: what discovery says, step by step (what decides whether placement is
+// deferred to Kueue). No Kueue API served:
 // known, none (Absent). Discovery failing, or only an older Kueue's v1beta1: unknown. The
 // v1beta2 API served: unknown until the informer syncs, then every flavor's keys and placement;
 // a failing discovery then changes nothing; Kueue removed: Absent again, the informer stopped.

@@ -44,8 +44,8 @@ const (
 	sourceTable = "table"
 )
 
-// fieldProbe learns from the API server itself which of versions.Fields it keeps (issue 34,
-// reference §8 "What this cluster's version keeps"): for each field, a server-side dry-run
+// fieldProbe learns from the API server itself which of versions.Fields it keeps
+// (reference §8 "What this cluster's version keeps"): for each field, a server-side dry-run
 // (dryRun=All: admitted and validated, never stored) of the field's versions.Sample in
 // podpatch's namespace; stored with the field is Kept, without it Dropped, refused as Invalid
 // naming the field Refused. Any other answer (RBAC, Pod Security, a quota, a timeout, another

@@ -11,7 +11,7 @@ import (
 	"github.com/podpatch/podpatch/policies/versions"
 )
 
-// serverVersion follows the API server's version (issue 34), asked through discovery at start
+// serverVersion follows the API server's version, asked through discovery at start
 // and every versionInterval, for the engine's versions.Server: an upgrade of the control plane
 // is seen within the interval.
 type serverVersion struct {

@@ -320,7 +320,7 @@ func (g *generator) flow(v any, indent int) string {
 			sep(i)
 			i++
 			switch g.c.pick(4) {
-			case 1: // JSON-style: a quoted key, no space after the colon (the issue's shape)
+			case 1: // JSON-style: a quoted key, no space after the colon (the flow-mapping alias bomb's shape)
 				b.WriteString(`"` + e.key + `":`)
 			case 2: // explicit key
 				b.WriteString("? " + g.key(e.key) + " : ")

@@ -2,7 +2,7 @@ package yamljson
 
 // The node bound is checked before go.yaml.in/yaml/v3 parses anything: the parser composes a
 // document's whole tree, a few hundred bytes per node, before the converter can count a node
-// (issue 33: an 8 MiB flow list took a gigabyte). prescan reads the text once, in linear time
+// (an 8 MiB flow list took a gigabyte). prescan reads the text once, in linear time
 // and constant memory but for the block indentation stack, and counts only what surely makes a
 // node, so that its count is a lower bound of the parser's: a text it refuses, the converter
 // would refuse too (TestPrescanIsALowerBound, FuzzPrescan).

@@ -99,7 +99,8 @@ func TestPrescanTable(t *testing.T) {
 	}
 }
 
-// attackShapes are the shapes of issue 33, each n nodes or more, written densely.
+// attackShapes are the hostile-input shapes (texts of a few megabytes that go-yaml would turn
+// into a gigabyte tree), each n nodes or more, written densely.
 func attackShapes(n int) map[string]string {
 	return map[string]string{
 		"flow list":                        "[" + strings.Repeat("0,", n) + "0]",

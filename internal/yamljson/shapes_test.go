@@ -12,10 +12,10 @@ import (
 	"github.com/podpatch/podpatch/internal/yamljson"
 )
 
-// TestIssueShape is the shape of issue 21: a 24 KB flow mapping whose anchors and aliases
-// follow `:` directly, which expanded to gigabytes. It is refused before anything is expanded.
-func TestIssueShape(t *testing.T) {
-	text := issueShape(5, 10, 4000, 2300)
+// TestFlowMappingAliasBomb: a 24 KB flow mapping whose anchors and aliases follow `:` directly,
+// which expanded to gigabytes, is refused before anything is expanded.
+func TestFlowMappingAliasBomb(t *testing.T) {
+	text := flowMappingAliasBomb(5, 10, 4000, 2300)
 	require.Greater(t, len(text), 20<<10)
 	_, err := checkBounded(t, text)
 	require.ErrorIs(t, err, yamljson.ErrRefused)

@@ -75,7 +75,7 @@ func checkGenerated(t *testing.T, text string, want []any, hostile bool) {
 // or custom tag anywhere is refused, any other converts to exactly the generated values.
 // Run it long with: go test -run '^$' -fuzz FuzzFrontEnd -fuzztime 30m ./internal/yamljson
 func FuzzFrontEnd(f *testing.F) {
-	f.Add([]byte(issueShape(3, 5, 16, 8)))
+	f.Add([]byte(flowMappingAliasBomb(3, 5, 16, 8)))
 	f.Add([]byte("a: &a [1]\nb: *a\n"))
 	f.Add([]byte("{\"s0\":&s0 \"x\", \"l1\":&l1 {\"k0\":*s0}}"))
 	f.Add([]byte("- !foo x\n- <<: {a: 1}\n---\n[*a]"))
@@ -90,10 +90,10 @@ func FuzzFrontEnd(f *testing.F) {
 	})
 }
 
-// issueShape is the issue's bomb: anchors and aliases right after `:` in a flow mapping with
-// JSON-style keys, padded with plain members ahead of them so that go-yaml's own alias ratio
-// check would not stop it.
-func issueShape(levels, fanout, strlen, pad int) string {
+// flowMappingAliasBomb is an alias bomb that passed the byte heuristic before the YAML front
+// end: anchors and aliases right after `:` in a flow mapping with JSON-style keys, padded with
+// plain members ahead of them so that go-yaml's own alias ratio check would not stop it.
+func flowMappingAliasBomb(levels, fanout, strlen, pad int) string {
 	var parts []string
 	for i := range pad {
 		parts = append(parts, fmt.Sprintf(`"p%d":1`, i))

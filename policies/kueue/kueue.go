@@ -5,7 +5,7 @@
 // each flavor writes (Keys, answered by the cluster's caches through Flavors) are here too.
 // Labels are the Pod's creator's to write: they never defer anything on their own; only what
 // Kueue itself shows does (its admission gate, or a flavor's whole placement written into the
-// Pod), issue 33. It sits under the
+// Pod), so that a label cannot take a Pod out of an enforced placement. It sits under the
 // engine (package policies), which calls it during every Pod's apply.
 package kueue
 
@@ -211,7 +211,7 @@ func full(v any) any {
 
 // Keep puts back the placement Kueue decides on a Pod marked as Kueue's after the policies
 // applied (reference §8, kueue-placement-conflict), and only where Kueue itself shows that it
-// decides it (issue 33: a label is the Pod creator's to write, and proves nothing):
+// decides it (a label is the Pod creator's to write, and proves nothing):
 //
 //   - flavors known, and the Pod as given carries the whole placement of one of the flavors
 //     (Kueue's admission wrote it into the Pod's template): every key of a flavor's node labels

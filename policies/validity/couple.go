@@ -196,7 +196,7 @@ func ServiceType(t *jsontree.Tree, obj map[string]any) string {
 // them, and it returns what it removed. The API server defaults externalTrafficPolicy and
 // allocateLoadBalancerNodePorts on a LoadBalancer or NodePort Service before podpatch sees it, so
 // without this an enforce policy making such a Service ClusterIP would make it invalid, and be
-// left out (issue 33). given is the type the Service came with (ServiceType).
+// left out: the Service would escape the enforced type. given is the type the Service came with (ServiceType).
 func CoupleService(t *jsontree.Tree, obj map[string]any, given string, sets func(member string) bool) []string {
 	spec, ok := t.GetMap(obj, "spec")
 	if !ok {

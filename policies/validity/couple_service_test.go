@@ -38,7 +38,7 @@ func serviceOf(typ string) map[string]any {
 
 // TestCoupleServiceEveryTypeChange: a Service of any type with every field its type may have,
 // made any other type by a policy, has no violation of the type rules once CoupleService ran
-// (the class of issue 33's "enforce ClusterIP left out"), keeps what the new type may have, and
+// (the escape "enforce ClusterIP left out"), keeps what the new type may have, and
 // keeps a field a policy sets.
 func TestCoupleServiceEveryTypeChange(t *testing.T) {
 	types := []string{"ClusterIP", "NodePort", "LoadBalancer"}

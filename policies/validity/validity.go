@@ -148,6 +148,6 @@ const (
 	RuleKubeVersion = "kube-version"
 	// RuleKueueMark: a namespace policy sets one of Kueue's marks on a Pod that came without
 	// one, which would hand the placement the platform's enforce policies set to Kueue
-	// (reference §5, issue 38: a namespace policy never leaves an enforce policy out).
+	// (reference §5: a namespace policy never leaves an enforce policy out).
 	RuleKueueMark = "kueue-mark"
 )

@@ -3,7 +3,7 @@ package versions
 // Learner is a Server that has asked its API server what it does with the fields of Fields
 // (internal/references' probe: a server-side dry-run of each field's Sample), so that a
 // cluster whose feature gates differ from its version's defaults (an alpha gate on, a beta
-// gate off, a managed cloud's choice) is served as it is, not as the table assumes (issue 34).
+// gate off, a managed cloud's choice) is served as it is, not as the table assumes.
 type Learner interface {
 	Server
 	// FieldOutcome is what the API server did with f at the version KubeVersion reports;

@@ -1,5 +1,5 @@
 // Package versions says what each supported Kubernetes version does with the fields a policy
-// can set whose fate differs by version or feature gate (issue 34): kept, dropped (the API
+// can set whose fate differs by version or feature gate: kept, dropped (the API
 // server clears a field whose gate is off, so a policy setting it has no effect) or refused
 // (the API server refuses the object). It is the one place such rules live, each with the
 // versions it holds for and the gate that decides it; test/e2e's TestVersionTable checks every

@@ -313,7 +313,7 @@ func BenchmarkHandler(b *testing.B) {
 // BenchmarkReference measures the reference handlers the same way: allow (no patch) and
 // idiomatic (typed decode, strategic merge, CreatePatch of the whole object) behind
 // controller-runtime's admission.Webhook, as their servers run them; floor, the "read only
-// what you need" handler of issue 5, a plain http.Handler; and floor-cr, the floor's handler
+// what you need" handler, a plain http.Handler; and floor-cr, the floor's handler
 // behind admission.Webhook.
 func BenchmarkReference(b *testing.B) {
 	idiomatic, err := reference.NewIdiomatic()
@@ -387,7 +387,7 @@ func floorPatch(pod *floorPod) []jsonpatch.Operation {
 	}
 }
 
-// floorHTTP is the "read only what you need" floor of issue 5: one encoding/json decode of the
+// floorHTTP is the "read only what you need" floor: one encoding/json decode of the
 // review into a struct holding only the request's uid, the labels and the container names, and
 // an answer with the three operations it changes.
 type floorHTTP struct{}

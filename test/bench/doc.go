@@ -1,4 +1,4 @@
-// Package bench is podpatch's performance harness (issue 5): the pod fixtures and generated
+// Package bench is podpatch's performance harness: the pod fixtures and generated
 // policy sets every measurement shares, the two reference webhooks podpatch is compared with
 // (allow-only and idiomatic), the HTTPS load runner, the end-to-end run through a real
 // kube-apiserver, and the report. hack/bench.sh (`make bench`) drives it all in one run and

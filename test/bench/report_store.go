@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// The goals of issue 11 for the policy store.
+// The policy store's goals at scale: cold start, the cost of a change and steady RSS.
 const (
 	goalColdStart10k = 5 * time.Second
 	goalChangeCPU10k = 10 * time.Millisecond
@@ -32,8 +32,8 @@ func (r *Report) storeResult(configMaps int) (StoreResult, bool) {
 	return StoreResult{}, false
 }
 
-// StoreGoals evaluates the goals of issue 11 on this run's figures. A goal whose figures are
-// missing is not met.
+// StoreGoals evaluates the policy store's goals at scale on this run's figures. A goal whose
+// figures are missing is not met.
 func (r *Report) StoreGoals() []Goal {
 	var goals []Goal
 	add := func(g Goal, ok bool) {
@@ -120,7 +120,7 @@ func ParseScaleLog(rd io.Reader, command string) (*ScaleRun, error) {
 // writeStore reports the policy store: the server against the API server, BenchmarkStore, and
 // the end-to-end scale test.
 func (r *Report) writeStore(p *printer) {
-	p.f("## The policy store (issue 11)\n\n")
+	p.f("## The policy store\n\n")
 	p.f("| goal | target | this run | |\n|---|---|---|---|\n")
 	for _, g := range r.StoreGoals() {
 		status := "**NOT MET**"

@@ -19,7 +19,7 @@ import (
 // StoreCounts are the policy ConfigMap counts of the store run.
 var StoreCounts = []int{100, 1000, 3000, 10000}
 
-// StoreOptions configure the policy-store run of `make bench` (issue 11).
+// StoreOptions configure the policy-store run of `make bench`.
 type StoreOptions struct {
 	BinDir, PodpatchBin string
 	// WorkDir holds certificates, the kubeconfig and server logs.

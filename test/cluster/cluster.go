@@ -54,8 +54,8 @@ type ControlPlane struct {
 	ports               []*HeldPort // etcd's client and peer ports, kube-apiserver's
 }
 
-// KubeBinDirEnv names the environment variable of a lane of the version matrix (issue 34,
-// hack/test-versions.sh): a directory such as bin/kube-v1.33 whose kube-apiserver,
+// KubeBinDirEnv names the environment variable of a lane of the version matrix
+// (hack/test-versions.sh): a directory such as bin/kube-v1.33 whose kube-apiserver,
 // kube-controller-manager and kube-scheduler every control plane started here runs instead of
 // binDir's. etcd, kwok and kubectl still come from binDir.
 const KubeBinDirEnv = "PODPATCH_KUBE_BIN_DIR"
@@ -78,7 +78,7 @@ func Start(binDir, dir string, crdDirs ...string) (*ControlPlane, error) {
 
 // StartWithFlags is Start with further kube-apiserver flags, each "name=value" (such as
 // "feature-gates=ContainerStopSignals=true"), set after PODPATCH_APISERVER_FLAGS': a test's
-// own control plane whose feature gates differ from the defaults (issue 34).
+// own control plane whose feature gates differ from the defaults.
 func StartWithFlags(binDir, dir string, flags []string, crdDirs ...string) (*ControlPlane, error) {
 	return start(binDir, dir, func(c *ControlPlane) { c.flags = flags }, crdDirs...)
 }
@@ -189,7 +189,7 @@ func (c *ControlPlane) UserKubeconfig(name string, groups ...string) (string, er
 	return f.Name(), errors.Join(err, f.Close())
 }
 
-// APIServerFlagsEnv names the environment variable of a lane of the version matrix (issue 34):
+// APIServerFlagsEnv names the environment variable of a lane of the version matrix:
 // kube-apiserver flags such as `emulated-version=1.34;feature-gates=ContainerStopSignals=true`,
 // `flag=value` separated by ';'.
 const APIServerFlagsEnv = "PODPATCH_APISERVER_FLAGS"

@@ -16,7 +16,7 @@ import (
 // ScaleLabel marks the ConfigMaps of a Scale population, so they can be removed together.
 const ScaleLabel = "test.podpatch.io/scale"
 
-// Scale is a cluster-scale population of policy ConfigMaps (issue 11): one in ten in the
+// Scale is a cluster-scale population of policy ConfigMaps: one in ten in the
 // platform namespace, the others spread over Namespaces namespaces named scale-000, scale-001,
 // …, one Dask worker policy each. Every policy loads for the Dask worker bucket, but matches
 // only the Pods that ask for it: a platform policy p<i> the workers of a group g<i>-*, a

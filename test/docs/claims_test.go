@@ -34,7 +34,7 @@ var helmSet = regexp.MustCompile(`--set\s+(\S+)`)
 
 // TestHelmSetsAreHonoured: every `--set` the docs show names a value of the chart, and a
 // `tls.certManager.*` or `tls.existingSecret.*` value comes with the `tls.mode` that reads it
-// in the same command (issue 37: docs/operations.md offered `tls.certManager.issuerRef` alone,
+// in the same command (docs/operations.md once offered `tls.certManager.issuerRef` alone,
 // which the chart ignores unless tls.mode is certManager). Comments after # count as commands
 // too: they are what a reader pastes.
 func TestHelmSetsAreHonoured(t *testing.T) {
@@ -104,7 +104,7 @@ var policyWord = regexp.MustCompile(`(?i)\bpolic(y|ies)\b`)
 
 // TestNoRejectionClaimForLeftOutPolicies: where a sentence of the docs says the API server
 // rejects what a policy did, its paragraph says podpatch leaves the policy out or links the
-// validity rules (issue 37: the Spark memory and KubeRay LoadBalancer notes said the API server
+// validity rules (the Spark memory and KubeRay LoadBalancer notes once said the API server
 // rejects the objects, but podpatch leaves those policies out, docs/validity.md).
 // docs/validity.md itself lists what the API server refuses without podpatch's rules.
 func TestNoRejectionClaimForLeftOutPolicies(t *testing.T) {
@@ -128,7 +128,7 @@ func TestNoRejectionClaimForLeftOutPolicies(t *testing.T) {
 }
 
 // TestReadmeBuildClaims: what the README says `make test` builds beyond `make demo` is not
-// built by the control plane `make demo` needs (issue 37: the README said only `make test`
+// built by the control plane `make demo` needs (the README once said only `make test`
 // builds kube-controller-manager; `make control-plane` builds it for the demo), and the README
 // gives how long `make test` takes.
 func TestReadmeBuildClaims(t *testing.T) {

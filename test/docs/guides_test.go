@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// The guides' transcripts (issue 37): a ```console block is a terminal session in `make dev`:
+// The guides' transcripts, run as written: a ```console block is a terminal session in `make dev`:
 // lines starting with "$ " are commands (a line ending in "\" continues on the next), the lines
 // after one are what it prints (stdout and stderr, as a terminal shows them). TestGuidesRun runs
 // every console block of README.md and docs/*.md, file by file in name order and block by block,

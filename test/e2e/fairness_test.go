@@ -32,7 +32,7 @@ import (
 // to podpatch as they pass it.
 const fairnessMemoryLimit = 256 << 20
 
-// Sizes of the worst tenant input (issue 33): policy ConfigMaps far beyond a namespace's limit,
+// Sizes of the worst tenant input: policy ConfigMaps far beyond a namespace's limit,
 // each near the size limit, and Pods of many containers under the namespace's full set of
 // policies.
 const (

@@ -23,7 +23,7 @@ import (
 const hostileMemoryLimit = 256 << 20
 
 // hostileE2EPolicies are policy texts a tenant could put in a ConfigMap to take podpatch down:
-// alias bombs in several shapes (issue 21's among them), merge keys, custom tags, nesting at the
+// alias bombs in several shapes (the flow mapping with JSON-style keys among them), merge keys, custom tags, nesting at the
 // parser's own bound, and the densest texts of the largest ConfigMap Kubernetes stores.
 func hostileE2EPolicies() map[string]string {
 	bomb := func(levels, fanout, strlen, pad int, key func(i int) string, sep string) string {
@@ -56,7 +56,7 @@ func hostileE2EPolicies() map[string]string {
 		fmt.Fprintf(&block, "        l%d: &l%d [%s]\n", l, l, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d, ", l-1), 10), ", "))
 	}
 	return map[string]string{
-		"issue-21":        doc(bomb(5, 10, 4000, 2300, func(i int) string { return fmt.Sprintf(`"k%d"`, i) }, ":")),
+		"json-keys":       doc(bomb(5, 10, 4000, 2300, func(i int) string { return fmt.Sprintf(`"k%d"`, i) }, ":")),
 		"plain-keys":      doc(bomb(5, 10, 4000, 2300, func(i int) string { return fmt.Sprintf("k%d", i) }, ": ")),
 		"block-sequences": block.String(),
 		"merge-keys":      doc("{<<: {a: b}}"),

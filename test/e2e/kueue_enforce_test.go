@@ -17,8 +17,8 @@ import (
 // no kueue.x-k8s.io API), a Pod whose creator labelled it as Kueue's
 // (kueue.x-k8s.io/managed, kueue.x-k8s.io/queue-name) is stored with the platform's enforced
 // nodeSelector and toleration, and the merged zone too: a label proves nothing, no Kueue runs to
-// decide its placement, and no kueue-placement-conflict warning is given (reference §8, issue 33:
-// such a label escaped the enforced placement while podpatch.io/applied named the policy). A Pod
+// decide its placement, and no kueue-placement-conflict warning is given (reference §8;
+// such a label once escaped the enforced placement while podpatch.io/applied named the policy). A Pod
 // that also carries Kueue's admission gate counts as unknown (Kueue's webhook may have come since
 // the last discovery): the enforced placement is stored, the merged zone left out, with a warning.
 func TestKueueLabelsDoNotEscapeEnforce(t *testing.T) {

@@ -25,7 +25,7 @@ import (
 )
 
 // The validation oracle: lint must judge a policy as the API server judges the objects that
-// policy produces (issue 9, "Validation agrees with Kubernetes"). A policy that lint accepts
+// policy produces ("Validation agrees with Kubernetes"). A policy that lint accepts
 // must never make a matching Pod or Service fail to create, and lint should not reject what
 // Kubernetes would accept.
 //

@@ -45,8 +45,8 @@ var policyDiffFixtures = []string{
 	"flink/jobmanager-pod.yaml", "flink/taskmanager-pod.yaml",
 }
 
-// TestPlacementPolicyDifferential is TestPlacementDifferential through the policy path (issue
-// 35): random placement policies (nodeSelector, required node affinity with In, NotIn, Exists and
+// TestPlacementPolicyDifferential is TestPlacementDifferential through the policy path:
+// random placement policies (nodeSelector, required node affinity with In, NotIn, Exists and
 // DoesNotExist, tolerations Equal and Exists of the pools' taints, some with another value or no
 // effect, now and then a topology spread constraint; every mode and both scopes; one or two a
 // case), kept when `podpatch lint` accepts them, served by the

@@ -22,7 +22,7 @@ const policyLabelWarning = `holds a PodTemplatePatch but not the label podpatch.
 // holding a PodTemplatePatch without the label podpatch.io/policy: "true" is warned about and
 // still stored, on create and on update, in a team namespace and in the platform namespace;
 // and that a labelled policy, an unrelated ConfigMap and one in kube-system (left out, as by
-// the mutating webhook) get no warning (issue 37). No podpatch runs: the API server alone
+// the mutating webhook) get no warning. No podpatch runs: the API server alone
 // evaluates the policy.
 func TestPolicyLabelWarning(t *testing.T) {
 	var objs []*unstructured.Unstructured

@@ -75,7 +75,7 @@ func TestRBACRules(t *testing.T) {
 		// and bindings applied, and those it owns listed and deleted.
 		"ClusterRole/podpatch-second-line": {{APIGroups: []string{"admissionregistration.k8s.io"},
 			Resources: []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"}, Verbs: []string{"get", "list", "create", "patch", "delete"}}},
-		// The field probe (issue 34): a dry-run create of sample Pods in podpatch's namespace.
+		// The field probe: a dry-run create of sample Pods in podpatch's namespace.
 		"Role/podpatch-field-probe": {core([]string{"pods"}, "create")},
 		"Role/podpatch-leader-election": {
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
@@ -174,7 +174,7 @@ func TestLeastPrivilege(t *testing.T) {
 	require.True(t, apierrors.IsNotFound(err), "get on ReplicaSets: %v", err)
 	err = asSA.List(ctx, &appsv1.ReplicaSetList{}, client.InNamespace("team-a"))
 	require.True(t, apierrors.IsForbidden(err), "no list on ReplicaSets: %v", err)
-	// The field probe (issue 34): create Pods, by dry-run, in podpatch's namespace only.
+	// The field probe: create Pods, by dry-run, in podpatch's namespace only.
 	for ns, allowed := range map[string]bool{"podpatch-system": true, "team-a": false} {
 		pod, _ := versions.Sample(versions.Fields[0])
 		u := &unstructured.Unstructured{Object: pod}

@@ -22,7 +22,7 @@ import (
 )
 
 // The size of TestScale, from the environment: `make test` runs the defaults, `make bench` the
-// issue's 10,000 ConfigMaps over 500 namespaces.
+// policy store's goal size, 10,000 ConfigMaps over 500 namespaces.
 const (
 	envScaleConfigMaps = "PODPATCH_SCALE_CONFIGMAPS" // policy ConfigMaps (default 1,000)
 	envScaleNamespaces = "PODPATCH_SCALE_NAMESPACES" // their namespaces (default: one per 20 ConfigMaps)

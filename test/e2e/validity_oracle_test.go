@@ -309,7 +309,7 @@ var validityRows = []validityRow{
 	{name: "an anti-affinity matchLabelKey its selector has, the pod not labelled", fixture: "flink/jobmanager-pod.yaml", edit: set("affinity", antiAffinity("absent"))},
 	{name: "a matchLabelKey twice, the pod not labelled", fixture: "flink/jobmanager-pod.yaml", edit: set("topologySpreadConstraints", []any{map[string]any{
 		"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": map[string]any{}, "matchLabelKeys": []any{"absent", "absent"}}})},
-	// What lint alone checked before issue 32, now admission's rules too.
+	// What lint alone once checked, now admission's rules too.
 	{name: "huge pages that are not whole pages", fixture: "dask-operator/worker-pod.yaml", edit: func(obj map[string]any) {
 		firstContainer(obj)["resources"].(map[string]any)["limits"].(map[string]any)["hugepages-2Mi"] = "3"
 	}, rule: validity.RuleExtendedResourceLimit},

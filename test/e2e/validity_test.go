@@ -51,7 +51,7 @@ func (w *warningLog) take() []string {
 	return out
 }
 
-// TestValidInValidOut is issue 20 through the real webhook path: a `mode: default` platform
+// TestValidInValidOut is "valid in, valid out" (reference §8) through the real webhook path: a `mode: default` platform
 // policy setting priorityClassName made the Dask operator's Pods forbidden (the Priority plugin,
 // run again after the webhook, refused the priority 0 they carried). Now, with a PriorityClass
 // that exists, the Pod is admitted with the class's priority; with one that does not (known
@@ -134,7 +134,7 @@ func TestValidInValidOut(t *testing.T) {
 // it (externalTrafficPolicy, allocateLoadBalancerNodePorts) and with a node port and source
 // ranges the user asked for: the Service is stored ClusterIP without those fields and names the
 // policy, where before the enforce policy was left out as a validity conflict and the Service
-// kept its load balancer (issue 33).
+// kept its load balancer, escaping the enforced type.
 func TestEnforcedClusterIP(t *testing.T) {
 	ctx := contextBackground()
 	certDir, ca := servingCerts(t)

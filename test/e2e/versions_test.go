@@ -120,7 +120,7 @@ func gatesOn(flags string) func(gate string) bool {
 	}
 }
 
-// TestFieldsNeverClaimed is issue 34's field-drop test through podpatch and the API server the
+// TestFieldsNeverClaimed is the version-dependent field-drop test through podpatch and the API server the
 // tests run: each field of versions.Fields, set by a platform policy on a Dask worker (a Service field: on a Ray head Service), is
 // stored (the version keeps it), or the admission warning says it has no effect on this
 // version (dropped), or the policy is left out naming the version (refused) — never claimed

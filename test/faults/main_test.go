@@ -1,4 +1,4 @@
-// Package faults is podpatch's fault tier (issue 26): a real kube-apiserver, etcd and
+// Package faults is podpatch's fault tier: a real kube-apiserver, etcd and
 // kube-controller-manager, 2–3 `podpatch serve` replicas built from this tree behind an in-test
 // load balancer, continuous creation of Dask, Spark, Ray and Flink Pods and Services with policy
 // churn, and, one at a time, the faults a production cluster sees: restarts of kube-apiserver

@@ -41,7 +41,7 @@ const (
 	// testPolicies are this suite's own policies, next to manifests/examples.
 	testPolicies = "test/managers/testdata/policies"
 	// testDefaults are platform default policies on every role of every manager: placement,
-	// priority (priorityClass) and resources (issue 20).
+	// priority (priorityClass) and resources.
 	testDefaults = "test/managers/testdata/defaults"
 	// priorityClass is the PriorityClass testDefaults name, created by the harness.
 	priorityClass      = "managers-batch"

@@ -3,7 +3,8 @@ package property
 import "regexp"
 
 // family is a root cause: the refusal classes (messages) it covers, and what podpatch should do
-// about it. Families are the classes named in issue 20's findings and in regressions_test.go.
+// about it. Families are the classes of refusal found before podpatch checked validity
+// (docs/validity.md) and those of regressions_test.go.
 type family struct {
 	name string
 	re   *regexp.Regexp

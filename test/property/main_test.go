@@ -148,7 +148,7 @@ func runMain(m *testing.M) int {
 	defer cancel()
 	go refs.Run(ctx)
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		_, known := refs.KubeVersion() // the version's fields, as at admission (issue 34)
+		_, known := refs.KubeVersion() // the version's fields, as at admission
 		return refs.Synced() && known, nil
 	}); err != nil {
 		return fail("reference caches did not sync: %v", err)

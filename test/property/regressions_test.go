@@ -12,7 +12,7 @@ import (
 	"github.com/podpatch/podpatch/policies"
 )
 
-// regression is one class of refusal the property test found (issue 20), as a fixed case: a
+// regression is one class of refusal the property test found, as a fixed case: a
 // policy set that lint accepts, a manager object from the fixtures that the API server accepts,
 // and the expectation that the patched object is accepted too (reference §8). Each class is
 // listed, with how podpatch handles it (adjusted, left out, refused at lint), in docs/validity.md.

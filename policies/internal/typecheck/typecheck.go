@@ -106,7 +106,7 @@ func Types(v any, t reflect.Type, fld *field.Path) field.ErrorList {
 
 // goType names the Go type a value should have had, as `podpatch lint` has always named it: a
 // type of the engine's own packages as policies.<Name> (match.managers' items are
-// policies.Manager, declared in policies/profiles since issue 32), so that no message changes
+// policies.Manager, declared in policies/profiles since the engine's split into packages), so that no message changes
 // with the package a type lives in.
 func goType(t reflect.Type) string {
 	if strings.HasPrefix(t.PkgPath(), "github.com/podpatch/podpatch/policies/") && t.Name() != "" {

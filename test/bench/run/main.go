@@ -328,7 +328,7 @@ func run(ctx context.Context, o options) (err error) {
 		}
 	}
 
-	// The policy store at scale (issue 11).
+	// The policy store at scale.
 	var storeErr error
 	if o.skipStore {
 		rep.StoreSkipped = "skipped (--skip-store)"
