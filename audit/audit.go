@@ -35,8 +35,8 @@ type Audit struct {
 	Lookups validity.Lookups
 	// Owners, when set, resolves owners one level up (see Owners).
 	Owners *Owners
-	// OnFinding gets every audited object, drifting or not.
-	OnFinding func(Finding)
+	// OnRecord gets every audited object, drifting or not.
+	OnRecord func(Record)
 	// OnError gets every object that could not be checked; the audit goes on.
 	OnError func(error)
 	// Progress, when set, is told the counts after every page.
@@ -93,8 +93,8 @@ func (a *Audit) check(ctx context.Context, st *Stats, kind profiles.Kind, raw js
 		st.Drifted++
 	}
 	f.Cluster.Owner, f.Cluster.ownerExists = a.Owners.Resolve(ctx, f.Namespace, f.Cluster.Manager, f.Cluster.Owner)
-	if a.OnFinding != nil {
-		a.OnFinding(f)
+	if a.OnRecord != nil {
+		a.OnRecord(f)
 	}
 }
 
@@ -141,9 +141,9 @@ type Report struct {
 	// Namespace is the audited namespace; empty for all.
 	Namespace string `json:"namespace,omitempty"`
 	// Generation identifies the policies audited against (as podpatch serve's /readyz does).
-	Generation string    `json:"policyGeneration"`
-	Stats      Stats     `json:"stats"`
-	Objects    []Finding `json:"objects"`
+	Generation string   `json:"policyGeneration"`
+	Stats      Stats    `json:"stats"`
+	Objects    []Record `json:"objects"`
 }
 
 // ClusterAudit is one `podpatch audit`: it reads the policies and the objects of a cluster and
@@ -177,10 +177,10 @@ func (c *ClusterAudit) Run(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{APIVersion: policies.APIVersion, Kind: "AuditReport", Namespace: c.Namespace, Generation: set.Generation(),
-		Objects: []Finding{}}
+		Objects: []Record{}}
 	a := &Audit{Reader: c.Reader, Set: set, Owners: c.Reader.Owners(), Progress: c.Progress, Lookups: c.Lookups,
 		NamespaceLabels: func(ns string) map[string]string { return labels[ns] },
-		OnFinding: func(f Finding) {
+		OnRecord: func(f Record) {
 			if f.Drift {
 				rep.Objects = append(rep.Objects, f)
 			}
@@ -190,7 +190,7 @@ func (c *ClusterAudit) Run(ctx context.Context) (*Report, error) {
 	if rep.Stats, err = a.Run(ctx, c.Namespace); err != nil {
 		return nil, err
 	}
-	slices.SortFunc(rep.Objects, func(a, b Finding) int {
+	slices.SortFunc(rep.Objects, func(a, b Record) int {
 		return strings.Compare(a.Namespace+"\x00"+string(a.Kind)+"\x00"+a.Name, b.Namespace+"\x00"+string(b.Kind)+"\x00"+b.Name)
 	})
 	return rep, nil

@@ -1,6 +1,6 @@
 package audit
 
-// BenchmarkAudit measures the drift check at the scale of issue 14: 10,000 Pods across 500
+// BenchmarkAudit measures the drift check at the scale of a large cluster: 10,000 Pods across 500
 // namespaces against 1,000 policy ConfigMaps, in process (generated objects, no API server):
 // the cost of one audit round once the objects are read. `make bench` runs it (hack/bench.sh);
 // the figures are in docs/audit.md.
@@ -148,14 +148,14 @@ func BenchmarkAudit(b *testing.B) {
 		}
 		b.ReportMetric(float64(len(objs))*float64(b.N)/b.Elapsed().Seconds(), "pods/s")
 	})
-	// What a round of `podpatch serve` keeps until it has written the Reports: every Finding.
+	// What a round of `podpatch serve` keeps until it has written the Reports: every Record.
 	b.Run(fmt.Sprintf("retained/pods=%d", len(objs)), func(b *testing.B) {
 		var before, after runtime.MemStats
-		var kept map[string][]Finding
+		var kept map[string][]Record
 		for b.Loop() {
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			kept = map[string][]Finding{}
+			kept = map[string][]Record{}
 			for _, obj := range objs {
 				f, _, err := Check(set, obj)
 				require.NoError(b, err)

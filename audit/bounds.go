@@ -9,20 +9,20 @@ import (
 	"github.com/podpatch/podpatch/internal/report"
 )
 
-// Bounds of what the audit writes (issue 21). Every string of a Finding comes from a live
+// Bounds of what the audit writes. Every string of a Record comes from a live
 // object, and the API server validates some of them loosely or not at all: an
 // ownerReference's kind, apiVersion and name are only required to be non-empty (a 500 KB kind
 // is accepted), the provenance annotation is a free-form value, a field path joins map keys and
-// list item names of the object. Each is clipped once, where the Finding is made, to
+// list item names of the object. Each is clipped once, where the Record is made, to
 // report.MaxString (names, the cluster and its group, the owner's apiVersion, kind and name,
 // each field path and each provenance entry), so the Report, the Events, the metrics and every
 // output format of `podpatch audit` get bounded strings; the Report is bounded in bytes as a
 // whole (buildReport).
 const (
-	// MaxFindingList bounds the differing fields and the provenance entries of a Finding (and of
+	// MaxRecordList bounds the differing fields and the provenance entries of a Record (and of
 	// each of its policies); beyond it, the last entry says how many more there are
 	// ("… 120 more").
-	MaxFindingList = 64
+	MaxRecordList = 64
 	// MaxReportBytes bounds the JSON encoding of one Report, well under what etcd stores in one
 	// object (1.5 MiB by default): results beyond it, failures kept first, are summarised by one
 	// result saying how many were omitted.
@@ -36,12 +36,12 @@ const (
 // ellipsis marks a clipped string or list.
 const ellipsis = "…"
 
-// ClipList clips each entry to report.MaxString and keeps at most MaxFindingList entries, the
+// ClipList clips each entry to report.MaxString and keeps at most MaxRecordList entries, the
 // last saying how many more there were.
 func ClipList(l []string) []string {
-	if len(l) > MaxFindingList {
-		more := len(l) - (MaxFindingList - 1)
-		l = append(l[:MaxFindingList-1:MaxFindingList-1], fmt.Sprintf("%s %d more", ellipsis, more))
+	if len(l) > MaxRecordList {
+		more := len(l) - (MaxRecordList - 1)
+		l = append(l[:MaxRecordList-1:MaxRecordList-1], fmt.Sprintf("%s %d more", ellipsis, more))
 	}
 	for i := range l {
 		l[i] = report.Clip(l[i], report.MaxString)
@@ -49,9 +49,9 @@ func ClipList(l []string) []string {
 	return l
 }
 
-// bound clips every string and list of a Finding (see report.MaxString, MaxFindingList). The
+// bound clips every string and list of a Record (see report.MaxString, MaxRecordList). The
 // owner is clipped where it is read (directOwner).
-func (f *Finding) bound() {
+func (f *Record) bound() {
 	f.Namespace = report.Clip(f.Namespace, report.MaxString)
 	f.Name = report.Clip(f.Name, report.MaxString)
 	f.UID = report.Clip(f.UID, report.MaxString)
@@ -66,11 +66,11 @@ func (f *Finding) bound() {
 	}
 }
 
-// boundChanges keeps at most MaxFindingList changes, each string clipped (the manager,
+// boundChanges keeps at most MaxRecordList changes, each string clipped (the manager,
 // operation, subresource and time were clipped where managedFields were read).
 func boundChanges(cs []FieldChange) []FieldChange {
-	if len(cs) > MaxFindingList {
-		cs = cs[:MaxFindingList]
+	if len(cs) > MaxRecordList {
+		cs = cs[:MaxRecordList]
 	}
 	for i := range cs {
 		cs[i].Field = report.Clip(cs[i].Field, report.MaxString)

@@ -69,7 +69,7 @@ func hostilePod(rng *rand.Rand, ns string, i int, plausibleOwner bool) []byte {
 }
 
 // requireBoundedStrings walks a JSON value: every string at most report.MaxString bytes, every list
-// of strings at most MaxFindingList long.
+// of strings at most MaxRecordList long.
 func requireBoundedStrings(t *testing.T, v any, path string) {
 	t.Helper()
 	switch v := v.(type) {
@@ -78,7 +78,7 @@ func requireBoundedStrings(t *testing.T, v any, path string) {
 	case []any:
 		if len(v) > 0 {
 			if _, ok := v[0].(string); ok {
-				require.LessOrEqual(t, len(v), MaxFindingList, "%s", path)
+				require.LessOrEqual(t, len(v), MaxRecordList, "%s", path)
 			}
 		}
 		for i, e := range v {
@@ -99,7 +99,7 @@ func requireBoundedStrings(t *testing.T, v any, path string) {
 func TestHostileObjectsGiveBoundedOutput(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	set := setOf(t, workerPolicies)
-	rep := &Report{APIVersion: policies.APIVersion, Kind: "AuditReport", Objects: []Finding{}}
+	rep := &Report{APIVersion: policies.APIVersion, Kind: "AuditReport", Objects: []Record{}}
 	for i := range 9 {
 		js := hostilePod(rng, "team-a", i, i%3 == 0)
 		require.Greater(t, len(js), 100_000)
@@ -157,9 +157,9 @@ func TestHostileObjectsGiveBoundedOutput(t *testing.T) {
 			requireBoundedStrings(t, v, "json")
 		}
 		t.Logf("%s: %d bytes for %d objects", format, out.Len(), len(rep.Objects))
-		// Each Finding holds at most 1+len(Policies) lists of MaxFindingList strings and a few
+		// Each Record holds at most 1+len(Policies) lists of MaxRecordList strings and a few
 		// more strings; JSON may escape a byte into six.
-		require.Less(t, out.Len(), len(rep.Objects)*(3+len(rep.Objects[0].Policies))*MaxFindingList*6*report.MaxString)
+		require.Less(t, out.Len(), len(rep.Objects)*(3+len(rep.Objects[0].Policies))*MaxRecordList*6*report.MaxString)
 	}
 
 	// As if the owner walk had read every owner: the plausibility bound is what is tested here.
@@ -184,9 +184,9 @@ func TestBuildReportIsBoundedInBytes(t *testing.T) {
 		objects int
 		fields  int
 		field   string
-	}{{1000, 1, "metadata.labels.cc"}, {5000, 1, "metadata.labels.cc"}, {1000, MaxFindingList, long}, {5000, MaxFindingList, long}, {200, 3, "a"}} {
+	}{{1000, 1, "metadata.labels.cc"}, {5000, 1, "metadata.labels.cc"}, {1000, MaxRecordList, long}, {5000, MaxRecordList, long}, {200, 3, "a"}} {
 		t.Run(fmt.Sprintf("%d-objects-%d-fields-of-%d", c.objects, c.fields, len(c.field)), func(t *testing.T) {
-			var fs []Finding
+			var fs []Record
 			fails := 0
 			for i := range c.objects {
 				f := reportFindings()[i%2]

@@ -5,7 +5,7 @@
 // use (policies.Set.Apply) and reports what that would change, never changing anything itself:
 // running Pods are mostly immutable.
 //
-// drift.go is the pure core (one object in, one Finding out); read.go lists the cluster,
+// drift.go is the pure core (one object in, one Record out); read.go lists the cluster,
 // audit.go runs the check over it, print.go writes the `podpatch audit` report, and
 // periodic.go, reports.go and events.go are the leader-elected audit of `podpatch serve`.
 package audit
@@ -68,8 +68,8 @@ type Object struct {
 	Lookups validity.Lookups
 }
 
-// Finding is the audit of one recognised object that policies match.
-type Finding struct {
+// Record is the audit of one recognised object that policies match.
+type Record struct {
 	Kind      profiles.Kind `json:"kind"`
 	Namespace string        `json:"namespace"`
 	Name      string        `json:"name"`
@@ -163,9 +163,9 @@ type objectMeta struct {
 // its own, for the reason); nor do what the API server adds or normalises — defaults the
 // policies do not set, zero values it drops, quantities it canonicalises (`1000m` is `1`).
 //
-// Every string of the Finding is bounded (report.MaxString, MaxFindingList): the object is the
+// Every string of the Record is bounded (report.MaxString, MaxRecordList): the object is the
 // user's, and some of what it says is not validated by the API server.
-func Check(set *policies.Set, obj Object) (Finding, bool, error) {
+func Check(set *policies.Set, obj Object) (Record, bool, error) {
 	f, ok, err := check(set, obj)
 	if ok {
 		f.bound()
@@ -173,21 +173,21 @@ func Check(set *policies.Set, obj Object) (Finding, bool, error) {
 	return f, ok, err
 }
 
-func check(set *policies.Set, obj Object) (f Finding, ok bool, err error) {
+func check(set *policies.Set, obj Object) (f Record, ok bool, err error) {
 	var meta objectMeta
 	if err := json.Unmarshal(obj.JSON, &meta); err != nil {
-		return Finding{}, false, fmt.Errorf("decode %s: %w", strings.ToLower(string(obj.Kind)), err)
+		return Record{}, false, fmt.Errorf("decode %s: %w", strings.ToLower(string(obj.Kind)), err)
 	}
 	m := meta.Metadata
 	js := forEngine(obj.JSON)
 	in := policies.Input{Kind: obj.Kind, Object: js, Namespace: m.Namespace, NamespaceLabels: obj.NamespaceLabels, Lookups: obj.Lookups}
 	res, err := set.Patch(in) // obj.JSON was decoded above: valid JSON
 	if err != nil {
-		return Finding{}, false, fmt.Errorf("%s %s/%s: %w", strings.ToLower(string(obj.Kind)), m.Namespace, m.Name, err)
+		return Record{}, false, fmt.Errorf("%s %s/%s: %w", strings.ToLower(string(obj.Kind)), m.Namespace, m.Name, err)
 	}
 	leftOut := enforceLeftOut(res.Skipped)
 	if !res.Recognised || (!res.Changed && len(leftOut) == 0) {
-		return Finding{}, false, nil
+		return Record{}, false, nil
 	}
 	// The enforce policies are judged by the predicate updates are judged by (reference §5,
 	// policies.Set.Holding): what the comparison of fields below cannot see — a container's own
@@ -197,7 +197,7 @@ func check(set *policies.Set, obj Object) (f Finding, ok bool, err error) {
 	if slices.ContainsFunc(res.Applied, func(p *policies.Policy) bool { return p.Mode == policies.ModeEnforce }) {
 		h, err := set.Holding(in)
 		if err != nil {
-			return Finding{}, false, fmt.Errorf("%s %s/%s: %w", strings.ToLower(string(obj.Kind)), m.Namespace, m.Name, err)
+			return Record{}, false, fmt.Errorf("%s %s/%s: %w", strings.ToLower(string(obj.Kind)), m.Namespace, m.Name, err)
 		}
 		notHeld = h.NotHeld
 	}
@@ -249,11 +249,11 @@ func check(set *policies.Set, obj Object) (f Finding, ok bool, err error) {
 	return f, true, nil
 }
 
-// effectNotHeld adds to a Finding the enforce policies the object holds in its fields but not
+// effectNotHeld adds to a Record the enforce policies the object holds in its fields but not
 // in their effect (policies.NotHeld's Overridden and Ephemeral): the field where, and the
 // reason the provenance gives, EnforceBroken when it is current. The others the comparison of
 // fields finds.
-func effectNotHeld(f *Finding, notHeld []policies.NotHeld, current []*policies.Policy, object []byte) {
+func effectNotHeld(f *Record, notHeld []policies.NotHeld, current []*policies.Policy, object []byte) {
 	added := false
 	for _, n := range notHeld {
 		if !n.Overridden && !n.Ephemeral {
@@ -285,8 +285,8 @@ func effectNotHeld(f *Finding, notHeld []policies.NotHeld, current []*policies.P
 // enforceBroken turns changed-since-admission into EnforceBroken when an enforce policy decides
 // some of the differing fields: the object was admitted with that policy at this version, so
 // its values were there, and someone has changed them since. Each such field gets its writer
-// from managedFields (ChangedBy), at most MaxFindingList per policy.
-func enforceBroken(f *Finding, object []byte) {
+// from managedFields (ChangedBy), at most MaxRecordList per policy.
+func enforceBroken(f *Record, object []byte) {
 	var broken []int
 	for i, p := range f.Policies {
 		if p.Mode == policies.ModeEnforce && p.Drift && p.LeftOut == "" {
@@ -304,8 +304,8 @@ func enforceBroken(f *Finding, object []byte) {
 	entries, complete := readManaged(object)
 	for _, i := range broken {
 		fields := f.Policies[i].Fields
-		if len(fields) > MaxFindingList {
-			fields = fields[:MaxFindingList]
+		if len(fields) > MaxRecordList {
+			fields = fields[:MaxRecordList]
 		}
 		f.Policies[i].ChangedBy = changedBy(live, entries, complete, fields)
 	}
@@ -321,7 +321,7 @@ func decode(b []byte) (any, error) {
 
 // fieldsChangedBy are the differing fields of an object, each broken enforced one with who
 // changed it (FieldChange.String), the others as they are.
-func (f *Finding) fieldsChangedBy() []string {
+func (f *Record) fieldsChangedBy() []string {
 	said := map[string]string{}
 	for _, p := range f.Policies {
 		for _, c := range p.ChangedBy {
@@ -338,10 +338,10 @@ func (f *Finding) fieldsChangedBy() []string {
 	return out
 }
 
-// header is the part of a Finding that says which object it is and what it carries.
-func header(kind profiles.Kind, meta objectMeta, id profiles.Identity) Finding {
+// header is the part of a Record that says which object it is and what it carries.
+func header(kind profiles.Kind, meta objectMeta, id profiles.Identity) Record {
 	m := meta.Metadata
-	f := Finding{Kind: kind, Namespace: m.Namespace, Name: m.Name, UID: m.UID,
+	f := Record{Kind: kind, Namespace: m.Namespace, Name: m.Name, UID: m.UID,
 		Cluster: ComputeCluster{Manager: id.Manager, Role: id.Role, Name: id.Cluster, Group: id.Group, Owner: directOwner(m.OwnerReferences)},
 		Applied: SplitApplied(m.Annotations[policies.AppliedAnnotation])}
 	if f.Name == "" {
@@ -350,11 +350,11 @@ func header(kind profiles.Kind, meta objectMeta, id profiles.Identity) Finding {
 	return f
 }
 
-// Explain is Check for `podpatch explain` (reference §9): the Finding of a recognised object
+// Explain is Check for `podpatch explain` (reference §9): the Record of a recognised object
 // whether or not policies match it (ok is false only for an object no profile recognises), and
 // the engine's explained Result of the current policies on the live object: the policies left
 // out and why, the fallback, the manager-aware checks' findings.
-func Explain(set *policies.Set, obj Object) (f Finding, res policies.Result, ok bool, err error) {
+func Explain(set *policies.Set, obj Object) (f Record, res policies.Result, ok bool, err error) {
 	f, matched, err := Check(set, obj)
 	if err != nil {
 		return f, res, false, err
@@ -370,7 +370,7 @@ func Explain(set *policies.Set, obj Object) (f Finding, res policies.Result, ok 
 		return f, res, false, fmt.Errorf("%s %s/%s: %w", strings.ToLower(string(obj.Kind)), m.Namespace, m.Name, err)
 	}
 	if !res.Recognised {
-		return Finding{}, res, false, nil
+		return Record{}, res, false, nil
 	}
 	if !matched {
 		f = header(obj.Kind, meta, res.Identity)
@@ -473,7 +473,7 @@ func reasonFor(applied []string, current []*policies.Policy) Reason {
 // attribute gives each differing field to the policy that decides it: the last one in layer
 // order that changed it (or a field above or below it). A field no policy claims — which the
 // explanation's coarser paths can cause — goes to every policy that changed anything.
-func attribute(f *Finding, changes []policies.Change) {
+func attribute(f *Record, changes []policies.Change) {
 	byPolicy := make(map[*policies.Policy][]string, len(changes))
 	for _, c := range changes {
 		byPolicy[c.Policy] = c.Fields

@@ -55,7 +55,7 @@ func newOwnerEvents(r *kube.Recorder) *ownerEvents {
 }
 
 // update writes the Events of one round's findings.
-func (e *ownerEvents) update(findings []Finding) {
+func (e *ownerEvents) update(findings []Record) {
 	drifting := map[ownerKey][]string{}
 	unpatched := map[ownerKey][]string{}
 	for _, f := range findings {

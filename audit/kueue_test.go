@@ -23,7 +23,7 @@ type kueueLookups struct {
 func (k kueueLookups) KueuePlacementKeys() (kueue.Keys, bool) { return k.keys, k.known }
 
 // TestAuditKueueLabelIsNoExcuse: the audit reads a live Pod by admission's rule (reference §8,
-// kueue-placement-conflict; issue 33). A Pod labelled as Kueue's that runs without the enforced
+// kueue-placement-conflict). A Pod labelled as Kueue's that runs without the enforced
 // pool — admitted before the rule, while Kueue showed no hand in it — is drift, on a cluster
 // without Kueue, with the flavors unknown, and with flavors none of which it carries; a Pod
 // Kueue admitted (a flavor's whole placement) as the webhook stored it, and one labelled as

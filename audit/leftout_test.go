@@ -54,7 +54,7 @@ spec:
 			require.Contains(t, r.Properties["leftOut"], validity.RuleRequestAboveLimit)
 
 			var out bytes.Buffer
-			require.NoError(t, Write(&out, &Report{Objects: []Finding{f}}, "table"))
+			require.NoError(t, Write(&out, &Report{Objects: []Record{f}}, "table"))
 			require.Contains(t, out.String(), "enforce left out")
 			require.Contains(t, out.String(), "left out: ")
 		})

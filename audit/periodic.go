@@ -150,11 +150,11 @@ func (p *Periodic) Start(ctx context.Context) error {
 // round audits the cluster once and writes what it found; events are this term's.
 func (p *Periodic) round(ctx context.Context, events *ownerEvents) {
 	start := time.Now()
-	byNS := map[string][]Finding{}
-	var all []Finding
+	byNS := map[string][]Record{}
+	var all []Record
 	errs := 0
 	a := &Audit{Reader: p.reader, Set: p.o.Policies(), NamespaceLabels: p.o.NamespaceLabels, Lookups: p.o.Lookups, Owners: p.reader.Owners(),
-		OnFinding: func(f Finding) {
+		OnRecord: func(f Record) {
 			all = append(all, f)
 			byNS[f.Namespace] = append(byNS[f.Namespace], f)
 		},

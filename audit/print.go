@@ -15,7 +15,7 @@ var Formats = []string{"table", "json", "yaml"}
 
 // Write prints a report in a format: a table of the objects that drift followed by, for each,
 // its policies as `render --explain` names them and the fields each would change; or the
-// report as JSON or YAML. The Findings' strings are bounded (report.MaxString, MaxFindingList);
+// report as JSON or YAML. The Findings' strings are bounded (report.MaxString, MaxRecordList);
 // the table's cells are clipped to MaxTableCell, its other lines to report.MaxTableLine, and
 // control characters are escaped, so that an object's strings can neither widen every row nor
 // write to the terminal.

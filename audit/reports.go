@@ -70,7 +70,7 @@ type writes struct{ created, updated, deleted, unchanged, failed int }
 // (the API server refuses it, a webhook or quota denies it) is logged and counted, and the
 // round goes on with the other namespaces, so that one namespace cannot keep the Reports of
 // the others stale. The error is for the list of Reports, or a context done.
-func (w *reportWriter) sync(ctx context.Context, byNS map[string][]Finding) (writes, error) {
+func (w *reportWriter) sync(ctx context.Context, byNS map[string][]Record) (writes, error) {
 	var n writes
 	existing, err := w.list(ctx)
 	if apierrors.IsNotFound(err) {
@@ -161,7 +161,7 @@ func (w *reportWriter) list(ctx context.Context) (map[string]*openreportsv1alpha
 // buildReport is the Report of one namespace: one result per object and policy that matches
 // it, failures first, at most MaxReportResults. A result equal to one of the old Report keeps
 // its timestamp, so that an unchanged namespace gives an equal Report.
-func buildReport(ns string, findings []Finding, old *openreportsv1alpha1.Report, now time.Time) *openreportsv1alpha1.Report {
+func buildReport(ns string, findings []Record, old *openreportsv1alpha1.Report, now time.Time) *openreportsv1alpha1.Report {
 	r := &openreportsv1alpha1.Report{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ReportName, Labels: map[string]string{managedByLabel: ReportSource}},
 		Source:     ReportSource,
@@ -284,7 +284,7 @@ func keepStamp(res *openreportsv1alpha1.ReportResult, previous map[string]openre
 }
 
 // result is one policy's result for one object.
-func result(f Finding, p PolicyResult) openreportsv1alpha1.ReportResult {
+func result(f Record, p PolicyResult) openreportsv1alpha1.ReportResult {
 	ref, rv, _ := strings.Cut(p.Ref, "@")
 	res := openreportsv1alpha1.ReportResult{
 		Source: ReportSource, Policy: ref, Category: "podpatch drift", Result: resultPass, Scored: true,

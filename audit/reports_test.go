@@ -13,10 +13,10 @@ import (
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 
-func reportFindings() []Finding {
+func reportFindings() []Record {
 	owner := &Owner{APIVersion: "kubernetes.dask.org/v1", Kind: "DaskCluster", Name: "simple", UID: "o1"}
 	cluster := ComputeCluster{Manager: profiles.ManagerDask, Role: profiles.RoleWorker, Name: "simple", Owner: owner, ownerExists: true}
-	return []Finding{
+	return []Record{
 		{Kind: profiles.KindPod, Namespace: "ns", Name: "ok", Cluster: cluster,
 			Policies: []PolicyResult{{Ref: "podpatch-system/cc/cc@5"}}},
 		{Kind: profiles.KindPod, Namespace: "ns", Name: "drifts", Cluster: cluster, Drift: true, Reason: NeverPatched,
@@ -53,7 +53,7 @@ func TestBuildReport(t *testing.T) {
 
 // TestBuildReportIsBounded: a namespace of thousands of objects gives a Report etcd can store.
 func TestBuildReportIsBounded(t *testing.T) {
-	var many []Finding
+	var many []Record
 	for range MaxReportResults {
 		many = append(many, reportFindings()...)
 	}
@@ -100,7 +100,7 @@ func TestOwnerEvents(t *testing.T) {
 	require.Empty(t, rec.Events, "no Event on an owner that may not exist")
 
 	// 10,000 objects never patched, with names as long as any: one Event, bounded.
-	var many []Finding
+	var many []Record
 	for i := range 10000 {
 		f := reportFindings()[1]
 		f.Name = fmt.Sprintf("%d-%s", i, strings.Repeat("n", 300))
@@ -120,7 +120,7 @@ func TestOwnerEvents(t *testing.T) {
 // result and the PolicyDrift Event.
 func TestEnforceBrokenIsSaidEverywhere(t *testing.T) {
 	owner := &Owner{APIVersion: "kubernetes.dask.org/v1", Kind: "DaskCluster", Name: "simple", UID: "o1"}
-	f := Finding{Kind: profiles.KindService, Namespace: "ns", Name: "simple-scheduler", Drift: true, Reason: EnforceBroken,
+	f := Record{Kind: profiles.KindService, Namespace: "ns", Name: "simple-scheduler", Drift: true, Reason: EnforceBroken,
 		Cluster: ComputeCluster{Manager: profiles.ManagerDask, Role: profiles.RoleScheduler, Name: "simple", Owner: owner, ownerExists: true},
 		Fields:  []string{"metadata.annotations.networking.gke.io/load-balancer-type", "spec.type"},
 		Applied: []string{"podpatch-system/p/internal-lb@7"},
@@ -133,7 +133,7 @@ func TestEnforceBrokenIsSaidEverywhere(t *testing.T) {
 		"spec.type by kubectl-patch (Update, 2026-12-03T22:41:07Z)"
 
 	var b strings.Builder
-	require.NoError(t, Write(&b, &Report{Objects: []Finding{f}, Stats: Stats{Checked: 1, Drifted: 1}}, "table"))
+	require.NoError(t, Write(&b, &Report{Objects: []Record{f}, Stats: Stats{Checked: 1, Drifted: 1}}, "table"))
 	require.Contains(t, b.String(), "enforce broken after admission\n")
 	require.Contains(t, b.String(), "  podpatch-system/p/internal-lb@7 (platform enforce): broken after admission: "+said+"\n")
 
@@ -143,7 +143,7 @@ func TestEnforceBrokenIsSaidEverywhere(t *testing.T) {
 	require.Equal(t, "enforce broken after admission: "+said, r.Description)
 
 	rec := record.NewFakeRecorder(10)
-	newOwnerEvents(kube.NewRecorder(rec)).update([]Finding{f})
+	newOwnerEvents(kube.NewRecorder(rec)).update([]Record{f})
 	require.Len(t, rec.Events, 1)
 	require.Contains(t, <-rec.Events, "Warning PolicyDrift 1 object(s) drift from their podpatch policies: Service simple-scheduler (enforce broken after admission: metadata.annotations.")
 }

@@ -19,7 +19,7 @@ import (
 )
 
 // findingsIn are the findings of reportFindings, moved to a namespace.
-func findingsIn(ns string) []Finding {
+func findingsIn(ns string) []Record {
 	fs := reportFindings()
 	for i := range fs {
 		fs[i].Namespace = ns
@@ -56,7 +56,7 @@ func TestSyncGoesOnPastAFailingNamespace(t *testing.T) {
 			p.reportFailed(ns, err)
 		}}
 
-	byNS := map[string][]Finding{}
+	byNS := map[string][]Record{}
 	for i := range 5 {
 		ns := fmt.Sprintf("ns-%c", 'a'+i)
 		byNS[ns] = findingsIn(ns)

@@ -113,13 +113,13 @@ type Report struct {
 }
 
 // Object is one recognised Pod or Service the target is or owns, explained. The embedded
-// audit.Finding says which object, its compute cluster (Cluster.Owner is the top of its owner
+// audit.Record says which object, its compute cluster (Cluster.Owner is the top of its owner
 // chain), what it carries (Applied, the provenance annotation's entries with their
 // @resourceVersion), the policies that apply now (Policies: each one's scope, mode, the version
 // the object carries and the fields applying it now would change — none when the object
 // already has them), and the drift with its reason, all as `podpatch audit` reports them.
 type Object struct {
-	audit.Finding
+	audit.Record
 	// Owners is the owner chain, the direct owner first, up to the custom resource.
 	Owners []audit.Owner `json:"owners,omitempty"`
 	// Sets are the fields each policy that matches the object writes (policies.Policy.Paths), by
@@ -145,7 +145,7 @@ type Object struct {
 	// Adjusted are fields changed with others so that the object stays valid.
 	Adjusted []string `json:"adjusted,omitempty"`
 	// Findings are the manager-aware checks' findings (reference §8).
-	Findings []Finding `json:"findings,omitempty"`
+	Findings []checks.Finding `json:"findings,omitempty"`
 	// ExternalURL is a Service's external URL (reference §6), when it asks for one.
 	ExternalURL *ExternalURL `json:"externalURL,omitempty"`
 }
@@ -166,16 +166,6 @@ type NoEffect struct {
 	Field   string `json:"field"`
 	Gate    string `json:"gate"`
 	Message string `json:"message"`
-}
-
-// Finding is a manager-aware check's finding (checks.Finding).
-type Finding struct {
-	Check    string          `json:"check"`
-	Severity checks.Severity `json:"severity"`
-	Policy   string          `json:"policy,omitempty"`
-	Field    string          `json:"field,omitempty"`
-	Message  string          `json:"message"`
-	Fix      string          `json:"fix,omitempty"`
 }
 
 // ExternalURL is what a Service says of its external URL.
@@ -328,7 +318,7 @@ func (w *walk) visit(ctx context.Context, kind profiles.Kind) func(json.RawMessa
 			return nil
 		}
 		o := object(f, res, chain, raw)
-		if kind == profiles.KindPod && len(o.Findings) < audit.MaxFindingList {
+		if kind == profiles.KindPod && len(o.Findings) < audit.MaxRecordList {
 			if spec, err := placement.Spec(res.Object); err == nil {
 				if r := w.e.Placement.Check(spec); !r.Schedulable {
 					o.Findings = append(o.Findings, finding(placement.Finding(r, placement.Responsible(res.Changes))))
@@ -367,11 +357,11 @@ func (w *walk) resources(gvk schema.GroupVersionKind) (schema.GroupVersionResour
 }
 
 // object puts together the explanation of one object; every string is bounded (report.MaxString,
-// audit.MaxFindingList), as the audit bounds its Findings.
-func object(f audit.Finding, res policies.Result, chain []metav1.OwnerReference, raw json.RawMessage) Object {
-	o := Object{Finding: f, Fallback: res.Fallback, Denied: res.Denied, Warnings: audit.ClipList(slices.Clone(res.Warnings)),
+// audit.MaxRecordList), as the audit bounds its Findings.
+func object(f audit.Record, res policies.Result, chain []metav1.OwnerReference, raw json.RawMessage) Object {
+	o := Object{Record: f, Fallback: res.Fallback, Denied: res.Denied, Warnings: audit.ClipList(slices.Clone(res.Warnings)),
 		Adjusted: audit.ClipList(slices.Clone(res.Adjusted))}
-	for _, r := range chain[:min(len(chain), audit.MaxFindingList)] {
+	for _, r := range chain[:min(len(chain), audit.MaxRecordList)] {
 		o.Owners = append(o.Owners, *audit.BoundOwner(&audit.Owner{APIVersion: r.APIVersion, Kind: r.Kind, Name: r.Name, UID: string(r.UID)}))
 	}
 	if len(o.Owners) > 0 {
@@ -382,7 +372,7 @@ func object(f audit.Finding, res policies.Result, chain []metav1.OwnerReference,
 		o.set(p, f.Kind)
 	}
 	for i, fields := range render.Replaced(res.Changes) {
-		if len(fields) == 0 || len(o.Replaced) >= audit.MaxFindingList {
+		if len(fields) == 0 || len(o.Replaced) >= audit.MaxRecordList {
 			continue
 		}
 		var list []string
@@ -398,14 +388,14 @@ func object(f audit.Finding, res policies.Result, chain []metav1.OwnerReference,
 		o.set(s.Policy, f.Kind)
 	}
 	clip := func(s string) string { return report.Clip(s, report.MaxString) }
-	for _, s := range res.Skipped[:min(len(res.Skipped), audit.MaxFindingList)] {
+	for _, s := range res.Skipped[:min(len(res.Skipped), audit.MaxRecordList)] {
 		o.Skipped = append(o.Skipped, Skipped{Policy: clip(s.Policy.Ref), Scope: s.Policy.Scope, Mode: s.Policy.Mode,
 			Rule: clip(s.Violation.Rule), Field: clip(s.Violation.Field), Message: clip(s.Violation.Message)})
 	}
-	for _, n := range res.NoEffect[:min(len(res.NoEffect), audit.MaxFindingList)] {
+	for _, n := range res.NoEffect[:min(len(res.NoEffect), audit.MaxRecordList)] {
 		o.NoEffect = append(o.NoEffect, NoEffect{Policy: clip(n.Policy.Ref), Field: clip(n.Field), Gate: clip(n.Gate), Message: clip(n.Message)})
 	}
-	for _, c := range res.Findings[:min(len(res.Findings), audit.MaxFindingList)] {
+	for _, c := range res.Findings[:min(len(res.Findings), audit.MaxRecordList)] {
 		o.Findings = append(o.Findings, finding(c))
 	}
 	if f.Kind == profiles.KindService {
@@ -415,10 +405,8 @@ func object(f audit.Finding, res policies.Result, chain []metav1.OwnerReference,
 }
 
 // finding is a §8 finding, its strings bounded as the audit bounds its Findings.
-func finding(c checks.Finding) Finding {
-	clip := func(s string) string { return report.Clip(s, report.MaxString) }
-	return Finding{Check: clip(c.Check), Severity: c.Severity, Policy: clip(c.Policy), Field: clip(c.Field),
-		Message: clip(c.Message), Fix: clip(c.Fix)}
+func finding(c checks.Finding) checks.Finding {
+	return c.Clipped(func(s string) string { return report.Clip(s, report.MaxString) })
 }
 
 // set records the fields a policy writes on the object.
@@ -426,7 +414,7 @@ func (o *Object) set(p *policies.Policy, kind profiles.Kind) {
 	if o.Sets == nil {
 		o.Sets = map[string][]string{}
 	}
-	if len(o.Sets) < audit.MaxFindingList {
+	if len(o.Sets) < audit.MaxRecordList {
 		o.Sets[report.Clip(p.Ref, report.MaxString)] = audit.ClipList(p.Paths(kind))
 	}
 }

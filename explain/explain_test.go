@@ -66,12 +66,12 @@ func TestTableIsBounded(t *testing.T) {
 		rep := &Report{Target: Target{Kind: "DaskCluster", Namespace: "ns", Name: hostile(r), APIVersion: "v1"}}
 		n := r.IntN(2 * MaxTableObjects)
 		for i := range n {
-			f := audit.Finding{Kind: profiles.KindPod, Name: hostile(r), Cluster: audit.ComputeCluster{Manager: profiles.ManagerDask,
+			f := audit.Record{Kind: profiles.KindPod, Name: hostile(r), Cluster: audit.ComputeCluster{Manager: profiles.ManagerDask,
 				Role: profiles.RoleWorker, Name: hostile(r)}, Drift: true, Reason: audit.NeverPatched,
 				Fields: []string{hostile(r)}, Policies: []audit.PolicyResult{{Ref: hostile(r), Fields: []string{hostile(r)}}}}
 			o := object(f, policies.Result{Warnings: []string{hostile(r)}, Skipped: nil}, nil, json.RawMessage(`{}`))
 			o.Owners = []audit.Owner{*audit.BoundOwner(&audit.Owner{Kind: hostile(r), Name: hostile(r)})}
-			o.Findings = []Finding{{Check: "x", Message: hostile(r), Fix: hostile(r)}}
+			o.Findings = []checks.Finding{{Check: "x", Message: hostile(r), Fix: hostile(r)}}
 			o.ExternalURL = &ExternalURL{Requested: true, URL: hostile(r)}
 			if i%2 == 0 {
 				o.Cluster.Role = profiles.RoleScheduler
@@ -102,7 +102,7 @@ func TestTableIsBounded(t *testing.T) {
 // The JSON schema of reference §9: an object's audit fields are at its top level, beside the
 // explanation's own.
 func TestJSONSchema(t *testing.T) {
-	o := object(audit.Finding{Kind: profiles.KindService, Name: "s", Policies: []audit.PolicyResult{}}, policies.Result{
+	o := object(audit.Record{Kind: profiles.KindService, Name: "s", Policies: []audit.PolicyResult{}}, policies.Result{
 		Skipped:  []policies.Skipped{{Policy: &policies.Policy{Ref: "ns/cm/p@1", Scope: policies.ScopeNamespace, Mode: policies.ModeMerge}, Violation: validity.Violation{Rule: "r", Field: "f", Message: "m"}}},
 		Findings: []checks.Finding{{Check: checks.RayResources, Severity: checks.SeverityWarning, Message: "m", Fix: "x"}},
 		Fallback: policies.FallbackNamespace,
@@ -191,7 +191,7 @@ spec:
 				})}
 			require.NoError(t, w.visit(context.Background(), profiles.KindPod)(pod))
 			require.Len(t, w.rep.Objects, 1)
-			var got []Finding
+			var got []checks.Finding
 			for _, f := range w.rep.Objects[0].Findings {
 				if f.Check == checks.Unschedulable {
 					got = append(got, f)
@@ -210,12 +210,12 @@ spec:
 }
 
 // TestReplacedIsMarked: a namespace policy's label that a platform enforce policy sets again is
-// not said to be in the object: the table names the field and the policy that replaced it
-// (issue 37), and JSON carries it as "replaced".
+// not said to be in the object: the table names the field and the policy that replaced it, and
+// JSON carries it as "replaced".
 func TestReplacedIsMarked(t *testing.T) {
 	ns := &policies.Policy{Ref: "team-a/overrides/labels@7", Scope: policies.ScopeNamespace, Mode: policies.ModeMerge}
 	enf := &policies.Policy{Ref: "podpatch-system/cost/cost@3", Scope: policies.ScopePlatform, Mode: policies.ModeEnforce}
-	f := audit.Finding{Kind: profiles.KindPod, Name: "w", Policies: []audit.PolicyResult{
+	f := audit.Record{Kind: profiles.KindPod, Name: "w", Policies: []audit.PolicyResult{
 		{Ref: ns.Ref, Scope: ns.Scope, Mode: ns.Mode}, {Ref: enf.Ref, Scope: enf.Scope, Mode: enf.Mode}}}
 	o := object(f, policies.Result{Applied: []*policies.Policy{ns, enf}, Changes: []policies.Change{
 		{Policy: ns, Fields: []string{"metadata.labels.cost-center", "metadata.labels.team"}},
@@ -232,7 +232,7 @@ func TestReplacedIsMarked(t *testing.T) {
 // so in the table, with who changed each field and how, as the audit read managedFields.
 func TestChangedByIsPrinted(t *testing.T) {
 	enf := &policies.Policy{Ref: "podpatch-system/lb/internal@3", Scope: policies.ScopePlatform, Mode: policies.ModeEnforce}
-	f := audit.Finding{Kind: profiles.KindService, Name: "s", Drift: true, Reason: audit.EnforceBroken, Policies: []audit.PolicyResult{
+	f := audit.Record{Kind: profiles.KindService, Name: "s", Drift: true, Reason: audit.EnforceBroken, Policies: []audit.PolicyResult{
 		{Ref: enf.Ref, Scope: enf.Scope, Mode: enf.Mode, Drift: true, Fields: []string{"spec.type"}, ChangedBy: []audit.FieldChange{
 			{Field: "spec.type", Manager: "tenant-patch", Operation: "Update", Time: "2026-12-03T23:00:00Z"},
 			{Field: "metadata.annotations.networking.gke.io/load-balancer-type", Manager: audit.UnknownManager, Unknown: "field removed"},

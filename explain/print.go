@@ -8,7 +8,6 @@ import (
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/internal/report"
 	"github.com/podpatch/podpatch/policies"
-	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 
@@ -149,8 +148,7 @@ func writeObject(b *strings.Builder, o Object) {
 	}
 	put(b, "  drift:    ", drift)
 	for _, f := range o.Findings {
-		put(b, "  check:    ", checks.Finding{Check: f.Check, Severity: f.Severity, Policy: f.Policy, Field: f.Field,
-			Message: f.Message, Fix: f.Fix}.String())
+		put(b, "  check:    ", f.String())
 	}
 	if u := o.ExternalURL; u != nil {
 		url := "requested, not resolved yet (kubectl describe service " + o.Name + " says why)"

@@ -168,12 +168,12 @@ func switchesOff(p *Policy, kind profiles.Kind, off []*Policy) validity.Violatio
 		reqs, _ := e.match.selector.Requirements()
 		for _, r := range reqs {
 			if _, ok := written[r.Key()]; ok {
-				return validity.Violation{Rule: validity.RuleSelection, Field: "metadata.labels[" + r.Key() + "]",
+				return validity.Violation{Rule: validity.ReasonSelection, Field: "metadata.labels[" + r.Key() + "]",
 					Message: "sets or removes a label the match of the platform's enforce policy " + e.Ref + " reads, which would switch it off"}
 			}
 		}
 	}
-	return validity.Violation{Rule: validity.RuleSelection, Field: "metadata.labels",
+	return validity.Violation{Rule: validity.ReasonSelection, Field: "metadata.labels",
 		Message: "sets labels that would switch off the platform's enforce policy " + off[0].Ref}
 }
 
@@ -227,19 +227,19 @@ func enforceKeep(keep func(*Policy) bool) func(*layers) layers {
 // enforceOutOfTime reports whether an enforce policy was left out because the budget ran out.
 func enforceOutOfTime(skipped []Skipped) bool {
 	return slices.ContainsFunc(skipped, func(sk Skipped) bool {
-		return sk.Policy.Mode == ModeEnforce && sk.Violation.Rule == validity.RuleBudget
+		return sk.Policy.Mode == ModeEnforce && sk.Violation.Rule == validity.ReasonBudget
 	})
 }
 
 // denied is the Result of an object whose enforce policies cannot be applied for err: nothing
 // applied, each enforce policy skipped for the reason err names (reference §5).
 func denied(res Result, enforce []*Policy, err error) Result {
-	rule := validity.RuleWork
+	rule := validity.ReasonWork
 	switch {
 	case errors.Is(err, ErrStopped):
-		rule = validity.RuleBudget
+		rule = validity.ReasonBudget
 	case errors.Is(err, ErrSelectionDiverges):
-		rule = validity.RuleSelection
+		rule = validity.ReasonSelection
 	}
 	v := validity.Violation{Rule: rule, Message: err.Error()}
 	for _, p := range enforce {

@@ -27,8 +27,8 @@ func TestEnforceConflicts(t *testing.T) {
 	}{
 		{"template: {spec: {initContainers: [{name: audit-agent, image: tenant/x}]}}", "audit-sidecar", validity.RuleDuplicateContainer},
 		{"template: {spec: {containers: [{name: '*', resources: {requests: {memory: 64Gi}}}]}}", "every-container", validity.RuleRequestAboveLimit},
-		{"template: {metadata: {labels: {tier: free}}}", "audited-unless-free", validity.RuleSelection},
-		{"template: {metadata: {labels: {team: other}}}", "team-ml", validity.RuleSelection},
+		{"template: {metadata: {labels: {tier: free}}}", "audited-unless-free", validity.ReasonSelection},
+		{"template: {metadata: {labels: {team: other}}}", "team-ml", validity.ReasonSelection},
 		{"template: {spec: {containers: [{name: '@main', ports: [{containerPort: 9090, name: tenant, hostPort: 9100}]}, {name: sidecar, image: tenant/x, ports: [{containerPort: 9100, hostPort: 9100}]}]}}", "", ""},
 		{"template: {spec: {containers: [{name: '*', env: [{name: TENANT, value: a}], resources: {requests: {memory: 1Gi}}}]}}", "", ""},
 		{"service: {metadata: {annotations: {tenant.example.com/a: b}}}", "", ""},

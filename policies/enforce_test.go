@@ -304,9 +304,9 @@ func TestEnforceUnderLimits(t *testing.T) {
 		{name: "every layer's budget gone, enforce's left: enforce alone", set: NewSet([]*Policy{enforce, heavy}),
 			in: Input{Kind: profiles.KindPod, Object: many(3), Done: closed, EnforceDone: make(chan struct{})}, wantFallback: FallbackEnforceFirst, wantEnforceLabelled: true},
 		{name: "both budgets gone: denied", set: NewSet([]*Policy{enforce, heavy}),
-			in: Input{Kind: profiles.KindPod, Object: many(3), Done: closed}, denied: true, rule: validity.RuleBudget},
+			in: Input{Kind: profiles.KindPod, Object: many(3), Done: closed}, denied: true, rule: validity.ReasonBudget},
 		{name: "the enforce policy's own work beyond the bound: denied", set: NewSet([]*Policy{enforcePolicy(t, "env", ModeEnforce, "template: {spec: {containers: [{name: '*', env: ["+envEntries(20)+"]}]}}")}),
-			in: Input{Kind: profiles.KindPod, Object: many(13200)}, denied: true, rule: validity.RuleWork},
+			in: Input{Kind: profiles.KindPod, Object: many(13200)}, denied: true, rule: validity.ReasonWork},
 		{name: "no enforce policy: the error stays (admitted unchanged)", set: NewSet([]*Policy{heavy}),
 			in: Input{Kind: profiles.KindPod, Object: many(13200)}},
 	}
@@ -462,7 +462,7 @@ func TestKubeVersionAtAdmission(t *testing.T) {
 		require.False(t, res.Denied)
 		require.Equal(t, c.leftOut, len(res.Skipped) == 1, "1.%d: %v", c.minor, res.Skipped)
 		if c.leftOut {
-			require.Equal(t, validity.RuleKubeVersion, res.Skipped[0].Violation.Rule)
+			require.Equal(t, validity.ReasonKubeVersion, res.Skipped[0].Violation.Rule)
 			require.Contains(t, res.Skipped[0].String(), "makes Kubernetes 1.34 refuse the object: feature gate EnvFiles")
 		}
 		require.Equal(t, c.noEffect, len(res.NoEffect) == 1, "1.%d: %v", c.minor, res.NoEffect)
@@ -556,7 +556,7 @@ func TestEveryVersionedFieldAtEveryVersion(t *testing.T) {
 				require.Equal(t, setsBeyond(p, kind, []versions.Field{f}), claimed, "%s on %s: claimed only for what else it set", f.Path, v)
 			case versions.Refused:
 				require.Len(t, res.Skipped, 1, "%s on %s", f.Path, v)
-				require.Equal(t, validity.RuleKubeVersion, res.Skipped[0].Violation.Rule)
+				require.Equal(t, validity.ReasonKubeVersion, res.Skipped[0].Violation.Rule)
 				require.False(t, claimed)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/podpatch/podpatch/policies/profiles"
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // Reference §5, "Enforce on updates": what it means for a stored object to hold an enforce
@@ -366,7 +367,7 @@ func TestUpdateCannotChangeIdentity(t *testing.T) {
 					}
 					require.True(t, res.Denied, "%v → %v", was.id, now.id)
 					rule := res.Skipped[0].Violation.Rule
-					require.Contains(t, []string{RuleIdentityChanged, RuleRecognitionLabel}, rule)
+					require.Contains(t, []string{validity.ReasonIdentityChanged, validity.ReasonRecognitionLabel}, rule)
 					require.Contains(t, res.Denial(), "("+rule+")")
 				})
 			}
@@ -468,7 +469,7 @@ func TestEphemeralContainerCannotOverride(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, c.denied, res.Denied, "%v", c.sc)
 		if c.denied {
-			require.Equal(t, RuleOverridesEnforced, res.Skipped[0].Violation.Rule)
+			require.Equal(t, validity.ReasonOverridesEnforced, res.Skipped[0].Violation.Rule)
 			require.Contains(t, res.Denial(), "spec.ephemeralContainers[debug].securityContext.")
 		}
 	}
@@ -554,7 +555,7 @@ func TestUpdateCannotChangeRole(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, from.name != to.name, res.Denied, "%v", res.Skipped)
 				if res.Denied {
-					require.Contains(t, []string{RuleIdentityChanged, RuleRecognitionLabel}, res.Skipped[0].Violation.Rule)
+					require.Contains(t, []string{validity.ReasonIdentityChanged, validity.ReasonRecognitionLabel}, res.Skipped[0].Violation.Rule)
 				}
 			})
 		}

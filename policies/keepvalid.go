@@ -143,7 +143,7 @@ func (v *validSearch) try(e *evaluation, p *Policy) (Result, bool) {
 		v.under = slices.DeleteFunc(v.under, func(q *Policy) bool { return q == p })
 		for _, q := range v.l.all() {
 			if _, left := v.why[q]; !left && !v.keep[q] {
-				v.why[q] = validity.Violation{Rule: validity.RuleBudget, Message: "the request budget ran out before podpatch could check this policy"}
+				v.why[q] = validity.Violation{Rule: validity.ReasonBudget, Message: "the request budget ran out before podpatch could check this policy"}
 			}
 		}
 		return res, false

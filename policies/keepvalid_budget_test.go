@@ -70,14 +70,14 @@ func TestLeaveOutWithinBudget(t *testing.T) {
 		rules := map[string]string{}
 		for _, s := range res.Skipped {
 			rules[s.Policy.Name] = s.Violation.Rule
-			if s.Violation.Rule == validity.RuleBudget {
+			if s.Violation.Rule == validity.ReasonBudget {
 				budgetSkips++
 			}
 		}
 		if res.Changed {
 			require.Equal(t, "applied", labels["baseline"], "after %d: a patched object carries the enforce policy", after)
 		}
-		if labels["baseline"] == "applied" && labels["team"] == nil && rules["p3"] == validity.RuleBudget {
+		if labels["baseline"] == "applied" && labels["team"] == nil && rules["p3"] == validity.ReasonBudget {
 			enforceKeptAlone = true
 		}
 		if !stopped(c.done) {

@@ -328,7 +328,7 @@ func namespaceKueueMark(given *kueue.Placement, l layers) *validity.Violation {
 	}
 	for _, p := range l.namespace() {
 		if field := kueue.MarkWritten(p.Patch(profiles.KindPod)); field != "" {
-			return &validity.Violation{Rule: validity.RuleKueueMark, Field: field,
+			return &validity.Violation{Rule: validity.ReasonKueueMark, Field: field,
 				Message: "a mark of Kueue's on a Pod that came without one would hand the placement the platform's enforce policies set to Kueue"}
 		}
 	}

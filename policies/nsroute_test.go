@@ -597,7 +597,7 @@ func TestNamespaceKueueMarkKeepsEnforcedPlacement(t *testing.T) {
 		require.False(t, res.Denied)
 		require.Equal(t, []*Policy{e}, res.Applied, spec)
 		require.Len(t, res.Skipped, 1)
-		require.Equal(t, validity.RuleKueueMark, res.Skipped[0].Violation.Rule)
+		require.Equal(t, validity.ReasonKueueMark, res.Skipped[0].Violation.Rule)
 		require.Equal(t, field, res.Skipped[0].Violation.Field)
 		require.Equal(t, "gpu", objectOf(t, res.Object)["spec"].(map[string]any)["nodeSelector"].(map[string]any)["pool"])
 		again, err := set.Apply(Input{Kind: profiles.KindPod, Object: res.Object, Namespace: "default", Lookups: cl})

@@ -135,11 +135,11 @@ func TestEveryRuleLintAndAdmission(t *testing.T) {
 		validity.RuleResourceClaimSource: {spec: "template: {spec: {resourceClaims: [{name: gpu, resourceClaimName: a, resourceClaimTemplateName: b}]}}"},
 		validity.RuleRestartPolicyRules:  {spec: "template: {spec: {containers: [{name: '@main', restartPolicyRules: [{action: Restart, exitCodes: {operator: In, values: [42]}}]}]}}"},
 		validity.RuleServiceIPFamilies:   {spec: "service: {spec: {ipFamilies: [IPv4, IPv6]}}"},
-		validity.RuleBudget:              {}, // the request's budget, not an object's rule
-		validity.RuleWork:                {}, // the engine's bound, not an object's rule
-		validity.RuleSelection:           {}, // the policies' selectors, not an object's rule
-		validity.RuleKubeVersion:         {}, // the cluster's version: TestKubeVersionAtAdmission
-		validity.RuleKueueMark:           {}, // a namespace policy's Kueue mark: TestNamespaceKueueMarkKeepsEnforcedPlacement
+		validity.ReasonBudget:            {}, // the request's budget, not an object's rule
+		validity.ReasonWork:              {}, // the engine's bound, not an object's rule
+		validity.ReasonSelection:         {}, // the policies' selectors, not an object's rule
+		validity.ReasonKubeVersion:       {}, // the cluster's version: TestKubeVersionAtAdmission
+		validity.ReasonKueueMark:         {}, // a namespace policy's Kueue mark: TestNamespaceKueueMarkKeepsEnforcedPlacement
 	}
 	var objects [][]byte
 	files, err := filepath.Glob(filepath.Join("testdata", "fixtures", "*", "*.yaml"))

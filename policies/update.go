@@ -32,10 +32,10 @@ import (
 //
 // An enforce policy that cannot be applied denies the update (Result.Denied), as at creation; so
 // does, on an object that holds an enforce policy, an update that changes what the object is
-// to podpatch — its recognition, manager, role, cluster, group or "@main" (RuleIdentityChanged)
+// to podpatch — its recognition, manager, role, cluster, group or "@main" (validity.ReasonIdentityChanged)
 // —, that removes or changes a label it is recognised by, which the webhooks' objectSelectors
-// read (RuleRecognitionLabel), or after which it no longer selects an enforce policy it held
-// (RuleSelectionChanged): each would leave that policy behind.
+// read (validity.ReasonRecognitionLabel), or after which it no longer selects an enforce policy it held
+// (validity.ReasonSelectionChanged): each would leave that policy behind.
 func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) {
 	in.Explain = false
 	if ephemeral {
@@ -118,7 +118,7 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 	var lost []Skipped
 	for _, p := range selected {
 		if held[p] && (!res.Recognised || !applied[p]) {
-			lost = append(lost, Skipped{Policy: p, Violation: validity.Violation{Rule: RuleSelectionChanged, Field: "metadata.labels",
+			lost = append(lost, Skipped{Policy: p, Violation: validity.Violation{Rule: validity.ReasonSelectionChanged, Field: "metadata.labels",
 				Message: "this update changes the labels that select the object for this enforce policy (its manager, role or the policy's selector); create a new object instead"}})
 		}
 	}
@@ -130,7 +130,7 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 
 // overridesEnforced returns, for each enforce policy applied, the first of the added ephemeral
 // containers of a patched Pod whose own securityContext overrides a Pod-level field the policy
-// sets with another value (RuleOverridesEnforced).
+// sets with another value (validity.ReasonOverridesEnforced).
 func overridesEnforced(patched []byte, applied []*Policy, added []string) []Skipped {
 	pod := viewPod(patched)
 	only := func(list, name string) bool { return list == "ephemeralContainers" && slices.Contains(added, name) }
@@ -140,40 +140,12 @@ func overridesEnforced(patched []byte, applied []*Policy, added []string) []Skip
 			continue
 		}
 		if n, ok := overriddenIn(pod, p, only); ok {
-			out = append(out, Skipped{Policy: p, Violation: validity.Violation{Rule: RuleOverridesEnforced, Field: n.Field,
+			out = append(out, Skipped{Policy: p, Violation: validity.Violation{Rule: validity.ReasonOverridesEnforced, Field: n.Field,
 				Message: "the ephemeral container's own value overrides the Pod-level one this enforce policy sets; leave it unset or give the Pod's"}})
 		}
 	}
 	return out
 }
-
-// RuleOverridesEnforced is the rule of an ephemeral container denied for overriding, with its
-// own securityContext, a Pod-level field an enforce policy sets (runAsNonRoot, seccompProfile,
-// …): it would run without the policy's effect.
-const RuleOverridesEnforced = "overrides-enforced"
-
-// UpdateRules are the rules of the updates PatchUpdate denies for what they change, a fixed set
-// (podpatch_enforce_denials_total's reasons).
-var UpdateRules = []string{RuleSelectionChanged, RuleIdentityChanged, RuleRecognitionLabel, RuleOverridesEnforced}
-
-// RuleSelectionChanged is the rule of an update denied for changing the labels that select an
-// object for an enforce policy it held (PatchUpdate): a reason of podpatch_enforce_denials_total.
-const RuleSelectionChanged = "selection-changed"
-
-// RuleIdentityChanged is the rule of an update denied for changing what an object holding
-// enforce policies is to podpatch: its recognition, manager, role, cluster or group, or the
-// container "@main" names (PatchUpdate). The policies it holds, and the container they size,
-// were decided on that identity: a Dask worker relabelled as a Ray worker would move "@main" to
-// its first container and let the real worker be resized past the enforced limit.
-const RuleIdentityChanged = "identity-changed"
-
-// RuleRecognitionLabel is the rule of an update denied for removing or changing, on an object
-// holding enforce policies, a label its manager's profile recognises objects by (its role,
-// required, cluster and group labels, and the labels its Services carry,
-// recognitionLabels): the webhooks' objectSelectors read those labels, and
-// without them no later write of the object reaches podpatch — a Service still recognised by its
-// selector included.
-const RuleRecognitionLabel = "recognition-label-changed"
 
 // identityOf is what an object is to podpatch: its labels, its identity and "@main".
 type identityOf struct {
@@ -247,7 +219,7 @@ var recognitionLabels = func() map[profiles.Manager][]string {
 }()
 
 // identityChanged returns, for every enforce policy the object held, why the update changes
-// what selects it (RuleIdentityChanged, RuleRecognitionLabel); none when it does not.
+// what selects it (validity.ReasonIdentityChanged, validity.ReasonRecognitionLabel); none when it does not.
 func identityChanged(in Input, old []byte, h Holding) []Skipped {
 	was, now := readIdentity(in.Kind, old), readIdentity(in.Kind, in.Object)
 	var v *validity.Violation
@@ -257,20 +229,20 @@ func identityChanged(in Input, old []byte, h Holding) []Skipped {
 		if now.recognised {
 			to = string(now.id.Manager) + " " + string(now.id.Role)
 		}
-		v = &validity.Violation{Rule: RuleIdentityChanged, Field: "metadata.labels",
+		v = &validity.Violation{Rule: validity.ReasonIdentityChanged, Field: "metadata.labels",
 			Message: "this update makes a " + string(was.id.Manager) + " " + string(was.id.Role) + " " + to +
 				": the enforce policies it holds were decided on what it is; create a new object instead"}
 	case now.id != was.id:
-		v = &validity.Violation{Rule: RuleIdentityChanged, Field: "metadata.labels",
+		v = &validity.Violation{Rule: validity.ReasonIdentityChanged, Field: "metadata.labels",
 			Message: "this update moves the object to another compute cluster or group: the enforce policies it holds were decided on its own; create a new object instead"}
 	case now.main != was.main:
-		v = &validity.Violation{Rule: RuleIdentityChanged, Field: "spec.containers",
+		v = &validity.Violation{Rule: validity.ReasonIdentityChanged, Field: "spec.containers",
 			Message: "this update changes the container \"@main\" names: the enforce policies it holds were decided on the container it named; create a new object instead"}
 	default:
 		for _, k := range recognitionLabels[was.id.Manager] {
 			prev, had := was.labels[k]
 			if cur, has := now.labels[k]; had && (!has || cur != prev) {
-				v = &validity.Violation{Rule: RuleRecognitionLabel, Field: "metadata.labels[" + k + "]",
+				v = &validity.Violation{Rule: validity.ReasonRecognitionLabel, Field: "metadata.labels[" + k + "]",
 					Message: "this update removes or changes a label podpatch recognises the object by, while it holds the platform's enforce policies: without it no later update would reach them"}
 				break
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/podpatch/podpatch/policies/profiles"
+	"github.com/podpatch/podpatch/policies/validity"
 )
 
 // Reference §5, "Enforce on updates": an update cannot undo what a platform enforce policy
@@ -276,7 +277,7 @@ func TestUpdateCannotChangeSelection(t *testing.T) {
 			require.True(t, res.Denied)
 			require.NotEmpty(t, res.Skipped)
 			for _, sk := range res.Skipped {
-				require.Contains(t, []string{RuleSelectionChanged, RuleIdentityChanged, RuleRecognitionLabel}, sk.Violation.Rule)
+				require.Contains(t, []string{validity.ReasonSelectionChanged, validity.ReasonIdentityChanged, validity.ReasonRecognitionLabel}, sk.Violation.Rule)
 			}
 			require.NotEmpty(t, res.Denial())
 		})
@@ -305,7 +306,7 @@ func TestUpdateCannotChangeSelection(t *testing.T) {
 	})}, worker.Object, false)
 	require.NoError(t, err)
 	require.True(t, res.Denied)
-	require.Equal(t, RuleIdentityChanged, res.Skipped[0].Violation.Rule)
+	require.Equal(t, validity.ReasonIdentityChanged, res.Skipped[0].Violation.Rule)
 
 	// A Service is recognised by its selector too, but the webhook's objectSelector reads its
 	// labels: its label removed, no later update would reach podpatch. Denied.
@@ -318,7 +319,7 @@ func TestUpdateCannotChangeSelection(t *testing.T) {
 	res, err = s.PatchUpdate(Input{Kind: profiles.KindService, Object: updated, Namespace: "team-a"}, created.Object, false)
 	require.NoError(t, err)
 	require.True(t, res.Denied)
-	require.Equal(t, RuleRecognitionLabel, res.Skipped[0].Violation.Rule)
+	require.Equal(t, validity.ReasonRecognitionLabel, res.Skipped[0].Violation.Rule)
 	require.Contains(t, res.Denial(), "dask.org/component")
 }
 

@@ -79,7 +79,7 @@ func (k kubeEffects) refused() []validity.Violation {
 	for _, pe := range k.by {
 		for _, e := range pe.effects {
 			if e.Outcome == versions.Refused {
-				out = append(out, validity.Violation{Rule: validity.RuleKubeVersion, Field: e.At, Message: e.String(k.version)})
+				out = append(out, validity.Violation{Rule: validity.ReasonKubeVersion, Field: e.At, Message: e.String(k.version)})
 			}
 		}
 	}

@@ -450,14 +450,7 @@ func fieldHasValue(root *yaml.Node, i, j int) bool {
 }
 
 // knownCheck reports whether id is a reference §8 check.
-func knownCheck(id string) bool {
-	switch id {
-	case checks.RayResources, checks.SparkMemory, checks.DaskWorker, checks.FlinkMemory,
-		checks.KueuePlacement, checks.Unschedulable, checks.DaskLoadBalancer:
-		return true
-	}
-	return false
-}
+func knownCheck(id string) bool { return slices.Contains(checks.IDs, id) }
 
 func yamlError(path string, offset int, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")

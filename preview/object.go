@@ -48,8 +48,8 @@ type Object struct {
 	Stopped []string `json:"stopped,omitempty"`
 	// NewFindings and ResolvedFindings are the §8 findings only the new, or only the old,
 	// result has (the unschedulable check included).
-	NewFindings      []Finding `json:"newFindings,omitempty"`
-	ResolvedFindings []Finding `json:"resolvedFindings,omitempty"`
+	NewFindings      []checks.Finding `json:"newFindings,omitempty"`
+	ResolvedFindings []checks.Finding `json:"resolvedFindings,omitempty"`
 	// LeftOut are the policies the new set would leave out of the object because they would
 	// make it invalid (reference §8), and why; LeftOutResolved those the base set leaves out
 	// and the new one does not.
@@ -107,21 +107,6 @@ func related(a, b string) bool {
 		return len(x) > len(y) && strings.HasPrefix(x, y) && (x[len(y)] == '.' || x[len(y)] == '[')
 	}
 	return a == b || inside(a, b) || inside(b, a)
-}
-
-// Finding is a §8 finding as reported.
-type Finding struct {
-	Check    string          `json:"check"`
-	Severity checks.Severity `json:"severity"`
-	Policy   string          `json:"policy,omitempty"`
-	Field    string          `json:"field,omitempty"`
-	Message  string          `json:"message"`
-	Fix      string          `json:"fix,omitempty"`
-}
-
-// String is the finding in one line.
-func (f Finding) String() string {
-	return checks.Finding{Check: f.Check, Severity: f.Severity, Policy: f.Policy, Field: f.Field, Message: f.Message, Fix: f.Fix}.String()
 }
 
 // Previewer previews objects under two sets. It is not safe for concurrent use.
@@ -256,7 +241,7 @@ func (o *Object) Changed() bool {
 
 // placement runs the unschedulable check on the old and the new Pod, adds its findings, and
 // says where the Pod moves.
-func (p *Previewer) placement(o *Object, in policies.Input, old []byte, neu policies.Result, oldF, newF *[]Finding) error {
+func (p *Previewer) placement(o *Object, in policies.Input, old []byte, neu policies.Result, oldF, newF *[]checks.Finding) error {
 	before, err := placement.Spec(old)
 	if err != nil {
 		return err
@@ -292,7 +277,7 @@ func (p *Previewer) placement(o *Object, in policies.Input, old []byte, neu poli
 	}
 	f := findingOf(placement.Finding(r, placement.Responsible(explained.Changes)))
 	*newF = append(*newF, f)
-	if !slices.ContainsFunc(*oldF, func(g Finding) bool { return g.Check == checks.Unschedulable }) {
+	if !slices.ContainsFunc(*oldF, func(g checks.Finding) bool { return g.Check == checks.Unschedulable }) {
 		o.Unschedulable = r.Reason
 	}
 	return nil
@@ -348,13 +333,14 @@ func added(a, b []string) (onlyB, onlyA []string) {
 	return onlyB, onlyA
 }
 
-func findingOf(f checks.Finding) Finding {
-	ref, _, _ := strings.Cut(f.Policy, "@")
-	return Finding{Check: f.Check, Severity: f.Severity, Policy: ref, Field: f.Field, Message: f.Message, Fix: f.Fix}
+// findingOf is a finding as `diff` reports it: the policy by its name, without its version.
+func findingOf(f checks.Finding) checks.Finding {
+	f.Policy, _, _ = strings.Cut(f.Policy, "@")
+	return f
 }
 
-func findings(fs []checks.Finding) []Finding {
-	out := make([]Finding, len(fs))
+func findings(fs []checks.Finding) []checks.Finding {
+	out := make([]checks.Finding, len(fs))
 	for i, f := range fs {
 		out[i] = findingOf(f)
 	}
@@ -363,13 +349,13 @@ func findings(fs []checks.Finding) []Finding {
 
 // addedFindings are the findings of b that a has not (by check, policy and field; the
 // unschedulable check by itself: which policy it names may change, the Pod is still stranded).
-func addedFindings(a, b []Finding) []Finding {
-	var out []Finding
-	same := func(f, g Finding) bool {
+func addedFindings(a, b []checks.Finding) []checks.Finding {
+	var out []checks.Finding
+	same := func(f, g checks.Finding) bool {
 		return f.Check == g.Check && (f.Check == checks.Unschedulable || (g.Policy == f.Policy && g.Field == f.Field))
 	}
 	for _, f := range b {
-		if !slices.ContainsFunc(a, func(g Finding) bool { return same(f, g) }) {
+		if !slices.ContainsFunc(a, func(g checks.Finding) bool { return same(f, g) }) {
 			out = append(out, f)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/podpatch/podpatch/internal/report"
 	"github.com/podpatch/podpatch/policies"
+	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
 
@@ -254,10 +255,10 @@ func bound(o Object) Object {
 	for _, l := range []*[]string{&o.Started, &o.Stopped, &o.LeftOut, &o.LeftOutResolved, &o.NoEffect} {
 		*l = clipAll(*l)
 	}
-	for _, l := range []*[]Finding{&o.NewFindings, &o.ResolvedFindings} {
-		fs := make([]Finding, 0, min(len(*l), MaxFields))
+	for _, l := range []*[]checks.Finding{&o.NewFindings, &o.ResolvedFindings} {
+		fs := make([]checks.Finding, 0, min(len(*l), MaxFields))
 		for _, f := range (*l)[:min(len(*l), MaxFields)] {
-			fs = append(fs, Finding{Check: clip(f.Check), Severity: f.Severity, Policy: clip(f.Policy), Field: clip(f.Field), Message: clip(f.Message), Fix: clip(f.Fix)})
+			fs = append(fs, f.Clipped(clip))
 		}
 		if len(fs) == 0 {
 			fs = nil

@@ -156,7 +156,7 @@ func BenchmarkConcurrentMaxReviews(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			m := newTestMetrics(b)
-			store := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(b), nil)
+			store := policystore.New(policies.DefaultOptions(), newStoreMetrics(b), nil)
 			for _, cm := range examples {
 				require.Empty(b, store.Upsert(cm.ConfigMap))
 			}
@@ -201,7 +201,7 @@ func BenchmarkConcurrentMaxReviews(b *testing.B) {
 
 			// The soft memory limit `podpatch serve` sets from the manifests' 256 Mi limit.
 			prev := debug.SetMemoryLimit(-1)
-			SetMemoryLimit(manifestMemoryLimit, logr.Discard())
+			SetSoftMemoryLimit(manifestMemoryLimit, logr.Discard())
 			defer debug.SetMemoryLimit(prev)
 			runtime.GC()
 			debug.FreeOSMemory()

@@ -32,7 +32,7 @@ import (
 // teamStore serves the label policy of labelPolicy in namespace team-a.
 func teamStore(t testing.TB) *policystore.Store {
 	t.Helper()
-	store := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(t), nil)
+	store := policystore.New(policies.DefaultOptions(), newStoreMetrics(t), nil)
 	require.Empty(t, store.Upsert(policyCM("team-a", "labels", strings.Replace(labelPolicy, "%s", "a", 1))))
 	store.MarkSynced()
 	return store
@@ -170,8 +170,8 @@ func occupy(t *testing.T, bounds *slots.Slots, m *Metrics) (b *blocker, big []by
 // read; when its body is read but every handling slot stays busy, likewise.
 func TestOverloaded(t *testing.T) {
 	m := newTestMetrics(t)
-	bounds := slots.NewSlots(slots.SlotOptions{MaxInFlight: 1, LargeBytes: 1}) // room for one large body
-	_, big, release := occupy(t, bounds, m)                                    // the only slot, and the room for large bodies, are taken
+	bounds := slots.New(slots.Options{MaxInFlight: 1, LargeBytes: 1}) // room for one large body
+	_, big, release := occupy(t, bounds, m)                           // the only slot, and the room for large bodies, are taken
 	require.Equal(t, 1.0, testutil.ToFloat64(m.inFlight))
 	require.Equal(t, float64(len(big)+slots.ReservationOverhead), testutil.ToFloat64(m.bodyBytes.WithLabelValues("large")))
 
@@ -275,7 +275,7 @@ func TestBodyTooLarge(t *testing.T) {
 // connection: the read deadline).
 func TestSlowBody(t *testing.T) {
 	m := newTestMetrics(t)
-	h := &Review{Name: "mutate", Slots: slots.NewSlots(slots.SlotOptions{MaxInFlight: 1}), Metrics: m, Budget: 50 * time.Millisecond,
+	h := &Review{Name: "mutate", Slots: slots.New(slots.Options{MaxInFlight: 1}), Metrics: m, Budget: 50 * time.Millisecond,
 		Handler: &Mutator{Source: teamStore(t), Metrics: m}}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -336,7 +336,7 @@ func TestConcurrentLargeReviews(t *testing.T) {
 		}
 		return mutator.Handle(ctx, req)
 	})
-	h := &Review{Name: "mutate", Handler: counting, Slots: slots.NewSlots(slots.SlotOptions{MaxInFlight: handling, LargeBytes: 8 * slots.MaxObjectSize}), Metrics: m}
+	h := &Review{Name: "mutate", Handler: counting, Slots: slots.New(slots.Options{MaxInFlight: handling, LargeBytes: 8 * slots.MaxObjectSize}), Metrics: m}
 	pod := maxSizePod(t, slots.MaxObjectSize-4096)
 	body := review(t, "Pod", "team-a", admissionv1.Create, pod, false)
 	var wg sync.WaitGroup

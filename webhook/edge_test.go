@@ -40,7 +40,7 @@ spec:
 // keeps serving good requests afterwards.
 func TestMutateEdges(t *testing.T) {
 	m := newTestMetrics(t)
-	store := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(t), nil)
+	store := policystore.New(policies.DefaultOptions(), newStoreMetrics(t), nil)
 	require.Empty(t, store.Upsert(policyCM("team-a", "labels", strings.Replace(labelPolicy, "%s", "a", 1))))
 	store.MarkSynced()
 	h := &Review{Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}

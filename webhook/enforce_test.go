@@ -98,7 +98,7 @@ func TestEnforceAppliedOrDenied(t *testing.T) {
 // and a request no enforce policy binds is admitted unchanged as before.
 func TestEnforceUnderOverload(t *testing.T) {
 	m := newTestMetrics(t)
-	bounds := slots.NewSlots(slots.SlotOptions{MaxInFlight: 1, LargeBytes: 1})
+	bounds := slots.New(slots.Options{MaxInFlight: 1, LargeBytes: 1})
 	_, _, release := occupy(t, bounds, m) // the only slot, and the room for large bodies, are taken
 	defer release()
 

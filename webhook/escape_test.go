@@ -64,7 +64,7 @@ func everyEnvPolicy() string {
 // escapeStore serves baselinePolicy and everyEnvPolicy.
 func escapeStore(t testing.TB) *policystore.Store {
 	t.Helper()
-	store := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(t), nil)
+	store := policystore.New(policies.DefaultOptions(), newStoreMetrics(t), nil)
 	require.Empty(t, store.Upsert(policyCM(policies.DefaultPlatformNamespace, "baseline", baselinePolicy)))
 	require.Empty(t, store.Upsert(policyCM(policies.DefaultPlatformNamespace, "env", everyEnvPolicy())))
 	store.MarkSynced()
@@ -259,7 +259,7 @@ func TestNoEscapeThroughThePlumbing(t *testing.T) {
 				if path.handler != nil {
 					h = path.handler(mutator)
 				}
-				rv := &Review{Name: "mutate", Handler: h, Metrics: m, Slots: slots.NewSlots(slots.SlotOptions{MaxInFlight: DefaultMaxInFlight}),
+				rv := &Review{Name: "mutate", Handler: h, Metrics: m, Slots: slots.New(slots.Options{MaxInFlight: DefaultMaxInFlight}),
 					Budget: DefaultRequestBudget}
 				uid := types.UID(fmt.Sprintf("%016x", rng.Uint64()))
 				body := path.review(t, uid, ns)
@@ -460,7 +460,7 @@ func TestGrownPodUpdates(t *testing.T) {
 	require.NoError(t, err)
 	grown := res.Object
 	h := &Review{Name: "mutate", Handler: &Mutator{Source: store, Metrics: newTestMetrics(t), PlatformNamespace: policies.DefaultPlatformNamespace},
-		Slots: slots.NewSlots(slots.SlotOptions{MaxInFlight: DefaultMaxInFlight}), Budget: DefaultRequestBudget}
+		Slots: slots.New(slots.Options{MaxInFlight: DefaultMaxInFlight}), Budget: DefaultRequestBudget}
 
 	unlabelled := bytes.Replace(grown, []byte(`"baseline":"applied",`), nil, 1)
 	require.NotEqual(t, grown, unlabelled)

@@ -38,7 +38,7 @@ func TestFloodingNamespaceQueuesBehindItself(t *testing.T) {
 		waitingAtOther = bounds.Waiting()
 		return mutator.Handle(ctx, req)
 	})
-	bounds = slots.NewSlots(slots.SlotOptions{MaxInFlight: handling})
+	bounds = slots.New(slots.Options{MaxInFlight: handling})
 	h := &Review{Name: "mutate", Handler: blocking, Slots: bounds, Metrics: m, Budget: 5 * time.Second}
 	send := func(ns string) *admissionv1.AdmissionResponse {
 		req := httptest.NewRequest(http.MethodPost, "/mutate", bytes.NewReader(review(t, "Pod", ns, admissionv1.Create, []byte(workerPod), false)))

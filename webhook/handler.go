@@ -43,7 +43,7 @@ type HandlerOptions struct {
 // keeps the controller_runtime_webhook_* metrics); Server serves them.
 func NewHandler(o HandlerOptions) http.Handler {
 	routes := webhook.NewServer(webhook.Options{})
-	bounds := slots.NewSlots(slots.SlotOptions{MaxInFlight: o.MaxInFlight, LargeBytes: o.LargeBodyBytes})
+	bounds := slots.New(slots.Options{MaxInFlight: o.MaxInFlight, LargeBytes: o.LargeBodyBytes})
 	review := func(name string, h admission.Handler) http.Handler {
 		return o.Metrics.instrument(name, &Review{Name: name, Log: o.Log.WithName(name), Budget: o.RequestBudget, Slots: bounds,
 			Metrics: o.Metrics, Handler: h})

@@ -17,7 +17,7 @@ import (
 	"github.com/podpatch/podpatch/webhook/policystore"
 )
 
-// flowBomb is issue 21's shape as a policy document: anchors and aliases right after `:` in a
+// flowBomb is the anchors-after-colon flow mapping as a policy document: anchors and aliases right after `:` in a
 // flow mapping with JSON-style keys, expanding to fanout^levels copies of a string.
 func flowBomb(levels, fanout, strlen, pad int) string {
 	var parts []string
@@ -39,7 +39,7 @@ func flowBomb(levels, fanout, strlen, pad int) string {
 // hostilePolicies are policy texts a tenant could write to take podpatch down.
 func hostilePolicies() map[string]string {
 	return map[string]string{
-		"issue 21 flow shape":   flowBomb(5, 10, 4000, 2300),
+		"flow mapping aliases":  flowBomb(5, 10, 4000, 2300),
 		"block aliases":         "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n",
 		"merge keys":            "b: {<<: {x: 1}}\n",
 		"custom tag":            "a: !boom x\n",
@@ -55,7 +55,7 @@ func hostilePolicies() map[string]string {
 func TestStoreSurvivesHostilePolicies(t *testing.T) {
 	m := newTestMetrics(t)
 	var reported []string
-	s := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(t), func(_ *corev1.ConfigMap, p policies.Problems) { reported = append(reported, p.Error()) })
+	s := policystore.New(policies.DefaultOptions(), newStoreMetrics(t), func(_ *corev1.ConfigMap, p policies.Problems) { reported = append(reported, p.Error()) })
 	good := policyCM("team-a", "labels", strings.Replace(labelPolicy, "%s", "a", 1))
 	good.ResourceVersion = "1"
 	require.Empty(t, s.Upsert(good))
@@ -152,7 +152,7 @@ func TestCompileSlots(t *testing.T) {
 	rec, resp := post(t, h, review(t, "ConfigMap", "team-a", admissionv1.Create, raw, false), "application/json")
 	requireFallback(t, rec, resp, "uid-ConfigMap", "could not validate this policy ConfigMap in time")
 
-	s := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(t), nil)
+	s := policystore.New(policies.DefaultOptions(), newStoreMetrics(t), nil)
 	done := make(chan policies.Problems)
 	go func() { done <- s.Upsert(cm) }()
 	select {

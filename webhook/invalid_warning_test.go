@@ -14,10 +14,10 @@ import (
 // TestInvalidWarningLastGoodOnlyWhereOne: the admission warning about a policy ConfigMap that
 // fails to compile says "their last good version was applied" only for a ConfigMap that had
 // one; a ConfigMap that never compiled is named as having none, and nothing of it applied
-// (issue 37: the warning said a last good version was applied for a ConfigMap created broken).
+// (the warning said a last good version was applied for a ConfigMap created broken).
 func TestInvalidWarningLastGoodOnlyWhereOne(t *testing.T) {
 	m := newTestMetrics(t)
-	store := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(t), nil)
+	store := policystore.New(policies.DefaultOptions(), newStoreMetrics(t), nil)
 	h := &Review{Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
 	broken := strings.Replace(labelPolicy, "{team: %s}", "{team: [broken]}", 1)
 	require.Empty(t, store.Upsert(policyCM("team-a", "labels", strings.Replace(labelPolicy, "%s", "a", 1))))

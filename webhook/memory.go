@@ -9,10 +9,10 @@ import (
 	"github.com/podpatch/podpatch/webhook/slots"
 )
 
-// SetMemoryLimit gives the Go runtime a soft memory limit of slots.MemoryLimitShare of the
+// SetSoftMemoryLimit gives the Go runtime a soft memory limit of slots.MemoryLimitShare of the
 // container's limit (bytes; nothing when not positive), so that the GC works harder near it
 // instead of the process being OOM-killed. An explicit GOMEMLIMIT wins.
-func SetMemoryLimit(limit int64, log logr.Logger) {
+func SetSoftMemoryLimit(limit int64, log logr.Logger) {
 	if limit <= 0 {
 		return
 	}

@@ -2,11 +2,11 @@ package webhook
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/podpatch/podpatch/internal/promreg"
-	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/checks"
 	"github.com/podpatch/podpatch/policies/validity"
 	"github.com/podpatch/podpatch/policies/versions"
@@ -65,7 +65,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"gate"}),
 		findings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "podpatch_check_findings_total",
-			Help: "Manager-aware check findings on admitted objects (reference §8), by check id (ray-resources-mismatch, spark-memory-not-jvm, dask-worker-mismatch, flink-memory-mismatch, dask-loadbalancer-pending; see docs/checks.md).",
+			Help: "Manager-aware check findings on admitted objects (reference §8), by check id (" + admissionChecks() + "; see docs/checks.md).",
 		}, []string{"check"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "podpatch_requests_in_flight",
@@ -117,6 +117,12 @@ func (m *Metrics) warned(reason Reason) {
 	}
 }
 
+// admissionChecks are the ids of the checks that run at admission, for the metric's help: every
+// one but the placement's, which needs the cluster's Nodes.
+func admissionChecks() string {
+	return strings.Join(slices.DeleteFunc(slices.Clone(checks.IDs), func(id string) bool { return id == checks.Unschedulable }), ", ")
+}
+
 // reserved counts room reserved (sign 1) or given back (-1); m may be nil.
 func (m *Metrics) reserved(r slots.Reservation, sign int64) {
 	if m != nil {
@@ -124,25 +130,26 @@ func (m *Metrics) reserved(r slots.Reservation, sign int64) {
 	}
 }
 
-// policySkipped counts a policy left out by the rule it would break; m may be nil. The rule is
-// one of validity.Rules, a fixed set.
+// policySkipped counts a policy left out by the rule it would break or the reason it was left
+// out for; m may be nil. The rule is one of validity.Rules or validity.Reasons, fixed sets.
 func (m *Metrics) policySkipped(rule string) {
 	if m == nil {
 		return
 	}
-	if !slices.Contains(validity.Rules, rule) {
+	if !validity.LeftOutFor(rule) {
 		rule = "other"
 	}
 	m.skipped.WithLabelValues(rule).Inc()
 }
 
 // enforceDenied counts an enforce policy that denied an object, by why; m may be nil. The rule
-// is one of validity.Rules or policies.UpdateRules, fixed sets, or ruleInternalError.
+// is one of validity.Rules, validity.Reasons or validity.UpdateReasons, fixed sets, or
+// ruleInternalError.
 func (m *Metrics) enforceDenied(rule string) {
 	if m == nil {
 		return
 	}
-	if !slices.Contains(validity.Rules, rule) && !slices.Contains(policies.UpdateRules, rule) && rule != ruleInternalError {
+	if !validity.LeftOutFor(rule) && !slices.Contains(validity.UpdateReasons, rule) && rule != ruleInternalError {
 		rule = "other"
 	}
 	m.denials.WithLabelValues(rule).Inc()

@@ -190,7 +190,7 @@ func (m *Mutator) Fallback(req admission.Request, reason Reason) admission.Respo
 func (m *Mutator) unhandled(req admission.Request, why, rule string) admission.Response {
 	if enforcing := m.enforcing(req); len(enforcing) > 0 {
 		msg := "podpatch could not apply it because " + why
-		if rule == validity.RuleBudget {
+		if rule == validity.ReasonBudget {
 			msg += "; retry"
 		}
 		v := validity.Violation{Rule: rule, Message: msg}
@@ -263,7 +263,7 @@ func (m *Mutator) deny(kind profiles.Kind, id profiles.Identity, skipped []polic
 			continue
 		}
 		m.Metrics.enforceDenied(sk.Violation.Rule)
-		budgetOnly = budgetOnly && sk.Violation.Rule == validity.RuleBudget
+		budgetOnly = budgetOnly && sk.Violation.Rule == validity.ReasonBudget
 	}
 	code, reason := int32(http.StatusForbidden), metav1.StatusReasonForbidden
 	if budgetOnly {

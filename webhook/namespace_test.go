@@ -42,7 +42,7 @@ spec:
 // another namespace's.
 func TestNamespaceOnlyFromRequest(t *testing.T) {
 	m := newTestMetrics(t)
-	store := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(t), nil)
+	store := policystore.New(policies.DefaultOptions(), newStoreMetrics(t), nil)
 	tenants := []string{"team-a", "team-b", "team-c", "default"}
 	for _, ns := range tenants {
 		require.Empty(t, store.Upsert(policyCM(ns, "secret", fmt.Sprintf(envPolicy, ns))))

@@ -81,9 +81,9 @@ func (m *Metrics) setCertificateExpiry(notAfter time.Time) {
 	m.obs.certExpiry.Set(float64(notAfter.Unix()))
 }
 
-// SetMemoryLimit exports the container's memory limit (--memory-limit, bytes; 0 when unset), so
+// ReportMemoryLimit exports the container's memory limit (--memory-limit, bytes; 0 when unset), so
 // that the resident memory can be compared with it (the PodpatchMemoryNearLimit alert).
-func (m *Metrics) SetMemoryLimit(limit int64) {
+func (m *Metrics) ReportMemoryLimit(limit int64) {
 	m.obs.memLimit.Set(float64(max(limit, 0)))
 }
 

@@ -62,7 +62,7 @@ func TestMutateOffersEvents(t *testing.T) {
 	})
 	log := &eventLog{}
 	reg := prometheus.NewRegistry()
-	e, err := ownerevents.NewEvents(ownerevents.EventOptions{Recorder: kube.NewRecorder(log), Owners: owners, Registry: reg})
+	e, err := ownerevents.New(ownerevents.Options{Recorder: kube.NewRecorder(log), Owners: owners, Registry: reg})
 	require.NoError(t, err)
 	// queued is the length of the Event queue, as podpatch_events_queue_length says; no worker
 	// runs until the end, so nothing leaves the queue before.

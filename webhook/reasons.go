@@ -70,24 +70,24 @@ const (
 const ruleInternalError = "internal-error"
 
 // fallback says, for an answer to a request not handled for r, why podpatch did not apply the
-// policies (to end "… because"), and the rule a denial names: validity.RuleBudget when only
-// the budget or the load stood in the way (429: the client retries), validity.RuleWork when the
+// policies (to end "… because"), and the rule a denial names: validity.ReasonBudget when only
+// the budget or the load stood in the way (429: the client retries), validity.ReasonWork when the
 // request is beyond what podpatch handles and ruleInternalError when podpatch failed on it
 // (403: a retry changes nothing).
 func (r Reason) fallback() (why, rule string) {
 	switch r {
 	case ReasonOverloaded:
-		return "it was overloaded", validity.RuleBudget
+		return "it was overloaded", validity.ReasonBudget
 	case ReasonTooLarge:
 		return fmt.Sprintf("the object is larger than it handles (%d bytes of JSON, %d for an update's two objects with the review)",
-			slots.MaxObjectSize, slots.MaxReviewSize), validity.RuleWork
+			slots.MaxObjectSize, slots.MaxReviewSize), validity.ReasonWork
 	case ReasonMalformedReview:
-		return "the admission review could not be decoded", validity.RuleWork
+		return "the admission review could not be decoded", validity.ReasonWork
 	case ReasonApplyError:
-		return "the object could not be patched", validity.RuleWork
+		return "the object could not be patched", validity.ReasonWork
 	case ReasonInternalError:
 		return "it failed on the request (an internal error, logged as \"admission handler panicked\")", ruleInternalError
 	default:
-		return "its request budget ran out", validity.RuleBudget
+		return "its request budget ran out", validity.ReasonBudget
 	}
 }

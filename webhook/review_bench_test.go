@@ -35,7 +35,7 @@ import (
 func BenchmarkMaxUpdateReview(b *testing.B) {
 	examples, err := policyfiles.ReadConfigMaps([]string{"../manifests/examples"}, "default", nil)
 	require.NoError(b, err)
-	store := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(b), nil)
+	store := policystore.New(policies.DefaultOptions(), newStoreMetrics(b), nil)
 	for _, cm := range examples {
 		require.Empty(b, store.Upsert(cm.ConfigMap))
 	}
@@ -109,7 +109,7 @@ func BenchmarkConcurrentMaxUpdates(b *testing.B) {
 	const concurrent, ordinary = 8, 16
 	examples, err := policyfiles.ReadConfigMaps([]string{"../manifests/examples"}, "default", nil)
 	require.NoError(b, err)
-	store := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(b), nil)
+	store := policystore.New(policies.DefaultOptions(), newStoreMetrics(b), nil)
 	for _, cm := range examples {
 		require.Empty(b, store.Upsert(cm.ConfigMap))
 	}
@@ -163,7 +163,7 @@ func BenchmarkConcurrentMaxUpdates(b *testing.B) {
 			require.NoError(b, err)
 
 			prev := debug.SetMemoryLimit(-1)
-			SetMemoryLimit(manifestMemoryLimit, logr.Discard())
+			SetSoftMemoryLimit(manifestMemoryLimit, logr.Discard())
 			defer debug.SetMemoryLimit(prev)
 			runtime.GC()
 			debug.FreeOSMemory()

@@ -51,7 +51,7 @@ const schedulerService = `{"apiVersion":"v1","kind":"Service","metadata":{"name"
 func enforceHandler(t *testing.T) (*Review, *policystore.Store, *Metrics) {
 	t.Helper()
 	m := newTestMetrics(t)
-	store := policystore.NewStore(policies.DefaultOptions(), newStoreMetrics(t), nil)
+	store := policystore.New(policies.DefaultOptions(), newStoreMetrics(t), nil)
 	require.Empty(t, store.Upsert(policyCM(policies.DefaultPlatformNamespace, "enforce", enforceInternalLB)))
 	store.MarkSynced()
 	h := &Review{Handler: &Mutator{Source: store, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}

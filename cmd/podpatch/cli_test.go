@@ -508,7 +508,7 @@ func TestRenderExplain(t *testing.T) {
 	assert.Regexp(t, `^# podpatch:   podpatch-system/security-baseline/security-baseline \(platform enforce\): spec\.containers\[worker\]\.securityContext, spec\.securityContext\.seccompProfile$`, explained[4])
 	assert.Equal(t, "# podpatch: Pod default/web: not recognised by any profile, unchanged", explained[5])
 	// An unrecognised Pod is told, one line a profile, which labels and values each expects
-	// (issue 37); a ConfigMap, which podpatch never shapes, is not.
+	//; a ConfigMap, which podpatch never shapes, is not.
 	for i, p := range profiles.All() {
 		assert.Regexp(t, `^# podpatch:   `+regexp.QuoteMeta(string(p.Manager)+" expects label "+p.RoleKey+" in (")+`.+\)`, explained[6+i])
 		for role := range p.Roles {

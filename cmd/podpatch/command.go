@@ -47,7 +47,7 @@ func parseCommand(name string, args []string, stderr io.Writer, positional bool,
 	return fs.Args(), nil
 }
 
-// parseKubeVersion reads a --kube-version flag: a supported Kubernetes version (issue 34), or a
+// parseKubeVersion reads a --kube-version flag: a supported Kubernetes version, or a
 // usage error naming the supported ones.
 func parseKubeVersion(flag string) (versions.Version, error) {
 	v, err := versions.Parse(flag)

@@ -13,7 +13,7 @@ import (
 	"github.com/podpatch/podpatch/policies"
 )
 
-// TestFrontEndBoundsAreNamed runs render -f and lint on files of issue 33's shapes (run in
+// TestFrontEndBoundsAreNamed runs render -f and lint on files of the hostile-input shapes (run in
 // process): each is refused in one line naming the file, the document, the line and the limit.
 func TestFrontEndBoundsAreNamed(t *testing.T) {
 	dir := t.TempDir()

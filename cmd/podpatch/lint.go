@@ -23,7 +23,7 @@ type lintOptions struct {
 	Namespace string
 	// Objects are files of objects to apply the policies to, as render reads them (reference §8).
 	Objects []string
-	// KubeVersion is the Kubernetes version the policies are checked for (issue 34).
+	// KubeVersion is the Kubernetes version the policies are checked for.
 	KubeVersion string
 }
 

@@ -11,9 +11,9 @@ import (
 )
 
 // TestLintNamespaceAgainstEnforce: `podpatch lint` of a namespace ConfigMap together with the
-// platform's refuses a namespace policy that conflicts with a platform enforce policy (issue
-// 38: admission would leave it out), naming both and the rule; alone, with no platform policy
-// to see, the namespace ConfigMap passes.
+// platform's refuses a namespace policy that conflicts with a platform enforce policy
+// (admission would leave it out), naming both and the rule; alone, with no platform policy to
+// see, the namespace ConfigMap passes.
 func TestLintNamespaceAgainstEnforce(t *testing.T) {
 	dir := t.TempDir()
 	platform := filepath.Join(dir, "platform.yaml")

@@ -14,7 +14,7 @@ import (
 // YAML, flow YAML or JSON, quoted or not. It is a text test, not a parse, so that a value that
 // is not valid YAML is still recognised; the ValidatingAdmissionPolicy of manifests/base
 // (policy-label-warning.yaml) runs the very same RE2 expression in CEL, so `podpatch lint` and
-// `kubectl apply` warn about the same ConfigMaps (issue 37). \x22 and \x27 are " and '.
+// `kubectl apply` warn about the same ConfigMaps. \x22 and \x27 are " and '.
 const podTemplatePatchPattern = `(?m)(^|[\s{,])[\x22\x27]?kind[\x22\x27]?\s*:\s*[\x22\x27]?PodTemplatePatch[\x22\x27]?\s*($|[,}#])`
 
 var podTemplatePatchRE = regexp.MustCompile(podTemplatePatchPattern)
@@ -33,7 +33,7 @@ func holdsPodTemplatePatch(data map[string]string) bool {
 // its policies have (reference §3 "Scope": platform policies in the platform namespace,
 // namespace policies elsewhere, naming the platform namespace) and how a ConfigMap without
 // metadata.namespace was taken, then a warning for one that holds a PodTemplatePatch without the
-// label podpatch.io/policy: "true", which podpatch never reads (issue 37: both mistakes passed
+// label podpatch.io/policy: "true", which podpatch never reads (both mistakes passed
 // silently). The scope is said of a ConfigMap that had no namespace in its file (unnamespaced
 // holds their indexes in cms), that has problems (probs: a platform policy put in another
 // namespace is refused as a namespace policy), or that is warned about; a clean lint of

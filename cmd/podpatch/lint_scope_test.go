@@ -46,7 +46,7 @@ spec:
 // TestLintLabelWarning: a ConfigMap that holds a PodTemplatePatch but not the label
 // podpatch.io/policy: "true" is never read by podpatch; lint says so on a line naming the
 // file, the ConfigMap and the fix, and exits 1 (the missing label is also a lint problem).
-// A labelled policy and an unrelated ConfigMap get no such line (issue 37).
+// A labelled policy and an unrelated ConfigMap get no such line.
 func TestLintLabelWarning(t *testing.T) {
 	for _, tc := range []struct {
 		name, metadata, value string
@@ -91,7 +91,7 @@ func TestLintLabelWarning(t *testing.T) {
 
 // TestLintScopes: lint names, for a ConfigMap without metadata.namespace or with problems, the
 // scope of its policies and the platform namespace, and how a ConfigMap without a namespace is
-// taken: in --namespace, a platform policy when that is the platform namespace (issue 37: a
+// taken: in --namespace, a platform policy when that is the platform namespace (a
 // platform policy put in another namespace silently became a namespace policy). A clean
 // namespaced ConfigMap gets no line.
 func TestLintScopes(t *testing.T) {

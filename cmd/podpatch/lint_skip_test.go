@@ -13,7 +13,7 @@ import (
 // TestLintSkipsOtherKinds: `podpatch lint DIR` on a directory of manifests that holds other
 // objects than ConfigMaps (a kustomize base, the policies' own test objects) lints every
 // ConfigMap and names each skipped document on a line of its own, instead of stopping at the
-// first file that is not a ConfigMap (issue 37: `lint policies/` stopped at a Pod). A document
+// first file that is not a ConfigMap (`lint policies/` stopped at a Pod). A document
 // without apiVersion or kind is still an error.
 func TestLintSkipsOtherKinds(t *testing.T) {
 	dir := t.TempDir()

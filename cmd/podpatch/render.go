@@ -61,7 +61,7 @@ type renderOptions struct {
 	Namespace       string
 	NamespaceLabels map[string]string
 	Explain         bool
-	// KubeVersion, when set, is the Kubernetes version objects are rendered for (issue 34).
+	// KubeVersion, when set, is the Kubernetes version objects are rendered for.
 	KubeVersion string
 }
 

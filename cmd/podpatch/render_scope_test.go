@@ -50,7 +50,7 @@ func TestShippedExcludedNamespaces(t *testing.T) {
 
 // TestRenderExcludedNamespace: render patches an object in a namespace the webhook leaves out
 // (it renders what the policies say), and --explain says admission would not call podpatch for
-// it (issue 37: render patched a kube-system Pod the webhook never sees, without a word).
+// it (render patched a kube-system Pod the webhook never sees, without a word).
 func TestRenderExcludedNamespace(t *testing.T) {
 	pod, err := os.ReadFile(daskWorker)
 	require.NoError(t, err)

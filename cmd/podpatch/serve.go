@@ -292,7 +292,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 	if err != nil {
 		return err
 	}
-	webhook.SetMemoryLimit(memLimit, log)
+	webhook.SetSoftMemoryLimit(memLimit, log)
 	m, err := webhook.NewMetrics(crmetrics.Registry)
 	if err != nil {
 		return err
@@ -301,7 +301,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 	if err != nil {
 		return err
 	}
-	m.SetMemoryLimit(memLimit)
+	m.ReportMemoryLimit(memLimit)
 	runtimeMetrics := promreg.New(crmetrics.Registry) // go_*, process_* (docs/metrics.md)
 	runtimeMetrics.RegisterRuntime()
 	if err := runtimeMetrics.Err(); err != nil {
@@ -339,7 +339,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 	}
 	var events *ownerevents.Events // what admission did, as Events on the owners; every replica writes its own
 	if kit != nil && o.OwnerEvents {
-		if events, err = ownerevents.NewEvents(ownerevents.EventOptions{Recorder: kit.Recorder("podpatch"), Owners: kit.Owners,
+		if events, err = ownerevents.New(ownerevents.Options{Recorder: kit.Recorder("podpatch"), Owners: kit.Owners,
 			Window: o.OwnerEventsWindow, Registry: crmetrics.Registry, Log: log.WithName("events")}); err != nil {
 			return err
 		}

@@ -37,27 +37,37 @@ const (
 	Unschedulable = "unschedulable"
 )
 
-// IDs are the ids of the checks podpatch runs at admission, in `render --explain` and in `lint
-// --objects`: the values of podpatch_check_findings_total's label.
-var IDs = []string{RayResources, SparkMemory, DaskWorker, FlinkMemory, DaskLoadBalancer, KueuePlacement}
+// IDs are the ids of every check, the one list: podpatch runs all but Unschedulable at
+// admission, in `render --explain` and in `lint --objects` (the values of
+// podpatch_check_findings_total's label); `podpatch test` expects any of them.
+var IDs = []string{RayResources, SparkMemory, DaskWorker, FlinkMemory, DaskLoadBalancer, KueuePlacement, Unschedulable}
 
 // MaxFindings bounds the findings of one object: each check states each figure at most once,
 // and this is above what all of them can find together.
 const MaxFindings = 8
 
 // Finding is what a manager-aware check found in a patched object (reference §8): a policy's
-// contribution that the manager that made the object does not know about or contradicts.
+// contribution that the manager that made the object does not know about or contradicts. It is
+// the one finding of every report (admission warnings, `lint --objects`, `explain`, `diff`),
+// under these JSON names.
 type Finding struct {
 	// Check is the stable id (the constants above).
-	Check    string
-	Severity Severity
+	Check    string   `json:"check"`
+	Severity Severity `json:"severity"`
 	// Policy is the Ref of the policy whose contribution fires the check ("" when none is
 	// alone responsible).
-	Policy string
+	Policy string `json:"policy,omitempty"`
 	// Field is the path in the object the finding is about ("spec.containers[ray-worker].resources.limits.nvidia.com/gpu").
-	Field string
+	Field string `json:"field,omitempty"`
 	// Message says what is wrong, in one line; Fix what to set on the custom resource instead.
-	Message, Fix string
+	Message string `json:"message"`
+	Fix     string `json:"fix,omitempty"`
+}
+
+// Clipped is the finding with each of its strings passed through clip: a report's bound.
+func (f Finding) Clipped(clip func(string) string) Finding {
+	return Finding{Check: clip(f.Check), Severity: f.Severity, Policy: clip(f.Policy), Field: clip(f.Field),
+		Message: clip(f.Message), Fix: clip(f.Fix)}
 }
 
 // String is the finding in one line: "check (severity) policy: field: message; fix: …".

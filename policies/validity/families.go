@@ -8,14 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// RuleServiceIPFamilies: a Service's IP families must be ones the cluster serves (reference §8). The
-// API server's Service storage (initIPFamilyFields in pkg/registry/core/service/storage) refuses
-// a family it has no cluster IP allocator for, dual stack demanded of a single-stack cluster,
-// and two families or cluster IPs under a SingleStack policy (what a missing policy means on
-// create). Its allocators are those of --service-cluster-ip-range, which the default
-// ServiceCIDR "kubernetes" mirrors; Cluster.ServiceIPFamilies reads it.
-const RuleServiceIPFamilies = "service-ip-families"
-
 // maxFamilyEntries bounds the ipFamilies and clusterIPs entries the rule reads: the API server
 // accepts at most two of each, and refuses longer lists for a reason of their own.
 const maxFamilyEntries = 4

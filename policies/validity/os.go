@@ -21,12 +21,6 @@ func isIPCSysctl(name string) bool {
 	return false
 }
 
-// The rule ids of this file.
-const (
-	RulePodOS            = "pod-os"
-	RulePodFieldConflict = "pod-field-conflict"
-)
-
 // windowsForbiddenPod and windowsForbiddenContainer are the security-context members a windows
 // Pod may not set, in the pod's and in each container's.
 var (

@@ -18,19 +18,6 @@ import (
 // Rules read the object with jsontree.Expand only, one level at a time, so a check is one pass,
 // linear in the object.
 
-// Rules lists every rule id, for the metric's documentation and tests.
-var Rules = []string{
-	RuleDuplicateContainer, RuleDuplicatePortName, RuleDuplicateHostPort, RuleDuplicateVolume,
-	RuleMountWithoutVolume, RuleDuplicateMountPath, RuleMountSubPath, RuleRequestAboveLimit,
-	RuleExtendedResourceLimit, RulePriorityClassNotFound, RulePriorityMismatch, RuleRuntimeClassNotFound,
-	RuleOverheadMismatch, RuleRuntimeClassScheduling, RuleServiceAccountNotFound, RuleLimitRange,
-	RulePodSecurity, RuleAnnotationsTooLong, RuleServiceHeadlessExternal, RuleServiceTypeField,
-	RuleServicePortName, RuleServiceDuplicatePort, RuleServicePortsRequired, RuleServiceExternalName,
-	RulePodResources, RuleResourceClaimNotFound, RuleVolumeSource, RuleServiceClusterIPs, RulePodOS,
-	RulePodFieldConflict, RuleEnvSource, RuleResourceClaimSource, RuleRestartPolicyRules,
-	RuleServiceIPFamilies, RuleBudget, RuleWork, RuleSelection, RuleKubeVersion, RuleKueueMark,
-}
-
 // maxAnnotationsBytes is the API server's limit on the total size of an object's annotations.
 const maxAnnotationsBytes = 256 * 1024
 

@@ -130,24 +130,3 @@ func Fresh(got, given []Violation) []Violation {
 	}
 	return out
 }
-
-// The reasons of a policy left out that are no rule of the object's: the engine's own bounds
-// (reference §3, Limits; §5, the request budget). An enforce policy left out for one of them
-// denies the object as a rule's violation does.
-const (
-	// RuleBudget: the request budget ran out before podpatch could apply the policy or check
-	// that it keeps the object valid.
-	RuleBudget = "budget"
-	// RuleWork: the object is beyond what podpatch patches (the values one admission may
-	// write, the size of the patched object).
-	RuleWork = "work"
-	// RuleSelection: the labels the policies set keep changing which of them match.
-	RuleSelection = "selection-diverges"
-	// RuleKubeVersion: the cluster's Kubernetes version refuses a field the policy sets (its
-	// feature gate is off there; policies/versions).
-	RuleKubeVersion = "kube-version"
-	// RuleKueueMark: a namespace policy sets one of Kueue's marks on a Pod that came without
-	// one, which would hand the placement the platform's enforce policies set to Kueue
-	// (reference §5: a namespace policy never leaves an enforce policy out).
-	RuleKueueMark = "kueue-mark"
-)

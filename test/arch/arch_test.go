@@ -202,36 +202,85 @@ func newImporter(fset *token.FileSet, all map[string]*pkg) types.Importer {
 	})
 }
 
-// measure type-checks the product files of one package and measures them.
-func measure(fset *token.FileSet, imp types.Importer, p *pkg) (shape, error) {
-	var files []*ast.File
-	var s shape
-	names := append(slices.Clone(p.GoFiles), p.CgoFiles...)
-	for _, name := range names {
+// checked is one product package, type-checked.
+type checked struct {
+	pkg   *types.Package
+	files []*ast.File
+	names []string // the files' names, as files
+	info  *types.Info
+	lines int
+}
+
+var (
+	checkOnce sync.Once
+	checkFset *token.FileSet
+	checkedBy map[string]*checked // by path relative to the module
+	checkErr  error
+)
+
+// checkAll type-checks the product files of every package of the module once.
+func checkAll(t *testing.T) map[string]*checked {
+	t.Helper()
+	all, ours := load(t)
+	checkOnce.Do(func() {
+		checkFset = token.NewFileSet()
+		fset := checkFset
+		imp := newImporter(fset, all)
+		checkedBy = map[string]*checked{}
+		for _, name := range ours {
+			p := all[module+"/"+name]
+			if len(p.GoFiles)+len(p.CgoFiles) == 0 {
+				continue
+			}
+			c, err := check(fset, imp, p)
+			if err != nil {
+				checkErr = err
+				return
+			}
+			checkedBy[name] = c
+		}
+	})
+	if checkErr != nil {
+		t.Fatal(checkErr)
+	}
+	return checkedBy
+}
+
+// check type-checks the product files of one package.
+func check(fset *token.FileSet, imp types.Importer, p *pkg) (*checked, error) {
+	c := &checked{names: append(slices.Clone(p.GoFiles), p.CgoFiles...)}
+	for _, name := range c.names {
 		path := filepath.Join(p.Dir, name)
 		src, err := os.ReadFile(path)
 		if err != nil {
-			return s, err
+			return nil, err
 		}
-		s.Lines += bytes.Count(src, []byte("\n"))
+		c.lines += bytes.Count(src, []byte("\n"))
 		f, err := parser.ParseFile(fset, path, src, parser.SkipObjectResolution)
 		if err != nil {
-			return s, err
+			return nil, err
 		}
-		files = append(files, f)
+		c.files = append(c.files, f)
 	}
-	info := &types.Info{Uses: map[*ast.Ident]types.Object{}}
+	c.info = &types.Info{Uses: map[*ast.Ident]types.Object{}}
 	conf := types.Config{Importer: imp, FakeImportC: true}
-	tp, err := conf.Check(p.ImportPath, fset, files, info)
-	if err != nil {
-		return s, fmt.Errorf("type-check %s: %w", p.ImportPath, err)
+	var err error
+	if c.pkg, err = conf.Check(p.ImportPath, fset, c.files, c.info); err != nil {
+		return nil, fmt.Errorf("type-check %s: %w", p.ImportPath, err)
 	}
+	return c, nil
+}
+
+// measure measures one type-checked package of the directory dir.
+func measure(fset *token.FileSet, dir string, c *checked) shape {
+	s := shape{Lines: c.lines}
+	tp, names, info := c.pkg, c.names, c.info
 	s.Exported, s.Members = exported(tp)
 
 	// The file graph: an edge from the file that uses a name to the file that declares it.
 	index := map[string]int{}
 	for i, name := range names {
-		index[filepath.Join(p.Dir, name)] = i
+		index[filepath.Join(dir, name)] = i
 	}
 	edges := make([]map[int]bool, len(names))
 	for i := range edges {
@@ -256,7 +305,7 @@ func measure(fset *token.FileSet, imp types.Importer, p *pkg) (shape, error) {
 			sort.Strings(s.SCC)
 		}
 	}
-	return s, nil
+	return s
 }
 
 // exported counts the package-level exported names, and apart the exported methods and fields
@@ -356,24 +405,16 @@ func tarjan(edges []map[int]bool) [][]int {
 // group of more than maxSCC files.
 func TestShape(t *testing.T) {
 	all, ours := load(t)
+	pkgs := checkAll(t)
 	var table bytes.Buffer
 	w := bufio.NewWriter(&table)
-	fset := token.NewFileSet()
-	imp := newImporter(fset, all)
 	fmt.Fprintf(w, "%-28s %6s %6s %7s %4s  %s\n", "package", "lines", "names", "members", "scc", "largest group")
 	for _, name := range ours {
-		p := all[module+"/"+strings.TrimPrefix(name, ".")]
-		if name == "." {
-			p = all[module]
+		c, ok := pkgs[name]
+		if !ok {
+			continue // only tests
 		}
-		if len(p.GoFiles)+len(p.CgoFiles) == 0 {
-			continue
-		}
-		s, err := measure(fset, imp, p)
-		if err != nil {
-			t.Error(err)
-			continue
-		}
+		s := measure(checkFset, all[module+"/"+name].Dir, c)
 		group := strings.Join(s.SCC, " ")
 		if len(group) > 200 {
 			group = group[:200] + "..."

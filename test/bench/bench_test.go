@@ -135,7 +135,7 @@ func mutator(tb testing.TB, s *policySet) http.Handler {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &webhook.Review{Name: "mutate", Log: logr.Discard(), Budget: webhook.DefaultRequestBudget, Slots: slots.NewSlots(slots.SlotOptions{MaxInFlight: webhook.DefaultMaxInFlight}), Metrics: m,
+	return &webhook.Review{Name: "mutate", Log: logr.Discard(), Budget: webhook.DefaultRequestBudget, Slots: slots.New(slots.Options{MaxInFlight: webhook.DefaultMaxInFlight}), Metrics: m,
 		Handler: &webhook.Mutator{Source: s.store, Metrics: m, PlatformNamespace: policies.DefaultPlatformNamespace}}
 }
 

@@ -45,7 +45,7 @@ func removeWebhooks(t *testing.T, namespace string) {
 }
 
 // enforcedChanges are an audit finding's broken fields by path, from its enforce policies.
-func enforcedChanges(f audit.Finding) map[string]audit.FieldChange {
+func enforcedChanges(f audit.Record) map[string]audit.FieldChange {
 	out := map[string]audit.FieldChange{}
 	for _, p := range f.Policies {
 		for _, c := range p.ChangedBy {

@@ -103,7 +103,7 @@ func TestAuditHostileObjects(t *testing.T) {
 	require.True(t, hostile.Drift)
 	require.NotNil(t, hostile.Cluster.Owner)
 	require.LessOrEqual(t, len(hostile.Cluster.Owner.Kind), report.MaxString)
-	require.LessOrEqual(t, len(hostile.Applied), audit.MaxFindingList)
+	require.LessOrEqual(t, len(hostile.Applied), audit.MaxRecordList)
 
 	// The periodic audit.
 	sa, err := controlPlane.UserKubeconfig(podpatchServiceAccount, "system:serviceaccounts", "system:serviceaccounts:podpatch-system")

@@ -95,8 +95,8 @@ func createFixtures(t *testing.T, namespace string) map[string]*unstructured.Uns
 }
 
 // findings indexes a report's objects by "Kind/name".
-func findings(rep *audit.Report) map[string]audit.Finding {
-	out := map[string]audit.Finding{}
+func findings(rep *audit.Report) map[string]audit.Record {
+	out := map[string]audit.Record{}
 	for _, f := range rep.Objects {
 		out[string(f.Kind)+"/"+f.Name] = f
 	}

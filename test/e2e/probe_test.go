@@ -274,7 +274,7 @@ func TestProbeServesTheClusterGates(t *testing.T) {
 	_, set = versions.Find(stored.Object, env.Path)
 	require.False(t, set)
 	require.NotContains(t, withoutVersions(t, stored.GetAnnotations()[policies.AppliedAnnotation]), ref, "left out, not claimed")
-	require.Contains(t, warnings, "("+validity.RuleKubeVersion+")")
+	require.Contains(t, warnings, "("+validity.ReasonKubeVersion+")")
 
 	p.stop(t)
 	out := p.Output.String()

@@ -202,7 +202,7 @@ func TestFieldsNeverClaimed(t *testing.T) {
 				require.False(t, set)
 				require.NotContains(t, withoutVersions(t, stored.GetAnnotations()[policies.AppliedAnnotation]), ref, "left out, not claimed")
 				require.Contains(t, all, "policy "+ref+"@")
-				require.Contains(t, all, "("+validity.RuleKubeVersion+")")
+				require.Contains(t, all, "("+validity.ReasonKubeVersion+")")
 			}
 		})
 	}
@@ -253,6 +253,6 @@ func TestExplainKubeVersion(t *testing.T) {
 
 	old := explainPod("--kube-version", "1.34")
 	require.Len(t, old.Skipped, 1)
-	require.Equal(t, validity.RuleKubeVersion, old.Skipped[0].Rule)
+	require.Equal(t, validity.ReasonKubeVersion, old.Skipped[0].Rule)
 	require.Contains(t, old.Skipped[0].Message, "makes Kubernetes 1.34 refuse the object: feature gate EnvFiles")
 }

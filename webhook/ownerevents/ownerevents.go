@@ -114,8 +114,8 @@ const (
 	finalFlush = 2 * time.Second
 )
 
-// EventOptions configure the Events on owning custom resources.
-type EventOptions struct {
+// Options configure the Events on owning custom resources.
+type Options struct {
 	// Recorder writes the Events: the kit's one broadcaster (kube.Kit.Recorder).
 	Recorder *kube.Recorder
 	// Owners resolves an object's owner up to its top custom resource (kube.Owners.Top); the
@@ -137,7 +137,7 @@ type EventOptions struct {
 // worker resolves owners and writes one Event per (owner, kind, role, policy set, reason),
 // its count of objects updated at a bounded rate, not one Event per object.
 type Events struct {
-	o       EventOptions
+	o       Options
 	queue   chan eventRecord
 	metrics eventMetrics
 	agg     *aggregator
@@ -149,8 +149,8 @@ type eventMetrics struct {
 	queue   prometheus.GaugeFunc
 }
 
-// NewEvents returns the Events of a webhook; Start runs its worker.
-func NewEvents(o EventOptions) (*Events, error) {
+// New returns the Events of a webhook; Start runs its worker.
+func New(o Options) (*Events, error) {
 	if o.Queue <= 0 {
 		o.Queue = DefaultEventQueue
 	}
@@ -439,7 +439,7 @@ type said struct {
 
 // aggregator is the worker's state; only the worker goroutine touches it.
 type aggregator struct {
-	o       EventOptions
+	o       Options
 	metrics eventMetrics
 	groups  map[groupKey]*group
 	lru     *list.List // of *group, most recently seen first
@@ -449,7 +449,7 @@ type aggregator struct {
 	pending []eventRecord
 }
 
-func newAggregator(o EventOptions, m eventMetrics) *aggregator {
+func newAggregator(o Options, m eventMetrics) *aggregator {
 	return &aggregator{o: o, metrics: m, groups: map[groupKey]*group{}, lru: list.New(), said: map[topKey]*said{}}
 }
 

@@ -114,12 +114,12 @@ func createdAt(o *metav1.PartialObjectMetadata, t time.Time) *metav1.PartialObje
 }
 
 // testEvents builds Events on a recorder and owners, with a settable clock; no worker runs.
-func testEvents(t *testing.T, owners *kube.Owners, o EventOptions) (*Events, *eventLog, *clock) {
+func testEvents(t *testing.T, owners *kube.Owners, o Options) (*Events, *eventLog, *clock) {
 	t.Helper()
 	log := &eventLog{}
 	c := &clock{t: admittedAt}
 	o.Recorder, o.Owners, o.Registry, o.now = kube.NewRecorder(log), owners, prometheus.NewRegistry(), c.now
-	e, err := NewEvents(o)
+	e, err := New(o)
 	require.NoError(t, err)
 	return e, log, c
 }
@@ -182,7 +182,7 @@ func TestEventsAggregateOneCluster(t *testing.T) {
 	rj := partial("ray.io/v1", "RayJob", "ns", "job")
 	rc := partial("ray.io/v1", "RayCluster", "ns", "rc", refTo(rj))
 	owners, reads := metaClient(t, rj, rc)
-	e, log, c := testEvents(t, owners, EventOptions{Queue: 4096})
+	e, log, c := testEvents(t, owners, Options{Queue: 4096})
 
 	head := policies.Result{Recognised: true, Changed: true, Identity: profiles.Identity{Manager: profiles.ManagerRay, Role: profiles.RoleScheduler, Cluster: "rc"},
 		Applied: []*policies.Policy{basePolicy}}
@@ -258,7 +258,7 @@ func TestEventsTopOwners(t *testing.T) {
 	srs := partial("apps/v1", "ReplicaSet", "ns", "dc-scheduler-abc", refTo(sd))
 	driver := createdAt(partial("v1", "Pod", "ns", "spark-pi-driver"), admittedAt)
 	owners, _ := metaClient(t, dc, dwg, wd, wrs, sd, srs, driver)
-	e, log, _ := testEvents(t, owners, EventOptions{})
+	e, log, _ := testEvents(t, owners, Options{})
 	applied := func(m profiles.Manager, r profiles.Role) policies.Result {
 		return policies.Result{Recognised: true, Identity: profiles.Identity{Manager: m, Role: r}, Applied: []*policies.Policy{basePolicy}}
 	}
@@ -286,7 +286,7 @@ func TestEventsTopOwners(t *testing.T) {
 func TestEventsDryRunAndFullQueue(t *testing.T) {
 	rc := partial("ray.io/v1", "RayCluster", "ns", "rc")
 	owners, _ := metaClient(t, rc)
-	e, log, c := testEvents(t, owners, EventOptions{Queue: 10})
+	e, log, c := testEvents(t, owners, Options{Queue: 10})
 	pod := podJSON(t, "", "rc-worker-", []metav1.OwnerReference{refTo(rc)})
 	for range 100 {
 		e.Offer(podRequest(pod, true), workerResult("rc"), nil)
@@ -327,7 +327,7 @@ func TestEventsDryRunAndFullQueue(t *testing.T) {
 // findings are clipped, and distinct owners past the cap evict the oldest, counted.
 func TestEventsHostileInputBounded(t *testing.T) {
 	owners, reads := metaClient(t)
-	e, log, _ := testEvents(t, owners, EventOptions{Queue: 100, Groups: 50})
+	e, log, _ := testEvents(t, owners, Options{Queue: 100, Groups: 50})
 
 	many := make([]metav1.OwnerReference, 20000)
 	for i := range many {
@@ -381,7 +381,7 @@ func TestEventsAPIWritesFor1000Pods(t *testing.T) {
 	})
 	events := kube.NewEvents(cs)
 	defer events.Shutdown()
-	e, err := NewEvents(EventOptions{Recorder: events.Recorder("podpatch"), Owners: owners, Registry: prometheus.NewRegistry(),
+	e, err := New(Options{Recorder: events.Recorder("podpatch"), Owners: owners, Registry: prometheus.NewRegistry(),
 		Window: 500 * time.Millisecond})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -432,7 +432,7 @@ func TestEventsForbiddenOwner(t *testing.T) {
 		}
 		return allowed.Get(ctx, gvr, ns, name)
 	})
-	e, log, _ := testEvents(t, onlyRayClusters, EventOptions{})
+	e, log, _ := testEvents(t, onlyRayClusters, Options{})
 	e.Offer(podRequest(podJSON(t, "", "rc-worker-", []metav1.OwnerReference{refTo(rc)}), false),
 		policies.Result{Recognised: true, Identity: profiles.Identity{Manager: profiles.ManagerRay, Role: profiles.RoleWorker}, Applied: []*policies.Policy{basePolicy}}, nil)
 	e.drain()
@@ -444,7 +444,7 @@ func TestEventsForbiddenOwner(t *testing.T) {
 	forbidden := kube.NewOwners(func(_ context.Context, gvr schema.GroupVersionResource, _, name string) (*metav1.PartialObjectMetadata, error) {
 		return nil, apierrors.NewForbidden(gvr.GroupResource(), name, errors.New("no RBAC"))
 	})
-	e, log, _ = testEvents(t, forbidden, EventOptions{})
+	e, log, _ = testEvents(t, forbidden, Options{})
 	e.Offer(podRequest(podJSON(t, "", "rc-worker-", []metav1.OwnerReference{refTo(rc)}), false),
 		policies.Result{Recognised: true, Identity: profiles.Identity{Manager: profiles.ManagerRay, Role: profiles.RoleWorker}, Applied: []*policies.Policy{basePolicy}}, nil)
 	rs := partial("apps/v1", "ReplicaSet", "ns", "w-abc")
@@ -463,7 +463,7 @@ func TestEventsOnlyOnOwnersThatExist(t *testing.T) {
 	dc := partial("kubernetes.dask.org/v1", "DaskCluster", "ns", "dc")
 	rc := partial("ray.io/v1", "RayCluster", "ns", "rc")
 	owners, _ := metaClient(t, dc, rc)
-	e, log, c := testEvents(t, owners, EventOptions{})
+	e, log, c := testEvents(t, owners, Options{})
 	made := []metav1.OwnerReference{
 		{APIVersion: "example.com/v1", Kind: "Pipeline", Name: "p", UID: "uid-p"},
 		{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: "nobody", UID: "uid-nobody"},
@@ -492,7 +492,7 @@ func TestEventsFlushOnStop(t *testing.T) {
 	rc := partial("ray.io/v1", "RayCluster", "ns", "rc")
 	owners, _ := metaClient(t, rc)
 	log := &eventLog{}
-	e, err := NewEvents(EventOptions{Recorder: kube.NewRecorder(log), Owners: owners, Registry: prometheus.NewRegistry(), Window: time.Hour})
+	e, err := New(Options{Recorder: kube.NewRecorder(log), Owners: owners, Registry: prometheus.NewRegistry(), Window: time.Hour})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -546,7 +546,7 @@ func BenchmarkEventsOffer(b *testing.B) {
 			res, err := set.Patch(policies.Input{Kind: profiles.KindPod, Object: pod, Namespace: obj.Metadata.Namespace, NamespaceFromRequest: true})
 			require.NoError(b, err)
 			require.NotEmpty(b, res.Patch)
-			e, err := NewEvents(EventOptions{Recorder: kube.NewRecorder(&eventLog{}), Owners: kube.NewOwners(nil), Registry: prometheus.NewRegistry(), Queue: 1})
+			e, err := New(Options{Recorder: kube.NewRecorder(&eventLog{}), Owners: kube.NewOwners(nil), Registry: prometheus.NewRegistry(), Queue: 1})
 			require.NoError(b, err)
 			req := podRequest(pod, false)
 			req.Namespace = obj.Metadata.Namespace
@@ -621,7 +621,7 @@ func TestEventsCountObjectsOnce(t *testing.T) {
 		stored = append(stored, p)
 	}
 	owners, _ := metaClient(t, stored...)
-	e, log, _ := testEvents(t, owners, EventOptions{Queue: 4096})
+	e, log, _ := testEvents(t, owners, Options{Queue: 4096})
 	offer := func(name, generateName string) {
 		e.Offer(podRequest(podJSON(t, name, generateName, []metav1.OwnerReference{refTo(rc)}), false), workerResult("rc"), nil)
 	}
@@ -648,7 +648,7 @@ func TestEventsCountObjectsOnce(t *testing.T) {
 func TestEventsDenied(t *testing.T) {
 	rc := partial("ray.io/v1", "RayCluster", "ns", "rc")
 	owners, _ := metaClient(t, rc)
-	e, log, _ := testEvents(t, owners, EventOptions{Queue: 64})
+	e, log, _ := testEvents(t, owners, Options{Queue: 64})
 	denied := workerResult("rc")
 	denied.Denied = true
 	for range 3 {

@@ -141,7 +141,7 @@ func TestEventsOnlyOnTheObjectAdmitted(t *testing.T) {
 			if tc.stored != nil {
 				api.put("pods", tc.stored)
 			}
-			e, log, c := testEvents(t, api.owners(), EventOptions{})
+			e, log, c := testEvents(t, api.owners(), Options{})
 			pod, res := driverResult(t, "driver", now)
 			e.Offer(podRequest(pod, tc.dryRun), res, nil)
 			if tc.dryRun {
@@ -190,7 +190,7 @@ func TestOwnerEventsOnlyForObjectsStored(t *testing.T) {
 	api.put("pods", podAt("exec-stored", "uid-1", admittedAt, prov, ref))
 	api.put("pods", podAt("exec-taken", "uid-2", admittedAt.Add(-time.Hour), "", ref))
 	api.put("pods", podAt("exec-other-owner", "uid-3", admittedAt, prov, other))
-	e, log, c := testEvents(t, api.owners(), EventOptions{})
+	e, log, c := testEvents(t, api.owners(), Options{})
 	offer := func(name string, owner metav1.OwnerReference) {
 		pod, res := driverResult(t, name, prov, owner)
 		e.Offer(podRequest(pod, false), res, nil)
@@ -242,7 +242,7 @@ func TestEventsReadBackForbiddenDeniedAndUpdates(t *testing.T) {
 	api.put("services", &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "spark-pi-svc", UID: "uid-svc",
 		CreationTimestamp: metav1.NewTime(admittedAt), OwnerReferences: []metav1.OwnerReference{refTo(driver)}}})
 	api.denied["services"] = true
-	e, log, c := testEvents(t, api.owners(), EventOptions{})
+	e, log, c := testEvents(t, api.owners(), Options{})
 
 	_, res := driverResult(t, "spark-pi-svc", "", refTo(driver))
 	res.Object = nil
@@ -287,7 +287,7 @@ func TestReadBackIsBounded(t *testing.T) {
 	for i := range n {
 		api.put("pods", podAt(fmt.Sprintf("exec-%d", i), types.UID(fmt.Sprint("uid-", i)), admittedAt, prov, refTo(driver)))
 	}
-	e, log, c := testEvents(t, api.owners(), EventOptions{Queue: 2 * n})
+	e, log, c := testEvents(t, api.owners(), Options{Queue: 2 * n})
 	for i := range n {
 		for range 2 { // one read for both
 			pod, res := driverResult(t, fmt.Sprintf("exec-%d", i), prov, refTo(driver))

@@ -90,7 +90,7 @@ func NewClusterFeed(kit *kube.Kit, opts policies.Options, m *Metrics, log logr.L
 		o.LabelSelector = sel
 		return readCS.CoreV1().ConfigMaps(ns).List(ctx, o)
 	}
-	f.store = NewStore(opts, m, func(cm *corev1.ConfigMap, probs policies.Problems) {
+	f.store = New(opts, m, func(cm *corev1.ConfigMap, probs policies.Problems) {
 		log.Info("policy ConfigMap fails to compile; keeping its last good version, if any",
 			"namespace", cm.Namespace, "name", cm.Name, "problems", len(probs))
 		f.recorder.Event(cm, corev1.EventTypeWarning, "InvalidPolicy", invalidPolicyMessage(probs))
@@ -151,7 +151,7 @@ func (f *ClusterFeed) Start(ctx context.Context) error {
 	f.store.MarkSynced()
 	// Compiling every ConfigMap leaves a heap peak several times what the store keeps (each
 	// policy's parse); the runtime would return it to the OS over minutes. Return it now,
-	// once: one collection, at start (issue 27).
+	// once: one collection, at start.
 	debug.FreeOSMemory()
 	last := time.Now()         // the last publish
 	var lastPlatform time.Time // the last publish of a platform change

@@ -89,7 +89,7 @@ func (c *fakeCluster) put(f *ClusterFeed, ns, name, rv string) {
 // is read. The informer's cache keeps names and versions only.
 func TestPolicyFeedReadsOnlyWhatServes(t *testing.T) {
 	c := &fakeCluster{cms: map[types.NamespacedName]*corev1.ConfigMap{}}
-	f := &ClusterFeed{store: NewStore(policies.DefaultOptions(), newTestMetrics(t), nil), changed: make(chan struct{}, 1),
+	f := &ClusterFeed{store: New(policies.DefaultOptions(), newTestMetrics(t), nil), changed: make(chan struct{}, 1),
 		list: c.list, log: logr.Discard()}
 	ctx := t.Context()
 	const n = policies.MaxNamespacePolicies + 8
@@ -200,7 +200,7 @@ func TestPolicyFeedReadsOnlyWhatServes(t *testing.T) {
 
 	// Many namespaces at once (podpatch's start): one list of them all, by pages.
 	c = &fakeCluster{cms: map[types.NamespacedName]*corev1.ConfigMap{}}
-	f = &ClusterFeed{store: NewStore(policies.DefaultOptions(), newTestMetrics(t), nil), changed: make(chan struct{}, 1),
+	f = &ClusterFeed{store: New(policies.DefaultOptions(), newTestMetrics(t), nil), changed: make(chan struct{}, 1),
 		list: c.list, log: logr.Discard()}
 	for ns := range fewReads + 1 {
 		for i := range 2 {

@@ -14,7 +14,7 @@ const MaxCompiles = 2
 
 // compiles is the process's compile slots: what they bound is the process's memory, shared by
 // every Store and every validating handler in it.
-var compiles = slots.NewSlots(slots.SlotOptions{MaxInFlight: MaxCompiles})
+var compiles = slots.New(slots.Options{MaxInFlight: MaxCompiles})
 
 // storeCompiles is the key under which the Store takes compile slots; /validate's requests take
 // them under "" (AcquireCompile). A slot given back goes to the key with the fewest compiles in

@@ -14,7 +14,7 @@ import (
 // budget named, keeps the last good version, and the next resync compiles it again.
 func TestStoreCompileBudget(t *testing.T) {
 	m := newTestMetrics(t)
-	s := NewStore(policies.DefaultOptions(), m, nil)
+	s := New(policies.DefaultOptions(), m, nil)
 	cm := policyCM("team-a", "labels", strings.Replace(labelPolicy, "%s", "a", 1))
 	cm.ResourceVersion = "1"
 	require.Empty(t, s.Upsert(cm))

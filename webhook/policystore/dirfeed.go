@@ -34,7 +34,7 @@ type DirFeed struct {
 // NewDirFeed returns a feed for dir and the store it fills.
 func NewDirFeed(dir string, interval time.Duration, opts policies.Options, m *Metrics, log logr.Logger) (*DirFeed, *Store) {
 	f := &DirFeed{Dir: dir, Interval: interval, log: log, files: map[string]string{}, byFile: map[string][]types.NamespacedName{}}
-	f.store = NewStore(opts, m, func(cm *corev1.ConfigMap, probs policies.Problems) {
+	f.store = New(opts, m, func(cm *corev1.ConfigMap, probs policies.Problems) {
 		log.Info("policy ConfigMap fails to compile; keeping its last good version, if any",
 			"namespace", cm.Namespace, "name", cm.Name, "count", len(probs), "problems", ProblemLines("", probs))
 	})

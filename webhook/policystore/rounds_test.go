@@ -24,7 +24,7 @@ type floodFeed struct {
 
 func newFloodFeed(t *testing.T) *floodFeed {
 	c := &fakeCluster{cms: map[types.NamespacedName]*corev1.ConfigMap{}}
-	return &floodFeed{c: c, ClusterFeed: &ClusterFeed{store: NewStore(policies.DefaultOptions(), newTestMetrics(t), nil),
+	return &floodFeed{c: c, ClusterFeed: &ClusterFeed{store: New(policies.DefaultOptions(), newTestMetrics(t), nil),
 		changed: make(chan struct{}, 1), list: c.list, log: logr.Discard()}}
 }
 

@@ -79,9 +79,9 @@ type entry struct {
 	beyond     bool
 }
 
-// NewStore returns an empty store. onInvalid, if set, is told about every ConfigMap version
+// New returns an empty store. onInvalid, if set, is told about every ConfigMap version
 // that fails to compile (the cluster feed turns it into an Event).
-func NewStore(opts policies.Options, m *Metrics, onInvalid func(*corev1.ConfigMap, policies.Problems)) *Store {
+func New(opts policies.Options, m *Metrics, onInvalid func(*corev1.ConfigMap, policies.Problems)) *Store {
 	s := &Store{opts: opts, compileBudget: DefaultCompileBudget, metrics: m, onInvalid: onInvalid, entries: map[types.NamespacedName]*entry{},
 		byNS: map[string]map[string]*entry{}, dirty: map[string]bool{}, pending: map[string]bool{}, set: policies.NewSet(nil)}
 	s.snap.Store(&Snapshot{Set: s.set, Invalid: map[string][]string{}})

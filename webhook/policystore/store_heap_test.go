@@ -31,7 +31,7 @@ func TestStoreHeapProfile(t *testing.T) {
 	for _, n := range []int{1000, 10000} {
 		cms := storeConfigMaps(n)
 		base := heapLive()
-		s := NewStore(policies.DefaultOptions(), newTestMetrics(t), nil)
+		s := New(policies.DefaultOptions(), newTestMetrics(t), nil)
 		for _, cm := range cms {
 			s.Upsert(cm)
 		}

@@ -49,7 +49,7 @@ func newTestMetrics(t testing.TB) *Metrics {
 // is reported once, and a delete removes whatever was there.
 func TestStoreKeepsLastGood(t *testing.T) {
 	var reported []string
-	s := NewStore(policies.DefaultOptions(), newTestMetrics(t), func(cm *corev1.ConfigMap, p policies.Problems) {
+	s := New(policies.DefaultOptions(), newTestMetrics(t), func(cm *corev1.ConfigMap, p policies.Problems) {
 		reported = append(reported, cm.Name+": "+p.Error())
 	})
 	require.Empty(t, s.Upsert(policyCM("team-a", "labels", strings.Replace(labelPolicy, "%s", "a", 1))))
@@ -88,7 +88,7 @@ func keyOf(ns, name string) types.NamespacedName {
 // a burst of changes is served by one Publish, and the directory feed reads only changed files.
 func TestStoreCompilesOncePerVersion(t *testing.T) {
 	m := newTestMetrics(t)
-	s := NewStore(policies.DefaultOptions(), m, nil)
+	s := New(policies.DefaultOptions(), m, nil)
 	compiled := func() float64 { return testutil.ToFloat64(m.reloads.WithLabelValues("ok")) }
 	for i := range 50 {
 		cm := policyCM(fmt.Sprintf("team-%d", i%5), fmt.Sprintf("labels-%d", i), strings.Replace(labelPolicy, "%s", "a", 1))
@@ -137,7 +137,7 @@ func TestStoreCompilesOncePerVersion(t *testing.T) {
 // TestStoreReadyOnlyOncePublished: whoever sees the store synced (the readiness probe) also sees
 // every policy of the first load, never the empty Set before it.
 func TestStoreReadyOnlyOncePublished(t *testing.T) {
-	s := NewStore(policies.DefaultOptions(), newTestMetrics(t), nil)
+	s := New(policies.DefaultOptions(), newTestMetrics(t), nil)
 	cms := storeConfigMaps(2000)
 	for _, cm := range cms {
 		require.Empty(t, s.Upsert(cm))

@@ -66,7 +66,7 @@ func waitQueued(t *testing.T, s *Slots, ns string, n int) {
 func TestSlotsFairBetweenNamespaces(t *testing.T) {
 	for _, slots := range []int{1, 4} {
 		t.Run(fmt.Sprintf("slots=%d", slots), func(t *testing.T) {
-			s := NewSlots(SlotOptions{MaxInFlight: slots})
+			s := New(Options{MaxInFlight: slots})
 			ctx := t.Context()
 			for range slots {
 				require.NoError(t, s.Acquire(ctx, "flood"))
@@ -109,7 +109,7 @@ func TestSlotsFairBetweenNamespaces(t *testing.T) {
 // one with the fewest requests in flight (holding or waiting); between namespaces with as
 // many, to the one that waited longest.
 func TestSlotsFewestHeldThenLongestWaiting(t *testing.T) {
-	s := NewSlots(SlotOptions{MaxInFlight: 3})
+	s := New(Options{MaxInFlight: 3})
 	ctx := t.Context()
 	require.NoError(t, s.Acquire(ctx, "a"))
 	require.NoError(t, s.Acquire(ctx, "a"))
@@ -137,7 +137,7 @@ func TestSlotsFewestHeldThenLongestWaiting(t *testing.T) {
 // TestSlotsCancelledWaiters: a waiter whose context ends leaves its queue and holds nothing; a
 // request whose context is done takes a free slot still, and only a free one.
 func TestSlotsCancelledWaiters(t *testing.T) {
-	s := NewSlots(SlotOptions{MaxInFlight: 1})
+	s := New(Options{MaxInFlight: 1})
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.NoError(t, s.Acquire(done, "a"), "a free slot is taken even when ctx is done")
@@ -164,7 +164,7 @@ func TestSlotsNoSlotLost(t *testing.T) {
 	rng := rand.New(rand.NewPCG(33, 1))
 	for range 5 {
 		n := 1 + rng.IntN(6)
-		s := NewSlots(SlotOptions{MaxInFlight: n})
+		s := New(Options{MaxInFlight: n})
 		var mu sync.Mutex
 		inUse, peak := 0, 0
 		var wg sync.WaitGroup
@@ -200,10 +200,10 @@ func TestSlotsNoSlotLost(t *testing.T) {
 }
 
 // BenchmarkAcquireFree is the fast path: a free slot, no one waiting; it allocates nothing. On
-// the shared 2-core development machine, run alternately (issue 33): the buffered channel
+// the shared 2-core development machine, run alternately: the buffered channel
 // before fair slots 65–109 ns/op, fair slots 52–104 ns/op, 0 allocs both.
 func BenchmarkAcquireFree(b *testing.B) {
-	s := NewSlots(SlotOptions{MaxInFlight: DefaultMaxInFlightForBench})
+	s := New(Options{MaxInFlight: DefaultMaxInFlightForBench})
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -217,7 +217,7 @@ func BenchmarkAcquireFree(b *testing.B) {
 // BenchmarkAcquireFreeParallel is the fast path from every core, with more slots than
 // goroutines (as above: before 58–129 ns/op, after 55–77 ns/op, 0 allocs both).
 func BenchmarkAcquireFreeParallel(b *testing.B) {
-	s := NewSlots(SlotOptions{MaxInFlight: 64})
+	s := New(Options{MaxInFlight: 64})
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -233,7 +233,7 @@ func BenchmarkAcquireFreeParallel(b *testing.B) {
 // BenchmarkAcquireContended: every slot busy, two namespaces queueing, each release handing
 // its slot over (the slow path).
 func BenchmarkAcquireContended(b *testing.B) {
-	s := NewSlots(SlotOptions{MaxInFlight: 4})
+	s := New(Options{MaxInFlight: 4})
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.SetParallelism(8)

@@ -1,6 +1,6 @@
 package slots
 
-// LargeBytesFor is the room for large bodies (SlotOptions.LargeBytes) that keeps podpatch
+// LargeBytesFor is the room for large bodies (Options.LargeBytes) that keeps podpatch
 // under a container memory limit of limit bytes (DefaultLargeBytes when limit is not
 // positive). While it is handled, a large review costs the policy engine up to
 // largeReviewCost times its size (BenchmarkConcurrentMaxReviews); the Go runtime's soft limit

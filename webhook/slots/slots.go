@@ -52,8 +52,8 @@ type Slots struct {
 	large    *semaphore.Weighted
 }
 
-// SlotOptions size Slots.
-type SlotOptions struct {
+// Options size Slots.
+type Options struct {
 	// MaxInFlight is the number of requests handled at once (reading excluded); at least 1.
 	MaxInFlight int
 	// LargeBytes bounds the bodies over OrdinaryBody read or handled at once; raised to
@@ -80,8 +80,8 @@ const (
 	ReservationOverhead = 4 << 10
 )
 
-// NewSlots returns the slots of o.
-func NewSlots(o SlotOptions) *Slots {
+// New returns the slots of o.
+func New(o Options) *Slots {
 	if o.LargeBytes == 0 {
 		o.LargeBytes = DefaultLargeBytes
 	}

@@ -16,7 +16,7 @@ func TestSlotsOrdinaryRoom(t *testing.T) {
 	rng := rand.New(rand.NewPCG(64, 8))
 	for range 50 {
 		large := rng.Int64N(4 * MaxReviewSize)
-		s := NewSlots(SlotOptions{MaxInFlight: 1 + rng.IntN(8), LargeBytes: large})
+		s := New(Options{MaxInFlight: 1 + rng.IntN(8), LargeBytes: large})
 		var releases []func()
 		for {
 			n := OrdinaryBody + 1 + rng.Int64N(MaxReviewSize)
@@ -69,7 +69,7 @@ func TestSlotsOrdinaryRoom(t *testing.T) {
 // MaxReviewSize) reserves as the largest object does, so that the room that holds one review of
 // the largest creation also holds the largest update (reference §5).
 func TestReserveUpdateBodies(t *testing.T) {
-	s := NewSlots(SlotOptions{MaxInFlight: 1, LargeBytes: 1}) // raised to the largest reservation
+	s := New(Options{MaxInFlight: 1, LargeBytes: 1}) // raised to the largest reservation
 	for _, n := range []int64{MaxObjectSize, MaxObjectSize + 1, MaxReviewSize, -1} {
 		release, r, err := s.Reserve(context.Background(), n)
 		require.NoError(t, err, "body of %d bytes", n)
