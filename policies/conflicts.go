@@ -66,7 +66,7 @@ func enforceConflict(n, e *Policy, namespace string) (EnforceConflict, bool) {
 			if !slices.ContainsFunc(targets, func(x lintTarget) bool { return x.profile == tg.profile && x.role == tg.role }) {
 				continue
 			}
-			obj := conflictObject(kind, tg, np, ep, e, namespace)
+			obj := conflictObject(kind, tg, n, e, namespace)
 			in := Input{Kind: kind, Object: obj, Namespace: namespace}
 			res, err := both.Apply(in)
 			if err != nil {
@@ -88,14 +88,15 @@ func enforceConflict(n, e *Policy, namespace string) (EnforceConflict, bool) {
 	return EnforceConflict{}, false
 }
 
-// conflictObject is the synthetic object of a target for a pair of parts: its containers are
-// those both parts' partial entries name, its namespace the namespace policy's, and its labels
-// hold those the enforce policy's selector asks for (a value it names, for = and in).
-func conflictObject(kind profiles.Kind, tg lintTarget, np, ep map[string]any, e *Policy, namespace string) []byte {
+// conflictObject is the synthetic object of a target for the parts of a kind of a namespace
+// policy n and an enforce policy e: its containers are those both parts' partial entries name,
+// its namespace the namespace policy's, and its labels hold those the enforce policy's selector
+// asks for (a value it names, for = and in).
+func conflictObject(kind profiles.Kind, tg lintTarget, n, e *Policy, namespace string) []byte {
 	var patch map[string]any
 	if kind == profiles.KindPod {
 		var lists = map[string][]any{}
-		for _, p := range []map[string]any{np, ep} {
+		for _, p := range []map[string]any{n.Patch(kind), e.Patch(kind)} {
 			spec, _ := p["spec"].(map[string]any)
 			for _, list := range []string{"containers", "initContainers"} {
 				entries, _ := spec[list].([]any)

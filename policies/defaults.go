@@ -34,87 +34,102 @@ func fixed(v any) apiServerDefault {
 var objectDefault = apiServerDefault{object: true}
 
 func buildDefaults() map[string]apiServerDefault {
-	t := map[string]apiServerDefault{}
-	add := func(path string, d apiServerDefault) { t[path] = d }
-	httpGet := func(at string) {
-		add(at+".httpGet.path", fixed("/"))
-		add(at+".httpGet.scheme", fixed("HTTP"))
-		// The H2CContainerProbe gate (alpha) writes the protocol.
-		add(at+".httpGet.protocol", fixed("HTTP/1.1"))
-	}
+	t := defaultsTable{}
 	for _, list := range containerListNames {
-		c := "spec." + list + ".[]"
-		add(c+".imagePullPolicy", apiServerDefault{value: imagePullPolicy})
-		add(c+".terminationMessagePath", fixed("/dev/termination-log"))
-		add(c+".terminationMessagePolicy", fixed("File"))
-		add(c+".ports.[].protocol", fixed("TCP"))
-		// With hostNetwork, every container port is a host port.
-		add(c+".ports.[].hostPort", apiServerDefault{value: hostPort})
-		add(c+".env.[].valueFrom.fieldRef.apiVersion", fixed("v1"))
-		add(c+".env.[].valueFrom.fileKeyRef.optional", fixed(false))
-		// A Quantity is never omitted: an unset divisor is stored as "0".
-		add(c+".env.[].valueFrom.resourceFieldRef.divisor", fixed("0"))
-		add(c+".resources", objectDefault)
-		if list != "ephemeralContainers" {
-			// A limit without its request: the request is the limit (SetDefaults_Pod).
-			add(c+".resources.requests", objectDefault)
-			add(c+".resources.requests.*", apiServerDefault{value: requestOfLimit})
-		}
-		for _, probe := range []string{"livenessProbe", "readinessProbe", "startupProbe"} {
-			p := c + "." + probe
-			add(p+".timeoutSeconds", fixed(1))
-			add(p+".periodSeconds", fixed(10))
-			add(p+".successThreshold", fixed(1))
-			add(p+".failureThreshold", fixed(3))
-			add(p+".grpc.service", fixed(""))
-			httpGet(p)
-		}
-		for _, hook := range []string{"postStart", "preStop"} {
-			httpGet(c + ".lifecycle." + hook)
-		}
+		t.container("spec."+list+".[]", list != "ephemeralContainers")
 	}
-	v := "spec.volumes.[]"
-	add(v+".emptyDir", objectDefault) // a volume without a source
-	add(v+".hostPath.type", fixed(""))
-	for _, src := range []string{"secret", "configMap", "downwardAPI", "projected"} {
-		add(v+"."+src+".defaultMode", fixed(420))
-	}
-	add(v+".downwardAPI.items.[].fieldRef.apiVersion", fixed("v1"))
-	add(v+".projected.sources.[].downwardAPI.items.[].fieldRef.apiVersion", fixed("v1"))
-	add(v+".downwardAPI.items.[].resourceFieldRef.divisor", fixed("0"))
-	add(v+".projected.sources.[].downwardAPI.items.[].resourceFieldRef.divisor", fixed("0"))
-	add(v+".projected.sources.[].serviceAccountToken.expirationSeconds", fixed(3600))
-	add(v+".iscsi.iscsiInterface", fixed("default"))
-	add(v+".rbd.pool", fixed("rbd"))
-	add(v+".rbd.user", fixed("admin"))
-	add(v+".rbd.keyring", fixed("/etc/ceph/keyring"))
-	add(v+".azureDisk.cachingMode", fixed("ReadWrite"))
-	add(v+".azureDisk.fsType", fixed("ext4"))
-	add(v+".azureDisk.readOnly", fixed(false))
-	add(v+".azureDisk.kind", fixed("Shared"))
-	add(v+".scaleIO.storageMode", fixed("ThinProvisioned"))
-	add(v+".scaleIO.fsType", fixed("xfs"))
-	add(v+".ephemeral.volumeClaimTemplate.spec.volumeMode", fixed("Filesystem"))
-	// An ObjectMeta is never omitted.
-	add(v+".ephemeral.volumeClaimTemplate.metadata", objectDefault)
-	add(v+".ephemeral.volumeClaimTemplate.metadata.creationTimestamp", fixed(nil))
-	add(v+".image.pullPolicy", apiServerDefault{value: volumeImagePullPolicy})
+	t.volumes("spec.volumes.[]")
 	// The Pod's own (SetDefaults_PodSpec), for a policy that removes one.
-	add("spec.dnsPolicy", fixed("ClusterFirst"))
-	add("spec.restartPolicy", fixed("Always"))
-	add("spec.securityContext", objectDefault)
-	add("spec.terminationGracePeriodSeconds", fixed(30))
-	add("spec.schedulerName", fixed("default-scheduler"))
-	add("spec.enableServiceLinks", fixed(true))
+	t.add("spec.dnsPolicy", fixed("ClusterFirst"))
+	t.add("spec.restartPolicy", fixed("Always"))
+	t.add("spec.securityContext", objectDefault)
+	t.add("spec.terminationGracePeriodSeconds", fixed(30))
+	t.add("spec.schedulerName", fixed("default-scheduler"))
+	t.add("spec.enableServiceLinks", fixed(true))
 	// A Service's (SetDefaults_Service).
-	add("spec.ports.[].protocol", fixed("TCP"))
-	add("spec.ports.[].targetPort", apiServerDefault{value: targetPort})
-	add("spec.sessionAffinity", fixed("None"))
-	add("spec.type", fixed("ClusterIP"))
-	add("spec.internalTrafficPolicy", fixed("Cluster"))
-	add("spec.externalTrafficPolicy", fixed("Cluster"))
-	add("spec.allocateLoadBalancerNodePorts", fixed(true))
+	t.add("spec.ports.[].protocol", fixed("TCP"))
+	t.add("spec.ports.[].targetPort", apiServerDefault{value: targetPort})
+	t.add("spec.sessionAffinity", fixed("None"))
+	t.add("spec.type", fixed("ClusterIP"))
+	t.add("spec.internalTrafficPolicy", fixed("Cluster"))
+	t.add("spec.externalTrafficPolicy", fixed("Cluster"))
+	t.add("spec.allocateLoadBalancerNodePorts", fixed(true))
 	return t
+}
+
+// defaultsTable is the table buildDefaults fills, by path.
+type defaultsTable map[string]apiServerDefault
+
+func (t defaultsTable) add(path string, d apiServerDefault) { t[path] = d }
+
+// httpGet adds the defaults of an httpGet handler at at.
+func (t defaultsTable) httpGet(at string) {
+	t.add(at+".httpGet.path", fixed("/"))
+	t.add(at+".httpGet.scheme", fixed("HTTP"))
+	// The H2CContainerProbe gate (alpha) writes the protocol.
+	t.add(at+".httpGet.protocol", fixed("HTTP/1.1"))
+}
+
+// container adds the defaults of the containers of a list at c; requests only where the list's
+// containers may have them (not ephemeral ones).
+func (t defaultsTable) container(c string, requests bool) {
+	t.add(c+".imagePullPolicy", apiServerDefault{value: imagePullPolicy})
+	t.add(c+".terminationMessagePath", fixed("/dev/termination-log"))
+	t.add(c+".terminationMessagePolicy", fixed("File"))
+	t.add(c+".ports.[].protocol", fixed("TCP"))
+	// With hostNetwork, every container port is a host port.
+	t.add(c+".ports.[].hostPort", apiServerDefault{value: hostPort})
+	t.add(c+".env.[].valueFrom.fieldRef.apiVersion", fixed("v1"))
+	t.add(c+".env.[].valueFrom.fileKeyRef.optional", fixed(false))
+	// A Quantity is never omitted: an unset divisor is stored as "0".
+	t.add(c+".env.[].valueFrom.resourceFieldRef.divisor", fixed("0"))
+	t.add(c+".resources", objectDefault)
+	if requests {
+		// A limit without its request: the request is the limit (SetDefaults_Pod).
+		t.add(c+".resources.requests", objectDefault)
+		t.add(c+".resources.requests.*", apiServerDefault{value: requestOfLimit})
+	}
+	for _, probe := range []string{"livenessProbe", "readinessProbe", "startupProbe"} {
+		p := c + "." + probe
+		t.add(p+".timeoutSeconds", fixed(1))
+		t.add(p+".periodSeconds", fixed(10))
+		t.add(p+".successThreshold", fixed(1))
+		t.add(p+".failureThreshold", fixed(3))
+		t.add(p+".grpc.service", fixed(""))
+		t.httpGet(p)
+	}
+	for _, hook := range []string{"postStart", "preStop"} {
+		t.httpGet(c + ".lifecycle." + hook)
+	}
+}
+
+// volumes adds the defaults of the volumes at v.
+func (t defaultsTable) volumes(v string) {
+	t.add(v+".emptyDir", objectDefault) // a volume without a source
+	t.add(v+".hostPath.type", fixed(""))
+	for _, src := range []string{"secret", "configMap", "downwardAPI", "projected"} {
+		t.add(v+"."+src+".defaultMode", fixed(420))
+	}
+	t.add(v+".downwardAPI.items.[].fieldRef.apiVersion", fixed("v1"))
+	t.add(v+".projected.sources.[].downwardAPI.items.[].fieldRef.apiVersion", fixed("v1"))
+	t.add(v+".downwardAPI.items.[].resourceFieldRef.divisor", fixed("0"))
+	t.add(v+".projected.sources.[].downwardAPI.items.[].resourceFieldRef.divisor", fixed("0"))
+	t.add(v+".projected.sources.[].serviceAccountToken.expirationSeconds", fixed(3600))
+	t.add(v+".iscsi.iscsiInterface", fixed("default"))
+	t.add(v+".rbd.pool", fixed("rbd"))
+	t.add(v+".rbd.user", fixed("admin"))
+	t.add(v+".rbd.keyring", fixed("/etc/ceph/keyring"))
+	t.add(v+".azureDisk.cachingMode", fixed("ReadWrite"))
+	t.add(v+".azureDisk.fsType", fixed("ext4"))
+	t.add(v+".azureDisk.readOnly", fixed(false))
+	t.add(v+".azureDisk.kind", fixed("Shared"))
+	t.add(v+".scaleIO.storageMode", fixed("ThinProvisioned"))
+	t.add(v+".scaleIO.fsType", fixed("xfs"))
+	t.add(v+".ephemeral.volumeClaimTemplate.spec.volumeMode", fixed("Filesystem"))
+	// An ObjectMeta is never omitted.
+	t.add(v+".ephemeral.volumeClaimTemplate.metadata", objectDefault)
+	t.add(v+".ephemeral.volumeClaimTemplate.metadata.creationTimestamp", fixed(nil))
+	t.add(v+".image.pullPolicy", apiServerDefault{value: volumeImagePullPolicy})
 }
 
 // imagePullPolicy is a container's default pull policy: Always for the tag latest or none,

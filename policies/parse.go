@@ -129,28 +129,8 @@ func ParseConfigMapContext(ctx context.Context, cm *corev1.ConfigMap, opts Optio
 }
 
 func parseConfigMap(ctx context.Context, cm *corev1.ConfigMap, opts Options) ([]*Policy, Problems) {
-	var probs Problems
-	cmProblem := func(err *field.Error) { probs = append(probs, Problem{Err: err}) }
-	if v, ok := cm.Labels[PolicyLabel]; !ok || v != "true" {
-		cmProblem(field.Required(field.NewPath("metadata", "labels").Key(PolicyLabel),
-			`must be "true": podpatch reads only ConfigMaps carrying this label`))
-	}
-	for _, k := range slices.Sorted(maps.Keys(cm.BinaryData)) {
-		probs = append(probs, Problem{Key: k, Err: field.Forbidden(field.NewPath("binaryData").Key(k),
-			"policies must be YAML text in data")})
-	}
-	if len(cm.Data) == 0 {
-		cmProblem(field.Required(field.NewPath("data"), "a policy ConfigMap needs at least one <name>.yaml key"))
-	}
-	size := 0
-	for k, v := range cm.Data {
-		size += len(k) + len(v)
-	}
-	for k, v := range cm.BinaryData {
-		size += len(k) + len(v)
-	}
-	if size > MaxConfigMapBytes {
-		cmProblem(field.TooLong(field.NewPath("data"), "", MaxConfigMapBytes))
+	probs, tooLarge := configMapProblems(cm)
+	if tooLarge {
 		return nil, probs // nothing more is read of it
 	}
 	scope := opts.ScopeOf(cm.Namespace)
@@ -215,68 +195,44 @@ func parseConfigMap(ctx context.Context, cm *corev1.ConfigMap, opts Options) ([]
 	return out, nil
 }
 
+// configMapProblems are the problems of a policy ConfigMap as a whole: its label, binary data,
+// no data; tooLarge when it is beyond MaxConfigMapBytes, and nothing more is read of it.
+func configMapProblems(cm *corev1.ConfigMap) (probs Problems, tooLarge bool) {
+	cmProblem := func(err *field.Error) { probs = append(probs, Problem{Err: err}) }
+	if v, ok := cm.Labels[PolicyLabel]; !ok || v != "true" {
+		cmProblem(field.Required(field.NewPath("metadata", "labels").Key(PolicyLabel),
+			`must be "true": podpatch reads only ConfigMaps carrying this label`))
+	}
+	for _, k := range slices.Sorted(maps.Keys(cm.BinaryData)) {
+		probs = append(probs, Problem{Key: k, Err: field.Forbidden(field.NewPath("binaryData").Key(k),
+			"policies must be YAML text in data")})
+	}
+	if len(cm.Data) == 0 {
+		cmProblem(field.Required(field.NewPath("data"), "a policy ConfigMap needs at least one <name>.yaml key"))
+	}
+	size := 0
+	for k, v := range cm.Data {
+		size += len(k) + len(v)
+	}
+	for k, v := range cm.BinaryData {
+		size += len(k) + len(v)
+	}
+	if size > MaxConfigMapBytes {
+		cmProblem(field.TooLong(field.NewPath("data"), "", MaxConfigMapBytes))
+		return probs, true
+	}
+	return probs, false
+}
+
 // parseDocument decodes and validates one PodTemplatePatch. The returned policy always carries
 // the name (when it has one) so that problems can be attributed.
 func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorList) {
 	p := &Policy{}
-	if len(js) > maxPolicyBytes {
-		return p, field.ErrorList{field.TooLong(nil, "", maxPolicyBytes)}
+	doc, raw, errs := decodeDocument(js, p)
+	if raw == nil {
+		return p, errs
 	}
-	if err := checkJSONDepth(js); err != nil {
-		return p, field.ErrorList{field.Invalid(nil, "", err.Error())}
-	}
-	raw, err := jsontree.DecodeObject(js)
-	if err != nil {
-		return p, field.ErrorList{field.Invalid(nil, "", err.Error())}
-	}
-	if meta, ok := raw["metadata"].(map[string]any); ok {
-		p.Name, _ = meta["name"].(string)
-	}
-	errs := checkPolicyLimits(raw)
-	// A typed decode stops at the first bad quantity or wrong type, without a path: find them
-	// all in the raw tree first. The typed decode reads a copy in which bad quantities are zero,
-	// values of the wrong type are left out, and null quantities (removals) are left out, so
-	// that they are not compared as zero.
-	typed := deepCopy(raw)
-	errs = append(errs, typecheck.Quantities(typed)...)
-	errs = append(errs, typecheck.Types(typed, reflect.TypeFor[Document](), nil)...)
-	if js, err = jsontree.Encode(typed); err != nil {
-		return p, append(errs, field.InternalError(nil, err))
-	}
-	var doc Document
-	strictErrs, err := jsonstrict.UnmarshalStrict(js, &doc)
-	if err != nil {
-		return p, append(errs, decodeError(err))
-	}
-	for _, se := range strictErrs {
-		fe, ok := se.(jsonstrict.FieldError)
-		if !ok {
-			errs = append(errs, field.Invalid(nil, "", se.Error()))
-			continue
-		}
-		detail := "unknown field: check its spelling and indentation"
-		if strings.Contains(se.Error(), "duplicate field") {
-			detail = "duplicate field"
-		}
-		errs = append(errs, field.Forbidden(pathOf(fe.FieldPath()), detail))
-	}
-
-	if doc.APIVersion != APIVersion {
-		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), doc.APIVersion, []string{APIVersion}))
-	}
-	if doc.Kind != DocumentKind {
-		errs = append(errs, field.NotSupported(field.NewPath("kind"), doc.Kind, []string{DocumentKind}))
-	}
-	namePath := field.NewPath("metadata", "name")
-	if doc.Metadata.Name == "" {
-		errs = append(errs, field.Required(namePath, "every policy needs a name, unique within its ConfigMap"))
-	} else {
-		for _, msg := range validation.IsDNS1123Label(doc.Metadata.Name) {
-			errs = append(errs, field.Invalid(namePath, doc.Metadata.Name, msg))
-		}
-	}
-	errs = append(errs, metav1validation.ValidateLabels(doc.Metadata.Labels, field.NewPath("metadata", "labels"))...)
-
+	errs = append(errs, validateHead(&doc)...)
 	spec := doc.Spec
 	specPath := field.NewPath("spec")
 	p.Mode, p.Priority = spec.Mode, spec.Priority
@@ -296,12 +252,89 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 	var mErrs field.ErrorList
 	p.match, mErrs = compileMatch(spec.Match, scope, specPath.Child("match"))
 	errs = append(errs, mErrs...)
-
-	rawSpec, _ := raw["spec"].(map[string]any)
 	if spec.Template == nil && spec.Service == nil {
 		errs = append(errs, field.Required(specPath.Child("template"), "a policy needs template, service, or both"))
 	}
-	// Each part is validated as Kubernetes validates its fields, for nulls, and for scope.
+	errs = append(errs, parseParts(p, spec, raw, scope, opts)...)
+	errs = append(errs, lintValidity(p, specPath, errs)...) // reference §8, what lint can know offline
+	return p, errs
+}
+
+// decodeDocument decodes a policy document within its bounds, strictly, finding every bad
+// quantity and wrong type at its path first; it names p after the document. raw, the document
+// as a tree, is nil when it cannot be decoded at all.
+func decodeDocument(js []byte, p *Policy) (Document, map[string]any, field.ErrorList) {
+	var doc Document
+	if len(js) > maxPolicyBytes {
+		return doc, nil, field.ErrorList{field.TooLong(nil, "", maxPolicyBytes)}
+	}
+	if err := checkJSONDepth(js); err != nil {
+		return doc, nil, field.ErrorList{field.Invalid(nil, "", err.Error())}
+	}
+	raw, err := jsontree.DecodeObject(js)
+	if err != nil {
+		return doc, nil, field.ErrorList{field.Invalid(nil, "", err.Error())}
+	}
+	if meta, ok := raw["metadata"].(map[string]any); ok {
+		p.Name, _ = meta["name"].(string)
+	}
+	errs := checkPolicyLimits(raw)
+	// A typed decode stops at the first bad quantity or wrong type, without a path: find them
+	// all in the raw tree first. The typed decode reads a copy in which bad quantities are zero,
+	// values of the wrong type are left out, and null quantities (removals) are left out, so
+	// that they are not compared as zero.
+	typed := deepCopy(raw)
+	errs = append(errs, typecheck.Quantities(typed)...)
+	errs = append(errs, typecheck.Types(typed, reflect.TypeFor[Document](), nil)...)
+	if js, err = jsontree.Encode(typed); err != nil {
+		return doc, nil, append(errs, field.InternalError(nil, err))
+	}
+	strictErrs, err := jsonstrict.UnmarshalStrict(js, &doc)
+	if err != nil {
+		return doc, nil, append(errs, decodeError(err))
+	}
+	for _, se := range strictErrs {
+		fe, ok := se.(jsonstrict.FieldError)
+		if !ok {
+			errs = append(errs, field.Invalid(nil, "", se.Error()))
+			continue
+		}
+		detail := "unknown field: check its spelling and indentation"
+		if strings.Contains(se.Error(), "duplicate field") {
+			detail = "duplicate field"
+		}
+		errs = append(errs, field.Forbidden(pathOf(fe.FieldPath()), detail))
+	}
+	return doc, raw, errs
+}
+
+// validateHead checks a document's apiVersion, kind and metadata.
+func validateHead(doc *Document) field.ErrorList {
+	var errs field.ErrorList
+	if doc.APIVersion != APIVersion {
+		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), doc.APIVersion, []string{APIVersion}))
+	}
+	if doc.Kind != DocumentKind {
+		errs = append(errs, field.NotSupported(field.NewPath("kind"), doc.Kind, []string{DocumentKind}))
+	}
+	namePath := field.NewPath("metadata", "name")
+	if doc.Metadata.Name == "" {
+		errs = append(errs, field.Required(namePath, "every policy needs a name, unique within its ConfigMap"))
+	} else {
+		for _, msg := range validation.IsDNS1123Label(doc.Metadata.Name) {
+			errs = append(errs, field.Invalid(namePath, doc.Metadata.Name, msg))
+		}
+	}
+	return append(errs, metav1validation.ValidateLabels(doc.Metadata.Labels, field.NewPath("metadata", "labels"))...)
+}
+
+// parseParts validates a policy's template and service parts as Kubernetes validates their
+// fields, for nulls, reserved fields, removals and, for a namespace policy, the allow-lists,
+// and compiles them into p.
+func parseParts(p *Policy, spec PatchSpec, raw map[string]any, scope Scope, opts Options) field.ErrorList {
+	var errs field.ErrorList
+	specPath := field.NewPath("spec")
+	rawSpec, _ := raw["spec"].(map[string]any)
 	part := func(name string, validate func(*field.Path) field.ErrorList) map[string]any {
 		fld := specPath.Child(name)
 		raw, _ := rawSpec[name].(map[string]any)
@@ -322,14 +355,14 @@ func parseDocument(js []byte, scope Scope, opts Options) (*Policy, field.ErrorLi
 	if spec.Service != nil {
 		service = part("service", func(fld *field.Path) field.ErrorList { return validateServicePatch(spec.Service, fld) })
 	}
+	var err error
 	if p.template, err = newPatchPart(template); err != nil {
 		errs = append(errs, field.InternalError(specPath.Child("template"), err))
 	}
 	if p.service, err = newPatchPart(service); err != nil {
 		errs = append(errs, field.InternalError(specPath.Child("service"), err))
 	}
-	errs = append(errs, lintValidity(p, specPath, errs)...) // reference §8, what lint can know offline
-	return p, errs
+	return errs
 }
 
 // typeErrorField finds the field path in a JSON type error ("… Go struct field Document.spec.priority of type int32").

@@ -39,24 +39,7 @@ import (
 func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) {
 	in.Explain = false
 	if ephemeral {
-		if in.Kind != profiles.KindPod {
-			return Result{Object: in.Object}, nil
-		}
-		added, err := addedEphemeral(in.Object, old)
-		if err != nil || len(added) == 0 {
-			return Result{Object: in.Object}, err
-		}
-		res, err := s.apply(in, updating(false, nil, added))
-		if err != nil || res.Denied {
-			return res, err
-		}
-		// An added container whose own securityContext overrides a Pod-level field an enforce
-		// policy sets would run without that policy's effect: denied.
-		if lost := overridesEnforced(res.Object, res.Applied, added); len(lost) > 0 {
-			return Result{Object: in.Object, Recognised: true, Identity: res.Identity, Denied: true, Skipped: lost}, nil
-		}
-		res.Object = in.Object // Patch's: the webhook reads the JSONPatch
-		return res, nil
+		return s.patchEphemeral(in, old)
 	}
 	before := in
 	before.Object = old
@@ -108,9 +91,39 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 		return res, err
 	}
 	res.NotHeld, res.NotHeldAt = notHeldRefs, notHeldAt
-	// An enforce policy that held and that the object as updated no longer selects (a
-	// manager's label removed, a label the policy's selector reads changed): the same write
-	// could undo it unseen. Denied, naming it.
+	if lost := selectionLost(res, selected, held); len(lost) > 0 {
+		return Result{Object: in.Object, Recognised: true, Identity: h.Identity, Denied: true, Skipped: lost, NotHeld: notHeldRefs, NotHeldAt: notHeldAt}, nil
+	}
+	return res, nil
+}
+
+// patchEphemeral is PatchUpdate for a Pod's pods/ephemeralcontainers subresource: the enforce
+// policies' "*" entries reach the ephemeral containers the request adds (old: the Pod before).
+func (s *Set) patchEphemeral(in Input, old []byte) (Result, error) {
+	if in.Kind != profiles.KindPod {
+		return Result{Object: in.Object}, nil
+	}
+	added, err := addedEphemeral(in.Object, old)
+	if err != nil || len(added) == 0 {
+		return Result{Object: in.Object}, err
+	}
+	res, err := s.apply(in, updating(false, nil, added))
+	if err != nil || res.Denied {
+		return res, err
+	}
+	// An added container whose own securityContext overrides a Pod-level field an enforce
+	// policy sets would run without that policy's effect: denied.
+	if lost := overridesEnforced(res.Object, res.Applied, added); len(lost) > 0 {
+		return Result{Object: in.Object, Recognised: true, Identity: res.Identity, Denied: true, Skipped: lost}, nil
+	}
+	res.Object = in.Object // Patch's: the webhook reads the JSONPatch
+	return res, nil
+}
+
+// selectionLost are the enforce policies the object held (held, of selected) that the object as
+// updated (res) no longer selects — a manager's label removed, a label the policy's selector
+// reads changed: the same write could undo them unseen, so the update is denied, naming each.
+func selectionLost(res Result, selected []*Policy, held map[*Policy]bool) []Skipped {
 	applied := make(map[*Policy]bool, len(res.Applied))
 	for _, p := range res.Applied {
 		applied[p] = true
@@ -122,10 +135,7 @@ func (s *Set) PatchUpdate(in Input, old []byte, ephemeral bool) (Result, error) 
 				Message: "this update changes the labels that select the object for this enforce policy (its manager, role or the policy's selector); create a new object instead"}})
 		}
 	}
-	if len(lost) > 0 {
-		return Result{Object: in.Object, Recognised: true, Identity: h.Identity, Denied: true, Skipped: lost, NotHeld: notHeldRefs, NotHeldAt: notHeldAt}, nil
-	}
-	return res, nil
+	return lost
 }
 
 // overridesEnforced returns, for each enforce policy applied, the first of the added ephemeral
