@@ -14,8 +14,6 @@ import (
 	"syscall"
 
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/podpatch/podpatch/audit"
 	"github.com/podpatch/podpatch/internal/kube"
@@ -108,18 +106,13 @@ func runDiff(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var reader *audit.Reader
 	liveNamespace := ""
 	if len(o.Files) == 0 || len(o.Base) == 0 || o.Kubeconfig != "" {
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		rules.ExplicitPath = o.Kubeconfig
-		kc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
-		cfg, err := kc.ClientConfig()
+		cfg, contextNamespace, err := kube.LoadConfig(o.Kubeconfig)
 		if err != nil {
-			return fmt.Errorf("kubeconfig: %w", err)
+			return err
 		}
 		if len(o.Files) == 0 && !o.AllNamespaces {
 			if liveNamespace = o.Namespace; liveNamespace == "" {
-				if liveNamespace, _, err = kc.Namespace(); err != nil {
-					return fmt.Errorf("kubeconfig: %w", err)
-				}
+				liveNamespace = contextNamespace
 			}
 		}
 		if kit, err = kube.New(cfg); err != nil {
@@ -218,22 +211,6 @@ func runDiff(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return exitError{diffExitChanges}
 	}
 	return nil
-}
-
-// snapshot reads the cluster's Nodes, NodePools and ComputeClasses for the unschedulable
-// check; without them (RBAC) the check is left out, with a warning.
-func snapshot(ctx context.Context, kit *kube.Kit, warn func(string)) *placement.Snapshot {
-	dyn, err := dynamic.NewForConfig(kit.Config)
-	if err != nil {
-		warn(fmt.Sprintf("the unschedulable check is left out: %v", err))
-		return nil
-	}
-	snap, err := placement.Read(ctx, kit.Clientset, dyn)
-	if err != nil {
-		warn(fmt.Sprintf("the unschedulable check is left out: %v", err))
-		return nil
-	}
-	return snap
 }
 
 // nodeFiles reads the --nodes files into a snapshot for the unschedulable check and the pool

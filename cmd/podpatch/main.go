@@ -14,8 +14,12 @@
 //   - uninstall-webhooks (uninstall.go) and check (check.go): the Helm chart's hooks (lifecycle);
 //   - version.
 //
-// main.go dispatches; command.go holds what every command shares (flag parsing, the errors that
-// set the exit status) and names no command.
+// main.go dispatches. The kit every command shares names no command: command.go (flag parsing,
+// the errors that set the exit status, --kube-version), command_policies.go (the policy flags,
+// the prologue of a command that reads policies, the policy set of files) and
+// command_cluster.go (the cluster as the user: kubeconfig by kubectl's loading rules through
+// kube.LoadConfig, the reference caches, Nodes and node pools). No command's file refers to
+// another's (test/arch's TestCommandFilesIndependent).
 package main
 
 import (

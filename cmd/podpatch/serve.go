@@ -22,7 +22,6 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -152,7 +151,7 @@ func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "require client certificates signed by a CA in this PEM file (kube-apiserver's webhook credentials); reloaded when it changes")
 	fs.StringVar(&o.PolicyDir, "policy-dir", o.PolicyDir, "serve policy ConfigMaps from YAML files in this directory instead of the cluster")
 	fs.DurationVar(&o.PolicyDirInterval, "policy-dir-interval", o.PolicyDirInterval, "how often --policy-dir is checked for changes")
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file (default: in-cluster configuration)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "address of /metrics (0 disables)")
 	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve Go's profiles (net/http/pprof) under /debug/pprof/ on the metrics listener, never on the webhook's (docs/operations.md)")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "address of /healthz and /readyz (0 disables)")
@@ -310,7 +309,7 @@ func serve(ctx context.Context, o *serveOptions, log logr.Logger) error {
 	var cfg *rest.Config
 	var kit *kube.Kit // the cluster's clients, Event recorder and owner resolver, built once
 	if o.needsCluster() {
-		if cfg, err = restConfig(o.Kubeconfig); err != nil {
+		if cfg, _, err = kube.LoadConfig(o.Kubeconfig); err != nil {
 			return err
 		}
 		if kit, err = kube.New(cfg); err != nil {
@@ -530,25 +529,4 @@ func logKubeVersion(log logr.Logger, kit *kube.Kit, refs *references.Caches, nam
 		log.Info("serving a supported Kubernetes version; learning which fields it keeps by a dry-run of sample Pods", "kubernetesVersion", v.String(), "gitVersion", info.GitVersion,
 			"namespace", namespace, "fields", len(versions.Fields))
 	}
-}
-
-// waitFor polls cond until it holds or ctx is done.
-func waitFor(ctx context.Context, cond func() bool) error {
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-	return nil
-}
-
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", kubeconfig)
-	}
-	return rest.InClusterConfig()
 }

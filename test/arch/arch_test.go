@@ -78,7 +78,7 @@ var layers = map[string]int{
 	"internal/kube":       20,
 	"internal/leader":     20,
 	"placement":           20,
-	"lifecycle":           20,
+	"lifecycle":           21,
 	"internal/references": 25,
 	"webhook/slots":       26, // the components the admission adapter (webhook) wires, under it
 	"webhook/ownerevents": 27,
