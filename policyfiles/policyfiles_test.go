@@ -1,7 +1,6 @@
 package policyfiles
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
@@ -9,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/podpatch/podpatch/internal/hostiletest"
 	"github.com/podpatch/podpatch/policies"
 )
 
@@ -19,31 +19,11 @@ func TestReadIsBounded(t *testing.T) {
 	require.ErrorContains(t, err, "more than 8388608 bytes")
 }
 
-// flowMappingAliasBomb is an alias bomb: anchors and aliases right after `:` in a flow mapping
-// with JSON-style keys, which passed the byte heuristic that came before the YAML front end.
-func flowMappingAliasBomb(levels, fanout, strlen, pad int) string {
-	var parts []string
-	for i := range pad {
-		parts = append(parts, fmt.Sprintf(`"p%d":1`, i))
-	}
-	parts = append(parts, fmt.Sprintf(`"s0":&s0 %q`, strings.Repeat("x", strlen)))
-	prev := "s0"
-	for l := 1; l <= levels; l++ {
-		items := make([]string, fanout)
-		for i := range items {
-			items[i] = fmt.Sprintf(`"k%d":*%s`, i, prev)
-		}
-		parts = append(parts, fmt.Sprintf(`"l%d":&l%d {%s}`, l, l, strings.Join(items, ",")))
-		prev = fmt.Sprintf("l%d", l)
-	}
-	return "{" + strings.Join(parts, ",") + "}"
-}
-
 // TestFlowMappingAliasBombEverywhere: the flow-mapping alias bomb is refused in a policy
 // document, in the ConfigMap file around it (lint, render --policies, --policy-dir) and in an
 // object stream (render -f).
 func TestFlowMappingAliasBombEverywhere(t *testing.T) {
-	bomb := flowMappingAliasBomb(5, 10, 4000, 2300)
+	bomb := hostiletest.FlowMappingAliasBomb(5, 10, 4000, 2300, false)
 	policy := "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: p}\n" + "spec:\n  template:\n    metadata:\n      annotations: " + bomb + "\n"
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "hostile", Namespace: "team-a", Labels: map[string]string{policies.PolicyLabel: "true"}},
 		Data: map[string]string{"p.yaml": policy}}

@@ -13,33 +13,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/podpatch/podpatch/internal/hostiletest"
 	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/webhook/policystore"
 )
 
-// flowBomb is the anchors-after-colon flow mapping as a policy document: anchors and aliases right after `:` in a
-// flow mapping with JSON-style keys, expanding to fanout^levels copies of a string.
-func flowBomb(levels, fanout, strlen, pad int) string {
-	var parts []string
-	for i := range pad {
-		parts = append(parts, fmt.Sprintf(`"p%d":1`, i))
-	}
-	parts = append(parts, fmt.Sprintf(`"s0":&s0 %q`, strings.Repeat("x", strlen)))
-	for l := 1; l <= levels; l++ {
-		items := make([]string, fanout)
-		for i := range items {
-			items[i] = fmt.Sprintf(`"k%d":*%s`, i, map[bool]string{true: "s0", false: fmt.Sprintf("l%d", l-1)}[l == 1])
-		}
-		parts = append(parts, fmt.Sprintf(`"l%d":&l%d {%s}`, l, l, strings.Join(items, ",")))
-	}
-	return "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: team}\nspec:\n  template:\n    metadata:\n      annotations: {" +
-		strings.Join(parts, ",") + "}\n"
-}
-
 // hostilePolicies are policy texts a tenant could write to take podpatch down.
 func hostilePolicies() map[string]string {
 	return map[string]string{
-		"flow mapping aliases":  flowBomb(5, 10, 4000, 2300),
+		"flow mapping aliases":  hostiletest.PolicyDocument("team", hostiletest.FlowMappingAliasBomb(5, 10, 4000, 2300, false)),
 		"block aliases":         "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n",
 		"merge keys":            "b: {<<: {x: 1}}\n",
 		"custom tag":            "a: !boom x\n",

@@ -9,13 +9,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/podpatch/podpatch/internal/hostiletest"
 	"github.com/podpatch/podpatch/internal/yamljson"
 )
 
 // TestFlowMappingAliasBomb: a 24 KB flow mapping whose anchors and aliases follow `:` directly,
 // which expanded to gigabytes, is refused before anything is expanded.
 func TestFlowMappingAliasBomb(t *testing.T) {
-	text := flowMappingAliasBomb(5, 10, 4000, 2300)
+	text := hostiletest.FlowMappingAliasBomb(5, 10, 4000, 2300, false)
 	require.Greater(t, len(text), 20<<10)
 	_, err := checkBounded(t, text)
 	require.ErrorIs(t, err, yamljson.ErrRefused)

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/podpatch/podpatch/internal/hostiletest"
 	"github.com/podpatch/podpatch/internal/yamljson"
 	"github.com/podpatch/podpatch/policies"
 )
@@ -75,7 +75,7 @@ func checkGenerated(t *testing.T, text string, want []any, hostile bool) {
 // or custom tag anywhere is refused, any other converts to exactly the generated values.
 // Run it long with: go test -run '^$' -fuzz FuzzFrontEnd -fuzztime 30m ./internal/yamljson
 func FuzzFrontEnd(f *testing.F) {
-	f.Add([]byte(flowMappingAliasBomb(3, 5, 16, 8)))
+	f.Add([]byte(hostiletest.FlowMappingAliasBomb(3, 5, 16, 8, false)))
 	f.Add([]byte("a: &a [1]\nb: *a\n"))
 	f.Add([]byte("{\"s0\":&s0 \"x\", \"l1\":&l1 {\"k0\":*s0}}"))
 	f.Add([]byte("- !foo x\n- <<: {a: 1}\n---\n[*a]"))
@@ -88,25 +88,4 @@ func FuzzFrontEnd(f *testing.F) {
 		text, docs, hostile := generate(data, hostileNone)
 		checkGenerated(t, text, docs, hostile)
 	})
-}
-
-// flowMappingAliasBomb is an alias bomb that passed the byte heuristic before the YAML front
-// end: anchors and aliases right after `:` in a flow mapping with JSON-style keys, padded with
-// plain members ahead of them so that go-yaml's own alias ratio check would not stop it.
-func flowMappingAliasBomb(levels, fanout, strlen, pad int) string {
-	var parts []string
-	for i := range pad {
-		parts = append(parts, fmt.Sprintf(`"p%d":1`, i))
-	}
-	parts = append(parts, fmt.Sprintf(`"s0":&s0 %q`, strings.Repeat("x", strlen)))
-	prev := "s0"
-	for l := 1; l <= levels; l++ {
-		items := make([]string, fanout)
-		for i := range items {
-			items[i] = fmt.Sprintf(`"k%d":*%s`, i, prev)
-		}
-		parts = append(parts, fmt.Sprintf(`"l%d":&l%d {%s}`, l, l, strings.Join(items, ",")))
-		prev = fmt.Sprintf("l%d", l)
-	}
-	return "{" + strings.Join(parts, ",") + "}"
 }

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/podpatch/podpatch/internal/hostiletest"
 	"github.com/podpatch/podpatch/policies"
 )
 
@@ -26,26 +27,7 @@ const hostileMemoryLimit = 256 << 20
 // alias bombs in several shapes (the flow mapping with JSON-style keys among them), merge keys, custom tags, nesting at the
 // parser's own bound, and the densest texts of the largest ConfigMap Kubernetes stores.
 func hostileE2EPolicies() map[string]string {
-	bomb := func(levels, fanout, strlen, pad int, key func(i int) string, sep string) string {
-		var parts []string
-		for i := range pad {
-			parts = append(parts, fmt.Sprintf(`"p%d":1`, i))
-		}
-		parts = append(parts, fmt.Sprintf(`"s0":&s0 %q`, strings.Repeat("x", strlen)))
-		prev := "s0"
-		for l := 1; l <= levels; l++ {
-			items := make([]string, fanout)
-			for i := range items {
-				items[i] = key(i) + sep + "*" + prev
-			}
-			parts = append(parts, fmt.Sprintf(`"l%d":&l%d {%s}`, l, l, strings.Join(items, ",")))
-			prev = fmt.Sprintf("l%d", l)
-		}
-		return "{" + strings.Join(parts, ",") + "}"
-	}
-	doc := func(annotations string) string {
-		return "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: hostile}\nspec:\n  template:\n    metadata:\n      annotations: " + annotations + "\n"
-	}
+	doc := func(annotations string) string { return hostiletest.PolicyDocument("hostile", annotations) }
 	var block strings.Builder
 	block.WriteString("apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: hostile}\nspec:\n  template:\n    metadata:\n      annotations:\n")
 	for i := range 2000 {
@@ -56,8 +38,8 @@ func hostileE2EPolicies() map[string]string {
 		fmt.Fprintf(&block, "        l%d: &l%d [%s]\n", l, l, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d, ", l-1), 10), ", "))
 	}
 	return map[string]string{
-		"json-keys":       doc(bomb(5, 10, 4000, 2300, func(i int) string { return fmt.Sprintf(`"k%d"`, i) }, ":")),
-		"plain-keys":      doc(bomb(5, 10, 4000, 2300, func(i int) string { return fmt.Sprintf("k%d", i) }, ": ")),
+		"json-keys":       doc(hostiletest.FlowMappingAliasBomb(5, 10, 4000, 2300, false)),
+		"plain-keys":      doc(hostiletest.FlowMappingAliasBomb(5, 10, 4000, 2300, true)),
 		"block-sequences": block.String(),
 		"merge-keys":      doc("{<<: {a: b}}"),
 		"custom-tag":      doc("!boom {a: b}"),
