@@ -209,7 +209,7 @@ func compileGroups(all []*policies.Policy, parts map[*policies.Policy]podPart, o
 	every := profiles.All()
 	for i, pr := range every {
 		for _, r := range profiles.Roles {
-			if len(natives(pr, r)) == 0 {
+			if len(pr.RoleNames(r)) == 0 {
 				continue
 			}
 			var in []*policies.Policy

@@ -24,23 +24,11 @@ var (
 	namespaceLabels = labelsOf("namespaceObject.metadata.labels")
 )
 
-// natives are the profile's own role names for role r, sorted.
-func natives(pr profiles.Profile, r profiles.Role) []string {
-	var out []string
-	for native, role := range pr.Roles {
-		if role == r {
-			out = append(out, native)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // objectSelector is the binding's objectSelector for a profile's role: the labels
 // profiles.Recognise reads for it.
 func objectSelector(pr profiles.Profile, r profiles.Role) *metav1.LabelSelector {
 	sel := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-		{Key: pr.RoleKey, Operator: metav1.LabelSelectorOpIn, Values: natives(pr, r)},
+		{Key: pr.RoleKey, Operator: metav1.LabelSelectorOpIn, Values: pr.RoleNames(r)},
 	}}
 	switch {
 	case pr.RequireKey == "":

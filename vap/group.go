@@ -139,22 +139,10 @@ func setOf[T comparable](vs []T) map[T]bool {
 	return m
 }
 
-// nativesOf are the profile's own names of role r, sorted.
-func nativesOf(pr profiles.Profile, r profiles.Role) []string {
-	var out []string
-	for native, rr := range pr.Roles {
-		if rr == r {
-			out = append(out, native)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // podSelector selects exactly the Pods whose own labels pr recognises with role r
 // (profiles.Recognise: the role label with one of the role's names, the required label).
 func podSelector(pr profiles.Profile, r profiles.Role) metav1.LabelSelector {
-	reqs := []metav1.LabelSelectorRequirement{{Key: pr.RoleKey, Operator: metav1.LabelSelectorOpIn, Values: nativesOf(pr, r)}}
+	reqs := []metav1.LabelSelectorRequirement{{Key: pr.RoleKey, Operator: metav1.LabelSelectorOpIn, Values: pr.RoleNames(r)}}
 	return metav1.LabelSelector{MatchExpressions: append(reqs, required(pr)...)}
 }
 

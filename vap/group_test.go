@@ -69,7 +69,7 @@ func TestGroupSelectorsCoverRecognition(t *testing.T) {
 			}
 		}
 		if pr.ServiceLabels == nil {
-			l = labels.Set{pr.RoleKey: nativesOf(pr, profiles.RoleScheduler)[0]}
+			l = labels.Set{pr.RoleKey: pr.RoleNames(profiles.RoleScheduler)[0]}
 			if pr.RequireKey != "" {
 				l[pr.RequireKey] = pr.RequireValue
 			}

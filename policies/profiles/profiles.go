@@ -206,6 +206,19 @@ func Of(m Manager) (Profile, bool) {
 	return Profile{}, false
 }
 
+// RoleNames are the manager's own names of role r (what its RoleKey label says), sorted: the
+// values a selector on the role label lists.
+func (p Profile) RoleNames(r Role) []string {
+	var out []string
+	for name, role := range p.Roles {
+		if role == r {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // clone copies a profile deep, so that no caller can change what recognition reads.
 func (p Profile) clone() Profile {
 	p.Roles, p.ServiceLabels, p.Aliases = maps.Clone(p.Roles), maps.Clone(p.ServiceLabels), maps.Clone(p.Aliases)
