@@ -327,24 +327,7 @@ func gracePeriodOf(s *corev1.PodSpec) int64 {
 // nameservers, since the object's dnsConfig is not known).
 func validatePodSpecFieldsPatch(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	for _, label := range []struct{ name, value string }{{"hostname", s.Hostname}, {"subdomain", s.Subdomain}} {
-		if label.value != "" {
-			errs = append(errs, invalidIf(fld.Child(label.name), label.value, validation.IsDNS1123Label(label.value))...)
-		}
-	}
-	if h := s.HostnameOverride; h != nil {
-		p := fld.Child("hostnameOverride")
-		errs = append(errs, invalidIf(p, *h, validation.IsDNS1123Subdomain(*h))...)
-		if len(*h) > 64 {
-			errs = append(errs, field.TooLong(p, "", 64))
-		}
-		if s.SetHostnameAsFQDN != nil && *s.SetHostnameAsFQDN {
-			errs = append(errs, field.Forbidden(p, "may not be set when setHostnameAsFQDN is true"))
-		}
-		if s.HostNetwork {
-			errs = append(errs, field.Forbidden(p, "may not be set when hostNetwork is true"))
-		}
-	}
+	errs = append(errs, validatePodHostnamesPatch(s, fld)...)
 	if s.NodeName != "" {
 		errs = append(errs, invalidIf(fld.Child("nodeName"), s.NodeName, apivalidation.NameIsDNSSubdomain(s.NodeName, false))...)
 		if len(s.SchedulingGates) > 0 {
@@ -378,8 +361,50 @@ func validatePodSpecFieldsPatch(s *corev1.PodSpec, fld *field.Path) field.ErrorL
 	if rc := s.RuntimeClassName; rc != nil {
 		errs = append(errs, invalidIf(fld.Child("runtimeClassName"), *rc, apivalidation.NameIsDNSSubdomain(*rc, false))...)
 	}
-	// The admission plugins compute these from priorityClassName and runtimeClassName and
-	// refuse a Pod whose own value differs, which a policy cannot know.
+	errs = append(errs, validateComputedFieldsPatch(s, fld)...)
+	if s.OS != nil {
+		switch s.OS.Name {
+		case corev1.Linux, corev1.Windows:
+		case "":
+			errs = append(errs, field.Required(fld.Child("os", "name"), "linux or windows"))
+		default:
+			errs = append(errs, field.NotSupported(fld.Child("os", "name"), string(s.OS.Name), []corev1.OSName{corev1.Linux, corev1.Windows}))
+		}
+	}
+	errs = append(errs, validateHostNamespacesPatch(s, fld)...)
+	return errs
+}
+
+// validatePodHostnamesPatch checks the names a Pod gives itself: hostname and subdomain as
+// labels, and hostnameOverride, which excludes setHostnameAsFQDN and hostNetwork.
+func validatePodHostnamesPatch(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, label := range []struct{ name, value string }{{"hostname", s.Hostname}, {"subdomain", s.Subdomain}} {
+		if label.value != "" {
+			errs = append(errs, invalidIf(fld.Child(label.name), label.value, validation.IsDNS1123Label(label.value))...)
+		}
+	}
+	if h := s.HostnameOverride; h != nil {
+		p := fld.Child("hostnameOverride")
+		errs = append(errs, invalidIf(p, *h, validation.IsDNS1123Subdomain(*h))...)
+		if len(*h) > 64 {
+			errs = append(errs, field.TooLong(p, "", 64))
+		}
+		if s.SetHostnameAsFQDN != nil && *s.SetHostnameAsFQDN {
+			errs = append(errs, field.Forbidden(p, "may not be set when setHostnameAsFQDN is true"))
+		}
+		if s.HostNetwork {
+			errs = append(errs, field.Forbidden(p, "may not be set when hostNetwork is true"))
+		}
+	}
+	return errs
+}
+
+// validateComputedFieldsPatch refuses the fields the admission plugins compute from
+// priorityClassName and runtimeClassName: they refuse a Pod whose own value differs, which a
+// policy cannot know.
+func validateComputedFieldsPatch(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
 	if s.Priority != nil {
 		errs = append(errs, field.Forbidden(fld.Child("priority"),
 			"computed by the API server from priorityClassName, which refuses a Pod that sets another value; set priorityClassName"))
@@ -392,15 +417,14 @@ func validatePodSpecFieldsPatch(s *corev1.PodSpec, fld *field.Path) field.ErrorL
 		errs = append(errs, field.Forbidden(fld.Child("overhead"),
 			"computed by the API server from the RuntimeClass, which refuses a Pod that sets another value; set runtimeClassName"))
 	}
-	if s.OS != nil {
-		switch s.OS.Name {
-		case corev1.Linux, corev1.Windows:
-		case "":
-			errs = append(errs, field.Required(fld.Child("os", "name"), "linux or windows"))
-		default:
-			errs = append(errs, field.NotSupported(fld.Child("os", "name"), string(s.OS.Name), []corev1.OSName{corev1.Linux, corev1.Windows}))
-		}
-	}
+	return errs
+}
+
+// validateHostNamespacesPatch checks the fields that the host namespaces exclude:
+// shareProcessNamespace with hostPID, hostPID and hostIPC in a user namespace, and host ports
+// other than the container port with hostNetwork.
+func validateHostNamespacesPatch(s *corev1.PodSpec, fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
 	if s.ShareProcessNamespace != nil && *s.ShareProcessNamespace && s.HostPID {
 		errs = append(errs, field.Invalid(fld.Child("shareProcessNamespace"), true, "may not be true when hostPID is true"))
 	}

@@ -293,7 +293,7 @@ func clipName(s string) string {
 	return s
 }
 
-// finding builds a finding about a resource of the main container.
-func (f *podFacts[P]) finding(check string, sev Severity, section, name, msg, fix string) Finding {
-	return Finding{Check: check, Severity: sev, Policy: f.responsible(section, name), Field: f.field(section, name), Message: msg, Fix: fix}
+// finding builds a finding about a resource of the main container, with the check's fix.
+func (f *podFacts[P]) finding(check string, sev Severity, section, name, msg string) Finding {
+	return Finding{Check: check, Severity: sev, Policy: f.responsible(section, name), Field: f.field(section, name), Message: msg, Fix: fixOf(check)}
 }

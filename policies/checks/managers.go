@@ -23,6 +23,21 @@ const (
 	fixDaskLB     = "set the scheduler Service's type in the DaskCluster's spec.scheduler.service if the load balancer is meant, and check that the cloud's load-balancer controller gives it an address; else leave the type out of the policy"
 )
 
+// fixOf is the fix of a check on a Pod's main container: one per check, whatever it found.
+func fixOf(check string) string {
+	switch check {
+	case RayResources:
+		return fixRay
+	case DaskWorker:
+		return fixDaskWorker
+	case SparkMemory:
+		return fixSpark
+	case FlinkMemory:
+		return fixFlink
+	}
+	return ""
+}
+
 // rayAccelerators are the accelerator resources KubeRay passes to `ray start --resources`, with
 // the Ray resource names it gives them (KubeRay's customAcceleratorToRayResourceMap).
 var rayAccelerators = []struct{ container, ray string }{
@@ -51,19 +66,33 @@ func checkRay[P Policy](f *podFacts[P]) []Finding {
 		return nil
 	}
 	words := f.after.words()
-	start := -1
-	for i := 0; i+1 < len(words); i++ {
-		if (words[i] == "ray" || strings.HasSuffix(words[i], "/ray")) && words[i+1] == "start" {
-			start = i + 2
-			break
-		}
-	}
+	start := rayStart(words)
 	if start < 0 {
 		return nil // not a `ray start` KubeRay generated: nothing stated
 	}
 	flags := flagValues(words[start:], f.sizes.Flags, f.after.env)
 	var out []Finding
-	// CPU: the limit, else the request (KubeRay's order), as a whole number rounded up.
+	out = f.rayCPU(out, flags)
+	out = f.rayMemory(out, flags)
+	out = f.rayGPUs(out, flags)
+	out = f.rayAccelerators(out, flags)
+	return out
+}
+
+// rayStart is the index of the first word after `ray start` in a command's words; -1 when
+// there is none.
+func rayStart(words []string) int {
+	for i := 0; i+1 < len(words); i++ {
+		if (words[i] == "ray" || strings.HasSuffix(words[i], "/ray")) && words[i+1] == "start" {
+			return i + 2
+		}
+	}
+	return -1
+}
+
+// rayCPU appends to out the finding of --num-cpus: a CPU figure (the limit, else the request,
+// KubeRay's order) the policy changed from what was stated, as a whole number rounded up.
+func (f *podFacts[P]) rayCPU(out []Finding, flags map[string]string) []Finding {
 	cpuSection := "limits"
 	if _, ok := f.after.figure("limits", "cpu"); !ok {
 		if _, ok := f.before().figure("limits", "cpu"); !ok {
@@ -75,9 +104,15 @@ func checkRay[P Policy](f *podFacts[P]) []Finding {
 		now, nok := f.after.figure(cpuSection, "cpu")
 		if sok && nok && now.Value() != stated.Value() {
 			out = append(out, f.finding(RayResources, SeverityWarning, cpuSection, "cpu",
-				fmt.Sprintf("cpu is now %s but `ray start --num-cpus=%s` was generated before the policy: Ray and its autoscaler plan with %s CPUs", now.String(), s, s), fixRay))
+				fmt.Sprintf("cpu is now %s but `ray start --num-cpus=%s` was generated before the policy: Ray and its autoscaler plan with %s CPUs", now.String(), s, s)))
 		}
 	}
+	return out
+}
+
+// rayMemory appends to out the finding of --memory: a memory limit the policy removed, or
+// changed to below (the Pod is OOMKilled) or above (unused) what was stated.
+func (f *podFacts[P]) rayMemory(out []Finding, flags map[string]string) []Finding {
 	if s, ok := flags["--memory"]; ok && f.changed("limits", "memory") {
 		stated, sok := parseSize(s, nil, 1)
 		now, nok := f.after.figure("limits", "memory")
@@ -85,16 +120,22 @@ func checkRay[P Policy](f *podFacts[P]) []Finding {
 		case !sok:
 		case !nok:
 			out = append(out, f.finding(RayResources, SeverityWarning, "limits", "memory",
-				fmt.Sprintf("the memory limit was removed but `ray start --memory=%s` still caps Ray at it", s), fixRay))
+				fmt.Sprintf("the memory limit was removed but `ray start --memory=%s` still caps Ray at it", s)))
 		case now.Value() < stated:
 			out = append(out, f.finding(RayResources, SeverityError, "limits", "memory",
-				fmt.Sprintf("memory limit is now %s, below the %s bytes `ray start --memory` gives Ray: the Pod will be OOMKilled when Ray uses them", now.String(), s), fixRay))
+				fmt.Sprintf("memory limit is now %s, below the %s bytes `ray start --memory` gives Ray: the Pod will be OOMKilled when Ray uses them", now.String(), s)))
 		case now.Value() > stated:
 			out = append(out, f.finding(RayResources, SeverityWarning, "limits", "memory",
-				fmt.Sprintf("memory limit is now %s but `ray start --memory=%s` was generated before the policy: Ray does not use the rest", now.String(), s), fixRay))
+				fmt.Sprintf("memory limit is now %s but `ray start --memory=%s` was generated before the policy: Ray does not use the rest", now.String(), s)))
 		}
 	}
-	// GPUs: --num-gpus is one figure, from the first GPU resource (sorted, as KubeRay reads them).
+	return out
+}
+
+// rayGPUs appends to out the finding of --num-gpus, which is one figure, from the first GPU
+// resource (sorted, as KubeRay reads them): GPUs the policy added that Ray was not told of, or
+// fewer (GPU tasks land where there are none) or more (unused) than stated.
+func (f *podFacts[P]) rayGPUs(out []Finding, flags map[string]string) []Finding {
 	var gpus []string
 	for _, m := range []map[string]any{f.after.limits, f.before().limits} {
 		for k := range m {
@@ -115,16 +156,23 @@ func checkRay[P Policy](f *podFacts[P]) []Finding {
 		switch {
 		case !stated && n > 0:
 			out = append(out, f.finding(RayResources, SeverityWarning, "limits", g,
-				fmt.Sprintf("%d %s added but `ray start` has no --num-gpus: Ray's autoscaler plans without them and GPU tasks are not scheduled here", n, g), fixRay))
+				fmt.Sprintf("%d %s added but `ray start` has no --num-gpus: Ray's autoscaler plans without them and GPU tasks are not scheduled here", n, g)))
 		case stated && sok && n < sq.Value():
 			out = append(out, f.finding(RayResources, SeverityError, "limits", g,
-				fmt.Sprintf("%s is now %d but `ray start --num-gpus=%s`: Ray schedules GPU tasks onto GPUs the container does not have", g, n, s), fixRay))
+				fmt.Sprintf("%s is now %d but `ray start --num-gpus=%s`: Ray schedules GPU tasks onto GPUs the container does not have", g, n, s)))
 		case stated && sok && n > sq.Value():
 			out = append(out, f.finding(RayResources, SeverityWarning, "limits", g,
-				fmt.Sprintf("%s is now %d but `ray start --num-gpus=%s`: Ray does not use the others", g, n, s), fixRay))
+				fmt.Sprintf("%s is now %d but `ray start --num-gpus=%s`: Ray does not use the others", g, n, s)))
 		}
 		break
 	}
+	return out
+}
+
+// rayAccelerators appends to out the findings of --resources, one per accelerator KubeRay
+// passes there: devices the policy added that Ray was not told of, or fewer (tasks land where
+// there are none) or more (unused) than stated.
+func (f *podFacts[P]) rayAccelerators(out []Finding, flags map[string]string) []Finding {
 	resources := rayResources(flags["--resources"])
 	for _, a := range rayAccelerators {
 		if !f.changed("limits", a.container) {
@@ -136,13 +184,13 @@ func checkRay[P Policy](f *podFacts[P]) []Finding {
 		switch {
 		case !ok && n > 0:
 			out = append(out, f.finding(RayResources, SeverityWarning, "limits", a.container,
-				fmt.Sprintf("%s added but `ray start --resources` has no %q: Ray does not schedule onto them", a.container, a.ray), fixRay))
+				fmt.Sprintf("%s added but `ray start --resources` has no %q: Ray does not schedule onto them", a.container, a.ray)))
 		case ok && n < stated:
 			out = append(out, f.finding(RayResources, SeverityError, "limits", a.container,
-				fmt.Sprintf("%s is now %s but `ray start --resources` says %q: %g: Ray schedules onto devices the container does not have", a.container, now.String(), a.ray, stated), fixRay))
+				fmt.Sprintf("%s is now %s but `ray start --resources` says %q: %g: Ray schedules onto devices the container does not have", a.container, now.String(), a.ray, stated)))
 		case ok && n > stated:
 			out = append(out, f.finding(RayResources, SeverityWarning, "limits", a.container,
-				fmt.Sprintf("%s is now %s but `ray start --resources` says %q: %g: Ray does not use the others", a.container, now.String(), a.ray, stated), fixRay))
+				fmt.Sprintf("%s is now %s but `ray start --resources` says %q: %g: Ray does not use the others", a.container, now.String(), a.ray, stated)))
 		}
 	}
 	return out
@@ -186,13 +234,13 @@ func checkDask[P Policy](f *podFacts[P]) []Finding {
 		case !sok || !nok || total/workers != per:
 		case now.Value() < total && workers > 1:
 			out = append(out, f.finding(DaskWorker, SeverityError, "limits", "memory",
-				fmt.Sprintf("memory limit is now %s, below --nworkers %d × --memory-limit %s: each worker falls back to the whole container's memory and together they are OOMKilled", now.String(), workers, s), fixDaskWorker))
+				fmt.Sprintf("memory limit is now %s, below --nworkers %d × --memory-limit %s: each worker falls back to the whole container's memory and together they are OOMKilled", now.String(), workers, s)))
 		case now.Value() < total:
 			out = append(out, f.finding(DaskWorker, SeverityWarning, "limits", "memory",
-				fmt.Sprintf("memory limit is now %s, below --memory-limit %s: the worker ignores its flag and spills and pauses by the container's limit", now.String(), s), fixDaskWorker))
+				fmt.Sprintf("memory limit is now %s, below --memory-limit %s: the worker ignores its flag and spills and pauses by the container's limit", now.String(), s)))
 		case now.Value() > total:
 			out = append(out, f.finding(DaskWorker, SeverityWarning, "limits", "memory",
-				fmt.Sprintf("memory limit is now %s but --memory-limit %s: the worker pauses and restarts at its flag's figure and does not use the rest", now.String(), s), fixDaskWorker))
+				fmt.Sprintf("memory limit is now %s but --memory-limit %s: the worker pauses and restarts at its flag's figure and does not use the rest", now.String(), s)))
 		}
 	}
 	if s, ok := flags["--nthreads"]; ok && f.changed("limits", "cpu") {
@@ -202,7 +250,7 @@ func checkDask[P Policy](f *podFacts[P]) []Finding {
 			cores := int64(math.Ceil(now.AsApproximateFloat64()))
 			if cores != threads*workers {
 				out = append(out, f.finding(DaskWorker, SeverityWarning, "limits", "cpu",
-					fmt.Sprintf("cpu limit is now %s but the worker runs --nthreads %s × --nworkers %d threads: it does not match the CPUs it has", now.String(), s, workers), fixDaskWorker))
+					fmt.Sprintf("cpu limit is now %s but the worker runs --nthreads %s × --nworkers %d threads: it does not match the CPUs it has", now.String(), s, workers)))
 			}
 		}
 	}
@@ -253,10 +301,10 @@ func checkSpark[P Policy](f *podFacts[P]) []Finding {
 		switch {
 		case now.Value() < heap:
 			return []Finding{f.finding(SparkMemory, SeverityError, section, "memory",
-				fmt.Sprintf("memory is now %s, below the JVM heap (%s): the executor will be OOMKilled", now.String(), heapFrom), fixSpark)}
+				fmt.Sprintf("memory is now %s, below the JVM heap (%s): the executor will be OOMKilled", now.String(), heapFrom))}
 		case now.Value() < heap+overhead:
 			return []Finding{f.finding(SparkMemory, SeverityWarning, section, "memory",
-				fmt.Sprintf("memory is now %s, below the heap (%s) and Spark's default overhead of %dMi: the JVM's native memory may outgrow it", now.String(), heapFrom, overhead>>20), fixSpark)}
+				fmt.Sprintf("memory is now %s, below the heap (%s) and Spark's default overhead of %dMi: the JVM's native memory may outgrow it", now.String(), heapFrom, overhead>>20))}
 		}
 		return nil
 	}
@@ -274,7 +322,7 @@ func checkSpark[P Policy](f *podFacts[P]) []Finding {
 	default:
 		sev, msg = SeverityWarning, "memory request and limit now differ: Spark sets them equal, and the Pod loses its Guaranteed QoS"
 	}
-	return []Finding{f.finding(SparkMemory, sev, section, "memory", msg, fixSpark)}
+	return []Finding{f.finding(SparkMemory, sev, section, "memory", msg)}
 }
 
 // effectiveMemory is a container's memory limit, else its request.
@@ -317,14 +365,14 @@ func checkFlink[P Policy](f *podFacts[P]) []Finding {
 	}
 	if now.Value() < stated {
 		return []Finding{f.finding(FlinkMemory, SeverityError, section, "memory",
-			fmt.Sprintf("memory is now %s, below %s: Flink's memory pools outgrow the container and it is OOMKilled", now.String(), from), fixFlink)}
+			fmt.Sprintf("memory is now %s, below %s: Flink's memory pools outgrow the container and it is OOMKilled", now.String(), from))}
 	}
 	if now.Value() > stated {
 		if was, ok := f.before().figure("limits", "memory"); ok && now.Value() <= was.Value() {
 			return nil // still within the limit Flink's limit factor gave
 		}
 		return []Finding{f.finding(FlinkMemory, SeverityWarning, section, "memory",
-			fmt.Sprintf("memory is now %s but %s: Flink sizes its memory pools from that and does not use the rest", now.String(), from), fixFlink)}
+			fmt.Sprintf("memory is now %s but %s: Flink sizes its memory pools from that and does not use the rest", now.String(), from))}
 	}
 	return nil
 }

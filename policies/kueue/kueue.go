@@ -255,7 +255,17 @@ func Keep[P checks.Policy](t *jsontree.Tree, obj map[string]any, before *Placeme
 		// the enforce policies' placement stays.
 		r.keepEnforced, r.enforced = true, enforcedPlacement(applied)
 	}
+	k := keeper[P]{t: t, spec: spec, before: before, r: r, applied: applied, why: keptWhy(&r)}
 	var out []checks.Finding
+	out = k.nodeSelector(out)
+	out = k.tolerations(out)
+	out = k.requiredAffinity(out)
+	return out
+}
+
+// keptWhy is the reason the findings of Keep give: the flavors decide the key, or, unknown or
+// not served, all placement but the enforced is Kueue's.
+func keptWhy(r *rule) string {
 	why := "the keys Kueue's ResourceFlavors decide are unknown (no cluster to ask, cache not synced or discovery failing), so all placement but the enforced is Kueue's"
 	if r.keys.Absent {
 		why = "the Pod carries Kueue's admission gate but no ResourceFlavor API is served yet, so all placement but the enforced is Kueue's"
@@ -263,56 +273,82 @@ func Keep[P checks.Policy](t *jsontree.Tree, obj map[string]any, before *Placeme
 	if r.known {
 		why = "Kueue's ResourceFlavor decides this key"
 	}
-	add := func(field, member, key string) {
-		out = append(out, checks.Finding{
-			Check: checks.KueuePlacement, Severity: checks.SeverityWarning, Policy: soleSetter(applied, member, key), Field: field,
-			Message: "left out on a Pod that Kueue manages: " + why,
-			Fix:     "set placement on the ResourceFlavor, or select Pods without Kueue's labels",
-		})
-	}
+	return why
+}
 
-	// spec.nodeSelector, key by key.
+// keeper puts Kueue's placement back on one Pod for Keep, member by member; each step appends a
+// finding per field put back. The findings are not a field: a keeper that stored them would
+// make escape analysis move the given placement, and the caller's state holding it, to the
+// heap on every admission.
+type keeper[P checks.Policy] struct {
+	t       *jsontree.Tree
+	spec    map[string]any // the Pod's spec, as patched
+	before  *Placement     // its placement as given, decoded
+	r       rule           // what is left as the Pod came
+	applied []P
+	why     string // the findings' reason (keptWhy)
+}
+
+// add appends to out the finding of a field put back, naming the one applied policy that sets
+// spec.<member> (its key, when key is not "").
+func (k *keeper[P]) add(out []checks.Finding, field, member, key string) []checks.Finding {
+	return append(out, checks.Finding{
+		Check: checks.KueuePlacement, Severity: checks.SeverityWarning, Policy: soleSetter(k.applied, member, key), Field: field,
+		Message: "left out on a Pod that Kueue manages: " + k.why,
+		Fix:     "set placement on the ResourceFlavor, or select Pods without Kueue's labels",
+	})
+}
+
+// nodeSelector puts back spec.nodeSelector key by key: each of the rule's keys the policies
+// set, changed or removed, in key order.
+func (k *keeper[P]) nodeSelector(out []checks.Finding) []checks.Finding {
+	t, spec, before, r := k.t, k.spec, k.before, &k.r
 	if v, ok := spec["nodeSelector"]; ok && !jsontree.IsRaw(v) || !ok && before.had[0] {
 		sel, _ := t.GetMap(spec, "nodeSelector")
 		var changed []string
-		for k, pv := range sel {
-			if !r.node(k) {
+		for key, pv := range sel {
+			if !r.node(key) {
 				continue
 			}
 			pv = full(pv)
-			if ov, had := before.selector[k]; !had || jsontree.Canonical(ov) != jsontree.Canonical(pv) {
-				changed = append(changed, k)
+			if ov, had := before.selector[key]; !had || jsontree.Canonical(ov) != jsontree.Canonical(pv) {
+				changed = append(changed, key)
 			}
 		}
-		for k := range before.selector {
-			if _, kept := sel[k]; !kept && r.node(k) {
-				changed = append(changed, k)
+		for key := range before.selector {
+			if _, kept := sel[key]; !kept && r.node(key) {
+				changed = append(changed, key)
 			}
 		}
 		sort.Strings(changed)
-		for _, k := range changed {
-			if ov, had := before.selector[k]; had {
+		for _, key := range changed {
+			if ov, had := before.selector[key]; had {
 				if sel == nil {
 					sel = map[string]any{}
 					spec["nodeSelector"] = sel
 				}
-				sel[k] = ov
+				sel[key] = ov
 			} else {
-				delete(sel, k)
+				delete(sel, key)
 			}
-			add("spec.nodeSelector."+k, "nodeSelector", k)
+			out = k.add(out, "spec.nodeSelector."+key, "nodeSelector", key)
 		}
 		if sel != nil && len(sel) == 0 && !before.had[0] {
 			delete(spec, "nodeSelector")
 		}
 	}
+	return out
+}
 
-	// spec.tolerations: those of Kueue's keys (an empty key tolerates every taint) as given.
+// tolerations puts back spec.tolerations: those of the rule's keys (an empty key tolerates
+// every taint) as given, one finding per key whose tolerations the policies added or removed.
+func (k *keeper[P]) tolerations(out []checks.Finding) []checks.Finding {
+	t, spec, before, r := k.t, k.spec, k.before, &k.r
 	if v, ok := spec["tolerations"]; ok && !jsontree.IsRaw(v) || !ok && before.had[1] {
 		decided := func(item any) (string, bool) {
 			m, _ := item.(map[string]any)
-			k, _ := m["key"].(string)
-			return k, r.tol(k)
+			key, _ := m["key"].(string)
+			return key, r.tol(key)
 		}
 		given := map[string]int{}
 		for _, item := range before.tols {
@@ -326,10 +362,10 @@ func Keep[P checks.Policy](t *jsontree.Tree, obj map[string]any, before *Placeme
 		var dropped []string
 		for i := range list {
 			item := full(t.At(list, i))
-			if k, d := decided(item); d {
+			if key, d := decided(item); d {
 				c := jsontree.Canonical(item)
 				if given[c] == 0 {
-					dropped = append(dropped, k)
+					dropped = append(dropped, key)
 					continue
 				}
 				given[c]--
@@ -337,10 +373,10 @@ func Keep[P checks.Policy](t *jsontree.Tree, obj map[string]any, before *Placeme
 			kept = append(kept, list[i])
 		}
 		for _, item := range before.tols { // given ones the policies removed
-			if k, d := decided(item); d && given[jsontree.Canonical(item)] > 0 {
+			if key, d := decided(item); d && given[jsontree.Canonical(item)] > 0 {
 				given[jsontree.Canonical(item)]--
 				kept = append(kept, item)
-				dropped = append(dropped, k)
+				dropped = append(dropped, key)
 			}
 		}
 		if len(dropped) > 0 {
@@ -353,13 +389,18 @@ func Keep[P checks.Policy](t *jsontree.Tree, obj map[string]any, before *Placeme
 				spec["tolerations"] = kept
 			}
 			slices.Sort(dropped)
-			for _, k := range slices.Compact(dropped) {
-				add(fmt.Sprintf("spec.tolerations[key=%s]", k), "tolerations", "")
+			for _, key := range slices.Compact(dropped) {
+				out = k.add(out, fmt.Sprintf("spec.tolerations[key=%s]", key), "tolerations", "")
 			}
 		}
 	}
+	return out
+}
 
-	// The required node affinity, as one: Kueue's flavor assignment reads it whole.
+// requiredAffinity puts back the required node affinity, as one: Kueue's flavor assignment
+// reads it whole.
+func (k *keeper[P]) requiredAffinity(out []checks.Finding) []checks.Finding {
+	t, spec, before := k.t, k.spec, k.before
 	if v, ok := spec["affinity"]; ok && !jsontree.IsRaw(v) || !ok && before.had[2] {
 		aff, _ := t.GetMap(spec, "affinity")
 		na, _ := t.GetMap(aff, "nodeAffinity")
@@ -367,9 +408,9 @@ func Keep[P checks.Policy](t *jsontree.Tree, obj map[string]any, before *Placeme
 		if na != nil {
 			req = full(na["requiredDuringSchedulingIgnoredDuringExecution"])
 		}
-		if jsontree.Canonical(req) != jsontree.Canonical(before.required) && r.affinity(req, before.required) {
+		if jsontree.Canonical(req) != jsontree.Canonical(before.required) && k.r.affinity(req, before.required) {
 			restoreRequired(spec, before)
-			add("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution", "affinity", "")
+			out = k.add(out, "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution", "affinity", "")
 		}
 	}
 	return out

@@ -37,15 +37,7 @@ func (c *checker) ipFamilies(spec map[string]any) {
 	}
 	headless := strOf(spec["clusterIP"]) == corev1.ClusterIPNone
 	selectorless := len(mapOf(spec["selector"])) == 0
-	policy := strOf(spec["ipFamilyPolicy"])
-	if policy == "" {
-		// A missing policy on create: RequireDualStack for a headless Service without a
-		// selector, SingleStack for any other.
-		policy = string(corev1.IPFamilyPolicySingleStack)
-		if headless && selectorless {
-			policy = string(corev1.IPFamilyPolicyRequireDualStack)
-		}
-	}
+	policy := familyPolicy(spec, headless && selectorless)
 	before := len(c.out)
 	if policy == string(corev1.IPFamilyPolicySingleStack) {
 		// Whatever the cluster serves.
@@ -64,8 +56,34 @@ func (c *checker) ipFamilies(spec map[string]any) {
 	if !ok || len(configured) == 0 {
 		return // unknown: no verdict
 	}
-	served := func(f string) bool { return slices.Contains(configured, corev1.IPFamily(f)) }
-	// The families of cluster IPs beyond those ipFamilies lists are inferred from the IPs.
+	families = c.inferredFamilies(ips, families, configured)
+	if len(c.out) > before {
+		return // the API server stops at these
+	}
+	if headless && selectorless {
+		return // a headless Service without a selector may name any family
+	}
+	c.servedFamilies(policy, families, configured)
+}
+
+// familyPolicy is the Service's ipFamilyPolicy, defaulted as on create when missing:
+// RequireDualStack for a headless Service without a selector (headlessSelectorless),
+// SingleStack for any other.
+func familyPolicy(spec map[string]any, headlessSelectorless bool) string {
+	policy := strOf(spec["ipFamilyPolicy"])
+	if policy == "" {
+		policy = string(corev1.IPFamilyPolicySingleStack)
+		if headlessSelectorless {
+			policy = string(corev1.IPFamilyPolicyRequireDualStack)
+		}
+	}
+	return policy
+}
+
+// inferredFamilies checks the families of the cluster IPs beyond those ipFamilies lists,
+// inferred from the IPs, against those the cluster serves (configured), and returns families
+// with those served appended.
+func (c *checker) inferredFamilies(ips, families []string, configured []corev1.IPFamily) []string {
 	for i, ip := range ips {
 		if ip == corev1.ClusterIPNone {
 			break
@@ -77,23 +95,23 @@ func (c *checker) ipFamilies(spec map[string]any) {
 		if !ok {
 			break // not an IP: refused by validation, for a reason of its own
 		}
-		if !served(fam) {
+		if !slices.Contains(configured, corev1.IPFamily(fam)) {
 			c.add(RuleServiceIPFamilies, "spec.clusterIPs["+strconv.Itoa(i)+"]", fam+" is not configured on this cluster (it serves "+joinFamilies(configured)+")")
 			continue
 		}
 		families = append(families, fam)
 	}
-	if len(c.out) > before {
-		return // the API server stops at these
-	}
-	if headless && selectorless {
-		return // a headless Service without a selector may name any family
-	}
+	return families
+}
+
+// servedFamilies checks the policy and the families against those the cluster serves
+// (configured): RequireDualStack needs two, and each IPv4 or IPv6 family named must be served.
+func (c *checker) servedFamilies(policy string, families []string, configured []corev1.IPFamily) {
 	if policy == string(corev1.IPFamilyPolicyRequireDualStack) && len(configured) < 2 {
 		c.add(RuleServiceIPFamilies, "spec.ipFamilyPolicy", "RequireDualStack, but this cluster is not configured for dual-stack Services (it serves "+joinFamilies(configured)+")")
 	}
 	for i, f := range families {
-		if (f == string(corev1.IPv4Protocol) || f == string(corev1.IPv6Protocol)) && !served(f) {
+		if (f == string(corev1.IPv4Protocol) || f == string(corev1.IPv6Protocol)) && !slices.Contains(configured, corev1.IPFamily(f)) {
 			c.add(RuleServiceIPFamilies, "spec.ipFamilies["+strconv.Itoa(i)+"]", f+" is not configured on this cluster (it serves "+joinFamilies(configured)+")")
 		}
 	}

@@ -35,38 +35,65 @@ func (c *checker) podOS(spec map[string]any, containers []container) {
 	psc := mapOf(spec["securityContext"])
 	switch strOf(mapOf(spec["os"])["name"]) {
 	case "linux":
-		if psc["windowsOptions"] != nil {
-			c.add(RulePodOS, "spec.securityContext.windowsOptions", "windows options cannot be set for a linux pod")
-		}
-		for _, ct := range containers {
-			if mapOf(ct.m["securityContext"])["windowsOptions"] != nil {
-				c.add(RulePodOS, ct.at(".securityContext.windowsOptions"), "windows options cannot be set for a linux pod")
-			}
-		}
+		c.linuxOS(psc, containers)
 	case "windows":
-		for _, k := range windowsForbiddenPod {
-			if psc[k] != nil {
-				c.add(RulePodOS, "spec.securityContext."+k, "cannot be set for a windows pod")
-			}
-		}
-		if spec["resources"] != nil { // pod-level resources (validateWindows)
-			c.own(RulePodOS, "spec.resources", "may not be set for a windows pod", func() string { return "spec.resources" })
-		}
-		for _, k := range []string{"hostUsers", "hostPID", "hostIPC", "shareProcessNamespace"} {
-			if spec[k] != nil {
-				c.add(RulePodOS, "spec."+k, "cannot be set for a windows pod")
-			}
-		}
-		for _, ct := range containers {
-			sc := mapOf(ct.m["securityContext"])
-			for _, k := range windowsForbiddenContainer {
-				if sc[k] != nil {
-					c.add(RulePodOS, ct.at(".securityContext."+k), "cannot be set for a windows pod")
-				}
+		c.windowsOS(spec, psc, containers)
+	}
+	c.hostProcess(spec, psc, containers)
+	c.exclusiveFields(spec, psc)
+	c.resizeRestarts(spec, containers)
+	c.privilegeEscalation(containers)
+	if hu, set := optBool(spec["hostUsers"]); set && !hu {
+		for _, k := range []string{"hostPID", "hostIPC", "hostNetwork"} {
+			if boolOf(spec[k]) {
+				c.add(RulePodFieldConflict, "spec."+k, "may not be true when hostUsers is false")
 			}
 		}
 	}
-	// Host processes: all containers or none, with hostNetwork.
+}
+
+// linuxOS checks a Pod whose spec.os.name is linux: neither the pod nor a container may set
+// windows options.
+func (c *checker) linuxOS(psc map[string]any, containers []container) {
+	if psc["windowsOptions"] != nil {
+		c.add(RulePodOS, "spec.securityContext.windowsOptions", "windows options cannot be set for a linux pod")
+	}
+	for _, ct := range containers {
+		if mapOf(ct.m["securityContext"])["windowsOptions"] != nil {
+			c.add(RulePodOS, ct.at(".securityContext.windowsOptions"), "windows options cannot be set for a linux pod")
+		}
+	}
+}
+
+// windowsOS checks a Pod whose spec.os.name is windows: the security-context members, the
+// pod-level resources and the host namespaces a windows Pod may not set (validateWindows).
+func (c *checker) windowsOS(spec, psc map[string]any, containers []container) {
+	for _, k := range windowsForbiddenPod {
+		if psc[k] != nil {
+			c.add(RulePodOS, "spec.securityContext."+k, "cannot be set for a windows pod")
+		}
+	}
+	if spec["resources"] != nil { // pod-level resources (validateWindows)
+		c.own(RulePodOS, "spec.resources", "may not be set for a windows pod", func() string { return "spec.resources" })
+	}
+	for _, k := range []string{"hostUsers", "hostPID", "hostIPC", "shareProcessNamespace"} {
+		if spec[k] != nil {
+			c.add(RulePodOS, "spec."+k, "cannot be set for a windows pod")
+		}
+	}
+	for _, ct := range containers {
+		sc := mapOf(ct.m["securityContext"])
+		for _, k := range windowsForbiddenContainer {
+			if sc[k] != nil {
+				c.add(RulePodOS, ct.at(".securityContext."+k), "cannot be set for a windows pod")
+			}
+		}
+	}
+}
+
+// hostProcess checks the Pod's host processes (validateWindowsHostProcessPod): all containers
+// or none, each as the pod says when both say, and with hostNetwork.
+func (c *checker) hostProcess(spec, psc map[string]any, containers []container) {
 	podHP, podSet := optBool(mapOf(psc["windowsOptions"])["hostProcess"])
 	hp := 0
 	for _, ct := range containers {
@@ -86,7 +113,11 @@ func (c *checker) podOS(spec map[string]any, containers []container) {
 			c.add(RulePodOS, "spec.hostNetwork", "must be true if the pod has hostProcess containers")
 		}
 	}
-	// Fields that exclude each other.
+}
+
+// exclusiveFields checks the pod fields that exclude each other, and the sysctls of a
+// namespace the Pod shares with its host (validateSysctls), which its host namespace forbids.
+func (c *checker) exclusiveFields(spec, psc map[string]any) {
 	if boolOf(spec["shareProcessNamespace"]) && boolOf(spec["hostPID"]) {
 		c.add(RulePodFieldConflict, "spec.shareProcessNamespace", "shareProcessNamespace and hostPID cannot both be enabled")
 	}
@@ -101,7 +132,6 @@ func (c *checker) podOS(spec map[string]any, containers []container) {
 			c.add(RulePodFieldConflict, "spec.hostnameOverride", "may not be set when hostNetwork is true")
 		}
 	}
-	// Sysctls of a namespace the Pod shares with its host (validateSysctls).
 	for _, sc := range listOf(psc["sysctls"]) {
 		name := strOf(mapOf(sc)["name"])
 		switch {
@@ -111,7 +141,11 @@ func (c *checker) podOS(spec map[string]any, containers []container) {
 			c.add(RulePodFieldConflict, item("spec.securityContext.sysctls", name), "may not be set when hostIPC is true")
 		}
 	}
-	// Resize policies that need a restart the Pod will not do.
+}
+
+// resizeRestarts checks the containers' resize policies that need a restart the Pod will not
+// do: RestartContainer on a regular init container, or under the pod's restartPolicy Never.
+func (c *checker) resizeRestarts(spec map[string]any, containers []container) {
 	never := strOf(spec["restartPolicy"]) == string(corev1.RestartPolicyNever)
 	for _, ct := range containers {
 		sidecar := ct.list == "initContainers" && strOf(ct.m["restartPolicy"]) == string(corev1.ContainerRestartPolicyAlways)
@@ -127,9 +161,12 @@ func (c *checker) podOS(spec map[string]any, containers []container) {
 			}
 		}
 	}
-	// A container that may not escalate cannot be privileged or hold CAP_SYS_ADMIN
-	// (validateSecurityContext): a platform's allowPrivilegeEscalation: false meets a user's
-	// privileged container.
+}
+
+// privilegeEscalation checks that a container that may not escalate is neither privileged nor
+// holds CAP_SYS_ADMIN (validateSecurityContext): a platform's allowPrivilegeEscalation: false
+// meets a user's privileged container.
+func (c *checker) privilegeEscalation(containers []container) {
 	for _, ct := range containers {
 		sc := mapOf(ct.m["securityContext"])
 		if ape, set := optBool(sc["allowPrivilegeEscalation"]); !set || ape {
@@ -141,13 +178,6 @@ func (c *checker) podOS(spec map[string]any, containers []container) {
 		for _, capability := range listOf(mapOf(sc["capabilities"])["add"]) {
 			if strOf(capability) == "CAP_SYS_ADMIN" {
 				c.add(RulePodFieldConflict, ct.at(".securityContext"), "cannot set `allowPrivilegeEscalation` to false and `capabilities.Add` CAP_SYS_ADMIN")
-			}
-		}
-	}
-	if hu, set := optBool(spec["hostUsers"]); set && !hu {
-		for _, k := range []string{"hostPID", "hostIPC", "hostNetwork"} {
-			if boolOf(spec[k]) {
-				c.add(RulePodFieldConflict, "spec."+k, "may not be true when hostUsers is false")
 			}
 		}
 	}

@@ -160,19 +160,31 @@ func (p podSecurityPolicy) check(obj, spec, volumes map[string]any, containers [
 			}
 		}
 	}
+	pod := podLevel{nonRoot: podNonRoot, seccomp: podSeccomp, windows: windows, userNS: userNS, seccompFields: seccompFields}
 	for _, ct := range containers {
-		p.container(ct, podNonRoot, podSeccomp, windows, userNS, seccompFields, bad)
+		p.container(ct, pod, bad)
 	}
 }
 
-// container checks one container's fields.
-func (p podSecurityPolicy) container(ct container, podNonRoot bool, podSeccomp string, windows, userNS, seccompFields bool, bad func(control, fld, msg string)) {
+// podLevel is what a Pod's spec decides for the controls of each of its containers: the pod's
+// runAsNonRoot and seccomp profile type, which a container may leave to it, and which controls
+// spare the Pod at the policy's version.
+type podLevel struct {
+	nonRoot       bool   // the pod's runAsNonRoot
+	seccomp       string // the pod's seccompProfile type
+	windows       bool   // a Windows Pod: the restricted controls of Linux kernel features spare it (v1.25+)
+	userNS        bool   // in a user namespace (hostUsers: false): the root controls spare it (v1.35+)
+	seccompFields bool   // seccomp is read from the fields, not from annotations (v1.19+)
+}
+
+// container checks one container's fields, with what its Pod decides for it (pod).
+func (p podSecurityPolicy) container(ct container, pod podLevel, bad func(control, fld, msg string)) {
 	sc := mapOf(ct.m["securityContext"])
 	path := ct.at(".securityContext")
 	if boolOf(sc["privileged"]) {
 		bad(psPrivileged, path+".privileged", "privileged containers are not allowed")
 	}
-	if pm := strOf(sc["procMount"]); pm != "" && pm != string(corev1.DefaultProcMount) && (p.restricted || !userNS) {
+	if pm := strOf(sc["procMount"]); pm != "" && pm != string(corev1.DefaultProcMount) && (p.restricted || !pod.userNS) {
 		bad(psProcMount, path+".procMount", "only the Default procMount is allowed")
 	}
 	if boolOf(mapOf(sc["windowsOptions"])["hostProcess"]) {
@@ -197,13 +209,13 @@ func (p podSecurityPolicy) container(ct container, podNonRoot bool, podSeccomp s
 			}
 		}
 	}
-	if seccompFields {
+	if pod.seccompFields {
 		p.seccompType(sc, path, bad)
 	}
-	p.commonSecurity(path, sc, userNS, bad)
+	p.commonSecurity(path, sc, pod.userNS, bad)
 	caps := mapOf(sc["capabilities"])
 	restrictedCaps := p.restricted && p.minor >= 22
-	if !restrictedCaps || !windows {
+	if !restrictedCaps || !pod.windows {
 		for _, a := range listOf(caps["add"]) {
 			switch name := strOf(a); { // compared as written: CAP_CHOWN is not CHOWN to the plugin
 			case restrictedCaps && name != "NET_BIND_SERVICE":
@@ -216,17 +228,17 @@ func (p podSecurityPolicy) container(ct container, podNonRoot bool, podSeccomp s
 	if !p.restricted {
 		return
 	}
-	if ape, ok := optBool(sc["allowPrivilegeEscalation"]); (!ok || ape) && p.minor >= 8 && !windows {
+	if ape, ok := optBool(sc["allowPrivilegeEscalation"]); (!ok || ape) && p.minor >= 8 && !pod.windows {
 		bad(psPrivilegeEscalation, path+".allowPrivilegeEscalation", "must be false")
 	}
-	if nonRoot, ok := optBool(sc["runAsNonRoot"]); ((ok && !nonRoot) || (!ok && !podNonRoot)) && !userNS {
+	if nonRoot, ok := optBool(sc["runAsNonRoot"]); ((ok && !nonRoot) || (!ok && !pod.nonRoot)) && !pod.userNS {
 		bad(psRunAsNonRoot, path+".runAsNonRoot", "must be true (on the container or the pod)")
 	}
-	if seccomp := strOf(mapOf(sc["seccompProfile"])["type"]); seccompFields && seccomp == "" &&
-		podSeccomp != string(corev1.SeccompProfileTypeRuntimeDefault) && podSeccomp != string(corev1.SeccompProfileTypeLocalhost) {
+	if seccomp := strOf(mapOf(sc["seccompProfile"])["type"]); pod.seccompFields && seccomp == "" &&
+		pod.seccomp != string(corev1.SeccompProfileTypeRuntimeDefault) && pod.seccomp != string(corev1.SeccompProfileTypeLocalhost) {
 		bad(psSeccompRestricted, path+".seccompProfile.type", "must be RuntimeDefault or Localhost (on the container or the pod)")
 	}
-	if restrictedCaps && !windows && !slices.ContainsFunc(listOf(caps["drop"]), func(d any) bool { return strOf(d) == "ALL" }) {
+	if restrictedCaps && !pod.windows && !slices.ContainsFunc(listOf(caps["drop"]), func(d any) bool { return strOf(d) == "ALL" }) {
 		bad(psCapabilitiesRestricted, path+".capabilities.drop", "must drop ALL")
 	}
 }

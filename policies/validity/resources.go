@@ -23,8 +23,38 @@ import (
 func (c *checker) podResources(r map[string]any, containers []container, defaults corev1.LimitRangeItem) {
 	req, lim := podResources(containers, defaults)
 	podReq, podLim := mapOf(r["requests"]), mapOf(r["limits"])
-	// Pod-level resources are cpu, memory and huge pages, in whole pages, and no claims
-	// (validatePodResources).
+	c.podResourceNames(r, podReq, podLim)
+	for name, v := range podReq {
+		q, ok := quantityOf(v)
+		if !ok {
+			continue
+		}
+		if l, ok := quantityOf(podLim[name]); ok && q.Cmp(l) > 0 {
+			c.add(RuleRequestAboveLimit, "spec.resources.requests["+name+"]", "the pod's request "+q.String()+" is above its limit "+l.String())
+		}
+		if agg, ok := req[name]; ok && agg.Cmp(q) > 0 {
+			c.add(RulePodResources, "spec.resources.requests["+name+"]", "must be at least the containers' requests together, "+agg.String())
+		}
+	}
+	c.podLimits(podLim, lim, containers, defaults)
+	// A pod-level limit without a request: the request defaults to the containers' requests
+	// together (defaultPodRequests), which must not be above it.
+	for name, v := range podLim {
+		l, ok := quantityOf(v)
+		if _, set := podReq[name]; set || !ok || !k8sfields.ResourceOvercommitAllowed(name) {
+			continue
+		}
+		if agg, ok := req[name]; ok && agg.Cmp(l) > 0 {
+			c.add(RuleRequestAboveLimit, "spec.resources.requests["+name+"]", "defaults to the containers' requests together, "+agg.String()+", above the pod's limit "+l.String())
+		}
+	}
+	c.podHugePages(podReq, podLim, req)
+	c.podOvercommit(podReq, podLim)
+}
+
+// podResourceNames checks which resources a Pod may set at pod level (validatePodResources):
+// cpu, memory and huge pages, in whole pages, and no claims.
+func (c *checker) podResourceNames(r, podReq, podLim map[string]any) {
 	if len(listOf(r["claims"])) > 0 {
 		c.own(RulePodResources, "spec.resources.claims", "claims may not be set for resources at pod level",
 			func() string { return "spec.resources.claims" })
@@ -42,18 +72,12 @@ func (c *checker) podResources(r map[string]any, containers []container, default
 			}
 		}
 	}
-	for name, v := range podReq {
-		q, ok := quantityOf(v)
-		if !ok {
-			continue
-		}
-		if l, ok := quantityOf(podLim[name]); ok && q.Cmp(l) > 0 {
-			c.add(RuleRequestAboveLimit, "spec.resources.requests["+name+"]", "the pod's request "+q.String()+" is above its limit "+l.String())
-		}
-		if agg, ok := req[name]; ok && agg.Cmp(q) > 0 {
-			c.add(RulePodResources, "spec.resources.requests["+name+"]", "must be at least the containers' requests together, "+agg.String())
-		}
-	}
+}
+
+// podLimits checks the pod-level limits against the containers' (lim, their limits together):
+// at least their huge pages together, and at least each regular container's limit as
+// LimitRanger defaults it.
+func (c *checker) podLimits(podLim map[string]any, lim map[string]resource.Quantity, containers []container, defaults corev1.LimitRangeItem) {
 	for name, v := range podLim {
 		l, ok := quantityOf(v)
 		if !ok {
@@ -72,19 +96,12 @@ func (c *checker) podResources(r map[string]any, containers []container, default
 			}
 		}
 	}
-	// A pod-level limit without a request: the request defaults to the containers' requests
-	// together (defaultPodRequests), which must not be above it.
-	for name, v := range podLim {
-		l, ok := quantityOf(v)
-		if _, set := podReq[name]; set || !ok || !k8sfields.ResourceOvercommitAllowed(name) {
-			continue
-		}
-		if agg, ok := req[name]; ok && agg.Cmp(l) > 0 {
-			c.add(RuleRequestAboveLimit, "spec.resources.requests["+name+"]", "defaults to the containers' requests together, "+agg.String()+", above the pod's limit "+l.String())
-		}
-	}
-	// Pod-level huge pages need a pod-level cpu or memory request or limit; a request
-	// defaults from the containers' when the pod has limits.
+}
+
+// podHugePages checks that pod-level huge pages come with a pod-level cpu or memory request or
+// limit; a request defaults from the containers' (req, their requests together) when the pod
+// has limits.
+func (c *checker) podHugePages(podReq, podLim map[string]any, req map[string]resource.Quantity) {
 	if hugePages(podReq) || hugePages(podLim) {
 		has := func(name string) bool {
 			_, r := podReq[name]
@@ -96,8 +113,11 @@ func (c *checker) podResources(r map[string]any, containers []container, default
 			c.add(RuleExtendedResourceLimit, "spec.resources", "pod-level huge pages require a pod-level cpu or memory request or limit")
 		}
 	}
-	// Resources that cannot be overcommitted (huge pages) need a pod-level limit equal to the
-	// pod-level request (validateResourceRequirements).
+}
+
+// podOvercommit checks that a resource that cannot be overcommitted (huge pages) has a
+// pod-level limit equal to its pod-level request (validateResourceRequirements).
+func (c *checker) podOvercommit(podReq, podLim map[string]any) {
 	for name, v := range podReq {
 		if k8sfields.ResourceOvercommitAllowed(name) {
 			continue

@@ -19,14 +19,17 @@ func (c *checker) service(obj map[string]any) {
 	if typ == "" {
 		typ = string(corev1.ServiceTypeClusterIP)
 	}
-	lb := typ == string(corev1.ServiceTypeLoadBalancer)
-	nodePorts := lb || typ == string(corev1.ServiceTypeNodePort)
 	headless := strOf(spec["clusterIP"]) == corev1.ClusterIPNone
-	only := func(k, what string) {
-		if v, ok := spec[k]; ok && v != nil {
-			c.add(RuleServiceTypeField, "spec."+k, "may be set only "+what+", not for type "+typ)
-		}
-	}
+	c.clusterIPs(spec)
+	c.serviceTypeFields(obj, spec, typ, headless)
+	c.ipFamilies(spec) // families.go
+	// sessionAffinityConfig with sessionAffinity None is no violation: defaulting drops it.
+	c.servicePorts(spec, typ, headless)
+}
+
+// clusterIPs checks spec.clusterIPs: addresses, None alone and first, and clusterIP as the first
+// entry.
+func (c *checker) clusterIPs(spec map[string]any) {
 	ips := listOf(spec["clusterIPs"])
 	for i, x := range ips {
 		ip := strOf(x)
@@ -46,6 +49,19 @@ func (c *checker) service(obj map[string]any) {
 			c.add(RuleServiceClusterIPs, "spec.clusterIPs", "must be empty when clusterIP is not set")
 		case strOf(ips[0]) != ip:
 			c.add(RuleServiceClusterIPs, "spec.clusterIPs", "the first must be clusterIP, "+ip)
+		}
+	}
+}
+
+// serviceTypeFields checks what the Service's type (typ, defaulted) allows: no headless
+// NodePort or LoadBalancer, an ExternalName Service's name and no cluster IP, and the fields
+// that hold only for externally reachable or LoadBalancer Services.
+func (c *checker) serviceTypeFields(obj, spec map[string]any, typ string, headless bool) {
+	lb := typ == string(corev1.ServiceTypeLoadBalancer)
+	nodePorts := lb || typ == string(corev1.ServiceTypeNodePort)
+	only := func(k, what string) {
+		if v, ok := spec[k]; ok && v != nil {
+			c.add(RuleServiceTypeField, "spec."+k, "may be set only "+what+", not for type "+typ)
 		}
 	}
 	if headless && nodePorts {
@@ -76,8 +92,13 @@ func (c *checker) service(obj map[string]any) {
 			c.add(RuleServiceTypeField, "metadata.annotations["+corev1.AnnotationLoadBalancerSourceRangesKey+"]", "may be set only for type LoadBalancer, not "+typ)
 		}
 	}
-	c.ipFamilies(spec) // families.go
-	// sessionAffinityConfig with sessionAffinity None is no violation: defaulting drops it.
+}
+
+// servicePorts checks the Service's ports: at least one unless it needs none (ExternalName,
+// headless), a name on each of several and no name, port or node port twice, and no node port
+// on a ClusterIP Service.
+func (c *checker) servicePorts(spec map[string]any, typ string, headless bool) {
+	clusterIP := typ == string(corev1.ServiceTypeClusterIP)
 	ports := listOf(spec["ports"])
 	if len(ports) == 0 && typ != string(corev1.ServiceTypeExternalName) && !headless {
 		c.add(RuleServicePortsRequired, "spec.ports", "a "+typ+" Service needs at least one port")
