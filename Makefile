@@ -39,11 +39,14 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## lint: staticcheck and goimports (grouping: standard library, others, podpatch), pinned in
-## test/tools/lint and built into bin/ once.
+## lint: staticcheck, goimports (grouping: standard library, others, podpatch), pinned in
+## test/tools/lint and built into bin/ once, and test/arch's name rules: no exported name
+## repeating its package's, no export without a product caller, no engine function over 80
+## lines or 5 parameters, no command file referring to another's.
 lint:
 	@hack/build-lint.sh bin
 	bin/staticcheck ./...
+	$(GO) test -count=1 -run '^(TestNoStutter|TestExportsHaveProductCallers|TestEngineFunctionsAreSmall|TestCommandFilesIndependent)$$' ./test/arch
 	@out=$$(bin/goimports -l -local github.com/podpatch/podpatch $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "goimports needed (-local github.com/podpatch/podpatch):"; echo "$$out"; exit 1; fi
 
