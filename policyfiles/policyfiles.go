@@ -118,6 +118,21 @@ func Read(path string, stdin io.Reader) ([]byte, error) {
 	return readBounded(f, policies.MaxFileBytes)
 }
 
+// Documents reads a file, or stdin for "-", within Read's bound, and splits it into its
+// documents by the engine's one bounded front end: the objects of `render -f`, `lint
+// --objects`, `diff -f` and `--nodes`. A splitting error names the file.
+func Documents(path string, stdin io.Reader) ([]policies.RawDocument, error) {
+	data, err := Read(path, stdin)
+	if err != nil {
+		return nil, err
+	}
+	docs, err := policies.SplitDocuments(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return docs, nil
+}
+
 // readConfigMapFile reads the ConfigMaps of one file; with skip set, documents of another kind
 // are named in *skip instead of failing the file.
 func readConfigMapFile(path, defaultNamespace string, stdin io.Reader, skip *[]string) ([]policies.SourcedConfigMap, error) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -218,13 +217,9 @@ func runDiff(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 func nodeFiles(files []string, stdin io.Reader) (*placement.Snapshot, error) {
 	snap := &placement.Snapshot{}
 	for _, f := range files {
-		data, err := policyfiles.Read(f, stdin)
+		docs, err := policyfiles.Documents(f, stdin)
 		if err != nil {
 			return nil, err
-		}
-		docs, err := policies.SplitDocuments(bytes.NewReader(data))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
 		}
 		for _, d := range docs {
 			if _, err := snap.Add(d.JSON); err != nil {
@@ -238,13 +233,9 @@ func nodeFiles(files []string, stdin io.Reader) (*placement.Snapshot, error) {
 // eachFileObject reads the objects of -f files, as `render` does.
 func eachFileObject(files []string, namespace string, labels map[string]string, stdin io.Reader, fn func(preview.Input)) error {
 	for _, f := range files {
-		data, err := policyfiles.Read(f, stdin)
+		docs, err := policyfiles.Documents(f, stdin)
 		if err != nil {
 			return err
-		}
-		docs, err := policies.SplitDocuments(strings.NewReader(string(data)))
-		if err != nil {
-			return fmt.Errorf("%s: %w", f, err)
 		}
 		ins, err := preview.FileObjects(docs, namespace)
 		if err != nil {

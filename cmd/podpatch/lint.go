@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -104,13 +103,9 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 func lintObjects(set *policies.Set, o *lintOptions, stdin io.Reader, stdout io.Writer) (failed bool, err error) {
 	objects, leftOut, errs, warns := 0, 0, 0, 0
 	for _, f := range o.Objects {
-		data, err := policyfiles.Read(f, stdin)
+		docs, err := policyfiles.Documents(f, stdin)
 		if err != nil {
 			return false, err
-		}
-		docs, err := policies.SplitDocuments(bytes.NewReader(data))
-		if err != nil {
-			return false, fmt.Errorf("%s: %w", f, err)
 		}
 		reports, err := lint.Objects(set, docs, render.Options{Namespace: o.Namespace})
 		if err != nil {

@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 
 	"github.com/spf13/pflag"
 
-	"github.com/podpatch/podpatch/policies"
 	"github.com/podpatch/podpatch/policies/versions"
 	"github.com/podpatch/podpatch/policyfiles"
 	"github.com/podpatch/podpatch/render"
@@ -66,13 +64,9 @@ func runRender(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	for _, f := range o.Files {
-		data, err := policyfiles.Read(f, stdin)
+		docs, err := policyfiles.Documents(f, stdin)
 		if err != nil {
 			return err
-		}
-		docs, err := policies.SplitDocuments(strings.NewReader(string(data)))
-		if err != nil {
-			return fmt.Errorf("%s: %w", f, err)
 		}
 		out, err := render.Documents(set, docs, render.Options{Namespace: o.Namespace, NamespaceLabels: o.NamespaceLabels, Explain: o.Explain, KubeVersion: kube,
 			ExcludedNamespaces: append(slices.Clone(shippedExcludedNamespaces), o.PlatformNamespace)})
