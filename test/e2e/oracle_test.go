@@ -37,7 +37,7 @@ import (
 //
 // then fix the field rules (internal/k8sfields, by concern: pod.go, containers.go,
 // volumes.go, services.go) until the row agrees, with a unit case in
-// policies/validate_fields_test.go. A `template` row is applied to the Dask operator's worker Pod
+// internal/k8sfields (TestPodSpec, TestServiceSpec). A `template` row is applied to the Dask operator's worker Pod
 // (container "worker", no volumes, limits cpu 1 / memory 2Gi), a `service` row to its scheduler
 // Service (ClusterIP, ports tcp-comm 8786 and http-dashboard 8787); address the fixture's
 // containers by name, not "*" (see oracleObject).
