@@ -12,74 +12,62 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// fieldErrorCase is one row of the field validation tables: a partial object and the single
-// error it must produce (none when wantField is empty).
-type fieldErrorCase[T any] struct {
-	name       string
-	patch      *T
-	wantField  string
-	wantType   field.ErrorType
-	wantDetail string // a substring of the error's detail, when the wording matters
-}
-
-func checkFieldErrors[T any](t *testing.T, cases []fieldErrorCase[T], validate func(*T, *field.Path) field.ErrorList, fld *field.Path) {
-	t.Helper()
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			errs := validate(tc.patch, fld)
-			if tc.wantField == "" {
-				require.Empty(t, errs)
-				return
-			}
-			require.Len(t, errs, 1, "errors: %v", errs)
-			assert.Equal(t, tc.wantField, errs[0].Field, "error: %v", errs[0])
-			assert.Equal(t, tc.wantType, errs[0].Type, "error: %v", errs[0])
-			if tc.wantDetail != "" {
-				assert.Contains(t, errs[0].Detail, tc.wantDetail)
-			}
-		})
-	}
-}
-
-// TestValidateTemplatePatch: a template's metadata is checked by podpatch's own rules (labels,
+// TestValidatePatchMetadata: a part's metadata is checked by podpatch's own rules (labels,
 // annotations, the provenance annotation podpatch writes itself); its spec by the field rules
-// (internal/k8sfields' TestPodSpec).
-func TestValidateTemplatePatch(t *testing.T) {
-	cases := []fieldErrorCase[TemplatePatch]{
-		{name: "empty template", patch: &TemplatePatch{}},
-		{name: "metadata and spec", patch: &TemplatePatch{Metadata: PatchMetadata{Labels: map[string]string{"team": "ml", "empty": ""},
-			Annotations: map[string]string{"example.com/note": "any value: at all!"}}, Spec: corev1.PodSpec{NodeSelector: map[string]string{"pool": "gpu"}}}},
-		{name: "label key", patch: &TemplatePatch{Metadata: PatchMetadata{Labels: map[string]string{"bad key": "x"}}},
-			wantField: "spec.template.metadata.labels", wantType: field.ErrorTypeInvalid},
-		{name: "label value", patch: &TemplatePatch{Metadata: PatchMetadata{Labels: map[string]string{"team": "not valid!"}}},
-			wantField: "spec.template.metadata.labels", wantType: field.ErrorTypeInvalid},
-		{name: "annotation key", patch: &TemplatePatch{Metadata: PatchMetadata{Annotations: map[string]string{"bad key": "x"}}},
-			wantField: "spec.template.metadata.annotations", wantType: field.ErrorTypeInvalid},
-		{name: "annotations too large", patch: &TemplatePatch{Metadata: PatchMetadata{Annotations: map[string]string{"big": strings.Repeat("x", 256*1024)}}},
-			wantField: "spec.template.metadata.annotations", wantType: field.ErrorTypeTooLong},
-		{name: "reserved annotation", patch: &TemplatePatch{Metadata: PatchMetadata{Annotations: map[string]string{AppliedAnnotation: "x"}}},
-			wantField: "spec.template.metadata.annotations[podpatch.io/applied]", wantType: field.ErrorTypeForbidden, wantDetail: "set by podpatch itself"},
-		{name: "spec by the field rules", patch: &TemplatePatch{Spec: corev1.PodSpec{RestartPolicy: "Sometimes"}},
-			wantField: "spec.template.spec.restartPolicy", wantType: field.ErrorTypeNotSupported},
+// (internal/k8sfields' TestPodSpec and TestServiceSpec), whose first error comes through here.
+func TestValidatePatchMetadata(t *testing.T) {
+	tmpl, svc := field.NewPath("spec", "template"), field.NewPath("spec", "service")
+	meta := func(labels, annotations map[string]string) PatchMetadata {
+		return PatchMetadata{Labels: labels, Annotations: annotations}
 	}
-	checkFieldErrors(t, cases, validateTemplatePatch, field.NewPath("spec", "template"))
-}
-
-// TestValidateServicePatch: a Service part's metadata by podpatch's own rules, its spec by the
-// field rules (internal/k8sfields' TestServiceSpec).
-func TestValidateServicePatch(t *testing.T) {
-	cases := []fieldErrorCase[ServicePatch]{
-		{name: "empty service", patch: &ServicePatch{}},
-		{name: "label key", patch: &ServicePatch{Metadata: PatchMetadata{Labels: map[string]string{"bad key": "x"}}},
-			wantField: "spec.service.metadata.labels", wantType: field.ErrorTypeInvalid},
-		{name: "annotation key", patch: &ServicePatch{Metadata: PatchMetadata{Annotations: map[string]string{"a/b/c": "x"}}},
-			wantField: "spec.service.metadata.annotations", wantType: field.ErrorTypeInvalid},
-		{name: "reserved annotation", patch: &ServicePatch{Metadata: PatchMetadata{Annotations: map[string]string{AppliedAnnotation: ""}}},
-			wantField: "spec.service.metadata.annotations[podpatch.io/applied]", wantType: field.ErrorTypeForbidden},
-		{name: "spec by the field rules", patch: &ServicePatch{Spec: corev1.ServiceSpec{Type: "Internal"}},
-			wantField: "spec.service.spec.type", wantType: field.ErrorTypeNotSupported},
+	template := func(m PatchMetadata, spec corev1.PodSpec) field.ErrorList {
+		return validateTemplatePatch(&TemplatePatch{Metadata: m, Spec: spec}, tmpl)
 	}
-	checkFieldErrors(t, cases, validateServicePatch, field.NewPath("spec", "service"))
+	service := func(m PatchMetadata, spec corev1.ServiceSpec) field.ErrorList {
+		return validateServicePatch(&ServicePatch{Metadata: m, Spec: spec}, svc)
+	}
+	for _, c := range []struct {
+		name   string
+		errs   field.ErrorList
+		field  string // "": no error
+		typ    field.ErrorType
+		detail string
+	}{
+		{name: "empty template", errs: template(PatchMetadata{}, corev1.PodSpec{})},
+		{name: "metadata and spec", errs: template(meta(map[string]string{"team": "ml", "empty": ""}, map[string]string{"example.com/note": "any value: at all!"}),
+			corev1.PodSpec{NodeSelector: map[string]string{"pool": "gpu"}})},
+		{name: "label key", errs: template(meta(map[string]string{"bad key": "x"}, nil), corev1.PodSpec{}),
+			field: "spec.template.metadata.labels", typ: field.ErrorTypeInvalid},
+		{name: "label value", errs: template(meta(map[string]string{"team": "not valid!"}, nil), corev1.PodSpec{}),
+			field: "spec.template.metadata.labels", typ: field.ErrorTypeInvalid},
+		{name: "annotation key", errs: template(meta(nil, map[string]string{"bad key": "x"}), corev1.PodSpec{}),
+			field: "spec.template.metadata.annotations", typ: field.ErrorTypeInvalid},
+		{name: "annotations too large", errs: template(meta(nil, map[string]string{"big": strings.Repeat("x", 256*1024)}), corev1.PodSpec{}),
+			field: "spec.template.metadata.annotations", typ: field.ErrorTypeTooLong},
+		{name: "reserved annotation", errs: template(meta(nil, map[string]string{AppliedAnnotation: "x"}), corev1.PodSpec{}),
+			field: "spec.template.metadata.annotations[podpatch.io/applied]", typ: field.ErrorTypeForbidden, detail: "set by podpatch itself"},
+		{name: "template spec by the field rules", errs: template(PatchMetadata{}, corev1.PodSpec{RestartPolicy: "Sometimes"}),
+			field: "spec.template.spec.restartPolicy", typ: field.ErrorTypeNotSupported},
+		{name: "empty service", errs: service(PatchMetadata{}, corev1.ServiceSpec{})},
+		{name: "service label key", errs: service(meta(map[string]string{"bad key": "x"}, nil), corev1.ServiceSpec{}),
+			field: "spec.service.metadata.labels", typ: field.ErrorTypeInvalid},
+		{name: "service annotation key", errs: service(meta(nil, map[string]string{"a/b/c": "x"}), corev1.ServiceSpec{}),
+			field: "spec.service.metadata.annotations", typ: field.ErrorTypeInvalid},
+		{name: "service reserved annotation", errs: service(meta(nil, map[string]string{AppliedAnnotation: ""}), corev1.ServiceSpec{}),
+			field: "spec.service.metadata.annotations[podpatch.io/applied]", typ: field.ErrorTypeForbidden},
+		{name: "service spec by the field rules", errs: service(PatchMetadata{}, corev1.ServiceSpec{Type: "Internal"}),
+			field: "spec.service.spec.type", typ: field.ErrorTypeNotSupported},
+	} {
+		if c.field == "" {
+			assert.Empty(t, c.errs, c.name)
+			continue
+		}
+		if assert.Len(t, c.errs, 1, "%s: %v", c.name, c.errs) {
+			got := c.errs[0]
+			assert.Equal(t, c.field+" "+string(c.typ), got.Field+" "+string(got.Type), c.name)
+			assert.Contains(t, got.Detail, c.detail, c.name)
+		}
+	}
 }
 
 func TestValidatePatchNil(t *testing.T) {
