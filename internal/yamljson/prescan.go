@@ -75,6 +75,7 @@ type level struct {
 // It also stops, with deep set, at a flow collection nested deeper than maxDepth: each is a
 // node the converter refuses (the parser's own bound is 10,000 levels).
 func prescan(text []byte, max, maxDepth int) (count, line int, deep bool) {
+	text = normalizeBreaks(text)
 	p := prescanner{text: text, max: max, maxDepth: maxDepth, line: 1, keyCol: -1, explicitCol: -1, tokPos: true}
 	p.scan()
 	return p.count, p.line, p.deep
@@ -533,4 +534,54 @@ func (p *prescanner) blockScalar() {
 		p.nextLine()
 	}
 	p.plain, p.tokPos, p.keyCol = false, true, -1
+}
+
+// normalizeBreaks returns text with every line break go-yaml's scanner reads (CR LF, a lone CR,
+// NEL, LS and PS: its is_break) written as LF, the one break the prescanner knows, so that a
+// comment, an indentation or a plain scalar ends where the parser's does: a lone CR after a
+// comment would otherwise hide the next line from the parser's count and not from prescan's,
+// and prescan would count more than the parser composes. text itself when it has none; else a
+// copy, no longer than text.
+func normalizeBreaks(text []byte) []byte {
+	if !hasOtherBreak(text) {
+		return text
+	}
+	out := make([]byte, 0, len(text))
+	for i := 0; i < len(text); i++ {
+		switch n := otherBreak(text, i); {
+		case n > 0:
+			out = append(out, '\n')
+			i += n - 1
+		default:
+			out = append(out, text[i])
+		}
+	}
+	return out
+}
+
+// hasOtherBreak reports whether text holds a line break other than a lone LF.
+func hasOtherBreak(text []byte) bool {
+	for i, c := range text {
+		if (c == '\r' || c == 0xC2 || c == 0xE2) && otherBreak(text, i) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// otherBreak is the length of the line break other than a lone LF at text[i] (CR LF 2, CR 1,
+// NEL 2, LS and PS 3), or 0.
+func otherBreak(text []byte, i int) int {
+	rest := text[i:]
+	switch {
+	case rest[0] == '\r' && len(rest) > 1 && rest[1] == '\n':
+		return 2
+	case rest[0] == '\r':
+		return 1
+	case len(rest) > 1 && rest[0] == 0xC2 && rest[1] == 0x85:
+		return 2
+	case len(rest) > 2 && rest[0] == 0xE2 && rest[1] == 0x80 && (rest[2] == 0xA8 || rest[2] == 0xA9):
+		return 3
+	}
+	return 0
 }

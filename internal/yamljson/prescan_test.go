@@ -210,6 +210,12 @@ func FuzzPrescan(f *testing.F) {
 		f.Add([]byte(text))
 	}
 	f.Add([]byte("a: b\n  - c\n- |\n  x\n? [a, b]\n: {c: 'd''e', \"f\": \"g\\\"\"}\n"))
+	// Every line break go-yaml reads, where one ends a comment, an indentation, a plain scalar.
+	for _, br := range []string{"\r", "\r\n", "\u0085", "\u2028", "\u2029"} {
+		f.Add([]byte("#" + br + "0\n?"))
+		f.Add([]byte("a: b" + br + "  - c" + br + "- [x, y]" + br + "? k" + br + ": v"))
+		f.Add([]byte("- 'a" + br + "b'" + br + "- \"c" + br + "d\"" + br + "- |" + br + "  e" + br + "- f"))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 16<<10 {
 			return
