@@ -270,11 +270,11 @@ func (r *Root) suite(path string) (string, []byte, error) {
 	return name, data, nil
 }
 
-// Load reads and checks a test file through the bounded front end (policies.SplitDocuments:
+// load reads and checks a test file through the bounded front end (policies.SplitDocuments:
 // size, depth, node count; no aliases, anchors or duplicate keys), then strictly: unknown
 // fields, wrong types and cases without expectations are errors with their line. The test file
 // must lie in the root r.
-func Load(r *Root, path string) (*File, error) {
+func load(r *Root, path string) (*File, error) {
 	_, data, err := r.suite(path)
 	if err != nil {
 		return nil, err

@@ -63,7 +63,7 @@ func TestLoadErrors(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.body), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			_, err := Load(openRoot(t, dir), path)
+			_, err := load(openRoot(t, dir), path)
 			var e *Error
 			if !errors.As(err, &e) {
 				t.Fatalf("want *Error, got %v", err)
