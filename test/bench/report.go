@@ -238,14 +238,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	p.f("\n## Commands\n\n```sh\n%s\n```\n\n", strings.Join(r.Commands, "\n"))
 
 	p.f("## Goals\n\nThe notes of the memory and hot-path work — where the memory and the time go, and the designs that would go\nlower — are in [memory-and-hot-path.md](memory-and-hot-path.md).\n\n| goal | target | this run | |\n|---|---|---|---|\n")
-	for _, g := range r.Goals() {
-		status := "**NOT MET**"
-		if g.Met {
-			status = "MET"
-		}
-		p.f("| %s | %s | %s | %s |\n", g.Goal, g.Target, g.Measured, status)
-	}
-	p.f("\n")
+	p.goalRows(r.Goals())
 
 	p.f("## Fixtures\n\n")
 	p.f("Every figure is for the Dask operator worker Pod `%s` in namespace `%s`, as the API server sends it\n", WorkerFixture, Namespace)
@@ -535,10 +528,7 @@ func (r *Report) writeHeap(p *printer) {
 		p.f("```\n%s\n```\n\n", strings.Join(r.HeapLog, "\n"))
 	}
 	for _, pr := range r.HeapProfiles {
-		link := func(path string) string {
-			return fmt.Sprintf("[`%s`](%s)", path, strings.TrimPrefix(path, "docs/benchmarks/"))
-		}
-		p.f("### %s\n\n%s; top by live bytes (`-sample_index inuse_space`) %s\n\n", pr.Name, link(pr.Pprof), link(pr.Top))
+		p.f("### %s\n\n%s; top by live bytes (`-sample_index inuse_space`) %s\n\n", pr.Name, docLink(pr.Pprof), docLink(pr.Top))
 		p.f("```\n%s\n```\n\n", strings.Join(pr.TopHead, "\n"))
 	}
 }
@@ -552,13 +542,15 @@ func (r *Report) writeProfiles(p *printer) {
 	p.f("profile holds the benchmark's setup too (loading the policy set), so the tops below are focused on the\n")
 	p.f("benchmark's call of the handler's `ServeHTTP` (`bench_test.serve`).\n\n")
 	for _, pr := range r.Profiles {
-		link := func(path string) string {
-			return fmt.Sprintf("[`%s`](%s)", path, strings.TrimPrefix(path, "docs/benchmarks/"))
-		}
-		p.f("### %s\n\n%s; top by flat time %s, by cumulative time %s\n\n", pr.Name, link(pr.Pprof), link(pr.Top), link(pr.Cum))
+		p.f("### %s\n\n%s; top by flat time %s, by cumulative time %s\n\n", pr.Name, docLink(pr.Pprof), docLink(pr.Top), docLink(pr.Cum))
 		p.f("Cumulative (where the time goes, stage by stage):\n\n```\n%s\n```\n\n", strings.Join(pr.CumHead, "\n"))
 		p.f("Flat (the functions that burn it):\n\n```\n%s\n```\n\n", strings.Join(pr.TopHead, "\n"))
 	}
+}
+
+// docLink is a Markdown link to a file the report writes beside itself in docs/benchmarks/.
+func docLink(path string) string {
+	return fmt.Sprintf("[`%s`](%s)", path, strings.TrimPrefix(path, "docs/benchmarks/"))
 }
 
 type printer struct {
@@ -570,6 +562,19 @@ func (p *printer) f(format string, args ...any) {
 	if p.err == nil {
 		_, p.err = fmt.Fprintf(p.w, format, args...)
 	}
+}
+
+// goalRows writes a goal table's rows, each goal MET or **NOT MET**, and the blank line that
+// ends the table.
+func (p *printer) goalRows(goals []Goal) {
+	for _, g := range goals {
+		status := "**NOT MET**"
+		if g.Met {
+			status = "MET"
+		}
+		p.f("| %s | %s | %s | %s |\n", g.Goal, g.Target, g.Measured, status)
+	}
+	p.f("\n")
 }
 
 func us(ns float64) string {

@@ -122,14 +122,7 @@ func ParseScaleLog(rd io.Reader, command string) (*ScaleRun, error) {
 func (r *Report) writeStore(p *printer) {
 	p.f("## The policy store\n\n")
 	p.f("| goal | target | this run | |\n|---|---|---|---|\n")
-	for _, g := range r.StoreGoals() {
-		status := "**NOT MET**"
-		if g.Met {
-			status = "MET"
-		}
-		p.f("| %s | %s | %s | %s |\n", g.Goal, g.Target, g.Measured, status)
-	}
-	p.f("\n")
+	p.goalRows(r.StoreGoals())
 
 	p.f("### `podpatch serve` against the API server\n\n")
 	if r.StoreSkipped != "" {
