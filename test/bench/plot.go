@@ -118,15 +118,7 @@ func (r *Report) WritePlot(path string) error {
 	}
 	img := vgimg.NewWith(vgimg.UseWH(9*vg.Inch, 5.5*vg.Inch), vgimg.UseDPI(144))
 	p.Draw(draw.New(img))
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writePNG(img, path)
 }
 
 // latencyTicks labels a logarithmic millisecond axis at 1-2-5 steps.
@@ -223,15 +215,7 @@ func (r *Report) WriteStorePlot(path string) error {
 	canvases := plot.Align([][]*plot.Plot{{mem, start}}, tiles, dc)
 	mem.Draw(canvases[0][0])
 	start.Draw(canvases[0][1])
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writePNG(img, path)
 }
 
 // storeSeries is one line of the store plot.
@@ -243,3 +227,16 @@ type storeSeries struct {
 }
 
 func s2MB(b int64) float64 { return float64(b) / 1e6 }
+
+// writePNG writes a drawn canvas to path as a PNG.
+func writePNG(img *vgimg.Canvas, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
