@@ -119,10 +119,7 @@ func RunE2E(ctx context.Context, o E2EOptions) (_ []E2EResult, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// The admin client without client-side rate limiting, so the API server sets the pace.
-	cfg := rest.CopyConfig(cp.Config)
-	cfg.QPS, cfg.Burst = -1, 0
-	c, err := client.New(cfg, client.Options{Scheme: cp.Scheme})
+	c, err := unthrottledClient(cp)
 	if err != nil {
 		return nil, err
 	}
@@ -342,4 +339,12 @@ func sumMetric(r io.Reader, name string) (float64, error) {
 		}
 	}
 	return sum, nil
+}
+
+// unthrottledClient is the control plane's admin client without client-side rate limiting, so
+// that the API server sets the pace.
+func unthrottledClient(cp *cluster.ControlPlane) (client.Client, error) {
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.QPS, cfg.Burst = -1, 0
+	return client.New(cfg, client.Options{Scheme: cp.Scheme})
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/podpatch/podpatch/test/cluster"
@@ -71,9 +70,7 @@ func RunStore(ctx context.Context, o StoreOptions) (_ []StoreResult, err error) 
 	if _, err := cluster.ServingCerts(certDir); err != nil {
 		return nil, err
 	}
-	cfg := rest.CopyConfig(cp.Config)
-	cfg.QPS, cfg.Burst = -1, 0
-	c, err := client.New(cfg, client.Options{Scheme: cp.Scheme})
+	c, err := unthrottledClient(cp)
 	if err != nil {
 		return nil, err
 	}
