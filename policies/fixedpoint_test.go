@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -199,15 +198,14 @@ type fixedPointWorld struct {
 	clusters []validity.Lookups
 	levels   []map[string]string // the namespace's Pod Security labels
 
-	mu       sync.Mutex
-	compiled map[string]*Policy // by scope and text; nil: lint refuses it
+	compiled compiledPolicies // by scope and text
 }
 
 // fixedPointDraws is how many draws one seed makes.
 const fixedPointDraws = 1500
 
 func newFixedPointWorld(t *testing.T) *fixedPointWorld {
-	w := &fixedPointWorld{opts: DefaultOptions(), compiled: map[string]*Policy{}}
+	w := &fixedPointWorld{opts: DefaultOptions()}
 	var err error
 	w.opts.NamespaceAllowed, err = allowlist.ParseFields(append(slices.Clone(nsrouteAllowed), "spec.serviceAccountName", "service.metadata.labels"))
 	require.NoError(t, err)
@@ -225,21 +223,7 @@ func newFixedPointWorld(t *testing.T) *fixedPointWorld {
 // when lint refuses it. Each text is compiled once, then named.
 func (w *fixedPointWorld) policy(t *testing.T, i int, l fixedPointLayer, body string) *Policy {
 	key := l.String() + "\x00" + body
-	w.mu.Lock()
-	p, ok := w.compiled[key]
-	if !ok {
-		p = w.compile(t, l, body)
-		w.compiled[key] = p
-	}
-	w.mu.Unlock()
-	if p == nil {
-		return nil
-	}
-	named := *p
-	named.ConfigMap = fmt.Sprintf("p%02d", i)
-	named.Name = named.ConfigMap
-	named.Ref = named.Namespace + "/" + named.ConfigMap + "/" + named.Name
-	return &named
+	return w.compiled.named(key, fmt.Sprintf("p%02d", i), func() *Policy { return w.compile(t, l, body) })
 }
 
 func (w *fixedPointWorld) compile(t *testing.T, l fixedPointLayer, body string) *Policy {

@@ -199,12 +199,11 @@ type nsrouteWorld struct {
 	fixtures  []fixtureObject
 	clusters  []validity.Lookups
 
-	mu       sync.Mutex
-	compiled map[string]*Policy // by spec; nil: lint refuses it
+	compiled compiledPolicies // by spec
 }
 
 func newNSRouteWorld(t *testing.T) *nsrouteWorld {
-	w := &nsrouteWorld{opts: DefaultOptions(), compiled: map[string]*Policy{}}
+	w := &nsrouteWorld{opts: DefaultOptions()}
 	var err error
 	w.opts.NamespaceAllowed, err = allowlist.ParseFields(nsrouteAllowed)
 	require.NoError(t, err)
@@ -226,19 +225,35 @@ func newNSRouteWorld(t *testing.T) *nsrouteWorld {
 // policy is nsroutePolicy, each spec compiled once: the policy of ConfigMap tenant-i compiled
 // from it, or nil when lint refuses it (its name plays no part).
 func (w *nsrouteWorld) policy(t *testing.T, i int, spec string) *Policy {
-	w.mu.Lock()
-	p, ok := w.compiled[spec]
+	return w.compiled.named(spec, fmt.Sprintf("tenant-%d", i), func() *Policy { return nsroutePolicy(t, w.opts, 0, spec) })
+}
+
+// compiledPolicies compiles each policy text once, for the property tests whose seeds draw the
+// same few hundred texts over and over; safe for seeds run in parallel.
+type compiledPolicies struct {
+	mu sync.Mutex
+	m  map[string]*Policy // by key; nil: lint refuses it
+}
+
+// named is the policy compiled from the text of key (compile runs for its first call only) as
+// the only policy of ConfigMap configMap, named as it; nil when lint refuses the text.
+func (c *compiledPolicies) named(key, configMap string, compile func() *Policy) *Policy {
+	c.mu.Lock()
+	p, ok := c.m[key]
 	if !ok {
-		p = nsroutePolicy(t, w.opts, 0, spec)
-		w.compiled[spec] = p
+		p = compile()
+		if c.m == nil {
+			c.m = map[string]*Policy{}
+		}
+		c.m[key] = p
 	}
-	w.mu.Unlock()
+	c.mu.Unlock()
 	if p == nil {
 		return nil
 	}
 	named := *p
-	named.ConfigMap = fmt.Sprintf("tenant-%d", i)
-	named.Name = named.ConfigMap
+	named.ConfigMap = configMap
+	named.Name = configMap
 	named.Ref = named.Namespace + "/" + named.ConfigMap + "/" + named.Name
 	return &named
 }
