@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -159,23 +157,7 @@ func padAnnotations(obj map[string]any, total int) {
 // enforce policy and why, or holds every enforce policy selected: applying them again changes
 // nothing.
 func TestEnforceAppliedOrDenied(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "fixtures", "*", "*.yaml"))
-	require.NoError(t, err)
-	type fixture struct {
-		kind profiles.Kind
-		obj  []byte
-	}
-	var fixtures []fixture
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		require.NoError(t, err)
-		js, err := yaml.YAMLToJSON(b)
-		require.NoError(t, err)
-		k := profiles.Kind(strOf(objectOf(t, js)["kind"]))
-		if k == profiles.KindPod || k == profiles.KindService {
-			fixtures = append(fixtures, fixture{k, js})
-		}
-	}
+	fixtures := podAndServiceFixtures(t)
 	catalogue := make([]*Policy, len(enforceCatalogue))
 	for i, c := range enforceCatalogue {
 		catalogue[i] = enforcePolicy(t, c.name, ModeEnforce, c.spec)

@@ -501,23 +501,7 @@ func TestValidityProperty(t *testing.T) {
 		"service: {metadata: {annotations: {a: b}}}",
 	}
 	modes := []string{"", "mode: default\n", "mode: enforce\n"}
-	files, err := filepath.Glob(filepath.Join("testdata", "fixtures", "*", "*.yaml"))
-	require.NoError(t, err)
-	type fixture struct {
-		file string
-		kind profiles.Kind
-		js   []byte
-	}
-	var fixtures []fixture
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		require.NoError(t, err)
-		js, err := yaml.YAMLToJSON(b)
-		require.NoError(t, err)
-		if kind := profiles.Kind(strOf(objectOf(t, js)["kind"])); kind == profiles.KindPod || kind == profiles.KindService {
-			fixtures = append(fixtures, fixture{f, kind, js})
-		}
-	}
+	fixtures := podAndServiceFixtures(t)
 	clusters := []validity.Lookups{nil, &fakeCluster{unknown: true}, &fakeCluster{
 		priority: map[string]validity.PriorityClassInfo{"high": {Value: 1000}},
 		runtime:  map[string]validity.RuntimeClassInfo{"gvisor": {NodeSelector: map[string]string{"sandbox": "gvisor"}}},
@@ -540,12 +524,12 @@ func TestValidityProperty(t *testing.T) {
 				s = platformSet(t, specs...)
 			}
 			for _, f := range fixtures {
-				in := Input{Kind: f.kind, Object: f.js, Namespace: "default", Lookups: clusters[rng.Intn(len(clusters))],
+				in := Input{Kind: f.kind, Object: f.obj, Namespace: "default", Lookups: clusters[rng.Intn(len(clusters))],
 					NamespaceLabels: levels[rng.Intn(len(levels))]}
 				if !build {
 					continue // the numbers of a draw before a regression seed's, drawn
 				}
-				what := fmt.Sprintf("round %d (%s): %s with %q", round, c.reproduce("TestValidityProperty", round), f.file, specs)
+				what := fmt.Sprintf("round %d (%s): %s with %q", round, c.reproduce("TestValidityProperty", round), f.name, specs)
 				res, err := s.Apply(in)
 				require.NoError(t, err)
 				require.Empty(t, freshViolations(in, res.Object), what)

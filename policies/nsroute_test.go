@@ -127,19 +127,9 @@ func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
 // nsrouteFixtures are the manager fixtures (Pods and Services), labelled team: ml so that the
 // team-ml enforce policy selects them as given, in the tenant's namespace.
 func nsrouteFixtures(t *testing.T) []fixtureObject {
-	files, err := filepath.Glob(filepath.Join("testdata", "fixtures", "*", "*.yaml"))
-	require.NoError(t, err)
 	var out []fixtureObject
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		require.NoError(t, err)
-		js, err := yaml.YAMLToJSON(b)
-		require.NoError(t, err)
-		obj := objectOf(t, js)
-		k := profiles.Kind(strOf(obj["kind"]))
-		if k != profiles.KindPod && k != profiles.KindService {
-			continue
-		}
+	for _, f := range podAndServiceFixtures(t) {
+		obj := objectOf(t, f.obj)
 		meta := obj["metadata"].(map[string]any)
 		labels, _ := meta["labels"].(map[string]any)
 		if labels == nil {
@@ -148,18 +138,37 @@ func nsrouteFixtures(t *testing.T) []fixtureObject {
 		}
 		labels["team"] = "ml"
 		meta["namespace"] = "default" // the tenant's, whose policies select it
-		js, err = json.Marshal(obj)
+		js, err := json.Marshal(obj)
 		require.NoError(t, err)
-		out = append(out, fixtureObject{name: f, kind: k, obj: js})
+		out = append(out, fixtureObject{name: f.name, kind: f.kind, obj: js})
 	}
 	require.NotEmpty(t, out)
 	return out
 }
 
+// fixtureObject is a manager fixture as JSON: its file, its kind.
 type fixtureObject struct {
 	name string
 	kind profiles.Kind
 	obj  []byte
+}
+
+// podAndServiceFixtures reads the manager fixtures that are Pods or Services.
+func podAndServiceFixtures(t *testing.T) []fixtureObject {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", "fixtures", "*", "*.yaml"))
+	require.NoError(t, err)
+	var out []fixtureObject
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		js, err := yaml.YAMLToJSON(b)
+		require.NoError(t, err)
+		if k := profiles.Kind(strOf(objectOf(t, js)["kind"])); k == profiles.KindPod || k == profiles.KindService {
+			out = append(out, fixtureObject{name: f, kind: k, obj: js})
+		}
+	}
+	return out
 }
 
 // nsroutePolicy compiles a namespace policy of the tenant's namespace with the widened
