@@ -105,6 +105,27 @@ func slowSenders(ctx context.Context, t *testing.T, addr string, n int, rng *ran
 	return func() int64 { wg.Wait(); return cut.Load() }
 }
 
+// sendSpread sends body n times, each send started after a random pause of up to spread, and
+// returns for each its error, or that it came back without a patch.
+func sendSpread(client *http.Client, url string, body []byte, n int, spread time.Duration, rng *rand.Rand) []error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		time.Sleep(time.Duration(rng.IntN(int(spread.Milliseconds()))) * time.Millisecond)
+		wg.Go(func() {
+			resp, err := sendReview(client, url, body)
+			switch {
+			case err != nil:
+				errs[i] = err
+			case len(resp.Patch) == 0:
+				errs[i] = fmt.Errorf("not patched: %v", resp.Warnings)
+			}
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
 // TestSlowSendersHoldNoSlots: 8 to 64 connections (generated) that send their bodies slowly,
 // announcing ordinary and large lengths, while the API server's real reviews arrive: every
 // real review is patched. The slow ones hold no handling slot and their room only until their
@@ -122,22 +143,8 @@ func TestSlowSendersHoldNoSlots(t *testing.T) {
 			const real = 40
 			body := review(t, "Pod", "team-a", admissionv1.Create, []byte(workerPod), false)
 			client := &http.Client{Timeout: 5 * time.Second}
-			var wg sync.WaitGroup
-			errs := make([]error, real)
 			start := time.Now()
-			for i := range real {
-				time.Sleep(time.Duration(rng.IntN(50)) * time.Millisecond) // arrivals spread over the cut-offs
-				wg.Go(func() {
-					resp, err := sendReview(client, srv.URL, body)
-					switch {
-					case err != nil:
-						errs[i] = err
-					case len(resp.Patch) == 0:
-						errs[i] = fmt.Errorf("not patched: %v", resp.Warnings)
-					}
-				})
-			}
-			wg.Wait()
+			errs := sendSpread(client, srv.URL, body, real, 50*time.Millisecond, rng) // arrivals spread over the cut-offs
 			elapsed := time.Since(start)
 			cancel()
 			cut := wait()
@@ -185,21 +192,7 @@ func TestLargeBodiesDoNotStarveOrdinary(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 			const ordinary = 40
-			errs := make([]error, ordinary)
-			var wg sync.WaitGroup
-			for i := range ordinary {
-				time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
-				wg.Go(func() {
-					resp, err := sendReview(client, srv.URL, small)
-					switch {
-					case err != nil:
-						errs[i] = err
-					case len(resp.Patch) == 0:
-						errs[i] = fmt.Errorf("not patched: %v", resp.Warnings)
-					}
-				})
-			}
-			wg.Wait()
+			errs := sendSpread(client, srv.URL, small, ordinary, 30*time.Millisecond, rng)
 			cancel()
 			bigs.Wait()
 			for i, err := range errs {
