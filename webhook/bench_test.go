@@ -53,10 +53,7 @@ func BenchmarkHandler(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		req := httptest.NewRequest(http.MethodPost, "/mutate", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
+		rec := serveMutate(h, body)
 		if rec.Code != http.StatusOK {
 			b.Fatal(rec.Code)
 		}
@@ -117,10 +114,7 @@ func BenchmarkHandlerUpdate(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				req := httptest.NewRequest(http.MethodPost, "/mutate", bytes.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				rec := httptest.NewRecorder()
-				h.ServeHTTP(rec, req)
+				rec := serveMutate(h, body)
 				if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), `"patch"`) != bc.patched ||
 					strings.Contains(rec.Body.String(), "does not hold") != bc.partly {
 					b.Fatal(rec.Code, rec.Body.String())
@@ -199,56 +193,75 @@ func BenchmarkConcurrentMaxReviews(b *testing.B) {
 			_, err := send(small) // warm the connections and the policies
 			require.NoError(b, err)
 
-			// The soft memory limit `podpatch serve` sets from the manifests' 256 Mi limit.
-			prev := debug.SetMemoryLimit(-1)
-			SetSoftMemoryLimit(manifestMemoryLimit, logr.Discard())
-			defer debug.SetMemoryLimit(prev)
-			runtime.GC()
-			debug.FreeOSMemory()
-			resetPeakRSS(b)
+			underServeMemoryLimit(b)
 			peakHeap := sampleMax(b, "/memory/classes/heap/objects:bytes")
 			peakLive := sampleMax(b, "/gc/heap/live:bytes")
-			var largePatched, ordinaryPatched atomic.Int64
+			round := &reviewRound{send: send, large: body, concurrent: concurrent, small: small, ordinary: ordinary}
 			b.ResetTimer()
 			for b.Loop() {
-				var wg sync.WaitGroup
-				errs := make(chan error, concurrent+ordinary)
-				for range concurrent {
-					wg.Go(func() {
-						ok, err := send(body)
-						if ok {
-							largePatched.Add(1)
-						}
-						errs <- err
-					})
-				}
-				for i := range ordinary {
-					time.Sleep(time.Duration(i%4) * 5 * time.Millisecond) // spread over the large ones
-					wg.Go(func() {
-						ok, err := send(small)
-						if ok {
-							ordinaryPatched.Add(1)
-						}
-						errs <- err
-					})
-				}
-				wg.Wait()
-				close(errs)
-				for err := range errs {
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
+				round.run(b)
 			}
 			b.StopTimer()
 			n := float64(b.N)
 			b.ReportMetric(float64(peakHeap())/(1<<20), "peak-heap-MiB")
 			b.ReportMetric(float64(peakLive())/(1<<20), "peak-live-heap-MiB")
 			b.ReportMetric(float64(peakRSS(b))/(1<<20), "peak-RSS-MiB")
-			b.ReportMetric(float64(largePatched.Load())/n, "large-patched/8")
-			b.ReportMetric(float64(ordinaryPatched.Load())/n, "ordinary-patched/16")
+			b.ReportMetric(float64(round.largeOK.Load())/n, "large-patched/8")
+			b.ReportMetric(float64(round.ordinaryOK.Load())/n, "ordinary-patched/16")
 			b.ReportMetric(float64(len(body))/(1<<20), "review-MiB")
 		})
+	}
+}
+
+// underServeMemoryLimit sets, until the benchmark ends, the soft memory limit `podpatch serve`
+// sets from the manifests' 256 Mi limit, and starts from a collected heap and a reset peak RSS.
+func underServeMemoryLimit(b *testing.B) {
+	prev := debug.SetMemoryLimit(-1)
+	SetSoftMemoryLimit(manifestMemoryLimit, logr.Discard())
+	b.Cleanup(func() { debug.SetMemoryLimit(prev) })
+	runtime.GC()
+	debug.FreeOSMemory()
+	resetPeakRSS(b)
+}
+
+// reviewRound is one round of the concurrent benchmarks: concurrent large reviews at once, and
+// ordinary small ones sent meanwhile, spread over them. It counts the answers send found ok.
+type reviewRound struct {
+	send                 func(body []byte) (ok bool, err error)
+	large, small         []byte
+	concurrent, ordinary int
+	largeOK, ordinaryOK  atomic.Int64
+}
+
+// run sends one round and fails the benchmark on any error.
+func (r *reviewRound) run(b *testing.B) {
+	var wg sync.WaitGroup
+	errs := make(chan error, r.concurrent+r.ordinary)
+	for range r.concurrent {
+		wg.Go(func() {
+			ok, err := r.send(r.large)
+			if ok {
+				r.largeOK.Add(1)
+			}
+			errs <- err
+		})
+	}
+	for i := range r.ordinary {
+		time.Sleep(time.Duration(i%4) * 5 * time.Millisecond) // spread over the large ones
+		wg.Go(func() {
+			ok, err := r.send(r.small)
+			if ok {
+				r.ordinaryOK.Add(1)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

@@ -343,10 +343,7 @@ func TestConcurrentLargeReviews(t *testing.T) {
 	results := make([]*admissionv1.AdmissionResponse, requests)
 	for i := range requests {
 		wg.Go(func() {
-			req := httptest.NewRequest(http.MethodPost, "/mutate", bytes.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, req)
+			rec := serveMutate(h, body)
 			var out admissionv1.AdmissionReview
 			if json.Unmarshal(rec.Body.Bytes(), &out) == nil {
 				results[i] = out.Response

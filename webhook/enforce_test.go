@@ -1,10 +1,8 @@
 package webhook
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -117,10 +115,7 @@ func TestEnforceUnderOverload(t *testing.T) {
 			ns     string
 			denied bool
 		}{{"team-a", true}, {"team-b", false}} {
-			req := httptest.NewRequest(http.MethodPost, "/mutate", bytes.NewReader(review(t, "Pod", c.ns, admissionv1.Create, maxSizePod(t, slots.MaxReviewSize-4096), false)))
-			req.Header.Set("Content-Type", "application/json")
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, req)
+			rec := serveMutate(h, review(t, "Pod", c.ns, admissionv1.Create, maxSizePod(t, slots.MaxReviewSize-4096), false))
 			var out admissionv1.AdmissionReview
 			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &out))
 			if c.denied {

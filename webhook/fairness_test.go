@@ -1,11 +1,8 @@
 package webhook
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -41,10 +38,7 @@ func TestFloodingNamespaceQueuesBehindItself(t *testing.T) {
 	bounds = slots.New(slots.Options{MaxInFlight: handling})
 	h := &Review{Name: "mutate", Handler: blocking, Slots: bounds, Metrics: m, Budget: 5 * time.Second}
 	send := func(ns string) *admissionv1.AdmissionResponse {
-		req := httptest.NewRequest(http.MethodPost, "/mutate", bytes.NewReader(review(t, "Pod", ns, admissionv1.Create, []byte(workerPod), false)))
-		req.Header.Set("Content-Type", "application/json")
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
+		rec := serveMutate(h, review(t, "Pod", ns, admissionv1.Create, []byte(workerPod), false))
 		var out admissionv1.AdmissionReview
 		if json.Unmarshal(rec.Body.Bytes(), &out) != nil {
 			return nil

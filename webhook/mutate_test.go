@@ -95,6 +95,16 @@ func post(t *testing.T, h http.Handler, body []byte, contentType string) (*httpt
 	return rec, out.Response
 }
 
+// serveMutate posts an AdmissionReview body to a handler's /mutate, as the API server does, and
+// returns the recorded answer.
+func serveMutate(h http.Handler, body []byte) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, "/mutate", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
 // applyResponse applies the response's JSONPatch (if any) to the object.
 func applyResponse(t *testing.T, obj []byte, resp *admissionv1.AdmissionResponse) []byte {
 	t.Helper()

@@ -7,11 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
-	"runtime/debug"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
@@ -81,10 +77,7 @@ func BenchmarkMaxUpdateReview(b *testing.B) {
 				var before runtime.MemStats
 				runtime.ReadMemStats(&before)
 				heap := sampleMax(b, "/memory/classes/heap/objects:bytes")
-				req := httptest.NewRequest(http.MethodPost, "/mutate", bytes.NewReader(bc.body))
-				req.Header.Set("Content-Type", "application/json")
-				rec := httptest.NewRecorder()
-				h.ServeHTTP(rec, req)
+				rec := serveMutate(h, bc.body)
 				if rec.Code != http.StatusOK || bytes.Contains(rec.Body.Bytes(), []byte("larger than it handles")) {
 					b.Fatal(rec.Code, rec.Body.String()[:min(rec.Body.Len(), 300)])
 				}
@@ -162,51 +155,19 @@ func BenchmarkConcurrentMaxUpdates(b *testing.B) {
 			_, err = send(small)
 			require.NoError(b, err)
 
-			prev := debug.SetMemoryLimit(-1)
-			SetSoftMemoryLimit(manifestMemoryLimit, logr.Discard())
-			defer debug.SetMemoryLimit(prev)
-			runtime.GC()
-			debug.FreeOSMemory()
-			resetPeakRSS(b)
+			underServeMemoryLimit(b)
 			peakHeap := sampleMax(b, "/memory/classes/heap/objects:bytes")
-			var largeHandled, ordinaryHandled atomic.Int64
+			round := &reviewRound{send: send, large: body, concurrent: concurrent, small: small, ordinary: ordinary}
 			b.ResetTimer()
 			for b.Loop() {
-				var wg sync.WaitGroup
-				errs := make(chan error, concurrent+ordinary)
-				for range concurrent {
-					wg.Go(func() {
-						ok, err := send(body)
-						if ok {
-							largeHandled.Add(1)
-						}
-						errs <- err
-					})
-				}
-				for i := range ordinary {
-					time.Sleep(time.Duration(i%4) * 5 * time.Millisecond)
-					wg.Go(func() {
-						ok, err := send(small)
-						if ok {
-							ordinaryHandled.Add(1)
-						}
-						errs <- err
-					})
-				}
-				wg.Wait()
-				close(errs)
-				for err := range errs {
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
+				round.run(b)
 			}
 			b.StopTimer()
 			n := float64(b.N)
 			b.ReportMetric(float64(peakHeap())/(1<<20), "peak-heap-MiB")
 			b.ReportMetric(float64(peakRSS(b))/(1<<20), "peak-RSS-MiB")
-			b.ReportMetric(float64(largeHandled.Load())/n, "large-handled/8")
-			b.ReportMetric(float64(ordinaryHandled.Load())/n, "ordinary-handled/16")
+			b.ReportMetric(float64(round.largeOK.Load())/n, "large-handled/8")
+			b.ReportMetric(float64(round.ordinaryOK.Load())/n, "ordinary-handled/16")
 			b.ReportMetric(float64(len(body))/(1<<20), "review-MiB")
 		})
 	}
