@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,7 +26,6 @@ import (
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/internal/kube"
 	"github.com/podpatch/podpatch/policies"
@@ -535,21 +533,13 @@ func BenchmarkEventsOffer(b *testing.B) {
 	set := policies.NewSet(ps)
 	for _, f := range []string{"kuberay/worker-pod.yaml", "spark/executor-pod.yaml"} {
 		b.Run(strings.Split(f, "/")[0], func(b *testing.B) {
-			raw, err := os.ReadFile("../../policies/testdata/fixtures/" + f)
-			require.NoError(b, err)
-			pod, err := yaml.YAMLToJSON(raw)
-			require.NoError(b, err)
-			var obj struct {
-				Metadata metav1.ObjectMeta `json:"metadata"`
-			}
-			require.NoError(b, json.Unmarshal(pod, &obj))
-			res, err := set.Patch(policies.Input{Kind: profiles.KindPod, Object: pod, Namespace: obj.Metadata.Namespace, NamespaceFromRequest: true})
-			require.NoError(b, err)
+			pod := fixturePod(b, f)
+			res, ns := patchInItsNamespace(b, set, pod)
 			require.NotEmpty(b, res.Patch)
 			e, err := New(Options{Recorder: kube.NewRecorder(&eventLog{}), Owners: kube.NewOwners(nil), Registry: prometheus.NewRegistry(), Queue: 1})
 			require.NoError(b, err)
 			req := podRequest(pod, false)
-			req.Namespace = obj.Metadata.Namespace
+			req.Namespace = ns
 			b.ReportAllocs()
 			for b.Loop() {
 				e.Offer(req, res, set)

@@ -370,10 +370,7 @@ func TestProvenanceAfter(t *testing.T) {
 	require.Empty(t, probs)
 	set := policies.NewSet(ps)
 	for _, f := range []string{"spark/driver-pod.yaml", "spark/executor-pod.yaml", "kuberay/worker-pod.yaml"} {
-		raw, err := os.ReadFile("../../policies/testdata/fixtures/" + f)
-		require.NoError(t, err)
-		pod, err := yaml.YAMLToJSON(raw)
-		require.NoError(t, err)
+		pod := fixturePod(t, f)
 		for _, forged := range []bool{false, true} {
 			in := pod
 			if forged { // the user's own value, which podpatch replaces
@@ -381,15 +378,11 @@ func TestProvenanceAfter(t *testing.T) {
 				require.NoError(t, json.Unmarshal(pod, &obj))
 				meta := obj["metadata"].(map[string]any)
 				meta["annotations"] = map[string]any{policies.AppliedAnnotation: "forged"}
+				var err error
 				in, err = json.Marshal(obj)
 				require.NoError(t, err)
 			}
-			var obj struct {
-				Metadata metav1.ObjectMeta `json:"metadata"`
-			}
-			require.NoError(t, json.Unmarshal(in, &obj))
-			res, err := set.Patch(policies.Input{Kind: profiles.KindPod, Object: in, Namespace: obj.Metadata.Namespace, NamespaceFromRequest: true})
-			require.NoError(t, err, f)
+			res, _ := patchInItsNamespace(t, set, in)
 			require.True(t, res.Changed, f)
 			p, err := jsonpatch.DecodePatch(res.Patch)
 			require.NoError(t, err)
@@ -434,4 +427,27 @@ func BenchmarkProvenanceAfter(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// fixturePod is a manager's Pod fixture (policies/testdata/fixtures) as JSON.
+func fixturePod(tb testing.TB, fixture string) []byte {
+	tb.Helper()
+	raw, err := os.ReadFile("../../policies/testdata/fixtures/" + fixture)
+	require.NoError(tb, err)
+	pod, err := yaml.YAMLToJSON(raw)
+	require.NoError(tb, err)
+	return pod
+}
+
+// patchInItsNamespace patches a Pod as admission does, in the namespace of its metadata, given
+// by the request; it returns the result and that namespace.
+func patchInItsNamespace(tb testing.TB, set *policies.Set, pod []byte) (policies.Result, string) {
+	tb.Helper()
+	var obj struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+	}
+	require.NoError(tb, json.Unmarshal(pod, &obj))
+	res, err := set.Patch(policies.Input{Kind: profiles.KindPod, Object: pod, Namespace: obj.Metadata.Namespace, NamespaceFromRequest: true})
+	require.NoError(tb, err)
+	return res, obj.Metadata.Namespace
 }
