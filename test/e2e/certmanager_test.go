@@ -13,6 +13,7 @@ import (
 	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/cert-manager/cert-manager/pkg/util/pki"
 	"github.com/go-logr/logr/funcr"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
@@ -243,15 +244,8 @@ func webhookCABundles(mwc *admissionregistrationv1.MutatingWebhookConfiguration,
 // Ignore).
 func apiserverFailOpenCount(t *testing.T, webhook, typ string) float64 {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(restConfig)
-	require.NoError(t, err)
-	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(contextBackground())
-	require.NoError(t, err)
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
-	require.NoError(t, err)
 	var sum float64
-	for _, m := range families["apiserver_admission_webhook_fail_open_count"].GetMetric() {
+	for _, m := range apiserverMetrics(t)["apiserver_admission_webhook_fail_open_count"].GetMetric() {
 		labels := map[string]string{}
 		for _, l := range m.GetLabel() {
 			labels[l.GetName()] = l.GetValue()
@@ -261,6 +255,19 @@ func apiserverFailOpenCount(t *testing.T, webhook, typ string) float64 {
 		}
 	}
 	return sum
+}
+
+// apiserverMetrics are the API server's metrics, by family.
+func apiserverMetrics(t testing.TB) map[string]*dto.MetricFamily {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(restConfig)
+	require.NoError(t, err)
+	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(contextBackground())
+	require.NoError(t, err)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	require.NoError(t, err)
+	return families
 }
 
 // injectorLog receives the logs of the in-process CA injector; they are shown when the test

@@ -113,7 +113,7 @@ func policyConfigMap(ns, name string, data map[string]string) *corev1.ConfigMap 
 }
 
 // writeConfigMaps writes ConfigMaps as YAML files into a new directory, as a pull request holds them.
-func writeConfigMaps(t *testing.T, cms ...*corev1.ConfigMap) string {
+func writeConfigMaps(t testing.TB, cms ...*corev1.ConfigMap) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, cm := range cms {

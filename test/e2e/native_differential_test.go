@@ -418,7 +418,7 @@ func drawNativePolicy(rng *rand.Rand, name string, platform bool) string {
 
 // servesV1MAP says whether the API server serves MutatingAdmissionPolicies in
 // admissionregistration.k8s.io/v1 (Kubernetes 1.36 and later).
-func servesV1MAP(t *testing.T) bool {
+func servesV1MAP(t testing.TB) bool {
 	t.Helper()
 	dc, err := discovery.NewDiscoveryClientForConfig(restConfig)
 	require.NoError(t, err)
@@ -433,7 +433,7 @@ func servesV1MAP(t *testing.T) bool {
 }
 
 // asServed is a generated v1 object, or its v1beta1 twin (the same fields, decoded strictly).
-func asServed(t *testing.T, obj client.Object, beta bool) client.Object {
+func asServed(t testing.TB, obj client.Object, beta bool) client.Object {
 	t.Helper()
 	if !beta {
 		return obj.DeepCopyObject().(client.Object)
