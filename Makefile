@@ -156,7 +156,7 @@ fuzz:
 bench:
 	@hack/bench.sh
 
-.PHONY: bench-compare bench-check bench-baseline bench-second-line
+.PHONY: bench-compare bench-check bench-baseline bench-second-line bench-native
 
 ## bench-second-line: what the second line adds to a create through the real API server at 1,
 ## 10, 100 and 300 enforce policies, beside podpatch's webhook and no admission, interleaved in
@@ -165,6 +165,14 @@ bench:
 SECOND_LINE_ROUNDS ?= 300
 bench-second-line: control-plane
 	PODPATCH_E2E=required $(GO) test -count=1 -run '^$$' -bench '^BenchmarkSecondLineCreate$$' -benchtime $(SECOND_LINE_ROUNDS)x ./test/e2e
+
+## bench-native: what native admission (the MAPs `podpatch map` compiles) adds to a create through
+## the real API server at 1, 10, 100 and 300 policies, beside podpatch's webhook, both and no
+## admission, interleaved in one run (test/e2e's BenchmarkNativeCreate; docs/benchmarks/native.md).
+## About three minutes; NATIVE_ROUNDS creates of each kind per policy count.
+NATIVE_ROUNDS ?= 300
+bench-native: control-plane
+	PODPATCH_E2E=required $(GO) test -count=1 -run '^$$' -bench '^BenchmarkNativeCreate$$' -benchtime $(NATIVE_ROUNDS)x ./test/e2e
 
 ## bench-compare: the in-process benchmarks (whole handler, engine, worst case), 6 runs each,
 ## against docs/benchmarks/baseline.txt with benchstat; fails on a significant regression beyond
