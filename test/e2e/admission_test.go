@@ -38,15 +38,9 @@ func dryRunCreate(t *testing.T, pod *corev1.Pod) *corev1.Pod {
 // TestAdmission installs podpatch from manifests/ behind the real API server and goes through
 // the life of policies and objects.
 func TestAdmission(t *testing.T) {
-	certDir, ca := servingCerts(t)
-	p := startPodpatch(t, certDir)
-	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
-	installWebhooks(t, mwc, vwc)
+	p := servePodpatch(t)
 	applyManifests(t, kustomizeBuild(t, "manifests/examples"))
-	p.waitForExamples(t)
-	require.Eventually(t, func() bool {
-		return dryRunCreate(t, daskWorker("default", "probe")).Annotations[policies.AppliedAnnotation] != ""
-	}, 30*time.Second, 200*time.Millisecond, "the API server never called podpatch")
+	p.waitForExamplesApplied(t, "default")
 	for _, sa := range []struct{ ns, name string }{{"spark-jobs", "spark"}, {"default", "flink"}} {
 		obj := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: sa.ns, Name: sa.name}}
 		require.NoError(t, client.IgnoreAlreadyExists(k8s.Create(contextBackground(), obj)))
@@ -82,13 +76,7 @@ func TestAdmission(t *testing.T) {
 	})
 
 	t.Run("a policy changes, breaks and goes away", func(t *testing.T) {
-		cm := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "team-label",
-				Labels: map[string]string{policies.PolicyLabel: "true"}},
-			Data: map[string]string{"p.yaml": policyYAML("team", "nodeSelector: {pool: v1}")},
-		}
-		require.NoError(t, k8s.Create(contextBackground(), cm))
-		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), cm) }) // deleted below unless a step fails
+		cm := createPolicies(t, "team-a", "team-label", map[string]string{"p.yaml": policyYAML("team", "nodeSelector: {pool: v1}")}) // deleted below unless a step fails
 		pool := func() string { return dryRunCreate(t, daskWorker("team-a", "w")).Spec.NodeSelector["pool"] }
 		require.Eventually(t, func() bool { return pool() == "v1" }, 20*time.Second, 100*time.Millisecond)
 
@@ -98,7 +86,7 @@ func TestAdmission(t *testing.T) {
 
 		// A broken version gets in only while policies are not validated (podpatch down, or the
 		// validating webhook removed): the last good version stays in force, and an Event says why.
-		require.NoError(t, k8s.Delete(contextBackground(), vwc))
+		require.NoError(t, k8s.Delete(contextBackground(), p.vwc))
 		require.Eventually(t, func() bool {
 			cur := &corev1.ConfigMap{}
 			require.NoError(t, k8s.Get(contextBackground(), client.ObjectKeyFromObject(cm), cur))
@@ -168,7 +156,7 @@ func TestAdmission(t *testing.T) {
 		require.Empty(t, pod.Annotations[policies.AppliedAnnotation], "created unpatched")
 
 		cur := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		require.NoError(t, k8s.Get(contextBackground(), client.ObjectKeyFromObject(mwc), cur))
+		require.NoError(t, k8s.Get(contextBackground(), client.ObjectKeyFromObject(p.mwc), cur))
 		fail := admissionregistrationv1.Fail
 		for i := range cur.Webhooks {
 			cur.Webhooks[i].FailurePolicy = &fail

@@ -63,10 +63,7 @@ func TestDiffPoolMoves(t *testing.T) {
 	base := diffPoolsCM(onGPUPool, onGKESpot, onGPUPool)
 	require.NoError(t, k8s.Create(ctx, base.DeepCopy()))
 	t.Cleanup(func() { _ = k8s.Delete(ctx, base.DeepCopy()) })
-	certDir, ca := servingCerts(t)
-	p := startPodpatch(t, certDir)
-	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
-	installWebhooks(t, mwc, vwc)
+	servePodpatch(t)
 
 	daskPod := func(name string) *corev1.Pod {
 		return inNamespace(labPod(t, "dask-operator/worker-pod.yaml", name, nil))

@@ -198,10 +198,7 @@ func TestDiff(t *testing.T) {
 		require.NoError(t, k8s.Create(ctx, cm.DeepCopy()))
 		t.Cleanup(func() { _ = k8s.Delete(ctx, cm.DeepCopy()) })
 	}
-	certDir, ca := servingCerts(t)
-	p := startPodpatch(t, certDir)
-	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
-	installWebhooks(t, mwc, vwc)
+	servePodpatch(t)
 	waitForMark(t, "base")
 
 	// The objects, as their managers create them, admitted under the base policies.

@@ -45,17 +45,8 @@ func TestEnforceE2E(t *testing.T) {
 	require.NoError(t, client.IgnoreAlreadyExists(k8s.Create(ctx, rc)))
 	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), rc) })
 
-	certDir, ca := servingCerts(t)
-	p := startPodpatch(t, certDir)
-	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
-	installWebhooks(t, mwc, vwc)
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: policies.DefaultPlatformNamespace, Name: "e2e-enforce",
-			Labels: map[string]string{policies.PolicyLabel: "true"}},
-		Data: map[string]string{"p.yaml": enforceBaseline},
-	}
-	require.NoError(t, k8s.Create(ctx, cm))
-	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), cm) })
+	servePodpatch(t)
+	createPolicies(t, policies.DefaultPlatformNamespace, "e2e-enforce", map[string]string{"p.yaml": enforceBaseline})
 	const ref = "podpatch-system/e2e-enforce/baseline"
 
 	pod := func(name string, edit func(obj map[string]any)) *unstructured.Unstructured {

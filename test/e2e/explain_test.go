@@ -169,10 +169,7 @@ func TestExplain(t *testing.T) {
 	// Admitted while podpatch was down: no webhook configuration yet.
 	down := fixture(t, "kuberay/worker-pod.yaml", "rc-worker-down", rayLabels, rcRef)
 
-	certDir, ca := servingCerts(t)
-	p := startPodpatch(t, certDir)
-	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
-	installWebhooks(t, mwc, vwc)
+	servePodpatch(t)
 	require.Eventually(t, func() bool {
 		return dryRunCreate(t, daskWorker(explainNamespace, "probe")).Labels["team"] == "ml"
 	}, 30*time.Second, 200*time.Millisecond, "podpatch never applied the namespace's policies")
@@ -377,14 +374,8 @@ func TestExplain(t *testing.T) {
 // worker of a namespace.
 func serveExamples(t *testing.T, namespace string) *podpatchProcess {
 	t.Helper()
-	certDir, ca := servingCerts(t)
-	p := startPodpatch(t, certDir)
-	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
-	installWebhooks(t, mwc, vwc)
-	p.waitForExamples(t)
-	require.Eventually(t, func() bool {
-		return dryRunCreate(t, daskWorker(namespace, "probe")).Annotations[policies.AppliedAnnotation] != ""
-	}, 30*time.Second, 200*time.Millisecond, "the API server never called podpatch")
+	p := servePodpatch(t)
+	p.waitForExamplesApplied(t, namespace)
 	return p
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,6 +39,9 @@ type podpatchProcess struct {
 	*cluster.Podpatch
 	certDir string
 	stopped bool
+	// mwc and vwc are the webhook configurations servePodpatch installed in front of it.
+	mwc *admissionregistrationv1.MutatingWebhookConfiguration
+	vwc *admissionregistrationv1.ValidatingWebhookConfiguration
 }
 
 // servingCerts writes a CA and a serving certificate valid for "localhost" and returns the
@@ -55,6 +59,17 @@ func servingCerts(t testing.TB) (string, []byte) {
 func startPodpatch(t testing.TB, certDir string, extra ...string) *podpatchProcess {
 	t.Helper()
 	return startPodpatchOnPort(t, 0, certDir, extra...)
+}
+
+// servePodpatch starts podpatch (startPodpatch, with extra flags) on a new serving certificate
+// behind the base manifests' webhook configurations, installed until the test ends.
+func servePodpatch(t testing.TB, extra ...string) *podpatchProcess {
+	t.Helper()
+	certDir, ca := servingCerts(t)
+	p := startPodpatch(t, certDir, extra...)
+	p.mwc, p.vwc = webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
+	installWebhooks(t, p.mwc, p.vwc)
+	return p
 }
 
 // startPodpatchOnPort is startPodpatch with the webhook port held by the caller (heldPort; 0:
@@ -132,6 +147,15 @@ func installWebhooks(t testing.TB, objs ...client.Object) {
 			}
 		})
 	}
+}
+
+// createPolicies creates a policy ConfigMap (policyConfigMap) and deletes it when the test ends.
+func createPolicies(t *testing.T, namespace, name string, data map[string]string) *corev1.ConfigMap {
+	t.Helper()
+	cm := policyConfigMap(namespace, name, data)
+	require.NoError(t, k8s.Create(contextBackground(), cm))
+	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), cm) })
+	return cm
 }
 
 // applyManifests creates (or updates) objects from built manifests and deletes them when the
@@ -229,6 +253,16 @@ func (p *podpatchProcess) waitForExamples(t testing.TB) {
 	want := examplePolicyCount(t)
 	require.Eventually(t, func() bool { return p.metricSum(t, "podpatch_policies") == want },
 		30*time.Second, 100*time.Millisecond, "podpatch never saw the %v example policies", want)
+}
+
+// waitForExamplesApplied is waitForExamples, then waits until the API server calls podpatch
+// for a Dask worker of a namespace and gets it patched.
+func (p *podpatchProcess) waitForExamplesApplied(t *testing.T, namespace string) {
+	t.Helper()
+	p.waitForExamples(t)
+	require.Eventually(t, func() bool {
+		return dryRunCreate(t, daskWorker(namespace, "probe")).Annotations[policies.AppliedAnnotation] != ""
+	}, 30*time.Second, 200*time.Millisecond, "the API server never called podpatch")
 }
 
 // examplePolicyCount is how many policies manifests/examples holds, as podpatch_policies counts them.

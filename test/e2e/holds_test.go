@@ -189,17 +189,8 @@ const holdsNamespace = "e2e-holds"
 func TestEnforceHoldsAsStored(t *testing.T) {
 	ctx := contextBackground()
 	ensureNamespace(t, holdsNamespace)
-	certDir, ca := servingCerts(t)
-	p := startPodpatch(t, certDir)
-	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
-	installWebhooks(t, mwc, vwc)
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: policies.DefaultPlatformNamespace, Name: "e2e-holds",
-			Labels: map[string]string{policies.PolicyLabel: "true"}},
-		Data: map[string]string{"p.yaml": holdsPolicy, "seccomp.yaml": holdsSeccompPolicy},
-	}
-	require.NoError(t, k8s.Create(ctx, cm))
-	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), cm) })
+	servePodpatch(t)
+	createPolicies(t, policies.DefaultPlatformNamespace, "e2e-holds", map[string]string{"p.yaml": holdsPolicy, "seccomp.yaml": holdsSeccompPolicy})
 	ensureServiceAccount(t, holdsNamespace, "audit")
 	worker := func(name string) *corev1.Pod {
 		pod := labPod(t, "dask-operator/worker-pod.yaml", name, nil)

@@ -79,10 +79,7 @@ func vmHWM(t *testing.T, pid int) int64 {
 // as new ConfigMaps and as updates of a good one. podpatch never exits, its peak memory stays
 // under its --memory-limit, and every Pod created meanwhile got the platform's enforce policy.
 func TestHostileConfigMaps(t *testing.T) {
-	certDir, ca := servingCerts(t)
-	p := startPodpatch(t, certDir, "--memory-limit=256Mi")
-	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
-	installWebhooks(t, mwc, vwc)
+	p := servePodpatch(t, "--memory-limit=256Mi")
 	applyManifests(t, kustomizeBuild(t, "manifests/examples"))
 	p.waitForExamples(t)
 	pid := p.PID()
@@ -155,7 +152,7 @@ func TestHostileConfigMaps(t *testing.T) {
 
 	// 2. Past /validate, straight into the informer's store: new ConfigMaps, and a good
 	// namespace policy updated to each hostile version.
-	require.NoError(t, k8s.Delete(contextBackground(), vwc.DeepCopy()))
+	require.NoError(t, k8s.Delete(contextBackground(), p.vwc.DeepCopy()))
 	served := p.metricSum(t, "podpatch_policies")
 	good := policyCM("labels", "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: team}\n"+
 		"spec:\n  template:\n    metadata:\n      labels: {team: a}\n")

@@ -18,10 +18,7 @@ import (
 // container, none of its own command; and platform policies whose selectors oscillate still
 // leave the platform's enforce policy applied, with a warning relayed to the client.
 func TestIsolation(t *testing.T) {
-	certDir, ca := servingCerts(t)
-	p := startPodpatch(t, certDir)
-	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
-	installWebhooks(t, mwc, vwc)
+	servePodpatch(t)
 	cs, w := warningClient(t)
 	create := func(t *testing.T, cm *corev1.ConfigMap) error {
 		t.Helper()

@@ -22,10 +22,7 @@ import (
 // that also carries Kueue's admission gate counts as unknown (Kueue's webhook may have come since
 // the last discovery): the enforced placement is stored, the merged zone left out, with a warning.
 func TestKueueLabelsDoNotEscapeEnforce(t *testing.T) {
-	certDir, ca := servingCerts(t)
-	p := startPodpatch(t, certDir)
-	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
-	installWebhooks(t, mwc, vwc)
+	servePodpatch(t)
 	cs, w := warningClient(t)
 	const ns = "team-a"
 	policy := func(name, mode, spec string) string {

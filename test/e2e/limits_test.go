@@ -55,10 +55,7 @@ func warningClient(t *testing.T) (*kubernetes.Clientset, *warnings) {
 // retried (reference §5, "Enforce: applied or denied"); an invalid policy let in is still
 // caught when it is compiled.
 func TestRequestBudget(t *testing.T) {
-	certDir, ca := servingCerts(t)
-	p := startPodpatch(t, certDir, "--request-budget=1ns")
-	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
-	installWebhooks(t, mwc, vwc)
+	p := servePodpatch(t, "--request-budget=1ns")
 	cs, w := warningClient(t)
 
 	// No enforce policy yet: admitted unchanged, with the warning.
@@ -109,10 +106,7 @@ func TestRequestBudget(t *testing.T) {
 // TestHostilePolicy: a policy ConfigMap with tens of thousands of problems is denied with a
 // bounded message that lists the first ones and counts the rest.
 func TestHostilePolicy(t *testing.T) {
-	certDir, ca := servingCerts(t)
-	p := startPodpatch(t, certDir)
-	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
-	installWebhooks(t, mwc, vwc)
+	p := servePodpatch(t)
 
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "hostile",

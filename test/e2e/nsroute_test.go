@@ -28,30 +28,15 @@ func TestNamespacePolicyCannotLeaveEnforceOut(t *testing.T) {
 		Scheduling: &nodev1.Scheduling{NodeSelector: map[string]string{"sandbox.example.com/runtime": "gvisor"}}}
 	require.NoError(t, client.IgnoreAlreadyExists(k8s.Create(ctx, rc)))
 	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), rc) })
-	certDir, ca := servingCerts(t)
-	p := startPodpatch(t, certDir)
-	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
-	installWebhooks(t, mwc, vwc)
+	servePodpatch(t)
 
-	platform := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: policies.DefaultPlatformNamespace, Name: "e2e-nsroute",
-			Labels: map[string]string{policies.PolicyLabel: "true"}},
-		Data: map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: sandbox}\nspec:\n  mode: enforce\n" +
-			"  match:\n    managers: [dask]\n    namespaces: [" + nsRouteNamespace + "]\n    selector: {matchExpressions: [{key: tier, operator: NotIn, values: [free]}]}\n" +
-			"  template:\n    metadata: {labels: {cost-center: data-platform}}\n    spec: {runtimeClassName: e2e-nsroute-sandbox}\n"},
-	}
-	team := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: nsRouteNamespace, Name: "team",
-			Labels: map[string]string{policies.PolicyLabel: "true"}},
-		Data: map[string]string{
-			"free-tier.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: free-tier}\nspec:\n  template:\n    metadata: {labels: {tier: free}}\n",
-			"own-nodes.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: own-nodes}\nspec:\n  template:\n    spec: {nodeSelector: {sandbox.example.com/runtime: none}}\n",
-		},
-	}
-	for _, cm := range []*corev1.ConfigMap{platform, team} {
-		require.NoError(t, k8s.Create(ctx, cm))
-		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), cm) })
-	}
+	createPolicies(t, policies.DefaultPlatformNamespace, "e2e-nsroute", map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: sandbox}\nspec:\n  mode: enforce\n" +
+		"  match:\n    managers: [dask]\n    namespaces: [" + nsRouteNamespace + "]\n    selector: {matchExpressions: [{key: tier, operator: NotIn, values: [free]}]}\n" +
+		"  template:\n    metadata: {labels: {cost-center: data-platform}}\n    spec: {runtimeClassName: e2e-nsroute-sandbox}\n"})
+	createPolicies(t, nsRouteNamespace, "team", map[string]string{
+		"free-tier.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: free-tier}\nspec:\n  template:\n    metadata: {labels: {tier: free}}\n",
+		"own-nodes.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: own-nodes}\nspec:\n  template:\n    spec: {nodeSelector: {sandbox.example.com/runtime: none}}\n",
+	})
 	worker := func(name string) *corev1.Pod {
 		pod := labPod(t, "dask-operator/worker-pod.yaml", name, nil)
 		pod.Namespace = nsRouteNamespace

@@ -80,15 +80,10 @@ func TestOwnerEventsOnlyOnAdmittedObjects(t *testing.T) {
 	ctx := contextBackground()
 	const ns = "e2e-owner-events-admitted"
 	ensureNamespace(t, ns)
-	certDir, ca := servingCerts(t)
-	p := startPodpatch(t, certDir, "--owner-events-window", "500ms")
-	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
-	installWebhooks(t, mwc, vwc)
-	cm := policyConfigMap(policies.DefaultPlatformNamespace, "e2e-owner-events-admitted", map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\n" +
+	p := servePodpatch(t, "--owner-events-window", "500ms")
+	createPolicies(t, policies.DefaultPlatformNamespace, "e2e-owner-events-admitted", map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\n" +
 		"kind: PodTemplatePatch\nmetadata: {name: team}\nspec:\n  match: {managers: [spark], namespaces: [" + ns + "]}\n" +
 		"  template: {metadata: {labels: {team: a}}}\n"})
-	require.NoError(t, k8s.Create(ctx, cm))
-	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), cm) })
 	require.Eventually(t, func() bool { // dry runs: never offered for Events
 		return dryRunCreate(t, sparkPod(ns, "probe-driver", "probe", nil)).Labels["team"] == "a"
 	}, 30*time.Second, 200*time.Millisecond, "podpatch never served the policy")

@@ -144,10 +144,7 @@ func TestPlacementPolicyDifferential(t *testing.T) {
 		require.NoError(t, k8s.Create(ctx, cm.DeepCopy()))
 		t.Cleanup(func() { _ = k8s.Delete(ctx, cm.DeepCopy()) })
 	}
-	certDir, ca := servingCerts(t)
-	p := startPodpatch(t, certDir)
-	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
-	installWebhooks(t, mwc, vwc)
+	servePodpatch(t)
 
 	// The managers' Pods as podpatch receives them, and render's prediction for each.
 	pods := make([]*corev1.Pod, cases)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -67,15 +66,9 @@ func labPod(t *testing.T, fixture, name string, labels map[string]string) *corev
 // executors on spot Nodes, everything else on the untainted default-pool. Then a policy change
 // moves new Pods, and a namespace policy narrows the platform's placement but cannot escape it.
 func TestPlacementLab(t *testing.T) {
-	certDir, ca := servingCerts(t)
-	p := startPodpatch(t, certDir)
-	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
-	installWebhooks(t, mwc, vwc)
+	p := servePodpatch(t)
 	applyManifests(t, kustomizeBuild(t, "manifests/examples"))
-	p.waitForExamples(t)
-	require.Eventually(t, func() bool {
-		return dryRunCreate(t, daskWorker("default", "probe")).Annotations[policies.AppliedAnnotation] != ""
-	}, 30*time.Second, 200*time.Millisecond, "the API server never called podpatch")
+	p.waitForExamplesApplied(t, "default")
 	startLab(t)
 
 	place := func(t *testing.T, pod *corev1.Pod) cluster.Placement {
@@ -114,12 +107,7 @@ func TestPlacementLab(t *testing.T) {
 
 	nsPolicy := func(t *testing.T, name, body string) {
 		t.Helper()
-		cm := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "spark-jobs", Name: name, Labels: map[string]string{policies.PolicyLabel: "true"}},
-			Data:       map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: " + name + "}\nspec:\n  match: {managers: [spark], roles: [executor]}\n  template:\n    spec:\n" + body},
-		}
-		require.NoError(t, k8s.Create(contextBackground(), cm))
-		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), cm) })
+		createPolicies(t, "spark-jobs", name, map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: " + name + "}\nspec:\n  match: {managers: [spark], roles: [executor]}\n  template:\n    spec:\n" + body})
 		require.Eventually(t, func() bool {
 			got := dryRunCreate(t, labPod(t, "spark/executor-pod.yaml", "probe-"+name, nil)).Annotations[policies.AppliedAnnotation]
 			return strings.Contains(got, name)

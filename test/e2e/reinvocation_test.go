@@ -67,10 +67,8 @@ func TestUpdateReinvocation(t *testing.T) {
 	p := startPodpatch(t, certDir)
 	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
 	installWebhooks(t, mwc, vwc)
-	cm := policyConfigMap(policies.DefaultPlatformNamespace, "e2e-reinvocation", map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: internal}\nspec:\n  mode: enforce\n" +
+	createPolicies(t, policies.DefaultPlatformNamespace, "e2e-reinvocation", map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: internal}\nspec:\n  mode: enforce\n" +
 		"  match: {managers: [dask], namespaces: [" + ns + "]}\n  service:\n    spec: {type: ClusterIP}\n"})
-	require.NoError(t, k8s.Create(ctx, cm))
-	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), cm) })
 	svc := daskSchedulerService(ns, "reinvoked")
 	svc.Labels[flipLabel] = "true"
 	svc.Spec.Type = corev1.ServiceTypeNodePort

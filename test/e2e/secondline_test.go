@@ -262,10 +262,7 @@ func TestSecondLine(t *testing.T) {
 	})
 
 	t.Run("with podpatch serving the same Pod is admitted holding the enforce values", func(t *testing.T) {
-		certDir, ca := servingCerts(t)
-		p := startPodpatch(t, certDir)
-		mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
-		installWebhooks(t, mwc, vwc)
+		p := servePodpatch(t)
 		applyManifests(t, kustomizeBuild(t, "manifests/examples"))
 		p.waitForExamples(t)
 		require.Eventually(t, func() bool {

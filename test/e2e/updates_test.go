@@ -47,17 +47,8 @@ const updatesGPUPolicy = "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePat
 func TestEnforceOnUpdates(t *testing.T) {
 	ctx := contextBackground()
 	ensureNamespace(t, updatesNamespace)
-	certDir, ca := servingCerts(t)
-	p := startPodpatch(t, certDir)
-	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
-	installWebhooks(t, mwc, vwc)
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: policies.DefaultPlatformNamespace, Name: "e2e-updates",
-			Labels: map[string]string{policies.PolicyLabel: "true"}},
-		Data: map[string]string{"p.yaml": updatesPolicy, "gpu.yaml": updatesGPUPolicy},
-	}
-	require.NoError(t, k8s.Create(ctx, cm))
-	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), cm) })
+	servePodpatch(t)
+	createPolicies(t, policies.DefaultPlatformNamespace, "e2e-updates", map[string]string{"p.yaml": updatesPolicy, "gpu.yaml": updatesGPUPolicy})
 	const ref = "podpatch-system/e2e-updates/baseline"
 	worker := func(name string) *corev1.Pod {
 		pod := labPod(t, "dask-operator/worker-pod.yaml", name, nil)

@@ -63,10 +63,7 @@ func TestValidInValidOut(t *testing.T) {
 	require.NoError(t, client.IgnoreAlreadyExists(k8s.Create(ctx, pc)))
 	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), pc) })
 
-	certDir, ca := servingCerts(t)
-	p := startPodpatch(t, certDir)
-	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
-	installWebhooks(t, mwc, vwc)
+	p := servePodpatch(t)
 
 	c, w := warnedClient(t)
 
@@ -137,18 +134,9 @@ func TestValidInValidOut(t *testing.T) {
 // kept its load balancer, escaping the enforced type.
 func TestEnforcedClusterIP(t *testing.T) {
 	ctx := contextBackground()
-	certDir, ca := servingCerts(t)
-	p := startPodpatch(t, certDir)
-	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
-	installWebhooks(t, mwc, vwc)
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: policies.DefaultPlatformNamespace, Name: "e2e-no-lb",
-			Labels: map[string]string{policies.PolicyLabel: "true"}},
-		Data: map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: no-lb}\n" +
-			"spec:\n  mode: enforce\n  match: {managers: [ray], roles: [scheduler]}\n  service: {spec: {type: ClusterIP}}\n"},
-	}
-	require.NoError(t, k8s.Create(ctx, cm))
-	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), cm) })
+	servePodpatch(t)
+	createPolicies(t, policies.DefaultPlatformNamespace, "e2e-no-lb", map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: no-lb}\n" +
+		"spec:\n  mode: enforce\n  match: {managers: [ray], roles: [scheduler]}\n  service: {spec: {type: ClusterIP}}\n"})
 
 	head := func(name string, typ corev1.ServiceType) *corev1.Service {
 		u := readObject(t, "policies/testdata/fixtures/kuberay/head-service.yaml")

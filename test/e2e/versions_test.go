@@ -129,10 +129,7 @@ func TestFieldsNeverClaimed(t *testing.T) {
 	ctx := contextBackground()
 	v, _ := testKubeVersion(t)
 
-	certDir, ca := servingCerts(t)
-	p := startPodpatch(t, certDir)
-	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
-	installWebhooks(t, mwc, vwc)
+	p := servePodpatch(t)
 	c, w := warnedClient(t)
 	// Until its probe has asked the API server, podpatch serves the version's table: wait for
 	// what it learned, which a lane with other gates (alpha) needs.
@@ -161,13 +158,8 @@ func TestFieldsNeverClaimed(t *testing.T) {
 				part, manager, clusterLabel, fixture = "service", "ray", "ray.io/cluster", "policies/testdata/fixtures/kuberay/head-service.yaml"
 			}
 			name := fmt.Sprintf("e2e-version-%d", i)
-			cm := &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Namespace: policies.DefaultPlatformNamespace, Name: name, Labels: map[string]string{policies.PolicyLabel: "true"}},
-				Data: map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: field}\nspec:\n" +
-					"  match: {managers: [" + manager + "], clusters: [" + name + "]}\n  " + part + ": {spec: " + spec + "}\n"},
-			}
-			require.NoError(t, k8s.Create(ctx, cm))
-			t.Cleanup(func() { _ = k8s.Delete(contextBackground(), cm) })
+			createPolicies(t, policies.DefaultPlatformNamespace, name, map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: field}\nspec:\n" +
+				"  match: {managers: [" + manager + "], clusters: [" + name + "]}\n  " + part + ": {spec: " + spec + "}\n"})
 			ref := policies.DefaultPlatformNamespace + "/" + name + "/field"
 			var stored *unstructured.Unstructured
 			var warnings []string
@@ -217,15 +209,10 @@ func TestExplainKubeVersion(t *testing.T) {
 	if v.Minor < 35 {
 		t.Skipf("the policy's fileKeyRef is refused by Kubernetes %s itself", v)
 	}
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: policies.DefaultPlatformNamespace, Name: "e2e-explain-version", Labels: map[string]string{policies.PolicyLabel: "true"}},
-		Data: map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: fields}\nspec:\n" +
-			"  match: {managers: [dask], clusters: [explain-version]}\n  template: {spec: " +
-			"{os: {name: linux}, volumes: [{name: ev, emptyDir: {}}], containers: [{name: '@main', lifecycle: {stopSignal: SIGUSR1}, " +
-			"env: [{name: A, valueFrom: {fileKeyRef: {volumeName: ev, path: p.env, key: k}}}]}]}}\n"},
-	}
-	require.NoError(t, k8s.Create(ctx, cm))
-	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), cm) })
+	createPolicies(t, policies.DefaultPlatformNamespace, "e2e-explain-version", map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: fields}\nspec:\n" +
+		"  match: {managers: [dask], clusters: [explain-version]}\n  template: {spec: " +
+		"{os: {name: linux}, volumes: [{name: ev, emptyDir: {}}], containers: [{name: '@main', lifecycle: {stopSignal: SIGUSR1}, " +
+		"env: [{name: A, valueFrom: {fileKeyRef: {volumeName: ev, path: p.env, key: k}}}]}]}}\n"})
 	u := readObject(t, "policies/testdata/fixtures/dask-operator/worker-pod.yaml")
 	meta := u.Object["metadata"].(map[string]any)
 	delete(meta, "ownerReferences")
