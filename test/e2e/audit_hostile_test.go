@@ -53,16 +53,7 @@ func hostileWorker(t *testing.T, namespace string, i int) *unstructured.Unstruct
 // after it still gets its Report.
 func TestAuditHostileObjects(t *testing.T) {
 	ctx := contextBackground()
-	built := openReportsOverlay(t)
-	var rbac, crds []*unstructured.Unstructured
-	for _, o := range built {
-		switch {
-		case o.GetAPIVersion() == "rbac.authorization.k8s.io/v1":
-			rbac = append(rbac, o)
-		case o.GetKind() == "CustomResourceDefinition":
-			crds = append(crds, o)
-		}
-	}
+	rbac, crds := rbacAndCRDs(openReportsOverlay(t))
 	applyManifests(t, rbac)
 	applyManifests(t, crds)
 	applyManifests(t, kustomizeBuild(t, "manifests/examples"))

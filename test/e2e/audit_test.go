@@ -229,6 +229,19 @@ func openReportsOverlay(t *testing.T) []*unstructured.Unstructured {
 	return objs
 }
 
+// rbacAndCRDs picks the RBAC objects and the CustomResourceDefinitions out of built manifests.
+func rbacAndCRDs(objs []*unstructured.Unstructured) (rbac, crds []*unstructured.Unstructured) {
+	for _, o := range objs {
+		switch {
+		case o.GetAPIVersion() == "rbac.authorization.k8s.io/v1":
+			rbac = append(rbac, o)
+		case o.GetKind() == "CustomResourceDefinition":
+			crds = append(crds, o)
+		}
+	}
+	return rbac, crds
+}
+
 // TestAuditReports runs `podpatch serve --audit-interval` as the manifests' ServiceAccount
 // with only the RBAC of the base and the openreports component: without the OpenReports CRDs
 // it writes metrics and Events and says so once; with the CRDs (the component's), one Report
@@ -236,20 +249,15 @@ func openReportsOverlay(t *testing.T) []*unstructured.Unstructured {
 func TestAuditReports(t *testing.T) {
 	ctx := contextBackground()
 	built := openReportsOverlay(t)
-	var rbac, crds []*unstructured.Unstructured
 	for _, o := range built {
-		switch {
-		case o.GetAPIVersion() == "rbac.authorization.k8s.io/v1":
-			rbac = append(rbac, o)
-		case o.GetKind() == "CustomResourceDefinition":
-			crds = append(crds, o)
-		case o.GetKind() == "Deployment":
+		if o.GetKind() == "Deployment" {
 			args, _, err := unstructured.NestedStringSlice(o.Object, "spec", "template", "spec", "containers", "0", "args")
 			if err == nil {
 				require.Contains(t, args, "--audit-interval=10m")
 			}
 		}
 	}
+	rbac, crds := rbacAndCRDs(built)
 	require.Len(t, rbac, 16) // the base (podpatch, the external URL resolver, leader election, owner Events, field probe, second line) and the component: roles and bindings
 	require.Len(t, crds, 2)
 	applyManifests(t, rbac)
