@@ -161,6 +161,18 @@ func truth(t *testing.T, s Sets, in Input) []Field {
 	return out
 }
 
+// live is in as the cluster holds it: admitted by the base set, stored in the API server's
+// encoding.
+func live(t *testing.T, s Sets, in Input) Input {
+	t.Helper()
+	admitted, err := s.Base.Apply(policies.Input{Kind: in.Kind, Object: in.JSON, Namespace: in.Namespace})
+	require.NoError(t, err)
+	stored, err := objdiff.Canonical(string(in.Kind), admitted.Object)
+	require.NoError(t, err)
+	in.JSON, in.Live = []byte(jsonOf(t, stored)), true
+	return in
+}
+
 func jsonOf(t *testing.T, v any) string {
 	b, err := json.Marshal(v)
 	require.NoError(t, err)
@@ -212,14 +224,7 @@ func TestPreviewIsHonest(t *testing.T) {
 					continue
 				}
 				require.Equal(t, jsonOf(t, want), jsonOf(t, fromFile.Fields), "file %s", fromFile.Name)
-				// Live: admitted by the base set, stored in the API server's encoding.
-				admitted, err := s.Base.Apply(policies.Input{Kind: in.Kind, Object: in.JSON, Namespace: in.Namespace})
-				require.NoError(t, err)
-				stored, err := objdiff.Canonical(string(in.Kind), admitted.Object)
-				require.NoError(t, err)
-				live := in
-				live.JSON, live.Live = []byte(jsonOf(t, stored)), true
-				fromLive, ok, err := p.Object(live)
+				fromLive, ok, err := p.Object(live(t, s, in))
 				require.NoError(t, err)
 				require.True(t, ok)
 				requireHonest(t, want, fromLive.Fields, "live %s", fromLive.Name)
@@ -467,13 +472,7 @@ func TestPreviewIsHonestGenerated(t *testing.T) {
 		p := &Previewer{Sets: s}
 		for _, in := range ins {
 			want := truth(t, s, in)
-			admitted, err := s.Base.Apply(policies.Input{Kind: in.Kind, Object: in.JSON, Namespace: in.Namespace})
-			require.NoError(t, err)
-			stored, err := objdiff.Canonical(string(in.Kind), admitted.Object)
-			require.NoError(t, err)
-			live := in
-			live.JSON, live.Live = []byte(jsonOf(t, stored)), true
-			got, ok, err := p.Object(live)
+			got, ok, err := p.Object(live(t, s, in))
 			require.NoError(t, err)
 			if !ok {
 				require.Empty(t, want)
