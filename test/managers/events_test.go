@@ -186,10 +186,8 @@ func (h *harness) installTeamPolicies(t *testing.T, ns string) string {
 // which policy was left out of its workers and why — each figure checked against the Pods the
 // API server stored.
 func TestOwnerEventsRay(t *testing.T) {
-	bin := filepath.Join(env.binDir, "ray-operator")
-	_, err := os.Stat(bin)
-	require.NoError(t, err, "bin/ray-operator: run hack/build-managers.sh")
-	env.createCRDs(t, filepath.Join(goModuleDir(t, "test/tools/ray-operator", "github.com/ray-project/kuberay/ray-operator"), "config", "crd", "bases"))
+	bin := rayOperatorBin(t)
+	env.createKubeRayCRDs(t)
 	ns := "mgr-events-ray"
 	require.NoError(t, env.k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	rv := env.installTeamPolicies(t, ns)
@@ -260,7 +258,7 @@ func rcUID(t *testing.T, ns, name string) types.UID {
 // class, have the scheduler preempt other tests' Pods.
 func rayClusterAndWorker(t *testing.T, ns, name string) (*unstructured.Unstructured, corev1.Pod) {
 	t.Helper()
-	env.createCRDs(t, filepath.Join(goModuleDir(t, "test/tools/ray-operator", "github.com/ray-project/kuberay/ray-operator"), "config", "crd", "bases"))
+	env.createKubeRayCRDs(t)
 	require.NoError(t, env.k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	rc := env.readTestdata(t, "kuberay/raycluster.yaml")
 	rc.SetNamespace(ns)

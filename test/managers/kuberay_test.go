@@ -29,11 +29,8 @@ var rayClusterGVK = schema.GroupVersionKind{Group: "ray.io", Version: "v1", Kind
 // runs on the pool its policies name. A change of the CPU workers' placement policy then moves
 // the worker a further scale-out adds, and only that one.
 func TestKubeRay(t *testing.T) {
-	bin := filepath.Join(env.binDir, "ray-operator")
-	_, err := os.Stat(bin)
-	require.NoError(t, err, "bin/ray-operator: run hack/build-managers.sh")
-	crds := filepath.Join(goModuleDir(t, "test/tools/ray-operator", "github.com/ray-project/kuberay/ray-operator"), "config", "crd", "bases")
-	env.createCRDs(t, crds)
+	bin := rayOperatorBin(t)
+	env.createKubeRayCRDs(t)
 
 	ns, ctl := env.namespaces(t, "mgr-ray")
 	start(t, "ray-operator", rayOperator(bin, ns, ctl))
@@ -56,13 +53,7 @@ func TestKubeRay(t *testing.T) {
 
 	// Scale out, as `kubectl patch` or the autoscaler does.
 	for _, n := range []string{ns, ctl} {
-		o := &unstructured.Unstructured{}
-		o.SetGroupVersionKind(rayClusterGVK)
-		o.SetNamespace(n)
-		o.SetName(name)
-		patch := []byte(`[{"op":"test","path":"/spec/workerGroupSpecs/0/groupName","value":"workergroup"},` +
-			`{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":3}]`)
-		require.NoError(t, env.k8s.Patch(context.Background(), o, client.RawPatch(types.JSONPatchType, patch)))
+		scaleWorkergroup(t, n, name, 3)
 	}
 	want[pod(profiles.ManagerRay, profiles.RoleWorker, name, "workergroup")] = 3
 	control := env.waitGenerated(t, ctl, want, 2*time.Minute)
@@ -124,13 +115,7 @@ func TestKubeRay(t *testing.T) {
 		// The platform moves Ray's CPU workers to spot; the group is then scaled out, and only
 		// the worker KubeRay creates now lands there: podpatch patches Pods when they are made.
 		env.changePolicy(t, "managers-e2e", "ray-cpu-workers.yaml", rayCPUWorkersOnSpot)
-		o := &unstructured.Unstructured{}
-		o.SetGroupVersionKind(rayClusterGVK)
-		o.SetNamespace(ns)
-		o.SetName(name)
-		patch := []byte(`[{"op":"test","path":"/spec/workerGroupSpecs/0/groupName","value":"workergroup"},` +
-			`{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":4}]`)
-		require.NoError(t, env.k8s.Patch(context.Background(), o, client.RawPatch(types.JSONPatchType, patch)))
+		scaleWorkergroup(t, ns, name, 4)
 		want[pod(profiles.ManagerRay, profiles.RoleWorker, name, "workergroup")] = 4
 		now := env.waitGenerated(t, ns, want, 2*time.Minute)
 		var added []generated
@@ -168,6 +153,34 @@ spec:
 
 // kuberayVersion is the ray-operator module test/tools/ray-operator builds.
 const kuberayVersion = "v1.5.0"
+
+// scaleWorkergroup sets the replicas of a RayCluster's first worker group, which the patch
+// checks is "workergroup", as `kubectl patch` or the autoscaler does.
+func scaleWorkergroup(t *testing.T, ns, name string, replicas int) {
+	t.Helper()
+	o := &unstructured.Unstructured{}
+	o.SetGroupVersionKind(rayClusterGVK)
+	o.SetNamespace(ns)
+	o.SetName(name)
+	patch := fmt.Appendf(nil, `[{"op":"test","path":"/spec/workerGroupSpecs/0/groupName","value":"workergroup"},`+
+		`{"op":"replace","path":"/spec/workerGroupSpecs/0/replicas","value":%d}]`, replicas)
+	require.NoError(t, env.k8s.Patch(context.Background(), o, client.RawPatch(types.JSONPatchType, patch)))
+}
+
+// rayOperatorBin is bin/ray-operator, which hack/build-managers.sh builds.
+func rayOperatorBin(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(env.binDir, "ray-operator")
+	_, err := os.Stat(bin)
+	require.NoError(t, err, "bin/ray-operator: run hack/build-managers.sh")
+	return bin
+}
+
+// createKubeRayCRDs creates the CRDs of the KubeRay that test/tools/ray-operator builds.
+func (h *harness) createKubeRayCRDs(t *testing.T) {
+	t.Helper()
+	h.createCRDs(t, filepath.Join(goModuleDir(t, "test/tools/ray-operator", "github.com/ray-project/kuberay/ray-operator"), "config", "crd", "bases"))
+}
 
 // rayOperator is the KubeRay operator (bin) watching namespaces. Its metrics and health probe
 // listeners are off: no test reads them, and controller-runtime, which KubeRay v1.5.0's main.go

@@ -216,13 +216,11 @@ func TestKueue(t *testing.T) {
 	}
 	_, err := os.Stat(kueueBin)
 	require.NoError(t, err, "%s: run hack/build-kueue.sh (make test-managers does)", kueueBin)
-	rayBin := filepath.Join(env.binDir, "ray-operator")
-	_, err = os.Stat(rayBin)
-	require.NoError(t, err, "bin/ray-operator: run hack/build-managers.sh")
+	rayBin := rayOperatorBin(t)
 	ctx := context.Background()
 
 	// CRDs: KubeRay's first, so that Kueue finds its Ray integrations' kinds.
-	env.createCRDs(t, filepath.Join(goModuleDir(t, "test/tools/ray-operator", "github.com/ray-project/kuberay/ray-operator"), "config", "crd", "bases"))
+	env.createKubeRayCRDs(t)
 	kueueDir := goModuleDir(t, "test/tools/kueue", "sigs.k8s.io/kueue")
 	env.createCRDs(t, filepath.Join(kueueDir, "config", "components", "crd", "bases"))
 
