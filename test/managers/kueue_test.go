@@ -530,6 +530,17 @@ integrations:
 		u := fmt.Sprintf("https://localhost:%d%s", port, path)
 		return &u
 	}
+	// The two kinds of configuration hold webhooks of two types: each is pointed at the Kueue
+	// process and narrowed to the suite's Kueue namespaces the same way.
+	retarget := func(cc *admissionregistrationv1.WebhookClientConfig, sel **metav1.LabelSelector) {
+		*cc = admissionregistrationv1.WebhookClientConfig{URL: url(*cc.Service.Path), CABundle: ca}
+		*sel = kueueNamespaces(*sel)
+	}
+	install := func(c client.Object) {
+		c.SetName("kueue-" + c.GetName()) // as Kueue's kustomization names it: sorted before "podpatch"
+		require.NoError(t, env.k8s.Create(ctx, c))
+		t.Cleanup(func() { _ = env.k8s.Delete(context.Background(), c) })
+	}
 	for _, o := range objs {
 		js, err := o.MarshalJSON()
 		require.NoError(t, err)
@@ -537,27 +548,19 @@ integrations:
 		case "MutatingWebhookConfiguration":
 			var c admissionregistrationv1.MutatingWebhookConfiguration
 			require.NoError(t, json.Unmarshal(js, &c))
-			c.Name = "kueue-" + c.Name // as Kueue's kustomization names it: sorted before "podpatch"
 			c.Webhooks = slices.DeleteFunc(c.Webhooks, func(w admissionregistrationv1.MutatingWebhook) bool { return !served(*w.ClientConfig.Service.Path) })
 			for i := range c.Webhooks {
-				w := &c.Webhooks[i]
-				w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: url(*w.ClientConfig.Service.Path), CABundle: ca}
-				w.NamespaceSelector = kueueNamespaces(w.NamespaceSelector)
+				retarget(&c.Webhooks[i].ClientConfig, &c.Webhooks[i].NamespaceSelector)
 			}
-			require.NoError(t, env.k8s.Create(ctx, &c))
-			t.Cleanup(func() { _ = env.k8s.Delete(context.Background(), &c) })
+			install(&c)
 		case "ValidatingWebhookConfiguration":
 			var c admissionregistrationv1.ValidatingWebhookConfiguration
 			require.NoError(t, json.Unmarshal(js, &c))
-			c.Name = "kueue-" + c.Name
 			c.Webhooks = slices.DeleteFunc(c.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return !served(*w.ClientConfig.Service.Path) })
 			for i := range c.Webhooks {
-				w := &c.Webhooks[i]
-				w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: url(*w.ClientConfig.Service.Path), CABundle: ca}
-				w.NamespaceSelector = kueueNamespaces(w.NamespaceSelector)
+				retarget(&c.Webhooks[i].ClientConfig, &c.Webhooks[i].NamespaceSelector)
 			}
-			require.NoError(t, env.k8s.Create(ctx, &c))
-			t.Cleanup(func() { _ = env.k8s.Delete(context.Background(), &c) })
+			install(&c)
 		}
 	}
 }
