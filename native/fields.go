@@ -47,6 +47,17 @@ func (p podPart) setsPlacement() bool {
 	return len(p.nodeSelector) > 0 || len(p.tolerations) > 0 || p.required != nil
 }
 
+// setLabels are the label keys the part sets to a value (not those it removes), in order.
+func (p podPart) setLabels() []string {
+	var out []string
+	for _, k := range sortedKeys(p.labels) {
+		if p.labels[k] != nil {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // leftField is a field of a policy that does not compile, and why.
 type leftField struct{ field, reason string }
 

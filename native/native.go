@@ -95,6 +95,7 @@ const (
 	guardKueue        = "skipped on Pods that carry one of Kueue's marks: Kueue's deference on placement is the webhook's (reference §8, kueue-placement-conflict)"
 	guardRuntimeClass = "skipped on Pods that name a RuntimeClass: whether its scheduling conflicts with the nodeSelector needs the RuntimeClass (reference §8)"
 	guardAnnotations  = "skipped on Pods whose annotations leave no room for every annotation the group may add (reference §8, annotations-too-long)"
+	guardLabelKeys    = "skipped on Pods whose pod (anti-)affinity terms or topology spread constraints name a label it sets in matchLabelKeys or mismatchLabelKeys: the API server merges the Pod's value into their selectors, which may then conflict (reference §8, pod-field-conflict)"
 )
 
 // Compile states every policy of s that compiles as MAPs, and lists the rest.
@@ -184,6 +185,9 @@ func Compile(s *policies.Set, platformNamespace string, o Options) Output {
 		if len(part.annotations) > 0 {
 			c.Guards = append(c.Guards, guardAnnotations)
 		}
+		if len(part.setLabels()) > 0 {
+			c.Guards = append(c.Guards, guardLabelKeys)
+		}
 		out.Compiled = append(out.Compiled, c)
 	}
 	slices.SortStableFunc(out.Left, func(a, b Left) int { return strings.Compare(a.Ref, b.Ref) })
@@ -237,7 +241,7 @@ func compileGroup(every []profiles.Profile, i int, r profiles.Role, in []*polici
 	var ord order
 	var layered [5][]*member // platform default, namespace default, platform merge, namespace merge, enforce
 	byMember := map[*member]*policies.Policy{}
-	placement, tolerating, annotating, mainUsed := false, false, false, false
+	placement, tolerating, annotating, mainUsed, labelling := false, false, false, false, false
 	annotationBytes := len(policies.AppliedAnnotation)
 	for n, p := range in {
 		part := parts[p]
@@ -248,6 +252,9 @@ func compileGroup(every []profiles.Profile, i int, r profiles.Role, in []*polici
 		}
 		if len(part.nodeSelector) > 0 {
 			guards = append(guards, "!has(object.spec.runtimeClassName)")
+		}
+		if keys := part.setLabels(); len(keys) > 0 {
+			guards, labelling = append(guards, "!variables."+labelKeysNamed+".exists(k, k in "+celtext.Quotes(keys)+")"), true
 		}
 		tolerating = tolerating || len(part.tolerations) > 0
 		for _, e := range part.containers {
@@ -347,6 +354,9 @@ func compileGroup(every []profiles.Profile, i int, r profiles.Role, in []*polici
 	if tolerating {
 		variables = append([]admissionregistrationv1.Variable{{Name: tolerationIDs, Expression: tolerationIDsExpression}}, variables...)
 	}
+	if labelling {
+		variables = append([]admissionregistrationv1.Variable{{Name: labelKeysNamed, Expression: labelKeysNamedExpression()}}, variables...)
+	}
 	var conditions []admissionregistrationv1.MatchCondition
 	if c := firstProfile(every, i); c != "" {
 		conditions = append(conditions, admissionregistrationv1.MatchCondition{Name: "first-profile", Expression: c})
@@ -418,6 +428,30 @@ func kueueMarked() string {
 	return "(" + podLabels.present() + " && " + podLabels.String() + ".exists(k, k in " + celtext.Quotes(marks) + ")) || " +
 		"(has(object.spec.schedulingGates) && object.spec.schedulingGates.exists(g, g.name in " +
 		celtext.Quotes([]string{kueue.AdmissionGate, kueue.TopologyGate}) + "))"
+}
+
+// labelKeysNamed is the variable holding the label keys the Pod's pod (anti-)affinity terms and
+// topology spread constraints name in matchLabelKeys or mismatchLabelKeys: the API server merges
+// the Pod's label of such a key into the term's selector, and refuses a key the selector already
+// has (ValidateMatchLabelKeysAndMismatchLabelKeys, ValidateMatchLabelKeysInTopologySpread), so a
+// policy that sets one skips the Pod and leaves it to the webhook, which leaves the label out
+// where it would conflict (policies/validity's labelKeys).
+const labelKeysNamed = "labelKeysNamed"
+
+// labelKeysNamedExpression states labelKeysNamed.
+func labelKeysNamedExpression() string {
+	keys := func(t string) string {
+		return "(has(" + t + ".matchLabelKeys) ? " + t + ".matchLabelKeys : []) + (has(" + t + ".mismatchLabelKeys) ? " + t + ".mismatchLabelKeys : [])"
+	}
+	parts := []string{"(has(object.spec.topologySpreadConstraints) ? object.spec.topologySpreadConstraints.map(c, has(c.matchLabelKeys) ? c.matchLabelKeys : []).flatten() : [])"}
+	for _, kind := range []string{"podAffinity", "podAntiAffinity"} {
+		at := "object.spec.affinity." + kind
+		held := "has(object.spec.affinity) && has(" + at + ") && has(" + at + "."
+		parts = append(parts,
+			"("+held+"requiredDuringSchedulingIgnoredDuringExecution) ? "+at+".requiredDuringSchedulingIgnoredDuringExecution.map(t, "+keys("t")+").flatten() : [])",
+			"("+held+"preferredDuringSchedulingIgnoredDuringExecution) ? "+at+".preferredDuringSchedulingIgnoredDuringExecution.map(w, "+keys("w.podAffinityTerm")+").flatten() : [])")
+	}
+	return strings.Join(parts, " + ")
 }
 
 func reversed[T any](s []T) []T {

@@ -322,3 +322,35 @@ func TestScale(t *testing.T) {
 	require.LessOrEqual(t, total, DefaultMaxPolicy)
 	t.Logf("300 policies: %d compiled into %d mutations, %d bytes of CEL", len(out.Compiled), len(out.Groups[0].Policy.Spec.Mutations), total)
 }
+
+// TestLabelKeysGuard: a policy that sets a label skips the Pods whose pod (anti-)affinity terms
+// or topology spread constraints name it in matchLabelKeys or mismatchLabelKeys: the API server
+// merges the Pod's label into their selectors, which may then conflict (TestNativeValidityOracle
+// found such Pods refused). One that only removes labels keeps them.
+func TestLabelKeysGuard(t *testing.T) {
+	out := compile(t, []string{
+		doc("sets", `{mode: merge, template: {metadata: {labels: {team: a, tier: b, gone: null}}}}`),
+		doc("removes", `{mode: merge, template: {metadata: {labels: {old: null}}}}`),
+	}, nil)
+	require.Empty(t, out.Left)
+	require.Contains(t, out.Compiled[0].Guards, guardLabelKeys)
+	require.NotContains(t, out.Compiled[1].Guards, guardLabelKeys)
+	for _, g := range out.Groups {
+		names := map[string]int{}
+		vars := map[string]string{}
+		for i, v := range g.Policy.Spec.Variables {
+			names[v.Name], vars[v.Name] = i, v.Expression
+		}
+		require.Less(t, names[labelKeysNamed], names["p0"], "%s: defined before it is read", g.Policy.Name)
+		require.Contains(t, vars["p0"], `!variables.labelKeysNamed.exists(k, k in ["team", "tier"])`)
+		require.NotContains(t, vars["p1"], labelKeysNamed)
+		for _, read := range []string{
+			"object.spec.topologySpreadConstraints.map(c, has(c.matchLabelKeys) ? c.matchLabelKeys : [])",
+			"object.spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution.map(t, (has(t.matchLabelKeys)",
+			"(has(t.mismatchLabelKeys) ? t.mismatchLabelKeys : [])",
+			"object.spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution.map(w, (has(w.podAffinityTerm.matchLabelKeys)",
+		} {
+			require.Contains(t, vars[labelKeysNamed], read)
+		}
+	}
+}
