@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	jsonstrict "sigs.k8s.io/json"
 
+	"github.com/podpatch/podpatch/internal/hostiletest"
 	"github.com/podpatch/podpatch/internal/jsontree"
 	"github.com/podpatch/podpatch/internal/yamljson"
 )
@@ -51,7 +52,7 @@ func TestFrontEndShapesAreBounded(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			require.LessOrEqual(t, len(text), MaxFileBytes)
 			var err error
-			n := allocatedBytes(func() { _, err = SplitDocuments(strings.NewReader(text)) })
+			n := hostiletest.Allocated(func() { _, err = SplitDocuments(strings.NewReader(text)) })
 			require.ErrorIs(t, err, ErrTooLarge)
 			require.ErrorContains(t, err, fmt.Sprintf("more than %d YAML nodes", MaxYAMLNodes))
 			require.Regexp(t, `^document [12]: .*line [0-9]+: more than`, err.Error())
@@ -63,7 +64,7 @@ func TestFrontEndShapesAreBounded(t *testing.T) {
 
 // splitCost is what reading text and splitting it into documents allocates, converting none.
 func splitCost(text string) uint64 {
-	return allocatedBytes(func() {
+	return hostiletest.Allocated(func() {
 		s := yamljson.NewStream(strings.NewReader(text))
 		if js, ok, _ := s.JSON(); ok {
 			for v := jsontree.NewValues(js); ; {

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -17,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/podpatch/podpatch/internal/hostiletest"
 	"github.com/podpatch/podpatch/internal/jsontree"
 	"github.com/podpatch/podpatch/policies/profiles"
 )
@@ -494,7 +494,7 @@ func TestDocumentsAreBounded(t *testing.T) {
 		"nulls, 20 keys": manyKeys(20, strings.Repeat("---\n~\n", MaxConfigMapBytes/6/20-16)),
 	} {
 		var probs Problems
-		n := allocatedBytes(func() { _, probs = ParseConfigMap(policyConfigMap("team-a", data), DefaultOptions()) })
+		n := hostiletest.Allocated(func() { _, probs = ParseConfigMap(policyConfigMap("team-a", data), DefaultOptions()) })
 		require.Contains(t, probs.Error(), fmt.Sprintf("more than %d documents, empty ones included", maxStreamDocuments), name)
 		require.Less(t, n, uint64(128<<20), "%s: %d bytes allocated", name, n)
 	}
@@ -510,12 +510,4 @@ func manyKeys(n int, text string) map[string]string {
 		m[fmt.Sprintf("p%02d.yaml", i)] = text
 	}
 	return m
-}
-
-func allocatedBytes(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
 }

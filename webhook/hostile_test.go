@@ -3,7 +3,6 @@ package webhook
 import (
 	"encoding/json"
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +55,7 @@ func TestStoreSurvivesHostilePolicies(t *testing.T) {
 		cm := policyCM("team-a", "labels", text)
 		cm.ResourceVersion = fmt.Sprint(rv)
 		var probs policies.Problems
-		n := allocatedBy(func() { probs = s.Upsert(cm) })
+		n := hostiletest.Allocated(func() { probs = s.Upsert(cm) })
 		require.NotEmpty(t, probs, name)
 		// The densest text costs a few hundred bytes per byte, a document at a time.
 		require.Less(t, n, uint64(400<<20), "%s: compiling allocated %d bytes", name, n)
@@ -84,7 +83,7 @@ func TestValidatorRefusesHostilePolicies(t *testing.T) {
 		require.NoError(t, err)
 		body := review(t, "ConfigMap", "team-a", admissionv1.Create, raw, false)
 		var resp *admissionv1.AdmissionResponse
-		n := allocatedBy(func() { _, resp = post(t, h, body, "application/json") })
+		n := hostiletest.Allocated(func() { _, resp = post(t, h, body, "application/json") })
 		require.NotNil(t, resp, name)
 		require.False(t, resp.Allowed, name)
 		require.Less(t, n, uint64(400<<20), "%s: validating allocated %d bytes", name, n)
@@ -97,15 +96,6 @@ func TestValidatorRefusesHostilePolicies(t *testing.T) {
 	h.Budget = time.Millisecond
 	rec, resp := post(t, h, review(t, "ConfigMap", "team-a", admissionv1.Create, raw, false), "application/json")
 	requireFallback(t, rec, resp, "uid-ConfigMap", "could not validate this policy ConfigMap in time")
-}
-
-// allocatedBy returns the bytes f allocates (process-wide: these tests are not parallel).
-func allocatedBy(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
 }
 
 // TestCompileSlots: while every compile slot is busy, /validate waits within its budget and

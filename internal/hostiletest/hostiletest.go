@@ -4,6 +4,7 @@ package hostiletest
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 )
 
@@ -38,4 +39,14 @@ func FlowMappingAliasBomb(levels, fanout, strlen, pad int, plainKeys bool) strin
 func PolicyDocument(name, annotations string) string {
 	return "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: " + name +
 		"}\nspec:\n  template:\n    metadata:\n      annotations: " + annotations + "\n"
+}
+
+// Allocated is the bytes f allocates: what the tests bound a hostile input's cost by. The count
+// is process-wide, so the tests that call it do not run in parallel.
+func Allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/podpatch/podpatch/internal/hostiletest"
 	"github.com/podpatch/podpatch/internal/yamljson"
 )
 
@@ -137,7 +138,7 @@ func TestPrescanRefusesAttackShapes(t *testing.T) {
 			}
 			lim := yamljson.Limits{Text: 1 << 20, Depth: 64, Nodes: max, JSON: 1 << 20}
 			var err error
-			alloc := allocated(func() { _, err = yamljson.ToJSON(context.Background(), []byte(text), lim) })
+			alloc := hostiletest.Allocated(func() { _, err = yamljson.ToJSON(context.Background(), []byte(text), lim) })
 			var le *yamljson.LimitError
 			require.ErrorAs(t, err, &le)
 			require.Equal(t, yamljson.LimitNodes, le.Kind)

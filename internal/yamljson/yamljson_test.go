@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -21,21 +20,12 @@ var testLimits = yamljson.Limits{Text: 1 << 20, Depth: 64, Nodes: 1 << 20, JSON:
 // tree costs up to ~250 (TestParserCostIsLinear); an expanded alias costs thousands.
 const maxBytesPerTextByte = 1024
 
-// allocated returns the bytes f allocates. The count is process-wide: run it alone.
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
-
 // checkBounded converts text and fails unless the work stayed proportional to its size.
 func checkBounded(t *testing.T, text string) ([]byte, error) {
 	t.Helper()
 	var js []byte
 	var err error
-	n := allocated(func() { js, err = yamljson.ToJSON(context.Background(), []byte(text), testLimits) })
+	n := hostiletest.Allocated(func() { js, err = yamljson.ToJSON(context.Background(), []byte(text), testLimits) })
 	if limit := uint64(maxBytesPerTextByte*len(text) + 256<<10); n > limit {
 		t.Fatalf("converting %d bytes allocated %d bytes (limit %d)", len(text), n, limit)
 	}
