@@ -12,7 +12,6 @@ import (
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
-	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
 	"helm.sh/helm/v3/pkg/action"
@@ -386,18 +385,7 @@ func issueCertificate(t *testing.T, certDir string) {
 	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: releaseNS, Name: releaseName}, crt))
 	b, err := certs.Generate(certs.GenerateOptions{Service: "localhost", Namespace: releaseNS})
 	require.NoError(t, err)
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: crt.Spec.SecretName,
-			Labels: map[string]string{cmapi.PartOfCertManagerControllerLabelKey: "true"},
-			Annotations: map[string]string{
-				cmapi.CertificateNameKey:       crt.Name,
-				cmapi.IssuerNameAnnotationKey:  crt.Spec.IssuerRef.Name,
-				cmapi.IssuerKindAnnotationKey:  crt.Spec.IssuerRef.Kind,
-				cmapi.IssuerGroupAnnotationKey: crt.Spec.IssuerRef.Group,
-			}},
-		Type: corev1.SecretTypeTLS,
-		Data: map[string][]byte{corev1.TLSCertKey: b.Cert, corev1.TLSPrivateKeyKey: b.Key, cmmeta.TLSCAKey: b.CACert},
-	}
+	secret := cluster.CertManagerSecret(crt, b.Cert, b.Key, b.CACert)
 	require.NoError(t, k8s.Create(ctx, secret))
 	t.Cleanup(func() {
 		if err := k8s.Delete(context.Background(), secret); err != nil && !apierrors.IsNotFound(err) {

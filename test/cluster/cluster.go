@@ -21,10 +21,14 @@ import (
 	"syscall"
 	"time"
 
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -242,6 +246,27 @@ func CertManagerCRDs() (string, error) {
 		return "", err
 	}
 	return filepath.Join(dir, "deploy", "crds"), nil
+}
+
+// CertManagerSecret is the Secret cert-manager's issuing controller stores for crt: the
+// certificate, its key and its CA, with the label and the annotations that tie the Secret to
+// crt, which the CA injector checks before trusting ca.crt.
+func CertManagerSecret(crt *cmapi.Certificate, certPEM, keyPEM, caPEM []byte) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: crt.Namespace,
+			Name:      crt.Spec.SecretName,
+			Labels:    map[string]string{cmapi.PartOfCertManagerControllerLabelKey: "true"},
+			Annotations: map[string]string{
+				cmapi.CertificateNameKey:       crt.Name,
+				cmapi.IssuerNameAnnotationKey:  crt.Spec.IssuerRef.Name,
+				cmapi.IssuerKindAnnotationKey:  crt.Spec.IssuerRef.Kind,
+				cmapi.IssuerGroupAnnotationKey: crt.Spec.IssuerRef.Group,
+			},
+		},
+		Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM, cmmeta.TLSCAKey: caPEM},
+	}
 }
 
 // ModuleDir is the directory of module, as the go.mod of moduleDir ("" for the current

@@ -29,6 +29,7 @@ import (
 
 	"github.com/podpatch/podpatch/policies"
 	testcainjector "github.com/podpatch/podpatch/test/cainjector"
+	"github.com/podpatch/podpatch/test/cluster"
 )
 
 // TestCertManager installs podpatch the cert-manager way (manifests/overlays/cert-manager)
@@ -202,25 +203,7 @@ func issueCertManagerSecret(t *testing.T, crt *cmapi.Certificate) *corev1.Secret
 	}
 	keyPEM, err := pki.EncodePrivateKey(key, encoding)
 	require.NoError(t, err)
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: crt.Namespace,
-			Name:      crt.Spec.SecretName,
-			Labels:    map[string]string{cmapi.PartOfCertManagerControllerLabelKey: "true"},
-			Annotations: map[string]string{
-				cmapi.CertificateNameKey:       crt.Name,
-				cmapi.IssuerNameAnnotationKey:  crt.Spec.IssuerRef.Name,
-				cmapi.IssuerKindAnnotationKey:  crt.Spec.IssuerRef.Kind,
-				cmapi.IssuerGroupAnnotationKey: crt.Spec.IssuerRef.Group,
-			},
-		},
-		Type: corev1.SecretTypeTLS,
-		Data: map[string][]byte{
-			corev1.TLSCertKey:       certPEM,
-			corev1.TLSPrivateKeyKey: keyPEM,
-			cmmeta.TLSCAKey:         certPEM,
-		},
-	}
+	return cluster.CertManagerSecret(crt, certPEM, keyPEM, certPEM)
 }
 
 // webhookCABundles lists the non-empty caBundles of every webhook in the configurations.
