@@ -304,22 +304,24 @@ func compileGroup(every []profiles.Profile, i int, r profiles.Role, in []*polici
 		envPieces(ord),
 		[]piece{provenancePiece(slices.Concat(layered[:]...), policies.AppliedAnnotation)},
 	)
-	// Each family's pieces are packed into as few mutations as the expression bound allows;
-	// a later mutation sees the map an earlier one created.
+	// The pieces, family after family, are packed into as few mutations as the expression
+	// bound allows, mostly one: the API server applies each mutation in a pass of its own over
+	// the object (docs/benchmarks/native.md). A list's operations apply in order, and a later
+	// mutation sees what an earlier one made.
 	var mutations []admissionregistrationv1.Mutation
 	total := 0
-	for _, family := range pieces {
-		var cur []string
-		size := 0
-		flush := func() {
-			if len(cur) > 0 {
-				mutations = append(mutations, admissionregistrationv1.Mutation{
-					PatchType: admissionregistrationv1.PatchTypeJSONPatch,
-					JSONPatch: &admissionregistrationv1.JSONPatch{Expression: strings.Join(cur, " + ")},
-				})
-			}
-			cur, size = nil, 0
+	var cur []string
+	size := 0
+	flush := func() {
+		if len(cur) > 0 {
+			mutations = append(mutations, admissionregistrationv1.Mutation{
+				PatchType: admissionregistrationv1.PatchTypeJSONPatch,
+				JSONPatch: &admissionregistrationv1.JSONPatch{Expression: strings.Join(cur, " + ")},
+			})
 		}
+		cur, size = nil, 0
+	}
+	for _, family := range pieces {
 		for _, pc := range family {
 			if len(pc.expr) > o.MaxExpression {
 				var ps []*policies.Policy
@@ -337,8 +339,8 @@ func compileGroup(every []profiles.Profile, i int, r profiles.Role, in []*polici
 			cur, size = append(cur, pc.expr), size+len(pc.expr)+3
 			total += len(pc.expr)
 		}
-		flush()
 	}
+	flush()
 	for _, v := range variables {
 		total += len(v.Expression)
 	}
@@ -363,7 +365,8 @@ func compileGroup(every []profiles.Profile, i int, r profiles.Role, in []*polici
 	}
 	if annotating {
 		conditions = append(conditions, admissionregistrationv1.MatchCondition{Name: "annotations-room",
-			Expression: fmt.Sprintf("!has(object.metadata.annotations) || object.metadata.annotations.map(k, size(bytes(k)) + size(bytes(object.metadata.annotations[k]))).sum() <= %d",
+			// A Pod without annotations has room for all only when the group's fit the bound.
+			Expression: fmt.Sprintf("(has(object.metadata.annotations) ? object.metadata.annotations.map(k, size(bytes(k)) + size(bytes(object.metadata.annotations[k]))).sum() : 0) <= %d",
 				maxAnnotations-annotationBytes)})
 	}
 	name := Name(pr.Manager, r, profiles.KindPod)

@@ -354,3 +354,36 @@ func TestLabelKeysGuard(t *testing.T) {
 		}
 	}
 }
+
+// TestAnnotationsRoom: a group that may add annotations skips the Pods whose own leave no room
+// for them within the API server's 256 KiB, and all Pods, those without annotations too, when
+// its policies' alone exceed it (TestNativeValidityOracle found such Pods refused).
+func TestAnnotationsRoom(t *testing.T) {
+	big := strings.Repeat("x", 30000)
+	var docs []string
+	for i := range 9 {
+		docs = append(docs, doc(fmt.Sprintf("big-%d", i), fmt.Sprintf(`{match: {managers: [dask], roles: [worker]}, template: {metadata: {annotations: {example.com/big-%d: %s}}}}`, i, big)))
+	}
+	for _, c := range []struct {
+		name string
+		docs []string
+		room bool // a Pod without annotations has room
+	}{{"within the bound", docs[:8], true}, {"beyond the bound", docs, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			out := compile(t, c.docs, nil)
+			require.Empty(t, out.Left)
+			require.Len(t, out.Groups, 1)
+			var cond string
+			for _, mc := range out.Groups[0].Policy.Spec.MatchConditions {
+				if mc.Name == "annotations-room" {
+					cond = mc.Expression
+				}
+			}
+			prefix := "(has(object.metadata.annotations) ? object.metadata.annotations.map(k, size(bytes(k)) + size(bytes(object.metadata.annotations[k]))).sum() : 0) <= "
+			require.True(t, strings.HasPrefix(cond, prefix), cond)
+			bound, err := strconv.Atoi(strings.TrimPrefix(cond, prefix))
+			require.NoError(t, err)
+			require.Equal(t, c.room, bound >= 0, "room left: %d", bound)
+		})
+	}
+}
