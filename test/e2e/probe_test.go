@@ -156,10 +156,11 @@ func matching(lines []string, s string) []string {
 	return out
 }
 
-// servedField has a platform policy set f (versions.PolicySpec) on a Dask worker Pod through the
-// podpatch a control plane calls: admin writes the policy, c (whose warnings w keeps) creates
-// the Pod by dry-run until podpatch names the policy. It returns what the API server would
-// store, the admission warnings and the policy's ref.
+// servedField has a platform policy set f (versions.PolicySpec) on a Dask worker Pod, or a
+// KubeRay head Service for a Service's field, of cluster name, through the podpatch a control
+// plane calls: admin writes the policy, c (whose warnings w keeps) creates the object by dry-run
+// until podpatch names the policy, in the provenance or in a warning. It returns what the API
+// server would store, the admission warnings and the policy's ref.
 func servedField(t *testing.T, admin, c client.Client, w *warningLog, f versions.Field, name string) (*unstructured.Unstructured, string, string) {
 	t.Helper()
 	ctx := contextBackground()
@@ -168,21 +169,25 @@ func servedField(t *testing.T, admin, c client.Client, w *warningLog, f versions
 	js, err := json.Marshal(policySpec)
 	require.NoError(t, err)
 	spec := string(js) // JSON is YAML
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: policies.DefaultPlatformNamespace, Name: name, Labels: map[string]string{policies.PolicyLabel: "true"}},
-		Data: map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: field}\nspec:\n" +
-			"  match: {managers: [dask], clusters: [" + name + "]}\n  template: {spec: " + spec + "}\n"},
+	part, manager, clusterLabel, fixture := "template", "dask", "dask.org/cluster-name", "policies/testdata/fixtures/dask-operator/worker-pod.yaml"
+	if f.Kind == "Service" {
+		part, manager, clusterLabel, fixture = "service", "ray", "ray.io/cluster", "policies/testdata/fixtures/kuberay/head-service.yaml"
 	}
+	cm := policyConfigMap(policies.DefaultPlatformNamespace, name, map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: field}\nspec:\n" +
+		"  match: {managers: [" + manager + "], clusters: [" + name + "]}\n  " + part + ": {spec: " + spec + "}\n"})
 	require.NoError(t, admin.Create(ctx, cm))
 	t.Cleanup(func() { _ = admin.Delete(contextBackground(), cm) })
 	ref := policies.DefaultPlatformNamespace + "/" + name + "/field"
 	var stored *unstructured.Unstructured
 	var warnings []string
 	require.Eventually(t, func() bool {
-		u := readObject(t, "policies/testdata/fixtures/dask-operator/worker-pod.yaml")
+		u := readObject(t, fixture)
 		meta := u.Object["metadata"].(map[string]any)
 		delete(meta, "ownerReferences")
-		meta["labels"].(map[string]any)["dask.org/cluster-name"] = name
+		meta["labels"].(map[string]any)[clusterLabel] = name
+		if sel, ok := u.Object["spec"].(map[string]any)["selector"].(map[string]any); ok {
+			sel[clusterLabel] = name // a Service's cluster is its selector's first
+		}
 		w.take()
 		require.NoError(t, c.Create(ctx, u, client.DryRunAll))
 		stored, warnings = u, w.take()

@@ -142,43 +142,14 @@ func TestFieldsNeverClaimed(t *testing.T) {
 
 	for i, f := range versions.Fields {
 		t.Run(f.Path, func(t *testing.T) {
-			policySpec, ok := versions.PolicySpec(f)
-			require.True(t, ok, "no policy for %s", f.Path)
-			js, err := json.Marshal(policySpec)
-			require.NoError(t, err)
-			spec := string(js) // JSON is YAML
-			part, manager, clusterLabel, fixture := "template", "dask", "dask.org/cluster-name", "policies/testdata/fixtures/dask-operator/worker-pod.yaml"
 			if f.Path == "spec.volumes[].projected.sources[].serviceAccountToken.user" {
 				sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "default"}}
 				if err := k8s.Create(ctx, sa); !apierrors.IsAlreadyExists(err) {
 					require.NoError(t, err, "the token's ServiceAccount (no controller manager makes it here)")
 				}
 			}
-			if f.Kind == "Service" {
-				part, manager, clusterLabel, fixture = "service", "ray", "ray.io/cluster", "policies/testdata/fixtures/kuberay/head-service.yaml"
-			}
-			name := fmt.Sprintf("e2e-version-%d", i)
-			createPolicies(t, policies.DefaultPlatformNamespace, name, map[string]string{"p.yaml": "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: field}\nspec:\n" +
-				"  match: {managers: [" + manager + "], clusters: [" + name + "]}\n  " + part + ": {spec: " + spec + "}\n"})
-			ref := policies.DefaultPlatformNamespace + "/" + name + "/field"
-			var stored *unstructured.Unstructured
-			var warnings []string
-			require.Eventually(t, func() bool {
-				u := readObject(t, fixture)
-				meta := u.Object["metadata"].(map[string]any)
-				delete(meta, "ownerReferences")
-				meta["labels"].(map[string]any)[clusterLabel] = name
-				if sel, ok := u.Object["spec"].(map[string]any)["selector"].(map[string]any); ok {
-					sel[clusterLabel] = name // a Service's cluster is its selector's first
-				}
-				w.take()
-				require.NoError(t, c.Create(ctx, u, client.DryRunAll))
-				stored, warnings = u, w.take()
-				// Served once the policy is named: in the provenance, or in a warning.
-				return strings.Contains(u.GetAnnotations()[policies.AppliedAnnotation], ref) || strings.Contains(strings.Join(warnings, "\n"), ref)
-			}, 30*time.Second, 200*time.Millisecond, "podpatch serves %s", ref)
+			stored, all, ref := servedField(t, k8s, c, w, f, fmt.Sprintf("e2e-version-%d", i))
 			set := f.Set(stored.Object)
-			all := strings.Join(warnings, "\n")
 			// What this API server does with the field (its gates may differ from the
 			// version's defaults, in the gates lane): podpatch must say just that.
 			want, _ := measureField(t, f)
