@@ -225,7 +225,22 @@ func provenancePiece(layered []*member, key string) piece {
 		refs = append(refs, "("+m.variable+" ? ["+celtext.Quote(m.ref)+"] : [])")
 	}
 	selected := or(sel(layered))
-	expr := "(" + selected + " ? (has(object.metadata.annotations) ? [] : " +
+	// The annotations' own pieces, before this one, create the map when one of their writers
+	// is selected: it is created once, or the later creation would replace what they added.
+	var annotators []*member
+	for _, m := range layered {
+		for _, v := range m.part.annotations {
+			if v != nil {
+				annotators = append(annotators, m)
+				break
+			}
+		}
+	}
+	created := "has(object.metadata.annotations)"
+	if len(annotators) > 0 {
+		created += " || " + or(sel(annotators))
+	}
+	expr := "(" + selected + " ? (" + created + " ? [] : " +
 		`[JSONPatch{op: "add", path: "/metadata/annotations", value: {}}]) + ` +
 		`[JSONPatch{op: "add", path: ` + celtext.Quote("/metadata/annotations/"+pointer(key)) + ", value: (" +
 		strings.Join(refs, " + ") + `).join(",")}] : [])`
