@@ -96,15 +96,7 @@ func Attack(s *Server, tlsConfig *tls.Config, review []byte, spec LoadSpec) (Loa
 	rate := vegeta.Rate{Freq: spec.Rate, Per: time.Second}
 
 	res.PeakReset = ResetPeakRSS(s.PID()) == nil
-	before, err := ReadProcStats(s.PID())
-	if err != nil {
-		return res, err
-	}
-	self0, err := ReadProcStats(os.Getpid())
-	if err != nil {
-		return res, err
-	}
-	busy0, err := MachineBusy()
+	before, err := readUsage(s.PID())
 	if err != nil {
 		return res, err
 	}
@@ -122,22 +114,14 @@ func Attack(s *Server, tlsConfig *tls.Config, review []byte, spec LoadSpec) (Loa
 		latencies = append(latencies, r.Latency)
 	}
 	res.Elapsed = time.Since(start)
-	after, err := ReadProcStats(s.PID())
+	after, err := readUsage(s.PID())
 	if err != nil {
 		return res, err
 	}
-	self1, err := ReadProcStats(os.Getpid())
-	if err != nil {
-		return res, err
-	}
-	busy1, err := MachineBusy()
-	if err != nil {
-		return res, err
-	}
-	res.ServerCPU = after.CPU - before.CPU
-	other := busy1 - busy0 - res.ServerCPU - (self1.CPU - self0.CPU)
+	res.ServerCPU = after.server.CPU - before.server.CPU
+	other := after.busy - before.busy - res.ServerCPU - (after.self.CPU - before.self.CPU)
 	res.OtherCPU = max(0, other.Seconds()/res.Elapsed.Seconds())
-	res.PeakRSS, res.RSS = after.PeakRSS, after.RSS
+	res.PeakRSS, res.RSS = after.server.PeakRSS, after.server.RSS
 	ok := len(latencies)
 	if ok > 0 {
 		res.CPUPerRequest = res.ServerCPU / time.Duration(ok)
@@ -147,4 +131,25 @@ func Attack(s *Server, tlsConfig *tls.Config, review []byte, spec LoadSpec) (Loa
 	}
 	res.Achieved = float64(ok) / res.Elapsed.Seconds()
 	return res, nil
+}
+
+// usage is what a load run reads before and after it: the server's stats, this process's (the
+// load generator's), and the CPU time the whole machine has spent.
+type usage struct {
+	server, self ProcStats
+	busy         time.Duration
+}
+
+// readUsage reads the usage of the server serverPID, of this process and of the machine.
+func readUsage(serverPID int) (usage, error) {
+	var u usage
+	var err error
+	if u.server, err = ReadProcStats(serverPID); err != nil {
+		return u, err
+	}
+	if u.self, err = ReadProcStats(os.Getpid()); err != nil {
+		return u, err
+	}
+	u.busy, err = MachineBusy()
+	return u, err
 }
