@@ -158,6 +158,16 @@ func createPolicies(t *testing.T, namespace, name string, data map[string]string
 	return cm
 }
 
+// createPod creates pod, deleted when the test ends, and reads back what the API server stored.
+func createPod(t *testing.T, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	require.NoError(t, k8s.Create(contextBackground(), pod))
+	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), pod) })
+	stored := &corev1.Pod{}
+	require.NoError(t, k8s.Get(contextBackground(), client.ObjectKeyFromObject(pod), stored))
+	return stored
+}
+
 // applyManifests creates (or updates) objects from built manifests and deletes them when the
 // test ends.
 func applyManifests(t testing.TB, objs []*unstructured.Unstructured) {

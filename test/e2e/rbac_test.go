@@ -200,11 +200,7 @@ func TestLeastPrivilege(t *testing.T) {
 
 	require.Eventually(t, func() bool { return patchedByExamples(dryRunCreate(t, daskWorker("team-a", "probe"))) },
 		30*time.Second, 200*time.Millisecond, "the API server never got a patch from podpatch")
-	pod := daskWorker("team-a", "least-privilege")
-	require.NoError(t, k8s.Create(ctx, pod))
-	t.Cleanup(func() { _ = k8s.Delete(contextBackground(), pod) })
-	stored := &corev1.Pod{}
-	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(pod), stored))
+	stored := createPod(t, daskWorker("team-a", "least-privilege"))
 	require.True(t, patchedByExamples(stored), "stored pod: %v %v", stored.Labels, stored.Annotations)
 
 	// An invalid policy (written while nothing validates policies) becomes an Event.

@@ -268,11 +268,7 @@ func TestSecondLine(t *testing.T) {
 		require.Eventually(t, func() bool {
 			return k8s.Create(contextBackground(), daskWorker(secondLineNamespace, "probe"), client.DryRunAll) == nil
 		}, 30*time.Second, 200*time.Millisecond, "the API server never called podpatch")
-		pod := daskWorker(secondLineNamespace, "patched")
-		require.NoError(t, k8s.Create(contextBackground(), pod))
-		t.Cleanup(func() { _ = k8s.Delete(contextBackground(), pod) })
-		stored := &corev1.Pod{}
-		require.NoError(t, k8s.Get(contextBackground(), client.ObjectKeyFromObject(pod), stored))
+		stored := createPod(t, daskWorker(secondLineNamespace, "patched"))
 		require.NotEmpty(t, stored.Annotations[policies.AppliedAnnotation])
 		require.Equal(t, "data-platform", stored.Labels["cost-center"])
 		require.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, stored.Spec.SecurityContext.SeccompProfile.Type)
