@@ -17,24 +17,37 @@ import (
 	"github.com/podpatch/podpatch/policies/versions"
 )
 
+// platformSet compiles text, the policies of a platform ConfigMap's p.yaml, lint refusing none.
+func platformSet(t *testing.T, configMap, text string) *policies.Set {
+	t.Helper()
+	ps, probs := policies.ParseConfigMap(&corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: configMap, Namespace: policies.DefaultPlatformNamespace, Labels: map[string]string{policies.PolicyLabel: "true"}},
+		Data:       map[string]string{"p.yaml": text},
+	}, policies.DefaultOptions())
+	require.Empty(t, probs)
+	return policies.NewSet(ps)
+}
+
+// fixtureDocuments reads a manager fixture (policies/testdata/fixtures) as render reads a file.
+func fixtureDocuments(t *testing.T, fixture string) []policies.RawDocument {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "policies", "testdata", "fixtures", fixture))
+	require.NoError(t, err)
+	js, err := yaml.YAMLToJSON(b)
+	require.NoError(t, err)
+	docs, err := policies.SplitDocuments(bytes.NewReader(js))
+	require.NoError(t, err)
+	return docs
+}
+
 // TestRenderExplainChecks: render --explain prints one "check:" line per finding, and the
 // rendered object is the one without the comment lines.
 func TestRenderExplainChecks(t *testing.T) {
 	policy := "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: p1}\nspec:\n" +
 		"  match: {managers: [ray], roles: [worker]}\n  template:\n    spec:\n      containers:\n      - name: \"@main\"\n" +
 		"        resources: {limits: {nvidia.com/gpu: \"1\", memory: 512Mi}, requests: {memory: 512Mi}}\n"
-	ps, probs := policies.ParseConfigMap(&corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "hostile", Namespace: policies.DefaultPlatformNamespace, Labels: map[string]string{policies.PolicyLabel: "true"}},
-		Data:       map[string]string{"p.yaml": policy},
-	}, policies.DefaultOptions())
-	require.Empty(t, probs)
-	set := policies.NewSet(ps)
-	b, err := os.ReadFile(filepath.Join("..", "policies", "testdata", "fixtures", "kuberay", "worker-pod.yaml"))
-	require.NoError(t, err)
-	js, err := yaml.YAMLToJSON(b)
-	require.NoError(t, err)
-	docs, err := policies.SplitDocuments(bytes.NewReader(js))
-	require.NoError(t, err)
+	set := platformSet(t, "hostile", policy)
+	docs := fixtureDocuments(t, "kuberay/worker-pod.yaml")
 	plain, err := Documents(set, docs, Options{Namespace: "default"})
 	require.NoError(t, err)
 	explained, err := Documents(set, docs, Options{Namespace: "default", Explain: true})
@@ -66,18 +79,8 @@ func TestRenderForKubeVersion(t *testing.T) {
 	policy := "apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: host}\nspec:\n  template: {spec: {hostnameOverride: h}}\n---\n" +
 		"apiVersion: podpatch.io/v1alpha1\nkind: PodTemplatePatch\nmetadata: {name: env}\nspec:\n  template: {spec: {volumes: [{name: ev, emptyDir: {}}], " +
 		"containers: [{name: '@main', env: [{name: A, valueFrom: {fileKeyRef: {volumeName: ev, path: p, key: k}}}]}]}}\n"
-	ps, probs := policies.ParseConfigMap(&corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "v", Namespace: policies.DefaultPlatformNamespace, Labels: map[string]string{policies.PolicyLabel: "true"}},
-		Data:       map[string]string{"p.yaml": policy},
-	}, policies.DefaultOptions())
-	require.Empty(t, probs)
-	set := policies.NewSet(ps)
-	b, err := os.ReadFile(filepath.Join("..", "policies", "testdata", "fixtures", "dask-operator", "worker-pod.yaml"))
-	require.NoError(t, err)
-	js, err := yaml.YAMLToJSON(b)
-	require.NoError(t, err)
-	docs, err := policies.SplitDocuments(bytes.NewReader(js))
-	require.NoError(t, err)
+	set := platformSet(t, "v", policy)
+	docs := fixtureDocuments(t, "dask-operator/worker-pod.yaml")
 	render := func(v *versions.Version) string {
 		out, err := Documents(set, docs, Options{Namespace: "default", Explain: true, KubeVersion: v})
 		require.NoError(t, err)
