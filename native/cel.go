@@ -1,6 +1,7 @@
 package native
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/podpatch/podpatch/internal/celtext"
@@ -37,9 +38,28 @@ func (m labelsOf) value(k string) string {
 // pointer escapes a map key as a JSON pointer segment (RFC 6901).
 func pointer(k string) string { return strings.NewReplacer("~", "~0", "/", "~1").Replace(k) }
 
-// globMatch is policies' anyGlob: a name, non-empty and at most 63 bytes, matching re.
-func globMatch(name, re string) string {
-	return "(" + name + ` != "" && size(` + name + ") <= 63 && " + name + ".matches(" + celtext.Quote(re) + "))"
+// globMatch is policies' anyGlob: a name, non-empty and at most 63 bytes, matching one of
+// globs; false when a glob uses what the translation to a regular expression does not cover.
+// Names without wildcards are a list the name is in, which the API server tests for less than
+// a regular expression; the names that could never match (empty, longer than 63) left out.
+func globMatch(name string, globs []string) (string, bool) {
+	if literal(globs) {
+		var names []string
+		for _, g := range globs {
+			if g != "" && len(g) <= 63 && !slices.Contains(names, g) {
+				names = append(names, g)
+			}
+		}
+		if len(names) == 0 {
+			return "false", true
+		}
+		return "(" + name + " in " + celtext.Quotes(names) + ")", true
+	}
+	re, ok := celtext.GlobRegexp(globs)
+	if !ok {
+		return "", false
+	}
+	return "(" + name + ` != "" && size(` + name + ") <= 63 && " + name + ".matches(" + celtext.Quote(re) + "))", true
 }
 
 // or and and join conditions; an empty list is false and true.
@@ -59,3 +79,9 @@ func and(cs []string) string {
 
 // String is the map's CEL.
 func (m labelsOf) String() string { return string(m) }
+
+// literal says whether a match list names exactly what it matches: not empty (empty matches
+// all), and no glob with a wildcard, a character class or an escape.
+func literal(globs []string) bool {
+	return len(globs) > 0 && !slices.ContainsFunc(globs, func(g string) bool { return strings.ContainsAny(g, `*?[\`) })
+}

@@ -47,6 +47,21 @@ func (p podPart) setsPlacement() bool {
 	return len(p.nodeSelector) > 0 || len(p.tolerations) > 0 || p.required != nil
 }
 
+// needsLists are the fields the part writes whose mutations need CEL's list library.
+func (p podPart) needsLists() []string {
+	var out []string
+	if len(p.tolerations) > 0 {
+		out = append(out, "spec.tolerations")
+	}
+	if p.required != nil {
+		out = append(out, "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")
+	}
+	if len(p.containers) > 0 {
+		out = append(out, "spec.containers[*].env")
+	}
+	return out
+}
+
 // setLabels are the label keys the part sets to a value (not those it removes), in order.
 func (p podPart) setLabels() []string {
 	var out []string

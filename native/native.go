@@ -54,7 +54,18 @@ type Options struct {
 	ExcludedNamespaces []string
 	// MaxExpression and MaxPolicy: zero for the defaults.
 	MaxExpression, MaxPolicy int
+	// Minor is the Kubernetes minor version the MAPs are for (1.Minor); zero for 1.36 and
+	// later. Kubernetes checks a new expression against the CEL libraries of the version
+	// before its own, so 1.34 has no list library (flatten, sortBy): tolerations, required
+	// node affinity and env variables, whose appends need it, are left to the webhook there.
+	Minor int
 }
+
+// listsFrom is the first minor whose new CEL expressions have the list library.
+const listsFrom = 35
+
+// reasonLists is why a family that needs the list library stays with the webhook before listsFrom.
+const reasonLists = "needs CEL's list library (flatten, sortBy), which Kubernetes checks new expressions against from 1.35"
 
 // Group is the compiled MAP of one manager's role and kind, its binding, and the policies it
 // holds in application order.
@@ -140,6 +151,11 @@ func Compile(s *policies.Set, platformNamespace string, o Options) Output {
 			continue
 		}
 		part, left := classify(patch)
+		if o.Minor != 0 && o.Minor < listsFrom {
+			for _, f := range part.needsLists() {
+				left = append(left, leftField{f, reasonLists})
+			}
+		}
 		compiles := len(left) == 0
 		for _, l := range left {
 			out.Left = append(out.Left, Left{Ref: ref(p), Kind: profiles.KindPod, Field: l.field, Reason: l.reason})
@@ -159,6 +175,8 @@ func Compile(s *policies.Set, platformNamespace string, o Options) Output {
 			parts[p] = part
 		}
 	}
+	leaveToWebhook := func(p *policies.Policy, field, reason string) { leave(p, profiles.KindPod, field, reason) }
+	leaveConflicts(all, parts, leaveToWebhook)
 	// Group, and take out what exceeds a bound, until every group fits.
 	for range len(all) + 1 { // each round leaves at least one policy out
 		groups, over := compileGroups(all, parts, o)
@@ -167,8 +185,9 @@ func Compile(s *policies.Set, platformNamespace string, o Options) Output {
 			break
 		}
 		for _, p := range over.ps {
-			leave(p, profiles.KindPod, over.field, over.reason)
+			leaveToWebhook(p, over.field, over.reason)
 		}
+		leaveConflicts(all, parts, leaveToWebhook)
 	}
 	for _, p := range all {
 		part, ok := parts[p]
@@ -182,7 +201,7 @@ func Compile(s *policies.Set, platformNamespace string, o Options) Output {
 		if len(part.nodeSelector) > 0 {
 			c.Guards = append(c.Guards, guardRuntimeClass)
 		}
-		if len(part.annotations) > 0 {
+		if len(part.annotations) > 0 { // every group skips Pods without room for podpatch.io/applied
 			c.Guards = append(c.Guards, guardAnnotations)
 		}
 		if len(part.setLabels()) > 0 {
@@ -241,7 +260,7 @@ func compileGroup(every []profiles.Profile, i int, r profiles.Role, in []*polici
 	var ord order
 	var layered [5][]*member // platform default, namespace default, platform merge, namespace merge, enforce
 	byMember := map[*member]*policies.Policy{}
-	placement, tolerating, annotating, mainUsed, labelling := false, false, false, false, false
+	placement, tolerating, mainUsed, labelling := false, false, false, false
 	annotationBytes := len(policies.AppliedAnnotation)
 	for n, p := range in {
 		part := parts[p]
@@ -254,7 +273,7 @@ func compileGroup(every []profiles.Profile, i int, r profiles.Role, in []*polici
 			guards = append(guards, "!has(object.spec.runtimeClassName)")
 		}
 		if keys := part.setLabels(); len(keys) > 0 {
-			guards, labelling = append(guards, "!variables."+labelKeysNamed+".exists(k, k in "+celtext.Quotes(keys)+")"), true
+			guards, labelling = append(guards, "!variables."+labelKeysNamed+".exists(l, l.exists(k, k in "+celtext.Quotes(keys)+"))"), true
 		}
 		tolerating = tolerating || len(part.tolerations) > 0
 		for _, e := range part.containers {
@@ -283,7 +302,6 @@ func compileGroup(every []profiles.Profile, i int, r profiles.Role, in []*polici
 		annotationBytes += len(m.ref) + 1
 		for k, v := range part.annotations {
 			if v != nil {
-				annotating = true
 				annotationBytes += len(k) + len(*v)
 			}
 		}
@@ -363,12 +381,12 @@ func compileGroup(every []profiles.Profile, i int, r profiles.Role, in []*polici
 	if c := firstProfile(every, i); c != "" {
 		conditions = append(conditions, admissionregistrationv1.MatchCondition{Name: "first-profile", Expression: c})
 	}
-	if annotating {
-		conditions = append(conditions, admissionregistrationv1.MatchCondition{Name: "annotations-room",
-			// A Pod without annotations has room for all only when the group's fit the bound.
-			Expression: fmt.Sprintf("(has(object.metadata.annotations) ? object.metadata.annotations.map(k, size(bytes(k)) + size(bytes(object.metadata.annotations[k]))).sum() : 0) <= %d",
-				maxAnnotations-annotationBytes)})
-	}
+	// Every group writes podpatch.io/applied: a Pod whose annotations leave no room for it and
+	// the group's own is the webhook's, which leaves out what would not fit. A Pod without
+	// annotations has room for all only when the group's fit the bound.
+	conditions = append(conditions, admissionregistrationv1.MatchCondition{Name: "annotations-room",
+		Expression: fmt.Sprintf("(has(object.metadata.annotations) ? object.metadata.annotations.map(k, size(bytes(k)) + size(bytes(object.metadata.annotations[k]))).sum() : 0) <= %d",
+			maxAnnotations-annotationBytes)})
 	name := Name(pr.Manager, r, profiles.KindPod)
 	meta := metav1.ObjectMeta{Name: name, Labels: map[string]string{ManagedByLabel: ManagedBy, ComponentLabel: Component}}
 	g := Group{Manager: pr.Manager, Role: r, Kind: profiles.KindPod}
@@ -446,13 +464,13 @@ func labelKeysNamedExpression() string {
 	keys := func(t string) string {
 		return "(has(" + t + ".matchLabelKeys) ? " + t + ".matchLabelKeys : []) + (has(" + t + ".mismatchLabelKeys) ? " + t + ".mismatchLabelKeys : [])"
 	}
-	parts := []string{"(has(object.spec.topologySpreadConstraints) ? object.spec.topologySpreadConstraints.map(c, has(c.matchLabelKeys) ? c.matchLabelKeys : []).flatten() : [])"}
+	parts := []string{"(has(object.spec.topologySpreadConstraints) ? object.spec.topologySpreadConstraints.map(c, has(c.matchLabelKeys) ? c.matchLabelKeys : []) : [])"}
 	for _, kind := range []string{"podAffinity", "podAntiAffinity"} {
 		at := "object.spec.affinity." + kind
 		held := "has(object.spec.affinity) && has(" + at + ") && has(" + at + "."
 		parts = append(parts,
-			"("+held+"requiredDuringSchedulingIgnoredDuringExecution) ? "+at+".requiredDuringSchedulingIgnoredDuringExecution.map(t, "+keys("t")+").flatten() : [])",
-			"("+held+"preferredDuringSchedulingIgnoredDuringExecution) ? "+at+".preferredDuringSchedulingIgnoredDuringExecution.map(w, "+keys("w.podAffinityTerm")+").flatten() : [])")
+			"("+held+"requiredDuringSchedulingIgnoredDuringExecution) ? "+at+".requiredDuringSchedulingIgnoredDuringExecution.map(t, "+keys("t")+") : [])",
+			"("+held+"preferredDuringSchedulingIgnoredDuringExecution) ? "+at+".preferredDuringSchedulingIgnoredDuringExecution.map(w, "+keys("w.podAffinityTerm")+") : [])")
 	}
 	return strings.Join(parts, " + ")
 }

@@ -342,7 +342,8 @@ func TestLabelKeysGuard(t *testing.T) {
 			names[v.Name], vars[v.Name] = i, v.Expression
 		}
 		require.Less(t, names[labelKeysNamed], names["p0"], "%s: defined before it is read", g.Policy.Name)
-		require.Contains(t, vars["p0"], `!variables.labelKeysNamed.exists(k, k in ["team", "tier"])`)
+		require.Contains(t, vars["p0"], `!variables.labelKeysNamed.exists(l, l.exists(k, k in ["team", "tier"]))`)
+		require.NotContains(t, vars[labelKeysNamed], "flatten", "1.34's MAPs have no list library")
 		require.NotContains(t, vars["p1"], labelKeysNamed)
 		for _, read := range []string{
 			"object.spec.topologySpreadConstraints.map(c, has(c.matchLabelKeys) ? c.matchLabelKeys : [])",
@@ -386,4 +387,113 @@ func TestAnnotationsRoom(t *testing.T) {
 			require.Equal(t, c.room, bound >= 0, "room left: %d", bound)
 		})
 	}
+}
+
+// TestListLibrary: for Kubernetes 1.34, whose new CEL expressions have no list library, the
+// families whose appends need it (tolerations, required node affinity, env variables) are left
+// to the webhook with the reason, and the string maps still compile; from 1.35 all compile.
+func TestListLibrary(t *testing.T) {
+	s := set(t, []string{
+		doc("maps", `{match: {managers: [dask]}, template: {metadata: {labels: {a: b}}, spec: {nodeSelector: {pool: x}}}}`),
+		doc("tol", `{match: {managers: [dask]}, template: {spec: {tolerations: [{key: k, operator: Exists}]}}}`),
+		doc("aff", `{match: {managers: [ray]}, template: {spec: {affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [x]}]}]}}}}}}`),
+		doc("env", `{match: {managers: [spark]}, template: {spec: {containers: [{name: "*", env: [{name: A, value: b}]}]}}}`),
+	}, nil)
+	for _, minor := range []int{34, 35, 0} {
+		out := Compile(s, policies.DefaultPlatformNamespace, Options{Minor: minor})
+		var left []string
+		for _, l := range out.Left {
+			require.Equal(t, reasonLists, l.Reason)
+			left = append(left, l.Ref+" "+l.Field)
+		}
+		if minor == 34 {
+			require.ElementsMatch(t, []string{"podpatch-system/p/tol spec.tolerations",
+				"podpatch-system/p/aff spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+				"podpatch-system/p/env spec.containers[*].env"}, left)
+			require.Len(t, out.Compiled, 1)
+			for _, g := range out.Groups {
+				y, err := Output{Groups: []Group{g}}.YAML(V1beta1)
+				require.NoError(t, err)
+				require.NotContains(t, string(y), "flatten")
+				require.NotContains(t, string(y), "sortBy")
+			}
+			continue
+		}
+		require.Empty(t, left, "1.%d", minor)
+		require.Len(t, out.Compiled, 4)
+	}
+}
+
+// TestHybridConflicts: a compiled policy that contends with a policy left to the webhook (both
+// append to a list, or both fill a map key as defaults), on Pods both may select, is left to the
+// webhook too (the MAPs run first: the webhook would find it written and order the appends or
+// fill the default otherwise), and so on down the chain; policies that cannot select the same
+// Pods (other literal clusters, other managers), write other keys or set a key as a merge stay
+// compiled.
+func TestHybridConflicts(t *testing.T) {
+	out := compile(t, []string{
+		// left to the webhook for its securityContext; writes the tolerations and label a
+		doc("w", `{mode: default, match: {managers: [dask], clusters: [c1]}, template: {metadata: {labels: {a: x}}, spec: {securityContext: {fsGroup: 1}, tolerations: [{key: k, operator: Exists}]}}}`),
+		doc("tol", `{match: {managers: [dask]}, template: {spec: {tolerations: [{key: j, operator: Exists}]}}}`),
+		doc("chained", `{match: {managers: [dask]}, template: {spec: {tolerations: [{key: i, operator: Exists}]}}}`),
+		doc("label", `{mode: default, match: {managers: [dask], clusters: [c1, c3]}, template: {metadata: {labels: {a: y, other: z}}}}`),
+		doc("label-b", `{match: {managers: [dask]}, template: {metadata: {labels: {b: y}}}}`),
+		// a merge's value stands whether the webhook finds it written or writes it: no contention
+		doc("label-merge", `{mode: merge, match: {managers: [dask]}, template: {metadata: {labels: {a: m}}}}`),
+		doc("other-cluster", `{match: {managers: [dask], clusters: [c2]}, template: {metadata: {labels: {a: z}}}}`),
+		doc("other-manager", `{match: {managers: [ray]}, template: {metadata: {labels: {a: z}}}}`),
+		doc("sidecar", `{match: {managers: [spark]}, template: {spec: {containers: [{name: side, image: busybox, env: [{name: X, value: y}]}]}}}`),
+		doc("env", `{match: {managers: [spark]}, template: {spec: {containers: [{name: "*", env: [{name: A, value: b}]}]}}}`),
+	}, nil)
+	left := map[string]string{}
+	for _, l := range out.Left {
+		if strings.Contains(l.Reason, "left to the webhook, writes it too") {
+			left[l.Ref] = l.Field
+			require.Contains(t, l.Reason, "podpatch-system/p/")
+		}
+	}
+	require.Equal(t, map[string]string{
+		"podpatch-system/p/tol":     "spec.tolerations",
+		"podpatch-system/p/chained": "spec.tolerations",
+		"podpatch-system/p/label":   "metadata.labels.a",
+		"podpatch-system/p/env":     "spec.containers[*].env",
+	}, left)
+	var compiled []string
+	for _, c := range out.Compiled {
+		compiled = append(compiled, c.Ref)
+	}
+	require.ElementsMatch(t, []string{"podpatch-system/p/label-b", "podpatch-system/p/label-merge", "podpatch-system/p/other-cluster", "podpatch-system/p/other-manager"}, compiled)
+}
+
+// TestAppliedRoom: every group writes podpatch.io/applied, so every MAP skips the Pods whose
+// annotations leave no room for it, those of a group that writes no annotation too
+// (TestNativeValidityOracle found a Pod 1 byte below the bound refused).
+func TestAppliedRoom(t *testing.T) {
+	out := compile(t, []string{doc("l", `{match: {managers: [dask], roles: [worker]}, template: {metadata: {labels: {a: b}}}}`)}, nil)
+	require.Len(t, out.Groups, 1)
+	var room string
+	for _, c := range out.Groups[0].Policy.Spec.MatchConditions {
+		if c.Name == "annotations-room" {
+			room = c.Expression
+		}
+	}
+	require.True(t, strings.HasSuffix(room, fmt.Sprintf(" <= %d", maxAnnotations-len(policies.AppliedAnnotation)-len("podpatch-system/p/l")-1)), room)
+}
+
+// TestLiteralGlobs: a match list without wildcards is a list the name is in (cheaper for the API
+// server than a regular expression), the names that can never match left out; one with a
+// wildcard stays a regular expression.
+func TestLiteralGlobs(t *testing.T) {
+	out := compile(t, []string{
+		doc("lit", `{match: {managers: [dask], roles: [worker], namespaces: [team-1, team-2, team-1]}, template: {metadata: {labels: {a: b}}}}`),
+		doc("glob", `{match: {managers: [dask], roles: [worker], clusters: ["gpu-*"]}, template: {metadata: {labels: {c: d}}}}`),
+	}, nil)
+	require.Len(t, out.Groups, 1)
+	vars := map[string]string{}
+	for _, v := range out.Groups[0].Policy.Spec.Variables {
+		vars[v.Name] = v.Expression
+	}
+	require.Contains(t, vars["p0"], `(request.namespace in ["team-1", "team-2"])`)
+	require.NotContains(t, vars["p0"], "matches(")
+	require.Contains(t, vars["p1"], `.matches("^(?:gpu-[^/]*)$")`)
 }

@@ -98,33 +98,32 @@ func selectionOf(p *policies.Policy, pr profiles.Profile) (string, error) {
 		parts = append(parts, expr)
 	}
 	if globs := p.Clusters(); len(globs) > 0 {
-		re, ok := celtext.GlobRegexp(globs)
-		if !ok {
-			return "", fmt.Errorf("match.clusters: a glob with a character class or escape")
-		}
 		name := `""`
 		for _, key := range slices.Backward(pr.ClusterKeys) {
 			name = "(" + podLabels.value(key) + ` != "" ? ` + podLabels.value(key) + " : " + name + ")"
 		}
-		parts = append(parts, globMatch(name, re))
+		m, ok := globMatch(name, globs)
+		if !ok {
+			return "", fmt.Errorf("match.clusters: a glob with a character class or escape")
+		}
+		parts = append(parts, m)
 	}
 	if globs := p.Groups(); len(globs) > 0 {
-		re, ok := celtext.GlobRegexp(globs)
+		m, ok := globMatch(podLabels.value(pr.GroupKey), globs)
 		if !ok {
 			return "", fmt.Errorf("match.groups: a glob with a character class or escape")
 		}
 		if pr.GroupKey == "" {
-			parts = append(parts, "false") // no group: never matches a policy that asks for one
-		} else {
-			parts = append(parts, globMatch(podLabels.value(pr.GroupKey), re))
+			m = "false" // no group: never matches a policy that asks for one
 		}
+		parts = append(parts, m)
 	}
 	if globs := p.Namespaces(); len(globs) > 0 {
-		re, ok := celtext.GlobRegexp(globs)
+		m, ok := globMatch("request.namespace", globs)
 		if !ok {
 			return "", fmt.Errorf("match.namespaces: a glob with a character class or escape")
 		}
-		parts = append(parts, globMatch("request.namespace", re))
+		parts = append(parts, m)
 	}
 	if sel := p.NamespaceSelector(); sel != nil {
 		expr, err := selectorExpression(sel, namespaceLabels)

@@ -33,25 +33,25 @@ func (o *mapOptions) Validate() error {
 	if len(o.Policies) == 0 {
 		return usageError{errors.New("at least one --policies PATH is required")}
 	}
-	if _, err := mapAPIVersion(o.KubeVersion); err != nil {
+	if _, _, err := mapAPIVersion(o.KubeVersion); err != nil {
 		return usageError{err}
 	}
 	return stdinOnce(o.Policies)
 }
 
-// mapAPIVersion is the MAP API version a Kubernetes version serves.
-func mapAPIVersion(kube string) (string, error) {
+// mapAPIVersion is the MAP API version a Kubernetes version serves, and its minor.
+func mapAPIVersion(kube string) (string, int, error) {
 	var major, minor int
 	if n, err := fmt.Sscanf(kube, "%d.%d", &major, &minor); err != nil || n != 2 || fmt.Sprintf("%d.%d", major, minor) != kube {
-		return "", fmt.Errorf("--kube-version %q: want MAJOR.MINOR, such as 1.36", kube)
+		return "", 0, fmt.Errorf("--kube-version %q: want MAJOR.MINOR, such as 1.36", kube)
 	}
 	switch {
 	case major == 1 && minor >= 36:
-		return native.V1, nil
+		return native.V1, minor, nil
 	case major == 1 && minor >= 34:
-		return native.V1beta1, nil
+		return native.V1beta1, minor, nil
 	}
-	return "", fmt.Errorf("--kube-version %s: MutatingAdmissionPolicies need Kubernetes 1.34 or later", kube)
+	return "", 0, fmt.Errorf("--kube-version %s: MutatingAdmissionPolicies need Kubernetes 1.34 or later", kube)
 }
 
 // runMap prints the MutatingAdmissionPolicies and bindings of the policies that compile on
@@ -62,13 +62,14 @@ func runMap(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	version, _ := mapAPIVersion(o.KubeVersion) // checked by Validate
+	version, minor, _ := mapAPIVersion(o.KubeVersion) // checked by Validate
 	set, err := compilePolicies(o.Policies, o.Namespace, opts, stdin, stderr)
 	if err != nil {
 		return err
 	}
 	out := native.Compile(set, o.PlatformNamespace, native.Options{
 		ExcludedNamespaces: append(slices.Clone(o.Excluded), o.PlatformNamespace),
+		Minor:              minor,
 	})
 	y, err := out.YAML(version)
 	if err != nil {

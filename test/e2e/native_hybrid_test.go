@@ -282,11 +282,11 @@ func uniqueRefs(left []native.Left) []string {
 }
 
 // drawHybridPolicy is drawNativePolicy, or in two draws of five a policy package native leaves
-// to the webhook (a field of it does not compile), of the same selection and mode, that writes
-// besides only keys of maps that no compiled policy writes: where a compiled policy and one left
-// to the webhook both append to a list (tolerations, env, required node affinity) or both fill
-// a key as defaults, the hybrid stores another object than the webhook alone (see
-// TestNativeHybrid).
+// to the webhook (a field of it does not compile), of the same selection and mode: half of
+// these keep the drawn template beside that field, so that they write what compiled policies
+// write (package native then leaves those compiled policies to the webhook too: the MAPs, run
+// first, would order the appends or fill the defaults otherwise), half write besides only keys
+// of maps that no compiled policy writes.
 func drawHybridPolicy(rng *rand.Rand, name string, platform bool) string {
 	doc := drawNativePolicy(rng, name, platform)
 	if rng.IntN(5) >= 2 {
@@ -320,6 +320,23 @@ func drawHybridPolicy(rng *rand.Rand, name string, platform bool) string {
 	tmpl := map[string]any{"spec": spec}
 	if len(meta) > 0 {
 		tmpl["metadata"] = meta
+	}
+	if rng.IntN(2) == 0 { // beside the drawn template: its own fields win where both write
+		drawn, _ := d["spec"].(map[string]any)["template"].(map[string]any)
+		for _, part := range []string{"metadata", "spec"} {
+			own, _ := drawn[part].(map[string]any)
+			added, _ := tmpl[part].(map[string]any)
+			for k, v := range added {
+				if _, ok := own[k]; !ok {
+					if own == nil {
+						own = map[string]any{}
+						drawn[part] = own
+					}
+					own[k] = v
+				}
+			}
+		}
+		tmpl = drawn
 	}
 	d["spec"].(map[string]any)["template"] = tmpl
 	b, err := json.Marshal(d)
