@@ -7,10 +7,10 @@
 #
 #   lane      kube-apiserver (and kube-controller-manager, kube-scheduler)      tests
 #   1.33      v1.33.13, built from test/tools/kube-v1.33                        versions property e2e managers
-#   1.34      v1.34.4, built from test/tools/kube-v1.34                         versions property
+#   1.34      v1.34.4, built from test/tools/kube-v1.34                         versions property native
 #   1.34-emu  bin/'s v1.37.2 with --emulated-version=1.34                       versions property
 #   1.35-emu  bin/'s v1.37.2 with --emulated-version=1.35                       versions property
-#   1.36-emu  bin/'s v1.37.2 with --emulated-version=1.36                       versions property
+#   1.36-emu  bin/'s v1.37.2 with --emulated-version=1.36                       versions property native
 #   1.37      bin/'s v1.37.2                                                    versions property e2e managers
 #   alpha     bin/'s v1.37.2 with --feature-gates=AllAlpha=true,AllBeta=true   versions property
 #             (so every gate of policies/versions' Fields on; TestVersionTable expects them kept)
@@ -18,8 +18,12 @@
 #
 # The tests: versions = test/e2e's TestVersionTable and TestFieldsNeverClaimed; property =
 # test/property (valid in, valid out, PODPATCH_PROPERTY_SEED as `make test` sets it); e2e = the
-# whole of test/e2e (which includes the two version tests); managers = test/managers' real Dask
-# operator and KubeRay (TestDaskOperator, TestKubeRay).
+# whole of test/e2e (which includes the two version tests and the native ones); managers =
+# test/managers' real Dask operator and KubeRay (TestDaskOperator, TestKubeRay); native =
+# test/e2e's TestNativeDifferential and TestNativeExamples, the MutatingAdmissionPolicies
+# podpatch map compiles against the webhook: v1 on 1.36, and v1beta1 on the real 1.34 with its
+# gate and API on (native_flags). An emulated 1.34 or 1.35 cannot serve them: v1.37.2's plugin
+# watches the v1 API, which those versions do not have, and the server never gets ready.
 #
 # A lane runs its binaries through test/cluster's PODPATCH_KUBE_BIN_DIR (etcd, kwok and kubectl
 # stay bin/'s) and its flags through PODPATCH_APISERVER_FLAGS. The 1.38 lane is a preview:
@@ -78,18 +82,27 @@ main() {
 		hack/build-kube-version.sh "$dir" "$versions_bin/kube-v$1" || return 1
 	}
 
-	# flags LANE: its PODPATCH_APISERVER_FLAGS.
+	# MutatingAdmissionPolicy's gate and beta API, off by default before 1.36: the native suite's.
+	native_flags="feature-gates=MutatingAdmissionPolicy=true;runtime-config=admissionregistration.k8s.io/v1beta1=true"
+
+	# flags LANE SUITE: its PODPATCH_APISERVER_FLAGS.
 	flags() {
+		local f=
 		case $1 in
-		*-emu) echo "emulated-version=${1%-emu}" ;;
-		alpha) echo "$alpha_flags" ;;
+		*-emu) f="emulated-version=${1%-emu}" ;;
+		alpha) f=$alpha_flags ;;
 		esac
+		if [[ $2 == native && $1 == 1.34 ]]; then
+			f=${f:+$f;}$native_flags
+		fi
+		echo "$f"
 	}
 
 	# suites LANE
 	suites() {
 		case $1 in
 		1.33 | 1.37) echo versions property e2e managers ;;
+		1.34 | 1.36-emu) echo versions property native ;;
 		*) echo versions property ;;
 		esac
 	}
@@ -107,6 +120,7 @@ main() {
 		property) cmd=("$GO" test -count=1 -timeout 20m -run '^TestValidInValidOut$' ./test/property) ;;
 		e2e) cmd=("$GO" test -count=1 -timeout 40m ./test/e2e) ;;
 		managers) cmd=("$GO" test -count=1 -timeout 40m -v -run '^(TestDaskOperator|TestKubeRay)$' ./test/managers) ;;
+		native) cmd=("$GO" test -count=1 -timeout 20m -v -run '^(TestNativeDifferential|TestNativeExamples)$' ./test/e2e) ;;
 		esac
 		echo
 		echo "=== lane $lane: $suite (PODPATCH_KUBE_BIN_DIR=${bindir:-bin/} PODPATCH_APISERVER_FLAGS=${fl:-none}; log $log)"
@@ -153,7 +167,7 @@ main() {
 				continue
 			}
 		fi
-		fl=$(flags "$lane")
+		fl=$(flags "$lane" "")
 		echo
 		echo "##### lane $lane: kube-apiserver $("${bindir:-bin}/kube-apiserver" --version 2>&1)${fl:+, flags $fl}"
 		for suite in $(suites "$lane"); do
@@ -164,7 +178,7 @@ main() {
 					continue
 				}
 			fi
-			run "$lane" "$suite" "$bindir" "$fl"
+			run "$lane" "$suite" "$bindir" "$(flags "$lane" "$suite")"
 		done
 	done
 
