@@ -36,6 +36,9 @@ func (e *evaluation) admit(st strategy, first *decoded) (Result, error) {
 	}
 	selected := out.selection
 	out, err = e.keepValid(out)
+	if err == nil && out.Fallback == FallbackNamespace { // platformAlone's
+		out, err = e.settled(platformStrategy(st), out)
+	}
 	if err == nil && out.Denied && e.in.EnforceDone != nil && enforceOutOfTime(out.Skipped) {
 		// The budget of every layer ran out before the enforce policies were checked: they
 		// have the reserved one.
@@ -54,11 +57,11 @@ func (e *evaluation) admit(st strategy, first *decoded) (Result, error) {
 // platform's policies alone, with a warning. The platform's own error is left to the enforce
 // fallback.
 func (e *evaluation) platformAlone(st strategy, err error) (Result, error) {
-	platform := st.layers.platformOnly()
-	if platform.empty() {
+	platform := platformStrategy(st)
+	if platform.layers.empty() {
 		return e.unpatched, err
 	}
-	pout, perr := e.fixedPoint(strategy{platform, platformOnly(st.keep)}, nil)
+	pout, perr := e.fixedPoint(platform, nil)
 	if perr != nil {
 		return pout, perr
 	}
@@ -186,11 +189,15 @@ func switchesOff(p *Policy, kind profiles.Kind, off []*Policy) validity.Violatio
 // only when the platform's policies alone deny it. It costs a platform-only apply, and only on
 // a denial.
 func (e *evaluation) withoutNamespace(st strategy, selected layers, out Result) Result {
-	pout, err := e.fixedPoint(strategy{st.layers.platformOnly(), platformOnly(st.keep)}, nil)
+	platform := platformStrategy(st)
+	pout, err := e.fixedPoint(platform, nil)
 	if err != nil {
 		return out
 	}
-	if pout, err = e.keepValid(pout); err != nil || pout.Denied {
+	if pout, err = e.keepValid(pout); err == nil {
+		pout, err = e.settled(platform, pout)
+	}
+	if err != nil || pout.Denied {
 		return out // the platform's own denial
 	}
 	i := slices.IndexFunc(out.Skipped, func(sk Skipped) bool { return sk.Policy.Mode == ModeEnforce })
@@ -210,6 +217,11 @@ func (e *evaluation) withoutNamespace(st strategy, selected layers, out Result) 
 
 // allLayers keeps every layer of a selection, for fixedPoint.
 func allLayers(l *layers) layers { return *l }
+
+// platformStrategy is st without the namespace's policies, in its every selection.
+func platformStrategy(st strategy) strategy {
+	return strategy{st.layers.platformOnly(), platformOnly(st.keep)}
+}
 
 // platformOnly is keep, without namespace policies, for fixedPoint's every selection.
 func platformOnly(keep func(*layers) layers) func(*layers) layers {

@@ -51,7 +51,7 @@ func (s *Set) apply(in Input, m mode) (Result, error) {
 		unsettled, _ = e.unsettled(e.all.keep, out)
 	}
 	if unsettled {
-		out, unsettled, excluded, err = e.settleSelection(out)
+		out, unsettled, excluded, err = e.settleSelection(e.all, out)
 	}
 	if m.readmitted {
 		return out, err // for readmit: the result with its tree, without the checks

@@ -8,18 +8,19 @@ import (
 // The selection settled (reference §3's fixed point): policies left out for their result's
 // validity may have taken part in the selection, which is then sought again without them.
 
-// settleSelection is for an admission of the first strategy whose result's labels select other
-// policies than those it came from (unsettled). A policy left out for the validity of the
+// settleSelection is for an admission of the strategy st whose result's labels select other
+// policies than those it came from (unsettled): the first strategy's, or the platform's alone
+// where the namespace's policies were left out (settled). A policy left out for the validity of the
 // result (keepValid) whose labels took part in the selection: without them the result's labels
 // may select other policies than those the admission applied, and a second admission, which
 // reads those labels as the object's own, would apply them (reference §3's fixed point). The
 // selection is then sought again without the policies so left out, which stay left out, until
 // the result's labels select what it applied. It returns the result, whether its labels still
 // select otherwise, whether policies were so left out, and the error.
-func (e *evaluation) settleSelection(out Result) (Result, bool, bool, error) {
+func (e *evaluation) settleSelection(st strategy, out Result) (Result, bool, bool, error) {
 	excluded := map[*Policy]bool{}
 	var carried []Skipped // the excluded policies, and why each was left out
-	keep := e.all.keep
+	keep := st.keep
 	unsettled := true
 	for range MaxSelectionRounds {
 		var writers []*Policy
@@ -36,7 +37,7 @@ func (e *evaluation) settleSelection(out Result) (Result, bool, bool, error) {
 		prev := keep
 		keep = func(x *layers) layers { y := prev(x); return y.without(excluded) }
 		var err error
-		if out, err = e.admit(restricted(e.all.layers, keep), nil); err != nil {
+		if out, err = e.admit(restricted(st.layers, keep), nil); err != nil {
 			return out, false, len(carried) > 0, err
 		}
 		if slices.ContainsFunc(before.Applied, func(p *Policy) bool { return p.Mode == ModeEnforce && !slices.Contains(out.Applied, p) }) {
@@ -49,7 +50,7 @@ func (e *evaluation) settleSelection(out Result) (Result, bool, bool, error) {
 	}
 	if len(carried) > 0 {
 		out.Skipped = append(out.Skipped, carried...)
-		all := e.all.layers.all() // in application order
+		all := st.layers.all() // in application order
 		slices.SortStableFunc(out.Skipped, func(a, b Skipped) int {
 			return cmp.Compare(slices.Index(all, a.Policy), slices.Index(all, b.Policy))
 		})
@@ -88,4 +89,25 @@ func (e *evaluation) unsettled(keep func(*layers) layers, out Result) (bool, []*
 		return false, nil
 	}
 	return true, writers
+}
+
+// settled is out, a result of the strategy st that left the namespace's policies out (admit:
+// platformAlone, withoutNamespace), with its selection settled as the first strategy's is
+// (settleSelection): policies left out for the validity of the platform's result may have taken
+// part in its selection, and a second admission, reading the result's labels as the object's
+// own, would select otherwise, an enforce policy among them. It keeps out's warnings and
+// fallback; a denial stands as settleSelection makes it.
+func (e *evaluation) settled(st strategy, out Result) (Result, error) {
+	probe := out
+	probe.Fallback = FallbackNone // unsettled passes over fallbacks; this one is st's own
+	if unsettled, _ := e.unsettled(st.keep, probe); !unsettled {
+		return out, nil
+	}
+	res, _, _, err := e.settleSelection(st, probe)
+	if err != nil || res.Denied {
+		return res, err
+	}
+	res.Warnings = append(slices.Clone(out.Warnings), res.Warnings...)
+	res.Fallback = out.Fallback
+	return res, nil
 }
