@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -583,17 +582,11 @@ func messages(out vap.Output) map[string]bool {
 // TestSecondLineDifferential: random enforce policies (vap/vaptest) → generated
 // policies the real API server accepts and evaluates without error, agreeing with the engine:
 // the engine's result passes; the result of the policy without one field fails, naming that
-// field, exactly when the whole policy would change it (objdiff.Compare, as the audit) (PODPATCH_SECOND_LINE_SEED repeats a run).
+// field, exactly when the whole policy would change it (objdiff.Compare, as the audit). Seeded as the property tests (propertySeed).
 func TestSecondLineDifferential(t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: randomNamespace}}
 	require.NoError(t, client.IgnoreAlreadyExists(k8s.Create(contextBackground(), ns)))
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("PODPATCH_SECOND_LINE_SEED"); s != "" {
-		var err error
-		seed, err = strconv.ParseUint(s, 10, 64)
-		require.NoError(t, err)
-	}
-	t.Logf("PODPATCH_SECOND_LINE_SEED=%d", seed)
+	seed := propertySeed(t)
 	rng := rand.New(rand.NewPCG(seed, 33))
 	const n = 20
 	type testCase struct {
