@@ -210,7 +210,7 @@ func tolerationPieces(o order) []piece {
 			fields = append(fields, `?`+celtext.Quote(mem)+": "+chain(apps, mem, nil,
 				func(v string) string { return "optional.of(dyn(" + v + "))" }, "optional.none()"))
 		}
-		lacked = append(lacked, `{"at": dyn(`+at.String()+`), "held": dyn(`+index(id)+` >= 0), "value": dyn({`+strings.Join(fields, ", ")+`})}`)
+		lacked = append(lacked, onlySelected(sel(whoSet(apps)), `{"at": dyn(`+at.String()+`), "held": dyn(`+index(id)+` >= 0), "value": dyn({`+strings.Join(fields, ", ")+`})}`))
 	}
 	out = append(out, piece{expr: "([" + strings.Join(lacked, ", ") + `].filter(x, int(x.at) >= 0 && !x.held).sortBy(x, int(x.at)).map(x, ` +
 		`JSONPatch{op: "add", path: "/spec/tolerations/-", value: x.value}))`, by: adders})
@@ -369,7 +369,11 @@ func affinityPieces(o order) ([]piece, []variable) {
 			for _, r := range byLiteral[l] {
 				at.WriteString(kept(r) + " ? " + strconv.Itoa(r.at) + " : ")
 			}
-			entries = append(entries, `{"at": dyn(`+at.String()+`-1), "held": dyn(`+holds(byLiteral[l][0])+`), "value": dyn(`+l+`)}`)
+			var writers []string
+			for _, r := range byLiteral[l] {
+				writers = append(writers, r.by.variable)
+			}
+			entries = append(entries, onlySelected(writers, `{"at": dyn(`+at.String()+`-1), "held": dyn(`+holds(byLiteral[l][0])+`), "value": dyn(`+l+`)}`))
 		}
 		return "[" + strings.Join(entries, ", ") + "].filter(x, int(x.at) >= 0 && !x.held).sortBy(x, int(x.at))"
 	}
@@ -530,9 +534,21 @@ func envPieces(o order) []piece {
 		}
 		b.WriteString("-1")
 		val := value(as, func(string) string { return "" }, func(v string) string { return v }, `""`)
-		lacked = append(lacked, `{"at": dyn(`+b.String()+`), "held": dyn(`+index(n)+` >= 0), "name": dyn(`+celtext.Quote(n)+`), "value": dyn(`+val+`)}`)
+		var ons []string
+		for _, a := range as {
+			ons = append(ons, on(a))
+		}
+		lacked = append(lacked, onlySelected(ons, `{"at": dyn(`+b.String()+`), "held": dyn(`+index(n)+` >= 0), "name": dyn(`+celtext.Quote(n)+`), "value": dyn(`+val+`)}`))
 	}
 	parts = append(parts, "["+strings.Join(lacked, ", ")+`].filter(x, int(x.at) >= 0 && !x.held).sortBy(x, int(x.at)).map(x, `+
 		`JSONPatch{op: "add", path: `+env+` + "/-", value: {"name": x.name, "value": x.value}})`)
 	return []piece{{expr: "object.spec.containers.transformList(ci, c, " + strings.Join(parts, " + ") + ").flatten()", by: by}}
+}
+
+// onlySelected is a list literal's element that is there only when one of its writers is
+// selected (CEL's optional element): the API server builds no entry, and evaluates none of its
+// chains, for policies that do not select the Pod, so that what a create costs grows with the
+// policies that select it rather than with those of its group.
+func onlySelected(writers []string, entry string) string {
+	return "?(" + or(writers) + " ? optional.of(" + entry + ") : optional.none())"
 }
