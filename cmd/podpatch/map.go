@@ -20,10 +20,7 @@ type mapOptions struct {
 	Namespace   string
 	Excluded    []string
 	KubeVersion string
-	// Static and what the API server reads it as: the bundle of --static (map_static.go).
-	Static         string
-	StaticServer   string
-	MaxValidations int
+	staticOptions
 }
 
 func (o *mapOptions) AddFlags(fs *pflag.FlagSet) {
@@ -32,9 +29,7 @@ func (o *mapOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Namespace, "namespace", "default", "namespace of policy ConfigMaps that have none")
 	fs.StringSliceVar(&o.Excluded, "excluded-namespaces", shippedExcludedNamespaces, "namespaces the mutating webhook leaves out besides the platform namespace: the bindings leave them out too")
 	fs.StringVar(&o.KubeVersion, "kube-version", "1.36", "Kubernetes version of the cluster: 1.36 and later take admissionregistration.k8s.io/v1, 1.34 and 1.35 v1beta1 (its feature gate on)")
-	fs.StringVar(&o.Static, "static", "", "write a bundle for manifest-based admission control into this directory instead of stdout: the MAPs, the second line's VAPs (as `podpatch vap`) and the AdmissionConfiguration pointing at them (Kubernetes 1.36 and later)")
-	fs.StringVar(&o.StaticServer, "static-server-dir", "", "with --static: the absolute path where the API server reads the bundle on its own disk (default: the --static directory's absolute path)")
-	fs.IntVar(&o.MaxValidations, "max-validations", vap.DefaultMaxValidations, "with --static: validations per ValidatingAdmissionPolicy, as `podpatch vap --max-validations`")
+	o.staticOptions.AddFlags(fs)
 }
 
 func (o *mapOptions) Validate() error {
@@ -45,7 +40,7 @@ func (o *mapOptions) Validate() error {
 	if err != nil {
 		return usageError{err}
 	}
-	if err := o.validateStatic(version); err != nil {
+	if err := o.staticOptions.Validate(version, o.KubeVersion); err != nil {
 		return usageError{err}
 	}
 	return stdinOnce(o.Policies)
@@ -83,12 +78,12 @@ func runMap(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		ExcludedNamespaces: append(slices.Clone(o.Excluded), o.PlatformNamespace),
 		Minor:              minor,
 	})
-	if o.Static != "" {
+	if o.Dir != "" {
 		second := vap.Generate(set, o.PlatformNamespace, vap.Options{
 			ExcludedNamespaces: append(slices.Clone(o.Excluded), o.PlatformNamespace),
 			MaxValidations:     o.MaxValidations,
 		})
-		return writeStatic(o, out, second, stdout, stderr)
+		return writeStatic(o.staticOptions, out, second, stdout, stderr)
 	}
 	y, err := out.YAML(version)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
 	"github.com/podpatch/podpatch/native"
@@ -36,20 +37,33 @@ const (
 	staticAdmission     = "admission-configuration.yaml"
 )
 
-// validateStatic checks the flags of --static: the bundle is v1 only (Kubernetes 1.36 and
-// later), and the API server needs absolute paths.
-func (o *mapOptions) validateStatic(version string) error {
-	if o.Static == "" {
-		if o.StaticServer != "" {
+// staticOptions are the flags of `podpatch map --static`.
+type staticOptions struct {
+	Dir            string // --static
+	Server         string // where the API server reads Dir on its own disk
+	MaxValidations int
+}
+
+func (o *staticOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Dir, "static", "", "write a bundle for manifest-based admission control into this directory instead of stdout: the MAPs, the second line's VAPs (as `podpatch vap`) and the AdmissionConfiguration pointing at them (Kubernetes 1.36 and later)")
+	fs.StringVar(&o.Server, "static-server-dir", "", "with --static: the absolute path where the API server reads the bundle on its own disk (default: the --static directory's absolute path)")
+	fs.IntVar(&o.MaxValidations, "max-validations", vap.DefaultMaxValidations, "with --static: validations per ValidatingAdmissionPolicy, as `podpatch vap --max-validations`")
+}
+
+// Validate checks the flags of --static for the MAP API version of --kube-version kube: the
+// bundle is v1 only (Kubernetes 1.36 and later), and the API server needs absolute paths.
+func (o *staticOptions) Validate(version, kube string) error {
+	if o.Dir == "" {
+		if o.Server != "" {
 			return errors.New("--static-server-dir needs --static DIR")
 		}
 		return nil
 	}
 	if version != native.V1 {
-		return fmt.Errorf("--static needs --kube-version 1.36 or later: manifest-based admission control loads admissionregistration.k8s.io/v1 only (--kube-version %s)", o.KubeVersion)
+		return fmt.Errorf("--static needs --kube-version 1.36 or later: manifest-based admission control loads admissionregistration.k8s.io/v1 only (--kube-version %s)", kube)
 	}
-	if o.StaticServer != "" && !filepath.IsAbs(o.StaticServer) {
-		return fmt.Errorf("--static-server-dir %q: the API server needs an absolute path", o.StaticServer)
+	if o.Server != "" && !filepath.IsAbs(o.Server) {
+		return fmt.Errorf("--static-server-dir %q: the API server needs an absolute path", o.Server)
 	}
 	if o.MaxValidations < 1 {
 		return errors.New("--max-validations must be at least 1")
@@ -57,17 +71,17 @@ func (o *mapOptions) validateStatic(version string) error {
 	return nil
 }
 
-// writeStatic writes the bundle of mutating and second into o.Static, says on stdout what it
+// writeStatic writes the bundle of mutating and second into o.Dir, says on stdout what it
 // wrote and on stderr what each leaves to the webhook or does not check.
-func writeStatic(o *mapOptions, mutating native.Output, second vap.Output, stdout, stderr io.Writer) error {
-	dir, err := filepath.Abs(o.Static)
+func writeStatic(o staticOptions, mutating native.Output, second vap.Output, stdout, stderr io.Writer) error {
+	dir, err := filepath.Abs(o.Dir)
 	if err != nil {
-		return fmt.Errorf("--static %s: %w", o.Static, err)
+		return fmt.Errorf("--static %s: %w", o.Dir, err)
 	}
 	if err := ownBundle(dir); err != nil {
 		return err
 	}
-	server := o.StaticServer
+	server := o.Server
 	if server == "" {
 		server = dir
 	}
