@@ -365,6 +365,7 @@ func compileGroup(every []profiles.Profile, i int, r profiles.Role, in []*polici
 	if total > o.MaxPolicy {
 		return Group{}, &overBound{in[len(in)/2:], "template", fmt.Sprintf("its group (%s %s) would take more than %d bytes of CEL", pr.Manager, r, o.MaxPolicy)}
 	}
+	variables = append(sharedVariables(pr, variables), variables...)
 	if mainUsed {
 		variables = append([]admissionregistrationv1.Variable{{Name: mainName, Expression: mainNameExpression(pr.MainContainers)}}, variables...)
 	}

@@ -3,6 +3,7 @@ package native
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -137,8 +138,17 @@ func TestGroups(t *testing.T) {
 	for _, v := range spark.Policy.Spec.Variables {
 		vars[v.Name] = v.Expression
 	}
-	require.Contains(t, vars["p0"], `matches("^(?:prod-[^/]*)$")`)
-	require.Contains(t, vars["p0"], `!((has(object.metadata.labels) && "podpatch.io/skip" in object.metadata.labels)`)
+	require.Contains(t, vars["p0"], `variables.clusterName.matches("^(?:prod-[^/]*)$")`)
+	require.Contains(t, vars["p0"], `!variables.skipped`)
+	// The shared variables, stated once before the policies' selections that read them.
+	require.Contains(t, vars["skipped"], `"podpatch.io/skip" in object.metadata.labels`)
+	require.Contains(t, vars["clusterName"], `object.metadata.labels["spark-app-name"]`)
+	at := map[string]int{}
+	for i, v := range spark.Policy.Spec.Variables {
+		at[v.Name] = i
+	}
+	require.Less(t, at["skipped"], at["p0"])
+	require.Less(t, at["clusterName"], at["p0"])
 	require.Contains(t, vars["p1"], `request.namespace == "team-a"`)
 	// Spark comes after Dask, Dask Gateway and Ray in recognition order: its MAP leaves their Pods out.
 	require.Equal(t, "first-profile", spark.Policy.Spec.MatchConditions[0].Name)
@@ -147,8 +157,9 @@ func TestGroups(t *testing.T) {
 	last := spark.Policy.Spec.Mutations[len(spark.Policy.Spec.Mutations)-1].JSONPatch.Expression
 	require.Contains(t, last, `(variables.p1 ? ["team-a/p/mine"] : []) + (variables.p0 ? ["podpatch-system/p/drivers"] : [])`)
 	flink := out.Groups[1]
-	require.Contains(t, flink.Policy.Spec.Variables[1].Expression, "!variables.kueueMarked")
-	require.Contains(t, flink.Policy.Spec.Variables[1].Expression, "!has(object.spec.runtimeClassName)")
+	p0 := flink.Policy.Spec.Variables[slices.IndexFunc(flink.Policy.Spec.Variables, func(v admissionregistrationv1.Variable) bool { return v.Name == "p0" })]
+	require.Contains(t, p0.Expression, "!variables.kueueMarked")
+	require.Contains(t, p0.Expression, "!has(object.spec.runtimeClassName)")
 	require.Equal(t, []string{guardKueue, guardRuntimeClass}, out.Compiled[1].Guards)
 }
 

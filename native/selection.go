@@ -3,7 +3,9 @@ package native
 import (
 	"fmt"
 	"slices"
+	"strings"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -79,16 +81,57 @@ func selectsIn(p *policies.Policy, m profiles.Manager, r profiles.Role) bool {
 		(len(p.Roles()) == 0 || slices.Contains(p.Roles(), r))
 }
 
+// The variables the selections of a group share, each evaluated once a create however many
+// policies read it (sharedVariables).
+const (
+	skippedVar = "skipped"     // the Pod is labelled podpatch.io/skip: "true"
+	clusterVar = "clusterName" // the Pod's cluster by its profile's keys, "" when none
+)
+
+// sharedVariables are the shared variables of a group's profile that its variables read, to be
+// stated before them.
+func sharedVariables(pr profiles.Profile, read []admissionregistrationv1.Variable) []admissionregistrationv1.Variable {
+	var out []admissionregistrationv1.Variable
+	for _, v := range []admissionregistrationv1.Variable{
+		{Name: skippedVar, Expression: podLabels.in(policies.SkipLabel, []string{"true"})},
+		{Name: clusterVar, Expression: clusterName(pr)},
+	} {
+		if slices.ContainsFunc(read, func(r admissionregistrationv1.Variable) bool {
+			return strings.Contains(r.Expression, "variables."+v.Name)
+		}) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// clusterName is the Pod's cluster: the first of the profile's cluster keys it has a value
+// of, else "".
+func clusterName(pr profiles.Profile) string {
+	name := `""`
+	for _, key := range slices.Backward(pr.ClusterKeys) {
+		name = "(" + podLabels.value(key) + ` != "" ? ` + podLabels.value(key) + " : " + name + ")"
+	}
+	return name
+}
+
 // selectionOf is p's match on a Pod its group's profile recognises, as one CEL condition, or
-// why it cannot be stated.
+// why it cannot be stated. It reads the shared variables, the cheapest tests first.
 func selectionOf(p *policies.Policy, pr profiles.Profile) (string, error) {
 	var parts []string
 	if p.Scope == policies.ScopeNamespace {
 		parts = append(parts, "request.namespace == "+celtext.Quote(p.Namespace))
 	}
+	if globs := p.Namespaces(); len(globs) > 0 {
+		m, ok := globMatch("request.namespace", globs)
+		if !ok {
+			return "", fmt.Errorf("match.namespaces: a glob with a character class or escape")
+		}
+		parts = append(parts, m)
+	}
 	if p.Mode != policies.ModeEnforce {
 		// An object labelled podpatch.io/skip: "true" gets the enforce layer only (reference §3).
-		parts = append(parts, "!"+podLabels.in(policies.SkipLabel, []string{"true"}))
+		parts = append(parts, "!variables."+skippedVar)
 	}
 	if sel := p.Selector(); sel != nil {
 		expr, err := selectorExpression(sel, podLabels)
@@ -98,11 +141,7 @@ func selectionOf(p *policies.Policy, pr profiles.Profile) (string, error) {
 		parts = append(parts, expr)
 	}
 	if globs := p.Clusters(); len(globs) > 0 {
-		name := `""`
-		for _, key := range slices.Backward(pr.ClusterKeys) {
-			name = "(" + podLabels.value(key) + ` != "" ? ` + podLabels.value(key) + " : " + name + ")"
-		}
-		m, ok := globMatch(name, globs)
+		m, ok := globMatch("variables."+clusterVar, globs)
 		if !ok {
 			return "", fmt.Errorf("match.clusters: a glob with a character class or escape")
 		}
@@ -115,13 +154,6 @@ func selectionOf(p *policies.Policy, pr profiles.Profile) (string, error) {
 		}
 		if pr.GroupKey == "" {
 			m = "false" // no group: never matches a policy that asks for one
-		}
-		parts = append(parts, m)
-	}
-	if globs := p.Namespaces(); len(globs) > 0 {
-		m, ok := globMatch("request.namespace", globs)
-		if !ok {
-			return "", fmt.Errorf("match.namespaces: a glob with a character class or escape")
 		}
 		parts = append(parts, m)
 	}
