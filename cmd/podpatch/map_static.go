@@ -45,9 +45,9 @@ type staticOptions struct {
 }
 
 func (o *staticOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Dir, "static", "", "write a bundle for manifest-based admission control into this directory instead of stdout: the MAPs, the second line's VAPs (as `podpatch vap`) and the AdmissionConfiguration pointing at them (Kubernetes 1.36 and later)")
+	fs.StringVar(&o.Dir, "static", "", "write a bundle for manifest-based admission control into `DIR` instead of stdout: the MAPs, the second line's VAPs (as podpatch vap) and the AdmissionConfiguration pointing at them (Kubernetes 1.36 and later)")
 	fs.StringVar(&o.Server, "static-server-dir", "", "with --static: the absolute path where the API server reads the bundle on its own disk (default: the --static directory's absolute path)")
-	fs.IntVar(&o.MaxValidations, "max-validations", vap.DefaultMaxValidations, "with --static: validations per ValidatingAdmissionPolicy, as `podpatch vap --max-validations`")
+	fs.IntVar(&o.MaxValidations, "max-validations", vap.DefaultMaxValidations, "with --static: validations per ValidatingAdmissionPolicy, as podpatch vap --max-validations")
 }
 
 // Validate checks the flags of --static for the MAP API version of --kube-version kube: the
