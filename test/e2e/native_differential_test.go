@@ -16,7 +16,6 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	admissionregistrationv1beta1 "k8s.io/api/admissionregistration/v1beta1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,85 +60,20 @@ func TestNativeDifferential(t *testing.T) {
 			return withoutListFamilies(drawNativePolicy(rng, name, platform))
 		}
 	}
+	tierNativeNamespaces(t)
 
-	for ns, tier := range nativeNamespaces {
-		ensureNamespace(t, ns)
-		n := &corev1.Namespace{}
-		require.NoError(t, k8s.Get(ctx, client.ObjectKey{Name: ns}, n))
-		n.Labels["native-tier"] = tier
-		require.NoError(t, k8s.Update(ctx, n))
-	}
-
-	// The policies, each linted alone as `podpatch lint` would; a refused draw is drawn again.
-	var cms []*corev1.ConfigMap
-	drawn := 0
-	for _, scope := range []struct {
-		ns    string
-		count int
-	}{{policies.DefaultPlatformNamespace, 24}, {"native-diff-a", 8}, {"native-diff-b", 8}} {
-		var docs []string
-		for i := range scope.count {
-			name := fmt.Sprintf("native-%d", drawn)
-			drawn++
-			for attempt := 0; ; attempt++ {
-				require.Less(t, attempt, 50, "lint refused 50 draws of %s", name)
-				doc := draw(rng, name, scope.ns == policies.DefaultPlatformNamespace)
-				cm := policyConfigMap(scope.ns, "lint", map[string]string{"p.yaml": doc})
-				if lintText(t, []*corev1.ConfigMap{cm}) == "" {
-					docs = append(docs, doc)
-					break
-				}
-			}
-			if len(docs) == 16 || i == scope.count-1 { // reference §3: at most 16 policies a ConfigMap
-				cms = append(cms, policyConfigMap(scope.ns, fmt.Sprintf("native-%s-%d", scope.ns, len(cms)),
-					map[string]string{"policies.yaml": strings.Join(docs, "---\n")}))
-				docs = nil
-			}
-		}
-	}
-	require.Empty(t, lintText(t, cms), "lint of the whole set")
-	for _, cm := range cms {
-		require.NoError(t, k8s.Create(ctx, cm))
-		t.Cleanup(func() { _ = k8s.Delete(ctx, cm) })
-	}
-	// The set as the webhook compiles it: the stored ConfigMaps, with their resourceVersions.
-	opts := policies.DefaultOptions()
-	opts.WithResourceVersion = true
-	set, probs := policies.Compile(sourced(cms), opts)
-	require.Empty(t, probs, "%s", policies.ProblemLines(probs))
+	// The policies, each linted alone as `podpatch lint` would; the set as the webhook compiles
+	// it, with the ConfigMaps' resourceVersions.
+	cms := drawPolicyConfigMaps(t, rng, "native", []policyScope{
+		{policies.DefaultPlatformNamespace, 24}, {"native-diff-a", 8}, {"native-diff-b", 8}}, draw)
+	set := storePolicyConfigMaps(t, cms)
 	out := native.Compile(set, policies.DefaultPlatformNamespace, native.Options{Minor: v.Minor,
 		ExcludedNamespaces: []string{"kube-system", "kube-node-lease", policies.DefaultPlatformNamespace}})
 	require.Empty(t, out.Left, "every drawn policy is of a family that compiles")
+	drawn := set.Count(policies.ScopePlatform) + set.Count(policies.ScopeNamespace)
 	require.Len(t, out.Compiled, drawn)
 
-	// The cases: every fixture in both namespaces, in a random bucket or none.
-	var pods []*corev1.Pod
-	for _, ns := range []string{"native-diff-a", "native-diff-b"} {
-		for _, f := range nativeFixtures {
-			lbls := map[string]string{}
-			if b := rng.IntN(3); b < 2 {
-				lbls[nativeBucketLabel] = string(rune('a' + b))
-			}
-			if rng.IntN(6) == 0 { // the enforce layer only (reference §3)
-				lbls[policies.SkipLabel] = "true"
-			}
-			pod := labPod(t, f, fmt.Sprintf("native-%d", len(pods)), lbls)
-			pod.Namespace = ns
-			if rng.IntN(3) == 0 { // terms of its own, for the policies' requirements to AND into
-				if pod.Spec.Affinity == nil {
-					pod.Spec.Affinity = &corev1.Affinity{}
-				}
-				if pod.Spec.Affinity.NodeAffinity == nil {
-					pod.Spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
-				}
-				pod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
-					{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"x"}}}},
-					{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"node-1"}}}},
-				}}
-			}
-			pods = append(pods, pod)
-		}
-	}
+	pods := nativeCases(t, rng)
 
 	// 1. The webhook alone, once it serves the drawn policies (as render applies them).
 	certDir, ca := servingCerts(t)
@@ -147,46 +81,23 @@ func TestNativeDifferential(t *testing.T) {
 	mwc, vwc := webhookConfigurations(t, kustomizeBuild(t, "manifests/base"), p.url(), ca)
 	installWebhooks(t, mwc, vwc)
 	want := make([]string, len(pods))
+	applied := 0
 	for i, pod := range pods {
 		withDefaultTolerations(pod)
-		want[i] = renderNative(t, set, pod).Annotations[policies.AppliedAnnotation]
-	}
-	webhook := make([]map[string]any, len(pods))
-	require.Eventually(t, func() bool {
-		for i, pod := range pods {
-			got := dryRunCreate(t, pod)
-			if got.Annotations[policies.AppliedAnnotation] != want[i] {
-				return false
-			}
-			webhook[i] = storedFields(t, got)
-		}
-		return true
-	}, 60*time.Second, 200*time.Millisecond, "podpatch never served the drawn policies as render applies them")
-	applied := 0
-	for _, w := range want {
-		if w != "" {
+		if want[i] = renderNative(t, set, pod).Annotations[policies.AppliedAnnotation]; want[i] != "" {
 			applied++
 		}
 	}
+	webhook := storedOnceApplied(t, pods, want, "the webhook alone")
 	for _, o := range []client.Object{mwc, vwc} {
 		require.NoError(t, client.IgnoreNotFound(k8s.Delete(ctx, o)))
 	}
 	p.stop(t) // and a webhook call the API server still makes fails open, changing nothing
 
-	// 2. The MAPs alone, in the version the API server serves (v1 from 1.36, v1beta1 on an
-	// emulated 1.34 or 1.35 with its gate on): equal once the API server has loaded them.
-	beta := !servesV1MAP(t)
-	t.Logf("MutatingAdmissionPolicies in admissionregistration.k8s.io/%s", map[bool]string{true: native.V1beta1, false: native.V1}[beta])
-	for _, g := range out.Groups {
-		for _, o := range []client.Object{asServed(t, g.Policy, beta), asServed(t, g.Binding, beta)} {
-			require.NoError(t, k8s.Create(ctx, o), "%s", g.Policy.Name)
-			t.Cleanup(func() {
-				if err := k8s.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
-					t.Errorf("delete %s: %v", o.GetName(), err)
-				}
-			})
-		}
-	}
+	// 2. The MAPs alone, in the version the API server serves (v1 from 1.36, v1beta1 on 1.34
+	// or 1.35 with its gate on): equal once the API server has loaded them.
+	t.Logf("MutatingAdmissionPolicies in admissionregistration.k8s.io/%s", map[bool]string{true: native.V1, false: native.V1beta1}[servesV1MAP(t)])
+	installNativeGroups(t, out.Groups)
 	var differ []string
 	deadline := time.Now().Add(60 * time.Second)
 	tick := time.NewTicker(200 * time.Millisecond)
@@ -210,9 +121,7 @@ func TestNativeDifferential(t *testing.T) {
 		<-tick.C
 	}
 	if len(differ) > 0 {
-		for _, cm := range cms {
-			t.Logf("%s/%s@%s:\n%s", cm.Namespace, cm.Name, cm.ResourceVersion, cm.Data["policies.yaml"])
-		}
+		logPolicyConfigMaps(t, cms)
 	}
 	require.Empty(t, differ, "seed %d: the MAPs' object differs from the webhook's in %d of %d cases:\n%s",
 		seed, len(differ), len(pods), strings.Join(differ, "\n"))
