@@ -357,10 +357,15 @@ func StartPodpatch(bin, kubeconfig, certDir string, port int, extra ...string) (
 	return p, nil
 }
 
-// waitOK polls url until it answers 200, for up to 60 s; it fails at once if the process
-// (done) exits first. output is what the process logged, for the error.
+// readyWithin bounds waitOK: generous, since a process that is only slow is not broken
+// (podpatch starting on TestFairness's 414 policy ConfigMaps of up to 1 MB: 1.6 s on a quiet
+// machine, 46 s on a loaded one), and one that fails exits, which waitOK sees at once.
+const readyWithin = 5 * time.Minute
+
+// waitOK polls url until it answers 200, for up to readyWithin; it fails at once if the
+// process (done) exits first. output is what the process logged, for the error.
 func waitOK(name string, hc *http.Client, url string, done <-chan error, output *bytes.Buffer) error {
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(readyWithin)
 	for {
 		select {
 		case err := <-done:
@@ -374,7 +379,7 @@ func waitOK(name string, hc *http.Client, url string, done <-chan error, output 
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready after 60s:\n%s", name, output)
+			return fmt.Errorf("%s not ready after %s:\n%s", name, readyWithin, output)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
