@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,16 +28,19 @@ const (
 	envScaleConfigMaps = "PODPATCH_SCALE_CONFIGMAPS" // policy ConfigMaps (default 1,000)
 	envScaleNamespaces = "PODPATCH_SCALE_NAMESPACES" // their namespaces (default: one per 20 ConfigMaps)
 	envScalePods       = "PODPATCH_SCALE_PODS"       // Pods created during the changes (default 600)
-	envScaleWindow     = "PODPATCH_SCALE_WINDOW"     // how long the moving policy changes (default 30s)
+	envScaleWindow     = "PODPATCH_SCALE_WINDOW"     // how long Pods are created while the moving policy changes (default 30s)
 )
 
 // changeEvery is the pace of the moving policy's changes (one change every 100 ms).
 const changeEvery = 100 * time.Millisecond
 
-// servedWithin bounds how long a change of the moving policy may take to reach the Pods admitted
-// after it, on any machine: a store that stopped publishing fails TestScale, one that runs late
-// under load does not.
-const servedWithin = 10 * time.Second
+// minChanges is the fewest changes of the moving policy TestScale makes, and the fewest Pods it
+// creates while they are made: the writer and the creators go on until they have made these.
+const minChanges = 11
+
+// scaleWait bounds TestScale's waits for a condition: generous, for a loaded machine, since
+// the verdict is the condition, not how soon it holds.
+const scaleWait = 2 * time.Minute
 
 // movingPolicy is the platform policy whose ConfigMap TestScale changes: version n writes n into
 // an annotation of every scale test Pod, so a stored Pod shows which version shaped it.
@@ -62,12 +66,15 @@ func namespaceEntry(ns string, n int) string { return fmt.Sprintf("%s/policy-%05
 
 // TestScale loads podpatch with thousands of policy ConfigMaps through the real API server, then
 // changes one of them every 100 ms while Pods are created: no create fails, every stored Pod is
-// patched, every Pod was shaped by a version of the moving policy written before it was
-// answered, and none by a version older than one written servedWithin before its create was
-// sent. How far behind each Pod was, in versions, is logged: on a quiet machine the current
-// one or the one before (the store publishes a change within PublishDelay); an assertion of
-// that would fail on a loaded machine, where the watch and the store run late, and say nothing
-// of podpatch.
+// patched (or left unpatched for a reason the test counts: podpatch's fallback, or the API
+// server's call failing open), every Pod was shaped by a version of the moving policy written
+// before it was answered, the versions never go back (a Pod whose create was sent after
+// another's was answered was shaped by the same version or a later one), and once the changes
+// stop the last one is served. How far behind each Pod was, in versions, is logged and
+// reported by `make bench`: on a quiet machine the current one or the one before (the store
+// publishes a change within PublishDelay). That is speed, for the benchmark: a bound on it in
+// seconds held on a quiet machine and failed on a loaded one, where the watch and the store
+// run late, and said nothing of podpatch.
 func TestScale(t *testing.T) {
 	s := cluster.Scale{ConfigMaps: envInt(t, envScaleConfigMaps, 1000)}
 	s.Namespaces = envInt(t, envScaleNamespaces, max(s.ConfigMaps/20, 1))
@@ -122,20 +129,26 @@ func TestScale(t *testing.T) {
 		return pd
 	}
 	t.Cleanup(func() {
-		if err := k8s.DeleteAllOf(contextBackground(), &corev1.Pod{}, client.InNamespace(podNS)); err != nil {
-			t.Errorf("delete the scale test pods: %v", err)
+		// One collection delete of hundreds of Pods can outlast the API server's request
+		// timeout on a loaded machine; what it deleted stays deleted, so it is sent again.
+		var last atomic.Value // the last attempt's error
+		if !assert.Eventually(t, func() bool {
+			err := k8s.DeleteAllOf(contextBackground(), &corev1.Pod{}, client.InNamespace(podNS))
+			last.Store(fmt.Sprint(err))
+			return err == nil
+		}, scaleWait, time.Second) {
+			t.Errorf("delete the scale test pods: %v", last.Load())
 		}
 	})
 	require.Eventually(t, func() bool {
 		return strings.Contains(dryRunCreate(t, pod(0)).Annotations[policies.AppliedAnnotation], movingEntry)
-	}, 30*time.Second, 100*time.Millisecond, "the API server never called podpatch")
+	}, scaleWait, 100*time.Millisecond, "the API server never called podpatch")
 
 	// Every version of the moving ConfigMap this test wrote, in order: versions[n] is the
 	// resourceVersion of version n.
 	var (
 		mu       sync.Mutex
 		versions = []string{moving.ResourceVersion}
-		stored   = []time.Time{time.Now()} // when each version's update was answered, for messages
 	)
 	written := func() int {
 		mu.Lock()
@@ -144,20 +157,27 @@ func TestScale(t *testing.T) {
 	}
 
 	// The writer: one change every 100 ms, each sent 100 ms after the one before was stored
-	// (the ticker restarts when an update is answered), at most window/100ms of them.
+	// (the ticker restarts when an update is answered), until the creators are done and at
+	// least minChanges were made: the Pods are created while the policy changes, whatever
+	// either takes on this machine.
 	done := make(chan struct{})
-	var writeErr error
+	var (
+		writeErr   error
+		createdAll atomic.Bool // the creators are done
+	)
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(changeEvery)
 		defer tick.Stop()
-		end := time.Now().Add(window)
-		for n := 1; n <= int(window/changeEvery) && time.Now().Before(end); n++ {
+		for n := 1; ; n++ {
 			select {
 			case <-ctx.Done():
 				writeErr = ctx.Err()
 				return
 			case <-tick.C:
+			}
+			if n > minChanges && createdAll.Load() {
+				return
 			}
 			next := movingPolicy(n)
 			moving.Data = next.Data
@@ -166,22 +186,25 @@ func TestScale(t *testing.T) {
 				return
 			}
 			mu.Lock()
-			versions, stored = append(versions, moving.ResourceVersion), append(stored, time.Now())
+			versions = append(versions, moving.ResourceVersion)
 			mu.Unlock()
 			tick.Reset(changeEvery)
 		}
 	}()
 
-	// The creators: podCount Pods spread over the window, real creates through the API server.
-	type created struct {
-		sent, answered int // the last version written when the create was sent, and answered
-		sentAt         time.Time
-		err            error
-		warnings       *requestWarnings // the warnings its response carried
+	// The creators: podCount Pods spread over the window, real creates through the API server;
+	// on a machine too loaded to create them all within it, they stop when it ends, but not
+	// before minChanges Pods are created, whatever that takes.
+	type result struct {
+		sent, answered     int // the last version written when the create was sent, and answered
+		sentAt, answeredAt time.Time
+		err                error
+		warnings           *requestWarnings // the warnings its response carried
 	}
 	var (
-		results = make([]created, podCount)
-		next    atomic.Int64
+		results = make([]result, podCount)
+		takeMu  sync.Mutex
+		taken   int // Pods numbered for a create
 		wg      sync.WaitGroup
 	)
 	creator := requestWarningClient(t)
@@ -189,33 +212,52 @@ func TestScale(t *testing.T) {
 	failedOpenBefore := failedOpen()
 	podTick := time.NewTicker(max(window/time.Duration(max(podCount, 1)), time.Millisecond))
 	defer podTick.Stop()
+	began = time.Now()
+	end := began.Add(window)
+	take := func() (int, bool) { // the next Pod's number, or false: the creators stop
+		takeMu.Lock()
+		defer takeMu.Unlock()
+		if taken >= podCount || (taken >= minChanges && time.Now().After(end)) {
+			return 0, false
+		}
+		taken++
+		return taken - 1, true
+	}
 	for range 3 {
 		wg.Go(func() {
 			for {
 				select {
-				case <-done:
+				case <-done: // the writer failed
 					return
 				case <-podTick.C:
 				}
-				i := int(next.Add(1)) - 1
-				if i >= podCount {
+				i, ok := take()
+				if !ok {
 					return
 				}
-				r := created{sent: written(), sentAt: time.Now(), warnings: &requestWarnings{}}
+				r := result{sent: written(), sentAt: time.Now(), warnings: &requestWarnings{}}
 				_, r.err = creator.CoreV1().Pods(podNS).Create(r.warnings.context(ctx), pod(i), metav1.CreateOptions{})
-				r.answered = written()
+				r.answered, r.answeredAt = written(), time.Now()
 				results[i] = r
 			}
 		})
 	}
-	<-done
 	wg.Wait()
+	createdAll.Store(true)
+	<-done
 	require.NoError(t, writeErr, "changing the moving policy")
 	changes := written()
-	sent := min(int(next.Load()), podCount)
-	t.Logf("%d changes of the moving policy and %d pod creates in %s", changes, sent, window)
-	require.Greater(t, changes, 10, "the moving policy changed")
-	require.Greater(t, sent, 10, "pods were created while it changed")
+	sent := taken
+	t.Logf("%d changes of the moving policy and %d pod creates in %s", changes, sent, time.Since(began).Round(time.Millisecond))
+	require.GreaterOrEqual(t, sent, min(podCount, minChanges), "pods were created while the policy changed")
+	require.Greater(t, results[sent-1].sent, results[0].sent, "the moving policy changed while the pods were created")
+
+	// Once the changes stop, the last one is served: a store that stopped publishing fails here,
+	// one that runs late under load does not.
+	last := versions[changes]
+	require.Eventually(t, func() bool {
+		return strings.Contains(dryRunCreate(t, pod(podCount)).Annotations[policies.AppliedAnnotation], movingEntry+last+",")
+	}, scaleWait, 100*time.Millisecond, "podpatch never served the last version of the moving policy (@%s)", last)
 
 	var failed []string
 	for i, r := range results[:sent] {
@@ -233,7 +275,8 @@ func TestScale(t *testing.T) {
 	for n, rv := range versions {
 		index[rv] = n
 	}
-	lags := map[int]int{} // versions behind the last one written when the create was sent
+	lags := map[int]int{}   // versions behind the last one written when the create was sent
+	shaped := map[int]int{} // the version of the moving policy that shaped each patched Pod, by index
 	var problems []string
 	// Pods podpatch did not patch: under load, its budget runs out (its fallback admits them
 	// unchanged and says so: reference §5) or the API server's call times out (failurePolicy
@@ -266,9 +309,6 @@ func TestScale(t *testing.T) {
 		switch {
 		case !ok:
 			problems = append(problems, fmt.Sprintf("%s: moving policy @%q is no version this test wrote (applied %q)", sp.Name, rv, applied))
-		case n+1 < len(stored) && r.sentAt.Sub(stored[n+1]) > servedWithin:
-			problems = append(problems, fmt.Sprintf("%s: shaped by version %d (@%s), but version %d was written %s before its create was sent",
-				sp.Name, n, rv, n+1, r.sentAt.Sub(stored[n+1]).Round(time.Millisecond)))
 		case n > r.answered+1:
 			problems = append(problems, fmt.Sprintf("%s: shaped by version %d (@%s), written after its create was answered (%d)", sp.Name, n, rv, r.answered))
 		case sp.Annotations["scale.podpatch.io/moving"] != strconv.Itoa(n):
@@ -276,8 +316,14 @@ func TestScale(t *testing.T) {
 				sp.Name, n, rv, sp.Annotations["scale.podpatch.io/moving"]))
 		default:
 			lags[r.sent-n]++
+			shaped[i] = n
 		}
 	}
+	sentAt, answeredAt := make([]time.Time, sent), make([]time.Time, sent)
+	for i, r := range results[:sent] {
+		sentAt[i], answeredAt[i] = r.sentAt, r.answeredAt
+	}
+	problems = append(problems, wentBack(sentAt, answeredAt, shaped)...)
 	t.Logf("versions behind the last written when the create was sent: %v (-1: a change in flight)", sortedCounts(lags))
 	t.Logf("not patched: %d answered by podpatch's fallback, %d while the API server's calls failed open %v times", fallback, unexplained, failedOpenDuring)
 	require.LessOrEqual(t, float64(unexplained), failedOpenDuring, "Pods stored unpatched with neither podpatch's fallback warning nor a failed call")
@@ -373,6 +419,30 @@ func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
 	require.NoError(t, err, name)
 	require.Positive(t, d, name)
 	return d
+}
+
+// wentBack lists the Pods shaped by an older version of the moving policy than a Pod whose
+// create was answered before theirs was sent: the API server called podpatch for the one after
+// the other, and the policy store's versions only go forward. sentAt and answeredAt are when
+// each create was sent and answered, shaped the version that shaped each patched Pod (by index).
+func wentBack(sentAt, answeredAt []time.Time, shaped map[int]int) []string {
+	pods := slices.Sorted(maps.Keys(shaped))
+	bySent := slices.SortedFunc(slices.Values(pods), func(a, b int) int { return sentAt[a].Compare(sentAt[b]) })
+	byAnswer := slices.SortedFunc(slices.Values(pods), func(a, b int) int { return answeredAt[a].Compare(answeredAt[b]) })
+	var problems []string
+	newest, from, j := -1, -1, 0 // the newest version of the Pods answered so far, and its Pod
+	for _, i := range bySent {
+		for ; j < len(byAnswer) && answeredAt[byAnswer[j]].Before(sentAt[i]); j++ {
+			if a := byAnswer[j]; shaped[a] > newest {
+				newest, from = shaped[a], a
+			}
+		}
+		if shaped[i] < newest {
+			problems = append(problems, fmt.Sprintf("worker-%05d: shaped by version %d, but worker-%05d, answered before its create was sent, by version %d",
+				i, shaped[i], from, newest))
+		}
+	}
+	return problems
 }
 
 // entriesStartWith reports whether each provenance entry starts with the prefix at its index.
